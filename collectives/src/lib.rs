@@ -1,0 +1,1 @@
+//! Communicators and collectives for Tessera.

@@ -1,0 +1,69 @@
+//! Architecture-specific steps, chosen at compile time by
+//! `cfg(target_feature)`; each has a portable fallback with the same results.
+//!
+//! All `unsafe` in the crate lives here.
+
+use wide::u32x8;
+
+/// Narrows eight lanes holding 16-bit patterns to `[u16; 8]`.
+#[must_use]
+#[inline(always)]
+pub(crate) fn narrow_u16(v: u32x8) -> [u16; 8] {
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+    {
+        use core::arch::x86_64::{
+            __m128i, __m256i, _mm256_castsi256_si128, _mm256_packus_epi32,
+            _mm256_permute4x64_epi64,
+        };
+        let v: __m256i = v.into();
+        // Every lane is below 2^16, so the unsigned saturation never acts;
+        // the permute gathers the two 128-bit halves' packed words.
+        // SAFETY: this code is compiled only when the target has AVX2 (the
+        // cfg above), so every CPU the binary may run on has the instructions.
+        let low: __m128i = unsafe {
+            let packed = _mm256_permute4x64_epi64::<0b1000>(_mm256_packus_epi32(v, v));
+            _mm256_castsi256_si128(packed)
+        };
+        bytemuck::cast(low)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2")))]
+    {
+        let a = v.to_array();
+        core::array::from_fn(|i| a[i] as u16)
+    }
+}
+
+/// Widens `[u16; 8]` to eight 32-bit lanes.
+#[must_use]
+#[inline(always)]
+pub(crate) fn widen_u16(h: [u16; 8]) -> u32x8 {
+    u32x8::from(wide::u16x8::new(h))
+}
+
+/// F16C conversions: one instruction each way for eight lanes.
+#[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
+pub(crate) mod f16c {
+    use core::arch::x86_64::{
+        __m128i, __m256, _MM_FROUND_TO_NEAREST_INT, _mm256_cvtph_ps, _mm256_cvtps_ph,
+    };
+    use wide::f32x8;
+
+    /// f32 -> f16, round to nearest even (the hardware's NaN quieting keeps
+    /// the sign and the top of the payload, as `half` does).
+    #[must_use]
+    #[inline(always)]
+    pub(crate) fn f32_to_f16(x: f32x8) -> [u16; 8] {
+        let x: __m256 = x.into();
+        // SAFETY: compiled only when the target has F16C (the module's cfg).
+        bytemuck::cast(unsafe { _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x) })
+    }
+
+    /// f16 -> f32 (exact; NaN quieted).
+    #[must_use]
+    #[inline(always)]
+    pub(crate) fn f16_to_f32(h: [u16; 8]) -> f32x8 {
+        let h: __m128i = bytemuck::cast(h);
+        // SAFETY: compiled only when the target has F16C (the module's cfg).
+        unsafe { _mm256_cvtph_ps(h) }.into()
+    }
+}

@@ -1,0 +1,235 @@
+//! f16 and bf16: round-to-nearest and stochastic-rounding conversions.
+//!
+//! The slice kernels are generic over [`HalfFloat`] (implemented for
+//! [`f16`] and [`bf16`]); the destination's type picks the format:
+//!
+//! ```
+//! use tessera_core::fp::{self, bf16, f16, Overflow, Stochastic};
+//! use tessera_core::rng::RandomStream;
+//!
+//! let x = [1.0f32, 0.1, -65520.0, f32::NAN];
+//! let mut h = [f16::ZERO; 4];
+//! fp::f32_to_half_slice(&x, &mut h); // round to nearest even
+//! assert_eq!(h[0], f16::ONE);
+//! assert!(h[2].is_infinite());
+//!
+//! let sr = Stochastic::new(RandomStream::new(1, 0), Overflow::Saturate);
+//! let mut b = [bf16::ZERO; 4];
+//! fp::f32_to_half_sr_slice(&x, &mut b, sr, 0);
+//! assert_eq!(b[0], bf16::ONE); // exact values never change
+//! assert!(b[3].is_nan());
+//! ```
+//!
+//! # Round to nearest
+//!
+//! Ties to even, equal to the `half` crate's scalar conversions for every
+//! input. NaN becomes a quiet NaN (f16 bit `0x0200`, bf16 bit `0x0040`) that
+//! keeps its sign and the top of its payload; widening quiets NaN too.
+//! Values from 65520 up become f16 infinity.
+//!
+//! # Stochastic rounding
+//!
+//! For `x` between neighbours `a <= |x| < b` of the target format, the
+//! result is `b` with probability `(|x| - a) / (b - a)` *exactly* (with
+//! respect to the f32 input), otherwise `a`; the sign is kept. So values the
+//! format represents never change and the rounding is unbiased. It is done
+//! by adding random bits to the magnitude's bit pattern and truncating, with
+//! random bits covering every discarded bit:
+//!
+//! | input magnitude | format | discarded bits | random bits used |
+//! |---|---|---|---|
+//! | f16 normal range (>= 2^-14) | f16 | 13 | low 13 of word 0 |
+//! | 2^-24 <= \|x\| < 2^-14 (f16 subnormal results) | f16 | 14 to 23 | low 14 to 23 of word 0 |
+//! | \|x\| < 2^-24 (result 0 or 2^-24) | f16 | 24 to 125 | word 0 (top bits first), then words 1 to 3 only when word 0 ties |
+//! | any finite | bf16 | 16 | low 16 of word 0 |
+//!
+//! Element `i` of a slice converted with `first_index` uses the words of
+//! position `first_index + i` of the [`RandomStream`], so a slice converted
+//! whole or in pieces (each with its own `first_index`) gives the same bits.
+//!
+//! NaN gives the same quiet NaN as round to nearest (it never becomes
+//! infinity); infinities stay. Overflow follows [`Overflow`].
+//!
+//! [`RandomStream`]: crate::rng::RandomStream
+
+mod convert;
+mod lanes;
+pub mod scalar;
+mod stochastic;
+
+pub use half::{bf16, f16};
+
+pub use convert::{f32_to_half_slice, half_to_f32_slice};
+pub use stochastic::f32_to_half_sr_slice;
+
+use crate::rng::RandomStream;
+use wide::{f32x8, u32x8};
+
+/// What stochastic rounding does with magnitudes above the format's largest
+/// finite value (`MAX`: 65504 for f16, about 3.39e38 for bf16).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Overflow {
+    /// IEEE-style: the next value above `MAX` is infinity, so `|x|` in
+    /// `(MAX, 2 MAX')` (where `2 MAX'` is the next power of two) rounds to
+    /// infinity with probability `(|x| - MAX) / (2 MAX' - MAX)`, and from
+    /// `2 MAX'` (65536 for f16) up always. This is what add-then-truncate
+    /// gives and what CPFloat does.
+    #[default]
+    Infinity,
+    /// Finite inputs never become infinite: anything that would round above
+    /// `MAX` gives `MAX` with its sign. Infinite inputs stay infinite.
+    Saturate,
+}
+
+/// The settings of a stochastic-rounding conversion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stochastic {
+    /// Where the random bits come from.
+    pub stream: RandomStream,
+    /// What happens above the largest finite value.
+    pub overflow: Overflow,
+}
+
+impl Stochastic {
+    /// Stochastic rounding with bits from `stream`.
+    #[must_use]
+    pub const fn new(stream: RandomStream, overflow: Overflow) -> Self {
+        Self { stream, overflow }
+    }
+}
+
+/// The 16-bit formats Tessera stores tensors in: [`f16`] and [`bf16`].
+///
+/// Sealed: the kernels rely on its exact semantics.
+pub trait HalfFloat:
+    Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Lanes
+{
+    /// The format's name, `"f16"` or `"bf16"`.
+    const NAME: &'static str;
+
+    /// Widens to f32 (exact).
+    #[must_use]
+    fn to_f32(self) -> f32;
+
+    /// Rounds an f32 to nearest even.
+    #[must_use]
+    fn from_f32(x: f32) -> Self;
+
+    /// Rounds an f32 stochastically with the bits of position `index`.
+    #[must_use]
+    fn from_f32_sr(x: f32, sr: Stochastic, index: u64) -> Self;
+}
+
+impl HalfFloat for f16 {
+    const NAME: &'static str = "f16";
+
+    fn to_f32(self) -> f32 {
+        scalar::f16_to_f32(self)
+    }
+
+    fn from_f32(x: f32) -> Self {
+        scalar::f32_to_f16(x)
+    }
+
+    fn from_f32_sr(x: f32, sr: Stochastic, index: u64) -> Self {
+        scalar::f32_to_f16_sr(x, sr.stream, index, sr.overflow)
+    }
+}
+
+impl HalfFloat for bf16 {
+    const NAME: &'static str = "bf16";
+
+    fn to_f32(self) -> f32 {
+        scalar::bf16_to_f32(self)
+    }
+
+    fn from_f32(x: f32) -> Self {
+        scalar::f32_to_bf16(x)
+    }
+
+    fn from_f32_sr(x: f32, sr: Stochastic, index: u64) -> Self {
+        scalar::f32_to_bf16_sr(x, sr.stream, index, sr.overflow)
+    }
+}
+
+pub(crate) mod sealed {
+    use super::{f32x8, u32x8};
+
+    /// Eight-lane steps of a [`super::HalfFloat`], for the crate's kernels.
+    pub trait Lanes: Sized {
+        /// Widens eight values to f32.
+        fn widen_x8(h: [Self; 8]) -> f32x8;
+        /// Rounds eight f32 to nearest even.
+        fn narrow_rn_x8(x: f32x8) -> [Self; 8];
+        /// Stochastically rounds eight finite-or-not f32 with word-0 random
+        /// bits `r`; `None` if a lane needs the scalar rule (probability
+        /// 2^-32 per f16 lane below 2^-24; never for bf16).
+        fn narrow_sr_x8(x: f32x8, r: u32x8, overflow: super::Overflow) -> Option<[Self; 8]>;
+    }
+}
+
+impl sealed::Lanes for f16 {
+    #[inline(always)]
+    fn widen_x8(h: [Self; 8]) -> f32x8 {
+        let bits: [u16; 8] = bytemuck::cast(h);
+        #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
+        {
+            crate::arch::f16c::f16_to_f32(bits)
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "f16c")))]
+        {
+            f32x8::from_bits(lanes::f16_to_f32_portable(crate::arch::widen_u16(bits)))
+        }
+    }
+
+    #[inline(always)]
+    fn narrow_rn_x8(x: f32x8) -> [Self; 8] {
+        #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
+        let bits = crate::arch::f16c::f32_to_f16(x);
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "f16c")))]
+        let bits = crate::arch::narrow_u16(lanes::f32_to_f16_portable(x.to_bits()));
+        bytemuck::cast(bits)
+    }
+
+    #[inline(always)]
+    fn narrow_sr_x8(x: f32x8, r: u32x8, overflow: Overflow) -> Option<[Self; 8]> {
+        let bits = x.to_bits();
+        let sign = bits & u32x8::splat(0x8000_0000);
+        let abs = bits ^ sign;
+        let (rounded, undecided) = lanes::f16_sr_magnitudes(abs, r, overflow);
+        if undecided.any() {
+            return None;
+        }
+        // NaN and infinity take round to nearest's result.
+        let finite = abs.simd_lt(u32x8::splat(0x7f80_0000));
+        let on_grid = finite.select(sign | rounded, bits);
+        Some(Self::narrow_rn_x8(f32x8::from_bits(on_grid)))
+    }
+}
+
+impl sealed::Lanes for bf16 {
+    #[inline(always)]
+    fn widen_x8(h: [Self; 8]) -> f32x8 {
+        let bits: [u16; 8] = bytemuck::cast(h);
+        f32x8::from_bits(lanes::bf16_to_f32_lanes(crate::arch::widen_u16(bits)))
+    }
+
+    #[inline(always)]
+    fn narrow_rn_x8(x: f32x8) -> [Self; 8] {
+        bytemuck::cast(crate::arch::narrow_u16(lanes::f32_to_bf16_lanes(x.to_bits())))
+    }
+
+    #[inline(always)]
+    fn narrow_sr_x8(x: f32x8, r: u32x8, overflow: Overflow) -> Option<[Self; 8]> {
+        let bits = x.to_bits();
+        let sign = bits & u32x8::splat(0x8000_0000);
+        let abs = bits ^ sign;
+        let rounded = lanes::bf16_sr_magnitudes(abs, r, overflow);
+        let finite = abs.simd_lt(u32x8::splat(0x7f80_0000));
+        let out = finite.select((sign | rounded) >> 16, lanes::f32_to_bf16_lanes(bits));
+        Some(bytemuck::cast(crate::arch::narrow_u16(out)))
+    }
+}
+
+#[cfg(test)]
+pub(crate) use lanes::{f16_to_f32_portable, f32_to_f16_portable};

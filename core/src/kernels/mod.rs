@@ -1,0 +1,1 @@
+//! Vector kernels over slices.

@@ -1,0 +1,59 @@
+//! Tessera's kernels: the numerics of mixed-precision, data-parallel
+//! training as `no_std` functions over slices.
+//!
+//! - [`fp`]: f32 <-> f16/bf16 conversions, round to nearest and exactly
+//!   unbiased stochastic rounding, SIMD with scalar `const fn` twins.
+//! - [`rng`]: position-addressed random bits (counter-based), with
+//!   `rand_core` impls for sequential use.
+//! - [`kernels`]: vector kernels (axpy, scale, add, dot, sum of squares,
+//!   max-abs, fused unscale-and-check, accumulation) with fixed-order,
+//!   split-invariant reductions.
+//!
+//! # Cargo features
+//!
+//! - `std` (default): implies `alloc`; nothing in the kernels needs it.
+//! - `alloc`: reserved for heap-backed conveniences; no kernel allocates.
+//!
+//! With `default-features = false` the crate is `no_std` and pulls no `std`
+//! feature of any dependency.
+//!
+//! # Determinism
+//!
+//! Every kernel gives bitwise the same result on every CPU path (AVX2, F16C,
+//! SSE2, plain scalar): each SIMD kernel has a scalar twin that defines it,
+//! and the tests compare them bit for bit. No kernel uses fused
+//! multiply-add on any path. Reductions use one fixed order (see
+//! [`kernels`]) and combine block partials exactly, so a block-aligned split
+//! of a slice over threads, tiles or replicas gives the same bits as one
+//! call. Random bits are addressed by position, never drawn in sequence.
+//!
+//! # Numerics
+//!
+//! - Rounding: round to nearest even equals the `half` crate for all 2^32
+//!   f32 inputs; stochastic rounding is exactly unbiased, with random bits
+//!   covering every discarded bit (see [`fp`]).
+//! - NaN stays NaN (quieted, sign and top payload kept); infinities stay;
+//!   finite overflow follows [`fp::Overflow`] in stochastic rounding and
+//!   gives infinity in round to nearest.
+//! - Random bits: element `i` of a conversion with `first_index` uses word 0
+//!   of position `first_index + i` (see [`rng`] for the generator).
+//!
+//! # Fast paths
+//!
+//! SIMD width and F16C are chosen at compile time. Build with
+//! `RUSTFLAGS="-C target-cpu=native"` (or `-C target-feature=+avx2,+f16c`)
+//! to get them; the portable build gives the same bits, slower.
+
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+mod arch;
+pub mod fp;
+pub mod kernels;
+pub mod rng;

@@ -1,0 +1,1 @@
+//! The IPU and Pod simulator.
