@@ -98,6 +98,52 @@ impl Stochastic {
     }
 }
 
+/// How a kernel that writes 16-bit values rounds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rounding {
+    /// Round to nearest, ties to even.
+    Nearest,
+    /// Stochastic rounding; element `i` of the slice written uses position
+    /// `first_index + i` of `sr.stream`.
+    Stochastic {
+        /// The random bits and overflow policy.
+        sr: Stochastic,
+        /// The stream position of the slice's first element.
+        first_index: u64,
+    },
+}
+
+impl Rounding {
+    /// Rounds `x`, the value of element `at` of the slice being written
+    /// (the scalar twin of the kernels' eight-lane store).
+    #[must_use]
+    #[inline]
+    pub fn round<H: HalfFloat>(self, x: f32, at: usize) -> H {
+        match self {
+            Self::Nearest => H::from_f32(x),
+            Self::Stochastic { sr, first_index } => {
+                H::from_f32_sr(x, sr, first_index.wrapping_add(at as u64))
+            }
+        }
+    }
+
+    /// Rounds eight values, elements `at..at + 8` of the slice being
+    /// written; bitwise equal to [`Rounding::round`] lane by lane.
+    #[inline(always)]
+    pub(crate) fn round_x8<H: HalfFloat>(self, x: f32x8, at: usize) -> [H; 8] {
+        match self {
+            Self::Nearest => H::narrow_rn_x8(x),
+            Self::Stochastic { sr, first_index } => {
+                let index = first_index.wrapping_add(at as u64);
+                H::narrow_sr_x8(x, sr.stream.bits_x8(index), sr.overflow).unwrap_or_else(|| {
+                    let x = x.to_array();
+                    core::array::from_fn(|lane| self.round(x[lane], at + lane))
+                })
+            }
+        }
+    }
+}
+
 /// The 16-bit formats Tessera stores tensors in: [`f16`] and [`bf16`].
 ///
 /// Sealed: the kernels rely on its exact semantics.

@@ -84,6 +84,9 @@ fn mix32x8(lo: u32x8, k0: u32, k1: u32) -> u32x8 {
     x ^ (x >> 14)
 }
 
+/// Lane offsets 0..8.
+const LANES: u32x8 = u32x8::new([0, 1, 2, 3, 4, 5, 6, 7]);
+
 /// A keyed family of random words addressed by position.
 ///
 /// Two streams with different `(seed, stream)` pairs have unrelated keys.
@@ -145,6 +148,21 @@ impl RandomStream {
         mix32(index as u32, k0, k1)
     }
 
+    /// Word 0 of the eight positions `index..index + 8`.
+    #[must_use]
+    #[inline]
+    pub(crate) fn bits_x8(self, index: u64) -> u32x8 {
+        let lo = index as u32;
+        if lo <= u32::MAX - 7 {
+            let (k0, k1) = self.block_keys((index >> 32) as u32, 0);
+            mix32x8(u32x8::splat(lo) + LANES, k0, k1)
+        } else {
+            u32x8::new(core::array::from_fn(|lane| {
+                self.bits(index.wrapping_add(lane as u64))
+            }))
+        }
+    }
+
     /// Calls `f(offset, bits)` for every run of eight positions of word 0 in
     /// `first..first + len` that lies inside one 2^32 block, in order, and
     /// returns the number of positions covered; the caller handles the rest
@@ -152,7 +170,6 @@ impl RandomStream {
     /// this so that their lanes see exactly the scalar bits.
     #[inline]
     pub(crate) fn for_each_x8(self, first: u64, len: usize, mut f: impl FnMut(usize, u32x8)) -> usize {
-        const LANES: u32x8 = u32x8::new([0, 1, 2, 3, 4, 5, 6, 7]);
         let mut done = 0usize;
         while len - done >= 8 {
             let index = first.wrapping_add(done as u64);

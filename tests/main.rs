@@ -1,0 +1,6 @@
+//! Tessera's integration tests: one binary, one module per area.
+
+mod cli;
+mod conversions;
+mod kernels;
+mod rng;
