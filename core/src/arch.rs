@@ -12,8 +12,7 @@ pub(crate) fn narrow_u16(v: u32x8) -> [u16; 8] {
     #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
     {
         use core::arch::x86_64::{
-            __m128i, __m256i, _mm256_castsi256_si128, _mm256_packus_epi32,
-            _mm256_permute4x64_epi64,
+            __m128i, __m256i, _mm256_castsi256_si128, _mm256_packus_epi32, _mm256_permute4x64_epi64,
         };
         let v: __m256i = v.into();
         // Every lane is below 2^16, so the unsigned saturation never acts;

@@ -7,10 +7,8 @@
 
 use wide::{f32x8, u32x8};
 
-use super::scalar::{
-    BF16_MAX_AS_F32, F16_MAX_AS_F32, F16_MIN_SUBNORMAL_AS_F32,
-};
 use super::Overflow;
+use super::scalar::{BF16_MAX_AS_F32, F16_MAX_AS_F32, F16_MIN_SUBNORMAL_AS_F32};
 
 /// f32 bits -> f16 bits, round to nearest even, in plain integer and f32
 /// SIMD arithmetic (after F. Giesen's `float_to_half_fast3_rtne`, with NaN
@@ -34,7 +32,9 @@ pub(crate) fn f32_to_f16_portable(bits: u32x8) -> u32x8 {
     let is_nan = abs.simd_gt(u32x8::splat(0x7f80_0000));
     let nan = u32x8::splat(0x7e00) | ((abs >> 13) & u32x8::splat(0x03ff));
     let special = is_nan.select(nan, u32x8::splat(0x7c00));
-    let out = abs.simd_lt(u32x8::splat(113 << 23)).select(subnormal, normal);
+    let out = abs
+        .simd_lt(u32x8::splat(113 << 23))
+        .select(subnormal, normal);
     let out = abs.simd_ge(u32x8::splat(143 << 23)).select(special, out);
     out | (sign >> 16)
 }
@@ -54,9 +54,11 @@ pub(crate) fn f16_to_f32_portable(h: u32x8) -> u32x8 {
     let special = rebiased + u32x8::splat(112 << 23) | quiet;
     // Zero and subnormal: exact renormalisation by an f32 subtraction.
     let magic = u32x8::splat(113 << 23);
-    let small = (f32x8::from_bits(rebiased + u32x8::splat(1 << 23)) - f32x8::from_bits(magic))
-        .to_bits();
-    let out = exp.simd_eq(u32x8::splat(0x0f80_0000)).select(special, rebiased);
+    let small =
+        (f32x8::from_bits(rebiased + u32x8::splat(1 << 23)) - f32x8::from_bits(magic)).to_bits();
+    let out = exp
+        .simd_eq(u32x8::splat(0x0f80_0000))
+        .select(special, rebiased);
     let out = exp.simd_eq(u32x8::splat(0)).select(small, out);
     out | ((h & u32x8::splat(0x8000)) << 16)
 }
@@ -124,7 +126,10 @@ pub(crate) fn f16_sr_magnitudes(abs: u32x8, r: u32x8, overflow: Overflow) -> (u3
 fn tiny_significand_and_scale_x8(abs: u32x8) -> (u32x8, u32x8) {
     let exp: u32x8 = abs >> 23;
     let subnormal = exp.simd_eq(u32x8::splat(0));
-    let m = subnormal.select(abs, (abs & u32x8::splat(0x007f_ffff)) | u32x8::splat(0x0080_0000));
+    let m = subnormal.select(
+        abs,
+        (abs & u32x8::splat(0x007f_ffff)) | u32x8::splat(0x0080_0000),
+    );
     let s = u32x8::splat(126) - exp.max(u32x8::splat(1));
     (m, s)
 }

@@ -262,7 +262,9 @@ impl sealed::Lanes for bf16 {
 
     #[inline(always)]
     fn narrow_rn_x8(x: f32x8) -> [Self; 8] {
-        bytemuck::cast(crate::arch::narrow_u16(lanes::f32_to_bf16_lanes(x.to_bits())))
+        bytemuck::cast(crate::arch::narrow_u16(lanes::f32_to_bf16_lanes(
+            x.to_bits(),
+        )))
     }
 
     #[inline(always)]
@@ -278,4 +280,4 @@ impl sealed::Lanes for bf16 {
 }
 
 #[cfg(test)]
-pub(crate) use lanes::{f16_to_f32_portable, f32_to_f16_portable};
+mod tests;

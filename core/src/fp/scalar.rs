@@ -119,17 +119,30 @@ pub(crate) const fn bf16_bits_to_f32_bits(h: u16) -> u32 {
 /// `index` of `stream` (see [the module docs](super) for the rule).
 #[must_use]
 pub const fn f32_to_f16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> f16 {
+    f32_to_f16_sr_word(x, stream.bits(index), stream, index, overflow)
+}
+
+/// [`f32_to_f16_sr`] with word 0 given explicitly as `word0`, so tests can
+/// enumerate it. Words 1 to 3 of position `index` of `stream` are read only
+/// for magnitudes below 2^-24 whose outcome `word0` leaves open.
+#[must_use]
+pub const fn f32_to_f16_sr_word(
+    x: f32,
+    word0: u32,
+    stream: RandomStream,
+    index: u64,
+    overflow: Overflow,
+) -> f16 {
     let bits = x.to_bits();
     let abs = bits & 0x7fff_ffff;
     let exp = abs >> 23;
     if exp == 0xff {
         return f32_to_f16(x);
     }
-    let r = stream.bits(index);
     let rounded = if exp >= 103 {
         let mask = f16_discarded_mask(exp);
-        (abs + (r & mask)) & !mask
-    } else if tiny_rounds_away(abs, r, stream, index) {
+        (abs + (word0 & mask)) & !mask
+    } else if tiny_rounds_away(abs, word0, stream, index) {
         F16_MIN_SUBNORMAL_AS_F32
     } else {
         0
@@ -172,7 +185,11 @@ pub(crate) const fn tiny_rounds_away(abs: u32, r: u32, stream: RandomStream, ind
         let take = if remaining < 32 { remaining } else { 32 };
         let drawn = stream.word(index, word) >> (32 - take);
         remaining -= take;
-        let target = if remaining >= 32 { 0 } else { (m >> remaining) & low_mask(take) };
+        let target = if remaining >= 32 {
+            0
+        } else {
+            (m >> remaining) & low_mask(take)
+        };
         if drawn != target {
             return drawn < target;
         }
@@ -195,20 +212,30 @@ pub(crate) const fn tiny_significand_and_scale(abs: u32) -> (u32, u32) {
 }
 
 const fn low_mask(bits: u32) -> u32 {
-    if bits >= 32 { u32::MAX } else { (1 << bits) - 1 }
+    if bits >= 32 {
+        u32::MAX
+    } else {
+        (1 << bits) - 1
+    }
 }
 
 /// f32 -> bf16 with stochastic rounding, using the random bits of position
 /// `index` of `stream` (see [the module docs](super) for the rule).
 #[must_use]
 pub const fn f32_to_bf16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> bf16 {
+    f32_to_bf16_sr_word(x, stream.bits(index), overflow)
+}
+
+/// [`f32_to_bf16_sr`] with the element's random word given explicitly (only
+/// its low 16 bits are used).
+#[must_use]
+pub const fn f32_to_bf16_sr_word(x: f32, word0: u32, overflow: Overflow) -> bf16 {
     let bits = x.to_bits();
     let abs = bits & 0x7fff_ffff;
     if abs >= 0x7f80_0000 {
         return f32_to_bf16(x);
     }
-    let r = stream.bits(index);
-    let rounded = (abs + (r & 0xffff)) & 0xffff_0000;
+    let rounded = (abs + (word0 & 0xffff)) & 0xffff_0000;
     let rounded = saturate(rounded, BF16_MAX_AS_F32, overflow);
     bf16::from_bits((((bits & 0x8000_0000) | rounded) >> 16) as u16)
 }

@@ -20,7 +20,11 @@ pub fn f32_to_half_sr_slice<H: HalfFloat>(
     sr: Stochastic,
     first_index: u64,
 ) {
-    assert_eq!(src.len(), dst.len(), "f32_to_half_sr_slice: length mismatch");
+    assert_eq!(
+        src.len(),
+        dst.len(),
+        "f32_to_half_sr_slice: length mismatch"
+    );
     let vectorised = sr.stream.for_each_x8(first_index, src.len(), |at, r| {
         let s: &[f32; 8] = src[at..at + 8].try_into().expect("eight lanes");
         let d: &mut [H; 8] = (&mut dst[at..at + 8]).try_into().expect("eight lanes");

@@ -169,7 +169,12 @@ impl RandomStream {
     /// one by one with [`RandomStream::bits`]. The SIMD kernels are built on
     /// this so that their lanes see exactly the scalar bits.
     #[inline]
-    pub(crate) fn for_each_x8(self, first: u64, len: usize, mut f: impl FnMut(usize, u32x8)) -> usize {
+    pub(crate) fn for_each_x8(
+        self,
+        first: u64,
+        len: usize,
+        mut f: impl FnMut(usize, u32x8),
+    ) -> usize {
         let mut done = 0usize;
         while len - done >= 8 {
             let index = first.wrapping_add(done as u64);
