@@ -4,3 +4,4 @@ mod cli;
 mod conversions;
 mod kernels;
 mod rng;
+mod scale;

@@ -57,3 +57,4 @@ mod arch;
 pub mod fp;
 pub mod kernels;
 pub mod rng;
+pub mod scale;
