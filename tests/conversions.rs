@@ -521,10 +521,15 @@ fn exhaustive_all_f32_inputs() {
                     f32_to_half_sr_slice(&x, &mut b, SR_SAT, start);
                     for (i, ((x, h), b)) in x.iter().zip(&h).zip(&b).enumerate() {
                         let index = start + i as u64;
-                        assert_eq!(*h, f16::from_f32_sr(*x, SR, index), "{:#x}", x.to_bits());
                         assert_eq!(
-                            *b,
-                            bf16::from_f32_sr(*x, SR_SAT, index),
+                            h.to_bits(),
+                            f16::from_f32_sr(*x, SR, index).to_bits(),
+                            "{:#x}",
+                            x.to_bits()
+                        );
+                        assert_eq!(
+                            b.to_bits(),
+                            bf16::from_f32_sr(*x, SR_SAT, index).to_bits(),
                             "{:#x}",
                             x.to_bits()
                         );
