@@ -3,5 +3,6 @@
 mod cli;
 mod conversions;
 mod kernels;
+mod loss;
 mod rng;
 mod scale;

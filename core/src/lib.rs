@@ -56,5 +56,6 @@ extern crate std;
 mod arch;
 pub mod fp;
 pub mod kernels;
+pub mod loss;
 pub mod rng;
 pub mod scale;

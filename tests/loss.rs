@@ -1,0 +1,1 @@
+//! Tests: loss functions.
