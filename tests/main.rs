@@ -4,5 +4,6 @@ mod cli;
 mod conversions;
 mod kernels;
 mod loss;
+mod optim;
 mod rng;
 mod scale;

@@ -57,5 +57,6 @@ mod arch;
 pub mod fp;
 pub mod kernels;
 pub mod loss;
+pub mod optim;
 pub mod rng;
 pub mod scale;

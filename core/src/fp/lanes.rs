@@ -51,7 +51,7 @@ pub(crate) fn f16_to_f32_portable(h: u32x8) -> u32x8 {
     let quiet: u32x8 = (shifted & u32x8::splat(0x007f_e000))
         .simd_ne(u32x8::splat(0))
         .select(u32x8::splat(0x0040_0000), u32x8::splat(0));
-    let special = rebiased + u32x8::splat(112 << 23) | quiet;
+    let special = (rebiased + u32x8::splat(112 << 23)) | quiet;
     // Zero and subnormal: exact renormalisation by an f32 subtraction.
     let magic = u32x8::splat(113 << 23);
     let small =

@@ -1,7 +1,7 @@
 //! f16 and bf16: round-to-nearest and stochastic-rounding conversions.
 //!
 //! The slice kernels are generic over [`HalfFloat`] (implemented for
-//! [`f16`] and [`bf16`]); the destination's type picks the format:
+//! [`f16`](struct@f16) and [`bf16`](struct@bf16)); the destination's type picks the format:
 //!
 //! ```
 //! use tessera_core::fp::{self, bf16, f16, Overflow, Stochastic};
@@ -144,7 +144,7 @@ impl Rounding {
     }
 }
 
-/// The 16-bit formats Tessera stores tensors in: [`f16`] and [`bf16`].
+/// The 16-bit formats Tessera stores tensors in: [`f16`](struct@f16) and [`bf16`](struct@bf16).
 ///
 /// Sealed: the kernels rely on its exact semantics.
 pub trait HalfFloat:
@@ -198,8 +198,103 @@ impl HalfFloat for bf16 {
     }
 }
 
+/// A format tensors are stored in: `f32`, [`f16`](struct@f16) or [`bf16`](struct@bf16). Kernels that
+/// read several tensors of different formats (an optimizer reading f16
+/// gradients into f32 weights, say) are generic over it; they compute in
+/// f32 and round on the store.
+///
+/// Stores canonicalise NaN to `f32::NAN` first (its f16/bf16 rounding for
+/// 16-bit formats): Rust leaves the payload of an arithmetic NaN to the CPU,
+/// and Tessera's results must not depend on the CPU.
+pub trait Element: Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Store {
+    /// `"f32"`, `"f16"` or `"bf16"`.
+    const NAME: &'static str;
+
+    /// The value as f32 (exact).
+    #[must_use]
+    fn load(self) -> f32;
+
+    /// Stores `x` as element `at` of the slice being written, rounding with
+    /// `rounding` (ignored by f32).
+    #[must_use]
+    fn store(x: f32, rounding: Rounding, at: usize) -> Self;
+}
+
+impl Element for f32 {
+    const NAME: &'static str = "f32";
+
+    #[inline(always)]
+    fn load(self) -> f32 {
+        self
+    }
+
+    #[inline(always)]
+    fn store(x: f32, _: Rounding, _: usize) -> Self {
+        canonical(x)
+    }
+}
+
+impl<H: HalfFloat> Element for H {
+    const NAME: &'static str = <H as HalfFloat>::NAME;
+
+    #[inline(always)]
+    fn load(self) -> f32 {
+        self.to_f32()
+    }
+
+    #[inline(always)]
+    fn store(x: f32, rounding: Rounding, at: usize) -> Self {
+        rounding.round(canonical(x), at)
+    }
+}
+
+/// NaN as `f32::NAN`, anything else unchanged.
+#[inline(always)]
+fn canonical(x: f32) -> f32 {
+    if x.is_nan() { f32::NAN } else { x }
+}
+
+/// [`canonical`] on eight lanes.
+#[inline(always)]
+fn canonical_x8(x: f32x8) -> f32x8 {
+    x.is_nan().select(f32x8::splat(f32::NAN), x)
+}
+
+impl sealed::Store for f32 {
+    #[inline(always)]
+    fn load_x8(x: [Self; 8]) -> f32x8 {
+        f32x8::from(x)
+    }
+
+    #[inline(always)]
+    fn store_x8(x: f32x8, _: Rounding, _: usize) -> [Self; 8] {
+        canonical_x8(x).to_array()
+    }
+}
+
+impl<H: HalfFloat> sealed::Store for H {
+    #[inline(always)]
+    fn load_x8(x: [Self; 8]) -> f32x8 {
+        H::widen_x8(x)
+    }
+
+    #[inline(always)]
+    fn store_x8(x: f32x8, rounding: Rounding, at: usize) -> [Self; 8] {
+        rounding.round_x8(canonical_x8(x), at)
+    }
+}
+
 pub(crate) mod sealed {
-    use super::{f32x8, u32x8};
+    use super::{Rounding, f32x8, u32x8};
+
+    /// Eight-lane loads and stores of an [`super::Element`].
+    pub trait Store: Sized {
+        /// Loads eight values as f32.
+        fn load_x8(x: [Self; 8]) -> f32x8;
+        /// Stores eight values as elements `at..at + 8` of the slice being
+        /// written; bitwise equal to `Element::store` lane by lane.
+        fn store_x8(x: f32x8, rounding: Rounding, at: usize) -> [Self; 8];
+    }
 
     /// Eight-lane steps of a [`super::HalfFloat`], for the crate's kernels.
     pub trait Lanes: Sized {

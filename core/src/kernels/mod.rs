@@ -1,1 +1,109 @@
-//! Vector kernels over slices.
+//! Vector kernels over slices: axpy, scale, add, fused unscale-and-check,
+//! f16/bf16 accumulation, and dot, sum of squares and max-abs reductions
+//! with a fixed order and exactly combined partials.
+//!
+//! Every kernel comes in an f32 form and, where it makes sense, a form over
+//! 16-bit storage (`*_half`, generic over [`HalfFloat`]) that widens to f32,
+//! computes in f32 and rounds on the store with a [`Rounding`]. Each has a
+//! scalar twin of the same name in [`scalar`], which is its definition.
+//!
+//! ```
+//! use tessera_core::kernels::{self, ExactSum, BLOCK};
+//!
+//! let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.25).collect();
+//! let whole = kernels::sum_of_squares(&x);
+//!
+//! // Split at a block boundary (over threads, tiles or replicas) and merge
+//! // the partials in any order: the same bits.
+//! let (a, b) = x.split_at(2 * BLOCK);
+//! let mut sum: ExactSum = kernels::sum_of_squares_partial(b);
+//! sum.merge(&kernels::sum_of_squares_partial(a));
+//! assert_eq!(sum.to_f32().to_bits(), whole.to_bits());
+//! ```
+//!
+//! # Determinism
+//!
+//! The SIMD kernels equal their [`scalar`] twins bit for bit on every CPU
+//! path (AVX2, SSE2, portable); the tests compare them. No kernel uses a
+//! fused multiply-add: a product is rounded to f32, then added.
+//!
+//! Reductions (`dot`, `sum_of_squares` and their `_half` forms) use this
+//! order, a function of the element index alone:
+//!
+//! 1. The slice is cut into blocks of [`BLOCK`] (256) elements from its
+//!    start; the last block may be shorter.
+//! 2. Within a block, [`LANES`] (8) f32 lane sums start at `+0.0`; lane `j`
+//!    adds the terms of elements `j, j + 8, j + 16, ...` of the block in
+//!    increasing order (`lane = lane + term`, the term being `x * y` or
+//!    `x * x` rounded to f32). A short last block has lanes with fewer
+//!    terms; the SIMD code pads them with `+0.0` terms, which changes
+//!    nothing because a lane sum is never `-0.0`.
+//! 3. The block partial is `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 +
+//!    l7))` in f32.
+//! 4. Block partials are added *exactly* into an [`ExactSum`], which is
+//!    rounded once to f32 (to nearest, ties to even) at the end.
+//!
+//! Because step 4 is exact integer arithmetic, any split of a slice at
+//! multiples of [`BLOCK`] (counted from the slice's start) into pieces whose
+//! `*_partial` results are merged in any order gives bitwise the result of
+//! one call. The f32 rounding of steps 2 and 3 is inside a block only, so a
+//! block partial can overflow to infinity (or give NaN from `inf - inf`)
+//! even where the exact total is finite; it does so the same way for every
+//! split.
+//!
+//! `max_abs` is order-free: it is the maximum of the bit patterns
+//! `bits & 0x7fff_ffff`, which orders magnitudes exactly and puts every NaN
+//! above infinity, so any split, block-aligned or not, gives the same
+//! result ([`MaxAbs`]).
+//!
+//! Element-wise kernels have no order to fix; the `_half` forms that round
+//! stochastically use random bits addressed by position (element `i` of the
+//! written slice uses position `first_index + i`, see [`Rounding`]), so a
+//! slice processed in pieces, each with its own `first_index`, gives the same
+//! bits as one call.
+//!
+//! # Numerics
+//!
+//! - NaN: Rust leaves the sign and payload of an arithmetic NaN unspecified
+//!   (and x86 and Arm pick differently when two NaNs meet), so every NaN a
+//!   kernel writes or returns is the canonical quiet NaN `f32::NAN`
+//!   (`0x7fc0_0000`); in f16/bf16 storage it is that value rounded (f16
+//!   `0x7e00`, bf16 `0x7fc0`). Reductions propagate NaN: a NaN term, or
+//!   `+inf` and `-inf` terms, give NaN.
+//! - Signed zero: element-wise kernels follow IEEE (`-0.0 + -0.0 = -0.0`);
+//!   a reduction whose exact total is zero returns `+0.0`, as does an empty
+//!   slice.
+//! - Overflow: element-wise results overflow to infinity as IEEE f32
+//!   arithmetic does; f16/bf16 stores follow the [`Rounding`] (round to
+//!   nearest gives infinity, stochastic rounding its [`Overflow`] policy).
+//! - Loss scaling: [`unscale_and_check`] reports whether any *unscaled*
+//!   value is non-finite (see its docs for how that relates to PyTorch).
+//!
+//! [`HalfFloat`]: crate::fp::HalfFloat
+//! [`Rounding`]: crate::fp::Rounding
+//! [`Overflow`]: crate::fp::Overflow
+
+mod elementwise;
+mod exact;
+mod reduce;
+pub mod scalar;
+
+pub use elementwise::{
+    accumulate, add, add_half, axpy, axpy_half, scale, scale_half, unscale_and_check,
+    unscale_and_check_half,
+};
+pub use exact::ExactSum;
+pub use reduce::{
+    MaxAbs, dot, dot_half, dot_half_partial, dot_partial, max_abs, max_abs_half,
+    max_abs_half_partial, max_abs_partial, sum_of_squares, sum_of_squares_half,
+    sum_of_squares_half_partial, sum_of_squares_partial,
+};
+
+/// Elements per reduction block. Split slices at multiples of this (counted
+/// from the start of the whole slice) for split-invariant reductions.
+pub const BLOCK: usize = 256;
+
+/// f32 lanes per block (the SIMD width the order is defined with).
+pub const LANES: usize = 8;
+
+const _: () = assert!(BLOCK.is_multiple_of(LANES));

@@ -1,0 +1,243 @@
+//! Scalar twins of every kernel: the reference definitions.
+//!
+//! Each function here has the same name, signature and panics as the SIMD
+//! kernel in [`kernels`](super), computes one element at a time in plain
+//! Rust with the same order of operations, and is what the SIMD kernel must
+//! equal bit for bit (the tests check it on every CPU path). They are also
+//! usable as slow, obviously-correct kernels in their own right.
+
+use crate::fp::{HalfFloat, Rounding};
+
+use super::{BLOCK, ExactSum, LANES, MaxAbs};
+
+/// Canonicalises a NaN to `f32::NAN` (see [the numerics](super#numerics)).
+#[must_use]
+#[inline(always)]
+pub(crate) fn canonical(x: f32) -> f32 {
+    if x.is_nan() { f32::NAN } else { x }
+}
+
+/// The fixed tree that turns a block's eight lane sums into its partial.
+#[must_use]
+#[inline(always)]
+pub(crate) fn combine_lanes(l: [f32; LANES]) -> f32 {
+    ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+}
+
+/// The block partials of `n` terms, `term(i)` for element `i`, added into
+/// an [`ExactSum`]: the definition of every sum-like reduction.
+fn block_sums(n: usize, term: impl Fn(usize) -> f32) -> ExactSum {
+    let mut sum = ExactSum::new();
+    for start in (0..n).step_by(BLOCK) {
+        let mut lanes = [0.0f32; LANES];
+        for i in start..n.min(start + BLOCK) {
+            lanes[i % LANES] += term(i);
+        }
+        sum.add(combine_lanes(lanes));
+    }
+    sum
+}
+
+// ---------------------------------------------------------------------------
+// Element-wise, f32.
+
+/// `y[i] = y[i] + a * x[i]` (multiply, round, add, round).
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+    assert_eq!(x.len(), y.len(), "axpy: length mismatch");
+    for (x, y) in x.iter().zip(y) {
+        *y = canonical(*y + a * *x);
+    }
+}
+
+/// `x[i] = x[i] * a`.
+pub fn scale(a: f32, x: &mut [f32]) {
+    for x in x {
+        *x = canonical(*x * a);
+    }
+}
+
+/// `y[i] = y[i] + x[i]`.
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+pub fn add(x: &[f32], y: &mut [f32]) {
+    assert_eq!(x.len(), y.len(), "add: length mismatch");
+    for (x, y) in x.iter().zip(y) {
+        *y = canonical(*y + *x);
+    }
+}
+
+/// `x[i] = x[i] * inv_scale`; returns whether any result is infinite or NaN.
+#[must_use]
+pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
+    let mut found = false;
+    for x in x {
+        *x = canonical(*x * inv_scale);
+        found |= !x.is_finite();
+    }
+    found
+}
+
+/// `acc[i] = acc[i] + widen(src[i])`.
+///
+/// # Panics
+/// If `src` and `acc` differ in length.
+pub fn accumulate<H: HalfFloat>(src: &[H], acc: &mut [f32]) {
+    assert_eq!(src.len(), acc.len(), "accumulate: length mismatch");
+    for (s, a) in src.iter().zip(acc) {
+        *a = canonical(*a + s.to_f32());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Element-wise, 16-bit storage.
+
+/// `y[i] = round(widen(y[i]) + a * widen(x[i]))`, element `i` rounded with
+/// `rounding` at position `i`.
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+pub fn axpy_half<H: HalfFloat>(a: f32, x: &[H], y: &mut [H], rounding: Rounding) {
+    assert_eq!(x.len(), y.len(), "axpy_half: length mismatch");
+    for (i, (x, y)) in x.iter().zip(y).enumerate() {
+        *y = rounding.round(canonical(y.to_f32() + a * x.to_f32()), i);
+    }
+}
+
+/// `x[i] = round(widen(x[i]) * a)`.
+pub fn scale_half<H: HalfFloat>(a: f32, x: &mut [H], rounding: Rounding) {
+    for (i, x) in x.iter_mut().enumerate() {
+        *x = rounding.round(canonical(x.to_f32() * a), i);
+    }
+}
+
+/// `y[i] = round(widen(y[i]) + widen(x[i]))`.
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+pub fn add_half<H: HalfFloat>(x: &[H], y: &mut [H], rounding: Rounding) {
+    assert_eq!(x.len(), y.len(), "add_half: length mismatch");
+    for (i, (x, y)) in x.iter().zip(y).enumerate() {
+        *y = rounding.round(canonical(y.to_f32() + x.to_f32()), i);
+    }
+}
+
+/// `x[i] = round(widen(x[i]) * inv_scale)`; returns whether any *stored*
+/// value is infinite or NaN.
+#[must_use]
+pub fn unscale_and_check_half<H: HalfFloat>(
+    x: &mut [H],
+    inv_scale: f32,
+    rounding: Rounding,
+) -> bool {
+    let mut found = false;
+    for (i, x) in x.iter_mut().enumerate() {
+        *x = rounding.round(canonical(x.to_f32() * inv_scale), i);
+        found |= !x.to_f32().is_finite();
+    }
+    found
+}
+
+// ---------------------------------------------------------------------------
+// Reductions, f32.
+
+/// The exact sum of the block partials of `x * y` (see
+/// [the order](super#determinism)).
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+#[must_use]
+pub fn dot_partial(x: &[f32], y: &[f32]) -> ExactSum {
+    assert_eq!(x.len(), y.len(), "dot: length mismatch");
+    block_sums(x.len(), |i| x[i] * y[i])
+}
+
+/// `sum(x[i] * y[i])` in the fixed order, rounded once.
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+#[must_use]
+pub fn dot(x: &[f32], y: &[f32]) -> f32 {
+    dot_partial(x, y).to_f32()
+}
+
+/// The exact sum of the block partials of `x * x`.
+#[must_use]
+pub fn sum_of_squares_partial(x: &[f32]) -> ExactSum {
+    block_sums(x.len(), |i| x[i] * x[i])
+}
+
+/// `sum(x[i] * x[i])` in the fixed order, rounded once.
+#[must_use]
+pub fn sum_of_squares(x: &[f32]) -> f32 {
+    sum_of_squares_partial(x).to_f32()
+}
+
+/// The largest magnitude of `x`, as a combinable partial.
+#[must_use]
+pub fn max_abs_partial(x: &[f32]) -> MaxAbs {
+    let mut m = MaxAbs::new();
+    for &v in x {
+        m.add(v);
+    }
+    m
+}
+
+/// The largest `|x[i]|`; NaN if any element is NaN; `0.0` if empty.
+#[must_use]
+pub fn max_abs(x: &[f32]) -> f32 {
+    max_abs_partial(x).to_f32()
+}
+
+// ---------------------------------------------------------------------------
+// Reductions, 16-bit storage (f32 arithmetic on the widened values).
+
+/// The exact sum of the block partials of `widen(x) * widen(y)`.
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+#[must_use]
+pub fn dot_half_partial<H: HalfFloat>(x: &[H], y: &[H]) -> ExactSum {
+    assert_eq!(x.len(), y.len(), "dot_half: length mismatch");
+    block_sums(x.len(), |i| x[i].to_f32() * y[i].to_f32())
+}
+
+/// `sum(widen(x[i]) * widen(y[i]))` in the fixed order, rounded once.
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+#[must_use]
+pub fn dot_half<H: HalfFloat>(x: &[H], y: &[H]) -> f32 {
+    dot_half_partial(x, y).to_f32()
+}
+
+/// The exact sum of the block partials of `widen(x) * widen(x)`.
+#[must_use]
+pub fn sum_of_squares_half_partial<H: HalfFloat>(x: &[H]) -> ExactSum {
+    block_sums(x.len(), |i| x[i].to_f32() * x[i].to_f32())
+}
+
+/// `sum(widen(x[i])^2)` in the fixed order, rounded once.
+#[must_use]
+pub fn sum_of_squares_half<H: HalfFloat>(x: &[H]) -> f32 {
+    sum_of_squares_half_partial(x).to_f32()
+}
+
+/// The largest magnitude of `x` (widened), as a combinable partial.
+#[must_use]
+pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
+    let mut m = MaxAbs::new();
+    for v in x {
+        m.add(v.to_f32());
+    }
+    m
+}
+
+/// The largest `|x[i]|` as f32; NaN if any element is NaN; `0.0` if empty.
+#[must_use]
+pub fn max_abs_half<H: HalfFloat>(x: &[H]) -> f32 {
+    max_abs_half_partial(x).to_f32()
+}

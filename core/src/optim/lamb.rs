@@ -1,0 +1,308 @@
+//! LAMB (You et al., "Large Batch Optimization for Deep Learning: Training
+//! BERT in 76 minutes", arXiv 1904.00962), with the options of timm's
+//! `Lamb`, PopART's `LAMB` and torch-optimizer's `Lamb` as explicit flags.
+
+use crate::fp::Element;
+
+use super::drive::{self, Terms, Update};
+use super::error::{ConfigError, check, non_negative, unit};
+use super::real::Real;
+use super::{Norms, Param, Partials, Precision, Step, bias_correction};
+
+/// LAMB's hyperparameters. `Default` is timm's `Lamb` (except its global
+/// gradient clip, which spans all parameters: see [`super::clip_scale`]).
+///
+/// Per element, in f32, with `g` already multiplied by the step's
+/// `grad_scale`:
+///
+/// ```text
+/// m = b1 m + b3 g                      b3 = 1 - b1 with grad_averaging, else 1
+/// v = b2 v + (1 - b2) (g g)
+/// r = (m / bc1) / (sqrt(v) / sqrt(bc2) + eps)   bc = 1 - b^t, or 1 without bias_correction
+/// w' = w (1 - lr wd)  if decoupled_decay, else w
+/// u = r + wd w'       unless decoupled_decay or wd = 0
+/// w = w' - lr (u ratio)
+/// ```
+///
+/// and per tensor `ratio = phi(||w'||) / ||u||` with `phi(z) = clamp(z,
+/// min_weight_norm, max_weight_norm)`; the ratio is 1 when either norm is
+/// 0, when `max_weight_norm` is 0 (PopART's way to turn it off, used for
+/// biases), or when `weight_decay` is 0 and `always_adapt` is off (timm);
+/// with `trust_clip` it is at most 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LambConfig {
+    /// Learning rate (default 1e-3).
+    pub lr: f32,
+    /// `(b1, b2)`, each in `[0, 1)` (default (0.9, 0.999)).
+    pub betas: (f32, f32),
+    /// Added to the denominator (default 1e-6, timm; PopART uses 1e-6 too).
+    pub eps: f32,
+    /// Weight decay (default 0.01).
+    pub weight_decay: f32,
+    /// Divide the moments by `1 - b^t` (default on; off in torch-optimizer).
+    pub bias_correction: bool,
+    /// Scale the gradient by `1 - b1` in the first moment (default on).
+    pub grad_averaging: bool,
+    /// Decay the weights directly (`w *= 1 - lr wd`) instead of adding
+    /// `wd w` to the update (default off).
+    pub decoupled_decay: bool,
+    /// Adapt (apply the trust ratio) even when `weight_decay` is 0 (default
+    /// off: timm gives such groups ratio 1).
+    pub always_adapt: bool,
+    /// Clip the trust ratio at 1 (default off).
+    pub trust_clip: bool,
+    /// Lower clamp of `||w||` in the ratio (default 0).
+    pub min_weight_norm: f32,
+    /// Upper clamp of `||w||` in the ratio; 0 disables the ratio (default
+    /// infinity; PopART uses 65500, torch-optimizer 10).
+    pub max_weight_norm: f32,
+}
+
+impl Default for LambConfig {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            betas: (0.9, 0.999),
+            eps: 1e-6,
+            weight_decay: 0.01,
+            bias_correction: true,
+            grad_averaging: true,
+            decoupled_decay: false,
+            always_adapt: false,
+            trust_clip: false,
+            min_weight_norm: 0.0,
+            max_weight_norm: f32::INFINITY,
+        }
+    }
+}
+
+impl LambConfig {
+    /// The same settings for parameters excluded from weight decay and
+    /// adaptation (biases, normalisation): `weight_decay` 0, `always_adapt`
+    /// off, `max_weight_norm` 0, so the update is Adam's.
+    #[must_use]
+    pub const fn excluded(self) -> Self {
+        Self {
+            weight_decay: 0.0,
+            always_adapt: false,
+            max_weight_norm: 0.0,
+            ..self
+        }
+    }
+}
+
+/// A validated LAMB optimizer for one parameter group.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lamb {
+    config: LambConfig,
+}
+
+impl Lamb {
+    /// Validates `config`.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first field that is NaN, infinite where
+    /// it must be finite, or out of range (`lr`, `eps`, `weight_decay`,
+    /// `min_weight_norm` >= 0; betas in `[0, 1)`; `min_weight_norm <=
+    /// max_weight_norm` unless the latter is 0).
+    pub fn new(config: LambConfig) -> Result<Self, ConfigError> {
+        non_negative("lr", config.lr)?;
+        unit("betas.0", config.betas.0)?;
+        unit("betas.1", config.betas.1)?;
+        non_negative("eps", config.eps)?;
+        non_negative("weight_decay", config.weight_decay)?;
+        non_negative("min_weight_norm", config.min_weight_norm)?;
+        check(
+            "max_weight_norm",
+            config.max_weight_norm,
+            0.0,
+            f32::INFINITY,
+            false,
+        )?;
+        if config.max_weight_norm != 0.0 && config.min_weight_norm > config.max_weight_norm {
+            return Err(ConfigError::Conflict {
+                reason: "min_weight_norm is above max_weight_norm",
+            });
+        }
+        Ok(Self { config })
+    }
+
+    /// The validated settings.
+    #[must_use]
+    pub const fn config(&self) -> &LambConfig {
+        &self.config
+    }
+
+    /// Phase 1 over a piece starting at a multiple of
+    /// [`BLOCK`](crate::kernels::BLOCK): the partial sums of `||w'||^2`,
+    /// `||g||^2` and `||u||^2`.
+    ///
+    /// # Panics
+    /// If the slices differ in length or the offset is not block-aligned.
+    #[must_use]
+    pub fn partials<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        p: &Param<'_, W, G, S, 2>,
+    ) -> Partials {
+        drive::partials(&self.coefficients(step), p, false)
+    }
+
+    /// The scalar twin of [`Lamb::partials`] (the reference definition).
+    #[must_use]
+    pub fn partials_scalar<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        p: &Param<'_, W, G, S, 2>,
+    ) -> Partials {
+        drive::partials(&self.coefficients(step), p, true)
+    }
+
+    /// Phase 2: updates a piece given the whole tensor's merged partials.
+    ///
+    /// # Panics
+    /// If the slices differ in length.
+    pub fn apply<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        totals: &Partials,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+    ) {
+        let update = self.update(step, totals.norms());
+        drive::apply(&update, p, precision, step.t, false);
+    }
+
+    /// The scalar twin of [`Lamb::apply`].
+    pub fn apply_scalar<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        totals: &Partials,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+    ) {
+        let update = self.update(step, totals.norms());
+        drive::apply(&update, p, precision, step.t, true);
+    }
+
+    /// Both phases over one whole tensor.
+    ///
+    /// # Panics
+    /// If the slices differ in length or `p.offset` is not block-aligned.
+    pub fn step<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+    ) {
+        let totals = self.partials(step, p);
+        self.apply(step, &totals, precision, p);
+    }
+
+    /// The trust ratio for a tensor with these norms.
+    #[must_use]
+    pub fn trust_ratio(&self, norms: Norms) -> f32 {
+        let c = &self.config;
+        let adapt = (c.weight_decay != 0.0 || c.always_adapt) && c.max_weight_norm != 0.0;
+        if !adapt {
+            return 1.0;
+        }
+        let w = norms.w.clamp(c.min_weight_norm, c.max_weight_norm);
+        let ratio = if w > 0.0 && norms.u > 0.0 {
+            w / norms.u
+        } else {
+            1.0
+        };
+        if c.trust_clip { ratio.min(1.0) } else { ratio }
+    }
+
+    fn coefficients(&self, step: Step) -> Coefficients {
+        let c = &self.config;
+        let (b1, b2) = c.betas;
+        let (bc1, bc2) = if c.bias_correction {
+            (bias_correction(b1, step.t), bias_correction(b2, step.t))
+        } else {
+            (1.0, 1.0)
+        };
+        let decoupled = c.decoupled_decay && c.weight_decay != 0.0;
+        Coefficients {
+            grad_scale: step.grad_scale,
+            b1,
+            b3: if c.grad_averaging { 1.0 - b1 } else { 1.0 },
+            b2,
+            c2: 1.0 - b2,
+            bc1: bc1 as f32,
+            bc2_sqrt: libm::sqrt(bc2) as f32,
+            eps: c.eps,
+            decay: decoupled.then(|| (1.0 - f64::from(c.lr) * f64::from(c.weight_decay)) as f32),
+            coupled_wd: (!c.decoupled_decay && c.weight_decay != 0.0).then_some(c.weight_decay),
+        }
+    }
+
+    fn update(&self, step: Step, norms: Norms) -> Apply {
+        Apply {
+            c: self.coefficients(step),
+            lr: self.config.lr,
+            ratio: self.trust_ratio(norms),
+        }
+    }
+}
+
+/// The per-step constants of the element formula.
+#[derive(Clone, Copy, Debug)]
+struct Coefficients {
+    grad_scale: f32,
+    b1: f32,
+    b3: f32,
+    b2: f32,
+    c2: f32,
+    bc1: f32,
+    bc2_sqrt: f32,
+    eps: f32,
+    decay: Option<f32>,
+    coupled_wd: Option<f32>,
+}
+
+impl Coefficients {
+    /// `(g, w', m, v, u)` for one element.
+    #[inline(always)]
+    fn moments<T: Real>(&self, w: T, g: T, m: T, v: T) -> (T, T, T, T, T) {
+        let g = g * T::splat(self.grad_scale);
+        let m = T::splat(self.b1) * m + T::splat(self.b3) * g;
+        let v = T::splat(self.b2) * v + T::splat(self.c2) * (g * g);
+        let denom = v.sqrt() / T::splat(self.bc2_sqrt) + T::splat(self.eps);
+        let r = (m / T::splat(self.bc1)) / denom;
+        let w = match self.decay {
+            Some(decay) => w * T::splat(decay),
+            None => w,
+        };
+        let u = match self.coupled_wd {
+            Some(wd) => r + T::splat(wd) * w,
+            None => r,
+        };
+        (g, w, m, v, u)
+    }
+}
+
+impl Terms<2> for Coefficients {
+    #[inline(always)]
+    fn terms<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> [T; 3] {
+        let (g, w, _, _, u) = self.moments(w, g, m, v);
+        [w * w, g * g, u * u]
+    }
+}
+
+/// Phase 2's element formula.
+struct Apply {
+    c: Coefficients,
+    lr: f32,
+    ratio: f32,
+}
+
+impl Update<2> for Apply {
+    #[inline(always)]
+    fn update<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> (T, [T; 2]) {
+        let (_, w, m, v, u) = self.c.moments(w, g, m, v);
+        (w - T::splat(self.lr) * (u * T::splat(self.ratio)), [m, v])
+    }
+}

@@ -1,0 +1,234 @@
+//! SGD with momentum, dampening, Nesterov momentum and weight decay, with
+//! PyTorch's `SGD` semantics.
+
+use crate::fp::Element;
+
+use super::drive::{self, Update};
+use super::error::{ConfigError, non_negative, unit};
+use super::real::Real;
+use super::{Param, Precision, Step};
+
+/// SGD's hyperparameters; `Default` is PyTorch's (with `lr` 1e-3).
+///
+/// Per element, in f32, with `g` already multiplied by the step's
+/// `grad_scale`:
+///
+/// ```text
+/// d = g + wd w                          (when wd != 0)
+/// buf = d                               on step 1, else
+/// buf = momentum buf + (1 - dampening) d
+/// d = d + momentum buf  with nesterov, else d = buf    (when momentum != 0)
+/// w = w - lr d
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdConfig {
+    /// Learning rate (default 1e-3).
+    pub lr: f32,
+    /// Momentum in `[0, 1)` (default 0: no buffer is read or written).
+    pub momentum: f32,
+    /// Dampening in `[0, 1]` (default 0).
+    pub dampening: f32,
+    /// L2 weight decay added to the gradient (default 0).
+    pub weight_decay: f32,
+    /// Nesterov momentum (default off; needs momentum > 0 and dampening 0).
+    pub nesterov: bool,
+}
+
+impl Default for SgdConfig {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+}
+
+impl SgdConfig {
+    /// The same settings without weight decay.
+    #[must_use]
+    pub const fn excluded(self) -> Self {
+        Self {
+            weight_decay: 0.0,
+            ..self
+        }
+    }
+}
+
+/// A validated SGD optimizer for one parameter group.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sgd {
+    config: SgdConfig,
+}
+
+impl Sgd {
+    /// Validates `config`.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first bad field, or a conflict for
+    /// Nesterov momentum without momentum or with dampening (as PyTorch).
+    pub fn new(config: SgdConfig) -> Result<Self, ConfigError> {
+        non_negative("lr", config.lr)?;
+        unit("momentum", config.momentum)?;
+        super::error::check("dampening", config.dampening, 0.0, 1.0, false)?;
+        non_negative("weight_decay", config.weight_decay)?;
+        if config.nesterov && (config.momentum == 0.0 || config.dampening != 0.0) {
+            return Err(ConfigError::Conflict {
+                reason: "Nesterov momentum requires a momentum and zero dampening",
+            });
+        }
+        Ok(Self { config })
+    }
+
+    /// The validated settings.
+    #[must_use]
+    pub const fn config(&self) -> &SgdConfig {
+        &self.config
+    }
+
+    /// Updates a parameter (or any piece of one). State: `[momentum
+    /// buffer]`, untouched when momentum is 0.
+    ///
+    /// # Panics
+    /// If the slices differ in length.
+    pub fn step<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 1>,
+    ) {
+        self.run(step, precision, p, false);
+    }
+
+    /// The scalar twin of [`Sgd::step`].
+    pub fn step_scalar<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 1>,
+    ) {
+        self.run(step, precision, p, true);
+    }
+
+    fn run<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 1>,
+        scalar: bool,
+    ) {
+        let c = &self.config;
+        let d = Decay {
+            grad_scale: step.grad_scale,
+            weight_decay: c.weight_decay,
+            ratio: 1.0,
+        };
+        run_momentum(d, Momentum::new(c, step), step, precision, p, scalar);
+    }
+}
+
+/// The gradient SGD and LARS feed to momentum: `(g s + wd w) ratio`, with
+/// the decay term only when `weight_decay != 0` and the multiply only when
+/// `ratio != 1` (PyTorch and timm skip them, which matters for signed zeros
+/// and non-finite weights).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Decay {
+    pub(crate) grad_scale: f32,
+    pub(crate) weight_decay: f32,
+    pub(crate) ratio: f32,
+}
+
+impl Decay {
+    #[inline(always)]
+    fn direction<T: Real>(&self, w: T, g: T) -> T {
+        let g = g * T::splat(self.grad_scale);
+        let d = if self.weight_decay != 0.0 {
+            g + T::splat(self.weight_decay) * w
+        } else {
+            g
+        };
+        if self.ratio != 1.0 {
+            d * T::splat(self.ratio)
+        } else {
+            d
+        }
+    }
+}
+
+/// Momentum SGD's constants for one step.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Momentum {
+    lr: f32,
+    momentum: f32,
+    keep: f32,
+    nesterov: bool,
+    first: bool,
+}
+
+impl Momentum {
+    pub(crate) fn new(c: &SgdConfig, step: Step) -> Self {
+        Self {
+            lr: c.lr,
+            momentum: c.momentum,
+            keep: 1.0 - c.dampening,
+            nesterov: c.nesterov,
+            first: step.t == 1,
+        }
+    }
+}
+
+struct WithBuffer(Decay, Momentum);
+
+impl Update<1> for WithBuffer {
+    #[inline(always)]
+    fn update<T: Real>(&self, w: T, g: T, [buf]: [T; 1]) -> (T, [T; 1]) {
+        let Self(decay, m) = self;
+        let d = decay.direction(w, g);
+        let buf = if m.first {
+            d
+        } else {
+            T::splat(m.momentum) * buf + T::splat(m.keep) * d
+        };
+        let d = if m.nesterov {
+            d + T::splat(m.momentum) * buf
+        } else {
+            buf
+        };
+        (w - T::splat(m.lr) * d, [buf])
+    }
+}
+
+struct Plain(Decay, f32);
+
+impl Update<0> for Plain {
+    #[inline(always)]
+    fn update<T: Real>(&self, w: T, g: T, _: [T; 0]) -> (T, [T; 0]) {
+        (w - T::splat(self.1) * self.0.direction(w, g), [])
+    }
+}
+
+/// Runs momentum SGD on the direction `d`; without momentum the buffer is
+/// neither read nor written.
+pub(crate) fn run_momentum<W: Element, G: Element, S: Element>(
+    d: Decay,
+    m: Momentum,
+    step: Step,
+    precision: &Precision,
+    p: &mut Param<'_, W, G, S, 1>,
+    scalar: bool,
+) {
+    if m.momentum == 0.0 {
+        let mut plain: Param<'_, W, G, S, 0> = Param {
+            weights: &mut *p.weights,
+            grads: p.grads,
+            state: [],
+            id: p.id,
+            offset: p.offset,
+        };
+        drive::apply(&Plain(d, m.lr), &mut plain, precision, step.t, scalar);
+    } else {
+        drive::apply(&WithBuffer(d, m), p, precision, step.t, scalar);
+    }
+}
