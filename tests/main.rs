@@ -1,6 +1,7 @@
 //! Tessera's integration tests: one binary, one module per area.
 
 mod cli;
+mod collective;
 mod conversions;
 mod kernels;
 mod loss;

@@ -54,6 +54,7 @@ extern crate alloc;
 extern crate std;
 
 mod arch;
+pub mod collective;
 pub mod fp;
 pub mod kernels;
 pub mod loss;

@@ -1,0 +1,1 @@
+//! Tests: collective schedules and executor.
