@@ -1,0 +1,92 @@
+//! [`StaticLossScale`]: a constant loss scale.
+
+use super::{ConfigError, GradStats, LossScaler, StepDecision, reciprocal, usable_scale};
+
+/// A constant loss scale, as in Graphcore's recipes (128 for ResNet-50,
+/// 4096 for BERT).
+///
+/// The loss is multiplied by [`scale`](Self::scale) before the backward
+/// pass. The factor is removed either by unscaling the gradients
+/// ([`unscale_grads`](super::unscale_grads) with
+/// [`inv_scale`](Self::inv_scale)) or, as PopART does, at the update: SGD
+/// with learning rate [`fold_into_lr`](Self::fold_into_lr)`(lr)` =
+/// `lr / scale` on the scaled gradients takes the same step.
+///
+/// ```
+/// use tessera_core::scale::StaticLossScale;
+///
+/// let s = StaticLossScale::new(128.0)?;
+/// assert_eq!(s.inv_scale(), 0.0078125);
+/// assert_eq!(s.fold_into_lr(0.1), 0.1 / 128.0);
+/// # Ok::<(), tessera_core::scale::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StaticLossScale {
+    scale: f32,
+}
+
+impl StaticLossScale {
+    /// A constant scale.
+    ///
+    /// # Errors
+    /// [`ConfigError::Scale`] unless `scale` is finite, positive and has a
+    /// finite reciprocal (see [`ConfigError`]).
+    pub fn new(scale: f32) -> Result<Self, ConfigError> {
+        if usable_scale(scale) {
+            Ok(Self { scale })
+        } else {
+            Err(ConfigError::Scale(scale))
+        }
+    }
+
+    /// The loss scale.
+    #[must_use]
+    pub const fn scale(self) -> f32 {
+        self.scale
+    }
+
+    /// `f32(1 / f64(scale))`, the factor that unscales a gradient (computed
+    /// as GradScaler computes its `inv_scale`).
+    #[must_use]
+    pub fn inv_scale(self) -> f32 {
+        reciprocal(self.scale)
+    }
+
+    /// `lr / scale`, correctly rounded in f32: the learning rate that
+    /// removes the scale at an SGD update on still-scaled gradients.
+    #[must_use]
+    pub fn fold_into_lr(self, lr: f32) -> f32 {
+        lr / self.scale
+    }
+
+    /// The decision for a step: [`StepDecision::Skip`] if the gradients
+    /// held an infinity or NaN (so they cannot poison the weights), else
+    /// [`StepDecision::Apply`]. The scale never changes. (PopART's static
+    /// scaling applies every step; pass `found_inf = false` for that.)
+    pub fn decide(self, found_inf: bool) -> StepDecision {
+        if found_inf {
+            StepDecision::Skip
+        } else {
+            StepDecision::Apply {
+                inv_scale: self.inv_scale(),
+            }
+        }
+    }
+}
+
+impl Default for StaticLossScale {
+    /// A scale of 1: no loss scaling.
+    fn default() -> Self {
+        Self { scale: 1.0 }
+    }
+}
+
+impl LossScaler for StaticLossScale {
+    fn scale(&self) -> f32 {
+        self.scale
+    }
+
+    fn update_with(&mut self, stats: GradStats) -> StepDecision {
+        self.decide(stats.found_inf)
+    }
+}
