@@ -755,3 +755,110 @@ fn value_stability_of_a_lamb_trajectory() {
 }
 
 const PINNED_LAMB_TRAJECTORY: u64 = 0xeccf_142e_9a08_c53f;
+
+// ---------------------------------------------------------------------------
+// Gradient accumulation.
+
+#[test]
+fn accumulation_modes_follow_poptorch() {
+    use tessera_core::optim::Accumulation;
+    let n = 37;
+    let micro: Vec<Vec<f32>> = (0..5).map(|k| values(n, 300 + k, 4.0)).collect();
+    let precision = Precision::default();
+    for mode in [
+        Accumulation::Sum,
+        Accumulation::RunningMean,
+        Accumulation::PostMean,
+    ] {
+        let mut acc = vec![f32::NAN; n]; // micro-batch 0 overwrites
+        for (f, g) in micro.iter().enumerate() {
+            mode.add(f as u32, g, &mut acc, &precision, 0);
+        }
+        mode.finish(micro.len() as u32, &mut acc, &precision, 0);
+        for i in 0..n {
+            // The same f32 operations, one element at a time.
+            let mut s = micro[0][i];
+            for (f, g) in micro.iter().enumerate().skip(1) {
+                let f = f as f64;
+                s = match mode {
+                    Accumulation::RunningMean => {
+                        (f / (f + 1.0)) as f32 * s + g[i] / (f + 1.0) as f32
+                    }
+                    _ => s + g[i],
+                };
+            }
+            if mode == Accumulation::PostMean {
+                s /= micro.len() as f32;
+            }
+            assert_eq!(acc[i].to_bits(), s.to_bits(), "{mode:?} element {i}");
+            let exact_mean = micro.iter().map(|g| f64::from(g[i])).sum::<f64>() / 5.0;
+            if mode != Accumulation::Sum {
+                assert!((f64::from(acc[i]) - exact_mean).abs() < 1e-5, "{mode:?}");
+                let largest = micro.iter().map(|g| g[i].abs()).fold(0.0, f32::max);
+                assert!(
+                    acc[i].abs() <= largest,
+                    "a mean never exceeds the largest gradient"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn running_mean_in_f16_avoids_the_overflow_of_a_sum() {
+    use tessera_core::optim::Accumulation;
+    let n = 16;
+    let g = vec![30000.0f32; n];
+    let precision = Precision::default();
+    let mut sum = vec![f16::ZERO; n];
+    let mut mean = vec![f16::ZERO; n];
+    for f in 0..4 {
+        Accumulation::Sum.add(f, &g, &mut sum, &precision, 0);
+        Accumulation::RunningMean.add(f, &g, &mut mean, &precision, 0);
+    }
+    assert!(
+        sum.iter().all(|s| s.is_infinite()),
+        "4 x 30000 overflows f16"
+    );
+    assert!(mean.iter().all(|s| s.to_f32() == 30000.0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Loss scaling says skip on an overflow in any replica's gradients, and a
+    /// skipped step leaves weights and optimizer state bitwise unchanged.
+    #[test]
+    fn a_skipped_step_leaves_weights_and_state_unchanged(
+        steps in proptest::collection::vec((any::<bool>(), 0usize..300, any::<u32>()), 1..8),
+    ) {
+        use tessera_core::scale::{DynamicLossScaler, GradSlice, LossScaler, StepDecision};
+        let n = 300;
+        let lamb = Lamb::new(LambConfig::default()).unwrap();
+        let precision = Precision::default();
+        let mut scaler = DynamicLossScaler::default();
+        let mut w: Vec<f16> = convert(&values(n, 1, 1.0));
+        let (mut m, mut v) = (vec![0.0f32; n], vec![0.0f32; n]);
+        let mut t = 0;
+        for (overflow, at, seed) in steps {
+            let mut g: Vec<f16> = convert(&values(n, seed, 0.5 * scaler.scale().min(60000.0)));
+            if overflow {
+                g[at] = f16::INFINITY;
+            }
+            let stats = scaler.unscale([GradSlice::from(g.as_mut_slice())]);
+            let before = (bits(&w), bits(&m), bits(&v));
+            match scaler.update(stats.found_inf) {
+                StepDecision::Skip => {
+                    prop_assert!(overflow);
+                }
+                StepDecision::Apply { .. } => {
+                    prop_assert!(!overflow);
+                    t += 1;
+                    lamb.step(Step::new(t), &precision, &mut Param::new(0, &mut w, &g, [&mut m, &mut v]));
+                    continue;
+                }
+            }
+            prop_assert_eq!((bits(&w), bits(&m), bits(&v)), before);
+        }
+    }
+}

@@ -71,6 +71,27 @@ pub(crate) fn apply<W, G, S, U, const N: usize>(
     }
 }
 
+/// Runs `u` over `acc` alone, reading each element as both `w` and `g`.
+pub(crate) fn apply_in_place<A: Element, U: Update<0>>(
+    u: &U,
+    acc: &mut [A],
+    precision: &Precision,
+    id: u64,
+    t: u64,
+) {
+    let (round, []) = precision.roundings::<0>(id, t, 0);
+    let (acc8, tail) = acc.as_chunks_mut::<LANES>();
+    for (c, a) in acc8.iter_mut().enumerate() {
+        let x = A::load_x8(*a);
+        *a = A::store_x8(u.update(x, x, []).0, round, c * LANES);
+    }
+    let start = acc8.len() * LANES;
+    for (i, a) in tail.iter_mut().enumerate() {
+        let x = a.load();
+        *a = A::store(u.update(x, x, []).0, round, start + i);
+    }
+}
+
 /// Phase 1: the block partials of the three terms over `p`, in the order
 /// of [`crate::kernels`] (blocks of [`BLOCK`] from the piece's start; lane
 /// `j` of a block sums elements `j, j + 8, ...`; lanes combined by the fixed

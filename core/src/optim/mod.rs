@@ -67,6 +67,7 @@
 //! When loss scaling finds an overflow the caller does not call the
 //! optimizer at all; nothing here is touched, and `t` counts applied steps.
 
+mod accumulate;
 mod adamw;
 mod drive;
 mod error;
@@ -75,6 +76,7 @@ mod lars;
 mod real;
 mod sgd;
 
+pub use accumulate::Accumulation;
 pub use adamw::{AdamW, AdamWConfig};
 pub use error::ConfigError;
 pub use lamb::{Lamb, LambConfig};
