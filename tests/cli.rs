@@ -1,1 +1,149 @@
-//! Tests: cli.
+//! Tests: cli. The built `tessera` binary, run as a user would.
+//!
+//! These never assert on speed: only on the shape of the output and on exit
+//! statuses.
+
+use std::process::{Command, Output};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("the tessera binary runs")
+}
+
+fn stdout(out: &Output) -> &str {
+    std::str::from_utf8(&out.stdout).expect("stdout is UTF-8")
+}
+
+fn stderr(out: &Output) -> &str {
+    std::str::from_utf8(&out.stderr).expect("stderr is UTF-8")
+}
+
+const KERNELS: [&str; 6] = [
+    "f32_to_f16_rn",
+    "f32_to_bf16_rn",
+    "f16_to_f32",
+    "bf16_to_f32",
+    "f32_to_f16_sr",
+    "f32_to_bf16_sr",
+];
+
+#[test]
+fn bench_conversions_json_prints_one_valid_object_per_line() {
+    let out = tessera(&[
+        "bench",
+        "conversions",
+        "--quick",
+        "--json",
+        "--elements",
+        "4096",
+    ]);
+    assert!(
+        out.status.success(),
+        "status {:?}, stderr: {}",
+        out.status,
+        stderr(&out)
+    );
+    let lines: Vec<&str> = stdout(&out).lines().collect();
+    // Every kernel against both references, at the one size asked for.
+    assert_eq!(lines.len(), KERNELS.len() * 2, "output:\n{}", stdout(&out));
+    let mut seen = Vec::new();
+    for line in lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert_eq!(v["suite"], "conversions", "{line}");
+        assert_eq!(v["elements"], 4096, "{line}");
+        let kernel = v["kernel"].as_str().expect("kernel is a string");
+        assert!(KERNELS.contains(&kernel), "unknown kernel in {line}");
+        let reference = v["reference"].as_str().expect("reference is a string");
+        assert!(
+            ["half", "memcpy"].contains(&reference),
+            "unknown reference in {line}"
+        );
+        for field in [
+            "seconds",
+            "gbps",
+            "ratio",
+            "reference_seconds",
+            "reference_gbps",
+        ] {
+            let x = v[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{field} is not a number in {line}"));
+            assert!(x.is_finite() && x > 0.0, "{field} = {x} in {line}");
+        }
+        seen.push((kernel.to_owned(), reference.to_owned()));
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        KERNELS.len() * 2,
+        "each (kernel, reference) once"
+    );
+}
+
+#[test]
+fn bench_conversions_table_lists_every_kernel() {
+    let out = tessera(&["bench", "conversions", "--quick", "--elements", "1000"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    for kernel in KERNELS {
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with(kernel) && l.contains(" 1000 "))
+                .count(),
+            2,
+            "{kernel} in:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn bad_input_exits_with_status_2_and_says_why() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["bench", "conversions", "--elements", "0"], "--elements"),
+        (
+            &["bench", "conversions", "--elements", "many"],
+            "--elements",
+        ),
+        (&["bench", "conversions", "--elements", "1Gi"], "at most"),
+        (&["bench", "no-such-suite"], "no-such-suite"),
+        (&["bench"], "SUITE"),
+        (&["no-such-command"], "no-such-command"),
+    ];
+    for (args, needle) in cases {
+        let out = tessera(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(needle),
+            "{args:?}: stderr should mention {needle:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+}
+
+#[test]
+fn help_describes_the_commands() {
+    let out = tessera(&["--help"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains("bench"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("default job"), "{}", stdout(&out));
+
+    let out = tessera(&["bench", "--help"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    for needle in ["conversions", "--quick", "--json", "--elements"] {
+        assert!(
+            stdout(&out).contains(needle),
+            "{needle} in {}",
+            stdout(&out)
+        );
+    }
+}

@@ -128,8 +128,8 @@ fn twin_check<const N: usize>(
         run(twin == 1, &mut p);
     }
     assert_eq!(bits(&w[0]), bits(&w[1]));
-    for k in 0..N {
-        assert_eq!(bits(&s[0][k]), bits(&s[1][k]));
+    for (a, b) in s[0].iter().zip(&s[1]) {
+        assert_eq!(bits(a), bits(b));
     }
 }
 

@@ -206,7 +206,9 @@ impl HalfFloat for bf16 {
 /// Stores canonicalise NaN to `f32::NAN` first (its f16/bf16 rounding for
 /// 16-bit formats): Rust leaves the payload of an arithmetic NaN to the CPU,
 /// and Tessera's results must not depend on the CPU.
-pub trait Element: Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Store {
+pub trait Element:
+    Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Store
+{
     /// `"f32"`, `"f16"` or `"bf16"`.
     const NAME: &'static str;
 

@@ -1,0 +1,761 @@
+//! Connectionist temporal classification (Graves et al. 2006) as PyTorch's
+//! `CTCLoss` (see the [module docs](super#ctc) for the recursions, the
+//! gradient and the evaluation order).
+
+use core::num::NonZeroUsize;
+
+use super::math::{exp, ln};
+use super::{Element, ParamError, Reduction, canonical, check_loss_scale, round_total};
+
+const NEG_INF: f32 = f32::NEG_INFINITY;
+
+/// The settings of a CTC loss: classes, blank index, reduction,
+/// `zero_infinity` and loss scale. Validated on construction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CtcParams {
+    classes: NonZeroUsize,
+    blank: u32,
+    reduction: Reduction,
+    zero_infinity: bool,
+    loss_scale: f32,
+}
+
+impl CtcParams {
+    /// CTC over `classes` classes (blank included) with blank index `blank`
+    /// and `reduction`; `zero_infinity` off and a loss scale of 1.
+    ///
+    /// # Errors
+    ///
+    /// [`ParamError::NoClasses`] if `classes` is 0,
+    /// [`ParamError::BlankOutOfRange`] if `blank >= classes`.
+    pub fn new(classes: usize, blank: u32, reduction: Reduction) -> Result<Self, ParamError> {
+        let classes = NonZeroUsize::new(classes).ok_or(ParamError::NoClasses)?;
+        if !super::is_class(blank, classes.get()) {
+            return Err(ParamError::BlankOutOfRange {
+                blank,
+                classes: classes.get(),
+            });
+        }
+        Ok(Self {
+            classes,
+            blank,
+            reduction,
+            zero_infinity: false,
+            loss_scale: 1.0,
+        })
+    }
+
+    /// PyTorch's `zero_infinity`: an infeasible item (infinite loss) gets
+    /// loss `+0.0` and gradient `+0.0` instead of `+inf` and NaN.
+    #[must_use]
+    pub const fn with_zero_infinity(self, zero_infinity: bool) -> Self {
+        Self {
+            zero_infinity,
+            ..self
+        }
+    }
+
+    /// Multiplies the gradient (not the losses) by `loss_scale`.
+    ///
+    /// # Errors
+    ///
+    /// [`ParamError::LossScale`] unless `loss_scale` is finite and positive.
+    pub fn with_loss_scale(self, loss_scale: f32) -> Result<Self, ParamError> {
+        Ok(Self {
+            loss_scale: check_loss_scale(loss_scale)?,
+            ..self
+        })
+    }
+
+    /// The number of classes, blank included.
+    #[must_use]
+    pub const fn classes(&self) -> usize {
+        self.classes.get()
+    }
+
+    /// The blank index.
+    #[must_use]
+    pub const fn blank(&self) -> u32 {
+        self.blank
+    }
+
+    /// The reduction.
+    #[must_use]
+    pub const fn reduction(&self) -> Reduction {
+        self.reduction
+    }
+
+    /// Whether infinite losses and their gradients are zeroed.
+    #[must_use]
+    pub const fn zero_infinity(&self) -> bool {
+        self.zero_infinity
+    }
+
+    /// The gradient's multiplier.
+    #[must_use]
+    pub const fn loss_scale(&self) -> f32 {
+        self.loss_scale
+    }
+}
+
+/// A batch for the CTC kernels, in PyTorch's layout. The batch size `N` is
+/// `input_lengths.len()`.
+#[derive(Clone, Copy, Debug)]
+pub struct CtcInput<'a, L> {
+    /// Log-probabilities `[max_time, N, classes]`, time-major, normally
+    /// `log_softmax` outputs.
+    pub log_probs: &'a [L],
+    /// The time dimension of `log_probs`.
+    pub max_time: usize,
+    /// Item `b` uses time steps `0..input_lengths[b]`.
+    pub input_lengths: &'a [usize],
+    /// Targets `[N, max_target_len]`, padded: item `b`'s target is
+    /// `targets[b * max_target_len..][..target_lengths[b]]`; the padding is
+    /// never read.
+    pub targets: &'a [u32],
+    /// The second dimension of `targets`.
+    pub max_target_len: usize,
+    /// The target length of each item.
+    pub target_lengths: &'a [usize],
+}
+
+/// Invalid data given to a CTC kernel; the first offending item in batch
+/// order is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CtcError {
+    /// An input length exceeds the time dimension of the log-probabilities.
+    InputLength {
+        /// The batch item.
+        batch: usize,
+        /// Its input length.
+        length: usize,
+        /// The time dimension.
+        max_time: usize,
+    },
+    /// A target length exceeds the second dimension of the targets.
+    TargetLength {
+        /// The batch item.
+        batch: usize,
+        /// Its target length.
+        length: usize,
+        /// The targets' second dimension.
+        max_target_len: usize,
+    },
+    /// A target label is not a class.
+    LabelOutOfRange {
+        /// The batch item.
+        batch: usize,
+        /// The position in its target.
+        position: usize,
+        /// The label.
+        label: u32,
+        /// The number of classes.
+        classes: usize,
+    },
+    /// A target contains the blank.
+    BlankInTarget {
+        /// The batch item.
+        batch: usize,
+        /// The position in its target.
+        position: usize,
+        /// The blank index.
+        blank: u32,
+    },
+}
+
+impl core::fmt::Display for CtcError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::InputLength {
+                batch,
+                length,
+                max_time,
+            } => write!(
+                f,
+                "input length {length} of batch item {batch} exceeds the {max_time} time steps"
+            ),
+            Self::TargetLength {
+                batch,
+                length,
+                max_target_len,
+            } => write!(
+                f,
+                "target length {length} of batch item {batch} exceeds the targets' {max_target_len} columns"
+            ),
+            Self::LabelOutOfRange {
+                batch,
+                position,
+                label,
+                classes,
+            } => write!(
+                f,
+                "label {label} at position {position} of batch item {batch}'s target is not one of the {classes} classes"
+            ),
+            Self::BlankInTarget {
+                batch,
+                position,
+                blank,
+            } => write!(
+                f,
+                "batch item {batch}'s target has the blank ({blank}) at position {position}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for CtcError {}
+
+/// The scratch [`ctc_loss`] needs, in f32 elements: two rows of alpha,
+/// `2 (2 max_target_len + 1)`.
+///
+/// # Panics
+///
+/// If the result overflows `usize`.
+#[must_use]
+pub const fn ctc_forward_scratch_len(max_target_len: usize) -> usize {
+    match states(max_target_len).checked_mul(2) {
+        Some(len) => len,
+        None => panic!("ctc_forward_scratch_len overflows usize"),
+    }
+}
+
+/// The scratch [`ctc_loss_with_grad`] needs, in f32 elements: alpha for
+/// every time step and its shifts, two rows of beta and one row of class
+/// occupancies, `(max_time + 2) (2 max_target_len + 1) + max_time +
+/// classes`.
+///
+/// # Panics
+///
+/// If the result overflows `usize`.
+#[must_use]
+pub const fn ctc_scratch_len(max_time: usize, max_target_len: usize, classes: usize) -> usize {
+    let len = match max_time.checked_add(2) {
+        Some(rows) => rows.checked_mul(states(max_target_len)),
+        None => None,
+    };
+    let len = match len {
+        Some(len) => len.checked_add(max_time),
+        None => None,
+    };
+    match len {
+        Some(len) => match len.checked_add(classes) {
+            Some(len) => len,
+            None => panic!("ctc_scratch_len overflows usize"),
+        },
+        None => panic!("ctc_scratch_len overflows usize"),
+    }
+}
+
+/// `2 s + 1`, the number of extended-target states.
+const fn states(max_target_len: usize) -> usize {
+    match max_target_len.checked_mul(2) {
+        Some(n) if n < usize::MAX => n + 1,
+        _ => panic!("CTC scratch length overflows usize"),
+    }
+}
+
+/// CTC losses (negative log-likelihoods) of a batch, without the gradient.
+///
+/// `losses[b]` receives item `b`'s loss (`+0.0` for an infinite loss with
+/// `zero_infinity`); returns the [`Reduction`] of the losses (their sum for
+/// [`Reduction::None`]). The losses and the result are bitwise those of
+/// [`ctc_loss_with_grad`]. `scratch` needs [`ctc_forward_scratch_len`]
+/// elements; its contents on entry do not matter and on return are
+/// unspecified.
+///
+/// # Errors
+///
+/// A [`CtcError`] if a length exceeds its tensor dimension or a target
+/// label is the blank or not a class; nothing is written.
+///
+/// # Panics
+///
+/// If `log_probs.len() != max_time * N * classes`, `targets.len() != N *
+/// max_target_len`, `target_lengths.len() != N`, `losses.len() != N` or
+/// `scratch` is too short.
+pub fn ctc_loss<L: Element>(
+    params: &CtcParams,
+    input: &CtcInput<'_, L>,
+    losses: &mut [f32],
+    scratch: &mut [f32],
+) -> Result<f32, CtcError> {
+    check_shapes(params, input, losses.len());
+    let needed = ctc_forward_scratch_len(input.max_target_len);
+    assert!(
+        scratch.len() >= needed,
+        "ctc_loss: scratch has {} elements, needs {needed}",
+        scratch.len()
+    );
+    check_data(params, input)?;
+    let mut total = Total::default();
+    for (b, loss) in losses.iter_mut().enumerate() {
+        let item = Item::new(params, input, b);
+        *loss = reported_loss(params, item.forward_rolling(scratch));
+        total.add(params.reduction, *loss, item.target.len());
+    }
+    Ok(total.reduce(params.reduction, losses.len()))
+}
+
+/// CTC losses of a batch and their gradient with respect to the logits
+/// behind `log_probs`, scaled by the reduction and the loss scale, as
+/// PyTorch's `CTCLoss` backward.
+///
+/// `losses[b]` receives item `b`'s loss (`+0.0` for an infinite loss with
+/// `zero_infinity`), `grad` (`[max_time, N, classes]` like `log_probs`)
+/// the gradient, rounded to nearest even once: zero for `t >= T_b`, zero
+/// for an infeasible item with `zero_infinity`, NaN (for `t < T_b`) for one
+/// without. Returns the [`Reduction`] of the losses (their sum for
+/// [`Reduction::None`]). Formulas and the evaluation order are in the
+/// [module docs](super#ctc). `scratch` needs [`ctc_scratch_len`] elements;
+/// its contents on entry do not matter and on return are unspecified.
+///
+/// # Errors
+///
+/// A [`CtcError`] if a length exceeds its tensor dimension or a target
+/// label is the blank or not a class; nothing is written.
+///
+/// # Panics
+///
+/// If `log_probs.len() != max_time * N * classes`, `targets.len() != N *
+/// max_target_len`, `target_lengths.len() != N`, `losses.len() != N`,
+/// `grad.len() != log_probs.len()` or `scratch` is too short.
+pub fn ctc_loss_with_grad<L: Element, G: Element>(
+    params: &CtcParams,
+    input: &CtcInput<'_, L>,
+    losses: &mut [f32],
+    grad: &mut [G],
+    scratch: &mut [f32],
+) -> Result<f32, CtcError> {
+    check_shapes(params, input, losses.len());
+    assert_eq!(
+        grad.len(),
+        input.log_probs.len(),
+        "ctc_loss_with_grad: grad has {} elements, log_probs {}",
+        grad.len(),
+        input.log_probs.len()
+    );
+    let needed = ctc_scratch_len(input.max_time, input.max_target_len, params.classes());
+    assert!(
+        scratch.len() >= needed,
+        "ctc_loss_with_grad: scratch has {} elements, needs {needed}",
+        scratch.len()
+    );
+    check_data(params, input)?;
+    let batch = losses.len();
+    let mut total = Total::default();
+    for (b, loss) in losses.iter_mut().enumerate() {
+        let item = Item::new(params, input, b);
+        let weight = match params.reduction {
+            Reduction::None | Reduction::Sum => params.loss_scale,
+            Reduction::Mean => params.loss_scale / batch as f32 / item.target.len().max(1) as f32,
+        };
+        let forward = item.forward_stored(scratch);
+        *loss = reported_loss(params, forward.0);
+        total.add(params.reduction, *loss, item.target.len());
+        item.backward(params, forward, weight, scratch, grad);
+    }
+    Ok(total.reduce(params.reduction, batch))
+}
+
+fn check_shapes<L>(params: &CtcParams, input: &CtcInput<'_, L>, losses: usize) {
+    let batch = input.input_lengths.len();
+    assert_eq!(
+        Some(input.log_probs.len()),
+        input
+            .max_time
+            .checked_mul(batch)
+            .and_then(|n| n.checked_mul(params.classes())),
+        "CTC: {} log-probabilities for [{}, {batch}, {}]",
+        input.log_probs.len(),
+        input.max_time,
+        params.classes()
+    );
+    assert_eq!(
+        Some(input.targets.len()),
+        batch.checked_mul(input.max_target_len),
+        "CTC: {} targets for [{batch}, {}]",
+        input.targets.len(),
+        input.max_target_len
+    );
+    assert_eq!(
+        input.target_lengths.len(),
+        batch,
+        "CTC: {} target lengths for a batch of {batch}",
+        input.target_lengths.len()
+    );
+    assert_eq!(losses, batch, "CTC: {losses} losses for a batch of {batch}");
+}
+
+fn check_data<L>(params: &CtcParams, input: &CtcInput<'_, L>) -> Result<(), CtcError> {
+    let rows = input.input_lengths.iter().zip(input.target_lengths);
+    for (batch, (&length, &target_length)) in rows.enumerate() {
+        if length > input.max_time {
+            return Err(CtcError::InputLength {
+                batch,
+                length,
+                max_time: input.max_time,
+            });
+        }
+        if target_length > input.max_target_len {
+            return Err(CtcError::TargetLength {
+                batch,
+                length: target_length,
+                max_target_len: input.max_target_len,
+            });
+        }
+        let target = &input.targets[batch * input.max_target_len..][..target_length];
+        for (position, &label) in target.iter().enumerate() {
+            if !super::is_class(label, params.classes()) {
+                return Err(CtcError::LabelOutOfRange {
+                    batch,
+                    position,
+                    label,
+                    classes: params.classes(),
+                });
+            }
+            if label == params.blank {
+                return Err(CtcError::BlankInTarget {
+                    batch,
+                    position,
+                    blank: params.blank,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One batch item: its time steps, target and place in `log_probs`.
+struct Item<'a, L> {
+    log_probs: &'a [L],
+    /// Elements between consecutive time steps of one item: `N * classes`.
+    time_stride: usize,
+    /// Offset of time step 0 of this item: `b * classes`.
+    offset: usize,
+    classes: usize,
+    /// `T_b`.
+    time: usize,
+    /// The time dimension of `log_probs`.
+    max_time: usize,
+    target: &'a [u32],
+    blank: u32,
+}
+
+impl<'a, L: Element> Item<'a, L> {
+    fn new(params: &CtcParams, input: &CtcInput<'a, L>, b: usize) -> Self {
+        let classes = params.classes();
+        let target_start = b * input.max_target_len;
+        Self {
+            log_probs: input.log_probs,
+            time_stride: input.input_lengths.len() * classes,
+            offset: b * classes,
+            classes,
+            time: input.input_lengths[b],
+            max_time: input.max_time,
+            target: &input.targets[target_start..][..input.target_lengths[b]],
+            blank: params.blank,
+        }
+    }
+
+    /// `2 L + 1`.
+    fn states(&self) -> usize {
+        2 * self.target.len() + 1
+    }
+
+    /// `l'_s`.
+    #[inline]
+    fn label(&self, s: usize) -> u32 {
+        if s.is_multiple_of(2) {
+            self.blank
+        } else {
+            self.target[s / 2]
+        }
+    }
+
+    /// Whether state `s` can be entered from `s - 2` (`l'_s != l'_(s-2)`,
+    /// which needs `s` odd).
+    #[inline]
+    fn skip(&self, s: usize) -> bool {
+        !s.is_multiple_of(2) && s >= 3 && self.target[s / 2] != self.target[s / 2 - 1]
+    }
+
+    /// The log-probabilities of time step `t`, one per class.
+    #[inline]
+    fn log_probs_at(&self, t: usize) -> &'a [L] {
+        &self.log_probs[t * self.time_stride + self.offset..][..self.classes]
+    }
+
+    /// `lp_t(l'_s)`.
+    #[inline]
+    fn lp(&self, lp_t: &[L], s: usize) -> f32 {
+        lp_t[self.label(s) as usize].to_f32()
+    }
+
+    /// `alpha^_0`; returns the shift `c_0`.
+    fn alpha_first(&self, row: &mut [f32]) -> f32 {
+        row.fill(NEG_INF);
+        row[0] = 0.0;
+        if !self.target.is_empty() {
+            row[1] = 0.0;
+        }
+        self.add_log_probs_and_shift(row, 0)
+    }
+
+    /// `alpha^_t` from `alpha^_(t-1)`; returns the shift `c_t`.
+    fn alpha_next(&self, prev: &[f32], row: &mut [f32], t: usize) -> f32 {
+        for (s, alpha) in row.iter_mut().enumerate() {
+            let stay = prev[s];
+            let advance = if s > 0 { prev[s - 1] } else { NEG_INF };
+            let jump = if self.skip(s) { prev[s - 2] } else { NEG_INF };
+            *alpha = log_sum_exp3(stay, advance, jump);
+        }
+        self.add_log_probs_and_shift(row, t)
+    }
+
+    /// `beta^_(T-1)`; returns the shift `d_(T-1)`.
+    fn beta_last(&self, row: &mut [f32]) -> f32 {
+        let last = self.states() - 1;
+        row.fill(NEG_INF);
+        row[last] = 0.0;
+        if !self.target.is_empty() {
+            row[last - 1] = 0.0;
+        }
+        self.add_log_probs_and_shift(row, self.time - 1)
+    }
+
+    /// `beta^_t` from `beta^_(t+1)`; returns the shift `d_t`.
+    fn beta_prev(&self, next: &[f32], row: &mut [f32], t: usize) -> f32 {
+        let last = self.states() - 1;
+        for (s, beta) in row.iter_mut().enumerate() {
+            let stay = next[s];
+            let advance = if s < last { next[s + 1] } else { NEG_INF };
+            let jump = if s + 2 <= last && self.skip(s + 2) {
+                next[s + 2]
+            } else {
+                NEG_INF
+            };
+            *beta = log_sum_exp3(stay, advance, jump);
+        }
+        self.add_log_probs_and_shift(row, t)
+    }
+
+    /// Adds `lp_t(l'_s)` to each `row[s]` in f64, takes the shift `c =
+    /// f32(max_s of those sums)` (the first sum, replaced by each later
+    /// larger one; `0` if the maximum is `-inf`) and stores `f32(sum - c)`,
+    /// so the largest stored value is within half an ulp of `c` of zero and
+    /// the only rounding is of these small differences. Returns `c`.
+    fn add_log_probs_and_shift(&self, row: &mut [f32], t: usize) -> f32 {
+        let lp_t = self.log_probs_at(t);
+        let sum = |s: usize, x: f32| f64::from(x) + f64::from(self.lp(lp_t, s));
+        let mut max = sum(0, row[0]);
+        for (s, &x) in row.iter().enumerate().skip(1) {
+            let v = sum(s, x);
+            if v > max {
+                max = v;
+            }
+        }
+        let shift = if max == f64::NEG_INFINITY {
+            0.0
+        } else {
+            max as f32
+        };
+        for (s, x) in row.iter_mut().enumerate() {
+            *x = (sum(s, *x) - f64::from(shift)) as f32;
+        }
+        shift
+    }
+
+    /// The log-likelihood `A_(T-1) + lse(alpha^_(T-1)(2L), alpha^_(T-1)(2L-1))`
+    /// (`alpha^_(T-1)(0)` for an empty target), in f64.
+    fn log_likelihood(&self, offset: f64, last_alpha: &[f32]) -> f64 {
+        let tail = match self.target.len() {
+            0 => last_alpha[0],
+            len => log_sum_exp3(last_alpha[2 * len], last_alpha[2 * len - 1], NEG_INF),
+        };
+        offset + f64::from(tail)
+    }
+
+    /// The log-likelihood of an item with no time steps: 0 for an empty
+    /// target, `-inf` otherwise.
+    fn log_likelihood_empty_input(&self) -> f64 {
+        if self.target.is_empty() {
+            0.0
+        } else {
+            f64::NEG_INFINITY
+        }
+    }
+
+    /// Alpha in two alternating rows; returns the log-likelihood.
+    fn forward_rolling(&self, scratch: &mut [f32]) -> f64 {
+        if self.time == 0 {
+            return self.log_likelihood_empty_input();
+        }
+        let width = self.states();
+        let (mut prev, rest) = scratch.split_at_mut(width);
+        let mut row = &mut rest[..width];
+        let mut offset = f64::from(self.alpha_first(prev));
+        for t in 1..self.time {
+            offset += f64::from(self.alpha_next(prev, row, t));
+            core::mem::swap(&mut prev, &mut row);
+        }
+        self.log_likelihood(offset, prev)
+    }
+
+    /// Alpha for every time step in `scratch[..T_b * (2L + 1)]` and the
+    /// shifts `c_t` in the `T_b` elements after it; returns the
+    /// log-likelihood and `A_(T-1)`.
+    fn forward_stored(&self, scratch: &mut [f32]) -> (f64, f64) {
+        if self.time == 0 {
+            return (self.log_likelihood_empty_input(), 0.0);
+        }
+        let width = self.states();
+        let (alpha, rest) = scratch.split_at_mut(self.time * width);
+        let shifts = &mut rest[..self.time];
+        shifts[0] = self.alpha_first(&mut alpha[..width]);
+        let mut offset = f64::from(shifts[0]);
+        for t in 1..self.time {
+            let (done, rest) = alpha.split_at_mut(t * width);
+            shifts[t] = self.alpha_next(&done[(t - 1) * width..], &mut rest[..width], t);
+            offset += f64::from(shifts[t]);
+        }
+        let ll = self.log_likelihood(offset, &alpha[(self.time - 1) * width..]);
+        (ll, offset)
+    }
+
+    /// Beta, backwards in time, and the gradient of each time step as soon
+    /// as its beta row is known. `scratch` holds alpha and its shifts from
+    /// [`Self::forward_stored`], which returned `ll` and `alpha_offset`.
+    fn backward<G: Element>(
+        &self,
+        params: &CtcParams,
+        (ll, alpha_offset): (f64, f64),
+        weight: f32,
+        scratch: &mut [f32],
+        grad: &mut [G],
+    ) {
+        let zero = G::from_f32(0.0);
+        if ll == f64::NEG_INFINITY {
+            let fill = if params.zero_infinity {
+                zero
+            } else {
+                G::from_f32(f32::NAN)
+            };
+            for t in 0..self.time {
+                self.grad_at(grad, t).fill(fill);
+            }
+        } else if self.time > 0 {
+            let width = self.states();
+            let (alpha, rest) = scratch.split_at_mut(self.time * width);
+            let (shifts, rest) = rest.split_at_mut(self.time);
+            let (beta, rest) = rest.split_at_mut(2 * width);
+            let occupancy = &mut rest[..self.classes];
+            let (mut next, mut row) = beta.split_at_mut(width);
+            let last = self.time - 1;
+            // A_t and B_t in f64: A_(t) = A_(t+1) - c_(t+1), B_t = B_(t+1) + d_t.
+            let mut a_offset = alpha_offset;
+            let mut b_offset = f64::from(self.beta_last(next));
+            let grad_t = self.grad_at(grad, last);
+            let alpha_t = &alpha[last * width..][..width];
+            let shift = ((a_offset + b_offset) - ll) as f32;
+            self.write_grad(alpha_t, next, shift, weight, occupancy, grad_t, last);
+            for t in (0..last).rev() {
+                a_offset -= f64::from(shifts[t + 1]);
+                b_offset += f64::from(self.beta_prev(next, row, t));
+                let grad_t = self.grad_at(grad, t);
+                let alpha_t = &alpha[t * width..][..width];
+                let shift = ((a_offset + b_offset) - ll) as f32;
+                self.write_grad(alpha_t, row, shift, weight, occupancy, grad_t, t);
+                core::mem::swap(&mut next, &mut row);
+            }
+        }
+        for t in self.time..self.max_time {
+            self.grad_at(grad, t).fill(zero);
+        }
+    }
+
+    #[inline]
+    fn grad_at<'g, G>(&self, grad: &'g mut [G], t: usize) -> &'g mut [G] {
+        &mut grad[t * self.time_stride + self.offset..][..self.classes]
+    }
+
+    /// `grad_t(k) = (exp(lp_t(k)) - occupancy(k) / total) * w`: the terms
+    /// `exp(((alpha^ + beta^) + k_t) - lp)` (`shift = k_t`) summed per class
+    /// and over all states.
+    #[allow(clippy::too_many_arguments)]
+    fn write_grad<G: Element>(
+        &self,
+        alpha: &[f32],
+        beta: &[f32],
+        shift: f32,
+        weight: f32,
+        occupancy: &mut [f32],
+        grad: &mut [G],
+        t: usize,
+    ) {
+        let lp_t = self.log_probs_at(t);
+        occupancy.fill(0.0);
+        let mut total = 0.0f32;
+        for (s, (&a, &b)) in alpha.iter().zip(beta).enumerate() {
+            let log_ab = a + b;
+            if log_ab == NEG_INF {
+                continue;
+            }
+            let k = self.label(s) as usize;
+            let term = exp((log_ab + shift) - lp_t[k].to_f32());
+            occupancy[k] += term;
+            total += term;
+        }
+        for ((g, lp), &occ) in grad.iter_mut().zip(lp_t).zip(occupancy.iter()) {
+            *g = G::from_f32(canonical((exp(lp.to_f32()) - occ / total) * weight));
+        }
+    }
+}
+
+/// The loss from the log-likelihood: `0 - ll` rounded once to f32 (never
+/// `-0.0`), and `+0.0` for `+inf` with `zero_infinity`.
+fn reported_loss(params: &CtcParams, ll: f64) -> f32 {
+    if params.zero_infinity && ll == f64::NEG_INFINITY {
+        0.0
+    } else {
+        canonical((0.0 - ll) as f32)
+    }
+}
+
+/// `ln(e^a + e^b + e^c)` in the order of the module docs.
+#[inline]
+fn log_sum_exp3(a: f32, b: f32, c: f32) -> f32 {
+    let mut m = a;
+    if b > m {
+        m = b;
+    }
+    if c > m {
+        m = c;
+    }
+    if m == NEG_INF {
+        return NEG_INF;
+    }
+    ln((exp(a - m) + exp(b - m)) + exp(c - m)) + m
+}
+
+/// The returned reduction: losses added in f64 in batch order.
+#[derive(Default)]
+struct Total {
+    sum: f64,
+}
+
+impl Total {
+    #[inline]
+    fn add(&mut self, reduction: Reduction, loss: f32, target_len: usize) {
+        self.sum += match reduction {
+            Reduction::None | Reduction::Sum => f64::from(loss),
+            Reduction::Mean => f64::from(loss) / target_len.max(1) as f64,
+        };
+    }
+
+    fn reduce(&self, reduction: Reduction, batch: usize) -> f32 {
+        match reduction {
+            Reduction::None | Reduction::Sum => round_total(self.sum),
+            Reduction::Mean => round_total(self.sum / batch as f64),
+        }
+    }
+}

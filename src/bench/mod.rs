@@ -1,0 +1,113 @@
+//! `tessera bench`: throughput of Tessera's kernels against references
+//! measured in the same run.
+//!
+//! A [`Suite`] is a named family of kernels with a `run` function; the
+//! registry [`SUITES`] is what the command line offers. A suite turns a
+//! [`Plan`] (sizes, quick or not) into [`Record`]s, one per (kernel, size,
+//! reference), and hands each to a [`report::Sink`] as soon as it is
+//! measured. Timing lives in [`timing`] and is shared by every suite.
+
+pub(crate) mod conversions;
+pub(crate) mod report;
+pub(crate) mod timing;
+
+use std::fmt;
+use std::num::NonZeroUsize;
+
+use serde::Serialize;
+
+/// A family of benchmarks, selected by name on the command line.
+#[derive(Clone, Copy)]
+pub(crate) struct Suite {
+    /// The name on the command line and in the `suite` field.
+    pub(crate) name: &'static str,
+    /// One line for `--help`.
+    pub(crate) about: &'static str,
+    /// Measures the suite, passing every record to the sink in turn.
+    pub(crate) run: fn(&Plan, &mut dyn report::Sink) -> Result<(), BenchError>,
+}
+
+/// Every suite the command offers, in the order `--help` lists them.
+pub(crate) const SUITES: &[Suite] = &[conversions::SUITE];
+
+/// Looks a suite up by name.
+pub(crate) fn suite(name: &str) -> Option<&'static Suite> {
+    SUITES.iter().find(|s| s.name == name)
+}
+
+/// What to measure, as chosen on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Fewer samples and smaller sizes: a run of a few seconds.
+    pub(crate) quick: bool,
+    /// Element counts to measure; `None` means the suite's defaults.
+    pub(crate) elements: Option<Vec<NonZeroUsize>>,
+}
+
+/// One measurement: a kernel at one size against one reference.
+///
+/// Serialised as one JSON object per line by `--json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct Record {
+    /// The suite's name.
+    pub(crate) suite: &'static str,
+    /// The kernel measured.
+    pub(crate) kernel: &'static str,
+    /// Elements per call.
+    pub(crate) elements: usize,
+    /// Seconds per call of the kernel (best sample).
+    pub(crate) seconds: f64,
+    /// Bytes the kernel reads plus bytes it writes, per second, / 1e9.
+    pub(crate) gbps: f64,
+    /// The reference measured in the same run.
+    pub(crate) reference: &'static str,
+    /// The kernel's throughput over the reference's for the same input:
+    /// `reference_seconds / seconds` (above 1: the kernel is faster).
+    pub(crate) ratio: f64,
+    /// Seconds per call of the reference (best sample).
+    pub(crate) reference_seconds: f64,
+    /// The reference's bytes read plus written per second, / 1e9.
+    pub(crate) reference_gbps: f64,
+}
+
+/// Why a suite could not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BenchError {
+    /// The buffers for `elements` elements (`bytes` in all) could not be
+    /// allocated.
+    OutOfMemory {
+        /// The element count asked for.
+        elements: usize,
+        /// The bytes the buffer needed.
+        bytes: usize,
+    },
+    /// Writing a record failed (for example stdout was closed).
+    Output(std::io::ErrorKind),
+}
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::OutOfMemory { elements, bytes } => write!(
+                f,
+                "cannot allocate {bytes} bytes of buffers for {elements} elements; \
+                 choose a smaller --elements"
+            ),
+            Self::Output(kind) => write!(f, "cannot write the results: {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+/// A zeroed `Vec` of `len` elements, or [`BenchError::OutOfMemory`].
+pub(crate) fn try_zeroed<T: Clone + Default>(len: usize) -> Result<Vec<T>, BenchError> {
+    let oom = BenchError::OutOfMemory {
+        elements: len,
+        bytes: len.saturating_mul(size_of::<T>()),
+    };
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| oom)?;
+    v.resize(len, T::default());
+    Ok(v)
+}
