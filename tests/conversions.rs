@@ -131,20 +131,22 @@ fn stochastic_simd_matches_scalar_twin() {
         assert_sr_matches_scalar::<bf16>(&x, sr, 0);
         // Odd offsets and a run across a 2^32 position boundary.
         assert_sr_matches_scalar::<f16>(&x[..1000], sr, 12_345);
+        assert_sr_matches_scalar::<f16>(&x[..1000], sr, 16 * 77);
+        assert_sr_matches_scalar::<bf16>(&x[..1000], sr, 8);
         assert_sr_matches_scalar::<bf16>(&x[..1000], sr, (1 << 32) - 37);
         assert_sr_matches_scalar::<f16>(&x[..1000], sr, u64::MAX - 500);
     }
 }
 
 #[test]
-fn tiny_values_match_scalar_even_when_word0_ties() {
-    // Magnitudes below 2^-24 where many lanes need words 1 to 3: inputs
-    // whose significand's high part is 0 tie with word 0 = 0 only rarely, so
-    // use the word-explicit twin to cover that branch directly too.
+fn tiny_values_match_scalar_even_when_the_first_bits_tie() {
+    // Magnitudes below 2^-24: the SIMD kernel decides on each element's 16
+    // bits and hands ties to the scalar rule, which reads words 1 to 4.
     let tiny: Vec<f32> = (0..4096u32)
         .map(|i| f32::from_bits(i.wrapping_mul(0x9e37_79b9) % 0x3380_0000))
         .collect();
     assert_sr_matches_scalar::<f16>(&tiny, SR, 99);
+    assert_sr_matches_scalar::<f16>(&tiny, SR, 0);
     for &x in &tiny {
         let abs = x.to_bits();
         let (m, s) = if abs >> 23 == 0 {
@@ -152,21 +154,19 @@ fn tiny_values_match_scalar_even_when_word0_ties() {
         } else {
             ((abs & 0x7f_ffff) | 0x80_0000, 126 - (abs >> 23))
         };
-        if s <= 32 {
-            continue;
-        }
-        // Force word 0 to the tie and check against a 128-bit reference.
-        let m_high = if s - 32 >= 32 { 0 } else { m >> (s - 32) };
+        // Force the 16 bits to tie and check against a 128-bit reference.
+        let top = m.checked_shr(s - 16).unwrap_or(0) as u16;
         for index in 0..4 {
-            let got = scalar::f32_to_f16_sr_word(x, m_high, STREAM, index, Overflow::Infinity);
-            let mut u: u128 = u128::from(m_high);
-            let mut remaining = s - 32;
-            let mut word = 1;
+            let word = |k| STREAM.word(index, k);
+            let got = scalar::f32_to_f16_sr_with(x, top, word, Overflow::Infinity);
+            let mut u = u128::from(top);
+            let mut remaining = s - 16;
+            let mut k = 1;
             while remaining > 0 {
                 let take = remaining.min(32);
-                u = (u << take) | u128::from(STREAM.word(index, word) >> (32 - take));
+                u = (u << take) | u128::from(word(k) >> (32 - take));
                 remaining -= take;
-                word += 1;
+                k += 1;
             }
             let away = u < u128::from(m);
             assert_eq!(got.to_bits(), u16::from(away), "{abs:#010x}");
@@ -184,9 +184,18 @@ fn enumerate_f16(x: f32) {
     let down = scalar::f32_to_f16(f32::from_bits((x.to_bits() >> discarded) << discarded));
     let mut away = 0u64;
     for r in 0..1u32 << discarded {
-        // High bits of the word must not matter.
-        let word = r | 0xa5a5_a5a5 << discarded.min(31);
-        let got = scalar::f32_to_f16_sr_word(x, word, STREAM, 0, Overflow::Infinity);
+        // Bits above the discarded ones must not matter.
+        let half = (r & 0xffff) as u16
+            | if discarded < 16 {
+                0xa5a5 << discarded
+            } else {
+                0
+            };
+        let extra = |k: u32| {
+            assert_eq!(k, 1, "only word 1 is read here");
+            (r >> 16) | 0x5a5a_5a5a << (discarded - 16).min(31)
+        };
+        let got = scalar::f32_to_f16_sr_with(x, half, extra, Overflow::Infinity);
         if got != down {
             assert_eq!(
                 got.to_f32().abs(),
@@ -213,9 +222,11 @@ fn f16_round_away_count_equals_the_exact_fraction() {
         1000.7,
         65503.9,
         -3.0e-5,                     // f16 normal near the subnormal boundary
-        6.0e-8,                      // 2^-24 <= x: 23 discarded bits
+        6.0e-8,                      // just above 2^-24: 23 discarded bits
         -1.0e-6,                     // f16 subnormal: 19 discarded bits
-        f32::from_bits(0x3880_0001), // just below... 2^-14 + tiny: 13 bits
+        3.0e-6,                      // 17 discarded bits
+        1.0e-5,                      // 16 discarded bits
+        f32::from_bits(0x3880_0001), // just above 2^-14: 13 bits
         f32::from_bits(0x387f_ffff), // just below 2^-14: 14 bits
     ] {
         enumerate_f16(x);
@@ -224,17 +235,18 @@ fn f16_round_away_count_equals_the_exact_fraction() {
 
 #[test]
 fn tiny_round_away_count_equals_the_exact_fraction() {
-    // |x| < 2^-24 with s <= 32 discarded bits decided by word 0: enumerate
-    // the top s bits of word 0.
+    // |x| < 2^-24 with s = 24 or 25 discarded bits: enumerate the 16 bits
+    // and the top s - 16 bits of word 1.
     for abs in [0x3300_0001u32, 0x337f_ffff, 0x32c0_0000, 0x32ab_cdef] {
         let (m, s) = ((abs & 0x7f_ffff) | 0x80_0000, 126 - (abs >> 23));
-        assert!(s <= 26);
+        assert!(s <= 25);
         for sign in [0, 0x8000_0000] {
             let x = f32::from_bits(abs | sign);
             let mut away = 0u64;
-            for top in 0..1u32 << s {
-                let word = top << (32 - s) | 0x5a;
-                let got = scalar::f32_to_f16_sr_word(x, word, STREAM, 0, Overflow::Infinity);
+            for u in 0..1u32 << s {
+                let half = (u >> (s - 16)) as u16;
+                let extra = |_| (u << (48 - s)) | 0x5a;
+                let got = scalar::f32_to_f16_sr_with(x, half, extra, Overflow::Infinity);
                 assert_eq!(got.to_bits() & 0x8000, (sign >> 16) as u16, "sign kept");
                 match got.to_bits() & 0x7fff {
                     0 => {}
@@ -259,8 +271,8 @@ fn bf16_round_away_count_equals_the_exact_fraction() {
     ] {
         let down = bf16::from_bits((x.to_bits() >> 16) as u16);
         let mut away = 0u32;
-        for r in 0..1u32 << 16 {
-            let got = scalar::f32_to_bf16_sr_word(x, r | 0xdead_0000, Overflow::Infinity);
+        for r in 0..=u16::MAX {
+            let got = scalar::f32_to_bf16_sr_with(x, r, Overflow::Infinity);
             if got != down {
                 assert_eq!(got.to_bits(), down.to_bits() + 1, "neighbour");
                 away += 1;
@@ -414,11 +426,11 @@ fn value_stability() {
 }
 
 const PINNED_F16: [u16; 16] = [
-    15360, 15360, 15361, 15361, 15361, 15362, 15361, 15361, 15362, 15362, 15362, 15362, 15363,
-    15364, 15364, 15364,
+    15360, 15360, 15361, 15361, 15361, 15361, 15362, 15362, 15362, 15363, 15363, 15363, 15363,
+    15363, 15364, 15364,
 ];
 const PINNED_BF16: [u16; 16] = [
-    16256, 16256, 16257, 16256, 16256, 16257, 16256, 16256, 16256, 16257, 16257, 16257, 16256,
+    16256, 16256, 16256, 16256, 16256, 16256, 16256, 16257, 16256, 16257, 16256, 16256, 16256,
     16256, 16257, 16257,
 ];
 

@@ -57,6 +57,18 @@ pub(crate) mod f16c {
         bytemuck::cast(unsafe { _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x) })
     }
 
+    /// f32 -> f16, rounding toward zero: for lanes in f16's normal range
+    /// this keeps the top 10 mantissa bits, the same as clearing the low 13
+    /// bits of the f32 pattern and converting exactly.
+    #[must_use]
+    #[inline(always)]
+    pub(crate) fn f32_to_f16_truncate(x: f32x8) -> [u16; 8] {
+        use core::arch::x86_64::_MM_FROUND_TO_ZERO;
+        let x: __m256 = x.into();
+        // SAFETY: compiled only when the target has F16C (the module's cfg).
+        bytemuck::cast(unsafe { _mm256_cvtps_ph::<_MM_FROUND_TO_ZERO>(x) })
+    }
+
     /// f16 -> f32 (exact; NaN quieted).
     #[must_use]
     #[inline(always)]

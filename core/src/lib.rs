@@ -35,8 +35,9 @@
 //! - NaN stays NaN (quieted, sign and top payload kept); infinities stay;
 //!   finite overflow follows [`fp::Overflow`] in stochastic rounding and
 //!   gives infinity in round to nearest.
-//! - Random bits: element `i` of a conversion with `first_index` uses word 0
-//!   of position `first_index + i` (see [`rng`] for the generator).
+//! - Random bits: element `i` of a conversion with `first_index` uses the
+//!   bits of element `first_index + i` of its stream (see [`fp`] for which
+//!   bits and [`rng`] for the generator).
 //!
 //! # Fast paths
 //!

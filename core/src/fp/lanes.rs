@@ -82,64 +82,76 @@ pub(crate) fn bf16_to_f32_lanes(h: u32x8) -> u32x8 {
     bits | is_nan.select(u32x8::splat(0x0040_0000), u32x8::splat(0))
 }
 
-/// Which lanes hold a finite magnitude below 2^-24 other than zero: the
-/// lanes whose f16 stochastic rounding takes the "tiny" rule.
+/// Whether every lane of `abs` lies in `low..=low + span`.
 #[must_use]
 #[inline(always)]
-pub(crate) fn tiny_lanes(abs: u32x8) -> u32x8 {
-    abs.simd_lt(u32x8::splat(103 << 23)) & abs.simd_ne(u32x8::splat(0))
+pub(crate) fn all_within(abs: u32x8, low: u32, span: u32) -> bool {
+    let offset = abs - u32x8::splat(low);
+    offset
+        .max(u32x8::splat(span))
+        .simd_eq(u32x8::splat(span))
+        .all()
 }
 
+/// The f32 magnitudes whose f16 stochastic rounding is plain: f16 normal
+/// results (from 2^-14) up to 65504, so 13 discarded bits and no overflow.
+pub(crate) const F16_PLAIN_LOW: u32 = 0x3880_0000;
+/// See [`F16_PLAIN_LOW`].
+pub(crate) const F16_PLAIN_SPAN: u32 = F16_MAX_AS_F32 - F16_PLAIN_LOW;
+
 /// The stochastic rounding of f32 magnitudes `abs` (finite) onto the f16
-/// grid, as f32 bit patterns, with word-0 random bits `r`; the second value
-/// marks lanes the scalar rule must decide (the tiny rule needs more than
-/// 32 random bits, which happens with probability 2^-32 per tiny lane).
+/// grid, as f32 bit patterns, with each lane's 16 random bits in the low
+/// half of `half` and its word 1 from `word1` (called only if some lane
+/// needs more than 16 bits). The second value marks lanes the scalar rule
+/// must decide: magnitudes below 2^-24 whose 16 bits tie (probability
+/// 2^-16 per such lane).
 #[must_use]
 #[inline(always)]
-pub(crate) fn f16_sr_magnitudes(abs: u32x8, r: u32x8, overflow: Overflow) -> (u32x8, u32x8) {
+pub(crate) fn f16_sr_magnitudes(
+    abs: u32x8,
+    half: u32x8,
+    word1: impl FnOnce() -> u32x8,
+    overflow: Overflow,
+) -> (u32x8, u32x8) {
+    let half = half & u32x8::splat(0xffff);
     let exp: u32x8 = abs >> 23;
     // Discarded bits: 13 for f16 normals, 126 - exp in the f16 subnormal range.
     let discarded = exp
         .simd_ge(u32x8::splat(113))
         .select(u32x8::splat(13), u32x8::splat(126) - exp);
+    let mut random = half;
+    let long = exp.simd_ge(u32x8::splat(103)) & exp.simd_le(u32x8::splat(109));
+    if long.any() {
+        random |= word1() << 16;
+    }
     let mask = u32x8::splat(1).unbounded_shl(discarded) - u32x8::splat(1);
-    let mut rounded = (abs + (r & mask)) & !mask;
+    let mut rounded = (abs + (random & mask)) & !mask;
 
-    let tiny = tiny_lanes(abs);
+    let tiny = abs.simd_lt(u32x8::splat(103 << 23)) & abs.simd_ne(u32x8::splat(0));
     let mut undecided = u32x8::splat(0);
     if tiny.any() {
-        let (m, s) = tiny_significand_and_scale_x8(abs);
-        let r_shift = u32x8::splat(32).saturating_sub(s);
-        let m_shift = s.saturating_sub(u32x8::splat(32));
-        let m_high = m.unbounded_shr(m_shift);
-        let r_high = r >> r_shift;
-        let away = r_high.simd_lt(m_high);
+        let subnormal = exp.simd_eq(u32x8::splat(0));
+        let m = subnormal.select(
+            abs,
+            (abs & u32x8::splat(0x007f_ffff)) | u32x8::splat(0x0080_0000),
+        );
+        let s = u32x8::splat(126) - exp.max(u32x8::splat(1));
+        let top = m.unbounded_shr(s - u32x8::splat(16));
+        let away = half.simd_lt(top);
         let tiny_result = away.select(u32x8::splat(F16_MIN_SUBNORMAL_AS_F32), u32x8::splat(0));
         rounded = tiny.select(tiny_result, rounded);
-        undecided = tiny & m_shift.simd_ne(u32x8::splat(0)) & r.simd_eq(m_high);
+        undecided = tiny & half.simd_eq(top);
     }
     (saturate(rounded, F16_MAX_AS_F32, overflow), undecided)
 }
 
-/// The decomposition of `scalar::tiny_significand_and_scale`, on eight lanes.
-#[inline(always)]
-fn tiny_significand_and_scale_x8(abs: u32x8) -> (u32x8, u32x8) {
-    let exp: u32x8 = abs >> 23;
-    let subnormal = exp.simd_eq(u32x8::splat(0));
-    let m = subnormal.select(
-        abs,
-        (abs & u32x8::splat(0x007f_ffff)) | u32x8::splat(0x0080_0000),
-    );
-    let s = u32x8::splat(126) - exp.max(u32x8::splat(1));
-    (m, s)
-}
-
 /// The stochastic rounding of f32 magnitudes `abs` (finite) onto the bf16
-/// grid, as f32 bit patterns.
+/// grid, as f32 bit patterns, with each lane's 16 random bits in the low
+/// half of `half`.
 #[must_use]
 #[inline(always)]
-pub(crate) fn bf16_sr_magnitudes(abs: u32x8, r: u32x8, overflow: Overflow) -> u32x8 {
-    let rounded = (abs + (r & u32x8::splat(0xffff))) & u32x8::splat(0xffff_0000);
+pub(crate) fn bf16_sr_magnitudes(abs: u32x8, half: u32x8, overflow: Overflow) -> u32x8 {
+    let rounded = (abs + (half & u32x8::splat(0xffff))) & u32x8::splat(0xffff_0000);
     saturate(rounded, BF16_MAX_AS_F32, overflow)
 }
 

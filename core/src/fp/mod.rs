@@ -38,19 +38,27 @@
 //!
 //! | input magnitude | format | discarded bits | random bits used |
 //! |---|---|---|---|
-//! | f16 normal range (>= 2^-14) | f16 | 13 | low 13 of word 0 |
-//! | 2^-24 <= \|x\| < 2^-14 (f16 subnormal results) | f16 | 14 to 23 | low 14 to 23 of word 0 |
-//! | \|x\| < 2^-24 (result 0 or 2^-24) | f16 | 24 to 125 | word 0 (top bits first), then words 1 to 3 only when word 0 ties |
-//! | any finite | bf16 | 16 | low 16 of word 0 |
+//! | f16 normal range (>= 2^-14) | f16 | 13 | low 13 of the element's 16 |
+//! | 2^-17 <= \|x\| < 2^-14 (f16 subnormal results) | f16 | 14 to 16 | low 14 to 16 of its 16 |
+//! | 2^-24 <= \|x\| < 2^-17 | f16 | 17 to 23 | its 16, then the low 1 to 7 bits of word 1 |
+//! | \|x\| < 2^-24 (result 0 or 2^-24) | f16 | 24 to 125 | its 16 (most significant first), then words 1 to 4 only while they tie |
+//! | any finite | bf16 | 16 | its 16 |
 //!
-//! Element `i` of a slice converted with `first_index` uses the words of
-//! position `first_index + i` of the [`RandomStream`], so a slice converted
+//! "Its 16" are [`RandomStream::half_bits`] of the element's position;
+//! "word k" is [`RandomStream::word`] of the same position. With 16 bits
+//! for the common cases, one eight-lane draw of the generator serves sixteen
+//! elements, which is what lets stochastic rounding run near memory speed.
+//!
+//! Element `i` of a slice converted with `first_index` uses the random bits
+//! of element `first_index + i` of the [`RandomStream`], so a slice converted
 //! whole or in pieces (each with its own `first_index`) gives the same bits.
 //!
 //! NaN gives the same quiet NaN as round to nearest (it never becomes
 //! infinity); infinities stay. Overflow follows [`Overflow`].
 //!
 //! [`RandomStream`]: crate::rng::RandomStream
+//! [`RandomStream::half_bits`]: crate::rng::RandomStream::half_bits
+//! [`RandomStream::word`]: crate::rng::RandomStream::word
 
 mod convert;
 mod lanes;
@@ -135,10 +143,17 @@ impl Rounding {
             Self::Nearest => H::narrow_rn_x8(x),
             Self::Stochastic { sr, first_index } => {
                 let index = first_index.wrapping_add(at as u64);
-                H::narrow_sr_x8(x, sr.stream.bits_x8(index), sr.overflow).unwrap_or_else(|| {
+                let scalar = || {
                     let x = x.to_array();
                     core::array::from_fn(|lane| self.round(x[lane], at + lane))
-                })
+                };
+                if !index.is_multiple_of(8) {
+                    return scalar();
+                }
+                let words = sr.stream.group_words_x8(index & !15);
+                let half = if index & 8 == 0 { words } else { words >> 16 };
+                let word1 = || sr.stream.words_x8(index, 1);
+                H::narrow_sr_x8(x, half, word1, sr.overflow).unwrap_or_else(scalar)
             }
         }
     }
@@ -286,6 +301,10 @@ impl<H: HalfFloat> sealed::Store for H {
     }
 }
 
+/// Below this f32 magnitude pattern (the largest finite bf16) bf16
+/// stochastic rounding cannot overflow.
+const BF16_PLAIN_MAX: u32 = 0x7f7f_0000;
+
 pub(crate) mod sealed {
     use super::{Rounding, f32x8, u32x8};
 
@@ -304,10 +323,16 @@ pub(crate) mod sealed {
         fn widen_x8(h: [Self; 8]) -> f32x8;
         /// Rounds eight f32 to nearest even.
         fn narrow_rn_x8(x: f32x8) -> [Self; 8];
-        /// Stochastically rounds eight finite-or-not f32 with word-0 random
-        /// bits `r`; `None` if a lane needs the scalar rule (probability
-        /// 2^-32 per f16 lane below 2^-24; never for bf16).
-        fn narrow_sr_x8(x: f32x8, r: u32x8, overflow: super::Overflow) -> Option<[Self; 8]>;
+        /// Stochastically rounds eight f32 with each lane's 16 random bits
+        /// in the low half of `half` and its word 1 from `word1` (called
+        /// only when needed); `None` if a lane needs the scalar rule
+        /// (probability 2^-16 per f16 lane below 2^-24; never for bf16).
+        fn narrow_sr_x8(
+            x: f32x8,
+            half: u32x8,
+            word1: impl FnOnce() -> u32x8,
+            overflow: super::Overflow,
+        ) -> Option<[Self; 8]>;
     }
 }
 
@@ -335,11 +360,29 @@ impl sealed::Lanes for f16 {
     }
 
     #[inline(always)]
-    fn narrow_sr_x8(x: f32x8, r: u32x8, overflow: Overflow) -> Option<[Self; 8]> {
+    fn narrow_sr_x8(
+        x: f32x8,
+        half: u32x8,
+        word1: impl FnOnce() -> u32x8,
+        overflow: Overflow,
+    ) -> Option<[Self; 8]> {
         let bits = x.to_bits();
         let sign = bits & u32x8::splat(0x8000_0000);
         let abs = bits ^ sign;
-        let (rounded, undecided) = lanes::f16_sr_magnitudes(abs, r, overflow);
+        if lanes::all_within(abs, lanes::F16_PLAIN_LOW, lanes::F16_PLAIN_SPAN) {
+            // The common case: 13 random bits added below the kept ones
+            // cannot carry into the sign, so round the signed pattern.
+            let mask = u32x8::splat(0x1fff);
+            let noisy = bits + (half & mask);
+            #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
+            let out = bytemuck::cast(crate::arch::f16c::f32_to_f16_truncate(f32x8::from_bits(
+                noisy,
+            )));
+            #[cfg(not(all(target_arch = "x86_64", target_feature = "f16c")))]
+            let out = Self::narrow_rn_x8(f32x8::from_bits(noisy & !mask));
+            return Some(out);
+        }
+        let (rounded, undecided) = lanes::f16_sr_magnitudes(abs, half, word1, overflow);
         if undecided.any() {
             return None;
         }
@@ -365,11 +408,21 @@ impl sealed::Lanes for bf16 {
     }
 
     #[inline(always)]
-    fn narrow_sr_x8(x: f32x8, r: u32x8, overflow: Overflow) -> Option<[Self; 8]> {
+    fn narrow_sr_x8(
+        x: f32x8,
+        half: u32x8,
+        _word1: impl FnOnce() -> u32x8,
+        overflow: Overflow,
+    ) -> Option<[Self; 8]> {
         let bits = x.to_bits();
         let sign = bits & u32x8::splat(0x8000_0000);
         let abs = bits ^ sign;
-        let rounded = lanes::bf16_sr_magnitudes(abs, r, overflow);
+        if lanes::all_within(abs, 0, BF16_PLAIN_MAX) {
+            // Finite and no carry past the largest bf16: the sign is safe.
+            let rounded = (bits + (half & u32x8::splat(0xffff))) >> 16;
+            return Some(bytemuck::cast(crate::arch::narrow_u16(rounded)));
+        }
+        let rounded = lanes::bf16_sr_magnitudes(abs, half, overflow);
         let finite = abs.simd_lt(u32x8::splat(0x7f80_0000));
         let out = finite.select((sign | rounded) >> 16, lanes::f32_to_bf16_lanes(bits));
         Some(bytemuck::cast(crate::arch::narrow_u16(out)))

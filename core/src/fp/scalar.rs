@@ -115,22 +115,28 @@ pub(crate) const fn bf16_bits_to_f32_bits(h: u16) -> u32 {
     }
 }
 
-/// f32 -> f16 with stochastic rounding, using the random bits of position
+/// f32 -> f16 with stochastic rounding, using the random bits of element
 /// `index` of `stream` (see [the module docs](super) for the rule).
 #[must_use]
-pub const fn f32_to_f16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> f16 {
-    f32_to_f16_sr_word(x, stream.bits(index), stream, index, overflow)
+pub fn f32_to_f16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> f16 {
+    f32_to_f16_sr_with(
+        x,
+        stream.half_bits(index),
+        |k| stream.word(index, k),
+        overflow,
+    )
 }
 
-/// [`f32_to_f16_sr`] with word 0 given explicitly as `word0`, so tests can
-/// enumerate it. Words 1 to 3 of position `index` of `stream` are read only
-/// for magnitudes below 2^-24 whose outcome `word0` leaves open.
+/// [`f32_to_f16_sr`] with the element's random bits given explicitly, so
+/// tests can enumerate them: `half` is its 16 bits (the least significant
+/// random bits of the add-then-truncate rule, the most significant of the
+/// tiny-value rule), and `extra(k)` its word `k` for `k` = 1 to 4, read
+/// only where more than 16 bits are needed.
 #[must_use]
-pub const fn f32_to_f16_sr_word(
+pub fn f32_to_f16_sr_with(
     x: f32,
-    word0: u32,
-    stream: RandomStream,
-    index: u64,
+    half: u16,
+    extra: impl Fn(u32) -> u32,
     overflow: Overflow,
 ) -> f16 {
     let bits = x.to_bits();
@@ -140,9 +146,14 @@ pub const fn f32_to_f16_sr_word(
         return f32_to_f16(x);
     }
     let rounded = if exp >= 103 {
-        let mask = f16_discarded_mask(exp);
-        (abs + (word0 & mask)) & !mask
-    } else if tiny_rounds_away(abs, word0, stream, index) {
+        let discarded = f16_discarded_bits(exp);
+        let mut random = u32::from(half);
+        if discarded > 16 {
+            random |= extra(1) << 16;
+        }
+        let mask = low_mask(discarded);
+        (abs + (random & mask)) & !mask
+    } else if tiny_rounds_away(abs, half, extra) {
         F16_MIN_SUBNORMAL_AS_F32
     } else {
         0
@@ -155,9 +166,8 @@ pub const fn f32_to_f16_sr_word(
 /// `exp` in `103..255`: 13 for f16 normals, `126 - exp` (14 to 23) where the
 /// result is an f16 subnormal.
 #[must_use]
-pub(crate) const fn f16_discarded_mask(exp: u32) -> u32 {
-    let discarded = if exp >= 113 { 13 } else { 126 - exp };
-    (1 << discarded) - 1
+pub(crate) const fn f16_discarded_bits(exp: u32) -> u32 {
+    if exp >= 113 { 13 } else { 126 - exp }
 }
 
 /// For `0 <= abs < 2^-24` (the f32 bits of a magnitude below the smallest
@@ -165,31 +175,24 @@ pub(crate) const fn f16_discarded_mask(exp: u32) -> u32 {
 ///
 /// The probability must be `abs / 2^-24 = m / 2^s` with `m` the f32
 /// significand (below 2^24) and `s = 126 - max(exp, 1)` (24 to 125). It is
-/// exactly that: draw an `s`-bit uniform `U` whose top 32 bits are the
-/// element's word 0 (`r`) and whose lower bits are words 1, 2, 3 of the same
-/// position, most significant first, and round away iff `U < m`. The extra
-/// words are read only when `r` alone cannot decide (probability 2^-32).
-pub(crate) const fn tiny_rounds_away(abs: u32, r: u32, stream: RandomStream, index: u64) -> bool {
+/// exactly that: read an `s`-bit uniform `U` whose most significant 16 bits
+/// are `half`, followed by words 1, 2, 3, 4 (most significant first), and
+/// round away iff `U < m`. The words are read only while the bits so far
+/// tie with `m` (probability 2^-16 after `half`).
+pub(crate) fn tiny_rounds_away(abs: u32, half: u16, extra: impl Fn(u32) -> u32) -> bool {
     let (m, s) = tiny_significand_and_scale(abs);
-    if s <= 32 {
-        return (r >> (32 - s)) < m;
+    let top = m.checked_shr(s - 16).unwrap_or(0);
+    let half = u32::from(half);
+    if half != top {
+        return half < top;
     }
-    let below = s - 32; // bits of U below r
-    let m_high = if below >= 32 { 0 } else { m >> below };
-    if r != m_high {
-        return r < m_high;
-    }
-    let mut remaining = below;
+    let mut remaining = s - 16;
     let mut word = 1;
     loop {
-        let take = if remaining < 32 { remaining } else { 32 };
-        let drawn = stream.word(index, word) >> (32 - take);
+        let take = remaining.min(32);
+        let drawn = extra(word) >> (32 - take);
         remaining -= take;
-        let target = if remaining >= 32 {
-            0
-        } else {
-            (m >> remaining) & low_mask(take)
-        };
+        let target = m.checked_shr(remaining).unwrap_or(0) & low_mask(take);
         if drawn != target {
             return drawn < target;
         }
@@ -219,23 +222,22 @@ const fn low_mask(bits: u32) -> u32 {
     }
 }
 
-/// f32 -> bf16 with stochastic rounding, using the random bits of position
+/// f32 -> bf16 with stochastic rounding, using the random bits of element
 /// `index` of `stream` (see [the module docs](super) for the rule).
 #[must_use]
 pub const fn f32_to_bf16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> bf16 {
-    f32_to_bf16_sr_word(x, stream.bits(index), overflow)
+    f32_to_bf16_sr_with(x, stream.half_bits(index), overflow)
 }
 
-/// [`f32_to_bf16_sr`] with the element's random word given explicitly (only
-/// its low 16 bits are used).
+/// [`f32_to_bf16_sr`] with the element's 16 random bits given explicitly.
 #[must_use]
-pub const fn f32_to_bf16_sr_word(x: f32, word0: u32, overflow: Overflow) -> bf16 {
+pub const fn f32_to_bf16_sr_with(x: f32, half: u16, overflow: Overflow) -> bf16 {
     let bits = x.to_bits();
     let abs = bits & 0x7fff_ffff;
     if abs >= 0x7f80_0000 {
         return f32_to_bf16(x);
     }
-    let rounded = (abs + (word0 & 0xffff)) & 0xffff_0000;
+    let rounded = (abs + half as u32) & 0xffff_0000;
     let rounded = saturate(rounded, BF16_MAX_AS_F32, overflow);
     bf16::from_bits((((bits & 0x8000_0000) | rounded) >> 16) as u16)
 }

@@ -1,11 +1,11 @@
 //! Stochastic-rounding slice conversions.
 
-use wide::f32x8;
+use wide::{f32x8, u32x8};
 
 use super::{HalfFloat, Stochastic};
 
 /// Rounds every f32 in `src` stochastically into `dst`; element `i` uses the
-/// random bits of position `first_index + i` of `sr.stream`.
+/// random bits of element `first_index + i` of `sr.stream`.
 ///
 /// Bitwise equal to [`HalfFloat::from_f32_sr`] element by element, on every
 /// CPU path, so converting a slice whole or in pieces (passing each piece's
@@ -25,16 +25,50 @@ pub fn f32_to_half_sr_slice<H: HalfFloat>(
         dst.len(),
         "f32_to_half_sr_slice: length mismatch"
     );
-    let vectorised = sr.stream.for_each_x8(first_index, src.len(), |at, r| {
-        let s: &[f32; 8] = src[at..at + 8].try_into().expect("eight lanes");
-        let d: &mut [H; 8] = (&mut dst[at..at + 8]).try_into().expect("eight lanes");
-        *d = H::narrow_sr_x8(f32x8::from(*s), r, sr.overflow).unwrap_or_else(|| {
-            core::array::from_fn(|lane| {
-                H::from_f32_sr(s[lane], sr, first_index.wrapping_add((at + lane) as u64))
-            })
-        });
-    });
-    for (at, (s, d)) in src.iter().zip(dst.iter_mut()).enumerate().skip(vectorised) {
-        *d = H::from_f32_sr(*s, sr, first_index.wrapping_add(at as u64));
+    let scalar = |src: &[f32], dst: &mut [H], at: usize| {
+        for (i, (s, d)) in src.iter().zip(dst).enumerate() {
+            *d = H::from_f32_sr(*s, sr, first_index.wrapping_add((at + i) as u64));
+        }
+    };
+    // Up to the first element whose index is a multiple of 16: from there,
+    // groups of 16 share one eight-word draw of random bits.
+    let head = ((16 - first_index % 16) % 16).min(src.len() as u64) as usize;
+    scalar(&src[..head], &mut dst[..head], 0);
+    let (src16, src_tail) = src[head..].as_chunks::<16>();
+    let (dst16, dst_tail) = dst[head..].as_chunks_mut::<16>();
+    let mut groups = sr
+        .stream
+        .half_bit_groups(first_index.wrapping_add(head as u64));
+    for (g, (s, d)) in src16.iter().zip(dst16).enumerate() {
+        let at = head + 16 * g;
+        let words = groups.next_words();
+        let (lo, hi) = (s.split_at(8), d.split_at_mut(8));
+        eight(lo.0, hi.0, words, sr, first_index, at);
+        eight(lo.1, hi.1, words >> 16, sr, first_index, at + 8);
+    }
+    let done = src.len() - src_tail.len();
+    scalar(src_tail, dst_tail, done);
+}
+
+/// Elements `at..at + 8` of a conversion, with their 16-bit random halves
+/// in the low halves of `half`.
+#[inline(always)]
+fn eight<H: HalfFloat>(
+    src: &[f32],
+    dst: &mut [H],
+    half: u32x8,
+    sr: Stochastic,
+    first_index: u64,
+    at: usize,
+) {
+    let x = f32x8::from(<[f32; 8]>::try_from(src).expect("eight lanes"));
+    let word1 = || sr.stream.words_x8(first_index.wrapping_add(at as u64), 1);
+    match H::narrow_sr_x8(x, half, word1, sr.overflow) {
+        Some(v) => dst.copy_from_slice(&v),
+        None => {
+            for (i, (s, d)) in src.iter().zip(dst).enumerate() {
+                *d = H::from_f32_sr(*s, sr, first_index.wrapping_add((at + i) as u64));
+            }
+        }
     }
 }

@@ -10,30 +10,36 @@
 //! # The generator
 //!
 //! A [`RandomStream`] is a 64-bit key derived from `(seed, stream)` with the
-//! SplitMix64 finaliser. The 32-bit word `w` of position `i` is
+//! SplitMix64 finaliser. The 32-bit word `w` of position `p` is
 //!
 //! ```text
-//! block  = mix64(key ^ (w << 32 | i >> 32))          // once per 2^32 positions
+//! block  = mix64(key ^ (w << 32 | p >> 32))          // once per 2^32 positions
 //! k0, k1 = low and high halves of block
-//! x = (i as u32) ^ k0
-//! x ^= x >> 17; x *= 0xed5ad4bb; x ^= x >> 11; x += k1
-//! x *= 0xac4c1b51; x ^= x >> 15; x *= 0x31848bab; x ^= x >> 14
+//! x = (p as u32) ^ k0
+//! x ^= x >> 16; x *= 0x21f0aaad; x += k1
+//! x ^= x >> 15; x *= 0x735a2d97; x ^= x >> 15
 //! ```
 //!
-//! The per-element part is Chris Wellons' `triple32` integer permutation (a
-//! three-multiply mixer found by search for low avalanche bias, about 0.02)
-//! with the key injected before the first and the second multiply, so it runs
-//! eight lanes at a time in plain 32-bit SIMD arithmetic. For a fixed key it
-//! is a bijection on the low 32 bits of the position, so a stream's 2^32
-//! words per block are a permutation of all 32-bit values (no value repeats
-//! within a block).
+//! The per-position part is Chris Wellons' `lowbias32` integer permutation
+//! (a two-multiply mixer found by search for low avalanche bias) with the
+//! key injected before the first and the second multiply, so it runs eight
+//! lanes at a time in plain 32-bit SIMD arithmetic and costs about ten
+//! vector instructions per eight words. For a fixed key it is a bijection on
+//! the low 32 bits of the position, so a stream's 2^32 words per block are a
+//! permutation of all 32-bit values (no value repeats within a block).
+//!
+//! Stochastic rounding takes 16 bits per element
+//! ([`RandomStream::half_bits`]: one word serves two elements, laid out so
+//! that one eight-lane draw serves sixteen elements) and reads further words
+//! of the element's own position only in the rare cases that need more.
 //!
 //! Quality: the test suite runs chi-square tests on bytes, on every bit
-//! position, on pairs of consecutive words and across streams with adjacent
-//! seeds, and a correlation test between adjacent streams. It is a
-//! statistical generator for rounding and sampling, not a cryptographic one;
-//! it has not been through TestU01's BigCrush, so do not use it where that
-//! level of evidence matters.
+//! position, on the low bits rounding uses, on pairs of consecutive words,
+//! on words of one position and across streams with adjacent seeds, and a
+//! correlation test between adjacent streams. It is a statistical generator
+//! for rounding and sampling, not a cryptographic one; it has not been
+//! through TestU01's BigCrush, so do not use it where that level of
+//! evidence matters.
 //!
 //! A change to any output of this module is a breaking change: the
 //! value-stability tests pin them.
@@ -59,14 +65,12 @@ pub const fn mix64(mut z: u64) -> u64 {
 #[inline(always)]
 const fn mix32(lo: u32, k0: u32, k1: u32) -> u32 {
     let mut x = lo ^ k0;
-    x ^= x >> 17;
-    x = x.wrapping_mul(0xed5a_d4bb);
-    x ^= x >> 11;
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x21f0_aaad);
     x = x.wrapping_add(k1);
-    x = x.wrapping_mul(0xac4c_1b51);
     x ^= x >> 15;
-    x = x.wrapping_mul(0x3184_8bab);
-    x ^ (x >> 14)
+    x = x.wrapping_mul(0x735a_2d97);
+    x ^ (x >> 15)
 }
 
 /// The same as [`mix32`] on eight lanes.
@@ -74,14 +78,12 @@ const fn mix32(lo: u32, k0: u32, k1: u32) -> u32 {
 #[inline(always)]
 fn mix32x8(lo: u32x8, k0: u32, k1: u32) -> u32x8 {
     let mut x = lo ^ u32x8::splat(k0);
-    x ^= x >> 17;
-    x *= u32x8::splat(0xed5a_d4bb);
-    x ^= x >> 11;
+    x ^= x >> 16;
+    x *= u32x8::splat(0x21f0_aaad);
     x += u32x8::splat(k1);
-    x *= u32x8::splat(0xac4c_1b51);
     x ^= x >> 15;
-    x *= u32x8::splat(0x3184_8bab);
-    x ^ (x >> 14)
+    x *= u32x8::splat(0x735a_2d97);
+    x ^ (x >> 15)
 }
 
 /// Lane offsets 0..8.
@@ -131,16 +133,16 @@ impl RandomStream {
         (block as u32, (block >> 32) as u32)
     }
 
-    /// Word 0 of position `index`: the bits stochastic rounding uses for
-    /// element `index`.
+    /// Word 0 of position `index` (what [`StreamRng`] reads in order).
     #[must_use]
     #[inline]
     pub const fn bits(self, index: u64) -> u32 {
         self.word(index, 0)
     }
 
-    /// Word `word` of position `index`. Words other than 0 are used where one
-    /// element needs more than 32 random bits.
+    /// Word `word` of position `index`. Stochastic rounding reads words 1
+    /// to 4 of element `index` where it needs more than the 16 bits of
+    /// [`RandomStream::half_bits`].
     #[must_use]
     #[inline]
     pub const fn word(self, index: u64, word: u32) -> u32 {
@@ -148,53 +150,89 @@ impl RandomStream {
         mix32(index as u32, k0, k1)
     }
 
-    /// Word 0 of the eight positions `index..index + 8`.
+    /// The 16 random bits stochastic rounding uses first for element
+    /// `index`: half of word 0 of position `index / 2`, laid out so that
+    /// eight SIMD lanes share one eight-word draw. With `group = index / 16`
+    /// and `lane = index % 16`, they are bits `16 * (lane / 8)..` of word 0
+    /// of position `8 * group + lane % 8`: elements `16g..16g + 8` take the
+    /// low halves of the group's eight words, elements `16g + 8..16g + 16`
+    /// the high halves.
     #[must_use]
     #[inline]
-    pub(crate) fn bits_x8(self, index: u64) -> u32x8 {
-        let lo = index as u32;
-        if lo <= u32::MAX - 7 {
-            let (k0, k1) = self.block_keys((index >> 32) as u32, 0);
-            mix32x8(u32x8::splat(lo) + LANES, k0, k1)
-        } else {
-            u32x8::new(core::array::from_fn(|lane| {
-                self.bits(index.wrapping_add(lane as u64))
-            }))
+    pub const fn half_bits(self, index: u64) -> u16 {
+        let lane = index & 15;
+        let word = self.bits((index >> 4) << 3 | (lane & 7));
+        (word >> ((lane >> 3) * 16)) as u16
+    }
+
+    /// Word 0 of the eight positions `index / 2..index / 2 + 8` for an
+    /// `index` that is a multiple of 16: the [`RandomStream::half_bits`] of
+    /// elements `index..index + 16` (low halves, then high halves).
+    #[must_use]
+    #[inline]
+    pub(crate) fn group_words_x8(self, index: u64) -> u32x8 {
+        debug_assert!(index.is_multiple_of(16));
+        self.words_x8(index >> 1, 0)
+    }
+
+    /// The [`RandomStream::half_bits`] of elements `index..` in groups of
+    /// 16, for an `index` that is a multiple of 16: each item is word 0 of
+    /// eight consecutive positions (low halves for the group's first eight
+    /// elements, high halves for the next eight). The block keys are
+    /// derived once per 2^32 positions instead of once per group.
+    #[must_use]
+    pub(crate) fn half_bit_groups(self, index: u64) -> HalfBitGroups {
+        let position = index >> 1;
+        let (k0, k1) = self.block_keys((position >> 32) as u32, 0);
+        HalfBitGroups {
+            stream: self,
+            position,
+            counter: u32x8::splat(position as u32) + LANES,
+            k0,
+            k1,
         }
     }
 
-    /// Calls `f(offset, bits)` for every run of eight positions of word 0 in
-    /// `first..first + len` that lies inside one 2^32 block, in order, and
-    /// returns the number of positions covered; the caller handles the rest
-    /// one by one with [`RandomStream::bits`]. The SIMD kernels are built on
-    /// this so that their lanes see exactly the scalar bits.
+    /// Word `word` of the eight positions `index..index + 8`.
+    #[must_use]
     #[inline]
-    pub(crate) fn for_each_x8(
-        self,
-        first: u64,
-        len: usize,
-        mut f: impl FnMut(usize, u32x8),
-    ) -> usize {
-        let mut done = 0usize;
-        while len - done >= 8 {
-            let index = first.wrapping_add(done as u64);
-            let lo = index as u32;
-            // Whole chunks of eight that fit before the next 2^32 boundary.
-            let room = (u64::from(u32::MAX - lo) + 1) / 8;
-            let chunks = ((len - done) / 8).min(usize::try_from(room).unwrap_or(usize::MAX));
-            if chunks == 0 {
-                // A chunk would straddle a block boundary: stop here and let
-                // the caller's scalar code cover the rest (rare and correct).
-                return done;
-            }
-            let (k0, k1) = self.block_keys((index >> 32) as u32, 0);
-            let mut counter = u32x8::splat(lo) + LANES;
-            for _ in 0..chunks {
-                f(done, mix32x8(counter, k0, k1));
-                counter += u32x8::splat(8);
-                done += 8;
-            }
+    pub(crate) fn words_x8(self, index: u64, word: u32) -> u32x8 {
+        let lo = index as u32;
+        if lo <= u32::MAX - 7 {
+            let (k0, k1) = self.block_keys((index >> 32) as u32, word);
+            mix32x8(u32x8::splat(lo) + LANES, k0, k1)
+        } else {
+            u32x8::new(core::array::from_fn(|lane| {
+                self.word(index.wrapping_add(lane as u64), word)
+            }))
         }
-        done
+    }
+}
+
+/// See [`RandomStream::half_bit_groups`].
+#[derive(Clone, Debug)]
+pub(crate) struct HalfBitGroups {
+    stream: RandomStream,
+    /// Position of the next group's first word.
+    position: u64,
+    counter: u32x8,
+    k0: u32,
+    k1: u32,
+}
+
+impl HalfBitGroups {
+    /// The next group's eight words.
+    #[inline(always)]
+    pub(crate) fn next_words(&mut self) -> u32x8 {
+        if self.position as u32 == 0 {
+            // A new 2^32 block of positions (groups never straddle one);
+            // element indices wrap at 2^64, so positions wrap at 2^63.
+            self.position &= u64::MAX >> 1;
+            (self.k0, self.k1) = self.stream.block_keys((self.position >> 32) as u32, 0);
+        }
+        let words = mix32x8(self.counter, self.k0, self.k1);
+        self.counter += u32x8::splat(8);
+        self.position = self.position.wrapping_add(8);
+        words
     }
 }
