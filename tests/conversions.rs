@@ -551,3 +551,44 @@ fn exhaustive_all_f32_inputs() {
         }
     });
 }
+
+/// Outputs of 16 MiB and more are written with streaming stores; the bits
+/// must be those of small conversions, aligned or not.
+#[test]
+fn large_outputs_convert_to_the_same_bits() {
+    let n = (16 << 20) / 2 + 1001;
+    let x: Vec<f32> = (0..n as u32)
+        .map(|i| f32::from_bits(i.wrapping_mul(0x9e37_79b9) >> 2 | 0x3000_0000))
+        .collect();
+    for skip in [0, 1, 3] {
+        let x = &x[skip..];
+        let mut big = vec![f16::ZERO; x.len()];
+        let mut small = vec![f16::ZERO; x.len()];
+        f32_to_half_slice(x, &mut big);
+        for (s, d) in x.chunks(4096).zip(small.chunks_mut(4096)) {
+            f32_to_half_slice(s, d);
+        }
+        assert!(big == small, "rn, skip {skip}");
+        f32_to_half_sr_slice(x, &mut big, SR, 7);
+        for (k, (s, d)) in x.chunks(4096).zip(small.chunks_mut(4096)).enumerate() {
+            f32_to_half_sr_slice(s, d, SR, 7 + 4096 * k as u64);
+        }
+        assert!(big == small, "sr, skip {skip}");
+        let mut wide_big = vec![0.0f32; x.len() / 2];
+        let mut wide_small = vec![0.0f32; x.len() / 2];
+        half_to_f32_slice(&big[..x.len() / 2], &mut wide_big);
+        for (s, d) in big[..x.len() / 2]
+            .chunks(4096)
+            .zip(wide_small.chunks_mut(4096))
+        {
+            half_to_f32_slice(s, d);
+        }
+        assert!(
+            wide_big
+                .iter()
+                .zip(&wide_small)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "widen"
+        );
+    }
+}

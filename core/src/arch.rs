@@ -78,3 +78,53 @@ pub(crate) mod f16c {
         unsafe { _mm256_cvtph_ps(h) }.into()
     }
 }
+
+/// Output slices at least this large are written with non-temporal
+/// (streaming) stores: they cannot stay in a typical last-level cache
+/// anyway, and skipping the read-for-ownership of every line saves up to a
+/// third of a conversion's memory traffic. Smaller outputs are written
+/// normally so that a caller reading them next finds them in cache.
+pub(crate) const STREAMING_BYTES: usize = 16 << 20;
+
+/// Whether a kernel writing `dst` should use [`store_streaming`].
+#[must_use]
+#[inline]
+pub(crate) fn wants_streaming<T>(dst: &[T]) -> bool {
+    cfg!(target_arch = "x86_64") && size_of_val(dst) >= STREAMING_BYTES
+}
+
+/// Writes `v` to `dst`: with non-temporal stores if `dst` is 16-byte
+/// aligned on x86_64, with an ordinary store otherwise. A kernel that
+/// streams calls [`store_fence`] before it returns.
+#[inline(always)]
+pub(crate) fn store_streaming<T: bytemuck::Pod, const N: usize>(dst: &mut [T; N], v: [T; N]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        const { assert!(size_of::<[T; N]>().is_multiple_of(16)) };
+        let out = dst.as_mut_ptr().cast::<__m128i>();
+        if out.is_aligned() {
+            let src = (&raw const v).cast::<__m128i>();
+            for k in 0..size_of::<[T; N]>() / 16 {
+                // SAFETY: `src` points to `v`, readable for the whole array
+                // (loadu needs no alignment); `out` points to `dst`, valid for
+                // writes of the same size and 16-byte aligned (just checked);
+                // SSE2 is part of every x86_64 target.
+                unsafe { _mm_stream_si128(out.add(k), _mm_loadu_si128(src.add(k))) };
+            }
+            return;
+        }
+    }
+    *dst = v;
+}
+
+/// Orders earlier streaming stores before any later store, so another
+/// thread that synchronises with this one sees the data.
+#[inline]
+pub(crate) fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of every x86_64 target.
+    unsafe {
+        core::arch::x86_64::_mm_sfence();
+    }
+}

@@ -3,6 +3,7 @@
 use wide::{f32x8, u32x8};
 
 use super::{HalfFloat, Stochastic};
+use crate::arch;
 
 /// Rounds every f32 in `src` stochastically into `dst`; element `i` uses the
 /// random bits of element `first_index + i` of `sr.stream`.
@@ -39,12 +40,24 @@ pub fn f32_to_half_sr_slice<H: HalfFloat>(
     let mut groups = sr
         .stream
         .half_bit_groups(first_index.wrapping_add(head as u64));
+    let streaming = arch::wants_streaming(dst16);
     for (g, (s, d)) in src16.iter().zip(dst16).enumerate() {
         let at = head + 16 * g;
         let words = groups.next_words();
-        let (lo, hi) = (s.split_at(8), d.split_at_mut(8));
-        eight(lo.0, hi.0, words, sr, first_index, at);
-        eight(lo.1, hi.1, words >> 16, sr, first_index, at + 8);
+        let (s, d) = (s.as_chunks::<8>().0, d.as_chunks_mut::<8>().0);
+        eight(&s[0], &mut d[0], words, sr, first_index, at, streaming);
+        eight(
+            &s[1],
+            &mut d[1],
+            words >> 16,
+            sr,
+            first_index,
+            at + 8,
+            streaming,
+        );
+    }
+    if streaming {
+        arch::store_fence();
     }
     let done = src.len() - src_tail.len();
     scalar(src_tail, dst_tail, done);
@@ -54,17 +67,18 @@ pub fn f32_to_half_sr_slice<H: HalfFloat>(
 /// in the low halves of `half`.
 #[inline(always)]
 fn eight<H: HalfFloat>(
-    src: &[f32],
-    dst: &mut [H],
+    src: &[f32; 8],
+    dst: &mut [H; 8],
     half: u32x8,
     sr: Stochastic,
     first_index: u64,
     at: usize,
+    streaming: bool,
 ) {
-    let x = f32x8::from(<[f32; 8]>::try_from(src).expect("eight lanes"));
     let word1 = || sr.stream.words_x8(first_index.wrapping_add(at as u64), 1);
-    match H::narrow_sr_x8(x, half, word1, sr.overflow) {
-        Some(v) => dst.copy_from_slice(&v),
+    match H::narrow_sr_x8(f32x8::from(*src), half, word1, sr.overflow) {
+        Some(v) if streaming => arch::store_streaming(dst, v),
+        Some(v) => *dst = v,
         None => {
             for (i, (s, d)) in src.iter().zip(dst).enumerate() {
                 *d = H::from_f32_sr(*s, sr, first_index.wrapping_add((at + i) as u64));
