@@ -6,9 +6,10 @@
 
 use half::{bf16, f16};
 use proptest::prelude::*;
+use tessera_core::fp::{Element, Rounding};
 use tessera_core::loss::{
-    self, CrossEntropyError, CrossEntropyParams, CtcError, CtcInput, CtcParams, Element,
-    ParamError, Reduction, math,
+    self, CrossEntropyError, CrossEntropyParams, CtcError, CtcInput, CtcParams, ParamError,
+    Reduction, math,
 };
 
 /// The unit roundoff of f32, 2^-24.
@@ -351,7 +352,7 @@ fn run_ce<L: Element, G: Element>(
     labels: &[u32],
 ) -> Result<CeOut<G>, CrossEntropyError> {
     let mut losses = vec![-7.0; labels.len()];
-    let mut grad = vec![G::from_f32(-7.0); logits.len()];
+    let mut grad = vec![G::store(-7.0, Rounding::Nearest, 0); logits.len()];
     let total =
         loss::softmax_cross_entropy_with_grad(params, logits, labels, &mut losses, &mut grad)?;
     Ok(CeOut {
@@ -362,7 +363,7 @@ fn run_ce<L: Element, G: Element>(
 }
 
 fn widen<L: Element>(x: &[L]) -> Vec<f64> {
-    x.iter().map(|v| f64::from(v.to_f32())).collect()
+    x.iter().map(|v| f64::from(v.load())).collect()
 }
 
 /// Checks the kernel against the f64 reference: losses and the total to a
@@ -600,7 +601,7 @@ proptest! {
 }
 
 fn bits<T: Element>(x: &[T]) -> Vec<u32> {
-    x.iter().map(|v| v.to_f32().to_bits()).collect()
+    x.iter().map(|v| v.load().to_bits()).collect()
 }
 
 #[test]
@@ -1030,7 +1031,7 @@ fn run_ctc<L: Element, G: Element>(
         target_lengths: &target_lengths,
     };
     let mut losses = vec![-7.0; case.batch()];
-    let mut grad = vec![G::from_f32(-7.0); log_probs.len()];
+    let mut grad = vec![G::store(-7.0, Rounding::Nearest, 0); log_probs.len()];
     // Scratch full of garbage: its contents on entry must not matter.
     let mut scratch =
         vec![f32::NAN; loss::ctc_scratch_len(case.max_time, case.max_target_len, case.classes)];

@@ -4,7 +4,9 @@
 use core::num::NonZeroUsize;
 
 use super::math::{exp, ln, ln_1p};
-use super::{Element, ParamError, Reduction, canonical, check_loss_scale, round_total};
+use crate::fp::{Element, Rounding};
+
+use super::{ParamError, Reduction, canonical, check_loss_scale, round_total};
 
 /// The settings of a softmax cross-entropy: number of classes, reduction,
 /// ignore index and loss scale. Validated on construction.
@@ -203,7 +205,7 @@ pub fn softmax_cross_entropy_with_grad<L: Element, G: Element>(
     for (((row, grad), &label), loss) in rows.zip(labels).zip(losses) {
         if params.ignore_index == Some(label) {
             *loss = 0.0;
-            grad.fill(G::from_f32(0.0));
+            grad.fill(store::<G>(0.0));
         } else {
             let stats = RowStats::new(row, label as usize);
             *loss = canonical(stats.loss);
@@ -255,9 +257,9 @@ struct RowStats {
 impl RowStats {
     #[inline]
     fn new<L: Element>(row: &[L], label: usize) -> Self {
-        let mut max = row[0].to_f32();
+        let mut max = row[0].load();
         for x in &row[1..] {
-            let x = x.to_f32();
+            let x = x.load();
             if x > max {
                 max = x;
             }
@@ -265,10 +267,10 @@ impl RowStats {
         let mut others = 0.0f32;
         for (j, x) in row.iter().enumerate() {
             if j != label {
-                others += exp(x.to_f32() - max);
+                others += exp(x.load() - max);
             }
         }
-        let shifted = row[label].to_f32() - max;
+        let shifted = row[label].load() - max;
         let own = exp(shifted);
         let sum = others + own;
         // `others <= own` is false for NaN, which the `else` arm propagates.
@@ -299,9 +301,9 @@ impl RowStats {
             let value = if j == label {
                 (0.0 - self.others) * r
             } else {
-                exp(x.to_f32() - self.max) * r
+                exp(x.load() - self.max) * r
             };
-            *g = G::from_f32(canonical(value));
+            *g = store::<G>(canonical(value));
         }
     }
 }
@@ -328,4 +330,10 @@ impl Total {
             Reduction::Mean => round_total(self.sum / self.counted as f64),
         }
     }
+}
+
+/// Rounds a gradient value to `G`, to nearest even.
+#[inline]
+fn store<G: Element>(x: f32) -> G {
+    G::store(x, Rounding::Nearest, 0)
 }

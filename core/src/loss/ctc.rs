@@ -5,7 +5,9 @@
 use core::num::NonZeroUsize;
 
 use super::math::{exp, ln};
-use super::{Element, ParamError, Reduction, canonical, check_loss_scale, round_total};
+use crate::fp::{Element, Rounding};
+
+use super::{ParamError, Reduction, canonical, check_loss_scale, round_total};
 
 const NEG_INF: f32 = f32::NEG_INFINITY;
 
@@ -488,7 +490,7 @@ impl<'a, L: Element> Item<'a, L> {
     /// `lp_t(l'_s)`.
     #[inline]
     fn lp(&self, lp_t: &[L], s: usize) -> f32 {
-        lp_t[self.label(s) as usize].to_f32()
+        lp_t[self.label(s) as usize].load()
     }
 
     /// `alpha^_0`; returns the shift `c_0`.
@@ -633,12 +635,12 @@ impl<'a, L: Element> Item<'a, L> {
         scratch: &mut [f32],
         grad: &mut [G],
     ) {
-        let zero = G::from_f32(0.0);
+        let zero = store::<G>(0.0);
         if ll == f64::NEG_INFINITY {
             let fill = if params.zero_infinity {
                 zero
             } else {
-                G::from_f32(f32::NAN)
+                store::<G>(f32::NAN)
             };
             for t in 0..self.time {
                 self.grad_at(grad, t).fill(fill);
@@ -701,12 +703,12 @@ impl<'a, L: Element> Item<'a, L> {
                 continue;
             }
             let k = self.label(s) as usize;
-            let term = exp((log_ab + shift) - lp_t[k].to_f32());
+            let term = exp((log_ab + shift) - lp_t[k].load());
             occupancy[k] += term;
             total += term;
         }
         for ((g, lp), &occ) in grad.iter_mut().zip(lp_t).zip(occupancy.iter()) {
-            *g = G::from_f32(canonical((exp(lp.to_f32()) - occ / total) * weight));
+            *g = store::<G>(canonical((exp(lp.load()) - occ / total) * weight));
         }
     }
 }
@@ -758,4 +760,10 @@ impl Total {
             Reduction::Mean => round_total(self.sum / batch as f64),
         }
     }
+}
+
+/// Rounds a gradient value to `G`, to nearest even.
+#[inline]
+fn store<G: Element>(x: f32) -> G {
+    G::store(x, Rounding::Nearest, 0)
 }

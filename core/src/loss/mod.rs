@@ -12,7 +12,7 @@
 //! Every kernel reads its inputs as f32 (16-bit inputs are widened
 //! exactly), computes in f32 (CTC keeps its running log-offsets, and both
 //! kernels their batch totals, in f64) and writes the per-item losses (f32)
-//! and the gradient in any [`Element`] type, rounded to nearest even once. The
+//! and the gradient in any [`Element`](crate::fp::Element) type, rounded to nearest even once. The
 //! gradient is multiplied by a `loss_scale` (see [`CrossEntropyParams`] and
 //! [`CtcParams`]) so mixed-precision training gets scaled gradients
 //! directly, as if the reduced loss had been multiplied by it; the losses
@@ -199,8 +199,6 @@ pub use ctc::{
     ctc_scratch_len,
 };
 
-use crate::fp::{HalfFloat, bf16, f16};
-
 /// How a kernel reduces its per-item losses to the number it returns and
 /// differentiates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -215,72 +213,6 @@ pub enum Reduction {
     /// least 1), then averaged over the batch.
     #[default]
     Mean,
-}
-
-/// The element types the loss kernels read and write: [`f32`], [`struct@f16`] and
-/// [`bf16`].
-///
-/// Sealed: the kernels rely on its exact semantics.
-pub trait Element: Copy + core::fmt::Debug + sealed::Sealed {
-    /// The type's name: `"f32"`, `"f16"` or `"bf16"`.
-    const NAME: &'static str;
-
-    /// Widens to f32 (exact).
-    #[must_use]
-    fn to_f32(self) -> f32;
-
-    /// Rounds an f32 to nearest even (exact for f32).
-    #[must_use]
-    fn from_f32(x: f32) -> Self;
-}
-
-impl Element for f32 {
-    const NAME: &'static str = "f32";
-
-    #[inline]
-    fn to_f32(self) -> f32 {
-        self
-    }
-
-    #[inline]
-    fn from_f32(x: f32) -> Self {
-        x
-    }
-}
-
-impl Element for f16 {
-    const NAME: &'static str = "f16";
-
-    #[inline]
-    fn to_f32(self) -> f32 {
-        HalfFloat::to_f32(self)
-    }
-
-    #[inline]
-    fn from_f32(x: f32) -> Self {
-        HalfFloat::from_f32(x)
-    }
-}
-
-impl Element for bf16 {
-    const NAME: &'static str = "bf16";
-
-    #[inline]
-    fn to_f32(self) -> f32 {
-        HalfFloat::to_f32(self)
-    }
-
-    #[inline]
-    fn from_f32(x: f32) -> Self {
-        HalfFloat::from_f32(x)
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for super::f16 {}
-    impl Sealed for super::bf16 {}
 }
 
 /// A loss kernel's configuration was invalid.
