@@ -1,0 +1,418 @@
+//! The in-memory executor: runs a [`Schedule`] over `p` buffers in one
+//! address space.
+
+use wide::f32x8;
+
+use crate::fp::{Element, Rounding};
+use crate::kernels::LANES;
+
+use super::error::Error;
+use super::op::{ReduceOp, Reduction};
+use super::schedule::{Kind, Op, Schedule, Span, Transfer};
+use super::sum_tree::SumTree;
+
+/// Runs `schedule` over the ranks' buffers `bufs[0..p]`, in place, and
+/// reports every message to `on_transfer` as it is delivered (step by
+/// step, receivers in rank order; the same [`Transfer`]s as
+/// [`Schedule::transfers`]).
+///
+/// Every rank's sends at a step read the buffers as they were before the
+/// step, exactly as if the `p` ranks ran concurrently and exchanged
+/// messages. Partial sums are kept in f32: in the f32 buffers themselves,
+/// or for f16/bf16 in `scratch` (one f32 per rank and element), so a
+/// 16-bit result is rounded once, from the complete f32 reduction, with
+/// element `i` stored by `reduction.rounding` at position `i`. Nothing is
+/// allocated; `scratch` must hold at least
+/// [`schedule.scratch_len::<T>(reduction.op)`](Schedule::scratch_len)
+/// elements and its contents on entry do not matter.
+///
+/// ```
+/// use tessera_core::collective::{
+///     self, Algorithm, Collective, ReduceOp, Reduction, Schedule,
+/// };
+///
+/// let mut a = [1.0f32, 2.0, 3.0];
+/// let mut b = [10.0f32, 20.0, 30.0];
+/// let mut c = [100.0f32, 200.0, 300.0];
+/// let mut bufs = [&mut a[..], &mut b[..], &mut c[..]];
+/// let s = Schedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 3, 3).unwrap();
+/// let mut bytes = [0usize; 3];
+/// collective::execute(&s, &Reduction::new(ReduceOp::Sum), &mut bufs, &mut [], |t| {
+///     bytes[t.from] += t.bytes;
+/// })
+/// .unwrap();
+/// assert_eq!(bufs[1], [111.0, 222.0, 333.0]);
+/// assert_eq!(bufs[0], bufs[2]);
+/// // Rank 0 folds its 3 elements into rank 1 (12 bytes); the survivors 1
+/// // and 2 exchange fragments (4 + 8 bytes each way, reduce then gather);
+/// // rank 1 sends the result back to rank 0 (12 bytes).
+/// assert_eq!(bytes, [12, 24, 12]);
+/// ```
+///
+/// # Errors
+/// [`Error::BufferCount`] unless there are `p` buffers,
+/// [`Error::BufferLength`] for a buffer whose length is not
+/// [`schedule.len()`](Schedule::len), [`Error::ScratchTooSmall`]. Nothing
+/// is written then.
+pub fn execute<T: Element>(
+    schedule: &Schedule,
+    reduction: &Reduction,
+    bufs: &mut [&mut [T]],
+    scratch: &mut [f32],
+    on_transfer: impl FnMut(Transfer),
+) -> Result<(), Error> {
+    check_buffers(schedule, bufs.len(), |r| bufs[r].len())?;
+    let needed = schedule.scratch_len::<T>(reduction.op);
+    if scratch.len() < needed {
+        return Err(Error::ScratchTooSmall {
+            needed,
+            available: scratch.len(),
+        });
+    }
+    run(
+        schedule,
+        reduction,
+        bufs,
+        &mut scratch[..needed],
+        on_transfer,
+    );
+    Ok(())
+}
+
+/// [`execute`] out of place: copies `inputs[r]` into `outputs[r]`, then
+/// runs in place on `outputs`. `inputs` are never written.
+///
+/// # Errors
+/// As [`execute`], for `inputs` and `outputs` (both must have `p` buffers
+/// of [`schedule.len()`](Schedule::len) elements). Nothing is written then.
+pub fn execute_into<T: Element>(
+    schedule: &Schedule,
+    reduction: &Reduction,
+    inputs: &[&[T]],
+    outputs: &mut [&mut [T]],
+    scratch: &mut [f32],
+    on_transfer: impl FnMut(Transfer),
+) -> Result<(), Error> {
+    check_buffers(schedule, inputs.len(), |r| inputs[r].len())?;
+    check_buffers(schedule, outputs.len(), |r| outputs[r].len())?;
+    let needed = schedule.scratch_len::<T>(reduction.op);
+    if scratch.len() < needed {
+        return Err(Error::ScratchTooSmall {
+            needed,
+            available: scratch.len(),
+        });
+    }
+    for (out, input) in outputs.iter_mut().zip(inputs) {
+        out.copy_from_slice(input);
+    }
+    run(
+        schedule,
+        reduction,
+        outputs,
+        &mut scratch[..needed],
+        on_transfer,
+    );
+    Ok(())
+}
+
+fn check_buffers(
+    schedule: &Schedule,
+    count: usize,
+    len: impl Fn(usize) -> usize,
+) -> Result<(), Error> {
+    if count != schedule.size() {
+        return Err(Error::BufferCount {
+            expected: schedule.size(),
+            found: count,
+        });
+    }
+    let expected = schedule.len();
+    match (0..count).find(|&r| len(r) != expected) {
+        Some(rank) => Err(Error::BufferLength {
+            rank,
+            expected,
+            found: len(rank),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The checked body of [`execute`]: `scratch` is exactly the needed length.
+fn run<T: Element>(
+    schedule: &Schedule,
+    reduction: &Reduction,
+    bufs: &mut [&mut [T]],
+    scratch: &mut [f32],
+    mut on_transfer: impl FnMut(Transfer),
+) {
+    let (p, n) = (schedule.size(), schedule.len());
+    let op = reduction.op;
+    let frontiers = schedule.carries_frontiers(op);
+    let tree = SumTree::new(p);
+    for step in 0..schedule.steps() {
+        for rank in 0..p {
+            for o in &schedule.ops(rank, step) {
+                let Op::Recv { from, span, kind } = *o else {
+                    continue;
+                };
+                match kind {
+                    Kind::Copy => copy(bufs, from, rank, span, n),
+                    Kind::Reduce { covers, onto } if frontiers => {
+                        merge(op, &tree, bufs, scratch, n, span, covers, onto);
+                    }
+                    Kind::Reduce { covers, onto } => {
+                        let single = (covers.len == 1, onto.len == 1);
+                        reduce(op, bufs, scratch, n, (from, rank), span, single);
+                    }
+                }
+                on_transfer(schedule.transfer::<T>(op, step, from, rank, span, kind));
+            }
+        }
+        for (rank, buf) in bufs.iter_mut().enumerate() {
+            for o in &schedule.ops(rank, step) {
+                if let Op::Finalize { span } = *o {
+                    let source = if frontiers {
+                        Source::Row(tree.row(tree.root()))
+                    } else if p == 1 || size_of::<T>() == size_of::<f32>() {
+                        Source::InPlace
+                    } else {
+                        Source::Row(rank)
+                    };
+                    finalize(reduction, p, buf, scratch, n, span, source);
+                }
+            }
+        }
+    }
+}
+
+/// `bufs[a]` mutably and `bufs[b]` shared (`a != b`).
+fn pair<'a, T>(bufs: &'a mut [&mut [T]], a: usize, b: usize) -> (&'a mut [T], &'a [T]) {
+    assert_ne!(a, b, "a rank sends to itself");
+    if a < b {
+        let (x, y) = bufs.split_at_mut(b);
+        (&mut *x[a], &*y[0])
+    } else {
+        let (x, y) = bufs.split_at_mut(a);
+        (&mut *y[0], &*x[b])
+    }
+}
+
+/// Row `a` of a table of rows of `n` mutably, row `b` shared (`a != b`).
+fn rows(table: &mut [f32], n: usize, a: usize, b: usize) -> (&mut [f32], &[f32]) {
+    if a < b {
+        let (x, y) = table.split_at_mut(b * n);
+        (&mut x[a * n..(a + 1) * n], &y[..n])
+    } else {
+        let (x, y) = table.split_at_mut(a * n);
+        (&mut y[..n], &x[b * n..(b + 1) * n])
+    }
+}
+
+fn copy<T: Copy>(bufs: &mut [&mut [T]], from: usize, to: usize, span: Span, n: usize) {
+    let (dst, src) = pair(bufs, to, from);
+    for run in span.runs_below(n) {
+        dst[run.clone()].copy_from_slice(&src[run]);
+    }
+}
+
+/// Calls `$f(args.., combine)` with `combine` the operation's scalar
+/// function, so each loop is compiled for one operation.
+macro_rules! with_op {
+    ($op:expr, $f:ident($($arg:expr),*)) => {
+        match $op {
+            ReduceOp::Sum | ReduceOp::Mean => $f($($arg,)* |x: f32, y: f32| x + y),
+            ReduceOp::Max => $f($($arg,)* |x: f32, y: f32| ReduceOp::Max.combine(x, y)),
+            ReduceOp::Min => $f($($arg,)* |x: f32, y: f32| ReduceOp::Min.combine(x, y)),
+        }
+    };
+}
+
+/// `dst[i] = f(dst[i], b[i])`, widening eight at a time (the eight-lane
+/// widening equals [`Element::load`] bit for bit).
+#[inline(always)]
+fn assign_with<B: Element>(dst: &mut [f32], b: &[B], f: impl Fn(f32, f32) -> f32) {
+    let (d8, dt) = dst.as_chunks_mut::<LANES>();
+    let (b8, bt) = b.as_chunks::<LANES>();
+    for (d, b) in d8.iter_mut().zip(b8) {
+        let b = B::load_x8(*b).to_array();
+        for (d, b) in d.iter_mut().zip(b) {
+            *d = f(*d, b);
+        }
+    }
+    for (d, b) in dt.iter_mut().zip(bt) {
+        *d = f(*d, b.load());
+    }
+}
+
+/// `dst[i] = f(a[i], b[i])`, widening eight at a time.
+#[inline(always)]
+fn into_with<A: Element, B: Element>(
+    dst: &mut [f32],
+    a: &[A],
+    b: &[B],
+    f: impl Fn(f32, f32) -> f32,
+) {
+    let (d8, dt) = dst.as_chunks_mut::<LANES>();
+    let (a8, at) = a.as_chunks::<LANES>();
+    let (b8, bt) = b.as_chunks::<LANES>();
+    for ((d, a), b) in d8.iter_mut().zip(a8).zip(b8) {
+        let (a, b) = (A::load_x8(*a).to_array(), B::load_x8(*b).to_array());
+        for ((d, a), b) in d.iter_mut().zip(a).zip(b) {
+            *d = f(a, b);
+        }
+    }
+    for ((d, a), b) in dt.iter_mut().zip(at).zip(bt) {
+        *d = f(a.load(), b.load());
+    }
+}
+
+fn assign<B: Element>(op: ReduceOp, dst: &mut [f32], b: &[B]) {
+    with_op!(op, assign_with(dst, b));
+}
+
+fn into<A: Element, B: Element>(op: ReduceOp, dst: &mut [f32], a: &[A], b: &[B]) {
+    with_op!(op, into_with(dst, a, b));
+}
+
+/// A one-partial reduction `from -> to`: the receiver's partial (its own
+/// contribution if `single.1`) combined with the sender's (its own
+/// contribution if `single.0`), in place for f32, into the receiver's
+/// scratch row for 16-bit formats.
+fn reduce<T: Element>(
+    op: ReduceOp,
+    bufs: &mut [&mut [T]],
+    acc: &mut [f32],
+    n: usize,
+    (from, to): (usize, usize),
+    span: Span,
+    (single_in, single_held): (bool, bool),
+) {
+    if size_of::<T>() == size_of::<f32>() {
+        // Only f32 among the Element types has four bytes.
+        let (dst, src) = pair(bufs, to, from);
+        let dst: &mut [f32] = bytemuck::cast_slice_mut(dst);
+        let src: &[f32] = bytemuck::cast_slice(src);
+        for run in span.runs_below(n) {
+            assign(op, &mut dst[run.clone()], &src[run]);
+        }
+        return;
+    }
+    let (dst, src) = rows(acc, n, to, from);
+    let (held, incoming) = (&*bufs[to], &*bufs[from]);
+    for run in span.runs_below(n) {
+        let d = &mut dst[run.clone()];
+        match (single_held, single_in) {
+            (true, true) => into(op, d, &held[run.clone()], &incoming[run]),
+            (true, false) => into(op, d, &held[run.clone()], &src[run]),
+            (false, true) => assign(op, d, &incoming[run]),
+            (false, false) => assign(op, d, &src[run]),
+        }
+    }
+}
+
+/// A partial result of the summation tree: a rank's contribution or a row
+/// of the node table.
+#[derive(Clone, Copy)]
+enum Operand<'a, T> {
+    Leaf(&'a [T]),
+    Row(&'a [f32]),
+}
+
+/// Partial sums covering `covers` arrive where `onto` is held: compute
+/// every summation-tree node that now has both children, children first.
+/// Each node's value is the same wherever it is computed, so it is kept
+/// once, in the node table (`p - 1` rows of `n`).
+#[allow(clippy::too_many_arguments)]
+fn merge<T: Element>(
+    op: ReduceOp,
+    tree: &SumTree,
+    bufs: &[&mut [T]],
+    table: &mut [f32],
+    n: usize,
+    span: Span,
+    covers: super::Ranks,
+    onto: super::Ranks,
+) {
+    tree.merges(onto, covers, &mut |node, left, right| {
+        let x = tree.row(node);
+        let (before, rest) = table.split_at_mut(x * n);
+        let (row, after) = rest.split_at_mut(n);
+        let operand = |child| match tree.leaf(child) {
+            Some(j) => Operand::Leaf(&*bufs[j]),
+            None => {
+                let c = tree.row(child);
+                Operand::Row(if c < x {
+                    &before[c * n..(c + 1) * n]
+                } else {
+                    &after[(c - x - 1) * n..(c - x) * n]
+                })
+            }
+        };
+        let (a, b) = (operand(left), operand(right));
+        for run in span.runs_below(n) {
+            let d = &mut row[run.clone()];
+            match (a, b) {
+                (Operand::Leaf(a), Operand::Leaf(b)) => into(op, d, &a[run.clone()], &b[run]),
+                (Operand::Leaf(a), Operand::Row(b)) => into(op, d, &a[run.clone()], &b[run]),
+                (Operand::Row(a), Operand::Leaf(b)) => into(op, d, &a[run.clone()], &b[run]),
+                (Operand::Row(a), Operand::Row(b)) => into(op, d, &a[run.clone()], &b[run]),
+            }
+        }
+    });
+}
+
+/// Where a finished reduction is read from.
+enum Source {
+    /// The rank's own buffer (f32 accumulating in place, or one rank).
+    InPlace,
+    /// A scratch row.
+    Row(usize),
+}
+
+/// Finishes (Mean's division) and stores the span, element `i` rounded
+/// at position `i`.
+fn finalize<T: Element>(
+    reduction: &Reduction,
+    p: usize,
+    buf: &mut [T],
+    scratch: &[f32],
+    n: usize,
+    span: Span,
+    source: Source,
+) {
+    let (op, rounding) = (reduction.op, reduction.rounding);
+    for run in span.runs_below(n) {
+        match source {
+            Source::InPlace => store(buf, run, op, p, rounding, |i, b| b[i].load()),
+            Source::Row(r) => {
+                let row = &scratch[r * n..(r + 1) * n];
+                store(buf, run, op, p, rounding, |i, _| row[i]);
+            }
+        }
+    }
+}
+
+/// `buf[i] = T::store(op.finish(value(i)), rounding, i)` over `run`, eight
+/// at a time (the eight-lane store equals [`Element::store`] bit for bit,
+/// random bits included).
+#[inline(always)]
+fn store<T: Element>(
+    buf: &mut [T],
+    run: core::ops::Range<usize>,
+    op: ReduceOp,
+    p: usize,
+    rounding: Rounding,
+    value: impl Fn(usize, &[T]) -> f32,
+) {
+    let mut i = run.start;
+    while i + LANES <= run.end {
+        let x: [f32; LANES] = core::array::from_fn(|k| op.finish(value(i + k, buf), p));
+        let out = T::store_x8(f32x8::from(x), rounding, i);
+        buf[i..i + LANES].copy_from_slice(&out);
+        i += LANES;
+    }
+    for i in i..run.end {
+        let x = op.finish(value(i, buf), p);
+        buf[i] = T::store(x, rounding, i);
+    }
+}

@@ -1,0 +1,794 @@
+//! Schedules as data: [`Algorithm`], [`Collective`], [`Order`],
+//! [`Schedule`] and the [`Op`]s it gives each rank at each step.
+
+use core::ops::{Deref, Range};
+
+use crate::fp::Element;
+
+use super::error::Error;
+use super::op::ReduceOp;
+use super::sum_tree::SumTree;
+use super::{halving, ring, tree};
+
+/// How the data moves. Every variant implements every [`Collective`].
+///
+/// Notation: `p` ranks, a buffer of `n` elements cut into `p` fragments of
+/// `f = ceil(n / p)` elements (the last ones padded, see the
+/// [module docs](super#fragments-and-padding)); "sent" counts padded
+/// elements. `lg` is the base-2 logarithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// One ring, `r -> r + 1 (mod p)`, over whole fragments.
+    ///
+    /// ```text
+    /// r0 --> r1 --> r2 --> r3 --+   reduce-scatter, p = 4: at step s rank r
+    /// ^                         |   sends fragment (r - 1 - s) mod p to r + 1,
+    /// +-------------------------+   which adds its own contribution to it
+    ///
+    /// step 0:  r0->r1 f3   r1->r2 f0   r2->r3 f1   r3->r0 f2
+    /// step 1:  r0->r1 f2   r1->r2 f3   r2->r3 f0   r3->r0 f1
+    /// step 2:  r0->r1 f1   r1->r2 f2   r2->r3 f3   r3->r0 f0   rank r owns f<r>
+    /// ```
+    ///
+    /// All-gather passes the finished fragments round the same ring (rank
+    /// `r` sends fragment `r - s` at step `s`); all-reduce is reduce-scatter
+    /// then all-gather. Reduce and broadcast are pipelined chains with one
+    /// fragment per step: `root + 1 -> root + 2 -> ... -> root` (each rank
+    /// adds its contribution) and `root -> root + 1 -> ... -> root - 1`.
+    ///
+    /// | collective | steps | sent per rank |
+    /// |---|---|---|
+    /// | reduce-scatter | `p - 1` | `(p - 1) f` |
+    /// | all-gather | `p - 1` | `(p - 1) f` |
+    /// | all-reduce | `2 (p - 1)` | `2 (p - 1) f` |
+    /// | reduce | `2 (p - 1)` | `p f` (the root: 0) |
+    /// | broadcast | `2 (p - 1)` | `p f` (the chain's last rank: 0) |
+    Ring,
+    /// Two rings in opposite directions, each on half of every fragment:
+    /// the first `ceil(f / 2)` elements go `r -> r + 1` exactly as in
+    /// [`Ring`](Self::Ring), the other `floor(f / 2)` go `r -> r - 1` (the
+    /// mirror image). Graphcore's "bidirectional pair".
+    ///
+    /// ```text
+    ///   first halves   r0 ---> r1 ---> r2 ---> r3 ---> r0
+    ///   second halves  r0 <--- r1 <--- r2 <--- r3 <--- r0
+    /// ```
+    ///
+    /// Same steps and the same elements per rank as the ring, as two
+    /// messages per step, one to each neighbour: on full-duplex links each
+    /// direction carries half, which halves the bandwidth term.
+    BidirectionalRing,
+    /// Two complementary binary trees (NCCL's double binary tree), each
+    /// carrying half of every fragment; reduce up, broadcast down,
+    /// pipelined with one fragment-half per step.
+    ///
+    /// ```text
+    /// tree 0: first halves              tree 1: second halves (p even: mirror)
+    /// 0 -------- 4                      7 -------- 3
+    ///          /   \                             /   \
+    ///         2     6                           5     1
+    ///        / \   / \                         / \   / \
+    ///       1   3 5   7                       6   4 2   0
+    /// ```
+    ///
+    /// Tree 0 is NCCL's `ncclGetBtree`: the in-order tree rooted at rank 0
+    /// whose leaves are the odd ranks; tree 1 is its mirror image
+    /// `r -> p - 1 - r` for even `p` and its shift `r -> r + 1` for odd `p`,
+    /// so a leaf of one tree is an inner node of the other. With `H` the
+    /// root's height and `D` the tree's depth (both about `lg p`), chunk `i`
+    /// (half of fragment `i`) leaves a node of height `h` for its parent at
+    /// step `i + h`, is finished at the root at step `i + H - 1` and reaches
+    /// depth `d` at step `i + H + d - 1`.
+    ///
+    /// | collective | steps (max over the trees) | sent per rank, per tree |
+    /// |---|---|---|
+    /// | all-reduce | `p - 1 + H + D` | `p` chunks up (not the root), `p` chunks to each child |
+    /// | reduce | `p + max(H0 - 1, H1)` | `p` chunks up; tree 1's root then sends its `p` finished chunks to the root |
+    /// | broadcast | at most `p + max(D0 - 1, D1)` | the root sends its `p` tree-1 chunks to tree 1's root; `p` chunks to each child |
+    /// | reduce-scatter | at most `p - 1 + H + D` | `p` chunks up, then each finished chunk `i` goes down the path to rank `i` only |
+    /// | all-gather | `p - 1 + 2 D` | chunk `i` goes up the path from rank `i` to the root, then down to every subtree that lacks it: each edge carries each chunk once |
+    ///
+    /// A chunk is `ceil(f / 2)` (tree 0) or `floor(f / 2)` (tree 1)
+    /// elements. Reduce and broadcast relabel the ranks `r -> r - root`
+    /// so that tree 0's root is the root.
+    DoubleBinaryTree,
+    /// Recursive halving then recursive doubling (Rabenseifner), with the
+    /// standard fold for `p` not a power of two.
+    ///
+    /// ```text
+    /// p = 8, reduce-scatter (all-gather runs the exchanges in reverse):
+    /// step 0, distance 1:  0<->1  2<->3  4<->5  6<->7   each sends n/2
+    /// step 1, distance 2:  0<->2  1<->3  4<->6  5<->7   each sends n/4
+    /// step 2, distance 4:  0<->4  1<->5  2<->6  3<->7   each sends n/8
+    ///
+    /// p = 6 = 4 + 2: fold 0 -> 1, 2 -> 3 (whole buffers); the survivors
+    /// 1 3 4 5 run the p = 4 pattern; unfold 1 -> 0, 3 -> 2 at the end
+    /// ```
+    ///
+    /// With `P` the largest power of two `<= p`, the first `2 (p - P)`
+    /// ranks pair up and the even one of each pair sends its whole buffer
+    /// to the odd one, which adds it; the `P` survivors then exchange with
+    /// partners at distance 1, 2, 4, ... Reduce-scatter keeps, at step
+    /// `k`, the fragments of the survivors that agree with it in bits
+    /// `0..=k` (a strided set, so rank `r` ends with fragment `r`), which
+    /// adds neighbours first, the [deterministic order](super#the-deterministic-order);
+    /// all-gather doubles contiguous ranges. A fold's result goes back to
+    /// the even rank at the end. Reduce is reduce-scatter then a binomial
+    /// gather to the root; broadcast a binomial scatter from the root then
+    /// all-gather (van de Geijn).
+    ///
+    /// | collective (`p` a power of two) | steps | sent per rank |
+    /// |---|---|---|
+    /// | reduce-scatter | `lg p` | `(p - 1) f` |
+    /// | all-gather | `lg p` | `(p - 1) f` |
+    /// | all-reduce | `2 lg p` | `2 (p - 1) f` |
+    /// | reduce | `2 lg p` | reduce-scatter, then at most `(p / 2) f` (the gather) |
+    /// | broadcast | `2 lg p` | the scatter (the root `(p - 1) f`, others at most `(p / 2 - 1) f`), then all-gather |
+    ///
+    /// For other `p`, add one fold step (a folded rank sends `p f`) and one
+    /// unfold step (a survivor sends `f` after reduce-scatter, `p f` after
+    /// all-gather and all-reduce), and the survivors' fragments are the
+    /// folded pairs' two fragments or one fragment.
+    HalvingDoubling,
+}
+
+impl Algorithm {
+    /// The four algorithms.
+    pub const ALL: [Self; 4] = [
+        Self::Ring,
+        Self::BidirectionalRing,
+        Self::DoubleBinaryTree,
+        Self::HalvingDoubling,
+    ];
+
+    /// The order a new [`Schedule`] uses: [`Order::Deterministic`] where it
+    /// costs nothing ([`HalvingDoubling`](Self::HalvingDoubling), whose own
+    /// order is the deterministic one), [`Order::Schedule`] for the others,
+    /// where it would multiply the bytes of the reduction phase (see the
+    /// [module docs](super#what-it-costs)).
+    #[must_use]
+    pub const fn default_order(self) -> Order {
+        match self {
+            Self::HalvingDoubling => Order::Deterministic,
+            Self::Ring | Self::BidirectionalRing | Self::DoubleBinaryTree => Order::Schedule,
+        }
+    }
+}
+
+/// What is computed. All buffers have the same length `n` and are used in
+/// place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Every rank contributes `n` elements; rank `r` ends with the
+    /// reduction of [fragment](Schedule::fragment) `r` in that fragment's
+    /// place. The rest of its buffer is unspecified afterwards.
+    ReduceScatter,
+    /// Rank `r` contributes fragment `r` of its buffer; every rank ends
+    /// with all of them. Pure copies: the bits move unchanged.
+    AllGather,
+    /// Every rank contributes `n` elements and ends with the reduction of
+    /// all `n`, bitwise the same on every rank.
+    AllReduce,
+    /// Every rank contributes; `root` ends with the reduction. The other
+    /// buffers are unspecified afterwards.
+    Reduce {
+        /// The rank that receives the result.
+        root: usize,
+    },
+    /// `root`'s buffer is copied to every rank, bits unchanged.
+    Broadcast {
+        /// The rank whose buffer is sent.
+        root: usize,
+    },
+}
+
+impl Collective {
+    /// Whether the collective reduces (and so uses a [`ReduceOp`]).
+    #[must_use]
+    pub const fn reduces(self) -> bool {
+        matches!(
+            self,
+            Self::ReduceScatter | Self::AllReduce | Self::Reduce { .. }
+        )
+    }
+}
+
+/// The order in which Sum and Mean add the ranks' contributions.
+///
+/// Max and Min are exact, so for them both orders give the same bits at
+/// no cost. See the [module docs](super#the-deterministic-order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// The fixed tree over the contribution (rank) index: bitwise the same
+    /// result for every algorithm and, with [`tree_sum`](super::tree_sum),
+    /// for every number of ranks holding the same contributions. Reduction
+    /// messages carry the partial sums of the tree's complete subtrees they
+    /// cover: one for [`HalvingDoubling`](Algorithm::HalvingDoubling) (and
+    /// any algorithm with `p <= 2`), several on rings and binary trees.
+    Deterministic,
+    /// Whatever order the algorithm's data movement gives (one partial sum
+    /// per message): the result depends on the algorithm and the number
+    /// of ranks, though never on anything else.
+    Schedule,
+}
+
+/// A set of positions in the (padded) buffer: `count` runs of `len`
+/// elements, `stride` apart, from `start`.
+///
+/// Everything but halving-doubling's reduce-scatter uses one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Span {
+    /// The first position.
+    pub start: usize,
+    /// Elements per run.
+    pub len: usize,
+    /// Distance between the starts of consecutive runs.
+    pub stride: usize,
+    /// Number of runs.
+    pub count: usize,
+}
+
+impl Span {
+    /// No positions.
+    pub const EMPTY: Self = Self::new(0, 0);
+
+    /// The positions `start..start + len`.
+    #[must_use]
+    pub const fn new(start: usize, len: usize) -> Self {
+        Self {
+            start,
+            len,
+            stride: len,
+            count: 1,
+        }
+    }
+
+    /// `count` runs of `len`, `stride` apart.
+    #[must_use]
+    pub const fn strided(start: usize, len: usize, stride: usize, count: usize) -> Self {
+        Self {
+            start,
+            len,
+            stride,
+            count,
+        }
+    }
+
+    /// The number of positions (padding included).
+    #[must_use]
+    pub const fn elements(&self) -> usize {
+        self.len * self.count
+    }
+
+    /// Whether there are no positions.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.elements() == 0
+    }
+
+    /// The runs, as ranges of positions.
+    pub fn runs(&self) -> impl Iterator<Item = Range<usize>> + use<> {
+        let Self {
+            start,
+            len,
+            stride,
+            count,
+        } = *self;
+        (0..if len == 0 { 0 } else { count }).map(move |k| {
+            let a = start + k * stride;
+            a..a + len
+        })
+    }
+
+    /// The runs cut at `n` (positions from `n` on are padding), empty ones
+    /// left out.
+    pub fn runs_below(&self, n: usize) -> impl Iterator<Item = Range<usize>> + use<> {
+        self.runs()
+            .map(move |r| r.start.min(n)..r.end.min(n))
+            .filter(|r| !r.is_empty())
+    }
+
+    /// The number of positions below `n` (the payload, padding excluded).
+    #[must_use]
+    pub fn elements_below(&self, n: usize) -> usize {
+        self.runs_below(n).map(|r| r.len()).sum()
+    }
+}
+
+/// A set of ranks `start, start + 1, ..., start + len - 1`, counted modulo
+/// the group size (so it may wrap past the last rank): the contributions a
+/// partial result covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ranks {
+    /// The first rank.
+    pub start: usize,
+    /// How many (at most the group size).
+    pub len: usize,
+}
+
+impl Ranks {
+    /// The ranks `start, ..., start + len - 1` (mod the group size).
+    #[must_use]
+    pub const fn new(start: usize, len: usize) -> Self {
+        Self { start, len }
+    }
+
+    /// The single rank `rank`.
+    #[must_use]
+    pub const fn one(rank: usize) -> Self {
+        Self::new(rank, 1)
+    }
+
+    /// Whether `rank` is in the set, in a group of `size`.
+    #[must_use]
+    pub const fn contains(&self, rank: usize, size: usize) -> bool {
+        (rank + size - self.start % size) % size < self.len
+    }
+
+    /// The ranks in order, in a group of `size`.
+    pub fn iter(&self, size: usize) -> impl Iterator<Item = usize> + use<> {
+        let start = self.start;
+        (0..self.len).map(move |k| (start + k) % size)
+    }
+
+    /// Whether all of the ranks `a..b` (no wrap, `a < b <= size`) are in
+    /// the set.
+    pub(crate) fn covers(&self, a: usize, b: usize, size: usize) -> bool {
+        if self.len >= size {
+            return true;
+        }
+        (a + size - self.start % size) % size + (b - a) <= self.len
+    }
+
+    /// Whether any of the ranks `a..b` (no wrap) is in the set.
+    pub(crate) fn meets(&self, a: usize, b: usize, size: usize) -> bool {
+        if self.len == 0 {
+            return false;
+        }
+        // Either a is in the set, or the set starts inside a..b.
+        self.contains(a, size) || (self.start % size + size - a) % size < b - a
+    }
+}
+
+/// What a message does at its receiver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Partial results to combine with the receiver's own.
+    Reduce {
+        /// The contributions the message covers.
+        covers: Ranks,
+        /// The contributions the receiver holds for these positions before
+        /// it combines (always including its own). The two sets are
+        /// disjoint and adjacent, and their union is the receiver's
+        /// afterwards.
+        onto: Ranks,
+    },
+    /// Finished values that overwrite the receiver's.
+    Copy,
+}
+
+/// One thing a rank does at one step.
+///
+/// At a step, every rank's sends read the state from before the step;
+/// a rank never receives into positions it sends from at the same step.
+/// Receives are applied in the order listed (which matters only when two
+/// reductions arrive for the same positions at one step), then
+/// finalizations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Send the span to rank `to`.
+    Send {
+        /// The receiver.
+        to: usize,
+        /// The positions sent.
+        span: Span,
+        /// What the receiver does with them.
+        kind: Kind,
+    },
+    /// Receive the span from rank `from`.
+    Recv {
+        /// The sender.
+        from: usize,
+        /// The positions received.
+        span: Span,
+        /// What to do with them.
+        kind: Kind,
+    },
+    /// The reduction of the span is complete here (all ranks' contributions
+    /// are in): apply [`ReduceOp::finish`] and store it, rounded with the
+    /// [`Rounding`](crate::fp::Rounding), into this rank's buffer. Done
+    /// after the step's receives.
+    Finalize {
+        /// The positions finished.
+        span: Span,
+    },
+}
+
+/// The ops of one rank at one step (a small fixed-capacity list).
+#[derive(Clone, Copy, Debug)]
+pub struct Ops {
+    len: usize,
+    ops: [Op; Ops::CAPACITY],
+}
+
+impl Ops {
+    /// The most ops a rank has at one step, over all schedules.
+    pub const CAPACITY: usize = 24;
+
+    pub(crate) const fn new() -> Self {
+        Self {
+            len: 0,
+            ops: [Op::Finalize { span: Span::EMPTY }; Self::CAPACITY],
+        }
+    }
+
+    /// Appends `op` unless its span is empty (nothing to send, receive or
+    /// finish).
+    pub(crate) fn push(&mut self, op: Op) {
+        let span = match op {
+            Op::Send { span, .. } | Op::Recv { span, .. } | Op::Finalize { span } => span,
+        };
+        if !span.is_empty() {
+            self.ops[self.len] = op;
+            self.len += 1;
+        }
+    }
+}
+
+impl Deref for Ops {
+    type Target = [Op];
+
+    fn deref(&self) -> &[Op] {
+        &self.ops[..self.len]
+    }
+}
+
+impl<'a> IntoIterator for &'a Ops {
+    type Item = &'a Op;
+    type IntoIter = core::slice::Iter<'a, Op>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// One message, as the executor reports it (and
+/// [`Schedule::transfers`] computes it without running): what a cost
+/// model charges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Transfer {
+    /// The step.
+    pub step: usize,
+    /// The sender.
+    pub from: usize,
+    /// The receiver.
+    pub to: usize,
+    /// The positions.
+    pub span: Span,
+    /// Reduce or copy.
+    pub kind: Kind,
+    /// Vectors in the message: 1, or in [`Order::Deterministic`] on a
+    /// ring or tree the number of maximal complete subtrees of the
+    /// summation tree its contributions cover.
+    pub partials: usize,
+    /// Elements on the wire, padding included: `partials * span.elements()`.
+    pub elements: usize,
+    /// Elements on the wire below the buffer's length (padding excluded).
+    pub payload: usize,
+    /// Bytes on the wire, padding included. A vector is sent in the
+    /// buffer's format when it holds a single contribution, a Max or Min
+    /// partial, or finished values, and in f32 (4 bytes) when it holds a
+    /// partial Sum of several contributions.
+    pub bytes: usize,
+    /// Element-wise f32 combinations the receiver does (padding excluded):
+    /// `payload` for a one-vector reduction; in the deterministic order on
+    /// a ring or tree, the span's payload times the number of subtree sums
+    /// the receiver completes (possibly 0); 0 for a copy.
+    pub combines: usize,
+}
+
+/// A collective algorithm for `size` ranks and buffers of `len` elements:
+/// for every rank and step, what to send to whom, what to receive from
+/// whom, and whether to reduce or copy it.
+///
+/// ```
+/// use tessera_core::collective::{Algorithm, Collective, Kind, Op, Schedule};
+///
+/// let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+/// assert_eq!(s.fragment_len(), 3); // ceil(10 / 4), the last fragment padded
+/// assert_eq!(s.steps(), 6);
+/// // Rank 0, step 0: sends fragment 3 (positions 9..12, 9..10 real) to rank 1.
+/// let ops = s.ops(0, 0);
+/// assert!(matches!(ops[0], Op::Send { to: 1, span, kind: Kind::Reduce { .. } }
+///     if span.start == 9 && span.len == 3));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Schedule {
+    algorithm: Algorithm,
+    collective: Collective,
+    order: Order,
+    size: usize,
+    len: usize,
+    fragment: usize,
+    steps: usize,
+}
+
+impl Schedule {
+    /// The largest group: `p` must be exact in f32 for
+    /// [`ReduceOp::Mean`].
+    pub const MAX_RANKS: usize = 1 << 24;
+
+    /// The schedule of `collective` by `algorithm` over `size` ranks with
+    /// buffers of `len` elements, in the algorithm's
+    /// [default order](Algorithm::default_order).
+    ///
+    /// # Errors
+    /// [`Error::NoRanks`], [`Error::TooManyRanks`],
+    /// [`Error::RankOutOfRange`] for a root `>= size`, and
+    /// [`Error::TooLong`] if `size * len` overflows `usize`.
+    pub fn new(
+        algorithm: Algorithm,
+        collective: Collective,
+        size: usize,
+        len: usize,
+    ) -> Result<Self, Error> {
+        if size == 0 {
+            return Err(Error::NoRanks);
+        }
+        if size > Self::MAX_RANKS {
+            return Err(Error::TooManyRanks {
+                size,
+                max: Self::MAX_RANKS,
+            });
+        }
+        if let Collective::Reduce { root } | Collective::Broadcast { root } = collective
+            && root >= size
+        {
+            return Err(Error::RankOutOfRange { rank: root, size });
+        }
+        let fragment = len.div_ceil(size);
+        if size.checked_mul(len).is_none() || size.checked_mul(fragment).is_none() {
+            return Err(Error::TooLong { len, size });
+        }
+        let mut schedule = Self {
+            algorithm,
+            collective,
+            order: algorithm.default_order(),
+            size,
+            len,
+            fragment,
+            steps: 0,
+        };
+        schedule.steps = schedule.count_steps();
+        Ok(schedule)
+    }
+
+    /// The same schedule with Sum and Mean added in `order`.
+    #[must_use]
+    pub const fn with_order(self, order: Order) -> Self {
+        Self { order, ..self }
+    }
+
+    /// The algorithm.
+    #[must_use]
+    pub const fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The collective.
+    #[must_use]
+    pub const fn collective(&self) -> Collective {
+        self.collective
+    }
+
+    /// The summation order.
+    #[must_use]
+    pub const fn order(&self) -> Order {
+        self.order
+    }
+
+    /// The number of ranks `p`.
+    #[must_use]
+    pub const fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The buffer length `n`.
+    #[must_use]
+    pub const fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffers are empty.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The padded fragment length `f = ceil(n / p)`.
+    #[must_use]
+    pub const fn fragment_len(&self) -> usize {
+        self.fragment
+    }
+
+    /// The padded buffer length `p * f`, at most `n + p - 1`.
+    #[must_use]
+    pub const fn padded_len(&self) -> usize {
+        self.size * self.fragment
+    }
+
+    /// The real (unpadded) positions of fragment `j`:
+    /// `j * f .. min((j + 1) * f, n)`, possibly empty.
+    ///
+    /// # Panics
+    /// If `j >= p`.
+    #[must_use]
+    pub fn fragment(&self, j: usize) -> Range<usize> {
+        assert!(j < self.size, "fragment {j} of {} ranks", self.size);
+        let f = self.fragment;
+        (j * f).min(self.len)..((j + 1) * f).min(self.len)
+    }
+
+    /// The padded span of fragment `j`.
+    pub(crate) const fn fragment_span(&self, j: usize) -> Span {
+        Span::new(j * self.fragment, self.fragment)
+    }
+
+    /// The first (`half == 0`, `ceil(f / 2)` elements) or second half of
+    /// fragment `j`'s padded span.
+    pub(crate) const fn half_span(&self, j: usize, half: usize) -> Span {
+        let first = self.fragment - self.fragment / 2;
+        if half == 0 {
+            Span::new(j * self.fragment, first)
+        } else {
+            Span::new(j * self.fragment + first, self.fragment / 2)
+        }
+    }
+
+    /// The number of steps. Zero for a copy-only collective on one rank;
+    /// one (a finalization) for a reduction on one rank. Some steps of
+    /// some schedules have no ops for some ranks; with `n = 0` none has
+    /// any (empty messages are left out).
+    #[must_use]
+    pub const fn steps(&self) -> usize {
+        self.steps
+    }
+
+    fn count_steps(&self) -> usize {
+        if self.size == 1 {
+            return usize::from(self.collective.reduces());
+        }
+        match self.algorithm {
+            Algorithm::Ring | Algorithm::BidirectionalRing => ring::steps(self),
+            Algorithm::DoubleBinaryTree => tree::steps(self),
+            Algorithm::HalvingDoubling => halving::steps(self),
+        }
+    }
+
+    /// What `rank` does at `step`: sends, receives and finalizations.
+    ///
+    /// # Panics
+    /// If `rank >= p` or `step >= self.steps()`.
+    #[must_use]
+    pub fn ops(&self, rank: usize, step: usize) -> Ops {
+        assert!(rank < self.size, "rank {rank} of a group of {}", self.size);
+        let steps = self.steps();
+        assert!(step < steps, "step {step} of a {steps}-step schedule");
+        let mut ops = Ops::new();
+        if self.size == 1 {
+            ops.push(Op::Finalize {
+                span: Span::new(0, self.len),
+            });
+            return ops;
+        }
+        match self.algorithm {
+            Algorithm::Ring | Algorithm::BidirectionalRing => ring::ops(self, rank, step, &mut ops),
+            Algorithm::DoubleBinaryTree => tree::ops(self, rank, step, &mut ops),
+            Algorithm::HalvingDoubling => halving::ops(self, rank, step, &mut ops),
+        }
+        ops
+    }
+
+    /// Whether reduction messages carry several partial sums: Sum or Mean
+    /// in [`Order::Deterministic`] on an algorithm whose own order is not
+    /// the summation tree's.
+    pub(crate) fn carries_frontiers(&self, op: ReduceOp) -> bool {
+        self.order == Order::Deterministic
+            && op.depends_on_order()
+            && self.collective.reduces()
+            && self.size > 2
+            && self.algorithm != Algorithm::HalvingDoubling
+    }
+
+    /// The f32 scratch [`execute`](super::execute) needs for element type
+    /// `T` and operation `op`:
+    ///
+    /// - 0 for copy-only collectives, and for f32 when messages carry one
+    ///   partial (the ranks' buffers accumulate in place);
+    /// - `p * n` for f16/bf16 when messages carry one partial (an f32
+    ///   accumulator per rank and element: partial sums are never rounded
+    ///   to 16 bits);
+    /// - `(p - 1) * n` in [`Order::Deterministic`] on a ring or tree with
+    ///   `p > 2` (one row per inner node of the summation tree, for every
+    ///   element type).
+    ///
+    /// Padding needs no scratch: the executor cuts spans at `n`.
+    #[must_use]
+    pub fn scratch_len<T: Element>(&self, op: ReduceOp) -> usize {
+        if !self.collective.reduces() {
+            0
+        } else if self.carries_frontiers(op) {
+            (self.size - 1) * self.len
+        } else if size_of::<T>() == size_of::<f32>() {
+            0
+        } else {
+            self.size * self.len
+        }
+    }
+
+    /// Calls `f` with every message, step by step, in the order
+    /// [`execute`](super::execute) reports them, without moving data: what
+    /// a cost model or simulator charges for element type `T` and
+    /// operation `op` (which matter only for [`Transfer::bytes`],
+    /// [`Transfer::partials`] and [`Transfer::combines`]).
+    pub fn transfers<T: Element>(&self, op: ReduceOp, mut f: impl FnMut(Transfer)) {
+        for step in 0..self.steps() {
+            for rank in 0..self.size {
+                for o in &self.ops(rank, step) {
+                    if let Op::Recv { from, span, kind } = *o {
+                        f(self.transfer::<T>(op, step, from, rank, span, kind));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The [`Transfer`] of one received message.
+    pub(crate) fn transfer<T: Element>(
+        &self,
+        op: ReduceOp,
+        step: usize,
+        from: usize,
+        to: usize,
+        span: Span,
+        kind: Kind,
+    ) -> Transfer {
+        let elements = span.elements();
+        let payload = span.elements_below(self.len);
+        let size_t = size_of::<T>();
+        // A partial sum of several 16-bit contributions travels as f32.
+        let wire = |single: bool| {
+            if single || !op.depends_on_order() {
+                size_t
+            } else {
+                size_of::<f32>()
+            }
+        };
+        let (partials, bytes, combines) = match kind {
+            Kind::Copy => (1, elements * size_t, 0),
+            Kind::Reduce { covers, onto } if self.carries_frontiers(op) => {
+                let tree = SumTree::new(self.size);
+                let (mut partials, mut bytes, mut merges) = (0, 0, 0);
+                tree.frontier(covers, &mut |node| {
+                    partials += 1;
+                    bytes += elements * wire(tree.leaf(node).is_some());
+                });
+                tree.merges(onto, covers, &mut |_, _, _| merges += 1);
+                (partials, bytes, merges * payload)
+            }
+            Kind::Reduce { covers, .. } => (1, elements * wire(covers.len == 1), payload),
+        };
+        Transfer {
+            step,
+            from,
+            to,
+            span,
+            kind,
+            partials,
+            elements: partials * elements,
+            payload: partials * payload,
+            bytes,
+            combines,
+        }
+    }
+}
