@@ -8,6 +8,15 @@
 //! - [`kernels`]: vector kernels (axpy, scale, add, dot, sum of squares,
 //!   max-abs, fused unscale-and-check, accumulation) with fixed-order,
 //!   split-invariant reductions.
+//! - [`scale`]: loss scaling: static, dynamic (`torch.amp.GradScaler`) and
+//!   automatic (PopART's histogram rule), with the unscale-and-check step.
+//! - [`optim`]: SGD, AdamW, LAMB and LARS over f32/f16/bf16 storage, with a
+//!   two-phase API so tiles and replicas can each own a piece; gradient
+//!   accumulation.
+//! - [`loss`]: softmax cross-entropy and CTC, with gradients.
+//! - [`collective`]: the pure parts of all-reduce: ring, bidirectional
+//!   ring, double binary tree and halving-doubling schedules, reduction
+//!   ops, an in-memory executor and a deterministic summation order.
 //!
 //! # Cargo features
 //!
