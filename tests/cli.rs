@@ -84,6 +84,98 @@ fn bench_conversions_json_prints_one_valid_object_per_line() {
     );
 }
 
+const OPTIMIZER_KERNELS: [&str; 8] = [
+    "lamb_f32",
+    "lamb_f16_sr",
+    "lars_f32",
+    "lars_f16_sr",
+    "adamw_f32",
+    "adamw_f16_sr",
+    "sgd_f32",
+    "sgd_f16_sr",
+];
+
+#[test]
+fn bench_optimizers_json_prints_one_valid_object_per_step_and_reference() {
+    let out = tessera(&[
+        "bench",
+        "optimizers",
+        "--quick",
+        "--json",
+        "--elements",
+        "65536",
+    ]);
+    assert!(
+        out.status.success(),
+        "status {:?}, stderr: {}",
+        out.status,
+        stderr(&out)
+    );
+    let lines: Vec<&str> = stdout(&out).lines().collect();
+    // Every step against the triad and the naive step, at the one size.
+    assert_eq!(
+        lines.len(),
+        OPTIMIZER_KERNELS.len() * 2,
+        "output:\n{}",
+        stdout(&out)
+    );
+    let mut seen = Vec::new();
+    for line in lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert_eq!(v["suite"], "optimizers", "{line}");
+        assert_eq!(v["elements"], 65536, "{line}");
+        let kernel = v["kernel"].as_str().expect("kernel is a string");
+        assert!(
+            OPTIMIZER_KERNELS.contains(&kernel),
+            "unknown kernel in {line}"
+        );
+        let reference = v["reference"].as_str().expect("reference is a string");
+        assert!(
+            ["triad", "naive"].contains(&reference),
+            "unknown reference in {line}"
+        );
+        let number = |field: &str| {
+            let x = v[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{field} is not a number in {line}"));
+            assert!(x.is_finite() && x > 0.0, "{field} = {x} in {line}");
+            x
+        };
+        let [seconds, gbps, ratio, reference_seconds, reference_gbps] = [
+            "seconds",
+            "gbps",
+            "ratio",
+            "reference_seconds",
+            "reference_gbps",
+        ]
+        .map(number);
+        // The definitions, not the speeds: the step's bandwidth is its
+        // minimum bytes over its time, the ratio is bandwidth over bandwidth.
+        let per_param = gbps * 1e9 * seconds / 65536.0;
+        assert!(
+            [14.0, 20.0, 22.0, 28.0]
+                .iter()
+                .any(|b| (per_param - b).abs() < 1e-6 * b),
+            "{per_param} bytes per parameter in {line}"
+        );
+        let relative = (ratio - gbps / reference_gbps).abs() / ratio;
+        assert!(relative < 1e-9, "ratio in {line}");
+        if reference == "triad" {
+            let per_element = reference_gbps * 1e9 * reference_seconds / 65536.0;
+            assert!((per_element - 12.0).abs() < 1e-6, "triad bytes in {line}");
+        }
+        seen.push((kernel.to_owned(), reference.to_owned()));
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        OPTIMIZER_KERNELS.len() * 2,
+        "each (kernel, reference) once"
+    );
+}
+
 #[test]
 fn bench_conversions_table_lists_every_kernel() {
     let out = tessera(&["bench", "conversions", "--quick", "--elements", "1000"]);
@@ -139,7 +231,13 @@ fn help_describes_the_commands() {
 
     let out = tessera(&["bench", "--help"]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
-    for needle in ["conversions", "--quick", "--json", "--elements"] {
+    for needle in [
+        "conversions",
+        "optimizers",
+        "--quick",
+        "--json",
+        "--elements",
+    ] {
         assert!(
             stdout(&out).contains(needle),
             "{needle} in {}",

@@ -8,6 +8,7 @@
 //! measured. Timing lives in [`timing`] and is shared by every suite.
 
 pub(crate) mod conversions;
+pub(crate) mod optimizers;
 pub(crate) mod report;
 pub(crate) mod timing;
 
@@ -28,7 +29,7 @@ pub(crate) struct Suite {
 }
 
 /// Every suite the command offers, in the order `--help` lists them.
-pub(crate) const SUITES: &[Suite] = &[conversions::SUITE];
+pub(crate) const SUITES: &[Suite] = &[conversions::SUITE, optimizers::SUITE];
 
 /// Looks a suite up by name.
 pub(crate) fn suite(name: &str) -> Option<&'static Suite> {
@@ -62,7 +63,9 @@ pub(crate) struct Record {
     /// The reference measured in the same run.
     pub(crate) reference: &'static str,
     /// The kernel's throughput over the reference's for the same input:
-    /// `reference_seconds / seconds` (above 1: the kernel is faster).
+    /// `reference_seconds / seconds` (above 1: the kernel is faster). A
+    /// reference that moves other bytes may compare bandwidths instead; the
+    /// suite says so (`optimizers` against its STREAM triad).
     pub(crate) ratio: f64,
     /// Seconds per call of the reference (best sample).
     pub(crate) reference_seconds: f64,
