@@ -752,7 +752,28 @@ fn value_stability_of_a_lamb_trajectory() {
         }
     }
     assert_eq!(h, PINNED_LAMB_TRAJECTORY, "{h:#x}");
+
+    // And in f32, where every rounding of the formula shows.
+    let mut w = values(n, 1, 1.0);
+    let (mut m, mut v) = (vec![0.0f32; n], vec![0.0f32; n]);
+    for t in 1..=5 {
+        let g = values(n, 40 + t as u32, 0.1);
+        lamb.step(
+            Step::new(t),
+            &Precision::default(),
+            &mut Param::new(11, &mut w, &g, [&mut m, &mut v]),
+        );
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for x in w.iter().chain(&m).chain(&v) {
+        for b in x.to_bits().to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    assert_eq!(h, PINNED_LAMB_F32_TRAJECTORY, "{h:#x}");
 }
+
+const PINNED_LAMB_F32_TRAJECTORY: u64 = 0x44fd_51b8_91d6_d47f;
 
 const PINNED_LAMB_TRAJECTORY: u64 = 0x040d_59fd_ad3b_4d7c;
 
@@ -859,6 +880,83 @@ proptest! {
                 }
             }
             prop_assert_eq!((bits(&w), bits(&m), bits(&v)), before);
+        }
+    }
+}
+
+/// LAMB's fused form (phase 1 stores the moments and the update) gives
+/// bitwise the two read-only phases' result, on pieces too, and its scalar
+/// twin agrees.
+fn lamb_fused_matches<W: Element, S: Element>(n: usize, config: LambConfig) {
+    let lamb = Lamb::new(config).unwrap();
+    let precision = Precision {
+        seed: 3,
+        ..Precision::default()
+    };
+    let w0: Vec<W> = convert(&values(n, 1, 1.0));
+    let m0: Vec<S> = convert(&values(n, 2, 0.01));
+    let v0: Vec<S> = convert(
+        &values(n, 3, 1e-4)
+            .iter()
+            .map(|x| x.abs())
+            .collect::<Vec<_>>(),
+    );
+    let g: Vec<f32> = values(n, 4, 0.1);
+    let step = Step::new(2).with_grad_scale(0.25);
+    let (mut w, mut m, mut v) = (w0.clone(), m0.clone(), v0.clone());
+    lamb.step(
+        step,
+        &precision,
+        &mut Param::new(5, &mut w, &g, [&mut m, &mut v]),
+    );
+    for scalar in [false, true] {
+        let (mut wf, mut mf, mut vf) = (w0.clone(), m0.clone(), v0.clone());
+        let mut update = vec![0.0f32; n];
+        // Phase 1 in two block-aligned pieces, phase 2 in two other pieces.
+        let cut = (n / 2) / BLOCK * BLOCK;
+        let mut totals = Partials::default();
+        for (lo, hi) in [(cut, n), (0, cut)] {
+            let mut p = Param {
+                weights: &mut wf[lo..hi],
+                grads: &g[lo..hi],
+                state: [&mut mf[lo..hi], &mut vf[lo..hi]],
+                id: 5,
+                offset: lo as u64,
+            };
+            let piece = if scalar {
+                lamb.partials_into_scalar(step, &precision, &mut p, &mut update[lo..hi])
+            } else {
+                lamb.partials_into(step, &precision, &mut p, &mut update[lo..hi])
+            };
+            totals.merge(&piece);
+        }
+        for (lo, hi) in [(0, n / 3), (n / 3, n)] {
+            let mut p = Param {
+                weights: &mut wf[lo..hi],
+                grads: &g[lo..hi],
+                state: [&mut mf[lo..hi], &mut vf[lo..hi]],
+                id: 5,
+                offset: lo as u64,
+            };
+            if scalar {
+                lamb.apply_update_scalar(step, &totals, &precision, &mut p, &update[lo..hi]);
+            } else {
+                lamb.apply_update(step, &totals, &precision, &mut p, &update[lo..hi]);
+            }
+        }
+        assert_eq!(bits(&wf), bits(&w), "weights, scalar {scalar}");
+        assert_eq!(bits(&mf), bits(&m), "m");
+        assert_eq!(bits(&vf), bits(&v), "v");
+    }
+}
+
+#[test]
+fn lamb_fused_form_matches_the_read_only_phases() {
+    for n in [1, 9, 300, 1000] {
+        for config in lamb_configs() {
+            lamb_fused_matches::<f32, f32>(n, config);
+            lamb_fused_matches::<f16, f16>(n, config);
+            lamb_fused_matches::<bf16, f32>(n, config);
         }
     }
 }

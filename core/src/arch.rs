@@ -128,3 +128,19 @@ pub(crate) fn store_fence() {
         core::arch::x86_64::_mm_sfence();
     }
 }
+
+/// Hints the CPU to bring the cache line holding `x[at]` into cache, if
+/// `at` is in bounds (a prefetch of an address is never a fault, but this
+/// keeps to addresses inside the slice).
+#[inline(always)]
+pub(crate) fn prefetch<T>(x: &[T], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if at < x.len() {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: the pointer is inside `x`; a prefetch reads nothing
+        // architecturally and cannot fault. SSE is part of every x86_64 target.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(x.as_ptr().add(at).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (x, at);
+}

@@ -273,12 +273,14 @@ fn report(
 }
 
 /// A tensor's buffers: weights and gradients in `W`, two f32 state tensors
-/// (the second empty for the one-state optimizers).
+/// (the second empty for the one-state optimizers), and LAMB's update
+/// scratch (empty for the others).
 struct Buffers<W> {
     w: Vec<W>,
     g: Vec<W>,
     s0: Vec<f32>,
     s1: Vec<f32>,
+    update: Vec<f32>,
 }
 
 impl<W: naive::Weight> Buffers<W> {
@@ -293,6 +295,7 @@ impl<W: naive::Weight> Buffers<W> {
         let mut g = try_zeroed::<W>(n)?;
         let mut s0 = try_zeroed::<f32>(n)?;
         let mut s1 = try_zeroed::<f32>(if optimizer.states() == 2 { n } else { 0 })?;
+        let update = try_zeroed::<f32>(if optimizer == Optimizer::Lamb { n } else { 0 })?;
         for (i, ((w, g), s0)) in w.iter_mut().zip(&mut g).zip(&mut s0).enumerate() {
             *w = W::round(uniform(i, 0));
             *g = W::round(0.01 * uniform(i, 1));
@@ -302,7 +305,13 @@ impl<W: naive::Weight> Buffers<W> {
         for (s1, g) in s1.iter_mut().zip(&g) {
             *s1 = 0.5 * g.get() * g.get();
         }
-        Ok(Self { w, g, s0, s1 })
+        Ok(Self {
+            w,
+            g,
+            s0,
+            s1,
+            update,
+        })
     }
 }
 
@@ -336,11 +345,18 @@ impl Steps {
     /// One step of Tessera's `optimizer` over `b`.
     fn tessera<W: Element>(&self, optimizer: Optimizer, b: &mut Buffers<W>) {
         let (step, precision) = (self.step, &self.precision);
-        let Buffers { w, g, s0, s1 } = b;
+        let Buffers {
+            w,
+            g,
+            s0,
+            s1,
+            update,
+        } = b;
         match optimizer {
             Optimizer::Lamb => {
+                // The fused form: the element formula once per parameter.
                 let mut p = Param::new(ID, w, g, [s0, s1]);
-                self.lamb.step(step, precision, &mut p);
+                self.lamb.step_with_scratch(step, precision, &mut p, update);
             }
             Optimizer::Lars => self
                 .lars
@@ -359,7 +375,7 @@ impl Steps {
     /// the stream Tessera uses.
     fn naive<W: naive::Weight>(&self, optimizer: Optimizer, b: &mut Buffers<W>) {
         let sr = naive::Sr(self.precision.weight_stream(ID, STEP));
-        let Buffers { w, g, s0, s1 } = b;
+        let Buffers { w, g, s0, s1, .. } = b;
         match optimizer {
             Optimizer::Lamb => naive::lamb(self.lamb.config(), STEP, w, g, s0, s1, sr),
             Optimizer::Lars => naive::lars(self.lars.config(), w, g, s0, sr),

@@ -17,7 +17,7 @@ use super::{Param, Precision, Step, bias_correction};
 /// w = w (1 - lr wd)
 /// m = b1 m + (1 - b1) g
 /// v = b2 v + (1 - b2) (g g)
-/// w = w - (lr / bc1) (m / (sqrt(v) / sqrt(bc2) + eps))
+/// w = w - (lr / bc1) (m / (sqrt(v) c2 + eps))          c2 = 1 / sqrt(bc2)
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWConfig {
@@ -114,7 +114,7 @@ impl AdamW {
             c1: 1.0 - b1,
             b2,
             c2: 1.0 - b2,
-            bc2_sqrt: libm::sqrt(bias_correction(b2, step.t)) as f32,
+            inv_bc2_sqrt: (1.0 / libm::sqrt(bias_correction(b2, step.t))) as f32,
             eps: c.eps,
             step_size: (f64::from(c.lr) / bias_correction(b1, step.t)) as f32,
         }
@@ -128,7 +128,7 @@ struct Apply {
     c1: f32,
     b2: f32,
     c2: f32,
-    bc2_sqrt: f32,
+    inv_bc2_sqrt: f32,
     eps: f32,
     step_size: f32,
 }
@@ -140,7 +140,7 @@ impl Update<2> for Apply {
         let w = w * T::splat(self.decay);
         let m = T::splat(self.b1) * m + T::splat(self.c1) * g;
         let v = T::splat(self.b2) * v + T::splat(self.c2) * (g * g);
-        let denom = v.sqrt() / T::splat(self.bc2_sqrt) + T::splat(self.eps);
+        let denom = v.sqrt() * T::splat(self.inv_bc2_sqrt) + T::splat(self.eps);
         (w - T::splat(self.step_size) * (m / denom), [m, v])
     }
 }

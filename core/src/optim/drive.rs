@@ -44,21 +44,17 @@ pub(crate) fn apply<W, G, S, U, const N: usize>(
     } else {
         p.weights.len() / LANES * LANES
     };
-    {
-        let (w8, _) = p.weights[..vector_len].as_chunks_mut::<LANES>();
-        let (g8, _) = p.grads[..vector_len].as_chunks::<LANES>();
-        let s8 = p
-            .state
-            .each_mut()
-            .map(|s| s[..vector_len].as_chunks_mut::<LANES>().0);
-        for (c, (w, g)) in w8.iter_mut().zip(g8).enumerate() {
-            let s = core::array::from_fn(|k| S::load_x8(s8[k][c]));
-            let (w_new, s_new) = u.update(W::load_x8(*w), G::load_x8(*g), s);
-            let at = c * LANES;
-            *w = W::store_x8(w_new, w_round, at);
-            for (k, s) in s_new.into_iter().enumerate() {
-                s8[k][c] = S::store_x8(s, s_round[k], at);
-            }
+    for at in (0..vector_len).step_by(LANES) {
+        prefetch_streams(p.weights, p.grads, &p.state, at);
+        let s = core::array::from_fn(|k| S::load_x8(chunk(p.state[k], at)));
+        let (w_new, s_new) = u.update(
+            W::load_x8(chunk(p.weights, at)),
+            G::load_x8(chunk(p.grads, at)),
+            s,
+        );
+        *chunk_mut(p.weights, at) = W::store_x8(w_new, w_round, at);
+        for (k, s) in s_new.into_iter().enumerate() {
+            *chunk_mut(p.state[k], at) = S::store_x8(s, s_round[k], at);
         }
     }
     for at in vector_len..p.weights.len() {
@@ -107,14 +103,115 @@ where
     S: Element,
     U: Terms<N>,
 {
+    check_phase_one(p);
+    block_partials(
+        p.weights.len(),
+        scalar,
+        &mut (),
+        |(), at| {
+            prefetch_streams(p.weights, p.grads, &p.state, at);
+            let s = core::array::from_fn(|k| S::load_x8(chunk(p.state[k], at)));
+            u.terms(
+                W::load_x8(chunk(p.weights, at)),
+                G::load_x8(chunk(p.grads, at)),
+                s,
+            )
+        },
+        |(), at| {
+            let s = core::array::from_fn(|k| p.state[k][at].load());
+            u.terms(p.weights[at].load(), p.grads[at].load(), s)
+        },
+    )
+}
+
+/// A phase 1 that also finishes the state: `(state', update, terms)` per
+/// element.
+pub(crate) trait Fused<const N: usize> {
+    fn fused<T: Real>(&self, w: T, g: T, s: [T; N]) -> ([T; N], T, [T; 3]);
+}
+
+/// Fused phase 1: stores the new state and the update (into `update`) and
+/// returns the same partials as [`partials`] would.
+pub(crate) fn partials_into<W, G, S, U, const N: usize>(
+    u: &U,
+    p: &mut Param<'_, W, G, S, N>,
+    update: &mut [f32],
+    precision: &Precision,
+    t: u64,
+    scalar: bool,
+) -> Partials
+where
+    W: Element,
+    G: Element,
+    S: Element,
+    U: Fused<N>,
+{
+    check_phase_one(p);
+    assert_eq!(
+        update.len(),
+        p.weights.len(),
+        "param {}: update scratch and weights differ in length",
+        p.id
+    );
+    let (_, s_round) = precision.roundings::<N>(p.id, t, p.offset);
+    let (weights, grads) = (&*p.weights, p.grads);
+    let mut out = (&mut p.state, update);
+    block_partials(
+        weights.len(),
+        scalar,
+        &mut out,
+        |(state, update), at| {
+            prefetch_streams(weights, grads, &state[..], at);
+            let s = core::array::from_fn(|k| S::load_x8(chunk(state[k], at)));
+            let (s_new, u_new, terms) = u.fused(
+                W::load_x8(chunk(weights, at)),
+                G::load_x8(chunk(grads, at)),
+                s,
+            );
+            for (k, s) in s_new.into_iter().enumerate() {
+                let out: &mut [S; LANES] = (&mut state[k][at..at + LANES])
+                    .try_into()
+                    .expect("eight lanes");
+                *out = S::store_x8(s, s_round[k], at);
+            }
+            update[at..at + LANES].copy_from_slice(&u_new.to_array());
+            terms
+        },
+        |(state, update), at| {
+            let s = core::array::from_fn(|k| state[k][at].load());
+            let (s_new, u_new, terms) = u.fused(weights[at].load(), grads[at].load(), s);
+            for (k, s) in s_new.into_iter().enumerate() {
+                state[k][at] = S::store(s, s_round[k], at);
+            }
+            update[at] = u_new;
+            terms
+        },
+    )
+}
+
+fn check_phase_one<W: Element, G: Element, S: Element, const N: usize>(p: &Param<'_, W, G, S, N>) {
     p.check_lengths();
     assert!(
         p.offset.is_multiple_of(BLOCK as u64),
         "phase 1 pieces must start at a multiple of BLOCK ({BLOCK}); offset {}",
         p.offset
     );
+}
+
+/// The fixed-order block sums of three per-element terms over `n`
+/// elements: `eight(at)` gives the terms of elements `at..at + 8` (vector
+/// lanes), `one(at)` those of element `at`; both get `ctx`, the state they
+/// write, if any (the tail of a block, or every
+/// element when `scalar`).
+#[inline(always)]
+fn block_partials<C>(
+    n: usize,
+    scalar: bool,
+    ctx: &mut C,
+    mut eight: impl FnMut(&mut C, usize) -> [f32x8; 3],
+    mut one: impl FnMut(&mut C, usize) -> [f32; 3],
+) -> Partials {
     let mut sums = [ExactSum::new(); 3];
-    let n = p.weights.len();
     for start in (0..n).step_by(BLOCK) {
         let end = n.min(start + BLOCK);
         let vector_end = if scalar {
@@ -124,18 +221,13 @@ where
         };
         let mut acc = [f32x8::ZERO; 3];
         for at in (start..vector_end).step_by(LANES) {
-            let w = W::load_x8(chunk(p.weights, at));
-            let g = G::load_x8(chunk(p.grads, at));
-            let s = core::array::from_fn(|k| S::load_x8(chunk(p.state[k], at)));
-            for (a, term) in acc.iter_mut().zip(u.terms(w, g, s)) {
+            for (a, term) in acc.iter_mut().zip(eight(ctx, at)) {
                 *a += term;
             }
         }
         let mut lanes = acc.map(|a| a.to_array());
         for at in vector_end..end {
-            let s = core::array::from_fn(|k| p.state[k][at].load());
-            let terms = u.terms(p.weights[at].load(), p.grads[at].load(), s);
-            for (l, term) in lanes.iter_mut().zip(terms) {
+            for (l, term) in lanes.iter_mut().zip(one(ctx, at)) {
                 l[(at - start) % LANES] += term;
             }
         }
@@ -150,7 +242,31 @@ where
     }
 }
 
+/// Prefetches every stream of a parameter `PREFETCH_CHUNKS` chunks ahead of
+/// element `at`, one cache line per stream every other chunk.
+#[inline(always)]
+fn prefetch_streams<W, G, S>(w: &[W], g: &[G], s: &[&mut [S]], at: usize) {
+    if at.is_multiple_of(2 * LANES) {
+        let ahead = at + PREFETCH_CHUNKS * LANES;
+        crate::arch::prefetch(w, ahead);
+        crate::arch::prefetch(g, ahead);
+        for s in s {
+            crate::arch::prefetch(s, ahead);
+        }
+    }
+}
+
 #[inline(always)]
 fn chunk<T: Copy>(x: &[T], at: usize) -> [T; LANES] {
     x[at..at + LANES].try_into().expect("eight lanes")
 }
+
+#[inline(always)]
+fn chunk_mut<T>(x: &mut [T], at: usize) -> &mut [T; LANES] {
+    (&mut x[at..at + LANES]).try_into().expect("eight lanes")
+}
+
+/// Chunks of eight between a loop's position and the data it prefetches:
+/// the update loops do enough arithmetic per chunk that the out-of-order
+/// window alone cannot cover memory latency on seven streams.
+const PREFETCH_CHUNKS: usize = 64;

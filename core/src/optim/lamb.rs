@@ -4,7 +4,7 @@
 
 use crate::fp::Element;
 
-use super::drive::{self, Terms, Update};
+use super::drive::{self, Fused, Terms, Update};
 use super::error::{ConfigError, check, non_negative, unit};
 use super::real::Real;
 use super::{Norms, Param, Partials, Precision, Step, bias_correction};
@@ -18,7 +18,8 @@ use super::{Norms, Param, Partials, Precision, Step, bias_correction};
 /// ```text
 /// m = b1 m + b3 g                      b3 = 1 - b1 with grad_averaging, else 1
 /// v = b2 v + (1 - b2) (g g)
-/// r = (m / bc1) / (sqrt(v) / sqrt(bc2) + eps)   bc = 1 - b^t, or 1 without bias_correction
+/// r = (m c1) / (sqrt(v) c2 + eps)     c1 = 1 / bc1, c2 = 1 / sqrt(bc2), bc = 1 - b^t
+///                                      (bc = 1 without bias_correction)
 /// w' = w (1 - lr wd)  if decoupled_decay, else w
 /// u = r + wd w'       unless decoupled_decay or wd = 0
 /// w = w' - lr (u ratio)
@@ -185,6 +186,110 @@ impl Lamb {
         drive::apply(&update, p, precision, step.t, true);
     }
 
+    /// Phase 1, fused with the state update: stores the new moments `m`,
+    /// `v` (rounded as `precision.state` says) and the update `u` before the
+    /// trust ratio into `update`, and returns the same partials as
+    /// [`Lamb::partials`]. Finish with [`Lamb::apply_update`]. The moments
+    /// are written here, so run it once per step; the results are bitwise
+    /// those of [`Lamb::partials`] followed by [`Lamb::apply`], with the
+    /// element formula computed once instead of twice (it is bound by one
+    /// division and one square root per element).
+    ///
+    /// # Panics
+    /// If the slices or `update` differ in length, or the offset is not
+    /// block-aligned.
+    pub fn partials_into<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+        update: &mut [f32],
+    ) -> Partials {
+        drive::partials_into(
+            &self.coefficients(step),
+            p,
+            update,
+            precision,
+            step.t,
+            false,
+        )
+    }
+
+    /// The scalar twin of [`Lamb::partials_into`].
+    pub fn partials_into_scalar<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+        update: &mut [f32],
+    ) -> Partials {
+        drive::partials_into(&self.coefficients(step), p, update, precision, step.t, true)
+    }
+
+    /// Phase 2 after [`Lamb::partials_into`]: `w = w' - lr (u ratio)` from
+    /// the stored update; the state is not touched.
+    ///
+    /// # Panics
+    /// If `update` and the weights differ in length.
+    pub fn apply_update<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        totals: &Partials,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+        update: &[f32],
+    ) {
+        self.finish(step, totals, precision, p, update, false);
+    }
+
+    /// The scalar twin of [`Lamb::apply_update`].
+    pub fn apply_update_scalar<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        totals: &Partials,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+        update: &[f32],
+    ) {
+        self.finish(step, totals, precision, p, update, true);
+    }
+
+    /// Both phases over one whole tensor with `update` (one f32 per
+    /// parameter) as scratch: the fast form of [`Lamb::step`].
+    ///
+    /// # Panics
+    /// As [`Lamb::partials_into`].
+    pub fn step_with_scratch<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+        update: &mut [f32],
+    ) {
+        let totals = self.partials_into(step, precision, p, update);
+        self.apply_update(step, &totals, precision, p, update);
+    }
+
+    fn finish<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        totals: &Partials,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, 2>,
+        update: &[f32],
+        scalar: bool,
+    ) {
+        let apply = self.update(step, totals.norms());
+        let mut finish: Param<'_, W, f32, S, 0> = Param {
+            weights: &mut *p.weights,
+            grads: update,
+            state: [],
+            id: p.id,
+            offset: p.offset,
+        };
+        drive::apply(&ApplyStored(apply), &mut finish, precision, step.t, scalar);
+    }
+
     /// Both phases over one whole tensor.
     ///
     /// # Panics
@@ -231,8 +336,8 @@ impl Lamb {
             b3: if c.grad_averaging { 1.0 - b1 } else { 1.0 },
             b2,
             c2: 1.0 - b2,
-            bc1: bc1 as f32,
-            bc2_sqrt: libm::sqrt(bc2) as f32,
+            inv_bc1: (1.0 / bc1) as f32,
+            inv_bc2_sqrt: (1.0 / libm::sqrt(bc2)) as f32,
             eps: c.eps,
             decay: decoupled.then(|| (1.0 - f64::from(c.lr) * f64::from(c.weight_decay)) as f32),
             coupled_wd: (!c.decoupled_decay && c.weight_decay != 0.0).then_some(c.weight_decay),
@@ -256,8 +361,8 @@ struct Coefficients {
     b3: f32,
     b2: f32,
     c2: f32,
-    bc1: f32,
-    bc2_sqrt: f32,
+    inv_bc1: f32,
+    inv_bc2_sqrt: f32,
     eps: f32,
     decay: Option<f32>,
     coupled_wd: Option<f32>,
@@ -270,8 +375,8 @@ impl Coefficients {
         let g = g * T::splat(self.grad_scale);
         let m = T::splat(self.b1) * m + T::splat(self.b3) * g;
         let v = T::splat(self.b2) * v + T::splat(self.c2) * (g * g);
-        let denom = v.sqrt() / T::splat(self.bc2_sqrt) + T::splat(self.eps);
-        let r = (m / T::splat(self.bc1)) / denom;
+        let denom = v.sqrt() * T::splat(self.inv_bc2_sqrt) + T::splat(self.eps);
+        let r = (m * T::splat(self.inv_bc1)) / denom;
         let w = match self.decay {
             Some(decay) => w * T::splat(decay),
             None => w,
@@ -304,5 +409,29 @@ impl Update<2> for Apply {
     fn update<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> (T, [T; 2]) {
         let (_, w, m, v, u) = self.c.moments(w, g, m, v);
         (w - T::splat(self.lr) * (u * T::splat(self.ratio)), [m, v])
+    }
+}
+
+impl Fused<2> for Coefficients {
+    #[inline(always)]
+    fn fused<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> ([T; 2], T, [T; 3]) {
+        let (g, w, m, v, u) = self.moments(w, g, m, v);
+        ([m, v], u, [w * w, g * g, u * u])
+    }
+}
+
+/// Phase 2's element formula with the update already computed: the
+/// "gradient" lane carries `u`.
+struct ApplyStored(Apply);
+
+impl Update<0> for ApplyStored {
+    #[inline(always)]
+    fn update<T: Real>(&self, w: T, u: T, _: [T; 0]) -> (T, [T; 0]) {
+        let Apply { c, lr, ratio } = &self.0;
+        let w = match c.decay {
+            Some(decay) => w * T::splat(decay),
+            None => w,
+        };
+        (w - T::splat(*lr) * (u * T::splat(*ratio)), [])
     }
 }
