@@ -10,14 +10,22 @@
 //! # Contents
 //!
 //! Available now:
-//! - [`ipu`]: the machine description, [`IpuSpec`], with the Mk2 GC200 and
-//!   Bow presets and a validated constructor.
+//! - [`ipu`]: the tile-parallel IPU: the machine ([`IpuSpec`] with the Mk2
+//!   GC200 and Bow presets, multi-IPU [`ipu::Target`]s), tensors with tile
+//!   mappings, per-tile memory accounting that refuses a program that does
+//!   not fit, compute sets of vertices run in parallel on host threads,
+//!   exchanges, host streams, bulk-synchronous supersteps with cycle
+//!   estimates, profiles (table, JSON) and Chrome traces. Every figure of
+//!   the cost model and its source is in the [`ipu`] module's table.
+//! - [`kernels`]: tile-parallel versions of core kernels, each bitwise
+//!   equal to one call of the core kernel: stochastic rounding of a large
+//!   tensor, a LAMB step (phase 1 per tile, a tree of exact partial
+//!   statistics over the exchange, phase 2 per tile), and within-IPU
+//!   reductions (sum of squares, dot).
+//! - [`bench`](mod@bench): wall-time benchmarks of the engine against the plain core
+//!   kernels, for `tessera bench sim`.
 //!
 //! Planned (see `ARCHITECTURE.md`):
-//! - `ipu`: tensors with tile mappings, per-tile memory accounting (failing
-//!   on out-of-memory, unlike Poplar's IPUModel), compute sets of vertices
-//!   run in parallel on host threads, BSP supersteps (compute, sync,
-//!   exchange) with cycle estimates, host streams, profiles and traces;
 //! - `pod`: IPU-M2000, POD16, POD64 and POD256 topologies, IPU-Links and
 //!   GW-Links, replicas and instances (PopRun/PopDist semantics);
 //! - `train`: the data-parallel trainer (sharding, device iterations,
@@ -28,12 +36,18 @@
 //! # Determinism
 //!
 //! The simulator inherits the workspace contract: results are bitwise the
-//! same for every number of host threads and every split of the work;
-//! every tile and worker gets its own position-addressed random stream.
+//! same for every number of host threads, every number of tiles and IPUs
+//! and every mapping, because the kernels' random bits are addressed by
+//! element position and their reductions combine exact partials. A vertex
+//! runs once on the host whatever the number of workers its cycle estimate
+//! splits it over. Every tile and worker also has its own random stream,
+//! identical or differing across replicas ([`ipu::Seeds`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod ipu;
+pub mod kernels;
 
 pub use ipu::{IpuParams, IpuSpec, SpecError, SpecField};

@@ -1,18 +1,23 @@
-//! What an IPU is made of: tiles, workers, memory, clock and compute rate.
+//! What an IPU is made of: tiles, workers, memory, clock, compute rate, and
+//! the figures the simulator's cost model uses (exchange, sync, IPU-Links,
+//! host transfers, memory overheads, per-kernel cycle costs).
+//!
+//! Every figure, its value in the Mk2 GC200 preset and where it comes from
+//! is in the table of the [`ipu`](super) module; this file holds the values.
 
 use core::fmt;
-use core::num::{NonZeroU32, NonZeroU64};
 
 /// The numbers that describe an IPU, before validation.
 ///
 /// `Default` is the Mk2 GC200 ([`IpuSpec::MK2_GC200`]); change fields and
 /// pass the result to [`IpuSpec::new`] to model another machine (for example
 /// a small IPU for tests, as Poplar's IPUModel allows with `tilesPerIPU`).
+/// The [`ipu`](super) module documents every field's value and source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IpuParams {
     /// Tiles per IPU.
     pub tiles: u32,
-    /// Hardware worker threads per tile.
+    /// Hardware worker threads (contexts) per tile.
     pub workers_per_tile: u32,
     /// Bytes of memory per tile.
     pub memory_per_tile: u64,
@@ -21,6 +26,34 @@ pub struct IpuParams {
     /// Peak FP16 (f16 multiply, f32 accumulate) floating-point operations
     /// per cycle per tile, counting a multiply-add as two.
     pub fp16_flops_per_tile_cycle: u32,
+    /// Bytes a tile can send, and separately receive, per cycle over the
+    /// on-chip exchange.
+    pub exchange_bytes_per_cycle: u32,
+    /// Bytes per cycle of a copy within one tile's memory.
+    pub local_copy_bytes_per_cycle: u32,
+    /// Cycles of a sync of the tiles of one IPU.
+    pub sync_cycles: u32,
+    /// Cycles the supervisor of each tile spends starting a compute set.
+    pub compute_set_cycles: u32,
+    /// Raw bits per second of one IPU-Link, one direction.
+    pub link_bits_per_second: u64,
+    /// Percent of [`IpuParams::link_bits_per_second`] that carries data
+    /// (1 to 100).
+    pub link_efficiency_percent: u32,
+    /// Picoseconds of sync and link latency per hop between IPUs.
+    pub hop_latency_ps: u64,
+    /// Bytes per second between the host and one IPU.
+    pub host_bytes_per_second: u64,
+    /// Bytes of vertex state per vertex, before its fields.
+    pub vertex_bytes: u32,
+    /// Bytes of vertex state per field (a pointer and a length).
+    pub vertex_field_bytes: u32,
+    /// Bytes of code per codelet used on a tile (counted once per tile).
+    pub codelet_code_bytes: u32,
+    /// Bytes of exchange code per contiguous run a tile sends or receives.
+    pub exchange_code_bytes: u32,
+    /// Cycle costs of the kernels the simulator runs on tiles.
+    pub costs: KernelCosts,
 }
 
 impl Default for IpuParams {
@@ -29,29 +62,173 @@ impl Default for IpuParams {
     }
 }
 
-/// Mk2 GC200 (SEMANTICS.md section 5).
-///
-/// - 1,472 tiles with 6 worker threads each (Graphcore);
-/// - 638,976 bytes (624 KiB) per tile, 940,572,672 bytes (about 900 MB) per
-///   IPU (PopART tests);
-/// - 1.33 GHz (third-party measurements);
-/// - 128 FP16 flops per tile per cycle: derived, so that the peak is
-///   Graphcore's 250 TFLOPS per IPU (250e12 / (1,472 x 1.33e9) = 127.7),
-///   i.e. 64 multiply-adds per tile per cycle. This gives 250.6 TFLOPS.
+/// The cycle cost of one kernel on one worker, in the shape of PopLibs'
+/// cycle estimators: `call_cycles + ceil(n / vector_width) *
+/// cycles_per_vector` worker-thread cycles for `n` elements (a worker
+/// issues one instruction every `workers_per_tile` tile cycles).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelCost {
+    /// Fixed thread cycles per call (entry, pointer setup, exit).
+    pub call_cycles: u32,
+    /// Elements handled per loop iteration (at least 1).
+    pub vector_width: u32,
+    /// Thread cycles per loop iteration.
+    pub cycles_per_vector: u32,
+}
+
+impl KernelCost {
+    /// Thread cycles for `n` elements on one worker.
+    #[must_use]
+    pub const fn thread_cycles(&self, n: u64) -> u64 {
+        let width = if self.vector_width == 0 {
+            1
+        } else {
+            self.vector_width as u64
+        };
+        self.call_cycles as u64 + n.div_ceil(width) * self.cycles_per_vector as u64
+    }
+
+    /// Thread cycles of the busiest worker when `n` elements are shared
+    /// by `workers` workers in contiguous runs of whole vectors (the first
+    /// `vectors % workers` workers take one vector more).
+    #[must_use]
+    pub const fn multi_thread_cycles(&self, n: u64, workers: u32) -> u64 {
+        let width = if self.vector_width == 0 {
+            1
+        } else {
+            self.vector_width as u64
+        };
+        let workers = if workers == 0 { 1 } else { workers as u64 };
+        let vectors = n.div_ceil(width);
+        self.call_cycles as u64 + vectors.div_ceil(workers) * self.cycles_per_vector as u64
+    }
+}
+
+/// The kernels with a cost in [`KernelCosts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// f32 to f16/bf16 with stochastic rounding, per element.
+    ConvertSr,
+    /// LAMB phase 1 (the three partial sums of squares), per element.
+    LambPartials,
+    /// LAMB phase 2 (the update), per element.
+    LambApply,
+    /// A reduction's partial (sum of squares, dot), per element.
+    ReducePartial,
+    /// Merging exact sums, per sum merged.
+    MergeExact,
+    /// An all-reduce's element-wise combination, per element.
+    Combine,
+    /// A scalar bookkeeping vertex (a step counter), per element.
+    Scalar,
+}
+
+impl Kernel {
+    /// Every kernel, in declaration order.
+    pub const ALL: [Self; 7] = [
+        Self::ConvertSr,
+        Self::LambPartials,
+        Self::LambApply,
+        Self::ReducePartial,
+        Self::MergeExact,
+        Self::Combine,
+        Self::Scalar,
+    ];
+
+    /// The field's name in [`KernelCosts`].
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ConvertSr => "convert_sr",
+            Self::LambPartials => "lamb_partials",
+            Self::LambApply => "lamb_apply",
+            Self::ReducePartial => "reduce_partial",
+            Self::MergeExact => "merge_exact",
+            Self::Combine => "combine",
+            Self::Scalar => "scalar",
+        }
+    }
+}
+
+/// The per-kernel cycle costs (see the [`ipu`](super) module's table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelCosts {
+    /// [`Kernel::ConvertSr`].
+    pub convert_sr: KernelCost,
+    /// [`Kernel::LambPartials`].
+    pub lamb_partials: KernelCost,
+    /// [`Kernel::LambApply`].
+    pub lamb_apply: KernelCost,
+    /// [`Kernel::ReducePartial`].
+    pub reduce_partial: KernelCost,
+    /// [`Kernel::MergeExact`].
+    pub merge_exact: KernelCost,
+    /// [`Kernel::Combine`].
+    pub combine: KernelCost,
+    /// [`Kernel::Scalar`].
+    pub scalar: KernelCost,
+}
+
+impl KernelCosts {
+    /// The cost of `kernel`.
+    #[must_use]
+    pub const fn get(&self, kernel: Kernel) -> KernelCost {
+        match kernel {
+            Kernel::ConvertSr => self.convert_sr,
+            Kernel::LambPartials => self.lamb_partials,
+            Kernel::LambApply => self.lamb_apply,
+            Kernel::ReducePartial => self.reduce_partial,
+            Kernel::MergeExact => self.merge_exact,
+            Kernel::Combine => self.combine,
+            Kernel::Scalar => self.scalar,
+        }
+    }
+}
+
+const fn cost(call_cycles: u32, vector_width: u32, cycles_per_vector: u32) -> KernelCost {
+    KernelCost {
+        call_cycles,
+        vector_width,
+        cycles_per_vector,
+    }
+}
+
+/// Mk2 GC200: the figures of the [`ipu`](super) module's table.
 const MK2_GC200: IpuParams = IpuParams {
     tiles: 1472,
     workers_per_tile: 6,
     memory_per_tile: 638_976,
     clock_hz: 1_330_000_000,
     fp16_flops_per_tile_cycle: 128,
+    exchange_bytes_per_cycle: 4,
+    local_copy_bytes_per_cycle: 8,
+    sync_cycles: 40,
+    compute_set_cycles: 50,
+    link_bits_per_second: 128 << 30,
+    link_efficiency_percent: 85,
+    hop_latency_ps: 15_000,
+    host_bytes_per_second: 16_000_000_000,
+    vertex_bytes: 16,
+    vertex_field_bytes: 8,
+    codelet_code_bytes: 512,
+    exchange_code_bytes: 16,
+    costs: KernelCosts {
+        convert_sr: cost(10, 4, 3),
+        lamb_partials: cost(20, 2, 12),
+        lamb_apply: cost(20, 2, 16),
+        reduce_partial: cost(10, 2, 2),
+        merge_exact: cost(10, 1, 40),
+        combine: cost(10, 2, 2),
+        scalar: cost(10, 1, 2),
+    },
 };
 
 /// Bow: the GC200 die with wafer-on-wafer power delivery, so the same
-/// tiles, workers, memory and per-cycle rate, at 1.85 GHz (third-party,
-/// SEMANTICS.md section 5). The derived peak, 348.6 TFLOPS, agrees with
-/// Graphcore's stated 350 TFLOPS for the Bow IPU.
+/// tiles, workers, memory and per-cycle figures at 1.85 GHz; the sync, at
+/// the same 15 ns per hop, takes 56 cycles.
 const BOW: IpuParams = IpuParams {
     clock_hz: 1_850_000_000,
+    sync_cycles: 56,
     ..MK2_GC200
 };
 
@@ -68,10 +245,22 @@ pub enum SpecField {
     ClockHz,
     /// [`IpuParams::fp16_flops_per_tile_cycle`].
     Fp16FlopsPerTileCycle,
+    /// [`IpuParams::exchange_bytes_per_cycle`].
+    ExchangeBytesPerCycle,
+    /// [`IpuParams::local_copy_bytes_per_cycle`].
+    LocalCopyBytesPerCycle,
+    /// [`IpuParams::link_bits_per_second`].
+    LinkBitsPerSecond,
+    /// [`IpuParams::link_efficiency_percent`].
+    LinkEfficiencyPercent,
+    /// [`IpuParams::host_bytes_per_second`].
+    HostBytesPerSecond,
+    /// [`KernelCost::vector_width`] of a kernel.
+    VectorWidth(Kernel),
 }
 
 impl SpecField {
-    /// The field's name in [`IpuParams`].
+    /// The field's name in [`IpuParams`] (a path for kernel costs).
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -80,6 +269,20 @@ impl SpecField {
             Self::MemoryPerTile => "memory_per_tile",
             Self::ClockHz => "clock_hz",
             Self::Fp16FlopsPerTileCycle => "fp16_flops_per_tile_cycle",
+            Self::ExchangeBytesPerCycle => "exchange_bytes_per_cycle",
+            Self::LocalCopyBytesPerCycle => "local_copy_bytes_per_cycle",
+            Self::LinkBitsPerSecond => "link_bits_per_second",
+            Self::LinkEfficiencyPercent => "link_efficiency_percent",
+            Self::HostBytesPerSecond => "host_bytes_per_second",
+            Self::VectorWidth(kernel) => match kernel {
+                Kernel::ConvertSr => "costs.convert_sr.vector_width",
+                Kernel::LambPartials => "costs.lamb_partials.vector_width",
+                Kernel::LambApply => "costs.lamb_apply.vector_width",
+                Kernel::ReducePartial => "costs.reduce_partial.vector_width",
+                Kernel::MergeExact => "costs.merge_exact.vector_width",
+                Kernel::Combine => "costs.combine.vector_width",
+                Kernel::Scalar => "costs.scalar.vector_width",
+            },
         }
     }
 }
@@ -97,6 +300,8 @@ pub enum SpecError {
         /// Bytes per tile.
         memory_per_tile: u64,
     },
+    /// [`IpuParams::link_efficiency_percent`] is above 100.
+    EfficiencyAbove100(u32),
 }
 
 impl fmt::Display for SpecError {
@@ -110,6 +315,12 @@ impl fmt::Display for SpecError {
                 f,
                 "IPU memory of {tiles} tiles x {memory_per_tile} bytes overflows 64 bits"
             ),
+            Self::EfficiencyAbove100(p) => {
+                write!(
+                    f,
+                    "IPU link_efficiency_percent must be at most 100, got {p}"
+                )
+            }
         }
     }
 }
@@ -135,11 +346,16 @@ impl core::error::Error for SpecError {}
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IpuSpec {
-    tiles: NonZeroU32,
-    workers_per_tile: NonZeroU32,
-    memory_per_tile: NonZeroU64,
-    clock_hz: NonZeroU64,
-    fp16_flops_per_tile_cycle: NonZeroU32,
+    params: IpuParams,
+}
+
+/// `Err(SpecError::Zero(field))` if `value` is 0.
+macro_rules! nonzero {
+    ($value:expr, $field:expr) => {
+        if $value == 0 {
+            return Err(SpecError::Zero($field));
+        }
+    };
 }
 
 impl IpuSpec {
@@ -162,111 +378,195 @@ impl IpuSpec {
     ///
     /// # Errors
     /// [`SpecError::Zero`] naming the first field (in declaration order)
-    /// that is 0; [`SpecError::MemoryOverflow`] if the total memory does not
-    /// fit in a `u64`.
+    /// that must be at least 1 and is 0 (the cycle and byte overheads may
+    /// be 0); [`SpecError::MemoryOverflow`] if the total memory does not fit
+    /// in a `u64`; [`SpecError::EfficiencyAbove100`].
     pub const fn new(params: IpuParams) -> Result<Self, SpecError> {
-        let IpuParams {
-            tiles,
-            workers_per_tile,
-            memory_per_tile,
-            clock_hz,
-            fp16_flops_per_tile_cycle,
-        } = params;
-        let Some(tiles) = NonZeroU32::new(tiles) else {
-            return Err(SpecError::Zero(SpecField::Tiles));
-        };
-        let Some(workers_per_tile) = NonZeroU32::new(workers_per_tile) else {
-            return Err(SpecError::Zero(SpecField::WorkersPerTile));
-        };
-        let Some(memory_per_tile) = NonZeroU64::new(memory_per_tile) else {
-            return Err(SpecError::Zero(SpecField::MemoryPerTile));
-        };
-        let Some(clock_hz) = NonZeroU64::new(clock_hz) else {
-            return Err(SpecError::Zero(SpecField::ClockHz));
-        };
-        let Some(fp16_flops_per_tile_cycle) = NonZeroU32::new(fp16_flops_per_tile_cycle) else {
-            return Err(SpecError::Zero(SpecField::Fp16FlopsPerTileCycle));
-        };
-        if memory_per_tile
-            .get()
-            .checked_mul(tiles.get() as u64)
+        nonzero!(params.tiles, SpecField::Tiles);
+        nonzero!(params.workers_per_tile, SpecField::WorkersPerTile);
+        nonzero!(params.memory_per_tile, SpecField::MemoryPerTile);
+        nonzero!(params.clock_hz, SpecField::ClockHz);
+        nonzero!(
+            params.fp16_flops_per_tile_cycle,
+            SpecField::Fp16FlopsPerTileCycle
+        );
+        nonzero!(
+            params.exchange_bytes_per_cycle,
+            SpecField::ExchangeBytesPerCycle
+        );
+        nonzero!(
+            params.local_copy_bytes_per_cycle,
+            SpecField::LocalCopyBytesPerCycle
+        );
+        nonzero!(params.link_bits_per_second, SpecField::LinkBitsPerSecond);
+        nonzero!(
+            params.link_efficiency_percent,
+            SpecField::LinkEfficiencyPercent
+        );
+        nonzero!(params.host_bytes_per_second, SpecField::HostBytesPerSecond);
+        let mut k = 0;
+        while k < Kernel::ALL.len() {
+            let kernel = Kernel::ALL[k];
+            nonzero!(
+                params.costs.get(kernel).vector_width,
+                SpecField::VectorWidth(kernel)
+            );
+            k += 1;
+        }
+        if params
+            .memory_per_tile
+            .checked_mul(params.tiles as u64)
             .is_none()
         {
             return Err(SpecError::MemoryOverflow {
-                tiles: tiles.get(),
-                memory_per_tile: memory_per_tile.get(),
+                tiles: params.tiles,
+                memory_per_tile: params.memory_per_tile,
             });
         }
-        Ok(Self {
-            tiles,
-            workers_per_tile,
-            memory_per_tile,
-            clock_hz,
-            fp16_flops_per_tile_cycle,
-        })
+        if params.link_efficiency_percent > 100 {
+            return Err(SpecError::EfficiencyAbove100(
+                params.link_efficiency_percent,
+            ));
+        }
+        Ok(Self { params })
     }
 
     /// The parameters this spec was built from.
     #[must_use]
     pub const fn params(&self) -> IpuParams {
-        IpuParams {
-            tiles: self.tiles.get(),
-            workers_per_tile: self.workers_per_tile.get(),
-            memory_per_tile: self.memory_per_tile.get(),
-            clock_hz: self.clock_hz.get(),
-            fp16_flops_per_tile_cycle: self.fp16_flops_per_tile_cycle.get(),
-        }
+        self.params
     }
 
     /// Tiles per IPU.
     #[must_use]
     pub const fn tiles(&self) -> u32 {
-        self.tiles.get()
+        self.params.tiles
     }
 
     /// Hardware worker threads per tile.
     #[must_use]
     pub const fn workers_per_tile(&self) -> u32 {
-        self.workers_per_tile.get()
+        self.params.workers_per_tile
     }
 
     /// Worker threads in the whole IPU.
     #[must_use]
     pub const fn workers(&self) -> u64 {
-        self.tiles.get() as u64 * self.workers_per_tile.get() as u64
+        self.params.tiles as u64 * self.params.workers_per_tile as u64
     }
 
     /// Bytes of memory per tile.
     #[must_use]
     pub const fn memory_per_tile(&self) -> u64 {
-        self.memory_per_tile.get()
+        self.params.memory_per_tile
     }
 
     /// Bytes of memory in the whole IPU (checked not to overflow in
     /// [`IpuSpec::new`]).
     #[must_use]
     pub const fn total_memory(&self) -> u64 {
-        self.memory_per_tile.get() * self.tiles.get() as u64
+        self.params.memory_per_tile * self.params.tiles as u64
     }
 
     /// Clock frequency in hertz.
     #[must_use]
     pub const fn clock_hz(&self) -> u64 {
-        self.clock_hz.get()
+        self.params.clock_hz
+    }
+
+    /// The per-kernel cycle costs.
+    #[must_use]
+    pub const fn costs(&self) -> &KernelCosts {
+        &self.params.costs
     }
 
     /// Peak FP16 floating-point operations per second of the whole IPU.
     #[must_use]
     pub fn peak_fp16_flops(&self) -> f64 {
-        f64::from(self.tiles.get())
-            * f64::from(self.fp16_flops_per_tile_cycle.get())
-            * self.clock_hz.get() as f64
+        f64::from(self.params.tiles)
+            * f64::from(self.params.fp16_flops_per_tile_cycle)
+            * self.params.clock_hz as f64
     }
 
     /// The wall-clock seconds `cycles` clock cycles take.
     #[must_use]
     pub fn seconds(&self, cycles: u64) -> f64 {
-        cycles as f64 / self.clock_hz.get() as f64
+        cycles as f64 / self.params.clock_hz as f64
+    }
+
+    /// Cycles (rounded up) that `picoseconds` take at this clock.
+    #[must_use]
+    pub const fn cycles_of_ps(&self, picoseconds: u64) -> u64 {
+        let c = picoseconds as u128 * self.params.clock_hz as u128;
+        let c = c.div_ceil(1_000_000_000_000);
+        if c > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            c as u64
+        }
+    }
+
+    /// Cycles of the on-chip exchange for a tile that sends `sent` and
+    /// receives `received` bytes: `ceil(max(sent, received) /
+    /// exchange_bytes_per_cycle)` (sending and receiving overlap).
+    #[must_use]
+    pub const fn exchange_cycles(&self, sent: u64, received: u64) -> u64 {
+        let bytes = if sent > received { sent } else { received };
+        bytes.div_ceil(self.params.exchange_bytes_per_cycle as u64)
+    }
+
+    /// Cycles of a copy of `bytes` within one tile.
+    #[must_use]
+    pub const fn local_copy_cycles(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.params.local_copy_bytes_per_cycle as u64)
+    }
+
+    /// Cycles to move `bytes` over `links` IPU-Links in parallel:
+    /// `ceil(8 bytes / (links * link_bits_per_second * efficiency) *
+    /// clock)`.
+    #[must_use]
+    pub const fn link_cycles(&self, bytes: u64, links: u32) -> u64 {
+        if bytes == 0 {
+            return 0;
+        }
+        let links = if links == 0 { 1 } else { links as u128 };
+        let num = bytes as u128 * 8 * 100 * self.params.clock_hz as u128;
+        let den = links
+            * self.params.link_bits_per_second as u128
+            * self.params.link_efficiency_percent as u128;
+        let c = num.div_ceil(den);
+        if c > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            c as u64
+        }
+    }
+
+    /// Cycles of a sync across `ipus` IPUs: [`IpuParams::sync_cycles`] for
+    /// one IPU; for more, PopLibs' test model `ceil(2 * hops *
+    /// hop_latency * clock)` with `hops = 1 + ipus / 4`, and never less
+    /// than one IPU's sync.
+    #[must_use]
+    pub const fn sync_cycles(&self, ipus: u32) -> u64 {
+        let internal = self.params.sync_cycles as u64;
+        if ipus <= 1 {
+            return internal;
+        }
+        let hops = 1 + ipus as u64 / 4;
+        let global = self.cycles_of_ps(2 * hops * self.params.hop_latency_ps);
+        if global > internal { global } else { internal }
+    }
+
+    /// Cycles to move `bytes` between the host and one IPU.
+    #[must_use]
+    pub const fn host_cycles(&self, bytes: u64) -> u64 {
+        let num = bytes as u128 * self.params.clock_hz as u128;
+        let c = num.div_ceil(self.params.host_bytes_per_second as u128);
+        if c > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            c as u64
+        }
     }
 }
 
@@ -289,6 +589,10 @@ mod tests {
         assert!((peak / 250e12 - 1.0).abs() < 0.01, "{peak}");
         assert!((4.0 * peak / 1e15 - 1.0).abs() < 0.01, "{peak}");
         assert_eq!(IpuSpec::new(IpuParams::default()), Ok(s));
+        // The exchange: 4 B per tile per cycle is Graphcore's 8 TB/s
+        // all-to-all within 3%.
+        let exchange = f64::from(s.tiles()) * 4.0 * s.clock_hz() as f64;
+        assert!((exchange / 8e12 - 1.0).abs() < 0.03, "{exchange}");
     }
 
     #[test]
@@ -303,6 +607,17 @@ mod tests {
     }
 
     #[test]
+    fn one_ipu_sync_is_the_poplibs_one_hop_figure() {
+        // ceil(2 hops x 15 ns x f) with one hop.
+        for s in [IpuSpec::MK2_GC200, IpuSpec::BOW] {
+            let one_hop = s.cycles_of_ps(2 * 15_000);
+            assert_eq!(s.sync_cycles(1), one_hop);
+        }
+        assert_eq!(IpuSpec::MK2_GC200.sync_cycles(1), 40); // ceil(39.9)
+        assert_eq!(IpuSpec::BOW.sync_cycles(1), 56); // ceil(55.5)
+    }
+
+    #[test]
     fn params_round_trip() {
         for s in [IpuSpec::MK2_GC200, IpuSpec::BOW] {
             assert_eq!(IpuSpec::new(s.params()), Ok(s));
@@ -312,7 +627,7 @@ mod tests {
     #[test]
     fn every_zero_field_is_named() {
         let ok = IpuParams::default();
-        let cases = [
+        let mut cases = vec![
             (IpuParams { tiles: 0, ..ok }, SpecField::Tiles),
             (
                 IpuParams {
@@ -336,12 +651,79 @@ mod tests {
                 },
                 SpecField::Fp16FlopsPerTileCycle,
             ),
+            (
+                IpuParams {
+                    exchange_bytes_per_cycle: 0,
+                    ..ok
+                },
+                SpecField::ExchangeBytesPerCycle,
+            ),
+            (
+                IpuParams {
+                    local_copy_bytes_per_cycle: 0,
+                    ..ok
+                },
+                SpecField::LocalCopyBytesPerCycle,
+            ),
+            (
+                IpuParams {
+                    link_bits_per_second: 0,
+                    ..ok
+                },
+                SpecField::LinkBitsPerSecond,
+            ),
+            (
+                IpuParams {
+                    link_efficiency_percent: 0,
+                    ..ok
+                },
+                SpecField::LinkEfficiencyPercent,
+            ),
+            (
+                IpuParams {
+                    host_bytes_per_second: 0,
+                    ..ok
+                },
+                SpecField::HostBytesPerSecond,
+            ),
         ];
+        for kernel in Kernel::ALL {
+            let mut costs = ok.costs;
+            match kernel {
+                Kernel::ConvertSr => costs.convert_sr.vector_width = 0,
+                Kernel::LambPartials => costs.lamb_partials.vector_width = 0,
+                Kernel::LambApply => costs.lamb_apply.vector_width = 0,
+                Kernel::ReducePartial => costs.reduce_partial.vector_width = 0,
+                Kernel::MergeExact => costs.merge_exact.vector_width = 0,
+                Kernel::Combine => costs.combine.vector_width = 0,
+                Kernel::Scalar => costs.scalar.vector_width = 0,
+            }
+            cases.push((IpuParams { costs, ..ok }, SpecField::VectorWidth(kernel)));
+        }
         for (params, field) in cases {
             let err = IpuSpec::new(params).unwrap_err();
             assert_eq!(err, SpecError::Zero(field));
             assert!(err.to_string().contains(field.name()), "{err}");
         }
+        // Overheads may be zero.
+        let free = IpuParams {
+            sync_cycles: 0,
+            compute_set_cycles: 0,
+            vertex_bytes: 0,
+            vertex_field_bytes: 0,
+            codelet_code_bytes: 0,
+            exchange_code_bytes: 0,
+            hop_latency_ps: 0,
+            ..ok
+        };
+        assert!(IpuSpec::new(free).is_ok());
+        assert_eq!(
+            IpuSpec::new(IpuParams {
+                link_efficiency_percent: 101,
+                ..ok
+            }),
+            Err(SpecError::EfficiencyAbove100(101))
+        );
     }
 
     #[test]
@@ -364,5 +746,40 @@ mod tests {
             ..params
         };
         assert_eq!(IpuSpec::new(params).unwrap().total_memory(), u64::MAX - 1);
+    }
+
+    #[test]
+    fn cost_arithmetic() {
+        let s = IpuSpec::MK2_GC200;
+        let c = KernelCost {
+            call_cycles: 10,
+            vector_width: 4,
+            cycles_per_vector: 3,
+        };
+        assert_eq!(c.thread_cycles(0), 10);
+        assert_eq!(c.thread_cycles(1), 13);
+        assert_eq!(c.thread_cycles(8), 16);
+        assert_eq!(c.thread_cycles(9), 19);
+        // 100 elements = 25 vectors over 6 workers: 5 for the busiest.
+        assert_eq!(c.multi_thread_cycles(100, 6), 10 + 5 * 3);
+        assert_eq!(c.multi_thread_cycles(0, 6), 10);
+        // Exchange: max of sent and received, 4 B per cycle, rounded up.
+        assert_eq!(s.exchange_cycles(10, 3), 3);
+        assert_eq!(s.exchange_cycles(3, 16), 4);
+        assert_eq!(s.local_copy_cycles(17), 3);
+        // One link: 128 Gibit/s x 0.85 = 14.6 GB/s; 1 MiB takes 71.8 us
+        // = 95,502.6 cycles at 1.33 GHz.
+        let one = s.link_cycles(1 << 20, 1);
+        let expect: f64 = (8.0 * 1_048_576.0 * 1.33e9) / (137_438_953_472.0 * 0.85);
+        assert_eq!(one, expect.ceil() as u64);
+        assert_eq!(s.link_cycles(1 << 20, 2), (expect / 2.0).ceil() as u64);
+        assert_eq!(s.link_cycles(0, 2), 0);
+        // Sync: hops = 1 + ipus / 4, 2 x 15 ns per hop.
+        assert_eq!(s.sync_cycles(2), 40);
+        assert_eq!(s.sync_cycles(4), s.cycles_of_ps(2 * 2 * 15_000)); // 80
+        assert_eq!(s.sync_cycles(16), s.cycles_of_ps(2 * 5 * 15_000)); // 200
+        assert_eq!(s.sync_cycles(16), 200);
+        // Host: 16 GB/s; 16 kB take 1 us = 1,330 cycles.
+        assert_eq!(s.host_cycles(16_000), 1330);
     }
 }

@@ -1,0 +1,215 @@
+//! Tensors: element types, ids, slices, and the typed storage of a tile's
+//! piece of a tensor.
+
+use core::fmt;
+use core::ops::Range;
+
+use serde::Serialize;
+use tessera_core::fp::{bf16, f16};
+
+/// The element type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum DType {
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary16.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// 64-bit signed integers (step counters, the limbs of exact sums).
+    I64,
+}
+
+impl DType {
+    /// Bytes per element.
+    #[must_use]
+    pub const fn size(self) -> u64 {
+        match self {
+            Self::F32 => 4,
+            Self::F16 | Self::Bf16 => 2,
+            Self::I64 => 8,
+        }
+    }
+
+    /// `"f32"`, `"f16"`, `"bf16"` or `"i64"`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+            Self::I64 => "i64",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A tensor of a [`Graph`](super::Graph).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct TensorId(pub(crate) u32);
+
+impl TensorId {
+    /// The tensor's index in its graph (in order of creation).
+    #[must_use]
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Elements `range` of a tensor, in row-major order of its shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorSlice {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// The elements.
+    pub range: Range<u64>,
+}
+
+impl TensorSlice {
+    /// Elements `range` of `tensor`.
+    #[must_use]
+    pub const fn new(tensor: TensorId, range: Range<u64>) -> Self {
+        Self { tensor, range }
+    }
+
+    /// Elements in the slice.
+    #[must_use]
+    pub const fn len(&self) -> u64 {
+        self.range.end.saturating_sub(self.range.start)
+    }
+
+    /// Whether the slice is empty.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A Rust type a tensor's elements can be read as.
+pub trait Scalar: Copy + Default + Send + Sync + fmt::Debug + 'static + sealed::Sealed {
+    /// Its [`DType`].
+    const DTYPE: DType;
+    /// The slice of a piece of this type.
+    fn slice(piece: &Piece) -> Option<&[Self]>;
+    /// The mutable slice of a piece of this type.
+    fn slice_mut(piece: &mut Piece) -> Option<&mut [Self]>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for super::f16 {}
+    impl Sealed for super::bf16 {}
+    impl Sealed for i64 {}
+}
+
+macro_rules! scalar {
+    ($t:ty, $variant:ident) => {
+        impl Scalar for $t {
+            const DTYPE: DType = DType::$variant;
+            #[inline]
+            fn slice(piece: &Piece) -> Option<&[Self]> {
+                match piece {
+                    Piece::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            #[inline]
+            fn slice_mut(piece: &mut Piece) -> Option<&mut [Self]> {
+                match piece {
+                    Piece::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+scalar!(f32, F32);
+scalar!(f16, F16);
+scalar!(bf16, Bf16);
+scalar!(i64, I64);
+
+/// The elements of one tensor interval held by one tile.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Piece {
+    /// f32 elements.
+    F32(Vec<f32>),
+    /// f16 elements.
+    F16(Vec<f16>),
+    /// bf16 elements.
+    Bf16(Vec<bf16>),
+    /// i64 elements.
+    I64(Vec<i64>),
+}
+
+impl Piece {
+    /// `len` zero elements of `dtype`.
+    #[must_use]
+    pub fn zeroed(dtype: DType, len: usize) -> Self {
+        match dtype {
+            DType::F32 => Self::F32(vec![0.0; len]),
+            DType::F16 => Self::F16(vec![f16::ZERO; len]),
+            DType::Bf16 => Self::Bf16(vec![bf16::ZERO; len]),
+            DType::I64 => Self::I64(vec![0; len]),
+        }
+    }
+
+    /// The element type.
+    #[must_use]
+    pub const fn dtype(&self) -> DType {
+        match self {
+            Self::F32(_) => DType::F32,
+            Self::F16(_) => DType::F16,
+            Self::Bf16(_) => DType::Bf16,
+            Self::I64(_) => DType::I64,
+        }
+    }
+
+    /// Elements.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        match self {
+            Self::F32(v) => v.len(),
+            Self::F16(v) => v.len(),
+            Self::Bf16(v) => v.len(),
+            Self::I64(v) => v.len(),
+        }
+    }
+
+    /// Whether the piece is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies `src[from]` into `self[to]` (same type and length, checked
+    /// when the graph was built).
+    ///
+    /// # Panics
+    /// If the types or lengths differ.
+    pub fn copy_from(&mut self, to: Range<usize>, src: &Self, from: Range<usize>) {
+        match (self, src) {
+            (Self::F32(d), Self::F32(s)) => d[to].copy_from_slice(&s[from]),
+            (Self::F16(d), Self::F16(s)) => d[to].copy_from_slice(&s[from]),
+            (Self::Bf16(d), Self::Bf16(s)) => d[to].copy_from_slice(&s[from]),
+            (Self::I64(d), Self::I64(s)) => d[to].copy_from_slice(&s[from]),
+            (d, s) => panic!("copy from {} to {}", s.dtype(), d.dtype()),
+        }
+    }
+
+    /// Copies `self[from]` to `self[to]` (within one piece).
+    pub fn copy_within(&mut self, from: Range<usize>, to: usize) {
+        match self {
+            Self::F32(v) => v.copy_within(from, to),
+            Self::F16(v) => v.copy_within(from, to),
+            Self::Bf16(v) => v.copy_within(from, to),
+            Self::I64(v) => v.copy_within(from, to),
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Within-IPU reductions of a distributed tensor, bitwise equal to one
+//! call of the core reduction: each tile reduces its block-aligned runs
+//! (and the halo blocks it owns) to an exact partial, the partials go up
+//! a [`tree`] over the exchange, and the total is left on the
+//! root tile, or broadcast to every tile that holds the tensor (an
+//! all-reduce of the per-tile partials).
+//!
+//! [`Reduction::value`] reads the total as f32: bitwise
+//! [`sum_of_squares`](tessera_core::kernels::sum_of_squares) (or
+//! `dot`, or their `_half` forms for f16/bf16 tensors) of the whole
+//! tensor, for any mapping and tile count.
+
+use core::marker::PhantomData;
+use std::sync::Arc;
+
+use tessera_core::fp::{bf16, f16};
+use tessera_core::kernels::{self, ExactSum};
+
+use super::tree::{self, LIMBS};
+use super::{BlockPlan, distinct};
+use crate::ipu::{
+    Access, AccessError, Codelet, DType, Engine, FieldSpec, Graph, GraphError, IpuSpec, Kernel,
+    Program, Scalar, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
+};
+
+/// What to reduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceKind {
+    /// The sum of squares of the tensor.
+    SumOfSquares,
+    /// The dot product with another tensor of the same type and mapping.
+    Dot(TensorId),
+}
+
+/// The element types the reductions run on.
+trait Reducible: Scalar {
+    fn sum_of_squares(x: &[Self]) -> ExactSum;
+    fn dot(x: &[Self], y: &[Self]) -> ExactSum;
+}
+
+impl Reducible for f32 {
+    fn sum_of_squares(x: &[Self]) -> ExactSum {
+        kernels::sum_of_squares_partial(x)
+    }
+    fn dot(x: &[Self], y: &[Self]) -> ExactSum {
+        kernels::dot_partial(x, y)
+    }
+}
+
+macro_rules! half_reducible {
+    ($t:ty) => {
+        impl Reducible for $t {
+            fn sum_of_squares(x: &[Self]) -> ExactSum {
+                kernels::sum_of_squares_half_partial(x)
+            }
+            fn dot(x: &[Self], y: &[Self]) -> ExactSum {
+                kernels::dot_half_partial(x, y)
+            }
+        }
+    };
+}
+
+half_reducible!(f16);
+half_reducible!(bf16);
+
+/// One run's exact partial.
+#[derive(Debug)]
+struct Partial<T> {
+    dot: bool,
+    fields: Vec<FieldSpec>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Reducible> Codelet for Partial<T> {
+    fn name(&self) -> &str {
+        if self.dot {
+            "reduce.dot"
+        } else {
+            "reduce.sum_of_squares"
+        }
+    }
+
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        let cost = spec.costs().get(Kernel::ReducePartial);
+        VertexCycles::AllWorkers(cost.multi_thread_cycles(lens[0], spec.workers_per_tile()))
+    }
+
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let sum = if self.dot {
+            let sum = T::dot(io.read::<T>(0), io.read::<T>(1));
+            io.write::<i64>(2).copy_from_slice(&sum.limbs());
+            return;
+        } else {
+            T::sum_of_squares(io.read::<T>(0))
+        };
+        io.write::<i64>(1).copy_from_slice(&sum.limbs());
+    }
+}
+
+/// A reduction built by [`reduce`].
+#[derive(Clone, Debug)]
+pub struct Reduction {
+    /// The program.
+    pub program: Program,
+    /// The rows of partials; row 0 (on the root tile) holds the total.
+    pub rows: TensorId,
+    /// The total on every tile that holds the tensor (if broadcast).
+    pub totals: Option<TensorId>,
+    /// The tiles that hold the tensor.
+    pub tiles: Vec<Tile>,
+}
+
+impl Reduction {
+    /// The exact total after a run.
+    ///
+    /// # Errors
+    /// None in practice (the rows are `i64`).
+    pub fn exact(&self, engine: &Engine) -> Result<ExactSum, AccessError> {
+        let rows = engine.read_tensor::<i64>(self.rows)?;
+        Ok(ExactSum::from_limbs(
+            rows[..ExactSum::LIMBS].try_into().expect("limbs"),
+        ))
+    }
+
+    /// The total rounded to f32, as the core kernel returns it.
+    ///
+    /// # Errors
+    /// None in practice.
+    pub fn value(&self, engine: &Engine) -> Result<f32, AccessError> {
+        Ok(self.exact(engine)?.to_f32())
+    }
+}
+
+/// Adds the reduction `kind` of tensor `x` (f32, f16 or bf16): per-tile
+/// exact partials, a tree with fan-in `fan_in` (at least 2), and if
+/// `broadcast`, the total copied to every tile that holds `x`.
+///
+/// # Errors
+/// [`GraphError::FieldType`] for an i64 tensor or a dot with another
+/// type, [`GraphError::MappingMismatch`] for a dot with a tensor mapped
+/// differently, and the graph's errors.
+///
+/// # Panics
+/// If `fan_in < 2`.
+pub fn reduce(
+    graph: &mut Graph,
+    name: &str,
+    x: TensorId,
+    kind: ReduceKind,
+    fan_in: usize,
+    broadcast: bool,
+) -> Result<Reduction, GraphError> {
+    let dtype = graph.dtype(x);
+    let mapping = graph.mapping(x);
+    let mut inputs = vec![x];
+    if let ReduceKind::Dot(y) = kind {
+        if graph.dtype(y) != dtype {
+            return Err(GraphError::FieldType {
+                field: 1,
+                expected: dtype,
+                got: graph.dtype(y),
+            });
+        }
+        if graph.mapping(y) != mapping {
+            return Err(GraphError::MappingMismatch { tensor: y });
+        }
+        inputs.push(y);
+    }
+    let dot = inputs.len() == 2;
+    let codelet: Arc<dyn Codelet> = match dtype {
+        DType::F32 => partial::<f32>(dot),
+        DType::F16 => partial::<f16>(dot),
+        DType::Bf16 => partial::<bf16>(dot),
+        DType::I64 => {
+            return Err(GraphError::FieldType {
+                field: 0,
+                expected: DType::F32,
+                got: DType::I64,
+            });
+        }
+    };
+    let plan = BlockPlan::new(graph.len(x), &mapping);
+    let tiles = distinct(mapping.iter().map(|i| i.tile));
+    let mut programs = Vec::new();
+    let halos = plan.gather_halos(graph, name, &inputs)?;
+    if let Some((_, p)) = &halos {
+        programs.push(p.clone());
+    }
+    let row_tiles: Vec<Tile> = plan.runs().map(|(t, _)| t).collect();
+    if row_tiles.is_empty() {
+        // An empty tensor: one zero row on tile 0.
+        let t = tree::build(graph, name, &[0], 1, fan_in.max(2))?;
+        return Ok(Reduction {
+            program: Program::Sequence(programs),
+            rows: t.rows,
+            totals: None,
+            tiles,
+        });
+    }
+    let tree = tree::build(graph, name, &row_tiles, 1, fan_in)?;
+    let cs = graph.add_compute_set(&format!("{name}.partials"));
+    let mut row = 0u64;
+    let out = |row: u64| TensorSlice::new(tree.rows, row * LIMBS..(row + 1) * LIMBS);
+    for (tile, range) in &plan.aligned {
+        let mut fields: Vec<TensorSlice> = inputs
+            .iter()
+            .map(|&t| TensorSlice::new(t, range.clone()))
+            .collect();
+        fields.push(out(row));
+        graph.add_vertex(cs, *tile, codelet.clone(), &fields)?;
+        row += 1;
+    }
+    if let Some((h, _)) = &halos {
+        let mut at = 0;
+        for (tile, range) in &plan.straddling {
+            let n = range.end - range.start;
+            let mut fields: Vec<TensorSlice> =
+                h.iter().map(|&t| TensorSlice::new(t, at..at + n)).collect();
+            fields.push(out(row));
+            graph.add_vertex(cs, *tile, codelet.clone(), &fields)?;
+            row += 1;
+            at += n;
+        }
+    }
+    programs.push(Program::Execute(cs));
+    programs.push(tree.program.clone());
+    let totals = if broadcast {
+        let (totals, p) = tree::broadcast(graph, name, &tree, 1, &tiles)?;
+        programs.push(p);
+        Some(totals)
+    } else {
+        None
+    };
+    Ok(Reduction {
+        program: Program::Sequence(programs),
+        rows: tree.rows,
+        totals,
+        tiles,
+    })
+}
+
+fn partial<T: Reducible>(dot: bool) -> Arc<dyn Codelet> {
+    let mut fields = vec![FieldSpec::new(T::DTYPE, Access::Read)];
+    if dot {
+        fields.push(FieldSpec::new(T::DTYPE, Access::Read));
+    }
+    fields.push(FieldSpec::new(DType::I64, Access::Write));
+    Arc::new(Partial::<T> {
+        dot,
+        fields,
+        _t: PhantomData,
+    })
+}

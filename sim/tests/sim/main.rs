@@ -1,0 +1,7 @@
+//! tessera-sim's integration tests, one binary (STYLE.md): the engine's
+//! semantics and costs, and the tile-parallel kernels' bitwise equality
+//! with the core kernels.
+
+mod engine;
+mod kernels;
+mod support;
