@@ -245,3 +245,29 @@ fn help_describes_the_commands() {
         );
     }
 }
+
+#[test]
+fn bench_sim_json_reports_the_simulator_against_the_kernel_and_one_ipu() {
+    let out = tessera(&["bench", "sim", "--quick", "--json", "--elements", "65536"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let records: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    // lamb_sim, then a LAMB step and an empty superstep for 1, 2 and 4 IPUs.
+    assert_eq!(records.len(), 1 + 2 * 3, "{}", stdout(&out));
+    assert_eq!(records[0]["kernel"], "lamb_sim");
+    assert_eq!(records[0]["reference"], "lamb_kernel");
+    assert_eq!(records[0]["elements"], 65536);
+    for r in &records {
+        assert_eq!(r["suite"], "sim");
+        for field in ["seconds", "ratio", "reference_seconds"] {
+            let x = r[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{field} in {r}"));
+            assert!(x.is_finite() && x > 0.0, "{field} in {r}");
+        }
+    }
+    assert_eq!(records[5]["kernel"], "lamb_sim_4ipu");
+    assert_eq!(records[5]["elements"], 4 * 1472, "tiles");
+}

@@ -10,6 +10,7 @@
 pub(crate) mod conversions;
 pub(crate) mod optimizers;
 pub(crate) mod report;
+pub(crate) mod sim;
 pub(crate) mod timing;
 
 use std::fmt;
@@ -29,7 +30,7 @@ pub(crate) struct Suite {
 }
 
 /// Every suite the command offers, in the order `--help` lists them.
-pub(crate) const SUITES: &[Suite] = &[conversions::SUITE, optimizers::SUITE];
+pub(crate) const SUITES: &[Suite] = &[conversions::SUITE, optimizers::SUITE, sim::SUITE];
 
 /// Looks a suite up by name.
 pub(crate) fn suite(name: &str) -> Option<&'static Suite> {
@@ -74,7 +75,7 @@ pub(crate) struct Record {
 }
 
 /// Why a suite could not run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum BenchError {
     /// The buffers for `elements` elements (`bytes` in all) could not be
     /// allocated.
@@ -86,6 +87,8 @@ pub(crate) enum BenchError {
     },
     /// Writing a record failed (for example stdout was closed).
     Output(std::io::ErrorKind),
+    /// The simulator could not build the benchmark's program.
+    Simulator(String),
 }
 
 impl fmt::Display for BenchError {
@@ -97,6 +100,7 @@ impl fmt::Display for BenchError {
                  choose a smaller --elements"
             ),
             Self::Output(kind) => write!(f, "cannot write the results: {kind}"),
+            Self::Simulator(ref e) => write!(f, "the simulator benchmark could not run: {e}"),
         }
     }
 }

@@ -64,7 +64,7 @@ impl BenchArgs {
         (suite.run)(&plan, &mut *sink).map_err(|e| match e {
             BenchError::Output(ErrorKind::BrokenPipe) => Failure::Closed,
             BenchError::OutOfMemory { .. } => Failure::Usage(e.to_string()),
-            BenchError::Output(_) => Failure::Job(e.to_string()),
+            BenchError::Output(_) | BenchError::Simulator(_) => Failure::Job(e.to_string()),
         })
     }
 }
