@@ -1,35 +1,114 @@
 //! Communicators and topology-aware collectives for Tessera.
 //!
-//! `tessera-collectives` moves tensors between replicas: reduce-scatter,
-//! all-gather, all-reduce and broadcast, between threads of one process and
-//! over MPI for runs that outgrow one process or one machine. The pure
-//! parts of all-reduce (schedules, fragmenting, reduction kernels) live in
-//! `tessera-core`; this crate adds who talks to whom, and how.
+//! `tessera-collectives` moves tensors between replicas: all-reduce,
+//! reduce-scatter, all-gather, broadcast and reduce on slices of f32, f16
+//! and bf16, between threads of one process and over MPI. The pure parts
+//! (schedules, fragmenting, reduction operations, the deterministic order,
+//! the in-memory executor) live in [`tessera_core::collective`]; this crate
+//! runs those schedules between ranks that only exchange messages.
 //!
 //! # Contents
 //!
-//! Available now:
+//! - [`Communicator`]: rank, size, point-to-point messages with a timeout
+//!   ([`Communicator::exchange`], [`send`](Communicator::send),
+//!   [`recv`](Communicator::recv), typed slices), barrier, abort.
+//! - Transports: [`ThreadWorld`] (threads of one process, shared memory,
+//!   no serialisation) and, with the `mpi` feature, `mpi::MpiCommunicator`
+//!   (Open MPI or any MPI through rsmpi, launched with `mpirun`).
+//! - [`Collectives`]: the collective operations over any communicator, with
+//!   the algorithm ([`Algorithm`]: ring, bidirectional ring, double binary
+//!   tree, recursive halving-doubling) given or chosen by the cost model;
+//!   replica groups ([`Collectives::in_group`], [`GroupComm`]) and the
+//!   two-level [`Collectives::hierarchical_all_reduce`].
 //! - [`group`]: replica groups ([`ReplicaGroup`]: All, Consecutive(k),
-//!   Orthogonal(k), Graphcore's `CommGroup`), so a collective can run inside
-//!   an IPU-Link domain and then across GW-Links.
+//!   Orthogonal(k), Graphcore's `CommGroup`).
+//! - [`cost`]: the alpha-beta-gamma model over a [`Topology`] of link kinds,
+//!   NCCL-style selection per message size, nccl-tests' bus bandwidth; the
+//!   simulator charges communication with the same numbers.
+//! - [`fit`]: time collectives on this machine and fit alpha and beta by
+//!   least squares, with the fit's error.
+//! - [`fault`]: fault injection for tests.
 //!
-//! Planned (see `ARCHITECTURE.md`):
-//! - a `Communicator` trait: rank, size, send/recv with deadlines, abort;
-//! - transports: in-process threads (shared memory), and MPI behind the
-//!   `mpi` feature;
-//! - algorithm choice (ring, bidirectional ring, double binary tree,
-//!   recursive halving-doubling) from an alpha-beta-gamma cost model over a
-//!   topology description, the same model that gives the simulator its
-//!   communication time.
+//! ```
+//! use tessera_collectives::{Collectives, Options, ThreadWorld};
+//! use tessera_core::collective::{Algorithm, ReduceOp, Reduction};
+//! use tessera_core::fp::bf16;
+//!
+//! let results = ThreadWorld::run(3, |comm| {
+//!     let opts = Options::new().with_algorithm(Algorithm::BidirectionalRing);
+//!     let mut c = Collectives::new(comm).with_options(opts);
+//!     let mut x = vec![bf16::from_f32(c.rank() as f32); 7];
+//!     let report = c.all_reduce(&mut x, Reduction::new(ReduceOp::Max)).unwrap();
+//!     assert_eq!(report.algorithm, Algorithm::BidirectionalRing);
+//!     x
+//! })
+//! .unwrap();
+//! for x in results {
+//!     assert_eq!(x.unwrap(), vec![bf16::from_f32(2.0); 7]);
+//! }
+//! ```
+//!
+//! # Cargo features
+//!
+//! - `mpi` (off by default): the MPI transport, through the `mpi` crate
+//!   (rsmpi, without its libffi-based user operations). Building it needs
+//!   an MPI library and libclang (Debian: `libopenmpi-dev openmpi-bin
+//!   libclang-dev`); its test binary `tests/mpi.rs` runs itself under
+//!   `mpirun -n 4`.
 //!
 //! # Determinism
 //!
-//! Group membership is a pure function of (rank, replica count, group);
-//! every rank computes the same groups without communicating.
+//! Every rank's result is bitwise the core executor's
+//! ([`tessera_core::collective::execute`]) for the same schedule, so it is
+//! bitwise the same on every rank and on every run. With
+//! [`Order::Deterministic`] ([`Options::deterministic`]) Sum and Mean are,
+//! moreover, the same for every algorithm and every number of ranks
+//! holding the same contributions. Nothing depends on message arrival order: received
+//! messages are combined in the order the schedule lists them. Group
+//! membership is a pure function of (rank, replica count, group).
+//!
+//! # Numerics
+//!
+//! As [`tessera_core::collective`]: reductions in f32, 16-bit results
+//! rounded once with the [`Reduction`]'s rounding at the element's
+//! position, partial sums of 16-bit values sent in f32, copies bit-exact,
+//! NaN canonical. Messages carry values in this
+//! machine's byte order: every rank of a world must share it.
+//!
+//! # Failures
+//!
+//! Every operation has a timeout ([`Options::timeout`], default
+//! [`DEFAULT_TIMEOUT`]). A rank that aborts, panics, drops its communicator
+//! while awaited, sends a mismatched message or does not answer in time
+//! aborts the world: every rank's pending and later operations return an
+//! error naming it ([`CommError::PeerFailed`]), promptly, not at their own
+//! deadlines. See [`Communicator`] and the transports for details.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod collectives;
+pub mod comm;
+pub mod cost;
+pub mod error;
+pub mod fault;
+pub mod fit;
 pub mod group;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+mod run;
+pub mod subgroup;
+mod sum_tree;
+pub mod thread;
 
+pub use collectives::{
+    AlgorithmChoice, Collectives, DEFAULT_TIMEOUT, HierarchicalReport, Options, OrderChoice,
+    Report, fragment,
+};
+pub use comm::{Communicator, Incoming, MAX_USER_TAG, Outgoing, Tag};
+pub use cost::{CostModel, Link, Ports, Topology};
+pub use error::{Cause, CommError, ConfigError, Failure, Mismatch};
 pub use group::{GroupError, Members, ReplicaGroup};
+pub use subgroup::GroupComm;
+pub use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reduction};
+pub use thread::{AbortHandle, ThreadCommunicator, ThreadWorld};

@@ -1,0 +1,633 @@
+//! [`Collectives`]: all-reduce, reduce-scatter, all-gather, broadcast and
+//! reduce over a [`Communicator`], with the algorithm chosen explicitly or
+//! by the cost model.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reduction, Schedule};
+use tessera_core::fp::{Element, Rounding};
+
+use crate::comm::Communicator;
+use crate::cost::CostModel;
+use crate::error::CommError;
+use crate::group::ReplicaGroup;
+use crate::run::{self, Scratch, own_failure};
+use crate::subgroup::GroupComm;
+
+/// The timeout of a collective unless [`Options::timeout`] says otherwise:
+/// one minute. (NCCL leaves timeouts to the application; PyTorch's
+/// watchdog waits 10 minutes, Gloo 30 seconds.) Tests use much shorter
+/// ones.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Which algorithm a collective uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AlgorithmChoice {
+    /// The cheapest by the [`CostModel`] for the message size, the number of
+    /// ranks and the link between them (NCCL's rule); with
+    /// [`Order::Deterministic`] asked for a Sum or Mean over more than two
+    /// ranks, [`Algorithm::HalvingDoubling`], whose own order is the
+    /// deterministic one (the others would send more bytes). The
+    /// [`Report`] says which was used.
+    #[default]
+    Auto,
+    /// This algorithm.
+    Use(Algorithm),
+}
+
+/// In which order Sum and Mean add the ranks' contributions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OrderChoice {
+    /// The algorithm's [default](Algorithm::default_order): deterministic
+    /// for halving-doubling, where it costs nothing; the schedule's own for
+    /// the others.
+    #[default]
+    AlgorithmDefault,
+    /// This order for every algorithm. [`Order::Deterministic`] gives
+    /// bitwise the same result for every algorithm and every number of
+    /// ranks holding the same contributions (see
+    /// [`tessera_core::collective`]).
+    Use(Order),
+}
+
+/// How collectives run. All ranks must use the same options (a rank that
+/// does not is found at its first message: [`CommError::CallMismatch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Options {
+    /// The algorithm.
+    pub algorithm: AlgorithmChoice,
+    /// The summation order.
+    pub order: OrderChoice,
+    /// How long one collective may take, from its start on this rank to its
+    /// end; past it the rank fails with [`CommError::Timeout`] and aborts
+    /// the world.
+    pub timeout: Duration,
+}
+
+impl Options {
+    /// Cost-model choice, the algorithm's order, [`DEFAULT_TIMEOUT`].
+    #[must_use]
+    pub const fn new() -> Self {
+        Self {
+            algorithm: AlgorithmChoice::Auto,
+            order: OrderChoice::AlgorithmDefault,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The same with `algorithm`.
+    #[must_use]
+    pub const fn with_algorithm(self, algorithm: Algorithm) -> Self {
+        Self {
+            algorithm: AlgorithmChoice::Use(algorithm),
+            ..self
+        }
+    }
+
+    /// The same with `order` for every algorithm.
+    #[must_use]
+    pub const fn with_order(self, order: Order) -> Self {
+        Self {
+            order: OrderChoice::Use(order),
+            ..self
+        }
+    }
+
+    /// The same with [`Order::Deterministic`].
+    #[must_use]
+    pub const fn deterministic(self) -> Self {
+        self.with_order(Order::Deterministic)
+    }
+
+    /// The same with `timeout`.
+    #[must_use]
+    pub const fn with_timeout(self, timeout: Duration) -> Self {
+        Self { timeout, ..self }
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a collective did on this rank.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Report {
+    /// The algorithm used.
+    pub algorithm: Algorithm,
+    /// The summation order used.
+    pub order: Order,
+    /// The schedule's steps.
+    pub steps: usize,
+    /// Messages this rank sent.
+    pub messages: usize,
+    /// Bytes this rank sent (headers included).
+    pub bytes: usize,
+    /// Wall time on this rank.
+    pub elapsed: Duration,
+    /// The cost model's closed-form time for this algorithm, in seconds.
+    pub predicted: f64,
+}
+
+/// The three phases of [`Collectives::hierarchical_all_reduce`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HierarchicalReport {
+    /// Reduce-scatter inside the rank's `Consecutive(k)` group.
+    pub reduce_scatter: Report,
+    /// All-reduce of the rank's fragment across its `Orthogonal` group.
+    pub all_reduce: Report,
+    /// All-gather inside the `Consecutive(k)` group.
+    pub all_gather: Report,
+}
+
+/// Collective operations over a communicator.
+///
+/// Every rank makes the same calls in the same order, with buffers of the
+/// same length and element type (a rank that does not gets
+/// [`CommError::CallMismatch`] and the others [`CommError::PeerFailed`]).
+/// Buffers are used in place; [`Collectives::all_reduce_into`] is the
+/// out-of-place form.
+///
+/// Any error aborts the communicator, argument errors included (another
+/// rank may have valid arguments and would otherwise wait for its
+/// deadline); every later call fails.
+///
+/// ```
+/// use tessera_collectives::{Collectives, ThreadWorld};
+/// use tessera_core::collective::{ReduceOp, Reduction};
+///
+/// let out = ThreadWorld::run(4, |comm| {
+///     let mut c = Collectives::new(comm);
+///     let mut x = vec![c.rank() as f32 + 1.0; 10];
+///     c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+///     x
+/// })
+/// .unwrap();
+/// for x in out {
+///     assert_eq!(x.unwrap(), vec![10.0; 10]);
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Collectives<C> {
+    comm: C,
+    options: Options,
+    model: CostModel,
+    seq: u32,
+    /// Call numbers of the replica groups' views, by context.
+    group_seq: HashMap<u16, u32>,
+    scratch: Scratch,
+}
+
+impl<C: Communicator> Collectives<C> {
+    /// Collectives over `comm` with default [`Options`] and the default
+    /// [`CostModel`].
+    #[must_use]
+    pub fn new(comm: C) -> Self {
+        Self {
+            comm,
+            options: Options::new(),
+            model: CostModel::default(),
+            seq: 0,
+            group_seq: HashMap::new(),
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// The same with `options`.
+    #[must_use]
+    pub fn with_options(mut self, options: Options) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The same with the cost model `model`.
+    #[must_use]
+    pub fn with_model(mut self, model: CostModel) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// The options.
+    #[must_use]
+    pub const fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Replaces the options for later calls.
+    pub const fn set_options(&mut self, options: Options) {
+        self.options = options;
+    }
+
+    /// The cost model.
+    #[must_use]
+    pub const fn model(&self) -> &CostModel {
+        &self.model
+    }
+
+    /// The communicator.
+    #[must_use]
+    pub const fn comm(&self) -> &C {
+        &self.comm
+    }
+
+    /// The communicator, given back.
+    #[must_use]
+    pub fn into_inner(self) -> C {
+        self.comm
+    }
+
+    /// This rank.
+    #[must_use]
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    /// The number of ranks.
+    #[must_use]
+    pub fn size(&self) -> usize {
+        self.comm.size()
+    }
+
+    /// The positions of a buffer of `len` elements that this rank holds
+    /// after [`reduce_scatter`](Self::reduce_scatter) and contributes to
+    /// [`all_gather`](Self::all_gather): fragment `rank` of `ceil(len / p)`
+    /// elements (shorter or empty at the end).
+    #[must_use]
+    pub fn fragment(&self, len: usize) -> Range<usize> {
+        fragment(len, self.size(), self.rank())
+    }
+
+    /// The schedule a call of `collective` on `len` elements of `T` with
+    /// `op` would run: the algorithm chosen and the order.
+    ///
+    /// # Errors
+    /// [`CommError::Schedule`] for a root out of range or an overflowing
+    /// length.
+    pub fn schedule<T: Element>(
+        &self,
+        collective: Collective,
+        len: usize,
+        op: ReduceOp,
+    ) -> Result<(Schedule, f64), CommError> {
+        choose::<T, _>(&self.comm, &self.options, &self.model, collective, len, op)
+    }
+
+    /// Runs `collective` on `buf` in place (see [`Collective`] for what
+    /// each leaves where). `reduction` is ignored by the copy-only
+    /// collectives.
+    ///
+    /// # Errors
+    /// [`CommError`]; the communicator is then aborted.
+    pub fn run<T: Element>(
+        &mut self,
+        collective: Collective,
+        buf: &mut [T],
+        reduction: Reduction,
+    ) -> Result<Report, CommError> {
+        exec(
+            &self.comm,
+            &mut self.seq,
+            &self.options,
+            &self.model,
+            &mut self.scratch,
+            collective,
+            buf,
+            &reduction,
+        )
+    }
+
+    /// Every rank ends with the reduction of all ranks' `buf`, bitwise the
+    /// same on every rank.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub fn all_reduce<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        reduction: Reduction,
+    ) -> Result<Report, CommError> {
+        self.run(Collective::AllReduce, buf, reduction)
+    }
+
+    /// [`all_reduce`](Self::all_reduce) out of place: `output` ends with
+    /// the reduction of every rank's `input`.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    ///
+    /// # Panics
+    /// If `input` and `output` differ in length.
+    pub fn all_reduce_into<T: Element>(
+        &mut self,
+        input: &[T],
+        output: &mut [T],
+        reduction: Reduction,
+    ) -> Result<Report, CommError> {
+        output.copy_from_slice(input);
+        self.all_reduce(output, reduction)
+    }
+
+    /// Rank `r` ends with the reduction of [fragment](Self::fragment) `r`
+    /// of every rank's `buf`, in that fragment's place; the rest of `buf`
+    /// is unspecified afterwards.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub fn reduce_scatter<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        reduction: Reduction,
+    ) -> Result<Report, CommError> {
+        self.run(Collective::ReduceScatter, buf, reduction)
+    }
+
+    /// Every rank contributes its [fragment](Self::fragment) of `buf` and
+    /// ends with all of them, bits unchanged.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub fn all_gather<T: Element>(&mut self, buf: &mut [T]) -> Result<Report, CommError> {
+        self.run(Collective::AllGather, buf, Reduction::new(ReduceOp::Sum))
+    }
+
+    /// `root`'s `buf` is copied to every rank, bits unchanged.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub fn broadcast<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        root: usize,
+    ) -> Result<Report, CommError> {
+        self.run(
+            Collective::Broadcast { root },
+            buf,
+            Reduction::new(ReduceOp::Sum),
+        )
+    }
+
+    /// `root` ends with the reduction of every rank's `buf`; the other
+    /// ranks' buffers are unspecified afterwards.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub fn reduce<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        reduction: Reduction,
+        root: usize,
+    ) -> Result<Report, CommError> {
+        self.run(Collective::Reduce { root }, buf, reduction)
+    }
+
+    /// Returns once every rank has called it.
+    ///
+    /// # Errors
+    /// As [`Communicator::barrier`].
+    pub fn barrier(&self) -> Result<(), CommError> {
+        self.comm.barrier(self.options.timeout)
+    }
+
+    /// Collectives among the members of this rank's `group`, with these
+    /// options and this cost model (the cost model picks the link the
+    /// members are joined by). Its calls are numbered from 0 on every rank.
+    ///
+    /// # Errors
+    /// [`CommError::Group`] if `group` does not fit the communicator.
+    pub fn in_group(&self, group: ReplicaGroup) -> Result<Collectives<GroupComm<&C>>, CommError> {
+        let view = GroupComm::new(&self.comm, group)?;
+        Ok(Collectives::new(view)
+            .with_options(self.options)
+            .with_model(self.model))
+    }
+
+    /// All-reduce in two levels (Graphcore's and NCCL's hierarchical
+    /// all-reduce): reduce-scatter inside each group of `k` consecutive
+    /// ranks (an IPU-Link domain), all-reduce of each rank's fragment
+    /// across the groups (`Orthogonal(p / k)`: the GW-Links), all-gather
+    /// inside each group. Each phase's algorithm is chosen as for any
+    /// collective, on the link its members are joined by.
+    ///
+    /// Numerics: Mean sums in both phases and divides by `p` once; f16 and
+    /// bf16 Sum and Mean are reduced in f32 (the reduce-scatter sends f32:
+    /// twice the bytes of its first messages) and rounded once, element
+    /// `i` at position `i`, so there is no double rounding. In
+    /// [`Order::Deterministic`] with `k` a power of two the result is
+    /// bitwise the flat all-reduce's in that order (each group's sum is a
+    /// complete subtree of the summation tree); otherwise it is
+    /// deterministic for a given `k` but may differ from the flat order.
+    ///
+    /// # Errors
+    /// [`CommError::Group`] ([`GroupError::Indivisible`](crate::GroupError::Indivisible) or
+    /// [`GroupError::ZeroGroupSize`](crate::GroupError::ZeroGroupSize)) if `k` does not divide the number of
+    /// ranks, or as [`run`](Self::run); the communicator is then aborted.
+    pub fn hierarchical_all_reduce<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        reduction: Reduction,
+        k: usize,
+    ) -> Result<HierarchicalReport, CommError> {
+        let result = self.hierarchical_inner(buf, reduction, k);
+        if let Err(e) = &result
+            && e.failure(self.comm.world_rank(self.comm.rank())).is_none()
+        {
+            self.comm.fail(own_failure(&self.comm));
+        }
+        result
+    }
+
+    fn hierarchical_inner<T: Element>(
+        &mut self,
+        buf: &mut [T],
+        reduction: Reduction,
+        k: usize,
+    ) -> Result<HierarchicalReport, CommError> {
+        // Arguments first: a call that is wrong on every rank then gets the
+        // same error on every rank, not the first rank's abort.
+        let p = self.comm.size();
+        let groups = ReplicaGroup::Consecutive(k).groups(p)?;
+        self.comm.check()?;
+        let inner = GroupComm::new(&self.comm, ReplicaGroup::Consecutive(k))?;
+        let outer = GroupComm::new(&self.comm, ReplicaGroup::Orthogonal(groups))?;
+        let frag = fragment(buf.len(), k, inner.rank());
+        let op = reduction.op;
+        let sum_op = if op == ReduceOp::Mean {
+            ReduceOp::Sum
+        } else {
+            op
+        };
+        let phase = Reduction::new(sum_op);
+        let (options, model) = (self.options, self.model);
+        let seq_of = |ctx: u16| self.group_seq.get(&ctx).copied().unwrap_or(0);
+        let (mut inner_seq, mut outer_seq) = (seq_of(inner.context()), seq_of(outer.context()));
+        let scratch = &mut self.scratch;
+        let wide = size_of::<T>() != size_of::<f32>();
+        let (reduce_scatter, all_reduce) = if wide && op.depends_on_order() {
+            let mut work: Vec<f32> = buf.iter().map(|x| x.load()).collect();
+            let rs = exec(
+                &inner,
+                &mut inner_seq,
+                &options,
+                &model,
+                scratch,
+                Collective::ReduceScatter,
+                &mut work,
+                &phase,
+            )?;
+            let ar = exec(
+                &outer,
+                &mut outer_seq,
+                &options,
+                &model,
+                scratch,
+                Collective::AllReduce,
+                &mut work[frag.clone()],
+                &phase,
+            )?;
+            for i in frag {
+                buf[i] = T::store(op.finish(work[i], p), reduction.rounding, i);
+            }
+            (rs, ar)
+        } else {
+            let rs = exec(
+                &inner,
+                &mut inner_seq,
+                &options,
+                &model,
+                scratch,
+                Collective::ReduceScatter,
+                buf,
+                &phase,
+            )?;
+            let ar = exec(
+                &outer,
+                &mut outer_seq,
+                &options,
+                &model,
+                scratch,
+                Collective::AllReduce,
+                &mut buf[frag.clone()],
+                &phase,
+            )?;
+            if op == ReduceOp::Mean {
+                // f32: one division by p, as the flat Mean.
+                for i in frag {
+                    buf[i] = T::store(op.finish(buf[i].load(), p), Rounding::Nearest, i);
+                }
+            }
+            (rs, ar)
+        };
+        let all_gather = exec(
+            &inner,
+            &mut inner_seq,
+            &options,
+            &model,
+            scratch,
+            Collective::AllGather,
+            buf,
+            &phase,
+        )?;
+        self.group_seq.insert(inner.context(), inner_seq);
+        self.group_seq.insert(outer.context(), outer_seq);
+        Ok(HierarchicalReport {
+            reduce_scatter,
+            all_reduce,
+            all_gather,
+        })
+    }
+}
+
+/// Fragment `r` of a buffer of `len` elements over `p` ranks:
+/// `r f .. min((r + 1) f, len)` with `f = ceil(len / p)`.
+#[must_use]
+pub fn fragment(len: usize, p: usize, r: usize) -> Range<usize> {
+    let f = len.div_ceil(p.max(1));
+    (r * f).min(len)..((r + 1) * f).min(len)
+}
+
+/// The schedule for a call, and the model's prediction.
+fn choose<T: Element, D: Communicator + ?Sized>(
+    comm: &D,
+    options: &Options,
+    model: &CostModel,
+    collective: Collective,
+    len: usize,
+    op: ReduceOp,
+) -> Result<(Schedule, f64), CommError> {
+    let p = comm.size();
+    let link = *model
+        .topology()
+        .link_for((0..p).map(|r| comm.world_rank(r)));
+    let deterministic = options.order == OrderChoice::Use(Order::Deterministic);
+    let estimate = match options.algorithm {
+        AlgorithmChoice::Use(a) => model.estimate(a, collective, p, len, size_of::<T>(), &link)?,
+        AlgorithmChoice::Auto => {
+            let only_hd = [Algorithm::HalvingDoubling];
+            let candidates: &[Algorithm] =
+                if deterministic && collective.reduces() && op.depends_on_order() && p > 2 {
+                    &only_hd
+                } else {
+                    &Algorithm::ALL
+                };
+            model.select(collective, p, len, size_of::<T>(), &link, candidates)?
+        }
+    };
+    let mut s = Schedule::new(estimate.algorithm, collective, p, len)?;
+    if let OrderChoice::Use(order) = options.order {
+        s = s.with_order(order);
+    }
+    Ok((s, estimate.seconds))
+}
+
+/// One collective on `comm`, numbered `*seq`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn exec<T: Element, D: Communicator + ?Sized>(
+    comm: &D,
+    seq: &mut u32,
+    options: &Options,
+    model: &CostModel,
+    scratch: &mut Scratch,
+    collective: Collective,
+    buf: &mut [T],
+    reduction: &Reduction,
+) -> Result<Report, CommError> {
+    let start = Instant::now();
+    let n = *seq;
+    *seq = seq.wrapping_add(1);
+    let result = (|| -> Result<Report, CommError> {
+        // Arguments first (see `hierarchical_inner`).
+        let (s, predicted) =
+            choose::<T, D>(comm, options, model, collective, buf.len(), reduction.op)?;
+        comm.check()?;
+        let traffic = run::run(
+            comm,
+            &s,
+            reduction,
+            buf,
+            n,
+            start + options.timeout,
+            scratch,
+        )?;
+        Ok(Report {
+            algorithm: s.algorithm(),
+            order: s.order(),
+            steps: s.steps(),
+            messages: traffic.messages,
+            bytes: traffic.bytes,
+            elapsed: start.elapsed(),
+            predicted,
+        })
+    })();
+    if let Err(e) = &result
+        && e.failure(comm.world_rank(comm.rank())).is_none()
+    {
+        // An argument error found before anything was sent: abort anyway,
+        // so ranks called correctly do not wait for their deadlines.
+        comm.fail(own_failure(comm));
+    }
+    result
+}

@@ -1,0 +1,391 @@
+//! The [`Communicator`] trait: ranks, point-to-point messages with
+//! deadlines, barrier, abort.
+
+use std::time::Duration;
+
+use crate::error::{Cause, CommError, Failure};
+
+/// A message tag. Messages from one rank to another with the same tag
+/// arrive in the order they were sent; tags keep independent streams
+/// apart.
+///
+/// Tags up to [`MAX_USER_TAG`] are the caller's; the ones above are the
+/// collectives' and the barrier's.
+pub type Tag = u32;
+
+/// The largest tag for point-to-point messages of the caller's own.
+pub const MAX_USER_TAG: Tag = (1 << 22) - 1;
+
+/// The first tag the crate keeps for itself: collectives and barriers use
+/// `RESERVED + 2 * context + {0, 1}`, `context < 4096`, so every tag is
+/// below `2^23` (which Open MPI's `MPI_TAG_UB` allows with every
+/// transport layer).
+const RESERVED: Tag = MAX_USER_TAG + 1;
+
+/// The tag of the collectives run in `context`.
+pub(crate) const fn collective_tag(context: u16) -> Tag {
+    RESERVED + 2 * (context as Tag % 4096)
+}
+
+/// The tag of the barriers run in `context`.
+pub(crate) const fn barrier_tag(context: u16) -> Tag {
+    collective_tag(context) + 1
+}
+
+/// A message to send: `header` then `body`, delivered as one message (the
+/// receiver sees their concatenation). Two parts let a sender put a small
+/// header before a large body that stays where it is, with no copy.
+#[derive(Clone, Copy, Debug)]
+pub struct Outgoing<'a> {
+    /// The receiver.
+    pub to: usize,
+    /// The tag.
+    pub tag: Tag,
+    /// The first bytes (may be empty).
+    pub header: &'a [u8],
+    /// The rest.
+    pub body: &'a [u8],
+}
+
+impl<'a> Outgoing<'a> {
+    /// A message of `data` alone.
+    #[must_use]
+    pub const fn new(to: usize, tag: Tag, data: &'a [u8]) -> Self {
+        Self {
+            to,
+            tag,
+            header: &[],
+            body: data,
+        }
+    }
+
+    /// The message's length in bytes.
+    #[must_use]
+    pub const fn len(&self) -> usize {
+        self.header.len() + self.body.len()
+    }
+
+    /// Whether the message has no bytes.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A message to receive: the next one from `from` with `tag`.
+/// [`Communicator::exchange`] puts it in `message` (replacing what was
+/// there; the old vector's capacity may be reused by the transport, and
+/// `message`'s capacity is reused when it is large enough).
+#[derive(Clone, Debug, Default)]
+pub struct Incoming {
+    /// The sender.
+    pub from: usize,
+    /// The tag.
+    pub tag: Tag,
+    /// The message, once received.
+    pub message: Vec<u8>,
+}
+
+impl Incoming {
+    /// The next message from `from` with `tag`, with an empty buffer.
+    #[must_use]
+    pub const fn new(from: usize, tag: Tag) -> Self {
+        Self {
+            from,
+            tag,
+            message: Vec::new(),
+        }
+    }
+}
+
+/// One rank's end of a group of `size` ranks that exchange messages.
+///
+/// A communicator is used by one thread at a time (it need not be `Sync`);
+/// [`AbortHandle`](crate::AbortHandle)s abort one from anywhere.
+///
+/// # Deadlines and failures
+///
+/// Every operation takes a timeout. An operation that cannot complete
+/// because a peer failed, or that waits longer than its timeout, returns
+/// an error and *aborts the world*: every operation pending on any rank
+/// returns [`CommError::PeerFailed`] naming the failed rank (or the rank
+/// that did not answer), promptly and not at its own deadline, and every
+/// later operation fails the same way. This is NCCL's rule (after an
+/// asynchronous error every rank must abort) with Gloo's per-operation
+/// timeout.
+///
+/// # Implementing
+///
+/// A transport implements [`rank`](Self::rank), [`size`](Self::size),
+/// [`exchange`](Self::exchange), [`fail`](Self::fail) and
+/// [`failure`](Self::failure); the point-to-point helpers, the barrier and
+/// [`abort`](Self::abort) are built on them.
+pub trait Communicator {
+    /// This rank, in `0..size`.
+    fn rank(&self) -> usize;
+
+    /// The number of ranks.
+    fn size(&self) -> usize;
+
+    /// Sends every message of `sends` and receives one message into every
+    /// element of `recvs`, concurrently, within `timeout`: so a step in
+    /// which every rank sends to one neighbour and receives from the other
+    /// cannot deadlock. Receives with the same sender and tag are filled in
+    /// the order messages were sent.
+    ///
+    /// # Errors
+    /// [`CommError::RankOutOfRange`] for a peer `>= size` (found before
+    /// anything is sent, no abort); [`CommError::TooLarge`];
+    /// [`CommError::Timeout`] if a receive or send did not complete in
+    /// time; [`CommError::PeerFailed`] or [`CommError::Aborted`] if the
+    /// world was aborted before or during the call.
+    fn exchange(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+    ) -> Result<(), CommError>;
+
+    /// Records `failure` and aborts the world: every pending and later
+    /// operation on every rank fails, naming `failure.rank`. The first
+    /// failure recorded wins; later ones are ignored.
+    fn fail(&self, failure: Failure);
+
+    /// The failure that aborted the world, if this rank knows of one.
+    fn failure(&self) -> Option<Failure>;
+
+    /// The rank of the underlying world that `rank` of this communicator is
+    /// (itself, except in a replica group's view).
+    fn world_rank(&self, rank: usize) -> usize {
+        rank
+    }
+
+    /// A number that tells the collectives of different replica-group views
+    /// apart on the wire (0 for a whole communicator).
+    fn context(&self) -> u16 {
+        0
+    }
+
+    /// Aborts the world on this rank's behalf ([`Cause::Aborted`]): this
+    /// rank's operations then fail with [`CommError::Aborted`], every other
+    /// rank's with [`CommError::PeerFailed`] naming it.
+    fn abort(&self) {
+        self.fail(Failure {
+            rank: self.world_rank(self.rank()),
+            cause: Cause::Aborted,
+        });
+    }
+
+    /// `Ok` unless the world is aborted; then the error an operation
+    /// would return.
+    ///
+    /// # Errors
+    /// [`CommError::Aborted`] if this rank aborted it,
+    /// [`CommError::PeerFailed`] otherwise.
+    fn check(&self) -> Result<(), CommError> {
+        match self.failure() {
+            None => Ok(()),
+            Some(f) => Err(failure_error(self.world_rank(self.rank()), f)),
+        }
+    }
+
+    /// Sends `data` to `to` with `tag`. It returns once the message is on
+    /// its way: at once on the thread transport (messages are buffered),
+    /// possibly when the receiver has started to receive it over MPI (large
+    /// messages); use [`exchange`](Self::exchange) to send and receive at
+    /// once.
+    ///
+    /// # Errors
+    /// As [`exchange`](Self::exchange).
+    fn send(&self, to: usize, tag: Tag, data: &[u8], timeout: Duration) -> Result<(), CommError> {
+        self.exchange(&[Outgoing::new(to, tag, data)], &mut [], timeout)
+    }
+
+    /// Receives the next message from `from` with `tag`, which must have
+    /// exactly `buf.len()` bytes, into `buf`.
+    ///
+    /// # Errors
+    /// As [`exchange`](Self::exchange), and [`CommError::LengthMismatch`]
+    /// (which aborts the world) for a message of another length.
+    fn recv(
+        &self,
+        from: usize,
+        tag: Tag,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<(), CommError> {
+        let message = self.recv_vec(from, tag, timeout)?;
+        if message.len() != buf.len() {
+            let e = CommError::LengthMismatch {
+                rank: self.world_rank(self.rank()),
+                peer: self.world_rank(from),
+                expected: buf.len(),
+                found: message.len(),
+            };
+            self.fail(e.failure(self.world_rank(self.rank())).expect("aborts"));
+            return Err(e);
+        }
+        buf.copy_from_slice(&message);
+        Ok(())
+    }
+
+    /// Receives the next message from `from` with `tag`, whatever its
+    /// length.
+    ///
+    /// # Errors
+    /// As [`exchange`](Self::exchange).
+    fn recv_vec(&self, from: usize, tag: Tag, timeout: Duration) -> Result<Vec<u8>, CommError> {
+        let mut recv = [Incoming::new(from, tag)];
+        self.exchange(&[], &mut recv, timeout)?;
+        let [Incoming { message, .. }] = recv;
+        Ok(message)
+    }
+
+    /// Sends a slice of plain values (as bytes, in this machine's byte
+    /// order).
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    fn send_slice<T: bytemuck::NoUninit>(
+        &self,
+        to: usize,
+        tag: Tag,
+        data: &[T],
+        timeout: Duration,
+    ) -> Result<(), CommError>
+    where
+        Self: Sized,
+    {
+        self.send(to, tag, bytemuck::cast_slice(data), timeout)
+    }
+
+    /// Receives a slice of plain values sent by
+    /// [`send_slice`](Self::send_slice); the message must fill `buf`
+    /// exactly.
+    ///
+    /// # Errors
+    /// As [`recv`](Self::recv).
+    fn recv_slice<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
+        &self,
+        from: usize,
+        tag: Tag,
+        buf: &mut [T],
+        timeout: Duration,
+    ) -> Result<(), CommError>
+    where
+        Self: Sized,
+    {
+        let message = self.recv_vec(from, tag, timeout)?;
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        if message.len() != bytes.len() {
+            let e = CommError::LengthMismatch {
+                rank: self.world_rank(self.rank()),
+                peer: self.world_rank(from),
+                expected: bytes.len(),
+                found: message.len(),
+            };
+            self.fail(e.failure(self.world_rank(self.rank())).expect("aborts"));
+            return Err(e);
+        }
+        bytes.copy_from_slice(&message);
+        Ok(())
+    }
+
+    /// Returns once every rank has called `barrier` (a dissemination
+    /// barrier: `ceil(lg p)` rounds of empty messages).
+    ///
+    /// # Errors
+    /// As [`exchange`](Self::exchange).
+    fn barrier(&self, timeout: Duration) -> Result<(), CommError> {
+        let (p, r) = (self.size(), self.rank());
+        let tag = barrier_tag(self.context());
+        let deadline = std::time::Instant::now() + timeout;
+        let mut distance = 1;
+        let mut recv = [Incoming::new(0, tag)];
+        while distance < p {
+            recv[0].from = (r + p - distance) % p;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            self.exchange(
+                &[Outgoing::new((r + distance) % p, tag, &[])],
+                &mut recv,
+                left,
+            )?;
+            distance *= 2;
+        }
+        self.check()
+    }
+}
+
+/// The error an operation returns on `rank` (a world rank) once the world
+/// has failed with `f`: [`CommError::Aborted`] if `rank` aborted it itself,
+/// else [`CommError::PeerFailed`] naming the failed rank (which is `rank`
+/// itself when another rank declared it unresponsive, or when it found its
+/// own call mismatched).
+pub(crate) fn failure_error(rank: usize, f: Failure) -> CommError {
+    if f.rank == rank && f.cause == Cause::Aborted {
+        CommError::Aborted { rank }
+    } else {
+        CommError::PeerFailed {
+            rank: f.rank,
+            cause: f.cause,
+        }
+    }
+}
+
+impl<C: Communicator + ?Sized> Communicator for &C {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+    fn size(&self) -> usize {
+        (**self).size()
+    }
+    fn exchange(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+    ) -> Result<(), CommError> {
+        (**self).exchange(sends, recvs, timeout)
+    }
+    fn fail(&self, failure: Failure) {
+        (**self).fail(failure);
+    }
+    fn failure(&self) -> Option<Failure> {
+        (**self).failure()
+    }
+    fn world_rank(&self, rank: usize) -> usize {
+        (**self).world_rank(rank)
+    }
+    fn context(&self) -> u16 {
+        (**self).context()
+    }
+}
+
+impl<C: Communicator + ?Sized> Communicator for Box<C> {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+    fn size(&self) -> usize {
+        (**self).size()
+    }
+    fn exchange(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+    ) -> Result<(), CommError> {
+        (**self).exchange(sends, recvs, timeout)
+    }
+    fn fail(&self, failure: Failure) {
+        (**self).fail(failure);
+    }
+    fn failure(&self) -> Option<Failure> {
+        (**self).failure()
+    }
+    fn world_rank(&self, rank: usize) -> usize {
+        (**self).world_rank(rank)
+    }
+    fn context(&self) -> u16 {
+        (**self).context()
+    }
+}

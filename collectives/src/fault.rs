@@ -1,0 +1,131 @@
+//! Fault injection: a communicator that fails on purpose at a chosen
+//! exchange, to test that the others fail cleanly instead of waiting.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tessera_collectives::fault::{Fault, Faulty};
+//! use tessera_collectives::{Collectives, CommError, Communicator, Options, ThreadWorld};
+//! use tessera_core::collective::{ReduceOp, Reduction};
+//!
+//! let results = ThreadWorld::run(4, |comm| {
+//!     // Rank 2 aborts at its third exchange, in the middle of the all-reduce.
+//!     let fault = (comm.rank() == 2).then_some((2, Fault::Abort));
+//!     let comm = Faulty::new(comm, fault);
+//!     let mut c = Collectives::new(comm)
+//!         .with_options(Options::new().with_timeout(Duration::from_secs(10)));
+//!     let mut x = vec![1.0f32; 1000];
+//!     c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).map(|_| ())
+//! })
+//! .unwrap();
+//! for (rank, r) in results.into_iter().enumerate() {
+//!     match r.unwrap() {
+//!         Err(CommError::Aborted { rank: 2 }) => assert_eq!(rank, 2),
+//!         Err(CommError::PeerFailed { rank: 2, .. }) => assert_ne!(rank, 2),
+//!         other => panic!("rank {rank}: {other:?}"),
+//!     }
+//! }
+//! ```
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use crate::comm::{Communicator, Incoming, Outgoing};
+use crate::error::{CommError, Failure};
+
+/// What goes wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// The rank calls [`Communicator::abort`] instead of exchanging.
+    Abort,
+    /// The rank's thread panics (a process would die: under MPI the job is
+    /// taken down by `mpirun`).
+    Panic,
+    /// The rank stops responding for this long, then carries on.
+    Stall(Duration),
+}
+
+/// `inner`, except that its `at`-th call of
+/// [`exchange`](Communicator::exchange) (counting from 0) suffers `fault`.
+#[derive(Debug)]
+pub struct Faulty<C> {
+    inner: C,
+    fault: Option<(usize, Fault)>,
+    calls: Cell<usize>,
+}
+
+impl<C: Communicator> Faulty<C> {
+    /// `inner` with `fault` at exchange `at` (`None`: never).
+    #[must_use]
+    pub const fn new(inner: C, fault: Option<(usize, Fault)>) -> Self {
+        Self {
+            inner,
+            fault,
+            calls: Cell::new(0),
+        }
+    }
+
+    /// How many exchanges have been made so far.
+    #[must_use]
+    pub fn calls(&self) -> usize {
+        self.calls.get()
+    }
+
+    /// The wrapped communicator.
+    #[must_use]
+    pub fn into_inner(self) -> C {
+        self.inner
+    }
+}
+
+impl<C: Communicator> Communicator for Faulty<C> {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    fn exchange(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+    ) -> Result<(), CommError> {
+        let k = self.calls.get();
+        self.calls.set(k + 1);
+        match self.fault {
+            Some((at, Fault::Abort)) if at == k => {
+                self.inner.abort();
+                self.inner.check()
+            }
+            Some((at, Fault::Panic)) if at == k => {
+                panic!(
+                    "injected fault: rank {} panics at exchange {k}",
+                    self.rank()
+                )
+            }
+            Some((at, Fault::Stall(d))) if at == k => {
+                std::thread::sleep(d);
+                self.inner.exchange(sends, recvs, timeout)
+            }
+            _ => self.inner.exchange(sends, recvs, timeout),
+        }
+    }
+
+    fn fail(&self, failure: Failure) {
+        self.inner.fail(failure);
+    }
+
+    fn failure(&self) -> Option<Failure> {
+        self.inner.failure()
+    }
+
+    fn world_rank(&self, rank: usize) -> usize {
+        self.inner.world_rank(rank)
+    }
+
+    fn context(&self) -> u16 {
+        self.inner.context()
+    }
+}

@@ -1,0 +1,834 @@
+//! Runs a core [`Schedule`] over a [`Communicator`]: one rank's half of
+//! what [`tessera_core::collective::execute`] does for all ranks at once.
+//!
+//! At every step the rank sends what its [`Op::Send`]s name and receives
+//! what its [`Op::Recv`]s name, all in one [`Communicator::exchange`] (so
+//! rings cannot deadlock), then combines or copies the received spans in
+//! the order the ops list them, then finalizes. The arithmetic is the
+//! executor's, operand for operand, so every rank's result is bitwise the
+//! executor's:
+//!
+//! - a reduction message carries the sender's partial: its own
+//!   contribution in the buffer's format, a partial Sum or Mean of several
+//!   contributions in f32, a partial Max or Min in the buffer's format
+//!   (exact), exactly the formats of [`Transfer::bytes`];
+//! - f32 buffers accumulate in place; f16/bf16 ranks keep an f32
+//!   accumulator of `n` elements, so partial sums are never rounded to 16
+//!   bits, and a result is rounded once, element `i` at position `i`;
+//! - in [`Order::Deterministic`] on rings and trees, a message carries one
+//!   vector per complete subtree of the summation tree it covers, and the
+//!   receiver adds the tree's nodes that it can now complete
+//!   ([`crate::sum_tree`]).
+//!
+//! Only positions below `n` travel (padding is implied by the schedule).
+//! Every message starts with a [`HEADER`]-byte header that names the call
+//! (sequence number, collective, algorithm, order, operation, element type,
+//! group size, length) and the message (step, span, covered ranks), so a
+//! rank that was called differently from its peers is found at its first
+//! message ([`CommError::CallMismatch`]).
+//!
+//! [`Transfer::bytes`]: tessera_core::collective::Transfer::bytes
+//! [`tessera_core::collective::execute`]: tessera_core::collective::execute
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::time::Instant;
+
+use tessera_core::collective::{
+    Algorithm, Collective, Kind, Op, Order, Ranks, ReduceOp, Reduction, Schedule, Span,
+};
+use tessera_core::fp::{Element, Rounding};
+
+use crate::comm::{Communicator, Incoming, Outgoing, collective_tag};
+use crate::error::{Cause, CommError, Failure, Mismatch};
+use crate::sum_tree::{Node, SumTree, union};
+
+/// Bytes of the header before every message's values.
+pub(crate) const HEADER: usize = 96;
+
+const MAGIC: u32 = u32::from_le_bytes(*b"TSC1");
+
+/// What a run sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Traffic {
+    pub(crate) messages: usize,
+    pub(crate) bytes: usize,
+}
+
+/// Buffers a [`crate::Collectives`] keeps between calls.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    acc: Vec<f32>,
+    staged: Vec<Vec<u8>>,
+    incoming: Vec<Incoming>,
+    headers: Vec<[u8; HEADER]>,
+}
+
+/// The partial sum a rank holds for one span in [`Order::Deterministic`]:
+/// the contributions `set`, as the values of the tree's complete subtrees
+/// over them (its own leaf excepted: that one is read from its buffer).
+struct Held {
+    set: Ranks,
+    nodes: Vec<(Node, Vec<f32>)>,
+}
+
+/// The call-wide fields of a header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Call {
+    seq: u32,
+    size: u32,
+    len: u64,
+    dtype: u8,
+    collective: u8,
+    root: u32,
+    algorithm: u8,
+    order: u8,
+    op: u8,
+}
+
+/// A message's own fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Message {
+    step: u32,
+    span: Span,
+    kind: u8,
+    covers: (u32, u32),
+    body: u64,
+}
+
+fn dtype_code(name: &str) -> u8 {
+    match name {
+        "f32" => 1,
+        "f16" => 2,
+        "bf16" => 3,
+        _ => 0,
+    }
+}
+
+fn dtype_name(code: u8) -> &'static str {
+    match code {
+        1 => "f32",
+        2 => "f16",
+        3 => "bf16",
+        _ => "unknown",
+    }
+}
+
+impl Call {
+    fn new<T: Element>(s: &Schedule, op: ReduceOp, seq: u32) -> Self {
+        let (collective, root) = match s.collective() {
+            Collective::ReduceScatter => (0, 0),
+            Collective::AllGather => (1, 0),
+            Collective::AllReduce => (2, 0),
+            Collective::Reduce { root } => (3, root),
+            Collective::Broadcast { root } => (4, root),
+        };
+        let algorithm = match s.algorithm() {
+            Algorithm::Ring => 0,
+            Algorithm::BidirectionalRing => 1,
+            Algorithm::DoubleBinaryTree => 2,
+            Algorithm::HalvingDoubling => 3,
+        };
+        let op = if s.collective().reduces() {
+            match op {
+                ReduceOp::Sum => 1,
+                ReduceOp::Mean => 2,
+                ReduceOp::Max => 3,
+                ReduceOp::Min => 4,
+            }
+        } else {
+            0
+        };
+        Self {
+            seq,
+            // Schedule::MAX_RANKS is 2^24.
+            size: u32::try_from(s.size()).unwrap_or(u32::MAX),
+            len: s.len() as u64,
+            dtype: dtype_code(T::NAME),
+            collective,
+            root: u32::try_from(root).unwrap_or(u32::MAX),
+            algorithm,
+            order: match s.order() {
+                Order::Deterministic => 0,
+                Order::Schedule => 1,
+            },
+            op,
+        }
+    }
+
+    /// The first field in which `theirs` differs, most telling first.
+    fn mismatch(&self, theirs: &Self) -> Option<Mismatch> {
+        if self.size != theirs.size {
+            Some(Mismatch::GroupSize {
+                ours: self.size.into(),
+                theirs: theirs.size.into(),
+            })
+        } else if self.dtype != theirs.dtype {
+            Some(Mismatch::ElementType {
+                ours: dtype_name(self.dtype),
+                theirs: dtype_name(theirs.dtype),
+            })
+        } else if self.len != theirs.len {
+            Some(Mismatch::Length {
+                ours: self.len,
+                theirs: theirs.len,
+            })
+        } else if (self.collective, self.root) != (theirs.collective, theirs.root) {
+            Some(Mismatch::Collective)
+        } else if self.op != theirs.op {
+            Some(Mismatch::Operation)
+        } else if (self.algorithm, self.order) != (theirs.algorithm, theirs.order) {
+            Some(Mismatch::Algorithm)
+        } else if self.seq != theirs.seq {
+            Some(Mismatch::Sequence)
+        } else {
+            None
+        }
+    }
+}
+
+impl Message {
+    fn new(step: usize, span: Span, kind: Kind, body: usize) -> Self {
+        let (kind, covers) = match kind {
+            Kind::Copy => (0, (0, 0)),
+            Kind::Reduce { covers, .. } => (1, (covers.start as u32, covers.len as u32)),
+        };
+        Self {
+            step: step as u32,
+            span,
+            kind,
+            covers,
+            body: body as u64,
+        }
+    }
+}
+
+fn encode(call: &Call, m: &Message) -> [u8; HEADER] {
+    let mut h = [0u8; HEADER];
+    let mut put = |at: usize, bytes: &[u8]| h[at..at + bytes.len()].copy_from_slice(bytes);
+    put(0, &MAGIC.to_le_bytes());
+    put(4, &call.seq.to_le_bytes());
+    put(8, &m.step.to_le_bytes());
+    put(12, &call.size.to_le_bytes());
+    put(
+        16,
+        &[
+            call.collective,
+            call.algorithm,
+            call.order,
+            call.op,
+            call.dtype,
+            m.kind,
+        ],
+    );
+    put(24, &call.root.to_le_bytes());
+    put(28, &m.covers.0.to_le_bytes());
+    put(32, &m.covers.1.to_le_bytes());
+    put(40, &call.len.to_le_bytes());
+    put(48, &(m.span.start as u64).to_le_bytes());
+    put(56, &(m.span.len as u64).to_le_bytes());
+    put(64, &(m.span.stride as u64).to_le_bytes());
+    put(72, &(m.span.count as u64).to_le_bytes());
+    put(80, &m.body.to_le_bytes());
+    h
+}
+
+fn decode(h: &[u8]) -> Option<(Call, Message)> {
+    if h.len() < HEADER {
+        return None;
+    }
+    let u32_at = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
+    if u32_at(0) != MAGIC {
+        return None;
+    }
+    let usize_at = |at: usize| usize::try_from(u64_at(at)).ok();
+    let span = Span::strided(usize_at(48)?, usize_at(56)?, usize_at(64)?, usize_at(72)?);
+    Some((
+        Call {
+            seq: u32_at(4),
+            size: u32_at(12),
+            len: u64_at(40),
+            dtype: h[20],
+            collective: h[16],
+            root: u32_at(24),
+            algorithm: h[17],
+            order: h[18],
+            op: h[19],
+        },
+        Message {
+            step: u32_at(8),
+            span,
+            kind: h[21],
+            covers: (u32_at(28), u32_at(32)),
+            body: u64_at(80),
+        },
+    ))
+}
+
+/// Whether messages carry several partial sums (as the core's
+/// `Schedule::carries_frontiers`).
+pub(crate) fn carries_frontiers(s: &Schedule, op: ReduceOp) -> bool {
+    s.order() == Order::Deterministic
+        && op.depends_on_order()
+        && s.collective().reduces()
+        && s.size() > 2
+        && s.algorithm() != Algorithm::HalvingDoubling
+}
+
+/// Whether a reduction message covering `covers` travels in the buffer's
+/// format (else in f32).
+fn native_wire(op: ReduceOp, covers: Ranks) -> bool {
+    covers.len == 1 || !op.depends_on_order()
+}
+
+/// An element-wise combination, monomorphised per operation so the loops
+/// vectorise.
+trait Combine {
+    fn f(a: f32, b: f32) -> f32;
+}
+struct Add;
+struct Max;
+struct Min;
+impl Combine for Add {
+    #[inline(always)]
+    fn f(a: f32, b: f32) -> f32 {
+        a + b
+    }
+}
+impl Combine for Max {
+    #[inline(always)]
+    fn f(a: f32, b: f32) -> f32 {
+        ReduceOp::Max.combine(a, b)
+    }
+}
+impl Combine for Min {
+    #[inline(always)]
+    fn f(a: f32, b: f32) -> f32 {
+        ReduceOp::Min.combine(a, b)
+    }
+}
+
+macro_rules! with_combine {
+    ($op:expr, $f:ident::<_ $(, $t:ty)*>($($arg:expr),*)) => {
+        match $op {
+            ReduceOp::Sum | ReduceOp::Mean => $f::<Add $(, $t)*>($($arg),*),
+            ReduceOp::Max => $f::<Max $(, $t)*>($($arg),*),
+            ReduceOp::Min => $f::<Min $(, $t)*>($($arg),*),
+        }
+    };
+}
+
+/// `dst[i] = f(dst[i], src[i])`.
+#[inline(always)]
+fn assign<F: Combine, B: Element>(dst: &mut [f32], src: &[B]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = F::f(*d, s.load());
+    }
+}
+
+/// `dst[i] = f(a[i], b[i])`.
+#[inline(always)]
+fn into<F: Combine, A: Element, B: Element>(dst: &mut [f32], a: &[A], b: &[B]) {
+    for ((d, a), b) in dst.iter_mut().zip(a).zip(b) {
+        *d = F::f(a.load(), b.load());
+    }
+}
+
+/// The values of a message body, cast in place when aligned, else copied.
+fn values<'a, V: bytemuck::AnyBitPattern>(bytes: &'a [u8], tmp: &'a mut Vec<V>) -> &'a [V] {
+    match bytemuck::try_cast_slice(bytes) {
+        Ok(v) => v,
+        Err(_) => {
+            tmp.clear();
+            tmp.extend(
+                bytes
+                    .chunks_exact(size_of::<V>())
+                    .map(bytemuck::pod_read_unaligned::<V>),
+            );
+            tmp
+        }
+    }
+}
+
+/// Where a message's values come from.
+enum Body {
+    Buf(Range<usize>),
+    Acc(Range<usize>),
+    Staged(usize),
+}
+
+/// Runs this rank's part of `s` on `buf`, in place.
+///
+/// `seq` numbers the call (every rank passes the same); `deadline` bounds
+/// the whole run. On any error the world is aborted before returning.
+pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
+    comm: &C,
+    s: &Schedule,
+    reduction: &Reduction,
+    buf: &mut [T],
+    seq: u32,
+    deadline: Instant,
+    scratch: &mut Scratch,
+) -> Result<Traffic, CommError> {
+    let result = run_inner(comm, s, reduction, buf, seq, deadline, scratch);
+    if let Err(e) = &result {
+        let me = comm.world_rank(comm.rank());
+        if let Some(f) = e.failure(me) {
+            comm.fail(f);
+        }
+    }
+    result
+}
+
+fn run_inner<T: Element, C: Communicator + ?Sized>(
+    comm: &C,
+    s: &Schedule,
+    reduction: &Reduction,
+    buf: &mut [T],
+    seq: u32,
+    deadline: Instant,
+    scratch: &mut Scratch,
+) -> Result<Traffic, CommError> {
+    let (p, n, r) = (s.size(), s.len(), comm.rank());
+    assert_eq!(
+        p,
+        comm.size(),
+        "schedule for {p} ranks on a communicator of {}",
+        comm.size()
+    );
+    assert_eq!(
+        buf.len(),
+        n,
+        "buffer of {} for a schedule of {n}",
+        buf.len()
+    );
+    let op = reduction.op;
+    let frontiers = carries_frontiers(s, op);
+    let wide = size_of::<T>() != size_of::<f32>();
+    let use_acc = s.collective().reduces() && !frontiers && wide && p > 1;
+    let Scratch {
+        acc,
+        staged,
+        incoming,
+        headers,
+    } = scratch;
+    if use_acc {
+        acc.clear();
+        acc.resize(n, 0.0);
+    }
+    let tree = SumTree::new(p);
+    let mut held: HashMap<Span, Held> = HashMap::new();
+    let tag = collective_tag(comm.context());
+    let call = Call::new::<T>(s, op, seq);
+    let me = comm.world_rank(r);
+    let mut traffic = Traffic::default();
+    let mut tmp_f32 = Vec::new();
+    let mut tmp_t = Vec::new();
+
+    for step in 0..s.steps() {
+        let ops = s.ops(r, step);
+
+        // 1. What to send.
+        headers.clear();
+        let mut bodies = Vec::new();
+        let mut sends = Vec::new();
+        let mut used_staged = 0;
+        for o in &ops {
+            let Op::Send { to, span, kind } = *o else {
+                continue;
+            };
+            let runs: Vec<Range<usize>> = span.runs_below(n).collect();
+            let single = (runs.len() == 1).then(|| runs[0].clone());
+            let mut stage = |fill: &mut dyn FnMut(&mut Vec<u8>)| {
+                if staged.len() == used_staged {
+                    staged.push(Vec::new());
+                }
+                let v = &mut staged[used_staged];
+                v.clear();
+                fill(v);
+                used_staged += 1;
+                Body::Staged(used_staged - 1)
+            };
+            let push_t = |v: &mut Vec<u8>, buf: &[T]| {
+                for run in &runs {
+                    v.extend_from_slice(bytemuck::cast_slice(&buf[run.clone()]));
+                }
+            };
+            let body = match kind {
+                Kind::Copy => match single {
+                    Some(run) => Body::Buf(run),
+                    None => stage(&mut |v| push_t(v, buf)),
+                },
+                Kind::Reduce { covers, .. } if frontiers => {
+                    let state = held.get(&span);
+                    let body = stage(&mut |v| {
+                        pack_frontier(&tree, covers, r, state, &runs, buf, v);
+                    });
+                    if state.is_some_and(|h| h.set == covers) {
+                        held.remove(&span);
+                    }
+                    body
+                }
+                Kind::Reduce { covers, .. } => {
+                    if covers.len == 1 || !wide {
+                        // Its own contribution, or an f32 partial in place.
+                        match single {
+                            Some(run) => Body::Buf(run),
+                            None => stage(&mut |v| push_t(v, buf)),
+                        }
+                    } else if native_wire(op, covers) {
+                        // A 16-bit Max/Min partial: exact in the format.
+                        stage(&mut |v| {
+                            for run in &runs {
+                                for &x in &acc[run.clone()] {
+                                    let t = T::store(x, Rounding::Nearest, 0);
+                                    v.extend_from_slice(bytemuck::bytes_of(&t));
+                                }
+                            }
+                        })
+                    } else {
+                        match single {
+                            Some(run) => Body::Acc(run),
+                            None => stage(&mut |v| {
+                                for run in &runs {
+                                    v.extend_from_slice(bytemuck::cast_slice(&acc[run.clone()]));
+                                }
+                            }),
+                        }
+                    }
+                }
+            };
+            let len = match &body {
+                Body::Buf(run) => run.len() * size_of::<T>(),
+                Body::Acc(run) => run.len() * size_of::<f32>(),
+                Body::Staged(i) => staged[*i].len(),
+            };
+            headers.push(encode(&call, &Message::new(step, span, kind, len)));
+            bodies.push(body);
+            sends.push(to);
+        }
+
+        // 2. Exchange.
+        let recvs = ops.iter().filter(|o| matches!(o, Op::Recv { .. })).count();
+        if incoming.len() < recvs {
+            incoming.resize_with(recvs, Incoming::default);
+        }
+        for (i, o) in ops
+            .iter()
+            .filter(|o| matches!(o, Op::Recv { .. }))
+            .enumerate()
+        {
+            let Op::Recv { from, .. } = *o else {
+                unreachable!("filtered")
+            };
+            incoming[i].from = from;
+            incoming[i].tag = tag;
+        }
+        if !sends.is_empty() || recvs > 0 {
+            let out: Vec<Outgoing<'_>> = sends
+                .iter()
+                .zip(&bodies)
+                .zip(headers.iter())
+                .map(|((&to, body), header)| Outgoing {
+                    to,
+                    tag,
+                    header,
+                    body: match body {
+                        Body::Buf(run) => bytemuck::cast_slice(&buf[run.clone()]),
+                        Body::Acc(run) => bytemuck::cast_slice(&acc[run.clone()]),
+                        Body::Staged(i) => &staged[*i],
+                    },
+                })
+                .collect();
+            traffic.messages += out.len();
+            traffic.bytes += out.iter().map(Outgoing::len).sum::<usize>();
+            let left = deadline.saturating_duration_since(Instant::now());
+            comm.exchange(&out, &mut incoming[..recvs], left)?;
+        }
+
+        // 3. Check every header against this call.
+        let mut got: Vec<(usize, Message, bool)> = Vec::with_capacity(recvs);
+        for inc in &incoming[..recvs] {
+            let peer = comm.world_rank(inc.from);
+            let mismatch = |what| CommError::CallMismatch {
+                rank: me,
+                peer,
+                what,
+            };
+            let Some((theirs, m)) = decode(&inc.message) else {
+                return Err(mismatch(Mismatch::Format));
+            };
+            if let Some(what) = call.mismatch(&theirs) {
+                return Err(mismatch(what));
+            }
+            if m.body != (inc.message.len() - HEADER) as u64 {
+                return Err(mismatch(Mismatch::Format));
+            }
+            got.push((inc.from, m, false));
+        }
+
+        // 4. Apply the receives in the order listed.
+        for o in &ops {
+            let Op::Recv { from, span, kind } = *o else {
+                continue;
+            };
+            let peer = comm.world_rank(from);
+            let payload = span.elements_below(n);
+            let expect = Message::new(step, span, kind, 0);
+            let Some(j) = got.iter().position(|(f, m, used)| {
+                !used
+                    && *f == from
+                    && (m.step, m.span, m.kind, m.covers)
+                        == (expect.step, expect.span, expect.kind, expect.covers)
+            }) else {
+                return Err(CommError::CallMismatch {
+                    rank: me,
+                    peer,
+                    what: Mismatch::Sequence,
+                });
+            };
+            got[j].2 = true;
+            let body = &incoming[j].message[HEADER..];
+            let expected = match kind {
+                Kind::Copy => payload * size_of::<T>(),
+                Kind::Reduce { covers, .. } if frontiers => {
+                    let mut bytes = 0;
+                    tree.frontier(covers, &mut |node| {
+                        bytes += payload
+                            * if tree.leaf(node).is_some() {
+                                size_of::<T>()
+                            } else {
+                                4
+                            };
+                    });
+                    bytes
+                }
+                Kind::Reduce { covers, .. } => {
+                    payload
+                        * if native_wire(op, covers) {
+                            size_of::<T>()
+                        } else {
+                            4
+                        }
+                }
+            };
+            if body.len() != expected {
+                return Err(CommError::LengthMismatch {
+                    rank: me,
+                    peer,
+                    expected,
+                    found: body.len(),
+                });
+            }
+            match kind {
+                Kind::Copy => {
+                    let vals = values::<T>(body, &mut tmp_t);
+                    let mut k = 0;
+                    for run in span.runs_below(n) {
+                        let len = run.len();
+                        buf[run].copy_from_slice(&vals[k..k + len]);
+                        k += len;
+                    }
+                }
+                Kind::Reduce { covers, onto } if frontiers => {
+                    merge_frontier(&tree, op, r, &mut held, span, covers, onto, body, buf, n);
+                }
+                Kind::Reduce { covers, onto } => {
+                    let held_single = onto.len == 1;
+                    if native_wire(op, covers) {
+                        let vals = values::<T>(body, &mut tmp_t);
+                        reduce_into(op, buf, acc, use_acc, held_single, span, n, vals);
+                    } else {
+                        let vals = values::<f32>(body, &mut tmp_f32);
+                        reduce_into(op, buf, acc, use_acc, held_single, span, n, vals);
+                    }
+                }
+            }
+        }
+
+        // 5. Finalize.
+        for o in &ops {
+            let Op::Finalize { span } = *o else {
+                continue;
+            };
+            if frontiers {
+                let h = held
+                    .remove(&span)
+                    .expect("a finalized span holds the whole tree");
+                debug_assert_eq!(h.set.len, p);
+                let (node, root) = &h.nodes[0];
+                debug_assert_eq!(*node, tree.root());
+                let mut k = 0;
+                for run in span.runs_below(n) {
+                    for i in run {
+                        buf[i] = T::store(op.finish(root[k], p), reduction.rounding, i);
+                        k += 1;
+                    }
+                }
+            } else {
+                for run in span.runs_below(n) {
+                    if use_acc {
+                        for i in run {
+                            buf[i] = T::store(op.finish(acc[i], p), reduction.rounding, i);
+                        }
+                    } else {
+                        for i in run {
+                            buf[i] = T::store(op.finish(buf[i].load(), p), reduction.rounding, i);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(traffic)
+}
+
+/// A one-partial reduction of `vals` (the span's payload, in order) into
+/// this rank's partial: in place for f32 buffers, into the accumulator for
+/// 16-bit ones (from the rank's own contribution if `held_single`).
+#[allow(clippy::too_many_arguments)]
+fn reduce_into<T: Element, V: Element>(
+    op: ReduceOp,
+    buf: &mut [T],
+    acc: &mut [f32],
+    use_acc: bool,
+    held_single: bool,
+    span: Span,
+    n: usize,
+    vals: &[V],
+) {
+    let mut k = 0;
+    for run in span.runs_below(n) {
+        let len = run.len();
+        let src = &vals[k..k + len];
+        k += len;
+        if !use_acc {
+            // An f32 buffer (the only four-byte element type) accumulates
+            // in place, as the core executor's does.
+            let dst: &mut [f32] = bytemuck::cast_slice_mut(&mut buf[run]);
+            with_combine!(op, assign::<_, V>(dst, src));
+        } else if held_single {
+            with_combine!(op, into::<_, T, V>(&mut acc[run.clone()], &buf[run], src));
+        } else {
+            with_combine!(op, assign::<_, V>(&mut acc[run], src));
+        }
+    }
+}
+
+/// Writes the message covering `covers` of the span: one vector per node
+/// of the frontier, leaves in the buffer's format, inner nodes in f32.
+fn pack_frontier<T: Element>(
+    tree: &SumTree,
+    covers: Ranks,
+    rank: usize,
+    state: Option<&Held>,
+    runs: &[Range<usize>],
+    buf: &[T],
+    out: &mut Vec<u8>,
+) {
+    tree.frontier(covers, &mut |node| {
+        if tree.leaf(node) == Some(rank) {
+            for run in runs {
+                out.extend_from_slice(bytemuck::cast_slice(&buf[run.clone()]));
+            }
+            return;
+        }
+        let vals = state
+            .and_then(|h| h.nodes.iter().find(|(m, _)| *m == node))
+            .map(|(_, v)| v)
+            .expect("a rank sends only the partial sums it holds");
+        if tree.leaf(node).is_some() {
+            for &x in vals {
+                out.extend_from_slice(bytemuck::bytes_of(&T::store(x, Rounding::Nearest, 0)));
+            }
+        } else {
+            out.extend_from_slice(bytemuck::cast_slice(vals));
+        }
+    });
+}
+
+/// Receives the frontier of `covers` onto what this rank holds (`onto`),
+/// adds every node it completes, and keeps the frontier of the union.
+#[allow(clippy::too_many_arguments)]
+fn merge_frontier<T: Element>(
+    tree: &SumTree,
+    op: ReduceOp,
+    rank: usize,
+    held: &mut HashMap<Span, Held>,
+    span: Span,
+    covers: Ranks,
+    onto: Ranks,
+    body: &[u8],
+    buf: &[T],
+    n: usize,
+) {
+    let payload = span.elements_below(n);
+    let own: Vec<f32> = span
+        .runs_below(n)
+        .flat_map(|run| buf[run].iter().map(|x| x.load()))
+        .collect();
+    // The incoming vectors, widened.
+    let mut pool: Vec<(Node, Vec<f32>)> = Vec::new();
+    let mut at = 0;
+    tree.frontier(covers, &mut |node| {
+        let v = if tree.leaf(node).is_some() {
+            let bytes = &body[at..at + payload * size_of::<T>()];
+            at += bytes.len();
+            bytes
+                .chunks_exact(size_of::<T>())
+                .map(|c| bytemuck::pod_read_unaligned::<T>(c).load())
+                .collect()
+        } else {
+            let bytes = &body[at..at + payload * 4];
+            at += bytes.len();
+            bytes
+                .chunks_exact(4)
+                .map(bytemuck::pod_read_unaligned::<f32>)
+                .collect()
+        };
+        pool.push((node, v));
+    });
+    if let Some(h) = held.remove(&span) {
+        debug_assert_eq!(h.set, onto, "the schedule's onto is what this rank holds");
+        pool.extend(h.nodes);
+    } else {
+        debug_assert_eq!(onto, Ranks::one(rank));
+    }
+    tree.merges(onto, covers, &mut |node, left, right| {
+        let get = |m: Node| -> &[f32] {
+            if tree.leaf(m) == Some(rank) {
+                &own
+            } else {
+                &pool
+                    .iter()
+                    .find(|(k, _)| *k == m)
+                    .expect("both children of a merge are known")
+                    .1
+            }
+        };
+        let mut v = vec![0.0f32; payload];
+        with_combine!(op, into::<_, f32, f32>(&mut v, get(left), get(right)));
+        pool.push((node, v));
+    });
+    let set = union(onto, covers, tree.leaves());
+    let mut nodes = Vec::new();
+    tree.frontier(set, &mut |node| {
+        if tree.leaf(node) != Some(rank) {
+            let i = pool
+                .iter()
+                .position(|(k, _)| *k == node)
+                .expect("the union's frontier is known after the merges");
+            nodes.push(pool.swap_remove(i));
+        }
+    });
+    held.insert(span, Held { set, nodes });
+}
+
+/// A failure recorded for this rank's own invalid call.
+pub(crate) fn own_failure<C: Communicator + ?Sized>(comm: &C) -> Failure {
+    Failure {
+        rank: comm.world_rank(comm.rank()),
+        cause: Cause::Mismatch,
+    }
+}

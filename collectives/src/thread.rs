@@ -1,0 +1,389 @@
+//! The in-process transport: `p` ranks as threads of one process, talking
+//! through shared memory.
+//!
+//! Each rank has a mailbox (a queue behind a mutex, with a condition
+//! variable). A send copies the message's bytes once, into a vector from a
+//! shared pool, and appends it to the receiver's queue; the receiver takes
+//! the vector itself (no second copy) and gives its old one back to the
+//! pool. Nothing is serialised: the bytes are the values' own, in this
+//! machine's byte order. Sends never wait; receives wait on the condition
+//! variable until the message, a failure of the world, or the deadline.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tessera_collectives::{Communicator, ThreadWorld};
+//!
+//! let results = ThreadWorld::run(3, |comm| {
+//!     let t = Duration::from_secs(10);
+//!     let (r, p) = (comm.rank(), comm.size());
+//!     comm.send_slice((r + 1) % p, 7, &[r as u32], t)?;
+//!     let mut got = [0u32];
+//!     comm.recv_slice((r + p - 1) % p, 7, &mut got, t)?;
+//!     Ok::<_, tessera_collectives::CommError>(got[0])
+//! })
+//! .unwrap();
+//! let got: Vec<u32> = results.into_iter().map(|r| r.unwrap().unwrap()).collect();
+//! assert_eq!(got, [2, 0, 1]);
+//! ```
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::comm::{Communicator, Incoming, Outgoing, Tag, failure_error};
+use crate::error::{Cause, CommError, Failure};
+use crate::group::GroupError;
+
+/// A world of ranks that are threads of this process: its
+/// [`ThreadCommunicator`]s, one per rank.
+#[derive(Debug)]
+pub struct ThreadWorld {
+    comms: Vec<ThreadCommunicator>,
+}
+
+impl ThreadWorld {
+    /// A world of `size` ranks.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    /// let comms = ThreadWorld::new(3).unwrap().into_communicators();
+    /// assert_eq!(comms[2].rank(), 2);
+    /// ```
+    ///
+    /// # Errors
+    /// [`CommError::Group`] ([`GroupError::NoReplicas`]) for `size == 0`.
+    pub fn new(size: usize) -> Result<Self, CommError> {
+        if size == 0 {
+            return Err(GroupError::NoReplicas.into());
+        }
+        let shared = Arc::new(Shared {
+            size,
+            boxes: (0..size).map(|_| Mailbox::default()).collect(),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            departed: (0..size).map(|_| AtomicBool::new(false)).collect(),
+            pool: Mutex::new(Vec::new()),
+        });
+        let comms = (0..size)
+            .map(|rank| ThreadCommunicator {
+                shared: Arc::clone(&shared),
+                rank,
+            })
+            .collect();
+        Ok(Self { comms })
+    }
+
+    /// The communicators, in rank order: move each into the thread that
+    /// plays its rank.
+    #[must_use]
+    pub fn into_communicators(self) -> Vec<ThreadCommunicator> {
+        self.comms
+    }
+
+    /// Runs `f` on `size` scoped threads, one per rank, each with its
+    /// communicator, and returns what each returned (or its panic), in rank
+    /// order. A rank that panics aborts the world ([`Cause::Panicked`]), so
+    /// the others fail rather than wait.
+    ///
+    /// # Errors
+    /// As [`ThreadWorld::new`].
+    pub fn run<R: Send>(
+        size: usize,
+        f: impl Fn(ThreadCommunicator) -> R + Sync,
+    ) -> Result<Vec<std::thread::Result<R>>, CommError> {
+        let comms = Self::new(size)?.into_communicators();
+        let f = &f;
+        Ok(std::thread::scope(|s| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .map(|comm| {
+                    std::thread::Builder::new()
+                        .name(format!("rank {}", comm.rank))
+                        .spawn_scoped(s, move || f(comm))
+                        .expect("spawning a rank's thread")
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join()).collect()
+        }))
+    }
+}
+
+/// One rank of a [`ThreadWorld`]. Dropping it while its thread panics
+/// aborts the world ([`Cause::Panicked`]); dropping it otherwise makes the
+/// ranks that wait for a message it never sent fail ([`Cause::Exited`])
+/// instead of waiting for their deadlines.
+pub struct ThreadCommunicator {
+    shared: Arc<Shared>,
+    rank: usize,
+}
+
+/// Aborts a communicator from any thread (a watchdog, a signal handler's
+/// thread): [`Communicator::abort`] on behalf of the rank it was made for.
+#[derive(Clone)]
+pub struct AbortHandle {
+    shared: Arc<Shared>,
+    rank: usize,
+}
+
+struct Shared {
+    size: usize,
+    boxes: Vec<Mailbox>,
+    /// Set (after `failure`) when the world has failed.
+    failed: AtomicBool,
+    failure: Mutex<Option<Failure>>,
+    departed: Vec<AtomicBool>,
+    /// Spare message vectors.
+    pool: Mutex<Vec<Vec<u8>>>,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    queue: Mutex<VecDeque<Envelope>>,
+    ready: Condvar,
+}
+
+struct Envelope {
+    from: usize,
+    tag: Tag,
+    data: Vec<u8>,
+}
+
+/// Locks, ignoring poisoning: the data behind these mutexes (queues, the
+/// failure, the pool) is consistent after every critical section, and a
+/// panicking rank must not take the others down with it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn fail(&self, failure: Failure) {
+        {
+            let mut f = lock(&self.failure);
+            if f.is_some() {
+                return;
+            }
+            *f = Some(failure);
+        }
+        self.failed.store(true, Ordering::SeqCst);
+        self.wake_all();
+    }
+
+    fn failure(&self) -> Option<Failure> {
+        if self.failed.load(Ordering::SeqCst) {
+            *lock(&self.failure)
+        } else {
+            None
+        }
+    }
+
+    /// Wakes every waiting rank (after a change they must see). Taking
+    /// each queue's lock orders the change before the waiter's next check.
+    fn wake_all(&self) {
+        for b in &self.boxes {
+            let _guard = lock(&b.queue);
+            b.ready.notify_all();
+        }
+    }
+
+    /// A vector for a message of `len` bytes: the pooled one that fits it
+    /// most tightly, if it is not much larger (small messages must not
+    /// carry off large buffers), else a new one. Large buffers are reused, not faulted in afresh.
+    fn take_vec(&self, len: usize) -> Vec<u8> {
+        let mut pool = lock(&self.pool);
+        let best = pool
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.capacity() >= len && v.capacity() <= 4 * len + 4096)
+            .min_by_key(|(_, v)| v.capacity())
+            .map(|(i, _)| i);
+        let mut v = match best {
+            Some(i) => pool.swap_remove(i),
+            None => Vec::with_capacity(len),
+        };
+        drop(pool);
+        v.clear();
+        v
+    }
+
+    fn give_vec(&self, v: Vec<u8>) {
+        if v.capacity() == 0 {
+            return;
+        }
+        let mut pool = lock(&self.pool);
+        // Enough for a few messages per rank in flight; past that the
+        // smallest is freed.
+        pool.push(v);
+        if pool.len() > 4 * self.size + 4
+            && let Some(i) = (0..pool.len()).min_by_key(|&i| pool[i].capacity())
+        {
+            pool.swap_remove(i);
+        }
+    }
+}
+
+impl ThreadCommunicator {
+    /// A handle that aborts this rank's world from any thread.
+    #[must_use]
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle {
+            shared: Arc::clone(&self.shared),
+            rank: self.rank,
+        }
+    }
+
+    fn error(&self, f: Failure) -> CommError {
+        failure_error(self.rank, f)
+    }
+
+    /// Waits for the next message from `from` with `tag`.
+    fn wait(
+        &self,
+        from: usize,
+        tag: Tag,
+        deadline: Instant,
+        start: Instant,
+    ) -> Result<Vec<u8>, CommError> {
+        let s = &*self.shared;
+        let b = &s.boxes[self.rank];
+        let mut queue = lock(&b.queue);
+        loop {
+            if let Some(f) = s.failure() {
+                return Err(self.error(f));
+            }
+            if let Some(i) = queue.iter().position(|e| e.from == from && e.tag == tag) {
+                let e = queue.remove(i).expect("position is in the queue");
+                return Ok(e.data);
+            }
+            if s.departed[from].load(Ordering::SeqCst) {
+                drop(queue);
+                let f = Failure {
+                    rank: from,
+                    cause: Cause::Exited,
+                };
+                s.fail(f);
+                return Err(self.error(s.failure().unwrap_or(f)));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                drop(queue);
+                s.fail(Failure {
+                    rank: from,
+                    cause: Cause::Unresponsive,
+                });
+                return Err(CommError::Timeout {
+                    rank: self.rank,
+                    peer: from,
+                    waited: now - start,
+                });
+            }
+            queue = b
+                .ready
+                .wait_timeout(queue, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+impl Communicator for ThreadCommunicator {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.shared.size
+    }
+
+    fn exchange(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+    ) -> Result<(), CommError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let s = &*self.shared;
+        let size = s.size;
+        if let Some(bad) = sends
+            .iter()
+            .map(|o| o.to)
+            .chain(recvs.iter().map(|i| i.from))
+            .find(|&r| r >= size)
+        {
+            return Err(CommError::RankOutOfRange { rank: bad, size });
+        }
+        if let Some(f) = s.failure() {
+            return Err(self.error(f));
+        }
+        for o in sends {
+            let mut data = s.take_vec(o.len());
+            data.extend_from_slice(o.header);
+            data.extend_from_slice(o.body);
+            let b = &s.boxes[o.to];
+            lock(&b.queue).push_back(Envelope {
+                from: self.rank,
+                tag: o.tag,
+                data,
+            });
+            b.ready.notify_all();
+        }
+        for i in recvs.iter_mut() {
+            let data = self.wait(i.from, i.tag, deadline, start)?;
+            s.give_vec(std::mem::replace(&mut i.message, data));
+        }
+        Ok(())
+    }
+
+    fn fail(&self, failure: Failure) {
+        self.shared.fail(failure);
+    }
+
+    fn failure(&self) -> Option<Failure> {
+        self.shared.failure()
+    }
+}
+
+impl Drop for ThreadCommunicator {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.shared.fail(Failure {
+                rank: self.rank,
+                cause: Cause::Panicked,
+            });
+        } else {
+            self.shared.departed[self.rank].store(true, Ordering::SeqCst);
+            self.shared.wake_all();
+        }
+    }
+}
+
+impl AbortHandle {
+    /// Aborts the world on behalf of this handle's rank
+    /// ([`Cause::Aborted`]).
+    pub fn abort(&self) {
+        self.shared.fail(Failure {
+            rank: self.rank,
+            cause: Cause::Aborted,
+        });
+    }
+}
+
+impl fmt::Debug for ThreadCommunicator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadCommunicator")
+            .field("rank", &self.rank)
+            .field("size", &self.shared.size)
+            .field("failure", &self.shared.failure())
+            .finish()
+    }
+}
+
+impl fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AbortHandle")
+            .field("rank", &self.rank)
+            .finish()
+    }
+}

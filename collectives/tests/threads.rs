@@ -1,0 +1,973 @@
+//! The thread transport against the core's in-memory executor, Gloo and
+//! nccl-tests style: ranks 1..=16, counts 0, 1, p - 1, p, large and odd,
+//! every algorithm, collective, operation, element type and order, bit for
+//! bit; groups and the hierarchical all-reduce; deadlines, aborts, panics
+//! and mismatched calls.
+
+use std::time::{Duration, Instant};
+
+use tessera_collectives::fault::{Fault, Faulty};
+use tessera_collectives::{
+    Cause, Collectives, CommError, Communicator, Mismatch, Options, ReplicaGroup, ThreadWorld,
+    fragment,
+};
+use tessera_core::collective::{
+    self, Algorithm, Collective, Op, Order, ReduceOp, Reduction, Schedule, tree_sum,
+};
+use tessera_core::fp::{Element, Rounding, bf16, f16};
+
+/// Generous: these never expire unless something hangs.
+const LONG: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Values {
+    /// Small integers: every sum, mean of powers of two, max and min is
+    /// exact in every format, so there is an independent expected value.
+    Exact,
+    /// Fractions of mixed magnitudes: f32 sums depend on the order, which
+    /// the comparison with the executor then checks.
+    Fuzzy,
+}
+
+fn value(kind: Values, r: usize, i: usize) -> f32 {
+    match kind {
+        Values::Exact => ((r * 7 + i * 3) % 11) as f32 - 5.0,
+        Values::Fuzzy => {
+            let mut h = (r as u64) << 32 | i as u64;
+            h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            h ^= h >> 29;
+            h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            h ^= h >> 32;
+            let unit = (h & 0xff_ffff) as f32 / (1 << 24) as f32 * 2.0 - 1.0;
+            unit * [1.0, 1e-3, 1e3, 0.37][(h >> 30) as usize % 4]
+        }
+    }
+}
+
+fn input<T: Element>(kind: Values, r: usize, len: usize) -> Vec<T> {
+    (0..len)
+        .map(|i| T::store(value(kind, r, i), Rounding::Nearest, 0))
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    algorithm: Algorithm,
+    collective: Collective,
+    op: ReduceOp,
+    order: Order,
+    len: usize,
+    values: Values,
+}
+
+impl Case {
+    fn schedule(&self, p: usize) -> Schedule {
+        Schedule::new(self.algorithm, self.collective, p, self.len)
+            .unwrap()
+            .with_order(self.order)
+    }
+
+    fn options(&self) -> Options {
+        Options::new()
+            .with_algorithm(self.algorithm)
+            .with_order(self.order)
+            .with_timeout(LONG)
+    }
+}
+
+fn bits<T: Element>(x: &[T]) -> Vec<u32> {
+    x.iter().map(|v| v.load().to_bits()).collect()
+}
+
+/// The core executor's buffers for the same case.
+fn reference<T: Element>(p: usize, case: &Case) -> Vec<Vec<T>> {
+    let s = case.schedule(p);
+    let red = Reduction::new(case.op);
+    let mut bufs: Vec<Vec<T>> = (0..p).map(|r| input(case.values, r, case.len)).collect();
+    let mut refs: Vec<&mut [T]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+    let mut scratch = vec![0.0f32; s.scratch_len::<T>(case.op)];
+    collective::execute(&s, &red, &mut refs, &mut scratch, |_| {}).unwrap();
+    bufs
+}
+
+/// The positions of rank `r`'s buffer that the collective specifies.
+fn specified(p: usize, c: Collective, len: usize, r: usize) -> std::ops::Range<usize> {
+    match c {
+        Collective::ReduceScatter => fragment(len, p, r),
+        Collective::Reduce { root } if root != r => 0..0,
+        _ => 0..len,
+    }
+}
+
+/// Runs every case on a world of `p` threads (one world for all of them)
+/// and compares each rank's result with the executor's, bit for bit, and
+/// for exact inputs with the exact answer.
+fn check<T: Element + Send + Sync>(p: usize, cases: &[Case]) {
+    let results = ThreadWorld::run(p, |comm| {
+        let mut c = Collectives::new(comm);
+        cases
+            .iter()
+            .map(|case| {
+                c.set_options(case.options());
+                let mut x: Vec<T> = input(case.values, c.rank(), case.len);
+                let report = c
+                    .run(case.collective, &mut x, Reduction::new(case.op))
+                    .unwrap_or_else(|e| panic!("rank {} {case:?}: {e}", c.rank()));
+                assert_eq!(report.algorithm, case.algorithm);
+                x
+            })
+            .collect::<Vec<_>>()
+    })
+    .unwrap();
+    let results: Vec<Vec<Vec<T>>> = results.into_iter().map(Result::unwrap).collect();
+    for (k, case) in cases.iter().enumerate() {
+        let want = reference::<T>(p, case);
+        for r in 0..p {
+            let at = specified(p, case.collective, case.len, r);
+            assert_eq!(
+                bits(&results[r][k][at.clone()]),
+                bits(&want[r][at.clone()]),
+                "{} p={p} rank {r} {case:?}",
+                T::NAME
+            );
+            if case.values == Values::Exact {
+                for i in at {
+                    let exact = exact_value(p, case, r, i);
+                    assert_eq!(
+                        results[r][k][i].load(),
+                        T::store(exact, Rounding::Nearest, 0).load(),
+                        "{} p={p} rank {r} element {i} {case:?}",
+                        T::NAME
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The exact answer for integer inputs (Mean: the f32 quotient, rounded
+/// to the format like the executor; exact whenever representable).
+fn exact_value(p: usize, case: &Case, r: usize, i: usize) -> f32 {
+    let v = |q| value(Values::Exact, q, i);
+    match case.collective {
+        Collective::AllGather => v(fragment_owner(case.len, p, i)),
+        Collective::Broadcast { root } => v(root),
+        _ => {
+            let _ = r;
+            match case.op {
+                ReduceOp::Sum => (0..p).map(v).sum(),
+                ReduceOp::Mean => (0..p).map(v).sum::<f32>() / p as f32,
+                ReduceOp::Max => (0..p).map(v).fold(f32::MIN, f32::max),
+                ReduceOp::Min => (0..p).map(v).fold(f32::MAX, f32::min),
+            }
+        }
+    }
+}
+
+fn fragment_owner(len: usize, p: usize, i: usize) -> usize {
+    i / len.div_ceil(p)
+}
+
+fn collectives(p: usize) -> Vec<Collective> {
+    vec![
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::AllGather,
+        Collective::Reduce { root: p - 1 },
+        Collective::Broadcast { root: p / 2 },
+        Collective::Reduce { root: 0 },
+    ]
+}
+
+/// Every algorithm x collective x operation x order on the small counts.
+fn small_cases(p: usize, values: Values) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut lens = vec![0, 1, p.saturating_sub(1), p, 2 * p + 3];
+    lens.dedup();
+    for &len in &lens {
+        for algorithm in Algorithm::ALL {
+            for collective in collectives(p) {
+                // Fractional inputs test the summation order: Sum and Mean.
+                // Max and Min are exact in either order (one code path).
+                let ops: &[ReduceOp] = match (collective.reduces(), values) {
+                    (false, _) => &[ReduceOp::Sum],
+                    (true, Values::Exact) => &ReduceOp::ALL,
+                    (true, Values::Fuzzy) => &[ReduceOp::Sum, ReduceOp::Mean],
+                };
+                for &op in ops {
+                    let orders: &[Order] = if op.depends_on_order() && collective.reduces() {
+                        &[Order::Schedule, Order::Deterministic]
+                    } else {
+                        &[Order::Schedule]
+                    };
+                    for &order in orders {
+                        cases.push(Case {
+                            algorithm,
+                            collective,
+                            op,
+                            order,
+                            len,
+                            values,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    cases
+}
+
+/// Large and odd counts: fewer operations, every algorithm.
+fn large_cases(p: usize, values: Values) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for len in [1000, 10007] {
+        for algorithm in Algorithm::ALL {
+            for collective in [
+                Collective::AllReduce,
+                Collective::ReduceScatter,
+                Collective::AllGather,
+                Collective::Broadcast { root: p - 1 },
+                Collective::Reduce { root: p / 2 },
+            ] {
+                for (op, order) in [
+                    (ReduceOp::Sum, Order::Schedule),
+                    (ReduceOp::Sum, Order::Deterministic),
+                    (ReduceOp::Mean, Order::Schedule),
+                    (ReduceOp::Max, Order::Schedule),
+                ] {
+                    if !collective.reduces() && op != ReduceOp::Sum
+                        || !collective.reduces() && order != Order::Schedule
+                    {
+                        continue;
+                    }
+                    cases.push(Case {
+                        algorithm,
+                        collective,
+                        op,
+                        order,
+                        len,
+                        values,
+                    });
+                }
+            }
+        }
+    }
+    cases
+}
+
+#[test]
+fn every_algorithm_collective_op_and_type_matches_the_executor_for_1_to_16_ranks() {
+    for p in 1..=16 {
+        for values in [Values::Exact, Values::Fuzzy] {
+            let cases = small_cases(p, values);
+            check::<f32>(p, &cases);
+            check::<f16>(p, &cases);
+            check::<bf16>(p, &cases);
+        }
+    }
+}
+
+#[test]
+fn large_and_odd_counts_match_the_executor() {
+    for p in [2, 3, 5, 8, 13, 16] {
+        check::<f32>(p, &large_cases(p, Values::Fuzzy));
+        check::<f32>(p, &large_cases(p, Values::Exact));
+        check::<f16>(p, &large_cases(p, Values::Exact));
+        check::<bf16>(p, &large_cases(p, Values::Fuzzy));
+    }
+}
+
+/// All-reduce results of every rank for each `(algorithm, order)`.
+fn all_reduce_everywhere<T: Element + Send + Sync>(
+    p: usize,
+    inputs: &[Vec<T>],
+    options: &[Options],
+    op: ReduceOp,
+) -> Vec<Vec<Vec<T>>> {
+    let results = ThreadWorld::run(p, |comm| {
+        let mut c = Collectives::new(comm);
+        options
+            .iter()
+            .map(|&o| {
+                c.set_options(o);
+                let mut x = inputs[c.rank()].clone();
+                c.all_reduce(&mut x, Reduction::new(op)).unwrap();
+                x
+            })
+            .collect::<Vec<_>>()
+    })
+    .unwrap();
+    results.into_iter().map(Result::unwrap).collect()
+}
+
+#[test]
+fn deterministic_order_is_the_same_for_every_algorithm_and_rank_count() {
+    // C contributions; rank r of p holds contributions r m .. (r + 1) m
+    // (m = C / p a power of two) and passes their tree_sum: the all-reduce
+    // is bitwise tree_sum of all C, for every p and algorithm.
+    for (c, ps) in [(16usize, &[1usize, 2, 4, 8, 16][..]), (24, &[3, 6, 12][..])] {
+        let len = 333;
+        let contributions: Vec<Vec<f32>> = (0..c).map(|j| input(Values::Fuzzy, j, len)).collect();
+        let all: Vec<&[f32]> = contributions.iter().map(|x| &x[..]).collect();
+        let mut want = vec![0.0f32; len];
+        tree_sum(&all, &mut want);
+        for &p in ps {
+            let m = c / p;
+            let inputs: Vec<Vec<f32>> = (0..p)
+                .map(|r| {
+                    let mut s = vec![0.0f32; len];
+                    tree_sum(&all[r * m..(r + 1) * m], &mut s);
+                    s
+                })
+                .collect();
+            let mut opts: Vec<Options> = Algorithm::ALL
+                .iter()
+                .map(|&a| Options::new().with_algorithm(a).deterministic())
+                .collect();
+            // The cost model's choice in deterministic mode, too.
+            opts.push(Options::new().deterministic());
+            let got = all_reduce_everywhere(p, &inputs, &opts, ReduceOp::Sum);
+            for (r, per_rank) in got.iter().enumerate() {
+                for (k, x) in per_rank.iter().enumerate() {
+                    assert_eq!(bits(x), bits(&want), "C={c} p={p} rank {r} {:?}", opts[k]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn schedule_order_differs_between_algorithms_but_not_between_ranks() {
+    // The point of the deterministic order: without it the bits depend on
+    // the algorithm (this input shows it), though never on the rank.
+    let p = 7;
+    let len = 2000;
+    let inputs: Vec<Vec<f32>> = (0..p).map(|r| input(Values::Fuzzy, r, len)).collect();
+    let opts: Vec<Options> = Algorithm::ALL
+        .iter()
+        .map(|&a| Options::new().with_algorithm(a).with_order(Order::Schedule))
+        .collect();
+    let got = all_reduce_everywhere(p, &inputs, &opts, ReduceOp::Sum);
+    for per_rank in &got {
+        for (k, x) in per_rank.iter().enumerate() {
+            assert_eq!(bits(x), bits(&got[0][k]));
+        }
+    }
+    let distinct: std::collections::HashSet<Vec<u32>> = got[0].iter().map(|x| bits(x)).collect();
+    assert!(
+        distinct.len() > 1,
+        "every algorithm summed in the same order"
+    );
+}
+
+#[test]
+fn out_of_place_equals_in_place_and_leaves_the_input() {
+    let p = 5;
+    let results = ThreadWorld::run(p, |comm| {
+        let mut c = Collectives::new(comm);
+        let input: Vec<f16> = self::input(Values::Fuzzy, c.rank(), 777);
+        let mut out = vec![f16::ZERO; 777];
+        c.all_reduce_into(&input, &mut out, Reduction::new(ReduceOp::Mean))
+            .unwrap();
+        let mut inplace = input.clone();
+        c.all_reduce(&mut inplace, Reduction::new(ReduceOp::Mean))
+            .unwrap();
+        assert_eq!(input, self::input::<f16>(Values::Fuzzy, c.rank(), 777));
+        assert_eq!(bits(&out), bits(&inplace));
+        out
+    })
+    .unwrap();
+    let first = bits(results[0].as_ref().unwrap());
+    for r in results {
+        assert_eq!(bits(&r.unwrap()), first);
+    }
+}
+
+#[test]
+fn stochastic_rounding_gives_the_same_bits_on_every_rank() {
+    use tessera_core::fp::{Overflow, Stochastic};
+    use tessera_core::rng::RandomStream;
+    let rounding = Rounding::Stochastic {
+        sr: Stochastic::new(RandomStream::new(42, 7), Overflow::Infinity),
+        first_index: 1000,
+    };
+    let p = 6;
+    let len = 501;
+    let results = ThreadWorld::run(p, |comm| {
+        let mut c = Collectives::new(comm).with_options(Options::new().deterministic());
+        let mut x: Vec<bf16> = input(Values::Fuzzy, c.rank(), len);
+        c.all_reduce(
+            &mut x,
+            Reduction::new(ReduceOp::Sum).with_rounding(rounding),
+        )
+        .unwrap();
+        x
+    })
+    .unwrap();
+    let s = Schedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, p, len).unwrap();
+    let red = Reduction::new(ReduceOp::Sum).with_rounding(rounding);
+    let mut bufs: Vec<Vec<bf16>> = (0..p).map(|r| input(Values::Fuzzy, r, len)).collect();
+    let mut refs: Vec<&mut [bf16]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+    let mut scratch = vec![0.0f32; s.scratch_len::<bf16>(ReduceOp::Sum)];
+    collective::execute(&s, &red, &mut refs, &mut scratch, |_| {}).unwrap();
+    for r in results {
+        assert_eq!(bits(&r.unwrap()), bits(&bufs[0]));
+    }
+}
+
+#[test]
+fn replica_groups_reduce_within_their_members() {
+    for (p, group) in [
+        (8, ReplicaGroup::Consecutive(2)),
+        (8, ReplicaGroup::Consecutive(4)),
+        (8, ReplicaGroup::Orthogonal(2)),
+        (12, ReplicaGroup::Orthogonal(3)),
+        (6, ReplicaGroup::Consecutive(3)),
+        (5, ReplicaGroup::All),
+    ] {
+        let results = ThreadWorld::run(p, |comm| {
+            let c = Collectives::new(comm);
+            let mut g = c.in_group(group).unwrap();
+            let mut x: Vec<f32> = input(Values::Exact, c.rank(), 50);
+            g.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+            // A second collective on the same view, then the whole world.
+            let mut y = vec![g.rank() as f32; 3];
+            g.broadcast(&mut y, g.size() - 1).unwrap();
+            assert_eq!(y, vec![(g.size() - 1) as f32; 3]);
+            drop(g);
+            c.barrier().unwrap();
+            x
+        })
+        .unwrap();
+        for (r, x) in results.into_iter().enumerate() {
+            let members: Vec<usize> = group.members(r, p).unwrap().collect();
+            let want: Vec<f32> = (0..50)
+                .map(|i| members.iter().map(|&q| value(Values::Exact, q, i)).sum())
+                .collect();
+            assert_eq!(x.unwrap(), want, "p={p} {group:?} rank {r}");
+        }
+    }
+}
+
+fn hierarchical<T: Element + Send + Sync>(
+    p: usize,
+    k: usize,
+    len: usize,
+    values: Values,
+    opts: Options,
+    op: ReduceOp,
+) -> Vec<Vec<T>> {
+    let results = ThreadWorld::run(p, |comm| {
+        let mut c = Collectives::new(comm).with_options(opts);
+        let mut x: Vec<T> = input(values, c.rank(), len);
+        let report = c
+            .hierarchical_all_reduce(&mut x, Reduction::new(op), k)
+            .unwrap();
+        assert!(report.all_gather.steps > 0 || k == 1);
+        x
+    })
+    .unwrap();
+    results.into_iter().map(Result::unwrap).collect()
+}
+
+#[test]
+fn hierarchical_all_reduce_is_exact_and_deterministic() {
+    for (p, k) in [(8, 4), (8, 2), (12, 4), (6, 3), (4, 1), (4, 4), (9, 3)] {
+        for op in ReduceOp::ALL {
+            let len = 2 * p + 5;
+            let want: Vec<f32> = (0..len)
+                .map(|i| {
+                    exact_value(
+                        p,
+                        &Case {
+                            algorithm: Algorithm::Ring,
+                            collective: Collective::AllReduce,
+                            op,
+                            order: Order::Schedule,
+                            len,
+                            values: Values::Exact,
+                        },
+                        0,
+                        i,
+                    )
+                })
+                .collect();
+            let check_all = |got: Vec<Vec<f32>>| {
+                for (r, x) in got.into_iter().enumerate() {
+                    assert_eq!(x, want, "p={p} k={k} {op:?} rank {r}");
+                }
+            };
+            check_all(hierarchical::<f32>(
+                p,
+                k,
+                len,
+                Values::Exact,
+                Options::new(),
+                op,
+            ));
+            let h16: Vec<Vec<f32>> =
+                hierarchical::<f16>(p, k, len, Values::Exact, Options::new(), op)
+                    .into_iter()
+                    .map(|x| x.iter().map(|v| v.load()).collect())
+                    .collect();
+            // f16 holds these sums and (rounded) means exactly as f32 rounds
+            // them to f16.
+            for x in h16 {
+                let w: Vec<f32> = want.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+                assert_eq!(x, w, "f16 p={p} k={k} {op:?}");
+            }
+        }
+        // Deterministic, k a power of two: bitwise the flat all-reduce.
+        if k.is_power_of_two() {
+            let len = 1001;
+            let det = Options::new().deterministic();
+            let h = hierarchical::<f32>(p, k, len, Values::Fuzzy, det, ReduceOp::Sum);
+            let inputs: Vec<Vec<f32>> = (0..p).map(|r| input(Values::Fuzzy, r, len)).collect();
+            let flat = all_reduce_everywhere(p, &inputs, &[det], ReduceOp::Sum);
+            for r in 0..p {
+                assert_eq!(bits(&h[r]), bits(&flat[r][0]), "p={p} k={k} rank {r}");
+            }
+            let h16 = hierarchical::<bf16>(p, k, len, Values::Fuzzy, det, ReduceOp::Mean);
+            let in16: Vec<Vec<bf16>> = (0..p).map(|r| input(Values::Fuzzy, r, len)).collect();
+            let flat16 = all_reduce_everywhere(p, &in16, &[det], ReduceOp::Mean);
+            for r in 0..p {
+                assert_eq!(
+                    bits(&h16[r]),
+                    bits(&flat16[r][0]),
+                    "bf16 p={p} k={k} rank {r}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_group_size_that_does_not_divide_is_an_error_on_every_rank() {
+    let results = ThreadWorld::run(6, |comm| {
+        let mut c = Collectives::new(comm);
+        let mut x = vec![1.0f32; 10];
+        c.hierarchical_all_reduce(&mut x, Reduction::new(ReduceOp::Sum), 4)
+    })
+    .unwrap();
+    for r in results {
+        assert!(matches!(r.unwrap(), Err(CommError::Group(_))));
+    }
+}
+
+/// A rank's all-reduce result and the error of its next operation.
+type Outcome = (Result<Vec<f32>, CommError>, Option<CommError>);
+
+/// Runs an all-reduce on `p` threads with `fault` injected at rank
+/// `faulty`'s exchange `at`; returns each rank's outcome (`None`: the
+/// thread panicked) and its next operation's error.
+fn faulted(
+    p: usize,
+    algorithm: Algorithm,
+    order: Order,
+    faulty: usize,
+    at: usize,
+    fault: Fault,
+    timeout: Duration,
+) -> Vec<Option<Outcome>> {
+    let results = ThreadWorld::run(p, |comm| {
+        let f = (comm.rank() == faulty).then_some((at, fault));
+        let mut c = Collectives::new(Faulty::new(comm, f)).with_options(
+            Options::new()
+                .with_algorithm(algorithm)
+                .with_order(order)
+                .with_timeout(timeout),
+        );
+        let mut x: Vec<f32> = input(Values::Exact, c.rank(), 3 * p + 1);
+        let r = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum));
+        let next = c.barrier().err();
+        (r.map(|_| x), next)
+    })
+    .unwrap();
+    results.into_iter().map(Result::ok).collect()
+}
+
+fn exact_sum(p: usize, len: usize) -> Vec<f32> {
+    (0..len)
+        .map(|i| (0..p).map(|q| value(Values::Exact, q, i)).sum())
+        .collect()
+}
+
+#[test]
+fn a_rank_that_aborts_or_panics_mid_all_reduce_fails_every_rank_cleanly() {
+    // Every algorithm, fault steps spread over the run; a short timeout
+    // that must not be what ends it: failures propagate at once (a
+    // timeout would show as `Timeout` or `Unresponsive`, not as the
+    // faulty rank's failure).
+    let timeout = Duration::from_secs(5);
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for p in [2usize, 3, 5, 8] {
+        for algorithm in Algorithm::ALL {
+            let s = Schedule::new(algorithm, Collective::AllReduce, p, 3 * p + 1).unwrap();
+            for fault in [Fault::Abort, Fault::Panic] {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let faulty = (seed % p as u64) as usize;
+                // A step at which the faulty rank communicates.
+                let exchanges = (0..s.steps())
+                    .filter(|&k| {
+                        s.ops(faulty, k)
+                            .iter()
+                            .any(|o| matches!(o, Op::Send { .. } | Op::Recv { .. }))
+                    })
+                    .count();
+                let at = ((seed >> 8) % exchanges as u64) as usize;
+                let start = Instant::now();
+                let out = faulted(p, algorithm, Order::Schedule, faulty, at, fault, timeout);
+                assert!(
+                    start.elapsed() < timeout,
+                    "{p} {algorithm:?} {fault:?}: failure took {:?}",
+                    start.elapsed()
+                );
+                let cause = match fault {
+                    Fault::Abort => Cause::Aborted,
+                    _ => Cause::Panicked,
+                };
+                let want = exact_sum(p, 3 * p + 1);
+                for (r, o) in out.into_iter().enumerate() {
+                    let ctx =
+                        format!("p={p} {algorithm:?} {fault:?} rank {faulty} at {at}: rank {r}");
+                    if r == faulty {
+                        match (fault, o) {
+                            (Fault::Panic, None) => {}
+                            (Fault::Abort, Some((Err(CommError::Aborted { rank }), _))) => {
+                                assert_eq!(rank, faulty, "{ctx}");
+                            }
+                            (_, o) => panic!("{ctx}: {o:?}"),
+                        }
+                        continue;
+                    }
+                    let (result, next) = o.unwrap_or_else(|| panic!("{ctx}: panicked"));
+                    match result {
+                        // Finished before the fault reached it: then right.
+                        Ok(x) => assert_eq!(x, want, "{ctx}"),
+                        Err(e) => assert_eq!(
+                            e,
+                            CommError::PeerFailed {
+                                rank: faulty,
+                                cause
+                            },
+                            "{ctx}"
+                        ),
+                    }
+                    // Aborted, and it says so.
+                    assert_eq!(
+                        next,
+                        Some(CommError::PeerFailed {
+                            rank: faulty,
+                            cause
+                        }),
+                        "{ctx}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn deterministic_mode_fails_cleanly_too() {
+    let out = faulted(
+        6,
+        Algorithm::DoubleBinaryTree,
+        Order::Deterministic,
+        3,
+        4,
+        Fault::Abort,
+        LONG,
+    );
+    for (r, o) in out.into_iter().enumerate() {
+        let (result, next) = o.unwrap();
+        if r == 3 {
+            assert_eq!(result, Err(CommError::Aborted { rank: 3 }));
+        } else if let Err(e) = result {
+            assert_eq!(
+                e,
+                CommError::PeerFailed {
+                    rank: 3,
+                    cause: Cause::Aborted
+                }
+            );
+        }
+        assert!(next.is_some());
+    }
+}
+
+#[test]
+fn a_rank_that_stops_responding_times_out_every_rank_within_the_deadline() {
+    let timeout = Duration::from_millis(300);
+    let p = 4;
+    let start = Instant::now();
+    let out = faulted(
+        p,
+        Algorithm::Ring,
+        Order::Schedule,
+        2,
+        1,
+        Fault::Stall(Duration::from_millis(1500)),
+        timeout,
+    );
+    let elapsed = start.elapsed();
+    let mut timeouts = 0;
+    for (r, o) in out.into_iter().enumerate() {
+        let (result, next) = o.unwrap();
+        match result {
+            Err(CommError::Timeout { rank, peer, waited }) => {
+                assert_eq!(rank, r);
+                // The deadline, plus scheduling delays on a loaded machine.
+                assert!(waited <= timeout + Duration::from_secs(2), "{waited:?}");
+                assert_ne!(peer, r);
+                timeouts += 1;
+            }
+            // The others, the stalled rank when it wakes, and a rank that
+            // another declared unresponsive (in a chain of waits, the first
+            // to time out names the rank it waited for).
+            Err(CommError::PeerFailed {
+                cause: Cause::Unresponsive,
+                ..
+            }) => {}
+            other => panic!("rank {r}: {other:?}"),
+        }
+        assert!(next.is_some(), "rank {r}");
+    }
+    assert!(timeouts >= 1);
+    // Everyone is done when the staller wakes, not much later.
+    assert!(
+        elapsed < Duration::from_millis(1500) + Duration::from_secs(5),
+        "{elapsed:?}"
+    );
+}
+
+#[test]
+fn a_short_stall_within_the_deadline_is_harmless() {
+    let out = faulted(
+        3,
+        Algorithm::HalvingDoubling,
+        Order::Schedule,
+        1,
+        0,
+        Fault::Stall(Duration::from_millis(50)),
+        LONG,
+    );
+    let want = exact_sum(3, 10);
+    for o in out {
+        let (result, next) = o.unwrap();
+        assert_eq!(result.unwrap(), want);
+        assert_eq!(next, None);
+    }
+}
+
+#[test]
+fn mismatched_calls_fail_on_every_rank() {
+    // Rank 1 differs in length, element type, operation, algorithm or
+    // collective; every rank returns an error, none waits for the deadline.
+    for what in 0..6 {
+        let start = Instant::now();
+        let results = ThreadWorld::run(4, |comm| {
+            let odd = comm.rank() == 1;
+            let mut opts = Options::new()
+                .with_timeout(LONG)
+                .with_algorithm(Algorithm::Ring);
+            if odd && what == 3 {
+                opts = opts.with_algorithm(Algorithm::HalvingDoubling);
+            }
+            let mut c = Collectives::new(comm).with_options(opts);
+            let len = if odd && what == 0 { 11 } else { 10 };
+            let op = if odd && what == 2 {
+                ReduceOp::Max
+            } else {
+                ReduceOp::Sum
+            };
+            match what {
+                1 if odd => c.all_reduce(&mut vec![f16::ONE; len], Reduction::new(op)),
+                4 if odd => c.broadcast(&mut vec![1.0f32; len], 0),
+                5 if odd => c
+                    .all_reduce(&mut vec![1.0f32; len], Reduction::new(op))
+                    .and_then(|_| c.all_reduce(&mut vec![1.0f32; len], Reduction::new(op))),
+                5 => c.broadcast(&mut vec![1.0f32; len], 5),
+                _ => c.all_reduce(&mut vec![1.0f32; len], Reduction::new(op)),
+            }
+            .map(|_| ())
+        })
+        .unwrap();
+        assert!(start.elapsed() < Duration::from_secs(20), "case {what}");
+        let errors: Vec<CommError> = results
+            .into_iter()
+            .map(|r| r.unwrap().expect_err("a mismatched call succeeded"))
+            .collect();
+        assert!(
+            errors
+                .iter()
+                .any(|e| matches!(e, CommError::CallMismatch { .. } | CommError::Schedule(_))),
+            "case {what}: {errors:?}"
+        );
+        if what == 0 {
+            assert!(
+                errors.iter().any(|e| matches!(
+                    e,
+                    CommError::CallMismatch {
+                        what: Mismatch::Length { .. },
+                        ..
+                    }
+                )),
+                "{errors:?}"
+            );
+        }
+        if what == 1 {
+            assert!(
+                errors.iter().any(|e| matches!(
+                    e,
+                    CommError::CallMismatch {
+                        what: Mismatch::ElementType { .. },
+                        ..
+                    }
+                )),
+                "{errors:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_rank_that_leaves_makes_its_waiters_fail_at_once() {
+    let start = Instant::now();
+    let results = ThreadWorld::run(3, |comm| {
+        if comm.rank() == 0 {
+            drop(comm);
+            return None;
+        }
+        let mut c = Collectives::new(comm).with_options(Options::new().with_timeout(LONG));
+        Some(
+            c.all_reduce(&mut [1.0f32; 4], Reduction::new(ReduceOp::Sum))
+                .map(|_| ()),
+        )
+    })
+    .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(20));
+    for r in results.into_iter().skip(1) {
+        assert_eq!(
+            r.unwrap().unwrap(),
+            Err(CommError::PeerFailed {
+                rank: 0,
+                cause: Cause::Exited
+            })
+        );
+    }
+}
+
+#[test]
+fn an_abort_handle_stops_a_blocked_receive_from_another_thread() {
+    let mut comms = ThreadWorld::new(2).unwrap().into_communicators();
+    let b = comms.pop().unwrap();
+    let a = comms.pop().unwrap();
+    let handle = b.abort_handle();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        handle.abort();
+    });
+    let mut buf = [0u8; 4];
+    assert_eq!(
+        a.recv(1, 0, &mut buf, LONG),
+        Err(CommError::PeerFailed {
+            rank: 1,
+            cause: Cause::Aborted
+        })
+    );
+    assert_eq!(b.check(), Err(CommError::Aborted { rank: 1 }));
+    t.join().unwrap();
+}
+
+#[test]
+fn point_to_point_messages_keep_order_per_tag_and_check_lengths() {
+    let results = ThreadWorld::run(3, |comm| {
+        let (r, p) = (comm.rank(), comm.size());
+        let next = (r + 1) % p;
+        let prev = (r + p - 1) % p;
+        for k in 0..5u64 {
+            comm.send_slice(next, 1, &[k, r as u64], LONG).unwrap();
+        }
+        comm.send(next, 2, b"tag two", LONG).unwrap();
+        // Tag 2 overtakes tag 1; within tag 1 the order holds.
+        assert_eq!(comm.recv_vec(prev, 2, LONG).unwrap(), b"tag two");
+        for k in 0..5u64 {
+            let mut got = [0u64; 2];
+            comm.recv_slice(prev, 1, &mut got, LONG).unwrap();
+            assert_eq!(got, [k, prev as u64]);
+        }
+        comm.barrier(LONG).unwrap();
+        assert_eq!(
+            comm.send(p, 0, &[], LONG),
+            Err(CommError::RankOutOfRange { rank: p, size: p })
+        );
+        comm.barrier(LONG).unwrap();
+        // A wrong length aborts the world.
+        match r {
+            0 => comm.send(1, 3, &[1, 2, 3], LONG).unwrap(),
+            1 => {
+                let mut two = [0u8; 2];
+                assert_eq!(
+                    comm.recv(0, 3, &mut two, LONG),
+                    Err(CommError::LengthMismatch {
+                        rank: 1,
+                        peer: 0,
+                        expected: 2,
+                        found: 3
+                    })
+                );
+            }
+            _ => {}
+        }
+        assert_eq!(
+            comm.barrier(LONG),
+            Err(CommError::PeerFailed {
+                rank: 1,
+                cause: Cause::Mismatch
+            })
+        );
+    })
+    .unwrap();
+    for r in results {
+        r.unwrap();
+    }
+}
+
+#[test]
+fn errors_display_their_data() {
+    let e = CommError::Timeout {
+        rank: 3,
+        peer: 1,
+        waited: Duration::from_millis(1500),
+    };
+    assert_eq!(
+        e.to_string(),
+        "rank 3 timed out after 1.500 s waiting for rank 1"
+    );
+    assert_eq!(
+        CommError::PeerFailed {
+            rank: 2,
+            cause: Cause::Panicked
+        }
+        .to_string(),
+        "rank 2 failed: it panicked"
+    );
+    assert_eq!(
+        CommError::CallMismatch {
+            rank: 0,
+            peer: 1,
+            what: Mismatch::Length {
+                ours: 10,
+                theirs: 11
+            }
+        }
+        .to_string(),
+        "ranks 0 and 1 called mismatched collectives: buffer length 10 here, 11 there"
+    );
+    let boxed: Box<dyn std::error::Error> = Box::new(CommError::Aborted { rank: 0 });
+    assert_eq!(boxed.to_string(), "rank 0's communicator is aborted");
+    assert!(ThreadWorld::new(0).is_err());
+}
