@@ -20,6 +20,9 @@ pub(crate) trait Update<const N: usize> {
 /// The per-element terms whose sums phase 1 returns: squares of the
 /// weight, the gradient and the update, as the optimizer defines them.
 pub(crate) trait Terms<const N: usize> {
+    /// Whether the terms read the state; if not, phase 1 neither loads nor
+    /// prefetches it (LARS's norms need only `w` and `g`).
+    const READS_STATE: bool = true;
     fn terms<T: Real>(&self, w: T, g: T, s: [T; N]) -> [T; 3];
 }
 
@@ -104,13 +107,20 @@ where
     U: Terms<N>,
 {
     check_phase_one(p);
+    let state = if U::READS_STATE { &p.state[..] } else { &[] };
     block_partials(
         p.weights.len(),
         scalar,
         &mut (),
         |(), at| {
-            prefetch_streams(p.weights, p.grads, &p.state, at);
-            let s = core::array::from_fn(|k| S::load_x8(chunk(p.state[k], at)));
+            prefetch_streams(p.weights, p.grads, state, at);
+            let s = core::array::from_fn(|k| {
+                if U::READS_STATE {
+                    S::load_x8(chunk(p.state[k], at))
+                } else {
+                    f32x8::ZERO
+                }
+            });
             u.terms(
                 W::load_x8(chunk(p.weights, at)),
                 G::load_x8(chunk(p.grads, at)),
@@ -118,7 +128,13 @@ where
             )
         },
         |(), at| {
-            let s = core::array::from_fn(|k| p.state[k][at].load());
+            let s = core::array::from_fn(|k| {
+                if U::READS_STATE {
+                    p.state[k][at].load()
+                } else {
+                    0.0
+                }
+            });
             u.terms(p.weights[at].load(), p.grads[at].load(), s)
         },
     )

@@ -223,6 +223,8 @@ impl Lars {
 struct Squares(f32);
 
 impl Terms<1> for Squares {
+    const READS_STATE: bool = false;
+
     #[inline(always)]
     fn terms<T: Real>(&self, w: T, g: T, _: [T; 1]) -> [T; 3] {
         let g = g * T::splat(self.0);
