@@ -904,7 +904,14 @@ fn point_to_point_messages_keep_order_per_tag_and_check_lengths() {
             comm.send(p, 0, &[], LONG),
             Err(CommError::RankOutOfRange { rank: p, size: p })
         );
-        comm.barrier(LONG).unwrap();
+        // Ranks leave a barrier at different moments: one still inside may
+        // already see the abort that rank 1 raises below.
+        let mismatch = Err(CommError::PeerFailed {
+            rank: 1,
+            cause: Cause::Mismatch,
+        });
+        let after = comm.barrier(LONG);
+        assert!(after.is_ok() || after == mismatch, "{after:?}");
         // A wrong length aborts the world.
         match r {
             0 => comm.send(1, 3, &[1, 2, 3], LONG).unwrap(),
@@ -922,13 +929,7 @@ fn point_to_point_messages_keep_order_per_tag_and_check_lengths() {
             }
             _ => {}
         }
-        assert_eq!(
-            comm.barrier(LONG),
-            Err(CommError::PeerFailed {
-                rank: 1,
-                cause: Cause::Mismatch
-            })
-        );
+        assert_eq!(comm.barrier(LONG), mismatch);
     })
     .unwrap();
     for r in results {
