@@ -98,7 +98,6 @@ pub mod group;
 pub mod mpi;
 mod run;
 pub mod subgroup;
-mod sum_tree;
 pub mod thread;
 
 pub use collectives::{

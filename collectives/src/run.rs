@@ -41,7 +41,7 @@ use tessera_core::fp::{Element, Rounding};
 
 use crate::comm::{Communicator, Incoming, Outgoing, collective_tag};
 use crate::error::{Cause, CommError, Failure, Mismatch};
-use crate::sum_tree::{Node, SumTree, union};
+use tessera_core::collective::{Node, SumTree};
 
 /// Bytes of the header before every message's values.
 pub(crate) const HEADER: usize = 96;
@@ -831,4 +831,16 @@ pub(crate) fn own_failure<C: Communicator + ?Sized>(comm: &C) -> Failure {
         rank: comm.world_rank(comm.rank()),
         cause: Cause::Mismatch,
     }
+}
+
+/// The union of two disjoint, adjacent sets (one ends where the other
+/// starts), as the schedules' `Kind::Reduce` guarantees.
+fn union(a: Ranks, b: Ranks, size: usize) -> Ranks {
+    let len = (a.len + b.len).min(size);
+    let start = if (a.start + a.len) % size == b.start % size {
+        a.start
+    } else {
+        b.start
+    };
+    Ranks::new(start % size, len)
 }

@@ -161,4 +161,4 @@ pub use error::Error;
 pub use execute::{execute, execute_into};
 pub use op::{ReduceOp, Reduction};
 pub use schedule::{Algorithm, Collective, Kind, Op, Ops, Order, Ranks, Schedule, Span, Transfer};
-pub use sum_tree::tree_sum;
+pub use sum_tree::{Node, SumTree, tree_sum};

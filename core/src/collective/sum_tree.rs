@@ -12,8 +12,13 @@ use super::schedule::Ranks;
 /// remaining single leaves, in order, are the `big` "survivors", and a
 /// complete binary tree over the survivors adds neighbours, then
 /// neighbouring pairs, and so on.
+///
+/// Public so that a transport running [`Order::Deterministic`] over its own
+/// messages (as `tessera-collectives` does) walks the same tree.
+///
+/// [`Order::Deterministic`]: super::Order::Deterministic
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct SumTree {
+pub struct SumTree {
     leaves: usize,
     fold: usize,
     levels: u32,
@@ -21,17 +26,23 @@ pub(crate) struct SumTree {
 
 /// A node of a [`SumTree`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Node {
+pub enum Node {
     /// Leaf `j` among the folded ones (`j < 2 * fold`).
     Folded(usize),
     /// The survivors `k << h .. (k + 1) << h`; with `h == 0` and
     /// `k >= fold`, the single leaf `k + fold`.
-    Group { h: u32, k: usize },
+    Group {
+        /// The height above the survivors.
+        h: u32,
+        /// The index among the nodes of that height.
+        k: usize,
+    },
 }
 
 impl SumTree {
     /// The tree over `leaves >= 1` contributions.
-    pub(crate) fn new(leaves: usize) -> Self {
+    #[must_use]
+    pub fn new(leaves: usize) -> Self {
         debug_assert!(leaves >= 1);
         let levels = usize::BITS - 1 - leaves.leading_zeros();
         Self {
@@ -41,7 +52,15 @@ impl SumTree {
         }
     }
 
-    pub(crate) fn root(&self) -> Node {
+    /// The number of leaves (contributions).
+    #[must_use]
+    pub const fn leaves(&self) -> usize {
+        self.leaves
+    }
+
+    /// The root, whose sum is the total.
+    #[must_use]
+    pub fn root(&self) -> Node {
         Node::Group {
             h: self.levels,
             k: 0,
@@ -54,7 +73,8 @@ impl SumTree {
     }
 
     /// The leaves `a..b` under `node`.
-    pub(crate) fn range(&self, node: Node) -> (usize, usize) {
+    #[must_use]
+    pub fn range(&self, node: Node) -> (usize, usize) {
         match node {
             Node::Folded(j) => (j, j + 1),
             Node::Group { h, k } => (self.first_leaf(k << h), self.first_leaf((k + 1) << h)),
@@ -62,7 +82,8 @@ impl SumTree {
     }
 
     /// The two children of an internal node, `None` for a leaf.
-    pub(crate) fn children(&self, node: Node) -> Option<(Node, Node)> {
+    #[must_use]
+    pub fn children(&self, node: Node) -> Option<(Node, Node)> {
         match node {
             Node::Folded(_) => None,
             Node::Group { h: 0, k } => {
@@ -79,7 +100,8 @@ impl SumTree {
     }
 
     /// The leaf index of a leaf node.
-    pub(crate) fn leaf(&self, node: Node) -> Option<usize> {
+    #[must_use]
+    pub fn leaf(&self, node: Node) -> Option<usize> {
         match node {
             Node::Folded(j) => Some(j),
             Node::Group { h: 0, k } if k >= self.fold => Some(k + self.fold),
@@ -89,14 +111,15 @@ impl SumTree {
 
     /// The row of an internal node in a table of `leaves - 1` rows: the
     /// last leaf of its left child (unique, below `leaves - 1`).
-    pub(crate) fn row(&self, node: Node) -> usize {
+    #[must_use]
+    pub fn row(&self, node: Node) -> usize {
         let (_, right) = self.children(node).expect("row of a leaf");
         self.range(right).0 - 1
     }
 
     /// Calls `f` with every maximal node whose leaves are all in `set`
     /// (the partial sums a message covering `set` carries), left to right.
-    pub(crate) fn frontier(&self, set: Ranks, f: &mut impl FnMut(Node)) {
+    pub fn frontier(&self, set: Ranks, f: &mut impl FnMut(Node)) {
         self.frontier_at(self.root(), set, f);
     }
 
@@ -116,12 +139,7 @@ impl SumTree {
     /// internal node whose leaves are all in `held` or `incoming` but that
     /// lies in neither (the additions a receiver holding `held` does when
     /// partial sums covering `incoming` arrive).
-    pub(crate) fn merges(
-        &self,
-        held: Ranks,
-        incoming: Ranks,
-        f: &mut impl FnMut(Node, Node, Node),
-    ) {
+    pub fn merges(&self, held: Ranks, incoming: Ranks, f: &mut impl FnMut(Node, Node, Node)) {
         self.merges_at(self.root(), held, incoming, f);
     }
 
