@@ -271,3 +271,72 @@ fn bench_sim_json_reports_the_simulator_against_the_kernel_and_one_ipu() {
     assert_eq!(records[5]["kernel"], "lamb_sim_4ipu");
     assert_eq!(records[5]["elements"], 4 * 1472, "tiles");
 }
+
+#[test]
+fn bench_allreduce_json_reports_every_algorithm_against_memcpy() {
+    let out = tessera(&[
+        "bench",
+        "allreduce",
+        "--quick",
+        "--json",
+        "--elements",
+        "1024",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let records: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    // --quick: 2 thread ranks; four algorithms and the cost model's choice
+    // (4 KiB is below the chunked ring's slice size).
+    let kernels = [
+        "allreduce_ring_p2",
+        "allreduce_bidirectional_ring_p2",
+        "allreduce_double_binary_tree_p2",
+        "allreduce_halving_doubling_p2",
+        "allreduce_auto_p2",
+    ];
+    assert_eq!(records.len(), kernels.len(), "{}", stdout(&out));
+    for (r, kernel) in records.iter().zip(kernels) {
+        assert_eq!(r["suite"], "allreduce", "{r}");
+        assert_eq!(r["kernel"], kernel, "{r}");
+        assert_eq!(r["elements"], 1024, "{r}");
+        assert_eq!(r["reference"], "memcpy", "{r}");
+        let number = |field: &str| {
+            let x = r[field]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{field} in {r}"));
+            assert!(x.is_finite() && x > 0.0, "{field} = {x} in {r}");
+            x
+        };
+        let [seconds, gbps, ratio, reference_seconds, reference_gbps] = [
+            "seconds",
+            "gbps",
+            "ratio",
+            "reference_seconds",
+            "reference_gbps",
+        ]
+        .map(number);
+        // The definitions: busbw = bytes / time x 2 (p - 1) / p (1 for two
+        // ranks), memcpy GB/s = bytes copied / time, ratio = busbw / memcpy.
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+        assert!(close(gbps, 4096.0 / seconds / 1e9), "busbw in {r}");
+        assert!(
+            close(reference_gbps, 4096.0 / reference_seconds / 1e9),
+            "memcpy GB/s in {r}"
+        );
+        assert!(close(ratio, gbps / reference_gbps), "ratio in {r}");
+    }
+}
+
+#[test]
+fn bench_allreduce_over_mpi_without_mpirun_exits_with_status_2() {
+    // Built without the `mpi` feature, or not launched by mpirun: either
+    // way the command says what is missing and does not start.
+    let out = tessera(&["bench", "allreduce", "--transport", "mpi", "--quick"]);
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("--transport mpi"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("mpirun"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "nothing on stdout: {}", stdout(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}

@@ -7,6 +7,7 @@
 //! reference), and hands each to a [`report::Sink`] as soon as it is
 //! measured. Timing lives in [`timing`] and is shared by every suite.
 
+pub(crate) mod allreduce;
 pub(crate) mod conversions;
 pub(crate) mod optimizers;
 pub(crate) mod report;
@@ -30,7 +31,12 @@ pub(crate) struct Suite {
 }
 
 /// Every suite the command offers, in the order `--help` lists them.
-pub(crate) const SUITES: &[Suite] = &[conversions::SUITE, optimizers::SUITE, sim::SUITE];
+pub(crate) const SUITES: &[Suite] = &[
+    conversions::SUITE,
+    optimizers::SUITE,
+    sim::SUITE,
+    allreduce::SUITE,
+];
 
 /// Looks a suite up by name.
 pub(crate) fn suite(name: &str) -> Option<&'static Suite> {
@@ -44,6 +50,9 @@ pub(crate) struct Plan {
     pub(crate) quick: bool,
     /// Element counts to measure; `None` means the suite's defaults.
     pub(crate) elements: Option<Vec<NonZeroUsize>>,
+    /// Where the ranks of the `allreduce` suite run (the other suites
+    /// ignore it).
+    pub(crate) transport: allreduce::Transport,
 }
 
 /// One measurement: a kernel at one size against one reference.
@@ -89,6 +98,11 @@ pub(crate) enum BenchError {
     Output(std::io::ErrorKind),
     /// The simulator could not build the benchmark's program.
     Simulator(String),
+    /// The command asked for something this build or launch cannot do
+    /// (for example `--transport mpi` without MPI).
+    Unavailable(String),
+    /// A collective failed or returned a wrong result.
+    Collective(String),
 }
 
 impl fmt::Display for BenchError {
@@ -101,6 +115,8 @@ impl fmt::Display for BenchError {
             ),
             Self::Output(kind) => write!(f, "cannot write the results: {kind}"),
             Self::Simulator(ref e) => write!(f, "the simulator benchmark could not run: {e}"),
+            Self::Unavailable(ref e) => f.write_str(e),
+            Self::Collective(ref e) => write!(f, "the all-reduce benchmark failed: {e}"),
         }
     }
 }

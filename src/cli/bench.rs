@@ -7,6 +7,7 @@ use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser};
 
 use super::Failure;
+use crate::bench::allreduce::{self, NcclTable, Transport};
 use crate::bench::report::{JsonLines, Sink, Table};
 use crate::bench::{self, BenchError, Plan};
 
@@ -35,6 +36,12 @@ pub(super) struct BenchArgs {
     /// with commas. Accepts suffixes Ki, Mi and Gi (4096, 256Ki, 16Mi).
     #[arg(long, value_name = "N", value_parser = parse_elements, value_delimiter = ',')]
     elements: Vec<NonZeroUsize>,
+
+    /// allreduce only: run the ranks as threads of this process (default)
+    /// or as MPI processes (a binary built with `--features mpi`, launched
+    /// by `mpirun`; only rank 0 prints).
+    #[arg(long, value_enum, value_name = "TRANSPORT")]
+    transport: Option<Transport>,
 }
 
 impl BenchArgs {
@@ -45,26 +52,42 @@ impl BenchArgs {
             quick: true,
             json: false,
             elements: Vec::new(),
+            transport: None,
         }
     }
 
     pub(super) fn run(self) -> Result<(), Failure> {
         let suite = bench::suite(&self.suite)
             .ok_or_else(|| Failure::Usage(format!("no benchmark suite named `{}`", self.suite)))?;
+        if self.transport.is_some() && suite.name != allreduce::SUITE.name {
+            return Err(Failure::Usage(format!(
+                "--transport applies to the {} suite only, not to `{}`",
+                allreduce::SUITE.name,
+                suite.name
+            )));
+        }
         let plan = Plan {
             quick: self.quick,
             elements: (!self.elements.is_empty()).then_some(self.elements),
+            transport: self.transport.unwrap_or_default(),
         };
         let stdout = io::stdout().lock();
         let mut sink: Box<dyn Sink> = if self.json {
             Box::new(JsonLines(stdout))
+        } else if suite.name == allreduce::SUITE.name {
+            // nccl-tests' columns: size, algorithm, time, algbw, busbw.
+            Box::new(NcclTable(stdout))
         } else {
             Box::new(Table(stdout))
         };
         (suite.run)(&plan, &mut *sink).map_err(|e| match e {
             BenchError::Output(ErrorKind::BrokenPipe) => Failure::Closed,
-            BenchError::OutOfMemory { .. } => Failure::Usage(e.to_string()),
-            BenchError::Output(_) | BenchError::Simulator(_) => Failure::Job(e.to_string()),
+            BenchError::OutOfMemory { .. } | BenchError::Unavailable(_) => {
+                Failure::Usage(e.to_string())
+            }
+            BenchError::Output(_) | BenchError::Simulator(_) | BenchError::Collective(_) => {
+                Failure::Job(e.to_string())
+            }
         })
     }
 }
