@@ -8,33 +8,12 @@ use std::cmp::Ordering;
 use proptest::prelude::*;
 use tessera_core::fp::{HalfFloat, Overflow, Rounding, Stochastic, bf16, f16};
 use tessera_core::kernels::{self, BLOCK, ExactSum, LANES, MaxAbs, scalar};
-use tessera_core::rng::{RandomStream, mix64};
+use tessera_core::rng::RandomStream;
 
 // ---------------------------------------------------------------------------
 // Data.
 
-/// A seeded SplitMix64 sequence.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix64(self.0)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// Sign, exponent in `lo..=hi` (unbiased), random mantissa.
-    fn in_range(&mut self, lo: i32, hi: i32) -> f32 {
-        let r = self.next();
-        let exp = (lo + (r % (hi - lo + 1) as u64) as i32 + 127) as u32;
-        let man = (r >> 8) as u32 & 0x007f_ffff;
-        let sign = ((r >> 40) as u32 & 1) << 31;
-        f32::from_bits(sign | exp << 23 | man)
-    }
-}
+use crate::support::Gen;
 
 const SPECIAL_F32: [f32; 22] = [
     0.0,

@@ -8,3 +8,4 @@ mod loss;
 mod optim;
 mod rng;
 mod scale;
+mod support;

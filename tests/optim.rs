@@ -745,12 +745,12 @@ fn value_stability_of_a_lamb_trajectory() {
         );
     }
     // FNV-1a over the stored bits of weights and state.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for x in w.iter().chain(&m).chain(&v) {
-        for b in x.to_bits().to_le_bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
+    let h = fnv_bytes(
+        w.iter()
+            .chain(&m)
+            .chain(&v)
+            .flat_map(|x| x.to_bits().to_le_bytes()),
+    );
     assert_eq!(h, PINNED_LAMB_TRAJECTORY, "{h:#x}");
 
     // And in f32, where every rounding of the formula shows.
@@ -764,12 +764,12 @@ fn value_stability_of_a_lamb_trajectory() {
             &mut Param::new(11, &mut w, &g, [&mut m, &mut v]),
         );
     }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for x in w.iter().chain(&m).chain(&v) {
-        for b in x.to_bits().to_le_bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
+    let h = fnv_bytes(
+        w.iter()
+            .chain(&m)
+            .chain(&v)
+            .flat_map(|x| x.to_bits().to_le_bytes()),
+    );
     assert_eq!(h, PINNED_LAMB_F32_TRAJECTORY, "{h:#x}");
 }
 
@@ -959,4 +959,11 @@ fn lamb_fused_form_matches_the_read_only_phases() {
             lamb_fused_matches::<bf16, f32>(n, config);
         }
     }
+}
+
+/// FNV-1a over bytes: a stable fingerprint for pinned trajectories.
+fn fnv_bytes(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
