@@ -332,60 +332,38 @@ pub(crate) fn failure_error(rank: usize, f: Failure) -> CommError {
     }
 }
 
-impl<C: Communicator + ?Sized> Communicator for &C {
-    fn rank(&self) -> usize {
-        (**self).rank()
-    }
-    fn size(&self) -> usize {
-        (**self).size()
-    }
-    fn exchange(
-        &self,
-        sends: &[Outgoing<'_>],
-        recvs: &mut [Incoming],
-        timeout: Duration,
-    ) -> Result<(), CommError> {
-        (**self).exchange(sends, recvs, timeout)
-    }
-    fn fail(&self, failure: Failure) {
-        (**self).fail(failure);
-    }
-    fn failure(&self) -> Option<Failure> {
-        (**self).failure()
-    }
-    fn world_rank(&self, rank: usize) -> usize {
-        (**self).world_rank(rank)
-    }
-    fn context(&self) -> u16 {
-        (**self).context()
-    }
+/// Forwards every method through a pointer to a communicator.
+macro_rules! forward_communicator {
+    ($($pointer:ty),*) => {$(
+        impl<C: Communicator + ?Sized> Communicator for $pointer {
+            fn rank(&self) -> usize {
+                (**self).rank()
+            }
+            fn size(&self) -> usize {
+                (**self).size()
+            }
+            fn exchange(
+                &self,
+                sends: &[Outgoing<'_>],
+                recvs: &mut [Incoming],
+                timeout: Duration,
+            ) -> Result<(), CommError> {
+                (**self).exchange(sends, recvs, timeout)
+            }
+            fn fail(&self, failure: Failure) {
+                (**self).fail(failure);
+            }
+            fn failure(&self) -> Option<Failure> {
+                (**self).failure()
+            }
+            fn world_rank(&self, rank: usize) -> usize {
+                (**self).world_rank(rank)
+            }
+            fn context(&self) -> u16 {
+                (**self).context()
+            }
+        }
+    )*};
 }
 
-impl<C: Communicator + ?Sized> Communicator for Box<C> {
-    fn rank(&self) -> usize {
-        (**self).rank()
-    }
-    fn size(&self) -> usize {
-        (**self).size()
-    }
-    fn exchange(
-        &self,
-        sends: &[Outgoing<'_>],
-        recvs: &mut [Incoming],
-        timeout: Duration,
-    ) -> Result<(), CommError> {
-        (**self).exchange(sends, recvs, timeout)
-    }
-    fn fail(&self, failure: Failure) {
-        (**self).fail(failure);
-    }
-    fn failure(&self) -> Option<Failure> {
-        (**self).failure()
-    }
-    fn world_rank(&self, rank: usize) -> usize {
-        (**self).world_rank(rank)
-    }
-    fn context(&self) -> u16 {
-        (**self).context()
-    }
-}
+forward_communicator!(&C, Box<C>);
