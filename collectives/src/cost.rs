@@ -228,10 +228,35 @@ impl Topology {
     /// # Errors
     /// [`ConfigError::NotPositive`] for `domain == 0`.
     pub fn ipu_pod(domain: usize) -> Result<Self, ConfigError> {
-        let ipu_link = Link::new(1.0e-6, 16.0e9, 0.85, Ports::PerPeer)?;
-        let gw_link = Link::new(10.0e-6, 2.0 * 100.0e9 / 8.0 / 4.0, 1.0, Ports::Single)?;
-        Self::two_level(domain, ipu_link, gw_link, 1.0e12)
+        Self::two_level(
+            domain,
+            Self::IPU_LINK,
+            Self::GW_LINK_PER_IPU,
+            Self::IPU_REDUCE_BANDWIDTH,
+        )
     }
+
+    /// The IPU-Link of [`Topology::ipu_pod`]: 1 us, 16 GB/s, 0.85,
+    /// [`Ports::PerPeer`].
+    pub const IPU_LINK: Link = Link {
+        latency: 1.0e-6,
+        bandwidth: 16.0e9,
+        efficiency: 0.85,
+        ports: Ports::PerPeer,
+    };
+
+    /// The GW-Link share of one IPU in [`Topology::ipu_pod`]: 10 us,
+    /// 2 x 100 Gbit/s per IPU-M2000 over its 4 IPUs, [`Ports::Single`].
+    pub const GW_LINK_PER_IPU: Link = Link {
+        latency: 10.0e-6,
+        bandwidth: 2.0 * 100.0e9 / 8.0 / 4.0,
+        efficiency: 1.0,
+        ports: Ports::Single,
+    };
+
+    /// The IPUs' reduction rate in [`Topology::ipu_pod`], bytes of
+    /// contributions per second.
+    pub const IPU_REDUCE_BANDWIDTH: f64 = 1.0e12;
 
     /// Ranks per fast domain.
     #[must_use]

@@ -22,12 +22,13 @@
 //!   tensor, a LAMB step (phase 1 per tile, a tree of exact partial
 //!   statistics over the exchange, phase 2 per tile), and within-IPU
 //!   reductions (sum of squares, dot).
+//! - [`pod`]: IPU-M2000, POD16, POD64 and larger Pods of POD64s, IPU-Links
+//!   and GW-Links, replicas and instances (PopRun/PopDist semantics), and
+//!   the cost of their all-reduce, syncs and host transfers.
 //! - [`bench`](mod@bench): wall-time benchmarks of the engine against the plain core
 //!   kernels, for `tessera bench sim`.
 //!
 //! Planned (see `ARCHITECTURE.md`):
-//! - `pod`: IPU-M2000, POD16, POD64 and POD256 topologies, IPU-Links and
-//!   GW-Links, replicas and instances (PopRun/PopDist semantics);
 //! - `train`: the data-parallel trainer (sharding, device iterations,
 //!   gradient accumulation, loss scaling, stochastic rounding, all-reduce,
 //!   optimizers, replicated tensor sharding, checkpoints, metrics);
@@ -49,5 +50,6 @@
 pub mod bench;
 pub mod ipu;
 pub mod kernels;
+pub mod pod;
 
 pub use ipu::{IpuParams, IpuSpec, SpecError, SpecField};

@@ -1,0 +1,478 @@
+//! Where replicas run on a Pod, and what their collectives cost.
+
+use core::ops::Range;
+
+use tessera_collectives::cost::Estimate;
+use tessera_collectives::{Algorithm, Collective, CostModel, Link, Ports, Topology};
+
+use super::error::{DistributionField, PodError};
+use super::process::ProcessId;
+use super::spec::PodSpec;
+use crate::ipu::Target;
+
+/// How a run is spread over a Pod, as PopRun/PopDist and PopTorch say it:
+/// `instances` processes, `replicas` replicas in all (the total
+/// replication factor, `replicas / instances` per instance), each replica
+/// on `ipus_per_replica` IPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Distribution {
+    /// Processes (PopRun `--num-instances`).
+    pub instances: usize,
+    /// Replicas in all (PopRun `--num-replicas`).
+    pub replicas: usize,
+    /// IPUs per replica (a power of two).
+    pub ipus_per_replica: usize,
+}
+
+impl Distribution {
+    /// Checks the distribution against `pod` and places it: replica `r` on
+    /// IPUs `r * ipus_per_replica ..`, instance `i` running replicas `i *
+    /// replicas_per_instance ..`.
+    ///
+    /// # Errors
+    /// In this order: [`PodError::Zero`];
+    /// [`PodError::InstancesDoNotDivideReplicas`];
+    /// [`PodError::IpusPerReplicaNotPowerOfTwo`];
+    /// [`PodError::ReplicaLargerThanDomain`] (a replica must sit in one
+    /// IPU-Link domain, which a power of two then divides);
+    /// [`PodError::TooManyIpus`]; [`PodError::PartialDomain`] if the
+    /// replicas spill over one POD64 without filling whole POD64s;
+    /// [`PodError::Link`] if the Pod's links are invalid.
+    pub fn layout(&self, pod: &PodSpec) -> Result<Layout, PodError> {
+        let Self {
+            instances,
+            replicas,
+            ipus_per_replica,
+        } = *self;
+        for (value, field) in [
+            (instances, DistributionField::Instances),
+            (replicas, DistributionField::Replicas),
+            (ipus_per_replica, DistributionField::IpusPerReplica),
+        ] {
+            if value == 0 {
+                return Err(PodError::Zero(field));
+            }
+        }
+        if !replicas.is_multiple_of(instances) {
+            return Err(PodError::InstancesDoNotDivideReplicas {
+                instances,
+                replicas,
+            });
+        }
+        if !ipus_per_replica.is_power_of_two() {
+            return Err(PodError::IpusPerReplicaNotPowerOfTwo { ipus_per_replica });
+        }
+        let domain_ipus = pod.domain_ipus();
+        if ipus_per_replica > domain_ipus {
+            return Err(PodError::ReplicaLargerThanDomain {
+                ipus_per_replica,
+                domain_ipus,
+            });
+        }
+        let too_many = PodError::TooManyIpus {
+            replicas,
+            ipus_per_replica,
+            available: pod.ipus(),
+        };
+        let ipus = replicas.checked_mul(ipus_per_replica).ok_or(too_many)?;
+        if ipus > pod.ipus() {
+            return Err(too_many);
+        }
+        if ipus > domain_ipus && !ipus.is_multiple_of(domain_ipus) {
+            return Err(PodError::PartialDomain { ipus, domain_ipus });
+        }
+        Layout::new(pod, instances, replicas, ipus_per_replica)
+    }
+}
+
+/// The time of a collective on a Pod, by the links it spends it on.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CollectiveTime {
+    /// Seconds on IPU-Links (within IPU-Link domains).
+    pub ipu_link_s: f64,
+    /// Seconds on GW-Links (between POD64s).
+    pub gw_link_s: f64,
+}
+
+impl CollectiveTime {
+    /// Seconds in all (the parts run one after the other).
+    #[must_use]
+    pub fn total(&self) -> f64 {
+        self.ipu_link_s + self.gw_link_s
+    }
+}
+
+/// A validated placement of a [`Distribution`] on a [`PodSpec`], with the
+/// cost model of its collectives.
+///
+/// ```
+/// use tessera_sim::pod::{Distribution, PodSpec};
+///
+/// let pod = PodSpec::pods(2)?; // POD128
+/// let d = Distribution { instances: 4, replicas: 64, ipus_per_replica: 2 };
+/// let layout = d.layout(&pod)?;
+/// assert_eq!(layout.replicas_per_instance(), 16);
+/// assert_eq!(layout.ipus_of(33), 66..68);
+/// assert_eq!(layout.instance_of(33), 2);
+/// // 64 replicas of 2 IPUs fill both POD64s: the all-reduce crosses GW-Links.
+/// let t = layout.all_reduce_time(100 << 20);
+/// assert!(t.ipu_link_s > 0.0 && t.gw_link_s > 0.0);
+/// # Ok::<(), tessera_sim::pod::PodError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pod: PodSpec,
+    instances: usize,
+    replicas: usize,
+    ipus_per_replica: usize,
+    /// Replicas per IPU-Link domain (all of them within one domain).
+    group: usize,
+    /// IPU-Link domains used.
+    domains: usize,
+    model: CostModel,
+}
+
+impl Layout {
+    /// The layout of checked numbers.
+    fn new(
+        pod: &PodSpec,
+        instances: usize,
+        replicas: usize,
+        ipus_per_replica: usize,
+    ) -> Result<Self, PodError> {
+        let group = replicas.min(pod.domain_ipus() / ipus_per_replica);
+        let domains = replicas / group;
+        // A rank of the model is one IPU of a replica: the replicas' IPUs at
+        // the same position form `ipus_per_replica` orthogonal groups that
+        // run at once on their own links. The GW-Links of an IPU-M2000 are
+        // shared by its IPUs.
+        let intra = pod.ipu_link().link(1, Ports::PerPeer)?;
+        let inter = pod.gw_link().link(pod.ipus_per_m2000(), Ports::Single)?;
+        let topology = Topology::two_level(group, intra, inter, Topology::IPU_REDUCE_BANDWIDTH)
+            .map_err(|error| PodError::Link {
+                link: "reduction",
+                error,
+            })?;
+        Ok(Self {
+            pod: pod.clone(),
+            instances,
+            replicas,
+            ipus_per_replica,
+            group,
+            domains,
+            model: CostModel::new(topology),
+        })
+    }
+
+    /// One replica per IPU of `pod`, one instance: plain data parallelism
+    /// over the whole Pod.
+    #[must_use]
+    pub fn data_parallel(pod: &PodSpec) -> Self {
+        let d = Distribution {
+            instances: 1,
+            replicas: pod.ipus(),
+            ipus_per_replica: 1,
+        };
+        // Every PodSpec has a valid size and links (checked when made), so
+        // this layout exists; the fallback is never taken.
+        d.layout(pod).unwrap_or_else(|_| Self {
+            pod: pod.clone(),
+            instances: 1,
+            replicas: pod.ipus(),
+            ipus_per_replica: 1,
+            group: pod.domain_ipus(),
+            domains: pod.pod64s(),
+            model: CostModel::new(Topology::default()),
+        })
+    }
+
+    /// The Pod.
+    #[must_use]
+    pub const fn pod(&self) -> &PodSpec {
+        &self.pod
+    }
+
+    /// Replicas in all.
+    #[must_use]
+    pub const fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// Instances (processes).
+    #[must_use]
+    pub const fn instances(&self) -> usize {
+        self.instances
+    }
+
+    /// Replicas per instance.
+    #[must_use]
+    pub const fn replicas_per_instance(&self) -> usize {
+        self.replicas / self.instances
+    }
+
+    /// IPUs per replica.
+    #[must_use]
+    pub const fn ipus_per_replica(&self) -> usize {
+        self.ipus_per_replica
+    }
+
+    /// IPUs used by all replicas.
+    #[must_use]
+    pub const fn ipus(&self) -> usize {
+        self.replicas * self.ipus_per_replica
+    }
+
+    /// Replicas in one IPU-Link domain (all replicas if they fit in one).
+    #[must_use]
+    pub const fn replicas_per_domain(&self) -> usize {
+        self.group
+    }
+
+    /// IPU-Link domains (POD64s) the replicas use.
+    #[must_use]
+    pub const fn domains(&self) -> usize {
+        self.domains
+    }
+
+    /// The collectives cost model of one orthogonal group: ranks are
+    /// replicas, [`Topology::domain`] the replicas per IPU-Link domain.
+    #[must_use]
+    pub const fn cost_model(&self) -> &CostModel {
+        &self.model
+    }
+
+    /// The instance that runs `replica`.
+    ///
+    /// # Panics
+    /// If `replica >= replicas()`.
+    #[must_use]
+    pub fn instance_of(&self, replica: usize) -> usize {
+        assert!(
+            replica < self.replicas,
+            "replica {replica} of {}",
+            self.replicas
+        );
+        replica / self.replicas_per_instance()
+    }
+
+    /// The replicas `instance` runs.
+    ///
+    /// # Panics
+    /// If `instance >= instances()`.
+    #[must_use]
+    pub fn replicas_of(&self, instance: usize) -> Range<usize> {
+        assert!(
+            instance < self.instances,
+            "instance {instance} of {}",
+            self.instances
+        );
+        let per = self.replicas_per_instance();
+        instance * per..(instance + 1) * per
+    }
+
+    /// The replicas of `process`.
+    ///
+    /// # Errors
+    /// [`PodError::ProcessCountMismatch`] unless the process count is the
+    /// number of instances.
+    pub fn replicas_of_process(&self, process: ProcessId) -> Result<Range<usize>, PodError> {
+        if process.count != self.instances {
+            return Err(PodError::ProcessCountMismatch {
+                count: process.count,
+                instances: self.instances,
+            });
+        }
+        Ok(self.replicas_of(process.index))
+    }
+
+    /// The IPUs of `replica`, consecutive.
+    ///
+    /// # Panics
+    /// If `replica >= replicas()`.
+    #[must_use]
+    pub fn ipus_of(&self, replica: usize) -> Range<usize> {
+        assert!(
+            replica < self.replicas,
+            "replica {replica} of {}",
+            self.replicas
+        );
+        let k = self.ipus_per_replica;
+        replica * k..(replica + 1) * k
+    }
+
+    /// The IPU-Link domain (POD64) of `replica`.
+    ///
+    /// # Panics
+    /// If `replica >= replicas()`.
+    #[must_use]
+    pub fn domain_of(&self, replica: usize) -> usize {
+        self.ipus_of(replica).start / self.pod.domain_ipus()
+    }
+
+    /// The [`Target`] one replica runs on: `ipus_per_replica` IPUs of the
+    /// Pod's IPU.
+    ///
+    /// # Errors
+    /// [`PodError::Target`] if the IPUs' tiles overflow a tile index.
+    pub fn replica_target(&self) -> Result<Target, PodError> {
+        let ipus = u32::try_from(self.ipus_per_replica).unwrap_or(u32::MAX);
+        Ok(Target::new(*self.pod.ipu(), ipus)?)
+    }
+
+    /// Bytes of one orthogonal group's share of a replica's `bytes`.
+    fn share(&self, bytes: u64) -> usize {
+        let b = bytes.div_ceil(self.ipus_per_replica as u64);
+        usize::try_from(b).unwrap_or(usize::MAX)
+    }
+
+    /// The cheapest algorithm's seconds for `collective` over `p` ranks
+    /// with buffers of `len` bytes on `link`; infinite for a buffer too
+    /// long to schedule (`p * len` bytes overflow).
+    fn phase(&self, collective: Collective, p: usize, len: usize, link: &Link) -> f64 {
+        self.model
+            .select(collective, p, len, 1, link, &Algorithm::ALL)
+            .map_or(f64::INFINITY, |e: Estimate| e.seconds)
+    }
+
+    fn intra(&self) -> &Link {
+        self.model.topology().intra()
+    }
+
+    fn inter(&self) -> &Link {
+        self.model.topology().inter()
+    }
+
+    /// Simulated seconds of an all-reduce of `bytes` (per replica) over all
+    /// replicas. A replica of `k` IPUs holds `ceil(bytes / k)` on each IPU,
+    /// and the `k` orthogonal groups reduce at once. Within one IPU-Link
+    /// domain, one all-reduce over IPU-Links; across POD64s, hierarchical:
+    /// reduce-scatter in each domain, all-reduce of the fragments over
+    /// GW-Links, all-gather in each domain (as
+    /// [`CostModel::hierarchical_all_reduce`]). Each phase takes the
+    /// cheapest algorithm of [`Algorithm::ALL`].
+    #[must_use]
+    pub fn all_reduce_time(&self, bytes: u64) -> CollectiveTime {
+        let len = self.share(bytes);
+        if self.domains == 1 {
+            return CollectiveTime {
+                ipu_link_s: self.phase(Collective::AllReduce, self.replicas, len, self.intra()),
+                gw_link_s: 0.0,
+            };
+        }
+        let g = self.group;
+        let rs = self.phase(Collective::ReduceScatter, g, len, self.intra());
+        let ar = self.phase(
+            Collective::AllReduce,
+            self.domains,
+            len.div_ceil(g),
+            self.inter(),
+        );
+        let ag = self.phase(Collective::AllGather, g, len, self.intra());
+        CollectiveTime {
+            ipu_link_s: rs + ag,
+            gw_link_s: ar,
+        }
+    }
+
+    /// Simulated seconds of a reduce-scatter of `bytes` (per replica) over
+    /// all replicas, each left with `1 / replicas` of the sum (replicated
+    /// tensor sharding): in each domain over IPU-Links, then across POD64s
+    /// over GW-Links on the domain's fragments.
+    #[must_use]
+    pub fn reduce_scatter_time(&self, bytes: u64) -> CollectiveTime {
+        let len = self.share(bytes);
+        if self.domains == 1 {
+            return CollectiveTime {
+                ipu_link_s: self.phase(Collective::ReduceScatter, self.replicas, len, self.intra()),
+                gw_link_s: 0.0,
+            };
+        }
+        let g = self.group;
+        CollectiveTime {
+            ipu_link_s: self.phase(Collective::ReduceScatter, g, len, self.intra()),
+            gw_link_s: self.phase(
+                Collective::ReduceScatter,
+                self.domains,
+                len.div_ceil(g),
+                self.inter(),
+            ),
+        }
+    }
+
+    /// Simulated seconds of an all-gather into `bytes` (per replica, the
+    /// gathered size) over all replicas: the reverse of
+    /// [`Layout::reduce_scatter_time`], across POD64s first.
+    #[must_use]
+    pub fn all_gather_time(&self, bytes: u64) -> CollectiveTime {
+        let len = self.share(bytes);
+        if self.domains == 1 {
+            return CollectiveTime {
+                ipu_link_s: self.phase(Collective::AllGather, self.replicas, len, self.intra()),
+                gw_link_s: 0.0,
+            };
+        }
+        let g = self.group;
+        CollectiveTime {
+            ipu_link_s: self.phase(Collective::AllGather, g, len, self.intra()),
+            gw_link_s: self.phase(
+                Collective::AllGather,
+                self.domains,
+                len.div_ceil(g),
+                self.inter(),
+            ),
+        }
+    }
+
+    /// Simulated seconds of a broadcast of `bytes` (per replica) from
+    /// replica 0 to all (the initial weights): across POD64s over GW-Links,
+    /// then within each domain over IPU-Links.
+    #[must_use]
+    pub fn broadcast_time(&self, bytes: u64) -> CollectiveTime {
+        let len = self.share(bytes);
+        let bcast = Collective::Broadcast { root: 0 };
+        if self.domains == 1 {
+            return CollectiveTime {
+                ipu_link_s: self.phase(bcast, self.replicas, len, self.intra()),
+                gw_link_s: 0.0,
+            };
+        }
+        CollectiveTime {
+            ipu_link_s: self.phase(bcast, self.group, len, self.intra()),
+            gw_link_s: self.phase(bcast, self.domains, len, self.inter()),
+        }
+    }
+
+    /// Simulated seconds of a global sync of the IPUs used: PopLibs' test
+    /// model, `2 x hops x sync_per_hop` with `hops = 1 + IPUs / 4` over
+    /// IPU-Links (the same figure as [`crate::IpuSpec::sync_cycles`], in
+    /// seconds); across POD64s, the sync of one POD64 and a round trip of
+    /// one GW-Link hop.
+    #[must_use]
+    pub fn sync_time(&self) -> f64 {
+        let ipus = self.ipus().min(self.pod.domain_ipus());
+        let hops = 1 + ipus / 4;
+        let domain = 2.0 * hops as f64 * self.pod.ipu_link().sync_per_hop_s;
+        if self.domains == 1 {
+            domain
+        } else {
+            domain + 2.0 * self.pod.gw_link().sync_per_hop_s
+        }
+    }
+
+    /// Simulated seconds to move `bytes_per_replica` between the hosts and
+    /// every replica at once. Each replica's data enters through its first
+    /// IPU, over the host link of that IPU's IPU-M2000, which the replicas
+    /// starting there share; the IPU's own host rate
+    /// ([`crate::IpuParams::host_bytes_per_second`]) also bounds it.
+    #[must_use]
+    pub fn host_io_time(&self, bytes_per_replica: u64) -> f64 {
+        let per_m2000 = (self.pod.ipus_per_m2000() / self.ipus_per_replica)
+            .clamp(1, self.replicas.max(1));
+        let link = self.pod.host_link();
+        let bytes = bytes_per_replica as f64;
+        let shared = bytes * per_m2000 as f64 / link.data_bytes_per_s();
+        let ipu = self.pod.ipu();
+        let own = ipu.seconds(ipu.host_cycles(bytes_per_replica));
+        link.latency_s + shared.max(own)
+    }
+}

@@ -1,0 +1,61 @@
+//! How data-parallel training scales over Pod sizes.
+
+use super::layout::{CollectiveTime, Layout};
+use super::spec::PodSpec;
+
+/// One Pod size of [`scaling_table`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalingRow {
+    /// The Pod's name.
+    pub pod: String,
+    /// Replicas (one per IPU).
+    pub replicas: usize,
+    /// The gradients' all-reduce.
+    pub all_reduce: CollectiveTime,
+    /// One global sync.
+    pub sync_s: f64,
+    /// Seconds per step: compute, then all-reduce, then sync (no overlap).
+    pub step_s: f64,
+    /// Compute over step time: the fraction of perfect scaling reached.
+    pub efficiency: f64,
+    /// Samples per step relative to one IPU without communication:
+    /// `replicas * efficiency`.
+    pub speedup: f64,
+}
+
+/// Weak scaling of data parallelism over `pods`: one replica per IPU
+/// ([`Layout::data_parallel`]), each step `compute_s` seconds of compute
+/// per replica and an all-reduce of `gradient_bytes`.
+///
+/// ```
+/// use tessera_sim::pod::{scaling_table, PodSpec};
+///
+/// let pods = [PodSpec::pod16(), PodSpec::pod64(), PodSpec::pods(4)?];
+/// let rows = scaling_table(&pods, 4 * 25_000_000, 0.1);
+/// assert_eq!(rows.iter().map(|r| r.replicas).collect::<Vec<_>>(), [16, 64, 256]);
+/// assert_eq!(rows[1].all_reduce.gw_link_s, 0.0);
+/// assert!(rows[2].all_reduce.gw_link_s > 0.0);
+/// assert!(rows.iter().all(|r| r.efficiency > 0.0 && r.efficiency <= 1.0));
+/// # Ok::<(), tessera_sim::pod::PodError>(())
+/// ```
+#[must_use]
+pub fn scaling_table(pods: &[PodSpec], gradient_bytes: u64, compute_s: f64) -> Vec<ScalingRow> {
+    pods.iter()
+        .map(|pod| {
+            let layout = Layout::data_parallel(pod);
+            let all_reduce = layout.all_reduce_time(gradient_bytes);
+            let sync_s = layout.sync_time();
+            let step_s = compute_s + all_reduce.total() + sync_s;
+            let efficiency = if step_s > 0.0 { compute_s / step_s } else { 1.0 };
+            ScalingRow {
+                pod: pod.name().to_owned(),
+                replicas: layout.replicas(),
+                all_reduce,
+                sync_s,
+                step_s,
+                efficiency,
+                speedup: layout.replicas() as f64 * efficiency,
+            }
+        })
+        .collect()
+}

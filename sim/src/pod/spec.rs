@@ -1,0 +1,342 @@
+//! What a Pod is made of: IPUs of one [`IpuSpec`] in IPU-M2000s, IPU-Links
+//! inside an IPU-Link domain (up to a POD64), GW-Links between POD64s, and
+//! the hosts' links.
+//!
+//! Every figure and its source is in the [`pod`](super) module's table;
+//! the values come from [`IpuSpec`] and from `tessera-collectives`'
+//! [`Topology::ipu_pod`] links, not from numbers of this file.
+
+use core::fmt;
+use core::str::FromStr;
+
+use tessera_collectives::{ConfigError, Link, Ports, Topology};
+
+use super::error::PodError;
+use crate::ipu::IpuSpec;
+
+/// IPUs in one IPU-M2000 (and one Bow-2000).
+pub const IPUS_PER_M2000: usize = 4;
+
+/// IPU-M2000s in a POD16.
+pub const M2000S_PER_POD16: usize = 4;
+
+/// IPU-M2000s in a POD64.
+pub const M2000S_PER_POD64: usize = 16;
+
+/// IPUs of one IPU-Link domain: a POD64. Larger Pods join POD64s over
+/// GW-Links.
+pub const POD64_IPUS: usize = IPUS_PER_M2000 * M2000S_PER_POD64;
+
+/// One kind of link of a Pod, with the source of its figures in the
+/// [`pod`](super) module's table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkSpec {
+    /// What the link is.
+    pub name: &'static str,
+    /// Raw bytes per second of one link in one direction: per IPU-Link for
+    /// [`LinkSpec::ipu_link`], per IPU-M2000 for [`LinkSpec::gw_link`] and
+    /// [`LinkSpec::host_link`].
+    pub bandwidth_bytes_per_s: f64,
+    /// The fraction of the bandwidth that carries data, in `(0, 1]`.
+    pub efficiency: f64,
+    /// Seconds per message (the alpha of the cost model).
+    pub latency_s: f64,
+    /// Seconds per hop of a global sync across this link.
+    pub sync_per_hop_s: f64,
+}
+
+impl LinkSpec {
+    /// The IPU-Links of `ipu`: its own link speed, efficiency and sync
+    /// latency per hop ([`crate::IpuParams`]), with the message latency of
+    /// [`Topology::IPU_LINK`].
+    #[must_use]
+    pub fn ipu_link(ipu: &IpuSpec) -> Self {
+        let p = ipu.params();
+        Self {
+            name: "IPU-Link",
+            bandwidth_bytes_per_s: p.link_bits_per_second as f64 / 8.0,
+            efficiency: f64::from(p.link_efficiency_percent) / 100.0,
+            latency_s: Topology::IPU_LINK.alpha(),
+            sync_per_hop_s: p.hop_latency_ps as f64 * 1e-12,
+        }
+    }
+
+    /// The GW-Links of one IPU-M2000 (2 x 100 Gbit/s): the per-IPU share of
+    /// [`Topology::GW_LINK_PER_IPU`] times [`IPUS_PER_M2000`], its latency
+    /// also charged per hop of a sync across POD64s.
+    #[must_use]
+    pub fn gw_link() -> Self {
+        let gw = Topology::GW_LINK_PER_IPU;
+        Self {
+            name: "GW-Link",
+            bandwidth_bytes_per_s: gw.bandwidth() * IPUS_PER_M2000 as f64,
+            efficiency: gw.efficiency(),
+            latency_s: gw.alpha(),
+            sync_per_hop_s: gw.alpha(),
+        }
+    }
+
+    /// The host's link to one IPU-M2000: 100 Gbit/s Ethernet with RDMA
+    /// (RoCE) at line rate, latency not modelled.
+    #[must_use]
+    pub fn host_link() -> Self {
+        Self {
+            name: "host link (100 GbE RoCE)",
+            bandwidth_bytes_per_s: 100.0e9 / 8.0,
+            efficiency: 1.0,
+            latency_s: 0.0,
+            sync_per_hop_s: 0.0,
+        }
+    }
+
+    /// A spec with the figures of a collectives [`Link`] (as
+    /// [`LinkSpec::bandwidth_bytes_per_s`] the link's bandwidth as it is).
+    #[must_use]
+    pub fn from_link(name: &'static str, link: &Link, sync_per_hop_s: f64) -> Self {
+        Self {
+            name,
+            bandwidth_bytes_per_s: link.bandwidth(),
+            efficiency: link.efficiency(),
+            latency_s: link.alpha(),
+            sync_per_hop_s,
+        }
+    }
+
+    /// Bytes of data per second: bandwidth times efficiency.
+    #[must_use]
+    pub fn data_bytes_per_s(&self) -> f64 {
+        self.bandwidth_bytes_per_s * self.efficiency
+    }
+
+    /// The collectives [`Link`] with these figures, with `bandwidth`
+    /// divided by `share` (ranks sharing it).
+    pub(crate) fn link(&self, share: usize, ports: Ports) -> Result<Link, PodError> {
+        if !(self.sync_per_hop_s.is_finite() && self.sync_per_hop_s >= 0.0) {
+            return Err(PodError::Link {
+                link: self.name,
+                error: ConfigError::Negative {
+                    field: "sync_per_hop_s",
+                    value: self.sync_per_hop_s,
+                },
+            });
+        }
+        Link::new(
+            self.latency_s,
+            self.bandwidth_bytes_per_s / share.max(1) as f64,
+            self.efficiency,
+            ports,
+        )
+        .map_err(|error| PodError::Link {
+            link: self.name,
+            error,
+        })
+    }
+}
+
+/// A Graphcore Pod, or a partition of one: IPUs of one [`IpuSpec`], four
+/// to an IPU-M2000, joined by IPU-Links in a ladder within each POD64 and
+/// by GW-Links between POD64s.
+///
+/// ```
+/// use tessera_sim::pod::PodSpec;
+///
+/// assert_eq!(PodSpec::pod16().ipus(), 16);
+/// let pod256: PodSpec = "POD256".parse()?;
+/// assert_eq!((pod256.ipus(), pod256.pod64s()), (256, 4));
+/// assert!("pod100".parse::<PodSpec>().is_err());
+/// # Ok::<(), tessera_sim::pod::PodError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodSpec {
+    name: String,
+    ipus: usize,
+    ipu: IpuSpec,
+    ipu_link: LinkSpec,
+    gw_link: LinkSpec,
+    host_link: LinkSpec,
+}
+
+impl PodSpec {
+    /// A preset of `ipus` Mk2 GC200 IPUs (valid by construction).
+    fn mk2(name: String, ipus: usize) -> Self {
+        let ipu = IpuSpec::MK2_GC200;
+        Self {
+            name,
+            ipus,
+            ipu,
+            ipu_link: LinkSpec::ipu_link(&ipu),
+            gw_link: LinkSpec::gw_link(),
+            host_link: LinkSpec::host_link(),
+        }
+    }
+
+    /// One IPU-M2000: 4 Mk2 IPUs.
+    #[must_use]
+    pub fn m2000() -> Self {
+        Self::mk2("IPU-M2000".into(), IPUS_PER_M2000)
+    }
+
+    /// An IPU-POD16: 4 IPU-M2000s, 16 IPUs.
+    #[must_use]
+    pub fn pod16() -> Self {
+        Self::mk2("POD16".into(), IPUS_PER_M2000 * M2000S_PER_POD16)
+    }
+
+    /// An IPU-POD64: 16 IPU-M2000s, 64 IPUs, one IPU-Link domain.
+    #[must_use]
+    pub fn pod64() -> Self {
+        Self::mk2("POD64".into(), POD64_IPUS)
+    }
+
+    /// `pod64s` POD64s joined by GW-Links: 2 is a POD128, 4 a POD256.
+    ///
+    /// # Errors
+    /// [`PodError::PodSize`] for 0 (or a count whose IPUs overflow).
+    pub fn pods(pod64s: usize) -> Result<Self, PodError> {
+        let ipus = pod64s
+            .checked_mul(POD64_IPUS)
+            .ok_or(PodError::PodSize { ipus: usize::MAX })?;
+        if ipus == 0 {
+            return Err(PodError::PodSize { ipus });
+        }
+        Ok(Self::mk2(format!("POD{ipus}"), ipus))
+    }
+
+    /// Any Pod: `ipus` IPUs of `ipu` (a power of two up to 64, as the
+    /// partitions of a POD64, or whole POD64s), with the links given.
+    ///
+    /// # Errors
+    /// [`PodError::PodSize`]; [`PodError::Link`] if a link's figures are
+    /// not a link (a negative or non-finite latency or sync, a bandwidth
+    /// that is not positive, an efficiency outside `(0, 1]`).
+    pub fn custom(
+        name: impl Into<String>,
+        ipus: usize,
+        ipu: IpuSpec,
+        ipu_link: LinkSpec,
+        gw_link: LinkSpec,
+    ) -> Result<Self, PodError> {
+        let valid = (ipus.is_power_of_two() && ipus <= POD64_IPUS)
+            || (ipus > 0 && ipus.is_multiple_of(POD64_IPUS));
+        if !valid {
+            return Err(PodError::PodSize { ipus });
+        }
+        ipu_link.link(1, Ports::PerPeer)?;
+        gw_link.link(1, Ports::Single)?;
+        Ok(Self {
+            name: name.into(),
+            ipus,
+            ipu,
+            ipu_link,
+            gw_link,
+            host_link: LinkSpec::host_link(),
+        })
+    }
+
+    /// The same Pod with hosts reaching each IPU-M2000 over `host_link`.
+    ///
+    /// # Errors
+    /// [`PodError::Link`] as [`PodSpec::custom`].
+    pub fn with_host_link(mut self, host_link: LinkSpec) -> Result<Self, PodError> {
+        host_link.link(1, Ports::Single)?;
+        self.host_link = host_link;
+        Ok(self)
+    }
+
+    /// The Pod's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// IPUs.
+    #[must_use]
+    pub const fn ipus(&self) -> usize {
+        self.ipus
+    }
+
+    /// The IPU.
+    #[must_use]
+    pub const fn ipu(&self) -> &IpuSpec {
+        &self.ipu
+    }
+
+    /// The IPU-Links (within an IPU-Link domain).
+    #[must_use]
+    pub const fn ipu_link(&self) -> &LinkSpec {
+        &self.ipu_link
+    }
+
+    /// The GW-Links of one IPU-M2000 (between POD64s).
+    #[must_use]
+    pub const fn gw_link(&self) -> &LinkSpec {
+        &self.gw_link
+    }
+
+    /// The host's link to one IPU-M2000.
+    #[must_use]
+    pub const fn host_link(&self) -> &LinkSpec {
+        &self.host_link
+    }
+
+    /// IPUs per IPU-M2000: [`IPUS_PER_M2000`].
+    #[must_use]
+    pub const fn ipus_per_m2000(&self) -> usize {
+        IPUS_PER_M2000
+    }
+
+    /// IPU-M2000s (a partition of fewer than 4 IPUs uses part of one).
+    #[must_use]
+    pub const fn m2000s(&self) -> usize {
+        self.ipus.div_ceil(IPUS_PER_M2000)
+    }
+
+    /// IPUs of one IPU-Link domain: the Pod's IPUs up to a POD64.
+    #[must_use]
+    pub const fn domain_ipus(&self) -> usize {
+        if self.ipus < POD64_IPUS {
+            self.ipus
+        } else {
+            POD64_IPUS
+        }
+    }
+
+    /// IPU-Link domains (POD64s; 1 for a smaller Pod).
+    #[must_use]
+    pub const fn pod64s(&self) -> usize {
+        self.ipus / self.domain_ipus()
+    }
+}
+
+impl fmt::Display for PodSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({} IPUs)", self.name, self.ipus)
+    }
+}
+
+impl FromStr for PodSpec {
+    type Err = PodError;
+
+    /// `m2000` (or `ipu-m2000`), `pod16`, `pod64`, `pod128`, `pod256`, and
+    /// `podN` for any multiple `N` of 64, in any case (an `ipu-` prefix
+    /// allowed).
+    fn from_str(s: &str) -> Result<Self, PodError> {
+        let lower = s.trim().to_ascii_lowercase();
+        let name = lower.strip_prefix("ipu-").unwrap_or(&lower);
+        if name == "m2000" {
+            return Ok(Self::m2000());
+        }
+        let digits = name.strip_prefix("pod").ok_or(PodError::UnknownPodName)?;
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(PodError::UnknownPodName);
+        }
+        let ipus: usize = digits
+            .parse()
+            .map_err(|_| PodError::PodSize { ipus: usize::MAX })?;
+        match ipus {
+            16 => Ok(Self::pod16()),
+            n if n > 0 && n.is_multiple_of(POD64_IPUS) => Self::pods(n / POD64_IPUS),
+            _ => Err(PodError::PodSize { ipus }),
+        }
+    }
+}
