@@ -326,9 +326,13 @@ impl Layout {
     }
 
     /// The cheapest algorithm's seconds for `collective` over `p` ranks
-    /// with buffers of `len` bytes on `link`; infinite for a buffer too
-    /// long to schedule (`p * len` bytes overflow).
+    /// with buffers of `len` bytes on `link`: 0 for no bytes (nothing is
+    /// sent), infinite for a buffer too long to schedule (`p * len` bytes
+    /// overflow).
     fn phase(&self, collective: Collective, p: usize, len: usize, link: &Link) -> f64 {
+        if len == 0 {
+            return 0.0;
+        }
         self.model
             .select(collective, p, len, 1, link, &Algorithm::ALL)
             .map_or(f64::INFINITY, |e: Estimate| e.seconds)
@@ -349,7 +353,8 @@ impl Layout {
     /// reduce-scatter in each domain, all-reduce of the fragments over
     /// GW-Links, all-gather in each domain (as
     /// [`CostModel::hierarchical_all_reduce`]). Each phase takes the
-    /// cheapest algorithm of [`Algorithm::ALL`].
+    /// cheapest algorithm of [`Algorithm::ALL`]. No bytes take no time
+    /// (no collective runs).
     #[must_use]
     pub fn all_reduce_time(&self, bytes: u64) -> CollectiveTime {
         let len = self.share(bytes);
