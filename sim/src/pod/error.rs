@@ -173,10 +173,9 @@ impl fmt::Display for PodError {
                 f,
                 "process index {index} is not below the process count {count}"
             ),
-            Self::ProcessCountMismatch { count, instances } => write!(
-                f,
-                "{count} processes for a layout of {instances} instances"
-            ),
+            Self::ProcessCountMismatch { count, instances } => {
+                write!(f, "{count} processes for a layout of {instances} instances")
+            }
         }
     }
 }

@@ -471,8 +471,8 @@ impl Layout {
     /// ([`crate::IpuParams::host_bytes_per_second`]) also bounds it.
     #[must_use]
     pub fn host_io_time(&self, bytes_per_replica: u64) -> f64 {
-        let per_m2000 = (self.pod.ipus_per_m2000() / self.ipus_per_replica)
-            .clamp(1, self.replicas.max(1));
+        let per_m2000 =
+            (self.pod.ipus_per_m2000() / self.ipus_per_replica).clamp(1, self.replicas.max(1));
         let link = self.pod.host_link();
         let bytes = bytes_per_replica as f64;
         let shared = bytes * per_m2000 as f64 / link.data_bytes_per_s();

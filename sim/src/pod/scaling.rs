@@ -46,7 +46,11 @@ pub fn scaling_table(pods: &[PodSpec], gradient_bytes: u64, compute_s: f64) -> V
             let all_reduce = layout.all_reduce_time(gradient_bytes);
             let sync_s = layout.sync_time();
             let step_s = compute_s + all_reduce.total() + sync_s;
-            let efficiency = if step_s > 0.0 { compute_s / step_s } else { 1.0 };
+            let efficiency = if step_s > 0.0 {
+                compute_s / step_s
+            } else {
+                1.0
+            };
             ScalingRow {
                 pod: pod.name().to_owned(),
                 replicas: layout.replicas(),

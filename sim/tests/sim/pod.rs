@@ -57,7 +57,10 @@ fn preset_links_come_from_the_ipu_and_collectives() {
     let l = pod.ipu_link();
     // 128 Gibit/s at 0.85: PopLibs' test model, as the IPU spec has it.
     assert_eq!(l.bandwidth_bytes_per_s, (128u64 << 30) as f64 / 8.0);
-    assert_eq!(l.bandwidth_bytes_per_s * 8.0, ipu.link_bits_per_second as f64);
+    assert_eq!(
+        l.bandwidth_bytes_per_s * 8.0,
+        ipu.link_bits_per_second as f64
+    );
     assert_eq!(l.efficiency, 0.85);
     assert_eq!(l.sync_per_hop_s, 15e-9);
     assert_eq!(l.latency_s, Topology::IPU_LINK.alpha());
@@ -88,7 +91,9 @@ fn parsing_names_and_errors() {
         assert_eq!(pod.ipus(), ipus, "{s}");
     }
     assert_eq!("pod128".parse::<PodSpec>().unwrap().name(), "POD128");
-    for bad in ["", "pod", "pods", "m2001", "gpu64", "pod-64", "pod6 4", "pod+64"] {
+    for bad in [
+        "", "pod", "pods", "m2001", "gpu64", "pod-64", "pod6 4", "pod+64",
+    ] {
         assert_eq!(
             bad.parse::<PodSpec>(),
             Err(PodError::UnknownPodName),
@@ -536,7 +541,10 @@ fn host_io_shares_each_m2000_link() {
 fn process_identity_from_variables() {
     let p = |i, c| ProcessId { index: i, count: c };
     assert_eq!(ProcessId::from_vars(None, None), Ok(None));
-    assert_eq!(ProcessId::from_vars(Some("0"), Some("1")), Ok(Some(p(0, 1))));
+    assert_eq!(
+        ProcessId::from_vars(Some("0"), Some("1")),
+        Ok(Some(p(0, 1)))
+    );
     assert_eq!(
         ProcessId::from_vars(Some(" 7 "), Some("8\n")),
         Ok(Some(p(7, 8)))
@@ -577,9 +585,7 @@ fn process_identity_from_variables() {
     assert!(err.to_string().contains("OMPI_COMM_WORLD_SIZE"), "{err}");
 
     // Explicit first, then the environment, then the single process.
-    let env = |r: Option<&'static str>, s: Option<&'static str>| {
-        move || ProcessId::from_vars(r, s)
-    };
+    let env = |r: Option<&'static str>, s: Option<&'static str>| move || ProcessId::from_vars(r, s);
     assert_eq!(
         ProcessId::resolve_from(Some((1, 4)), || unreachable!()),
         Ok(p(1, 4))
