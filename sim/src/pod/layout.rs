@@ -1,6 +1,9 @@
 //! Where replicas run on a Pod, and what their collectives cost.
 
+use core::fmt;
 use core::ops::Range;
+
+use serde::Serialize;
 
 use tessera_collectives::cost::Estimate;
 use tessera_collectives::{Algorithm, Collective, CostModel, Link, Ports, Topology};
@@ -14,7 +17,7 @@ use crate::ipu::Target;
 /// `instances` processes, `replicas` replicas in all (the total
 /// replication factor, `replicas / instances` per instance), each replica
 /// on `ipus_per_replica` IPUs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Distribution {
     /// Processes (PopRun `--num-instances`).
     pub instances: usize,
@@ -86,7 +89,7 @@ impl Distribution {
 }
 
 /// The time of a collective on a Pod, by the links it spends it on.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct CollectiveTime {
     /// Seconds on IPU-Links (within IPU-Link domains).
     pub ipu_link_s: f64,
@@ -99,6 +102,19 @@ impl CollectiveTime {
     #[must_use]
     pub fn total(&self) -> f64 {
         self.ipu_link_s + self.gw_link_s
+    }
+}
+
+impl fmt::Display for CollectiveTime {
+    /// Milliseconds: the total, then the parts.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:.3} ms (IPU-Links {:.3} ms, GW-Links {:.3} ms)",
+            self.total() * 1e3,
+            self.ipu_link_s * 1e3,
+            self.gw_link_s * 1e3
+        )
     }
 }
 

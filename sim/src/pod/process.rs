@@ -1,5 +1,7 @@
 //! Which PopDist process (instance) this is.
 
+use serde::Serialize;
+
 use super::error::PodError;
 
 /// The environment variable of the process index Open MPI's `mpirun` (and
@@ -11,7 +13,7 @@ pub const SIZE_VARIABLE: &str = "OMPI_COMM_WORLD_SIZE";
 
 /// A process's identity among the instances of a run, as PopTorch's
 /// `Distributed.configureProcessId(index, count)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct ProcessId {
     /// This process, `0..count`.
     pub index: usize,

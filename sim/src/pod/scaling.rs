@@ -1,10 +1,12 @@
 //! How data-parallel training scales over Pod sizes.
 
+use serde::Serialize;
+
 use super::layout::{CollectiveTime, Layout};
 use super::spec::PodSpec;
 
 /// One Pod size of [`scaling_table`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ScalingRow {
     /// The Pod's name.
     pub pod: String,

@@ -9,6 +9,7 @@
 use core::fmt;
 use core::str::FromStr;
 
+use serde::Serialize;
 use tessera_collectives::{ConfigError, Link, Ports, Topology};
 
 use super::error::PodError;
@@ -29,7 +30,7 @@ pub const POD64_IPUS: usize = IPUS_PER_M2000 * M2000S_PER_POD64;
 
 /// One kind of link of a Pod, with the source of its figures in the
 /// [`pod`](super) module's table.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LinkSpec {
     /// What the link is.
     pub name: &'static str,

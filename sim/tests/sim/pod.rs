@@ -649,6 +649,15 @@ fn scaling_table_over_pod_sizes() {
     assert!(rows[3].efficiency < rows[2].efficiency);
     assert!(rows[4].efficiency <= rows[3].efficiency);
     assert!(scaling_table(&[], bytes, 1.0).is_empty());
+    let json = serde_json::to_value(&rows[4]).unwrap();
+    assert_eq!(json["pod"], "POD256");
+    assert_eq!(json["replicas"], 256);
+    assert!(json["all_reduce"]["gw_link_s"].as_f64().unwrap() > 0.0);
+    let shown = rows[4].all_reduce.to_string();
+    assert!(
+        shown.contains(" ms (IPU-Links ") && shown.contains("GW-Links"),
+        "{shown}"
+    );
     // No compute: efficiency 0.
     let r = &scaling_table(&pods[..1], bytes, 0.0)[0];
     assert_eq!(r.efficiency, 0.0);
