@@ -27,7 +27,8 @@ pub struct ScalingRow {
 
 /// Weak scaling of data parallelism over `pods`: one replica per IPU
 /// ([`Layout::data_parallel`]), each step `compute_s` seconds of compute
-/// per replica and an all-reduce of `gradient_bytes`.
+/// per replica and an all-reduce of `gradient_bytes`. `compute_s` is
+/// taken as given (a negative or NaN figure gives meaningless rows).
 ///
 /// ```
 /// use tessera_sim::pod::{scaling_table, PodSpec};
