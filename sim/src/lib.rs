@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod data;
 pub mod ipu;
 pub mod kernels;
 
