@@ -2,10 +2,12 @@
 //!
 //! [`infeed_throughput`] drains one epoch of micro-batches from a
 //! [`tessera_sim::data::Infeed`] (one instance feeding `replicas` replicas,
-//! no accumulation; the consumer does nothing but receive and drop), and
+//! no accumulation; the consumer does nothing but receive each micro-batch
+//! and hand it back for its buffers, as a trainer does), and
 //! compares it with the reference `gather`: the same micro-batches gathered
 //! in the calling thread into reused buffers ([`Dataset::gather`] alone: no
-//! thread, no queue, no allocation per micro-batch). Like Graphcore's
+//! thread, no queue, no allocation per micro-batch). The infeed's queue
+//! holds 64 micro-batches. Like Graphcore's
 //! dataset benchmark it reports what the host side can deliver, as
 //! samples/s (`elements / seconds`: `elements` is the samples of one
 //! epoch) and bytes/s (`gbps`: f32 inputs plus u32 labels delivered, /1e9).
@@ -45,6 +47,9 @@ const QUICK: Settings = Settings {
 
 /// The seed of the epoch orders and the synthetic data.
 const SEED: u64 = 0xda7a;
+
+/// The infeed's queue, in micro-batches (handed over in chunks of half).
+const CAPACITY: usize = 64;
 
 /// The default micro-batch size.
 const MICRO_BATCH: usize = 32;
@@ -89,11 +94,13 @@ pub(crate) fn infeed_throughput(
         .map_err(|e| BenchError::Unavailable(format!("{}: {e}", data.name())))?;
     let micro_batches = plan.steps_per_epoch(data.len()) * replicas;
     let samples = micro_batches * micro_batch;
-    let capacity = 2 * replicas;
+    let capacity = CAPACITY;
     let mut infeed_epoch = || {
-        let infeed = Infeed::start(Arc::clone(data), plan, 0, SEED, (0, 0), capacity);
-        for batch in infeed.take(micro_batches) {
-            black_box(batch);
+        let mut infeed = Infeed::start(Arc::clone(data), plan, 0, SEED, (0, 0), capacity);
+        for _ in 0..micro_batches {
+            if let Some(batch) = infeed.next() {
+                infeed.recycle(black_box(batch));
+            }
         }
     };
     let order = EpochOrder::new(data.len(), SEED, 0);

@@ -100,7 +100,10 @@ pub(crate) fn parse(path: &Path, name: &str, bytes: &[u8]) -> Result<Dataset, Da
         labels.push(parse_label(label).map_err(|p| malformed(at(width), p))?);
     }
     if labels.is_empty() {
-        return Err(malformed(Position::Line { line: 1, column: 0 }, FileProblem::NoSamples));
+        return Err(malformed(
+            Position::Line { line: 1, column: 0 },
+            FileProblem::NoSamples,
+        ));
     }
     let classes = labels.iter().max().map_or(1, |&m| m as usize + 1);
     Dataset::new(name, width - 1, classes, inputs, labels)

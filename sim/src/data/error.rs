@@ -130,7 +130,10 @@ impl fmt::Display for FileProblem {
             Self::NotANumber { found } => write!(f, "expected a number, found {found:?}"),
             Self::NonFinite => f.write_str("expected a finite number, found NaN or infinity"),
             Self::RaggedRow { expected, found } => {
-                write!(f, "expected {expected} fields like the first row, found {found}")
+                write!(
+                    f,
+                    "expected {expected} fields like the first row, found {found}"
+                )
             }
             Self::BadHeader { header, data } => write!(
                 f,
@@ -147,7 +150,10 @@ impl fmt::Display for FileProblem {
                 write!(f, "label {found} is outside 0..{limit}")
             }
             Self::WrongMagic { expected, found } => {
-                write!(f, "expected magic number {expected:#010x}, found {found:#010x}")
+                write!(
+                    f,
+                    "expected magic number {expected:#010x}, found {found:#010x}"
+                )
             }
             Self::Truncated { expected, found } => write!(
                 f,

@@ -84,7 +84,7 @@ pub use digits::{DIGITS_CLASSES, DIGITS_FEATURES, DIGITS_SAMPLES, digits};
 pub use error::{DataError, FileProblem, Position};
 pub use idx::{IMAGES_MAGIC, LABELS_MAGIC};
 pub use infeed::{Infeed, MicroBatch};
-pub use outfeed::{OutputMode, Outfeed};
+pub use outfeed::{Outfeed, OutputMode};
 pub use plan::{BatchPlan, EpochOrder};
 pub use source::Source;
 

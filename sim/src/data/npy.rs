@@ -119,7 +119,14 @@ fn parse<'a>(path: &Path, bytes: &'a [u8], rank: usize) -> Result<Array<'a>, Dat
             Some(l) => (12, u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize),
             None => return Err(truncated(12)),
         },
-        Some(_) => return Err(malformed(6, FileProblem::BadNpyHeader { reason: "unknown version" })),
+        Some(_) => {
+            return Err(malformed(
+                6,
+                FileProblem::BadNpyHeader {
+                    reason: "unknown version",
+                },
+            ));
+        }
         None => return Err(truncated(10)),
     };
     let data_start = header_start + header_len;

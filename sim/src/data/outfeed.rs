@@ -123,7 +123,7 @@ impl<T: AddAssign + Copy + Default> Outfeed<T> {
                 entries.push((step, value));
             }
             OutputMode::EveryN(n) => {
-                if (step + 1) % n.max(1) == 0 {
+                if (step + 1).is_multiple_of(n.max(1)) {
                     entries.push((step, value));
                 }
             }

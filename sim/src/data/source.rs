@@ -117,8 +117,10 @@ impl Source {
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 impl FromStr for Source {
@@ -145,7 +147,9 @@ impl FromStr for Source {
                 return Err(bad(expected));
             }
             let count = |p: &str| p.parse::<usize>().map_err(|_| bad(expected));
-            let seed = parts.get(3).map_or(Ok(0), |p| p.parse::<u64>().map_err(|_| bad(expected)))?;
+            let seed = parts
+                .get(3)
+                .map_or(Ok(0), |p| p.parse::<u64>().map_err(|_| bad(expected)))?;
             return Ok(Self::Synthetic {
                 samples: count(parts[0])?,
                 features: count(parts[1])?,

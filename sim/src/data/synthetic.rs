@@ -39,7 +39,11 @@ pub(crate) fn generate(
     classes: usize,
     seed: u64,
 ) -> Result<Dataset, DataError> {
-    for (n, what) in [(samples, "samples"), (features, "features"), (classes, "classes")] {
+    for (n, what) in [
+        (samples, "samples"),
+        (features, "features"),
+        (classes, "classes"),
+    ] {
         if n == 0 {
             return Err(DataError::Zero { what });
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tessera_sim::data::{
     BatchPlan, DataError, Dataset, EpochOrder, FileProblem, IMAGES_MAGIC, Infeed, LABELS_MAGIC,
-    MicroBatch, OutputMode, Outfeed, Position, Source, digits,
+    MicroBatch, Outfeed, OutputMode, Position, Source, digits,
 };
 
 /// A directory under the system's temporary directory, removed on drop.
@@ -16,10 +16,7 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "tessera-data-{}-{test}",
-            std::process::id()
-        ));
+        let dir = std::env::temp_dir().join(format!("tessera-data-{}-{test}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
@@ -81,7 +78,19 @@ fn digits_is_1797_by_64_with_the_pinned_label_counts() {
     );
     // The first row of the file, scaled by 1/16.
     assert_eq!(d.label(0), 0);
-    assert_eq!(d.input(0)[..8], [0.0, 0.0, 5.0 / 16.0, 13.0 / 16.0, 9.0 / 16.0, 1.0 / 16.0, 0.0, 0.0]);
+    assert_eq!(
+        d.input(0)[..8],
+        [
+            0.0,
+            0.0,
+            5.0 / 16.0,
+            13.0 / 16.0,
+            9.0 / 16.0,
+            1.0 / 16.0,
+            0.0,
+            0.0
+        ]
+    );
     assert_eq!(Source::Digits.load().unwrap(), d);
 }
 
@@ -156,18 +165,34 @@ fn split_is_deterministic_disjoint_and_stratified() {
     let d = indexed();
     let counts = d.class_counts();
     let (train, test) = d.split(0.25, 42).unwrap();
-    assert_eq!((train.name(), test.name()), ("indexed/train", "indexed/test"));
+    assert_eq!(
+        (train.name(), test.name()),
+        ("indexed/train", "indexed/test")
+    );
     assert_eq!(d.split(0.25, 42).unwrap(), (train.clone(), test.clone()));
     let (_, other) = d.split(0.25, 43).unwrap();
-    assert_ne!(other.inputs(), test.inputs(), "the seed chooses the test samples");
+    assert_ne!(
+        other.inputs(),
+        test.inputs(),
+        "the seed chooses the test samples"
+    );
     // Per class: round(n_c / 4) test samples, the rest for training.
-    let expected: Vec<usize> = counts.iter().map(|&n| (n as f64 * 0.25).round() as usize).collect();
+    let expected: Vec<usize> = counts
+        .iter()
+        .map(|&n| (n as f64 * 0.25).round() as usize)
+        .collect();
     assert_eq!(test.class_counts(), expected);
-    for c in 0..3 {
-        assert_eq!(train.class_counts()[c] + test.class_counts()[c], counts[c]);
+    let (train_counts, test_counts) = (train.class_counts(), test.class_counts());
+    for ((n, train_n), test_n) in counts.iter().zip(train_counts).zip(test_counts) {
+        assert_eq!(train_n + test_n, *n);
     }
     // Disjoint, covering, each in the data set's order, labels kept.
-    let mut all: Vec<f32> = train.inputs().iter().chain(test.inputs()).copied().collect();
+    let mut all: Vec<f32> = train
+        .inputs()
+        .iter()
+        .chain(test.inputs())
+        .copied()
+        .collect();
     assert!(train.inputs().is_sorted() && test.inputs().is_sorted());
     all.sort_by(f32::total_cmp);
     assert_eq!(all, d.inputs());
@@ -191,7 +216,10 @@ fn split_rejects_bad_fractions() {
     let d = indexed();
     assert_eq!(d.split(1.0, 0), Err(DataError::TestFraction(1.0)));
     assert!(matches!(d.split(-0.1, 0), Err(DataError::TestFraction(_))));
-    assert!(matches!(d.split(f64::NAN, 0), Err(DataError::TestFraction(_))));
+    assert!(matches!(
+        d.split(f64::NAN, 0),
+        Err(DataError::TestFraction(_))
+    ));
     let (train, test) = d.split(0.0, 0).unwrap();
     assert_eq!((train.len(), test.len()), (100, 0));
     let one = Dataset::new("one", 1, 1, vec![1.0], vec![0]).unwrap();
@@ -239,7 +267,9 @@ fn csv_round_trips_with_and_without_header_and_gzip() {
 #[test]
 fn csv_errors_name_the_line_column_and_problem() {
     let dir = TempDir::new("csv_errors");
-    let case = |name: &str, text: &str| malformed(load_csv(&dir.write(name, text.as_bytes())).unwrap_err());
+    let case = |name: &str, text: &str| {
+        malformed(load_csv(&dir.write(name, text.as_bytes())).unwrap_err())
+    };
     assert_eq!(
         case("header.csv", "a,b,label\n1,2,3,0\n"),
         (
@@ -266,7 +296,10 @@ fn csv_errors_name_the_line_column_and_problem() {
     );
     assert_eq!(
         case("inf.csv", "1,inf,0\n"),
-        (Position::Line { line: 1, column: 2 }, FileProblem::NonFinite)
+        (
+            Position::Line { line: 1, column: 2 },
+            FileProblem::NonFinite
+        )
     );
     assert_eq!(
         case("negative.csv", "1,2,0\n3,4,-1\n"),
@@ -284,11 +317,16 @@ fn csv_errors_name_the_line_column_and_problem() {
     ));
     assert_eq!(
         case("fraction.csv", "1,2,0.5\n").1,
-        FileProblem::NotALabel { found: "0.5".into() }
+        FileProblem::NotALabel {
+            found: "0.5".into()
+        }
     );
     let float_label = load_csv(&dir.write("float_label.csv", b"1,2,3.0\n")).unwrap();
     assert_eq!((float_label.labels(), float_label.classes()), (&[3][..], 4));
-    assert_eq!(case("one_column.csv", "1\n2\n").1, FileProblem::TooFewColumns { found: 1 });
+    assert_eq!(
+        case("one_column.csv", "1\n2\n").1,
+        FileProblem::TooFewColumns { found: 1 }
+    );
     assert_eq!(case("empty.csv", "a,b\n\n").1, FileProblem::NoSamples);
     let bad_gzip = load_csv(&dir.write("bad.csv.gz", b"\x1f\x8bgarbage")).unwrap_err();
     assert!(matches!(malformed(bad_gzip).1, FileProblem::Gzip(_)));
@@ -301,8 +339,13 @@ fn csv_errors_name_the_line_column_and_problem() {
         })
     );
     // One clear line naming the file and the place.
-    let e = load_csv(&dir.write("msg.csv", b"1,2,0\n3,x4,1\n")).unwrap_err().to_string();
-    assert!(e.ends_with("msg.csv: line 2, column 2: expected a number, found \"x4\""), "{e}");
+    let e = load_csv(&dir.write("msg.csv", b"1,2,0\n3,x4,1\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with("msg.csv: line 2, column 2: expected a number, found \"x4\""),
+        "{e}"
+    );
 }
 
 // ---------------------------------------------------------------- IDX
@@ -318,7 +361,9 @@ fn idx(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
 
 /// Five 2x3 images with pixels `i * 7 + p` and labels `i % 3`.
 fn idx_pair() -> (Vec<u8>, Vec<u8>) {
-    let pixels: Vec<u8> = (0..5u8).flat_map(|i| (0..6).map(move |p| i * 7 + p)).collect();
+    let pixels: Vec<u8> = (0..5u8)
+        .flat_map(|i| (0..6).map(move |p| i * 7 + p))
+        .collect();
     let labels: Vec<u8> = (0..5).map(|i| i % 3).collect();
     (
         idx(IMAGES_MAGIC, &[5, 2, 3], &pixels),
@@ -330,12 +375,35 @@ fn idx_pair() -> (Vec<u8>, Vec<u8>) {
 fn idx_round_trips_plain_and_gzip() {
     let dir = TempDir::new("idx_round_trip");
     let (images, labels) = idx_pair();
-    for (gz, (x, y)) in [(false, (images.clone(), labels.clone())), (true, (gzip(&images), gzip(&labels)))] {
-        let xi = dir.write(if gz { "x.idx3-ubyte.gz" } else { "x.idx3-ubyte" }, &x);
-        let yi = dir.write(if gz { "y.idx1-ubyte.gz" } else { "y.idx1-ubyte" }, &y);
+    for (gz, (x, y)) in [
+        (false, (images.clone(), labels.clone())),
+        (true, (gzip(&images), gzip(&labels))),
+    ] {
+        let xi = dir.write(
+            if gz {
+                "x.idx3-ubyte.gz"
+            } else {
+                "x.idx3-ubyte"
+            },
+            &x,
+        );
+        let yi = dir.write(
+            if gz {
+                "y.idx1-ubyte.gz"
+            } else {
+                "y.idx1-ubyte"
+            },
+            &y,
+        );
         let spec = format!("idx:{}:{}", xi.display(), yi.display());
         let source: Source = spec.parse().unwrap();
-        assert_eq!(source, Source::Idx { images: xi, labels: yi });
+        assert_eq!(
+            source,
+            Source::Idx {
+                images: xi,
+                labels: yi
+            }
+        );
         let d = source.load().unwrap();
         assert_eq!((d.len(), d.features(), d.classes()), (5, 6, 3));
         for i in 0..5 {
@@ -371,7 +439,10 @@ fn idx_errors_name_the_offset_and_problem() {
     );
     assert!(matches!(
         malformed(load(&images[..9]).unwrap_err()).1,
-        FileProblem::Truncated { expected: 16, found: 9 }
+        FileProblem::Truncated {
+            expected: 16,
+            found: 9
+        }
     ));
     assert_eq!(
         malformed(load(&labels).unwrap_err()),
@@ -387,7 +458,9 @@ fn idx_errors_name_the_offset_and_problem() {
     floats[2] = 0x0d;
     assert_eq!(
         malformed(load(&floats).unwrap_err()).1,
-        FileProblem::UnsupportedDtype { found: "0x0d".into() }
+        FileProblem::UnsupportedDtype {
+            found: "0x0d".into()
+        }
     );
     let mut longer = images.clone();
     longer.push(0);
@@ -416,7 +489,8 @@ fn npy(descr: &str, fortran: bool, shape: &[usize], data: &[u8]) -> Vec<u8> {
         format!("({})", shape.join(", "))
     };
     let fortran = if fortran { "True" } else { "False" };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}");
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
@@ -433,16 +507,40 @@ fn npy_round_trips_f32_f64_u8_inputs_and_integer_labels() {
     let dir = TempDir::new("npy_round_trip");
     let d = small();
     let f32s: Vec<u8> = d.inputs().iter().flat_map(|x| x.to_le_bytes()).collect();
-    let f64s: Vec<u8> = d.inputs().iter().flat_map(|&x| f64::from(x).to_le_bytes()).collect();
+    let f64s: Vec<u8> = d
+        .inputs()
+        .iter()
+        .flat_map(|&x| f64::from(x).to_le_bytes())
+        .collect();
     let u8s: Vec<u8> = (0..21).collect();
     let shape = [d.len(), d.features()];
-    let i64s: Vec<u8> = d.labels().iter().flat_map(|&l| i64::from(l).to_le_bytes()).collect();
-    let u16s: Vec<u8> = d.labels().iter().flat_map(|&l| (l as u16).to_le_bytes()).collect();
+    let i64s: Vec<u8> = d
+        .labels()
+        .iter()
+        .flat_map(|&l| i64::from(l).to_le_bytes())
+        .collect();
+    let u16s: Vec<u8> = d
+        .labels()
+        .iter()
+        .flat_map(|&l| (l as u16).to_le_bytes())
+        .collect();
     let u8l: Vec<u8> = d.labels().iter().map(|&l| l as u8).collect();
     for (name, x, y) in [
-        ("f4", npy("<f4", false, &shape, &f32s), npy("<i8", false, &[7], &i64s)),
-        ("f8", npy("<f8", false, &shape, &f64s), npy("<u2", false, &[7], &u16s)),
-        ("gz", gzip(&npy("<f4", false, &shape, &f32s)), gzip(&npy("|u1", false, &[7], &u8l))),
+        (
+            "f4",
+            npy("<f4", false, &shape, &f32s),
+            npy("<i8", false, &[7], &i64s),
+        ),
+        (
+            "f8",
+            npy("<f8", false, &shape, &f64s),
+            npy("<u2", false, &[7], &u16s),
+        ),
+        (
+            "gz",
+            gzip(&npy("<f4", false, &shape, &f32s)),
+            gzip(&npy("|u1", false, &[7], &u8l)),
+        ),
     ] {
         let source = Source::Npy {
             inputs: dir.write(&format!("{name}_x.npy"), &x),
@@ -455,11 +553,25 @@ fn npy_round_trips_f32_f64_u8_inputs_and_integer_labels() {
     }
     let bytes = Source::Npy {
         inputs: dir.write("u1_x.npy", &npy("|u1", false, &shape, &u8s)),
-        labels: dir.write("u1_y.npy", &npy("<i4", false, &[7], &d.labels().iter().flat_map(|&l| (l as i32).to_le_bytes()).collect::<Vec<u8>>())),
+        labels: dir.write(
+            "u1_y.npy",
+            &npy(
+                "<i4",
+                false,
+                &[7],
+                &d.labels()
+                    .iter()
+                    .flat_map(|&l| (l as i32).to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            ),
+        ),
     }
     .load()
     .unwrap();
-    assert_eq!(bytes.inputs(), (0..21).map(|v| v as f32).collect::<Vec<_>>());
+    assert_eq!(
+        bytes.inputs(),
+        (0..21).map(|v| v as f32).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -481,13 +593,18 @@ fn npy_rejects_fortran_order_unsupported_dtypes_and_bad_labels() {
     for descr in ["<f2", ">f4", "<c8", "<i4"] {
         assert_eq!(
             malformed(load(&npy(descr, false, &[2, 2], &data), &labels).unwrap_err()).1,
-            FileProblem::UnsupportedDtype { found: descr.into() },
+            FileProblem::UnsupportedDtype {
+                found: descr.into()
+            },
             "{descr}"
         );
     }
     assert_eq!(
         malformed(load(&npy("<f4", false, &[4], &data), &labels).unwrap_err()).1,
-        FileProblem::WrongRank { expected: 2, found: 1 }
+        FileProblem::WrongRank {
+            expected: 2,
+            found: 1
+        }
     );
     assert!(matches!(
         malformed(load(&npy("<f4", false, &[2, 2], &data[..15]), &labels).unwrap_err()).1,
@@ -495,13 +612,18 @@ fn npy_rejects_fortran_order_unsupported_dtypes_and_bad_labels() {
     ));
     assert!(matches!(
         malformed(load(b"PK\x03\x04 not npy", &labels).unwrap_err()).1,
-        FileProblem::WrongMagic { found: 0x504b_0304, .. }
+        FileProblem::WrongMagic {
+            found: 0x504b_0304,
+            ..
+        }
     ));
     let x = npy("<f4", false, &[2, 2], &data);
     let float_labels = dir.write("yf.npy", &npy("<f4", false, &[2], &[0; 8]));
     assert_eq!(
         malformed(load(&x, &float_labels).unwrap_err()).1,
-        FileProblem::UnsupportedDtype { found: "<f4".into() }
+        FileProblem::UnsupportedDtype {
+            found: "<f4".into()
+        }
     );
     let negative = dir.write("yn.npy", &npy("<i2", false, &[2], &[1, 0, 0xff, 0xff]));
     assert_eq!(
@@ -514,7 +636,10 @@ fn npy_rejects_fortran_order_unsupported_dtypes_and_bad_labels() {
             }
         )
     );
-    let nan: Vec<u8> = [0.0f32, f32::NAN, 0.0, 0.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let nan: Vec<u8> = [0.0f32, f32::NAN, 0.0, 0.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     assert_eq!(
         malformed(load(&npy("<f4", false, &[2, 2], &nan), &labels).unwrap_err()),
         (Position::Offset(128 + 4), FileProblem::NonFinite)
@@ -522,7 +647,11 @@ fn npy_rejects_fortran_order_unsupported_dtypes_and_bad_labels() {
     let three = dir.write("y3.npy", &npy("|u1", false, &[3], &[0, 1, 2]));
     assert!(matches!(
         load(&x, &three),
-        Err(DataError::SampleCountMismatch { input_samples: 2, label_samples: 3, .. })
+        Err(DataError::SampleCountMismatch {
+            input_samples: 2,
+            label_samples: 3,
+            ..
+        })
     ));
 }
 
@@ -550,7 +679,10 @@ fn sources_parse_from_the_command_line_forms() {
             seed: 9
         })
     );
-    assert_eq!(parse("csv:data/a.txt"), Ok(Source::Csv("data/a.txt".into())));
+    assert_eq!(
+        parse("csv:data/a.txt"),
+        Ok(Source::Csv("data/a.txt".into()))
+    );
     assert_eq!(parse("a/b.csv.gz"), Ok(Source::Csv("a/b.csv.gz".into())));
     assert_eq!(
         parse("npy:x.npy:y.npy"),
@@ -559,11 +691,28 @@ fn sources_parse_from_the_command_line_forms() {
             labels: "y.npy".into()
         })
     );
-    for bad in ["", "mnist", "synthetic:1:2", "synthetic:1:2:x", "idx:only", "npy::y", "csv:"] {
-        assert!(matches!(parse(bad), Err(DataError::BadSpec { .. })), "{bad:?}");
+    for bad in [
+        "",
+        "mnist",
+        "synthetic:1:2",
+        "synthetic:1:2:x",
+        "idx:only",
+        "npy::y",
+        "csv:",
+    ] {
+        assert!(
+            matches!(parse(bad), Err(DataError::BadSpec { .. })),
+            "{bad:?}"
+        );
     }
     assert_eq!(
-        Source::Synthetic { samples: 0, features: 2, classes: 2, seed: 0 }.load(),
+        Source::Synthetic {
+            samples: 0,
+            features: 2,
+            classes: 2,
+            seed: 0
+        }
+        .load(),
         Err(DataError::Zero { what: "samples" })
     );
 }
@@ -611,7 +760,12 @@ const PINNED_FIRST_VALUE: u32 = 1_068_470_641;
 
 // ---------------------------------------------------------------- plan
 
-fn plan(instances: usize, replicas_per_instance: usize, micro_batch: usize, accumulation: usize) -> BatchPlan {
+fn plan(
+    instances: usize,
+    replicas_per_instance: usize,
+    micro_batch: usize,
+    accumulation: usize,
+) -> BatchPlan {
     BatchPlan {
         instances,
         replicas_per_instance,
@@ -646,7 +800,10 @@ fn plan_arithmetic_and_validation_name_the_numbers() {
         accumulation: 5,
         device_iterations: 4,
     };
-    assert_eq!((p.replicas(), p.global_batch(), p.host_batch()), (8, 120, 480));
+    assert_eq!(
+        (p.replicas(), p.global_batch(), p.host_batch()),
+        (8, 120, 480)
+    );
     assert_eq!(p.steps_per_epoch(1797), 14);
     assert_eq!(p.host_calls_per_epoch(1797), 4);
     assert_eq!(p.host_call_steps(1797, 3), 12..14);
@@ -669,13 +826,29 @@ fn plan_arithmetic_and_validation_name_the_numbers() {
     );
     for (field, zeroed) in [
         ("instances", BatchPlan { instances: 0, ..p }),
-        ("micro_batch", BatchPlan { micro_batch: 0, ..p }),
-        ("device_iterations", BatchPlan { device_iterations: 0, ..p }),
+        (
+            "micro_batch",
+            BatchPlan {
+                micro_batch: 0,
+                ..p
+            },
+        ),
+        (
+            "device_iterations",
+            BatchPlan {
+                device_iterations: 0,
+                ..p
+            },
+        ),
     ] {
         assert_eq!(zeroed.validate(1000), Err(DataError::Zero { what: field }));
     }
     assert!(matches!(
-        BatchPlan { micro_batch: usize::MAX, ..p }.validate(1000),
+        BatchPlan {
+            micro_batch: usize::MAX,
+            ..p
+        }
+        .validate(1000),
         Err(DataError::Overflow { .. })
     ));
 }
@@ -731,9 +904,17 @@ fn the_global_order_is_the_same_for_every_replica_count() {
     let reference = global(plan(1, 1, 4, 16));
     assert_eq!(reference.len(), 7);
     for replicas in [1, 2, 4, 8, 16] {
-        assert_eq!(global(plan(1, replicas, 4, 16 / replicas)), reference, "{replicas} replicas");
+        assert_eq!(
+            global(plan(1, replicas, 4, 16 / replicas)),
+            reference,
+            "{replicas} replicas"
+        );
         if replicas > 1 {
-            assert_eq!(global(plan(2, replicas / 2, 4, 16 / replicas)), reference, "2 instances");
+            assert_eq!(
+                global(plan(2, replicas / 2, 4, 16 / replicas)),
+                reference,
+                "2 instances"
+            );
         }
     }
 }
@@ -742,7 +923,14 @@ fn the_global_order_is_the_same_for_every_replica_count() {
 
 /// What the infeed of `instance` should deliver, from `start` on, for
 /// `epochs` epochs.
-fn expected_batches(d: &Dataset, p: BatchPlan, instance: usize, seed: u64, start: (u64, usize), epochs: u64) -> Vec<MicroBatch> {
+fn expected_batches(
+    d: &Dataset,
+    p: BatchPlan,
+    instance: usize,
+    seed: u64,
+    start: (u64, usize),
+    epochs: u64,
+) -> Vec<MicroBatch> {
     let mut out = Vec::new();
     for epoch in start.0..start.0 + epochs {
         let order = EpochOrder::new(d.len(), seed, epoch);
@@ -750,8 +938,19 @@ fn expected_batches(d: &Dataset, p: BatchPlan, instance: usize, seed: u64, start
         for step in first..p.steps_per_epoch(d.len()) {
             for replica in p.instance_replicas(instance) {
                 for k in 0..p.accumulation {
-                    let mut mb = MicroBatch { epoch, step, replica, k, inputs: vec![], labels: vec![] };
-                    d.gather(p.micro_batch_indices(&order, step, replica, k), &mut mb.inputs, &mut mb.labels);
+                    let mut mb = MicroBatch {
+                        epoch,
+                        step,
+                        replica,
+                        k,
+                        inputs: vec![],
+                        labels: vec![],
+                    };
+                    d.gather(
+                        p.micro_batch_indices(&order, step, replica, k),
+                        &mut mb.inputs,
+                        &mut mb.labels,
+                    );
                     out.push(mb);
                 }
             }
@@ -819,7 +1018,10 @@ fn outfeed_modes_keep_what_poptorch_keeps() {
         }
         reader.snapshot()
     };
-    assert_eq!(run(OutputMode::All), (0..7).map(|s| (s, s as f64 + 0.5)).collect::<Vec<_>>());
+    assert_eq!(
+        run(OutputMode::All),
+        (0..7).map(|s| (s, s as f64 + 0.5)).collect::<Vec<_>>()
+    );
     assert_eq!(run(OutputMode::Sum), [(6, 24.5)]);
     assert_eq!(run(OutputMode::Final), [(6, 6.5)]);
     assert_eq!(run(OutputMode::EveryN(3)), [(2, 2.5), (5, 5.5)]);
@@ -848,6 +1050,9 @@ fn output_modes_parse() {
         assert_eq!(mode.to_string(), text);
     }
     for bad in ["every:0", "every:", "every", "mean", ""] {
-        assert_eq!(bad.parse::<OutputMode>(), Err(DataError::BadOutputMode(bad.into())));
+        assert_eq!(
+            bad.parse::<OutputMode>(),
+            Err(DataError::BadOutputMode(bad.into()))
+        );
     }
 }
