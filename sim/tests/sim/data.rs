@@ -338,7 +338,16 @@ fn csv_errors_name_the_line_column_and_problem() {
             kind: std::io::ErrorKind::NotFound
         })
     );
-    // One clear line naming the file and the place.
+    // One clear line naming the file and the place, for every error.
+    for e in [
+        load_csv(&dir.write("l1.csv", b"a,b\n1,2,3\n")).unwrap_err(),
+        load_csv(&missing).unwrap_err(),
+        "synthetic:x".parse::<Source>().unwrap_err(),
+        plan(1, 1, 0, 1).validate(5).unwrap_err(),
+    ] {
+        let line = e.to_string();
+        assert!(!line.is_empty() && !line.contains('\n'), "{line:?}");
+    }
     let e = load_csv(&dir.write("msg.csv", b"1,2,0\n3,x4,1\n"))
         .unwrap_err()
         .to_string();
@@ -979,6 +988,28 @@ fn the_infeed_yields_exactly_the_plans_batches_in_order() {
         let infeed = Infeed::start(Arc::clone(&d), p, instance, 9, start, 4);
         let got: Vec<MicroBatch> = infeed.take(expected.len()).collect();
         assert_eq!(got, expected);
+    }
+}
+
+#[test]
+fn recycled_buffers_do_not_change_what_the_infeed_yields() {
+    let d = Arc::new(small_digits());
+    let p = plan(1, 3, 7, 2);
+    let expected = expected_batches(&d, p, 0, 3, (0, 0), 2);
+    let mut infeed = Infeed::start(Arc::clone(&d), p, 0, 3, (0, 0), 6);
+    // A foreign, larger buffer first: gather clears and refills.
+    infeed.recycle(MicroBatch {
+        epoch: 99,
+        step: 99,
+        replica: 99,
+        k: 99,
+        inputs: vec![-1.0; 1000],
+        labels: vec![7; 100],
+    });
+    for (i, want) in expected.iter().enumerate() {
+        let got = infeed.next().unwrap();
+        assert_eq!(&got, want, "micro-batch {i}");
+        infeed.recycle(got);
     }
 }
 
