@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod data;
 pub mod ipu;
 pub mod kernels;
 pub mod pod;

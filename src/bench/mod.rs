@@ -9,6 +9,7 @@
 
 pub(crate) mod allreduce;
 pub(crate) mod conversions;
+pub(crate) mod data;
 pub(crate) mod optimizers;
 pub(crate) mod report;
 pub(crate) mod sim;
@@ -36,6 +37,7 @@ pub(crate) const SUITES: &[Suite] = &[
     optimizers::SUITE,
     sim::SUITE,
     allreduce::SUITE,
+    data::SUITE,
 ];
 
 /// Looks a suite up by name.

@@ -1,7 +1,9 @@
 //! tessera-sim's integration tests, one binary (STYLE.md): the engine's
-//! semantics and costs, and the tile-parallel kernels' bitwise equality
-//! with the core kernels, and the Pod model.
+//! semantics and costs, the tile-parallel kernels' bitwise equality with
+//! the core kernels, the Pod model, the data side, the model, checkpoints
+//! and the trainer.
 
+mod data;
 mod engine;
 mod kernels;
 mod pod;

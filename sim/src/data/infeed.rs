@@ -1,0 +1,193 @@
+//! The infeed: a background thread gathering one instance's micro-batches
+//! into a bounded queue, ahead of the replicas that consume them.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::thread::JoinHandle;
+
+use super::{BatchPlan, Dataset, EpochOrder};
+
+/// One micro-batch of one replica, as the infeed delivers it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MicroBatch {
+    /// The epoch.
+    pub epoch: u64,
+    /// The step within the epoch.
+    pub step: usize,
+    /// The global replica index.
+    pub replica: usize,
+    /// The micro-batch within the step's accumulation (`0..accumulation`).
+    pub k: usize,
+    /// `micro_batch x features` inputs, row-major.
+    pub inputs: Vec<f32>,
+    /// `micro_batch` labels.
+    pub labels: Vec<u32>,
+}
+
+/// A bounded queue of micro-batches filled by a background thread for the
+/// replicas of one instance, in the order (epoch, step, replica, k) from a
+/// start cursor `(epoch, step)` on, with no end: the consumer stops when
+/// it has what it needs and drops the infeed.
+///
+/// With device iterations `d`, a host call of `d` steps takes the next
+/// `d * replicas_per_instance * accumulation` micro-batches (fewer at the
+/// end of an epoch whose step count `d` does not divide).
+///
+/// The thread hands micro-batches over in chunks of `capacity / 2` (at
+/// least 1), so that a queue of many small micro-batches costs one
+/// hand-over (a wake-up of the consumer) per chunk rather than per
+/// micro-batch: one chunk waits in the queue while the next is gathered.
+///
+/// A consumer that hands spent micro-batches back with [`Infeed::recycle`]
+/// saves the thread an allocation per micro-batch: it refills their
+/// buffers.
+///
+/// Dropping the infeed closes the queue and joins the thread, which ends at
+/// its next send: no hang, whatever the queue holds.
+#[derive(Debug)]
+pub struct Infeed {
+    receiver: Option<Receiver<Vec<MicroBatch>>>,
+    chunk: std::vec::IntoIter<MicroBatch>,
+    spent: Sender<MicroBatch>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Infeed {
+    /// Starts the thread for instance `instance` of `plan` over `data`,
+    /// shuffling epoch `e` with [`EpochOrder::new(data.len(), seed, e)`]
+    /// and beginning at step `start.1` of epoch `start.0` (a step past the
+    /// end of the epoch begins the next one). About `capacity`
+    /// micro-batches (at least 1) wait in the queue: a chunk of
+    /// `max(capacity / 2, 1)` in the channel and one being gathered.
+    ///
+    /// An invalid plan ([`BatchPlan::validate`] fails for `data.len()`) or
+    /// an instance out of range yields no micro-batch: `next`
+    /// returns `None` at once. Validate the plan first to report why.
+    #[must_use]
+    pub fn start(
+        data: Arc<Dataset>,
+        plan: BatchPlan,
+        instance: usize,
+        seed: u64,
+        start: (u64, usize),
+        capacity: usize,
+    ) -> Self {
+        let (sender, receiver) = sync_channel(1);
+        let (spent, returned) = channel();
+        let chunk = (capacity / 2).max(1);
+        let worker = std::thread::Builder::new()
+            .name(format!("infeed-{instance}"))
+            .spawn(move || {
+                let queue = Queue {
+                    chunk,
+                    sender,
+                    returned,
+                };
+                fill(&data, plan, instance, seed, start, &queue);
+            })
+            .ok();
+        Self {
+            receiver: Some(receiver),
+            chunk: Vec::new().into_iter(),
+            spent,
+            worker,
+        }
+    }
+
+    /// Hands a spent micro-batch back: the thread reuses its buffers for a
+    /// later one instead of allocating. Optional; any micro-batch of any
+    /// size may be returned.
+    pub fn recycle(&self, batch: MicroBatch) {
+        // A finished thread has no use for it: dropping it is right.
+        let _ = self.spent.send(batch);
+    }
+}
+
+/// `next` waits for the thread if it is behind,
+/// and returns `None` only if the infeed delivers nothing (an invalid plan
+/// or instance, or the thread could not be started): the stream of an
+/// infeed that started has no end.
+impl Iterator for Infeed {
+    type Item = MicroBatch;
+
+    fn next(&mut self) -> Option<MicroBatch> {
+        loop {
+            if let Some(batch) = self.chunk.next() {
+                return Some(batch);
+            }
+            self.chunk = self.receiver.as_ref()?.recv().ok()?.into_iter();
+        }
+    }
+}
+
+impl Drop for Infeed {
+    fn drop(&mut self) {
+        // Closing the receiver makes the worker's pending or next send fail,
+        // and the worker returns.
+        drop(self.receiver.take());
+        if let Some(worker) = self.worker.take() {
+            // A panic in the worker has already been reported on stderr;
+            // there is nothing to add from a destructor.
+            let _ = worker.join();
+        }
+    }
+}
+
+/// The worker's ends of the channels.
+struct Queue {
+    /// Micro-batches per hand-over.
+    chunk: usize,
+    /// Full chunks to the consumer.
+    sender: SyncSender<Vec<MicroBatch>>,
+    /// Spent micro-batches from the consumer, for their buffers.
+    returned: Receiver<MicroBatch>,
+}
+
+/// The worker: gathers and sends micro-batches until the receiver is gone.
+fn fill(
+    data: &Dataset,
+    plan: BatchPlan,
+    instance: usize,
+    seed: u64,
+    (start_epoch, start_step): (u64, usize),
+    queue: &Queue,
+) {
+    let chunk = queue.chunk;
+    if plan.validate(data.len()).is_err() || instance >= plan.instances {
+        return;
+    }
+    let steps = plan.steps_per_epoch(data.len());
+    let replicas = plan.instance_replicas(instance);
+    let mut pending = Vec::with_capacity(chunk);
+    for epoch in start_epoch.. {
+        let order = EpochOrder::new(data.len(), seed, epoch);
+        let first = if epoch == start_epoch { start_step } else { 0 };
+        for step in first..steps {
+            for replica in replicas.clone() {
+                for k in 0..plan.accumulation {
+                    let (inputs, labels) = queue
+                        .returned
+                        .try_recv()
+                        .map_or_else(|_| (Vec::new(), Vec::new()), |b| (b.inputs, b.labels));
+                    let mut batch = MicroBatch {
+                        epoch,
+                        step,
+                        replica,
+                        k,
+                        inputs,
+                        labels,
+                    };
+                    let indices = plan.micro_batch_indices(&order, step, replica, k);
+                    data.gather(indices, &mut batch.inputs, &mut batch.labels);
+                    pending.push(batch);
+                    if pending.len() == chunk {
+                        let full = std::mem::replace(&mut pending, Vec::with_capacity(chunk));
+                        if queue.sender.send(full).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Epoch orders and the batch plan: which samples each replica's
+//! micro-batches hold (the layout is in the [module docs](super)).
+
+use std::ops::Range;
+
+use tessera_core::rng::RandomStream;
+
+use super::DataError;
+use super::shuffle::shuffle;
+
+/// The order in which one epoch visits the training set: a Fisher-Yates
+/// shuffle of `0..train_len` driven by `RandomStream::new(seed, epoch)`.
+///
+/// Every process, instance and replica computes the same order from the
+/// same seed, so no order is ever sent between them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EpochOrder {
+    epoch: u64,
+    indices: Vec<usize>,
+}
+
+impl EpochOrder {
+    /// The order of epoch `epoch` over `train_len` samples: for `i` from
+    /// `train_len - 1` down to 1, position `i` is swapped with a position
+    /// uniform in `0..=i` drawn from position `i` of the stream (two 32-bit
+    /// words, scaled by multiplication).
+    #[must_use]
+    pub fn new(train_len: usize, seed: u64, epoch: u64) -> Self {
+        let mut indices: Vec<usize> = (0..train_len).collect();
+        shuffle(&mut indices, RandomStream::new(seed, epoch));
+        Self { epoch, indices }
+    }
+
+    /// The epoch this order is for.
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The shuffled sample indices, a permutation of `0..train_len`.
+    #[must_use]
+    pub fn indices(&self) -> &[usize] {
+        &self.indices
+    }
+}
+
+/// How a step's samples are laid out over instances, replicas,
+/// accumulated micro-batches and device iterations (PopDist/PopTorch
+/// names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BatchPlan {
+    /// Host processes (PopRun instances), each feeding its own replicas.
+    pub instances: usize,
+    /// Replicas fed by each instance.
+    pub replicas_per_instance: usize,
+    /// Samples per micro-batch (one forward and backward pass of a replica).
+    pub micro_batch: usize,
+    /// Micro-batches per replica per step (gradient accumulation).
+    pub accumulation: usize,
+    /// Steps per host call.
+    pub device_iterations: usize,
+}
+
+impl BatchPlan {
+    /// Replicas over all instances: `instances * replicas_per_instance`.
+    ///
+    /// # Panics
+    ///
+    /// On overflow, which [`BatchPlan::validate`] rules out.
+    #[must_use]
+    pub fn replicas(&self) -> usize {
+        self.instances * self.replicas_per_instance
+    }
+
+    /// Samples per optimiser step over all replicas:
+    /// `micro_batch * accumulation * replicas`.
+    ///
+    /// # Panics
+    ///
+    /// On overflow, which [`BatchPlan::validate`] rules out.
+    #[must_use]
+    pub fn global_batch(&self) -> usize {
+        self.micro_batch * self.accumulation * self.replicas()
+    }
+
+    /// Samples per host call: `global_batch * device_iterations`.
+    ///
+    /// # Panics
+    ///
+    /// On overflow, which [`BatchPlan::validate`] rules out.
+    #[must_use]
+    pub fn host_batch(&self) -> usize {
+        self.global_batch() * self.device_iterations
+    }
+
+    /// Checks that every count is at least 1, that the products fit and
+    /// that one global batch fits in `train_len` samples.
+    ///
+    /// # Errors
+    ///
+    /// [`DataError::Zero`] naming the zero field, [`DataError::Overflow`],
+    /// or [`DataError::GlobalBatchTooLarge`] with all the factors.
+    pub fn validate(&self, train_len: usize) -> Result<(), DataError> {
+        for (n, what) in [
+            (self.instances, "instances"),
+            (self.replicas_per_instance, "replicas_per_instance"),
+            (self.micro_batch, "micro_batch"),
+            (self.accumulation, "accumulation"),
+            (self.device_iterations, "device_iterations"),
+        ] {
+            if n == 0 {
+                return Err(DataError::Zero { what });
+            }
+        }
+        let overflow = |what| DataError::Overflow { what };
+        let replicas = self
+            .instances
+            .checked_mul(self.replicas_per_instance)
+            .ok_or(overflow("instances x replicas_per_instance"))?;
+        let global_batch = self
+            .micro_batch
+            .checked_mul(self.accumulation)
+            .and_then(|b| b.checked_mul(replicas))
+            .ok_or(overflow("micro_batch x accumulation x replicas"))?;
+        global_batch
+            .checked_mul(self.device_iterations)
+            .ok_or(overflow("global batch x device_iterations"))?;
+        if global_batch > train_len {
+            return Err(DataError::GlobalBatchTooLarge {
+                global_batch,
+                micro_batch: self.micro_batch,
+                accumulation: self.accumulation,
+                replicas,
+                samples: train_len,
+            });
+        }
+        Ok(())
+    }
+
+    /// Steps per epoch with drop-last: `floor(train_len / global_batch)`.
+    /// The `train_len % global_batch` samples at the end of the epoch's
+    /// order are not seen this epoch; each epoch reshuffles, so a sample is
+    /// not dropped every time.
+    ///
+    /// # Panics
+    ///
+    /// If the plan has a zero count ([`BatchPlan::validate`] first).
+    #[must_use]
+    pub fn steps_per_epoch(&self, train_len: usize) -> usize {
+        train_len / self.global_batch()
+    }
+
+    /// Host calls per epoch: `ceil(steps_per_epoch / device_iterations)`;
+    /// the last call runs fewer steps when `device_iterations` does not
+    /// divide the step count.
+    ///
+    /// # Panics
+    ///
+    /// If the plan has a zero count ([`BatchPlan::validate`] first).
+    #[must_use]
+    pub fn host_calls_per_epoch(&self, train_len: usize) -> usize {
+        self.steps_per_epoch(train_len)
+            .div_ceil(self.device_iterations)
+    }
+
+    /// The steps that host call `call` of an epoch runs.
+    ///
+    /// # Panics
+    ///
+    /// If the plan has a zero count ([`BatchPlan::validate`] first).
+    #[must_use]
+    pub fn host_call_steps(&self, train_len: usize, call: usize) -> Range<usize> {
+        let steps = self.steps_per_epoch(train_len);
+        let start = call.saturating_mul(self.device_iterations).min(steps);
+        start..start.saturating_add(self.device_iterations).min(steps)
+    }
+
+    /// The replicas that instance `instance` feeds:
+    /// `instance * replicas_per_instance..(instance + 1) * replicas_per_instance`.
+    #[must_use]
+    pub fn instance_replicas(&self, instance: usize) -> Range<usize> {
+        instance * self.replicas_per_instance..(instance + 1) * self.replicas_per_instance
+    }
+
+    /// The range of `order` that micro-batch `k` of replica `replica` reads
+    /// at step `step`: global micro-batch `j = replica * accumulation + k`
+    /// of global batch `step`, so positions
+    /// `step * global_batch + j * micro_batch..` `+ micro_batch`.
+    #[must_use]
+    pub fn micro_batch_range(&self, step: usize, replica: usize, k: usize) -> Range<usize> {
+        let j = replica * self.accumulation + k;
+        let start = step * self.global_batch() + j * self.micro_batch;
+        start..start + self.micro_batch
+    }
+
+    /// The data set indices of micro-batch `k` (0..accumulation) of replica
+    /// `replica` (global replica index) at step `step` of `order`'s epoch.
+    ///
+    /// # Panics
+    ///
+    /// If `step >= steps_per_epoch(order.indices().len())`, `replica >=
+    /// replicas()` or `k >= accumulation` (the range would leave the
+    /// order, or overlap another micro-batch).
+    #[must_use]
+    pub fn micro_batch_indices<'o>(
+        &self,
+        order: &'o EpochOrder,
+        step: usize,
+        replica: usize,
+        k: usize,
+    ) -> &'o [usize] {
+        assert!(
+            replica < self.replicas()
+                && k < self.accumulation
+                && step < self.steps_per_epoch(order.indices().len()),
+            "step {step} replica {replica} micro-batch {k} outside a plan of {} steps x {} \
+             replicas x {} micro-batches",
+            self.steps_per_epoch(order.indices().len()),
+            self.replicas(),
+            self.accumulation
+        );
+        &order.indices()[self.micro_batch_range(step, replica, k)]
+    }
+}
