@@ -22,6 +22,8 @@
 //!   tensor, a LAMB step (phase 1 per tile, a tree of exact partial
 //!   statistics over the exchange, phase 2 per tile), and within-IPU
 //!   reductions (sum of squares, dot).
+//! - [`checkpoint`]: training checkpoints (named F32/F16/BF16/U64/U32
+//!   tensors and string metadata) as safetensors files, written atomically.
 //! - [`bench`](mod@bench): wall-time benchmarks of the engine against the plain core
 //!   kernels, for `tessera bench sim`.
 //!
@@ -47,6 +49,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod checkpoint;
 pub mod ipu;
 pub mod kernels;
 
