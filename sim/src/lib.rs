@@ -25,6 +25,8 @@
 //! - [`pod`]: IPU-M2000, POD16, POD64 and larger Pods of POD64s, IPU-Links
 //!   and GW-Links, replicas and instances (PopRun/PopDist semantics), and
 //!   the cost of their all-reduce, syncs and host transfers.
+//! - [`checkpoint`]: training checkpoints (named F32/F16/BF16/U64/U32
+//!   tensors and string metadata) as safetensors files, written atomically.
 //! - [`bench`](mod@bench): wall-time benchmarks of the engine against the plain core
 //!   kernels, for `tessera bench sim`.
 //!
@@ -48,6 +50,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod checkpoint;
 pub mod data;
 pub mod ipu;
 pub mod kernels;

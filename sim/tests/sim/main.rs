@@ -3,6 +3,7 @@
 //! the core kernels, the Pod model, the data side, the model, checkpoints
 //! and the trainer.
 
+mod checkpoint;
 mod data;
 mod engine;
 mod kernels;
