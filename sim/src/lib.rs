@@ -43,11 +43,12 @@
 //! splits it over. Every tile and worker also has its own random stream,
 //! identical or differing across replicas ([`ipu::Seeds`]).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;
 pub mod ipu;
 pub mod kernels;
+pub mod model;
 
 pub use ipu::{IpuParams, IpuSpec, SpecError, SpecField};
