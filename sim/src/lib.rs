@@ -46,7 +46,7 @@
 //! splits it over. Every tile and worker also has its own random stream,
 //! identical or differing across replicas ([`ipu::Seeds`]).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;
@@ -55,5 +55,6 @@ pub mod data;
 pub mod ipu;
 pub mod kernels;
 pub mod pod;
+pub mod model;
 
 pub use ipu::{IpuParams, IpuSpec, SpecError, SpecField};

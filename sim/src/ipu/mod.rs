@@ -84,6 +84,12 @@
 //! | `merge_exact` | 10 | 1 | 40 | per exact sum merged: thirteen 64-bit limbs with carries, as 32-bit operations |
 //! | `combine` | 10 | 2 | 2 | a load and an add per two f32 |
 //! | `scalar` | 10 | 1 | 2 | a load, an operation, a store |
+//! | `matmul_f16` | 40 | 128 | 1 | per flop (a multiply-add is two): the AMP unit's 128 f16 flops per tile cycle (`fp16_flops_per_tile_cycle`, from Graphcore's 250 TFLOPS) shared by the six workers of a multi-vertex; the call covers pointer setup and the accumulators' drain |
+//! | `matmul_f32` | 40 | 32 | 1 | per flop: a quarter of the f16 rate (Graphcore quotes 62.5 TFLOPS f32 for the GC200) |
+//! | `activation` | 10 | 2 | 6 | bias add, f16 rounding and ReLU in a few instructions; GELU's tanh is charged the same (assumption: a hardware `tanh` on two lanes) |
+//! | `activation_grad` | 10 | 2 | 6 | the derivative from the stored pre-activation, a multiply, f16 rounding |
+//! | `batch_norm` | 10 | 2 | 6 | per pass over the elements: two multiply-accumulates for the sums, or a normalisation and an affine map |
+//! | `cross_entropy` | 20 | 1 | 12 | per logit: a max, an exp, a sum, a divide and the gradient's store |
 //!
 //! ## Exchange
 //!

@@ -121,11 +121,23 @@ pub enum Kernel {
     Combine,
     /// A scalar bookkeeping vertex (a step counter), per element.
     Scalar,
+    /// A matrix product with f16 inputs and f32 accumulation (AMP), per flop.
+    MatmulF16,
+    /// A matrix product in f32, per flop.
+    MatmulF32,
+    /// Bias, f16 rounding and activation (ReLU or GELU) of a layer, per element.
+    Activation,
+    /// The activation's derivative times the incoming gradient, per element.
+    ActivationGrad,
+    /// Batch-norm statistics, normalisation or its backward pass, per element.
+    BatchNorm,
+    /// Softmax cross-entropy and its gradient, per logit.
+    CrossEntropy,
 }
 
 impl Kernel {
     /// Every kernel, in declaration order.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 13] = [
         Self::ConvertSr,
         Self::LambPartials,
         Self::LambApply,
@@ -133,6 +145,12 @@ impl Kernel {
         Self::MergeExact,
         Self::Combine,
         Self::Scalar,
+        Self::MatmulF16,
+        Self::MatmulF32,
+        Self::Activation,
+        Self::ActivationGrad,
+        Self::BatchNorm,
+        Self::CrossEntropy,
     ];
 
     /// The field's name in [`KernelCosts`].
@@ -146,6 +164,12 @@ impl Kernel {
             Self::MergeExact => "merge_exact",
             Self::Combine => "combine",
             Self::Scalar => "scalar",
+            Self::MatmulF16 => "matmul_f16",
+            Self::MatmulF32 => "matmul_f32",
+            Self::Activation => "activation",
+            Self::ActivationGrad => "activation_grad",
+            Self::BatchNorm => "batch_norm",
+            Self::CrossEntropy => "cross_entropy",
         }
     }
 }
@@ -167,6 +191,18 @@ pub struct KernelCosts {
     pub combine: KernelCost,
     /// [`Kernel::Scalar`].
     pub scalar: KernelCost,
+    /// [`Kernel::MatmulF16`].
+    pub matmul_f16: KernelCost,
+    /// [`Kernel::MatmulF32`].
+    pub matmul_f32: KernelCost,
+    /// [`Kernel::Activation`].
+    pub activation: KernelCost,
+    /// [`Kernel::ActivationGrad`].
+    pub activation_grad: KernelCost,
+    /// [`Kernel::BatchNorm`].
+    pub batch_norm: KernelCost,
+    /// [`Kernel::CrossEntropy`].
+    pub cross_entropy: KernelCost,
 }
 
 impl KernelCosts {
@@ -181,6 +217,12 @@ impl KernelCosts {
             Kernel::MergeExact => self.merge_exact,
             Kernel::Combine => self.combine,
             Kernel::Scalar => self.scalar,
+            Kernel::MatmulF16 => self.matmul_f16,
+            Kernel::MatmulF32 => self.matmul_f32,
+            Kernel::Activation => self.activation,
+            Kernel::ActivationGrad => self.activation_grad,
+            Kernel::BatchNorm => self.batch_norm,
+            Kernel::CrossEntropy => self.cross_entropy,
         }
     }
 }
@@ -220,6 +262,12 @@ const MK2_GC200: IpuParams = IpuParams {
         merge_exact: cost(10, 1, 40),
         combine: cost(10, 2, 2),
         scalar: cost(10, 1, 2),
+        matmul_f16: cost(40, 128, 1),
+        matmul_f32: cost(40, 32, 1),
+        activation: cost(10, 2, 6),
+        activation_grad: cost(10, 2, 6),
+        batch_norm: cost(10, 2, 6),
+        cross_entropy: cost(20, 1, 12),
     },
 };
 
@@ -282,6 +330,12 @@ impl SpecField {
                 Kernel::MergeExact => "costs.merge_exact.vector_width",
                 Kernel::Combine => "costs.combine.vector_width",
                 Kernel::Scalar => "costs.scalar.vector_width",
+                Kernel::MatmulF16 => "costs.matmul_f16.vector_width",
+                Kernel::MatmulF32 => "costs.matmul_f32.vector_width",
+                Kernel::Activation => "costs.activation.vector_width",
+                Kernel::ActivationGrad => "costs.activation_grad.vector_width",
+                Kernel::BatchNorm => "costs.batch_norm.vector_width",
+                Kernel::CrossEntropy => "costs.cross_entropy.vector_width",
             },
         }
     }
@@ -697,6 +751,12 @@ mod tests {
                 Kernel::MergeExact => costs.merge_exact.vector_width = 0,
                 Kernel::Combine => costs.combine.vector_width = 0,
                 Kernel::Scalar => costs.scalar.vector_width = 0,
+                Kernel::MatmulF16 => costs.matmul_f16.vector_width = 0,
+                Kernel::MatmulF32 => costs.matmul_f32.vector_width = 0,
+                Kernel::Activation => costs.activation.vector_width = 0,
+                Kernel::ActivationGrad => costs.activation_grad.vector_width = 0,
+                Kernel::BatchNorm => costs.batch_norm.vector_width = 0,
+                Kernel::CrossEntropy => costs.cross_entropy.vector_width = 0,
             }
             cases.push((IpuParams { costs, ..ok }, SpecField::VectorWidth(kernel)));
         }

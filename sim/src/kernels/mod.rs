@@ -30,11 +30,13 @@
 
 pub mod convert;
 pub mod lamb;
+pub mod matmul;
 pub mod reduce;
 pub mod tree;
 
 pub use convert::convert_sr;
 pub use lamb::{LambProgram, lamb};
+pub use matmul::{BlockLayout, GemmShape, Operand, gemm, matmul};
 pub use reduce::{ReduceKind, Reduction, reduce};
 
 use core::ops::Range;

@@ -1,0 +1,538 @@
+//! Tile-parallel matrix products: `C = op(A) op(B)` with the output cut
+//! into blocks (rows x columns), one vertex per block on its tile calling
+//! [`matrixmultiply::sgemm`] on operands exchanged to that tile.
+//!
+//! The reduction dimension is never split: every element of `C` is
+//! computed by one `sgemm` call over the whole of `k`, and `sgemm`
+//! computes an element from its row of `op(A)` and column of `op(B)` in an
+//! order that depends on `k` only (packing into panels does not change the
+//! order of the products it sums). So the result is bitwise that of one
+//! whole-matrix `sgemm` call, for every blocking and every number of tiles
+//! (the tests check it for many shapes).
+//!
+//! Matrices live in tensors in a [`BlockLayout`]: a grid of row and
+//! column blocks, each block stored contiguously (row-major inside it) on
+//! one tile, so a vertex's output block is one field. A plain row-major
+//! matrix is the layout of one block ([`BlockLayout::dense`]).
+
+use core::ops::Range;
+use std::sync::Arc;
+
+use crate::ipu::{
+    Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
+    Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
+};
+
+/// The shape of one product `C [m, n] = op(A) [m, k] op(B) [k, n]`, all
+/// dense row-major: `A` is stored `[m, k]`, or `[k, m]` if `a_transposed`;
+/// `B` is stored `[k, n]`, or `[n, k]` if `b_transposed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmShape {
+    /// Rows of `C`.
+    pub m: usize,
+    /// The reduction dimension.
+    pub k: usize,
+    /// Columns of `C`.
+    pub n: usize,
+    /// `op(A) = A^T`.
+    pub a_transposed: bool,
+    /// `op(B) = B^T`.
+    pub b_transposed: bool,
+}
+
+impl GemmShape {
+    /// Floating-point operations of the product (a multiply-add is two).
+    #[must_use]
+    pub const fn flops(&self) -> u64 {
+        2 * self.m as u64 * self.k as u64 * self.n as u64
+    }
+}
+
+/// `c = op(a) op(b)` by one [`matrixmultiply::sgemm`] call (see
+/// [`GemmShape`] for the layouts).
+///
+/// # Panics
+/// If a slice's length is not its matrix's.
+// The one `unsafe` of the crate: `sgemm` takes raw pointers and strides.
+#[allow(unsafe_code)]
+pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let GemmShape { m, k, n, .. } = shape;
+    assert_eq!(
+        a.len(),
+        m * k,
+        "gemm: A has {} elements, not {m} x {k}",
+        a.len()
+    );
+    assert_eq!(
+        b.len(),
+        k * n,
+        "gemm: B has {} elements, not {k} x {n}",
+        b.len()
+    );
+    assert_eq!(
+        c.len(),
+        m * n,
+        "gemm: C has {} elements, not {m} x {n}",
+        c.len()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (rsa, csa) = if shape.a_transposed { (1, m) } else { (k, 1) };
+    let (rsb, csb) = if shape.b_transposed { (1, k) } else { (n, 1) };
+    // SAFETY: `a` holds `m * k` elements and every `i * rsa + p * csa`
+    // (i < m, p < k) is below that for both layouts; likewise `b` for `k * n`
+    // and `c` with strides (n, 1) for `m * n`; `c` is borrowed exclusively
+    // and cannot alias `a` or `b`. With beta = 0, `c` is not read.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            rsa as isize,
+            csa as isize,
+            b.as_ptr(),
+            rsb as isize,
+            csb as isize,
+            0.0,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+/// A matrix `[rows, cols]` cut into a grid of blocks, each stored
+/// contiguously (row-major inside the block), blocks in row-major order of
+/// the grid, block `(i, j)` on tile `tiles[i * col_blocks + j]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockLayout {
+    /// Row block boundaries: `0 = r_0 < r_1 < ... = rows`.
+    row_bounds: Vec<usize>,
+    /// Column block boundaries.
+    col_bounds: Vec<usize>,
+    /// The tile of each block.
+    tiles: Vec<Tile>,
+}
+
+/// One block of a [`BlockLayout`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// The block's rows of the matrix.
+    pub rows: Range<usize>,
+    /// The block's columns of the matrix.
+    pub cols: Range<usize>,
+    /// Its elements in the tensor.
+    pub elements: Range<u64>,
+    /// Its tile.
+    pub tile: Tile,
+}
+
+/// `len` cut into `parts` nearly equal parts (the first `len % parts` one
+/// longer): the boundaries.
+fn split(len: usize, parts: usize) -> Vec<usize> {
+    let parts = parts.clamp(1, len.max(1));
+    let (q, r) = (len / parts, len % parts);
+    let mut bounds = vec![0];
+    for p in 0..parts {
+        bounds.push(bounds[p] + q + usize::from(p < r));
+    }
+    bounds
+}
+
+impl BlockLayout {
+    /// A dense row-major matrix: one block, on `tile` (only its offsets
+    /// matter when it is the source of a gather).
+    #[must_use]
+    pub fn dense(rows: usize, cols: usize, tile: Tile) -> Self {
+        Self {
+            row_bounds: vec![0, rows],
+            col_bounds: vec![0, cols],
+            tiles: vec![tile],
+        }
+    }
+
+    /// `rows x cols` cut into `row_blocks x col_blocks` nearly equal blocks
+    /// (fewer if a dimension is shorter), the blocks spread evenly over
+    /// tiles `0..tiles` in grid order.
+    #[must_use]
+    pub fn grid(
+        rows: usize,
+        cols: usize,
+        row_blocks: usize,
+        col_blocks: usize,
+        tiles: u32,
+    ) -> Self {
+        let row_bounds = split(rows, row_blocks);
+        let col_bounds = split(cols, col_blocks);
+        let blocks = (row_bounds.len() - 1) * (col_bounds.len() - 1);
+        let tiles = (0..blocks)
+            .map(|b| (b as u64 * u64::from(tiles.max(1)) / blocks as u64) as Tile)
+            .collect();
+        Self {
+            row_bounds,
+            col_bounds,
+            tiles,
+        }
+    }
+
+    /// The layout of the output of a product with reduction dimension `k`
+    /// on `tiles` tiles: as many blocks as there are tiles, but none with
+    /// fewer than `min_flops` flops (so that a vertex has real work); columns
+    /// are cut first (samples are few), rows then. `full_rows` keeps every
+    /// row whole (one column block), `full_cols` every column (one row
+    /// block).
+    #[must_use]
+    pub fn plan(
+        rows: usize,
+        cols: usize,
+        k: usize,
+        tiles: u32,
+        min_flops: u64,
+        full_rows: bool,
+        full_cols: bool,
+    ) -> Self {
+        let flops = 2 * rows as u64 * cols as u64 * k as u64;
+        let want = (flops / min_flops.max(1)).clamp(1, u64::from(tiles.max(1))) as usize;
+        let col_blocks = if full_rows { 1 } else { want.min(cols.max(1)) };
+        let row_blocks = if full_cols {
+            1
+        } else {
+            (want / col_blocks).clamp(1, rows.max(1))
+        };
+        Self::grid(rows, cols, row_blocks, col_blocks, tiles)
+    }
+
+    /// Rows of the matrix.
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        *self.row_bounds.last().expect("at least one bound")
+    }
+
+    /// Columns of the matrix.
+    #[must_use]
+    pub fn cols(&self) -> usize {
+        *self.col_bounds.last().expect("at least one bound")
+    }
+
+    /// Elements of the matrix.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.rows() * self.cols()
+    }
+
+    /// Whether the matrix has no elements.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of column blocks.
+    #[must_use]
+    pub fn col_blocks(&self) -> usize {
+        self.col_bounds.len() - 1
+    }
+
+    /// Number of row blocks.
+    #[must_use]
+    pub fn row_blocks(&self) -> usize {
+        self.row_bounds.len() - 1
+    }
+
+    /// Every block, in grid order (the order they are stored in).
+    #[must_use]
+    pub fn blocks(&self) -> Vec<Block> {
+        let mut out = Vec::new();
+        let mut at = 0u64;
+        for (i, r) in self.row_bounds.windows(2).enumerate() {
+            for (j, c) in self.col_bounds.windows(2).enumerate() {
+                let n = ((r[1] - r[0]) * (c[1] - c[0])) as u64;
+                out.push(Block {
+                    rows: r[0]..r[1],
+                    cols: c[0]..c[1],
+                    elements: at..at + n,
+                    tile: self.tiles[i * self.col_blocks() + j],
+                });
+                at += n;
+            }
+        }
+        out
+    }
+
+    /// The tile mapping of a tensor in this layout (empty blocks omitted).
+    #[must_use]
+    pub fn mapping(&self) -> Mapping {
+        Mapping::Explicit(
+            self.blocks()
+                .into_iter()
+                .filter(|b| !b.elements.is_empty())
+                .map(|b| Interval::new(b.tile, b.elements))
+                .collect(),
+        )
+    }
+
+    /// The position in the tensor of element `(r, c)`.
+    #[must_use]
+    pub fn offset(&self, r: usize, c: usize) -> u64 {
+        let i = self.row_bounds.partition_point(|&b| b <= r) - 1;
+        let j = self.col_bounds.partition_point(|&b| b <= c) - 1;
+        let (r0, r1) = (self.row_bounds[i], self.row_bounds[i + 1]);
+        let (c0, c1) = (self.col_bounds[j], self.col_bounds[j + 1]);
+        let before_rows = r0 * self.cols();
+        let before_cols = (r1 - r0) * c0;
+        (before_rows + before_cols + (r - r0) * (c1 - c0) + (c - c0)) as u64
+    }
+
+    /// Contiguous runs of the tensor holding row `r`, columns `cols`, in
+    /// column order.
+    #[must_use]
+    pub fn row_runs(&self, r: usize, cols: Range<usize>) -> Vec<Range<u64>> {
+        let mut runs = Vec::new();
+        let mut c = cols.start;
+        while c < cols.end {
+            let j = self.col_bounds.partition_point(|&b| b <= c) - 1;
+            let end = self.col_bounds[j + 1].min(cols.end);
+            let at = self.offset(r, c);
+            runs.push(at..at + (end - c) as u64);
+            c = end;
+        }
+        runs
+    }
+
+    /// Reorders a row-major matrix into this layout.
+    #[must_use]
+    pub fn from_row_major(&self, x: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0; self.len()];
+        for b in self.blocks() {
+            let w = b.cols.len();
+            for (k, r) in b.rows.clone().enumerate() {
+                let at = b.elements.start as usize + k * w;
+                out[at..at + w].copy_from_slice(&x[r * self.cols() + b.cols.start..][..w]);
+            }
+        }
+        out
+    }
+
+    /// Reorders a matrix in this layout into row-major order.
+    #[must_use]
+    pub fn to_row_major(&self, x: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0; self.len()];
+        for b in self.blocks() {
+            let w = b.cols.len();
+            for (k, r) in b.rows.clone().enumerate() {
+                let at = b.elements.start as usize + k * w;
+                out[r * self.cols() + b.cols.start..][..w].copy_from_slice(&x[at..at + w]);
+            }
+        }
+        out
+    }
+}
+
+/// A matrix operand: a tensor, its layout, and whether the product uses
+/// its transpose.
+#[derive(Clone, Debug)]
+pub struct Operand {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// Its layout (of the stored matrix, before any transpose).
+    pub layout: BlockLayout,
+    /// The product uses the transpose.
+    pub transposed: bool,
+}
+
+/// Adds to `copies` the gather of rows `rows` and columns `cols` of the
+/// matrix in `src` (laid out as `layout`) into `dst` from element `at`,
+/// dense row-major.
+pub fn gather_copies(
+    copies: &mut Vec<(TensorSlice, TensorSlice)>,
+    src: TensorId,
+    layout: &BlockLayout,
+    rows: Range<usize>,
+    cols: Range<usize>,
+    dst: TensorId,
+    mut at: u64,
+) {
+    for r in rows {
+        for run in layout.row_runs(r, cols.clone()) {
+            let n = run.end - run.start;
+            copies.push((
+                TensorSlice::new(src, run),
+                TensorSlice::new(dst, at..at + n),
+            ));
+            at += n;
+        }
+    }
+}
+
+/// A matrix product on one block: fields `a`, `b` (read), `c` (written).
+#[derive(Debug)]
+struct MatMul {
+    shape: GemmShape,
+    kernel: Kernel,
+    fields: [FieldSpec; 3],
+}
+
+impl Codelet for MatMul {
+    fn name(&self) -> &str {
+        "matmul"
+    }
+
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+
+    fn cycles(&self, _lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        let cost = spec.costs().get(self.kernel);
+        VertexCycles::AllWorkers(
+            cost.multi_thread_cycles(self.shape.flops(), spec.workers_per_tile()),
+        )
+    }
+
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let [a, b, c] = io.many([0, 1, 2]);
+        gemm(
+            self.shape,
+            a.into_slice::<f32>(),
+            b.into_slice::<f32>(),
+            c.into_slice::<f32>(),
+        );
+    }
+}
+
+/// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as `c_layout`):
+/// one exchange gathers each block's rows of `op(A)` and columns of
+/// `op(B)` into staging tensors on the block's tile, then one compute set
+/// runs a vertex per block. `kernel` ([`Kernel::MatmulF16`] or
+/// [`Kernel::MatmulF32`]) prices the vertices. The result is bitwise one
+/// [`gemm`] of the whole matrices.
+///
+/// # Errors
+/// [`GraphError::CopyMismatch`] if the shapes do not agree, and the
+/// graph's errors.
+pub fn matmul(
+    graph: &mut Graph,
+    name: &str,
+    a: &Operand,
+    b: &Operand,
+    c: TensorId,
+    c_layout: &BlockLayout,
+    kernel: Kernel,
+) -> Result<Program, GraphError> {
+    let (m, k) = if a.transposed {
+        (a.layout.cols(), a.layout.rows())
+    } else {
+        (a.layout.rows(), a.layout.cols())
+    };
+    let (kb, n) = if b.transposed {
+        (b.layout.cols(), b.layout.rows())
+    } else {
+        (b.layout.rows(), b.layout.cols())
+    };
+    if k != kb || c_layout.rows() != m || c_layout.cols() != n {
+        return Err(GraphError::CopyMismatch { copy: 0 });
+    }
+    let mut copies = Vec::new();
+    let cs = graph.add_compute_set(name);
+    let mut codelets: Vec<(GemmShape, Arc<dyn Codelet>)> = Vec::new();
+    for (index, block) in c_layout.blocks().into_iter().enumerate() {
+        if block.elements.is_empty() {
+            continue;
+        }
+        let (r, w) = (block.rows.len(), block.cols.len());
+        let tile = block.tile;
+        let sa = graph.add_tensor(
+            &format!("{name}.a{index}"),
+            DType::F32,
+            &[(r * k) as u64],
+            Mapping::one_tile(tile, (r * k) as u64),
+        )?;
+        let sb = graph.add_tensor(
+            &format!("{name}.b{index}"),
+            DType::F32,
+            &[(k * w) as u64],
+            Mapping::one_tile(tile, (k * w) as u64),
+        )?;
+        if a.transposed {
+            gather_copies(
+                &mut copies,
+                a.tensor,
+                &a.layout,
+                0..k,
+                block.rows.clone(),
+                sa,
+                0,
+            );
+        } else {
+            gather_copies(
+                &mut copies,
+                a.tensor,
+                &a.layout,
+                block.rows.clone(),
+                0..k,
+                sa,
+                0,
+            );
+        }
+        if b.transposed {
+            gather_copies(
+                &mut copies,
+                b.tensor,
+                &b.layout,
+                block.cols.clone(),
+                0..k,
+                sb,
+                0,
+            );
+        } else {
+            gather_copies(
+                &mut copies,
+                b.tensor,
+                &b.layout,
+                0..k,
+                block.cols.clone(),
+                sb,
+                0,
+            );
+        }
+        let shape = GemmShape {
+            m: r,
+            k,
+            n: w,
+            a_transposed: a.transposed,
+            b_transposed: b.transposed,
+        };
+        let codelet = match codelets.iter().find(|(s, _)| *s == shape) {
+            Some((_, c)) => c.clone(),
+            None => {
+                let c: Arc<dyn Codelet> = Arc::new(MatMul {
+                    shape,
+                    kernel,
+                    fields: [
+                        FieldSpec::new(DType::F32, Access::Read),
+                        FieldSpec::new(DType::F32, Access::Read),
+                        FieldSpec::new(DType::F32, Access::Write),
+                    ],
+                });
+                codelets.push((shape, c.clone()));
+                c
+            }
+        };
+        graph.add_vertex(
+            cs,
+            tile,
+            codelet,
+            &[
+                graph.all(sa),
+                graph.all(sb),
+                TensorSlice::new(c, block.elements),
+            ],
+        )?;
+    }
+    let ex = graph.add_exchange(&format!("{name}.gather"), &copies)?;
+    Ok(Program::sequence([
+        Program::Exchange(ex),
+        Program::Execute(cs),
+    ]))
+}

@@ -1,0 +1,591 @@
+//! The model's element-wise, loss and batch-norm vertices. Each works on
+//! one block of a layer's activations (`rows x cols`, row-major) held by
+//! its tile; per-column parameters (bias, gamma, beta) and statistics come
+//! in staged copies of the block's columns.
+
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use tessera_core::fp::{HalfFloat, f16};
+use tessera_core::loss::{self, CrossEntropyParams, Reduction};
+
+use super::config::Activation;
+use super::{BN_EPSILON, BN_MOMENTUM};
+use crate::ipu::{Access, Codelet, DType, FieldSpec, IpuSpec, Kernel, VertexCycles, VertexIo};
+
+/// Rounds to nearest f16 (overflow to infinity) if `f16`.
+#[inline]
+pub(crate) fn round(x: f32, f16: bool) -> f32 {
+    if f16 {
+        <f16 as HalfFloat>::from_f32(x).to_f32()
+    } else {
+        x
+    }
+}
+
+const GELU_C: f32 = 0.797_884_6; // sqrt(2 / pi)
+const GELU_A: f32 = 0.044_715;
+
+/// The activation of `z`.
+#[inline]
+pub(crate) fn activate(act: Activation, z: f32) -> f32 {
+    match act {
+        Activation::Relu => z.max(0.0),
+        Activation::Gelu => {
+            let t = libm::tanhf(GELU_C * (z + GELU_A * z * z * z));
+            0.5 * z * (1.0 + t)
+        }
+    }
+}
+
+/// The activation's derivative at `z`.
+#[inline]
+pub(crate) fn derivative(act: Activation, z: f32) -> f32 {
+    match act {
+        Activation::Relu => {
+            if z > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        }
+        Activation::Gelu => {
+            let t = libm::tanhf(GELU_C * (z + GELU_A * z * z * z));
+            0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_A * z * z)
+        }
+    }
+}
+
+fn f32_fields(access: &[Access]) -> Vec<FieldSpec> {
+    access
+        .iter()
+        .map(|&a| FieldSpec::new(DType::F32, a))
+        .collect()
+}
+
+/// All six workers over field `field`'s elements at `kernel`'s cost.
+fn elementwise(kernel: Kernel, lens: &[u64], field: usize, spec: &IpuSpec) -> VertexCycles {
+    let cost = spec.costs().get(kernel);
+    VertexCycles::AllWorkers(cost.multi_thread_cycles(lens[field], spec.workers_per_tile()))
+}
+
+/// `z = round(y + bias)`, and with an activation `a = round(act(z))`.
+/// Fields: `y`, `bias` (the block's columns), `z`, [`a`].
+#[derive(Debug)]
+pub(crate) struct BiasAct {
+    pub(crate) act: Option<Activation>,
+    pub(crate) f16: bool,
+    fields: Vec<FieldSpec>,
+}
+
+impl BiasAct {
+    pub(crate) fn new(act: Option<Activation>, f16: bool) -> Self {
+        let mut access = vec![Access::Read, Access::Read, Access::Write];
+        if act.is_some() {
+            access.push(Access::Write);
+        }
+        Self {
+            act,
+            f16,
+            fields: f32_fields(&access),
+        }
+    }
+}
+
+impl Codelet for BiasAct {
+    fn name(&self) -> &str {
+        "bias_activation"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::Activation, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let cols = io.len(1);
+        {
+            let [y, bias, z] = io.many([0, 1, 2]);
+            let (y, bias, z) = (
+                y.into_slice::<f32>(),
+                bias.into_slice::<f32>(),
+                z.into_slice::<f32>(),
+            );
+            for ((y, z), b) in y.iter().zip(z.iter_mut()).zip(bias.iter().cycle()) {
+                *z = round(y + b, self.f16);
+            }
+        }
+        let _ = cols;
+        if let Some(act) = self.act {
+            let [z, a] = io.many([2, 3]);
+            for (z, a) in z.into_slice::<f32>().iter().zip(a.into_slice::<f32>()) {
+                *a = round(activate(act, *z), self.f16);
+            }
+        }
+    }
+}
+
+/// `dz = round(round(da) * act'(z))`. Fields: `da`, `z`, `dz`.
+#[derive(Debug)]
+pub(crate) struct ActGrad {
+    pub(crate) act: Activation,
+    pub(crate) f16: bool,
+    fields: Vec<FieldSpec>,
+}
+
+impl ActGrad {
+    pub(crate) fn new(act: Activation, f16: bool) -> Self {
+        Self {
+            act,
+            f16,
+            fields: f32_fields(&[Access::Read, Access::Read, Access::Write]),
+        }
+    }
+}
+
+impl Codelet for ActGrad {
+    fn name(&self) -> &str {
+        "activation_grad"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::ActivationGrad, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let [da, z, dz] = io.many([0, 1, 2]);
+        let (da, z) = (da.into_slice::<f32>(), z.into_slice::<f32>());
+        for ((da, z), dz) in da.iter().zip(z).zip(dz.into_slice::<f32>()) {
+            let g = round(*da, self.f16);
+            *dz = round(g * derivative(self.act, *z), self.f16);
+        }
+    }
+}
+
+/// Rounds a block to f16 in place. Fields: `x`.
+#[derive(Debug)]
+pub(crate) struct RoundF16 {
+    fields: Vec<FieldSpec>,
+}
+
+impl RoundF16 {
+    pub(crate) fn new() -> Self {
+        Self {
+            fields: f32_fields(&[Access::ReadWrite]),
+        }
+    }
+}
+
+impl Codelet for RoundF16 {
+    fn name(&self) -> &str {
+        "round_f16"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::ActivationGrad, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        for x in io.write::<f32>(0) {
+            *x = round(*x, true);
+        }
+    }
+}
+
+/// Softmax cross-entropy of whole rows of logits. Fields: `logits`,
+/// `labels` (as f32), `scale` (one value), `losses`, `correct` (1 or 0 per
+/// row: the first largest logit is the label), and when training `grad`
+/// (`scale * (softmax - onehot)`, rounded to f16 in F16 mode).
+#[derive(Debug)]
+pub(crate) struct CrossEntropy {
+    pub(crate) classes: usize,
+    pub(crate) train: bool,
+    pub(crate) f16: bool,
+    fields: Vec<FieldSpec>,
+}
+
+impl CrossEntropy {
+    pub(crate) fn new(classes: usize, train: bool, f16: bool) -> Self {
+        let mut access = vec![
+            Access::Read,
+            Access::Read,
+            Access::Read,
+            Access::Write,
+            Access::Write,
+        ];
+        if train {
+            access.push(Access::Write);
+        }
+        Self {
+            classes,
+            train,
+            f16,
+            fields: f32_fields(&access),
+        }
+    }
+}
+
+impl Codelet for CrossEntropy {
+    fn name(&self) -> &str {
+        "cross_entropy"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::CrossEntropy, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let labels: Vec<u32> = io.read::<f32>(1).iter().map(|&l| l as u32).collect();
+        let scale = io.read::<f32>(2).first().copied().unwrap_or(1.0);
+        // The host checked the labels and the scale.
+        let params = CrossEntropyParams::new(self.classes, Reduction::None)
+            .and_then(|p| p.with_loss_scale(scale))
+            .expect("classes and scale checked by the host");
+        let correct: Vec<f32> = io
+            .read::<f32>(0)
+            .chunks_exact(self.classes)
+            .zip(&labels)
+            .map(|(row, &label)| {
+                let mut best = 0;
+                for (j, &x) in row.iter().enumerate() {
+                    if x > row[best] {
+                        best = j;
+                    }
+                }
+                if best == label as usize { 1.0 } else { 0.0 }
+            })
+            .collect();
+        io.write::<f32>(4).copy_from_slice(&correct);
+        if self.train {
+            let [logits, losses, grad] = io.many([0, 3, 5]);
+            let grad = grad.into_slice::<f32>();
+            loss::softmax_cross_entropy_with_grad(
+                &params,
+                logits.into_slice::<f32>(),
+                &labels,
+                losses.into_slice::<f32>(),
+                grad,
+            )
+            .expect("labels checked by the host");
+            for g in grad {
+                *g = round(*g, self.f16);
+            }
+        } else {
+            let [logits, losses] = io.many([0, 3]);
+            loss::softmax_cross_entropy(
+                &params,
+                logits.into_slice::<f32>(),
+                &labels,
+                losses.into_slice::<f32>(),
+            )
+            .expect("labels checked by the host");
+        }
+    }
+}
+
+/// Batch norm's first pass: `x = round(y + bias)` and per column the sums
+/// of `x` and `x^2` over the rows in order (f32). Fields: `y`, `bias`, `x`,
+/// `sums` (`2 * cols`: the sums of `x`, then of `x^2`).
+#[derive(Debug)]
+pub(crate) struct BnStats {
+    pub(crate) f16: bool,
+    fields: Vec<FieldSpec>,
+}
+
+impl BnStats {
+    pub(crate) fn new(f16: bool) -> Self {
+        Self {
+            f16,
+            fields: f32_fields(&[Access::Read, Access::Read, Access::Write, Access::Write]),
+        }
+    }
+}
+
+impl Codelet for BnStats {
+    fn name(&self) -> &str {
+        "batch_norm_stats"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::BatchNorm, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let cols = io.len(1);
+        let [y, bias, x, sums] = io.many([0, 1, 2, 3]);
+        let (y, bias, x, sums) = (
+            y.into_slice::<f32>(),
+            bias.into_slice::<f32>(),
+            x.into_slice::<f32>(),
+            sums.into_slice::<f32>(),
+        );
+        sums.fill(0.0);
+        for (yr, xr) in y.chunks_exact(cols).zip(x.chunks_exact_mut(cols)) {
+            for c in 0..cols {
+                let v = round(yr[c] + bias[c], self.f16);
+                xr[c] = v;
+                sums[c] += v;
+                sums[cols + c] += v * v;
+            }
+        }
+    }
+}
+
+/// Per-column mean and inverse standard deviation from the group's sums
+/// `[S1 (cols), S2 (cols), n]`, or from running `[mean, var]`.
+fn moments(stats: &[f32], cols: usize, from_sums: bool, c: usize) -> (f32, f32) {
+    let (mean, var) = if from_sums {
+        let n = stats[2 * cols];
+        let mean = stats[c] / n;
+        (mean, (stats[cols + c] / n - mean * mean).max(0.0))
+    } else {
+        (stats[c], stats[cols + c])
+    };
+    (mean, 1.0 / (var + BN_EPSILON).sqrt())
+}
+
+/// Batch norm's second pass and the activation: `xhat = (x - mean) *
+/// inv_std`, `z = round(gamma xhat + beta)`, `a = round(act(z))`. Fields:
+/// `x`, `stats` (group sums `2 cols + 1`, or running moments `2 cols`),
+/// `gamma`, `beta`, `xhat`, `z`, `a`.
+#[derive(Debug)]
+pub(crate) struct BnApply {
+    pub(crate) act: Activation,
+    pub(crate) from_sums: bool,
+    pub(crate) f16: bool,
+    fields: Vec<FieldSpec>,
+}
+
+impl BnApply {
+    pub(crate) fn new(act: Activation, from_sums: bool, f16: bool) -> Self {
+        let r = Access::Read;
+        let w = Access::Write;
+        Self {
+            act,
+            from_sums,
+            f16,
+            fields: f32_fields(&[r, r, r, r, w, w, w]),
+        }
+    }
+}
+
+impl Codelet for BnApply {
+    fn name(&self) -> &str {
+        "batch_norm_apply"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        let cost = spec.costs().get(Kernel::BatchNorm);
+        let act = spec.costs().get(Kernel::Activation);
+        let w = spec.workers_per_tile();
+        VertexCycles::AllWorkers(
+            cost.multi_thread_cycles(lens[0], w) + act.multi_thread_cycles(lens[0], w),
+        )
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let cols = io.len(2);
+        let [x, stats, gamma, beta, xhat, z, a] = io.many([0, 1, 2, 3, 4, 5, 6]);
+        let (x, stats, gamma, beta) = (
+            x.into_slice::<f32>(),
+            stats.into_slice::<f32>(),
+            gamma.into_slice::<f32>(),
+            beta.into_slice::<f32>(),
+        );
+        let (xhat, z, a) = (
+            xhat.into_slice::<f32>(),
+            z.into_slice::<f32>(),
+            a.into_slice::<f32>(),
+        );
+        let m: Vec<(f32, f32)> = (0..cols)
+            .map(|c| moments(stats, cols, self.from_sums, c))
+            .collect();
+        for (k, &v) in x.iter().enumerate() {
+            let c = k % cols;
+            let (mean, inv_std) = m[c];
+            let h = (v - mean) * inv_std;
+            xhat[k] = h;
+            z[k] = round(gamma[c] * h + beta[c], self.f16);
+            a[k] = round(activate(self.act, z[k]), self.f16);
+        }
+    }
+}
+
+/// Batch norm's first backward pass: `dy = round(round(da) * act'(z))`
+/// (the gradient at batch norm's output) and per column the sums of `dy`
+/// and `dy * xhat` over the rows in order. Fields: `da`, `z`, `xhat`,
+/// `dy`, `sums` (`2 * cols`).
+#[derive(Debug)]
+pub(crate) struct BnGradSums {
+    pub(crate) act: Activation,
+    pub(crate) f16: bool,
+    fields: Vec<FieldSpec>,
+}
+
+impl BnGradSums {
+    pub(crate) fn new(act: Activation, f16: bool) -> Self {
+        let r = Access::Read;
+        let w = Access::Write;
+        Self {
+            act,
+            f16,
+            fields: f32_fields(&[r, r, r, w, w]),
+        }
+    }
+}
+
+impl Codelet for BnGradSums {
+    fn name(&self) -> &str {
+        "batch_norm_grad_sums"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::BatchNorm, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let cols = io.len(4) / 2;
+        let [da, z, xhat, dy, sums] = io.many([0, 1, 2, 3, 4]);
+        let (da, z, xhat) = (
+            da.into_slice::<f32>(),
+            z.into_slice::<f32>(),
+            xhat.into_slice::<f32>(),
+        );
+        let (dy, sums) = (dy.into_slice::<f32>(), sums.into_slice::<f32>());
+        sums.fill(0.0);
+        for k in 0..da.len() {
+            let c = k % cols;
+            let g = round(
+                round(da[k], self.f16) * derivative(self.act, z[k]),
+                self.f16,
+            );
+            dy[k] = g;
+            sums[c] += g;
+            sums[cols + c] += g * xhat[k];
+        }
+    }
+}
+
+/// Batch norm's second backward pass: `dx = round(gamma inv_std / n (n dy -
+/// S_dy - xhat S_dyxhat))` with the group's sums. Fields: `dy`, `xhat`,
+/// `gamma`, `stats` (forward sums, `2 cols + 1`), `grad_sums` (`2 cols`),
+/// `dx`.
+#[derive(Debug)]
+pub(crate) struct BnGrad {
+    pub(crate) f16: bool,
+    fields: Vec<FieldSpec>,
+}
+
+impl BnGrad {
+    pub(crate) fn new(f16: bool) -> Self {
+        let r = Access::Read;
+        Self {
+            f16,
+            fields: f32_fields(&[r, r, r, r, r, Access::Write]),
+        }
+    }
+}
+
+impl Codelet for BnGrad {
+    fn name(&self) -> &str {
+        "batch_norm_grad"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::BatchNorm, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let cols = io.len(2);
+        let [dy, xhat, gamma, stats, sums, dx] = io.many([0, 1, 2, 3, 4, 5]);
+        let (dy, xhat, gamma) = (
+            dy.into_slice::<f32>(),
+            xhat.into_slice::<f32>(),
+            gamma.into_slice::<f32>(),
+        );
+        let (stats, sums, dx) = (
+            stats.into_slice::<f32>(),
+            sums.into_slice::<f32>(),
+            dx.into_slice::<f32>(),
+        );
+        let n = stats[2 * cols];
+        for k in 0..dy.len() {
+            let c = k % cols;
+            let (_, inv_std) = moments(stats, cols, true, c);
+            let v = gamma[c] * inv_std / n * (n * dy[k] - sums[c] - xhat[k] * sums[cols + c]);
+            dx[k] = round(v, self.f16);
+        }
+    }
+}
+
+/// A request to the host for a group sum, and where the answer comes back.
+pub(crate) type GroupLink = Arc<Mutex<Option<(Sender<Vec<f32>>, Receiver<Vec<f32>>)>>>;
+
+/// Hands its field to the host's [`GroupSum`](super::GroupSum) and writes
+/// back the group's total; with `count`, first sets the last element to
+/// the micro-batch's samples. Fields: `values`.
+#[derive(Debug)]
+pub(crate) struct GroupSumVertex {
+    pub(crate) link: GroupLink,
+    pub(crate) count: Option<f32>,
+    fields: Vec<FieldSpec>,
+}
+
+impl GroupSumVertex {
+    pub(crate) fn new(link: GroupLink, count: Option<f32>) -> Self {
+        Self {
+            link,
+            count,
+            fields: f32_fields(&[Access::ReadWrite]),
+        }
+    }
+}
+
+impl Codelet for GroupSumVertex {
+    fn name(&self) -> &str {
+        "group_sum"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        VertexCycles::Worker(spec.costs().get(Kernel::Scalar).thread_cycles(lens[0]))
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let values = io.write::<f32>(0);
+        if let Some(n) = self.count
+            && let Some(last) = values.last_mut()
+        {
+            *last = n;
+        }
+        let guard = self.link.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((to_host, from_host)) = guard.as_ref()
+            && to_host.send(values.to_vec()).is_ok()
+            && let Ok(total) = from_host.recv()
+            && total.len() == values.len()
+        {
+            values.copy_from_slice(&total);
+        }
+    }
+}
+
+/// Running statistics after a micro-batch with group sums `stats` (`[S1,
+/// S2, n]`): `mean` and `var` updated in place (unbiased batch variance).
+pub(crate) fn update_running(stats: &[f32], mean: &mut [f32], var: &mut [f32]) {
+    let cols = mean.len();
+    let n = stats[2 * cols];
+    for c in 0..cols {
+        let m = stats[c] / n;
+        let v = (stats[cols + c] / n - m * m).max(0.0);
+        let unbiased = if n > 1.0 { v * n / (n - 1.0) } else { v };
+        mean[c] = (1.0 - BN_MOMENTUM) * mean[c] + BN_MOMENTUM * m;
+        var[c] = (1.0 - BN_MOMENTUM) * var[c] + BN_MOMENTUM * unbiased;
+    }
+}

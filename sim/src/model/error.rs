@@ -1,0 +1,133 @@
+//! Why a model could not be built or run.
+
+use core::fmt;
+
+use crate::ipu::{BuildError, GraphError};
+
+/// Why a model could not be built or run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelError {
+    /// A width of the configuration is zero.
+    ZeroWidth {
+        /// `"inputs"`, `"classes"` or `"hidden[i]"`.
+        what: String,
+    },
+    /// The micro-batch size is zero.
+    ZeroMicroBatch,
+    /// The graph could not be built (a bug or a too large model).
+    Graph(GraphError),
+    /// The engine could not be built: a tile is out of memory.
+    Build(BuildError),
+    /// The wrong number of parameter (or gradient, buffer) tensors.
+    ParamCount {
+        /// Tensors the model has.
+        expected: usize,
+        /// Tensors given.
+        got: usize,
+    },
+    /// A parameter (or gradient, buffer) tensor of the wrong length.
+    ParamLength {
+        /// Its name.
+        name: String,
+        /// The length it must have.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
+    /// The inputs are not `micro_batch * inputs` values.
+    InputLength {
+        /// Values expected.
+        expected: usize,
+        /// Values given.
+        got: usize,
+    },
+    /// The labels are not `micro_batch` values.
+    LabelCount {
+        /// Labels expected.
+        expected: usize,
+        /// Labels given.
+        got: usize,
+    },
+    /// A label is not a class.
+    LabelOutOfRange {
+        /// The sample.
+        sample: usize,
+        /// Its label.
+        label: u32,
+        /// The number of classes.
+        classes: usize,
+    },
+    /// The loss scale is not finite and positive.
+    InvalidScale(f32),
+    /// A buffer name [`Mlp::set_buffers`](super::Mlp::set_buffers) does not
+    /// know.
+    UnknownBuffer {
+        /// The name.
+        name: String,
+    },
+    /// The replica group's sum failed (set by a [`GroupSum`](super::GroupSum)).
+    Group {
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroWidth { what } => write!(f, "the model's {what} width is zero"),
+            Self::ZeroMicroBatch => f.write_str("the micro-batch size is zero"),
+            Self::Graph(e) => write!(f, "building the model's graph: {e}"),
+            Self::Build(e) => write!(f, "building the model's engine: {e}"),
+            Self::ParamCount { expected, got } => {
+                write!(f, "the model has {expected} parameter tensors, {got} given")
+            }
+            Self::ParamLength {
+                name,
+                expected,
+                got,
+            } => write!(f, "{name} has {expected} elements, {got} given"),
+            Self::InputLength { expected, got } => {
+                write!(f, "a micro-batch has {expected} input values, {got} given")
+            }
+            Self::LabelCount { expected, got } => {
+                write!(f, "a micro-batch has {expected} labels, {got} given")
+            }
+            Self::LabelOutOfRange {
+                sample,
+                label,
+                classes,
+            } => write!(
+                f,
+                "label {label} of sample {sample} is not one of the {classes} classes"
+            ),
+            Self::InvalidScale(s) => {
+                write!(f, "the loss scale must be finite and positive, got {s}")
+            }
+            Self::UnknownBuffer { name } => write!(f, "the model has no buffer {name}"),
+            Self::Group { reason } => write!(f, "the replica group's sum failed: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Graph(e) => Some(e),
+            Self::Build(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<GraphError> for ModelError {
+    fn from(e: GraphError) -> Self {
+        Self::Graph(e)
+    }
+}
+
+impl From<BuildError> for ModelError {
+    fn from(e: BuildError) -> Self {
+        Self::Build(e)
+    }
+}

@@ -1,0 +1,1230 @@
+//! One replica's MLP: the graph built once for a micro-batch size, run per
+//! micro-batch.
+
+use core::num::NonZeroU64;
+use core::ops::Range;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use super::codelets::{
+    ActGrad, BiasAct, BnApply, BnGrad, BnGradSums, BnStats, CrossEntropy, GroupLink,
+    GroupSumVertex, RoundF16, round, update_running,
+};
+use super::config::{MlpConfig, ParamSpec};
+use super::{GroupSum, MIN_BLOCK_FLOPS, ModelError};
+use crate::ipu::{
+    self, Codelet, DType, Direction, Engine, EngineOptions, Graph, Interval, Kernel, Mapping,
+    Program, StreamId, TensorId, TensorSlice, Tile,
+};
+use crate::kernels::matmul::{BlockLayout, Operand, matmul};
+
+/// The arithmetic of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Compute {
+    /// f32 throughout, nothing rounded.
+    F32,
+    /// Mixed precision: f16 weights (given), activations and gradients
+    /// rounded to nearest f16, products accumulated in f32 (see the
+    /// [module docs](super#numerics)).
+    F16,
+}
+
+/// What one micro-batch gives back besides the gradients.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MicroBatchOutput {
+    /// The sum over samples of the (unscaled) cross-entropy losses, added
+    /// in f64 in sample order and rounded once.
+    pub loss_sum: f32,
+    /// Samples whose first largest logit is the label.
+    pub correct: usize,
+    /// Simulated cycles of this run.
+    pub cycles: u64,
+}
+
+/// Grain of the linear mapping of parameters and inputs (elements).
+const PARAM_GRAIN: u64 = 4096;
+
+/// Batch-norm tensors of one hidden layer.
+#[derive(Debug)]
+struct BnIds {
+    gamma: TensorId,
+    beta: TensorId,
+    /// Train: the group's forward sums `[S1, S2, n]`; eval: unused.
+    group: Option<TensorId>,
+    /// Train: the local backward sums per block `[S_dy, S_dyxhat]`.
+    grad_sums: Option<(TensorId, Vec<Range<u64>>)>,
+    /// Eval: the running `[mean, var]` staged per block.
+    running: Option<(TensorId, Vec<Range<u64>>)>,
+}
+
+/// One layer's tensors.
+#[derive(Debug)]
+struct LayerIds {
+    fan_in: usize,
+    width: usize,
+    out: BlockLayout,
+    w: TensorId,
+    b: TensorId,
+    bn: Option<BnIds>,
+    /// Train: `dW` and `db` with their layouts.
+    grads: Option<((TensorId, BlockLayout), (TensorId, BlockLayout))>,
+}
+
+/// One engine and where its tensors are.
+#[derive(Debug)]
+struct Net {
+    engine: Engine,
+    x: StreamId,
+    labels: StreamId,
+    scale: TensorId,
+    scale_len: usize,
+    losses: TensorId,
+    correct: TensorId,
+    layers: Vec<LayerIds>,
+    /// Group sums per run (two per batch-norm layer when training).
+    group_calls: usize,
+}
+
+/// A tensor of a piece per block of `layout` (`len(block)` elements each,
+/// on the block's tile); the pieces' ranges.
+fn per_block(
+    graph: &mut Graph,
+    name: &str,
+    layout: &BlockLayout,
+    len: impl Fn(&crate::kernels::matmul::Block) -> u64,
+) -> Result<(TensorId, Vec<Range<u64>>), ModelError> {
+    let mut intervals = Vec::new();
+    let mut ranges = Vec::new();
+    let mut at = 0;
+    for b in layout.blocks() {
+        let n = len(&b);
+        if n > 0 {
+            intervals.push(Interval::new(b.tile, at..at + n));
+        }
+        ranges.push(at..at + n);
+        at += n;
+    }
+    let t = graph.add_tensor(name, DType::F32, &[at], Mapping::Explicit(intervals))?;
+    Ok((t, ranges))
+}
+
+/// Copies of columns `cols` of each listed vector (`[len]`, at `offset`)
+/// into a piece, one after the other.
+fn copy_cols(
+    copies: &mut Vec<(TensorSlice, TensorSlice)>,
+    sources: &[(TensorId, u64)],
+    cols: &Range<usize>,
+    dst: TensorId,
+    mut at: u64,
+) -> u64 {
+    for &(src, offset) in sources {
+        let n = cols.len() as u64;
+        copies.push((
+            TensorSlice::new(src, offset + cols.start as u64..offset + cols.end as u64),
+            TensorSlice::new(dst, at..at + n),
+        ));
+        at += n;
+    }
+    at
+}
+
+fn vertex(
+    graph: &mut Graph,
+    cs: ipu::ComputeSetId,
+    tile: Tile,
+    codelet: &Arc<dyn Codelet>,
+    fields: &[TensorSlice],
+) -> Result<(), ModelError> {
+    Ok(graph.add_vertex(cs, tile, codelet.clone(), fields)?)
+}
+
+/// Builds the training (`train`) or inference graph and its engine.
+#[allow(clippy::too_many_lines)]
+fn build(
+    config: &MlpConfig,
+    target: &ipu::Target,
+    batch: usize,
+    compute: Compute,
+    train: bool,
+    link: &GroupLink,
+) -> Result<Net, ModelError> {
+    let f16 = compute == Compute::F16;
+    let kernel = if f16 {
+        Kernel::MatmulF16
+    } else {
+        Kernel::MatmulF32
+    };
+    let tiles = target.tiles();
+    let mut g = Graph::new(target.clone());
+    let layers = config.layers();
+    let last = layers.len() - 1;
+    let grain = NonZeroU64::new(PARAM_GRAIN).expect("nonzero");
+    let f = |n: usize| n as u64;
+
+    let x = g.add_tensor(
+        "x",
+        DType::F32,
+        &[f(batch * config.inputs)],
+        Mapping::linear(grain),
+    )?;
+    let x_stream = g.add_stream("x", x, Direction::ToDevice);
+    let mut programs = vec![Program::HostWrite(x_stream)];
+    let mut stage_copies = Vec::new();
+    let mut ids: Vec<LayerIds> = Vec::new();
+    let mut forward = Vec::new();
+    // Per layer: (a, z, xhat, bias/gamma/beta staging, forward sums staging).
+    let mut acts: Vec<(
+        TensorId,
+        TensorId,
+        Option<TensorId>,
+        TensorId,
+        Vec<Range<u64>>,
+        Option<TensorId>,
+    )> = Vec::new();
+    let mut group_calls = 0;
+
+    for (l, &(fan_in, width)) in layers.iter().enumerate() {
+        let hidden = l < last;
+        let bn = config.batch_norm && hidden;
+        let out = BlockLayout::plan(batch, width, fan_in, tiles, MIN_BLOCK_FLOPS, !hidden, bn);
+        let w = g.add_tensor(
+            &format!("layer{l}.weight"),
+            DType::F32,
+            &[f(fan_in * width)],
+            Mapping::linear(grain),
+        )?;
+        let b = g.add_tensor(
+            &format!("layer{l}.bias"),
+            DType::F32,
+            &[f(width)],
+            Mapping::linear(grain),
+        )?;
+        let (gamma, beta) = if bn {
+            (
+                Some(g.add_tensor(
+                    &format!("layer{l}.bn.gamma"),
+                    DType::F32,
+                    &[f(width)],
+                    Mapping::linear(grain),
+                )?),
+                Some(g.add_tensor(
+                    &format!("layer{l}.bn.beta"),
+                    DType::F32,
+                    &[f(width)],
+                    Mapping::linear(grain),
+                )?),
+            )
+        } else {
+            (None, None)
+        };
+        // The product.
+        let y = g.add_tensor(
+            &format!("layer{l}.y"),
+            DType::F32,
+            &[f(batch * width)],
+            out.mapping(),
+        )?;
+        let a_in = match l {
+            0 => Operand {
+                tensor: x,
+                layout: BlockLayout::dense(batch, fan_in, 0),
+                transposed: false,
+            },
+            _ => Operand {
+                tensor: acts[l - 1].0,
+                layout: ids[l - 1].out.clone(),
+                transposed: false,
+            },
+        };
+        let w_op = Operand {
+            tensor: w,
+            layout: BlockLayout::dense(fan_in, width, 0),
+            transposed: false,
+        };
+        forward.push(matmul(
+            &mut g,
+            &format!("layer{l}.fwd"),
+            &a_in,
+            &w_op,
+            y,
+            &out,
+            kernel,
+        )?);
+        // Per-block parameters: bias (and gamma, beta), staged each run.
+        let params_per_col = if bn { 3 } else { 1 };
+        let (stage, stage_ranges) = per_block(&mut g, &format!("layer{l}.params"), &out, |b| {
+            f(b.cols.len() * params_per_col)
+        })?;
+        let mut sources = vec![(b, 0)];
+        if let (Some(ga), Some(be)) = (gamma, beta) {
+            sources.extend([(ga, 0), (be, 0)]);
+        }
+        for (blk, r) in out.blocks().iter().zip(&stage_ranges) {
+            copy_cols(&mut stage_copies, &sources, &blk.cols, stage, r.start);
+        }
+        let z = g.add_tensor(
+            &format!("layer{l}.z"),
+            DType::F32,
+            &[f(batch * width)],
+            out.mapping(),
+        )?;
+        let a = g.add_tensor(
+            &format!("layer{l}.a"),
+            DType::F32,
+            &[f(if hidden { batch * width } else { 0 })],
+            if hidden {
+                out.mapping()
+            } else {
+                Mapping::Explicit(Vec::new())
+            },
+        )?;
+        let mut xhat = None;
+        let mut fwd_stage = None;
+        let mut bn_ids = None;
+        let blocks = out.blocks();
+        if !bn {
+            let codelet: Arc<dyn Codelet> =
+                Arc::new(BiasAct::new(hidden.then_some(config.activation), f16));
+            let cs = g.add_compute_set(&format!("layer{l}.bias_act"));
+            for (blk, r) in blocks.iter().zip(&stage_ranges) {
+                let mut fields = vec![
+                    TensorSlice::new(y, blk.elements.clone()),
+                    TensorSlice::new(stage, r.clone()),
+                    TensorSlice::new(z, blk.elements.clone()),
+                ];
+                if hidden {
+                    fields.push(TensorSlice::new(a, blk.elements.clone()));
+                }
+                vertex(&mut g, cs, blk.tile, &codelet, &fields)?;
+            }
+            forward.push(Program::Execute(cs));
+        } else {
+            let (gamma, beta) = (gamma.expect("bn"), beta.expect("bn"));
+            let xh = g.add_tensor(
+                &format!("layer{l}.bn.xhat"),
+                DType::F32,
+                &[f(batch * width)],
+                out.mapping(),
+            )?;
+            let pre = g.add_tensor(
+                &format!("layer{l}.bn.x"),
+                DType::F32,
+                &[f(batch * width)],
+                out.mapping(),
+            )?;
+            xhat = Some(xh);
+            let w_of = |r: &Range<u64>| (r.end - r.start) / 3;
+            let apply_stats;
+            let mut group_t = None;
+            let mut running = None;
+            let mut grad_sums = None;
+            if train {
+                // Pass 1: x = y + bias, column sums.
+                let (sums, sum_ranges) =
+                    per_block(&mut g, &format!("layer{l}.bn.sums"), &out, |b| {
+                        f(2 * b.cols.len())
+                    })?;
+                let c1: Arc<dyn Codelet> = Arc::new(BnStats::new(f16));
+                let cs1 = g.add_compute_set(&format!("layer{l}.bn.stats"));
+                for ((blk, r), s) in blocks.iter().zip(&stage_ranges).zip(&sum_ranges) {
+                    vertex(
+                        &mut g,
+                        cs1,
+                        blk.tile,
+                        &c1,
+                        &[
+                            TensorSlice::new(y, blk.elements.clone()),
+                            TensorSlice::new(stage, r.start..r.start + w_of(r)),
+                            TensorSlice::new(pre, blk.elements.clone()),
+                            TensorSlice::new(sums, s.clone()),
+                        ],
+                    )?;
+                }
+                forward.push(Program::Execute(cs1));
+                // The group's sums.
+                let home = blocks[0].tile;
+                let group = g.add_tensor(
+                    &format!("layer{l}.bn.group"),
+                    DType::F32,
+                    &[f(2 * width + 1)],
+                    Mapping::one_tile(home, f(2 * width + 1)),
+                )?;
+                let (fstage, franges) =
+                    per_block(&mut g, &format!("layer{l}.bn.totals"), &out, |b| {
+                        f(2 * b.cols.len() + 1)
+                    })?;
+                let (gather, bcast) = sums_exchanges(
+                    &blocks,
+                    sums,
+                    &sum_ranges,
+                    group,
+                    width,
+                    fstage,
+                    &franges,
+                    true,
+                );
+                forward.push(Program::Exchange(
+                    g.add_exchange(&format!("layer{l}.bn.gather"), &gather)?,
+                ));
+                let cs_g = g.add_compute_set(&format!("layer{l}.bn.group_sum"));
+                let cg: Arc<dyn Codelet> =
+                    Arc::new(GroupSumVertex::new(link.clone(), Some(batch as f32)));
+                let all = g.all(group);
+                vertex(&mut g, cs_g, home, &cg, &[all])?;
+                forward.push(Program::Execute(cs_g));
+                forward.push(Program::Exchange(
+                    g.add_exchange(&format!("layer{l}.bn.broadcast"), &bcast)?,
+                ));
+                group_calls += 2;
+                apply_stats = (fstage, franges);
+                group_t = Some(group);
+                fwd_stage = Some(fstage);
+                let (gs, gr) = per_block(&mut g, &format!("layer{l}.bn.grad_sums"), &out, |b| {
+                    f(2 * b.cols.len())
+                })?;
+                grad_sums = Some((gs, gr));
+            } else {
+                // Inference: x = y + bias, then the running moments.
+                let c1: Arc<dyn Codelet> = Arc::new(BiasAct::new(None, f16));
+                let cs1 = g.add_compute_set(&format!("layer{l}.bias"));
+                for (blk, r) in blocks.iter().zip(&stage_ranges) {
+                    vertex(
+                        &mut g,
+                        cs1,
+                        blk.tile,
+                        &c1,
+                        &[
+                            TensorSlice::new(y, blk.elements.clone()),
+                            TensorSlice::new(stage, r.start..r.start + w_of(r)),
+                            TensorSlice::new(pre, blk.elements.clone()),
+                        ],
+                    )?;
+                }
+                forward.push(Program::Execute(cs1));
+                let (rt, rr) = per_block(&mut g, &format!("layer{l}.bn.running"), &out, |b| {
+                    f(2 * b.cols.len())
+                })?;
+                running = Some((rt, rr.clone()));
+                apply_stats = (rt, rr);
+            }
+            let c2: Arc<dyn Codelet> = Arc::new(BnApply::new(config.activation, train, f16));
+            let cs2 = g.add_compute_set(&format!("layer{l}.bn.apply"));
+            for ((blk, r), s) in blocks.iter().zip(&stage_ranges).zip(&apply_stats.1) {
+                let wd = w_of(r);
+                vertex(
+                    &mut g,
+                    cs2,
+                    blk.tile,
+                    &c2,
+                    &[
+                        TensorSlice::new(pre, blk.elements.clone()),
+                        TensorSlice::new(apply_stats.0, s.clone()),
+                        TensorSlice::new(stage, r.start + wd..r.start + 2 * wd),
+                        TensorSlice::new(stage, r.start + 2 * wd..r.end),
+                        TensorSlice::new(xh, blk.elements.clone()),
+                        TensorSlice::new(z, blk.elements.clone()),
+                        TensorSlice::new(a, blk.elements.clone()),
+                    ],
+                )?;
+            }
+            forward.push(Program::Execute(cs2));
+            bn_ids = Some(BnIds {
+                gamma,
+                beta,
+                group: group_t,
+                grad_sums,
+                running,
+            });
+        }
+        acts.push((a, z, xhat, stage, stage_ranges, fwd_stage));
+        ids.push(LayerIds {
+            fan_in,
+            width,
+            out,
+            w,
+            b,
+            bn: bn_ids,
+            grads: None,
+        });
+    }
+    let stage_ex = g.add_exchange("params.stage", &stage_copies)?;
+    programs.push(Program::Exchange(stage_ex));
+    programs.extend(forward);
+
+    // The loss on whole rows of logits.
+    let out = ids[last].out.clone();
+    let rows: Vec<(Tile, Range<u64>)> = out
+        .blocks()
+        .into_iter()
+        .filter(|b| !b.rows.is_empty())
+        .map(|b| (b.tile, f(b.rows.start)..f(b.rows.end)))
+        .collect();
+    let row_mapping = Mapping::Explicit(
+        rows.iter()
+            .map(|(t, r)| Interval::new(*t, r.clone()))
+            .collect(),
+    );
+    let labels = g.add_tensor("labels", DType::F32, &[f(batch)], row_mapping.clone())?;
+    let label_stream = g.add_stream("labels", labels, Direction::ToDevice);
+    programs.insert(1, Program::HostWrite(label_stream));
+    let losses = g.add_tensor("losses", DType::F32, &[f(batch)], row_mapping.clone())?;
+    let correct = g.add_tensor("correct", DType::F32, &[f(batch)], row_mapping)?;
+    let scale = g.add_tensor(
+        "scale",
+        DType::F32,
+        &[f(rows.len())],
+        Mapping::Explicit(
+            rows.iter()
+                .enumerate()
+                .map(|(k, (t, _))| Interval::new(*t, f(k)..f(k + 1)))
+                .collect(),
+        ),
+    )?;
+    let classes = config.classes;
+    let dz_last = g.add_tensor(
+        &format!("layer{last}.dz"),
+        DType::F32,
+        &[f(if train { batch * classes } else { 0 })],
+        if train {
+            out.mapping()
+        } else {
+            Mapping::Explicit(Vec::new())
+        },
+    )?;
+    let ce: Arc<dyn Codelet> = Arc::new(CrossEntropy::new(classes, train, f16));
+    let cs = g.add_compute_set("loss");
+    for (k, (blk, (_, r))) in out
+        .blocks()
+        .iter()
+        .filter(|b| !b.rows.is_empty())
+        .zip(&rows)
+        .enumerate()
+    {
+        let mut fields = vec![
+            TensorSlice::new(acts[last].1, blk.elements.clone()),
+            TensorSlice::new(labels, r.clone()),
+            TensorSlice::new(scale, f(k)..f(k + 1)),
+            TensorSlice::new(losses, r.clone()),
+            TensorSlice::new(correct, r.clone()),
+        ];
+        if train {
+            fields.push(TensorSlice::new(dz_last, blk.elements.clone()));
+        }
+        vertex(&mut g, cs, blk.tile, &ce, &fields)?;
+    }
+    programs.push(Program::Execute(cs));
+
+    if train {
+        let ones = g.add_tensor(
+            "ones",
+            DType::F32,
+            &[f(batch)],
+            Mapping::one_tile(0, f(batch)),
+        )?;
+        let round_cl: Arc<dyn Codelet> = Arc::new(RoundF16::new());
+        let mut dz = dz_last;
+        for l in (0..=last).rev() {
+            let (fan_in, width) = (ids[l].fan_in, ids[l].width);
+            let dz_op = Operand {
+                tensor: dz,
+                layout: ids[l].out.clone(),
+                transposed: false,
+            };
+            // dW = A^T dZ.
+            let a_in = match l {
+                0 => Operand {
+                    tensor: x,
+                    layout: BlockLayout::dense(batch, fan_in, 0),
+                    transposed: true,
+                },
+                _ => Operand {
+                    tensor: acts[l - 1].0,
+                    layout: ids[l - 1].out.clone(),
+                    transposed: true,
+                },
+            };
+            let dw_layout =
+                BlockLayout::plan(fan_in, width, batch, tiles, MIN_BLOCK_FLOPS, false, false);
+            let dw = g.add_tensor(
+                &format!("layer{l}.weight.grad"),
+                DType::F32,
+                &[f(fan_in * width)],
+                dw_layout.mapping(),
+            )?;
+            programs.push(matmul(
+                &mut g,
+                &format!("layer{l}.dw"),
+                &a_in,
+                &dz_op,
+                dw,
+                &dw_layout,
+                kernel,
+            )?);
+            // db = 1^T dZ.
+            let db_layout = BlockLayout::plan(1, width, batch, tiles, MIN_BLOCK_FLOPS, false, true);
+            let db = g.add_tensor(
+                &format!("layer{l}.bias.grad"),
+                DType::F32,
+                &[f(width)],
+                db_layout.mapping(),
+            )?;
+            let ones_op = Operand {
+                tensor: ones,
+                layout: BlockLayout::dense(1, batch, 0),
+                transposed: false,
+            };
+            programs.push(matmul(
+                &mut g,
+                &format!("layer{l}.db"),
+                &ones_op,
+                &dz_op,
+                db,
+                &db_layout,
+                kernel,
+            )?);
+            if f16 {
+                let cs = g.add_compute_set(&format!("layer{l}.grad.round"));
+                for (t, layout) in [(dw, &dw_layout), (db, &db_layout)] {
+                    for blk in layout
+                        .blocks()
+                        .into_iter()
+                        .filter(|b| !b.elements.is_empty())
+                    {
+                        vertex(
+                            &mut g,
+                            cs,
+                            blk.tile,
+                            &round_cl,
+                            &[TensorSlice::new(t, blk.elements)],
+                        )?;
+                    }
+                }
+                programs.push(Program::Execute(cs));
+            }
+            ids[l].grads = Some(((dw, dw_layout), (db, db_layout)));
+            if l == 0 {
+                break;
+            }
+            // dA = dZ W^T, then the previous layer's activation (and batch norm).
+            let p = l - 1;
+            let prev = ids[p].out.clone();
+            let da = g.add_tensor(
+                &format!("layer{p}.da"),
+                DType::F32,
+                &[f(batch * ids[p].width)],
+                prev.mapping(),
+            )?;
+            let w_op = Operand {
+                tensor: ids[l].w,
+                layout: BlockLayout::dense(fan_in, width, 0),
+                transposed: true,
+            };
+            programs.push(matmul(
+                &mut g,
+                &format!("layer{l}.da"),
+                &dz_op,
+                &w_op,
+                da,
+                &prev,
+                kernel,
+            )?);
+            let dzp = g.add_tensor(
+                &format!("layer{p}.dz"),
+                DType::F32,
+                &[f(batch * ids[p].width)],
+                prev.mapping(),
+            )?;
+            let blocks = prev.blocks();
+            let (_, zp, xhat, stage, stage_ranges, fstage) = &acts[p];
+            if let Some(bn) = &ids[p].bn {
+                let xhat = xhat.expect("bn");
+                let fstage = fstage.expect("bn");
+                let (gs, gr) = bn.grad_sums.clone().expect("train");
+                let dy = g.add_tensor(
+                    &format!("layer{p}.bn.dy"),
+                    DType::F32,
+                    &[f(batch * ids[p].width)],
+                    prev.mapping(),
+                )?;
+                let c1: Arc<dyn Codelet> = Arc::new(BnGradSums::new(config.activation, f16));
+                let cs1 = g.add_compute_set(&format!("layer{p}.bn.grad_sums"));
+                for (blk, s) in blocks.iter().zip(&gr) {
+                    vertex(
+                        &mut g,
+                        cs1,
+                        blk.tile,
+                        &c1,
+                        &[
+                            TensorSlice::new(da, blk.elements.clone()),
+                            TensorSlice::new(*zp, blk.elements.clone()),
+                            TensorSlice::new(xhat, blk.elements.clone()),
+                            TensorSlice::new(dy, blk.elements.clone()),
+                            TensorSlice::new(gs, s.clone()),
+                        ],
+                    )?;
+                }
+                programs.push(Program::Execute(cs1));
+                let pw = ids[p].width;
+                let home = blocks[0].tile;
+                let group = g.add_tensor(
+                    &format!("layer{p}.bn.grad_group"),
+                    DType::F32,
+                    &[f(2 * pw)],
+                    Mapping::one_tile(home, f(2 * pw)),
+                )?;
+                let (bstage, branges) =
+                    per_block(&mut g, &format!("layer{p}.bn.grad_totals"), &prev, |b| {
+                        f(2 * b.cols.len())
+                    })?;
+                let (gather, bcast) =
+                    sums_exchanges(&blocks, gs, &gr, group, pw, bstage, &branges, false);
+                programs.push(Program::Exchange(
+                    g.add_exchange(&format!("layer{p}.bn.grad_gather"), &gather)?,
+                ));
+                let cs_g = g.add_compute_set(&format!("layer{p}.bn.grad_group_sum"));
+                let cg: Arc<dyn Codelet> = Arc::new(GroupSumVertex::new(link.clone(), None));
+                let all = g.all(group);
+                vertex(&mut g, cs_g, home, &cg, &[all])?;
+                programs.push(Program::Execute(cs_g));
+                programs.push(Program::Exchange(
+                    g.add_exchange(&format!("layer{p}.bn.grad_broadcast"), &bcast)?,
+                ));
+                let (_, franges) = (fstage, fstage_ranges(&prev));
+                let c2: Arc<dyn Codelet> = Arc::new(BnGrad::new(f16));
+                let cs2 = g.add_compute_set(&format!("layer{p}.bn.grad"));
+                for (((blk, r), fr), br) in
+                    blocks.iter().zip(stage_ranges).zip(&franges).zip(&branges)
+                {
+                    let wd = (r.end - r.start) / 3;
+                    vertex(
+                        &mut g,
+                        cs2,
+                        blk.tile,
+                        &c2,
+                        &[
+                            TensorSlice::new(dy, blk.elements.clone()),
+                            TensorSlice::new(xhat, blk.elements.clone()),
+                            TensorSlice::new(*stage, r.start + wd..r.start + 2 * wd),
+                            TensorSlice::new(fstage, fr.clone()),
+                            TensorSlice::new(bstage, br.clone()),
+                            TensorSlice::new(dzp, blk.elements.clone()),
+                        ],
+                    )?;
+                }
+                programs.push(Program::Execute(cs2));
+            } else {
+                let c: Arc<dyn Codelet> = Arc::new(ActGrad::new(config.activation, f16));
+                let cs = g.add_compute_set(&format!("layer{p}.activation_grad"));
+                for blk in &blocks {
+                    vertex(
+                        &mut g,
+                        cs,
+                        blk.tile,
+                        &c,
+                        &[
+                            TensorSlice::new(da, blk.elements.clone()),
+                            TensorSlice::new(*zp, blk.elements.clone()),
+                            TensorSlice::new(dzp, blk.elements.clone()),
+                        ],
+                    )?;
+                }
+                programs.push(Program::Execute(cs));
+            }
+            dz = dzp;
+        }
+        // The ones of db = 1^T dZ are written once, below.
+        let engine = Engine::new(g, Program::Sequence(programs), EngineOptions::default())?;
+        let mut net = Net {
+            engine,
+            x: x_stream,
+            labels: label_stream,
+            scale,
+            scale_len: rows.len(),
+            losses,
+            correct,
+            layers: ids,
+            group_calls,
+        };
+        net.engine
+            .write_tensor(ones, &vec![1.0f32; batch])
+            .expect("ones tensor");
+        return Ok(net);
+    }
+    let engine = Engine::new(g, Program::Sequence(programs), EngineOptions::default())?;
+    Ok(Net {
+        engine,
+        x: x_stream,
+        labels: label_stream,
+        scale,
+        scale_len: rows.len(),
+        losses,
+        correct,
+        layers: ids,
+        group_calls: 0,
+    })
+}
+
+/// The ranges of the per-block forward totals (`2 w + 1` per block), as
+/// [`per_block`] laid them out.
+fn fstage_ranges(layout: &BlockLayout) -> Vec<Range<u64>> {
+    let mut at = 0;
+    layout
+        .blocks()
+        .iter()
+        .map(|b| {
+            let n = 2 * b.cols.len() as u64 + 1;
+            at += n;
+            at - n..at
+        })
+        .collect()
+}
+
+/// The exchanges that gather per-block column sums (`[S_a, S_b]` of the
+/// block's columns) into one group vector `[S_a (width), S_b (width), n?]`
+/// and broadcast its totals back to per-block pieces (with `n` if
+/// `count`).
+#[allow(clippy::too_many_arguments)]
+fn sums_exchanges(
+    blocks: &[crate::kernels::matmul::Block],
+    sums: TensorId,
+    sum_ranges: &[Range<u64>],
+    group: TensorId,
+    width: usize,
+    stage: TensorId,
+    stage_ranges: &[Range<u64>],
+    count: bool,
+) -> (
+    Vec<(TensorSlice, TensorSlice)>,
+    Vec<(TensorSlice, TensorSlice)>,
+) {
+    let (mut gather, mut bcast) = (Vec::new(), Vec::new());
+    let width = width as u64;
+    for ((blk, s), st) in blocks.iter().zip(sum_ranges).zip(stage_ranges) {
+        let (c0, c1) = (blk.cols.start as u64, blk.cols.end as u64);
+        let w = c1 - c0;
+        for (half, off) in [(0, 0), (1, width)] {
+            let src = s.start + half * w;
+            gather.push((
+                TensorSlice::new(sums, src..src + w),
+                TensorSlice::new(group, off + c0..off + c1),
+            ));
+            let dst = st.start + half * w;
+            bcast.push((
+                TensorSlice::new(group, off + c0..off + c1),
+                TensorSlice::new(stage, dst..dst + w),
+            ));
+        }
+        if count {
+            bcast.push((
+                TensorSlice::new(group, 2 * width..2 * width + 1),
+                TensorSlice::new(stage, st.start + 2 * w..st.start + 2 * w + 1),
+            ));
+        }
+    }
+    (gather, bcast)
+}
+
+/// One replica's model: the training and the inference graphs, each built
+/// once into an engine for a fixed micro-batch size.
+#[derive(Debug)]
+pub struct Mlp {
+    config: MlpConfig,
+    specs: Vec<ParamSpec>,
+    batch: usize,
+    compute: Compute,
+    train: Net,
+    eval: Net,
+    link: GroupLink,
+    /// Running `(mean, var)` of each batch-norm layer, by layer.
+    running: Vec<Option<(Vec<f32>, Vec<f32>)>>,
+    profile: Option<ipu::Profile>,
+}
+
+impl Mlp {
+    /// Builds the model for micro-batches of `micro_batch` samples on
+    /// `target` (one replica's IPUs): the forward and backward pass, and a
+    /// separate inference program. Parameters start at zero: call
+    /// [`Mlp::set_params`].
+    ///
+    /// # Errors
+    /// [`ModelError::ZeroWidth`], [`ModelError::ZeroMicroBatch`];
+    /// [`ModelError::Build`] carrying [`BuildError::OutOfTileMemory`](ipu::BuildError::OutOfTileMemory)
+    /// if a tile does not have the memory.
+    pub fn new(
+        config: &MlpConfig,
+        target: ipu::Target,
+        micro_batch: usize,
+        compute: Compute,
+    ) -> Result<Self, ModelError> {
+        config.validate()?;
+        if micro_batch == 0 {
+            return Err(ModelError::ZeroMicroBatch);
+        }
+        let link: GroupLink = Arc::new(Mutex::new(None));
+        let train = build(config, &target, micro_batch, compute, true, &link)?;
+        let eval = build(config, &target, micro_batch, compute, false, &link)?;
+        let running = train
+            .layers
+            .iter()
+            .map(|l| {
+                l.bn.as_ref()
+                    .map(|_| (vec![0.0; l.width], vec![1.0; l.width]))
+            })
+            .collect();
+        Ok(Self {
+            config: config.clone(),
+            specs: config.params(),
+            batch: micro_batch,
+            compute,
+            train,
+            eval,
+            link,
+            running,
+            profile: None,
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub const fn config(&self) -> &MlpConfig {
+        &self.config
+    }
+
+    /// The arithmetic.
+    #[must_use]
+    pub const fn compute(&self) -> Compute {
+        self.compute
+    }
+
+    /// Samples per micro-batch.
+    #[must_use]
+    pub const fn micro_batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Sets the parameters, in the order of [`MlpConfig::params`].
+    ///
+    /// # Errors
+    /// [`ModelError::ParamCount`], [`ModelError::ParamLength`]; nothing is
+    /// written then.
+    pub fn set_params(&mut self, params: &[&[f32]]) -> Result<(), ModelError> {
+        self.check_lengths(params.iter().map(|p| p.len()))?;
+        let mut k = 0;
+        for l in 0..self.train.layers.len() {
+            for net in [&mut self.train, &mut self.eval] {
+                let layer = &net.layers[l];
+                let mut ts = vec![layer.w, layer.b];
+                if let Some(bn) = &layer.bn {
+                    ts.extend([bn.gamma, bn.beta]);
+                }
+                for (j, t) in ts.into_iter().enumerate() {
+                    net.engine
+                        .write_tensor(t, params[k + j])
+                        .expect("lengths checked");
+                }
+            }
+            k += if self.train.layers[l].bn.is_some() {
+                4
+            } else {
+                2
+            };
+        }
+        Ok(())
+    }
+
+    fn check_lengths(&self, lens: impl ExactSizeIterator<Item = usize>) -> Result<(), ModelError> {
+        if lens.len() != self.specs.len() {
+            return Err(ModelError::ParamCount {
+                expected: self.specs.len(),
+                got: lens.len(),
+            });
+        }
+        for (spec, got) in self.specs.iter().zip(lens) {
+            if spec.len() != got {
+                return Err(ModelError::ParamLength {
+                    name: spec.name.clone(),
+                    expected: spec.len(),
+                    got,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_batch(&self, inputs: &[f32], labels: &[u32]) -> Result<(), ModelError> {
+        let expected = self.batch * self.config.inputs;
+        if inputs.len() != expected {
+            return Err(ModelError::InputLength {
+                expected,
+                got: inputs.len(),
+            });
+        }
+        if labels.len() != self.batch {
+            return Err(ModelError::LabelCount {
+                expected: self.batch,
+                got: labels.len(),
+            });
+        }
+        let classes = self.config.classes;
+        if let Some(sample) = labels.iter().position(|&l| l as usize >= classes) {
+            return Err(ModelError::LabelOutOfRange {
+                sample,
+                label: labels[sample],
+                classes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes a micro-batch's inputs, labels and scale into `net`.
+    fn feed(net: &mut Net, inputs: &[f32], labels: &[u32], scale: f32) {
+        let labels: Vec<f32> = labels.iter().map(|&l| l as f32).collect();
+        net.engine.stream_write(net.x, inputs).expect("checked");
+        net.engine
+            .stream_write(net.labels, &labels)
+            .expect("checked");
+        net.engine
+            .write_tensor(net.scale, &vec![scale; net.scale_len])
+            .expect("scale tensor");
+    }
+
+    /// The losses and correct predictions of the last run of `net`.
+    fn outputs(net: &Net, cycles: u64) -> MicroBatchOutput {
+        let losses = net.engine.read_tensor::<f32>(net.losses).expect("f32");
+        let correct = net.engine.read_tensor::<f32>(net.correct).expect("f32");
+        MicroBatchOutput {
+            loss_sum: losses.iter().map(|&l| f64::from(l)).sum::<f64>() as f32,
+            correct: correct.iter().filter(|&&c| c > 0.5).count(),
+            cycles,
+        }
+    }
+
+    /// Forward and backward pass of one micro-batch (`inputs` row-major
+    /// `[micro_batch, inputs]`, a label per sample): writes into `grads[i]`
+    /// (resized to the shape of parameter `i`) the gradient of `scale *
+    /// sum over samples of the cross-entropy`, f16-rounded in
+    /// [`Compute::F16`]. With batch norm, `group` sums the statistics over
+    /// the replica group (twice per batch-norm layer) and the running
+    /// statistics are updated.
+    ///
+    /// # Errors
+    /// [`ModelError::InputLength`], [`ModelError::LabelCount`],
+    /// [`ModelError::LabelOutOfRange`], [`ModelError::InvalidScale`],
+    /// [`ModelError::ParamCount`] (for `grads`), and the group's error.
+    pub fn train_micro_batch(
+        &mut self,
+        inputs: &[f32],
+        labels: &[u32],
+        scale: f32,
+        group: &mut dyn GroupSum,
+        grads: &mut [Vec<f32>],
+    ) -> Result<MicroBatchOutput, ModelError> {
+        self.check_batch(inputs, labels)?;
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(ModelError::InvalidScale(scale));
+        }
+        if grads.len() != self.specs.len() {
+            return Err(ModelError::ParamCount {
+                expected: self.specs.len(),
+                got: grads.len(),
+            });
+        }
+        Self::feed(&mut self.train, inputs, labels, scale);
+        let profile = if self.train.group_calls == 0 {
+            self.train.engine.run()
+        } else {
+            run_with_group(&mut self.train, &self.link, group)?
+        };
+        let out = Self::outputs(&self.train, profile.total_cycles);
+        self.profile = Some(profile);
+        let f16 = self.compute == Compute::F16;
+        let mut k = 0;
+        for (l, layer) in self.train.layers.iter().enumerate() {
+            let ((dw, dwl), (db, dbl)) = layer.grads.as_ref().expect("training graph");
+            let e = &self.train.engine;
+            grads[k] = dwl.to_row_major(&e.read_tensor::<f32>(*dw).expect("f32"));
+            grads[k + 1] = dbl.to_row_major(&e.read_tensor::<f32>(*db).expect("f32"));
+            k += 2;
+            if let Some(bn) = &layer.bn {
+                let (gs, ranges) = bn.grad_sums.as_ref().expect("training graph");
+                let sums = e.read_tensor::<f32>(*gs).expect("f32");
+                let (mut dgamma, mut dbeta) = (vec![0.0; layer.width], vec![0.0; layer.width]);
+                for (blk, r) in layer.out.blocks().iter().zip(ranges) {
+                    let w = blk.cols.len();
+                    let s = &sums[r.start as usize..r.end as usize];
+                    for (j, c) in blk.cols.clone().enumerate() {
+                        dbeta[c] = round(s[j], f16);
+                        dgamma[c] = round(s[w + j], f16);
+                    }
+                }
+                grads[k] = dgamma;
+                grads[k + 1] = dbeta;
+                k += 2;
+                let stats = e
+                    .read_tensor::<f32>(bn.group.expect("training graph"))
+                    .expect("f32");
+                if let Some((mean, var)) = &mut self.running[l] {
+                    update_running(&stats, mean, var);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The losses and correct predictions of one micro-batch, batch norm
+    /// using the running statistics.
+    ///
+    /// # Errors
+    /// [`ModelError::InputLength`], [`ModelError::LabelCount`],
+    /// [`ModelError::LabelOutOfRange`].
+    pub fn evaluate(
+        &mut self,
+        inputs: &[f32],
+        labels: &[u32],
+    ) -> Result<MicroBatchOutput, ModelError> {
+        self.check_batch(inputs, labels)?;
+        Self::feed(&mut self.eval, inputs, labels, 1.0);
+        for (layer, running) in self.eval.layers.iter().zip(&self.running) {
+            if let (Some(bn), Some((mean, var))) = (&layer.bn, running) {
+                let (t, ranges) = bn.running.as_ref().expect("inference graph");
+                let mut staged = vec![0.0; ranges.last().map_or(0, |r| r.end as usize)];
+                for (blk, r) in layer.out.blocks().iter().zip(ranges) {
+                    let w = blk.cols.len();
+                    let s = &mut staged[r.start as usize..r.end as usize];
+                    s[..w].copy_from_slice(&mean[blk.cols.clone()]);
+                    s[w..].copy_from_slice(&var[blk.cols.clone()]);
+                }
+                self.eval
+                    .engine
+                    .write_tensor(*t, &staged)
+                    .expect("running tensor");
+            }
+        }
+        let profile = self.eval.engine.run();
+        let out = Self::outputs(&self.eval, profile.total_cycles);
+        self.profile = Some(profile);
+        Ok(out)
+    }
+
+    /// The batch-norm running statistics, `layer{l}.bn.running_mean` and
+    /// `layer{l}.bn.running_var` per batch-norm layer (empty without batch
+    /// norm), for checkpoints.
+    #[must_use]
+    pub fn buffers(&self) -> Vec<(String, Vec<f32>)> {
+        let mut out = Vec::new();
+        for (l, r) in self.running.iter().enumerate() {
+            if let Some((mean, var)) = r {
+                out.push((format!("layer{l}.bn.running_mean"), mean.clone()));
+                out.push((format!("layer{l}.bn.running_var"), var.clone()));
+            }
+        }
+        out
+    }
+
+    /// Restores buffers saved by [`Mlp::buffers`] (any subset, by name).
+    ///
+    /// # Errors
+    /// [`ModelError::UnknownBuffer`], [`ModelError::ParamLength`]; nothing
+    /// is written then.
+    pub fn set_buffers(&mut self, buffers: &[(String, Vec<f32>)]) -> Result<(), ModelError> {
+        let mut updates = Vec::new();
+        for (name, values) in buffers {
+            let found = self.running.iter().enumerate().find_map(|(l, r)| {
+                let (mean, _) = r.as_ref()?;
+                if *name == format!("layer{l}.bn.running_mean") {
+                    Some((l, false, mean.len()))
+                } else if *name == format!("layer{l}.bn.running_var") {
+                    Some((l, true, mean.len()))
+                } else {
+                    None
+                }
+            });
+            let (l, is_var, len) =
+                found.ok_or_else(|| ModelError::UnknownBuffer { name: name.clone() })?;
+            if values.len() != len {
+                return Err(ModelError::ParamLength {
+                    name: name.clone(),
+                    expected: len,
+                    got: values.len(),
+                });
+            }
+            updates.push((l, is_var, values));
+        }
+        for (l, is_var, values) in updates {
+            if let Some((mean, var)) = &mut self.running[l] {
+                let dst = if is_var { var } else { mean };
+                dst.copy_from_slice(values);
+            }
+        }
+        Ok(())
+    }
+
+    /// The profile of the last run (training or evaluation).
+    #[must_use]
+    pub const fn last_profile(&self) -> Option<&ipu::Profile> {
+        self.profile.as_ref()
+    }
+
+    /// Every tile's memory in the training program (the larger of the
+    /// two).
+    #[must_use]
+    pub fn memory(&self) -> ipu::MemoryUsage {
+        self.train.engine.memory().clone()
+    }
+
+    /// Floating-point operations of the matrix products per sample:
+    /// `(forward, backward)`, a multiply-add counted as two; the backward
+    /// pass is `dW` for every layer and `dA` for all but the first.
+    #[must_use]
+    pub fn flops_per_sample(&self) -> (u64, u64) {
+        let mut fwd = 0;
+        let mut bwd = 0;
+        for (l, (i, o)) in self.config.layers().into_iter().enumerate() {
+            let f = 2 * i as u64 * o as u64;
+            fwd += f;
+            bwd += if l == 0 { f } else { 2 * f };
+        }
+        (fwd, bwd)
+    }
+}
+
+/// Runs `net`'s program on a scoped thread while this thread serves its
+/// group-sum vertices with `group` (which need not be `Send`). A failed sum
+/// answers with the local values so the program finishes; its error is
+/// returned.
+fn run_with_group(
+    net: &mut Net,
+    link: &GroupLink,
+    group: &mut dyn GroupSum,
+) -> Result<ipu::Profile, ModelError> {
+    let (to_host, requests) = mpsc::channel::<Vec<f32>>();
+    let (answers, from_host) = mpsc::channel::<Vec<f32>>();
+    *link.lock().unwrap_or_else(|e| e.into_inner()) = Some((to_host, from_host));
+    let calls = net.group_calls;
+    let engine = &mut net.engine;
+    let (profile, error) = std::thread::scope(|s| {
+        let runner = s.spawn(move || engine.run());
+        let mut error = None;
+        for _ in 0..calls {
+            let Ok(mut values) = requests.recv() else {
+                break;
+            };
+            if error.is_none()
+                && let Err(e) = group.sum(&mut values)
+            {
+                error = Some(e);
+            }
+            if answers.send(values).is_err() {
+                break;
+            }
+        }
+        let profile = runner.join();
+        (profile, error)
+    });
+    *link.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    let profile = profile.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    match error {
+        Some(e) => Err(e),
+        None => Ok(profile),
+    }
+}

@@ -1,0 +1,102 @@
+//! The MLP of the data-parallel trainer, run tile-parallel on one
+//! replica's simulated IPU.
+//!
+//! An [`MlpConfig`] describes the network (`inputs`, hidden widths,
+//! `classes`, ReLU or GELU, optional batch norm); [`Mlp`] builds it once for
+//! a fixed micro-batch size into an [`ipu::Graph`](crate::ipu::Graph) and
+//! two engines (forward + backward, and inference) and then runs
+//! micro-batches: [`Mlp::train_micro_batch`] writes the gradients of
+//! `scale * sum of cross-entropy losses`, [`Mlp::evaluate`] the losses and
+//! the number of correct predictions.
+//!
+//! # On the tiles
+//!
+//! Every matrix product is [`kernels::matmul`](crate::kernels::matmul): the
+//! output cut into blocks (samples x columns), one vertex per block calling
+//! `sgemm` on operands exchanged to its tile, the reduction never split. The
+//! forward pass is, per layer, `Y = A W` then a vertex per block adding the
+//! bias, normalising (batch norm) and applying the activation; the loss is a
+//! vertex per block of whole rows of logits; the backward pass is `dW = A^T
+//! dZ` (the micro-batch reduced inside one vertex per block of `dW`), `db =
+//! 1^T dZ` (the same product with a row of ones), `dA = dZ W^T` and a vertex
+//! per block for the activation's (and batch norm's) derivative. Results are
+//! bitwise the same for every number of tiles.
+//!
+//! How many tiles: a product's output gets as many blocks as there are
+//! tiles but none under [`MIN_BLOCK_FLOPS`] flops, so the small layers of
+//! a small micro-batch use a few tiles with real work each instead of 1,472
+//! vertices of a handful of multiply-adds (which would cost host time per
+//! vertex and, on a real IPU, exchange and sync for nothing).
+//!
+//! # Numerics
+//!
+//! [`Compute::F32`] rounds nothing. [`Compute::F16`] models mixed precision
+//! on the IPU: the weights given are already f16 values; products
+//! accumulate in f32 (as the AMP unit); every activation (pre-activation,
+//! activation, logits) and every activation gradient, and the gradients
+//! written, are rounded to nearest f16 (overflow to infinity, as fp16
+//! hardware). Values are held in f32 tensors (f16-representable), so the
+//! memory figures count activations at 4 bytes.
+//!
+//! The loss is `tessera_core::loss`'s softmax cross-entropy
+//! ([`Reduction::None`](tessera_core::loss::Reduction::None), gradient
+//! scaled by `scale`); GELU is the tanh approximation with `libm`'s `tanhf`
+//! and its exact derivative; [`MlpConfig::init`] uses `libm` too, so results
+//! do not depend on the platform's maths library.
+//!
+//! # Batch norm
+//!
+//! Hidden layers with batch norm: `z = gamma (y - mean) / sqrt(var + eps) +
+//! beta` after the bias, before the activation, `eps` = [`BN_EPSILON`]. A
+//! vertex per column block (every sample of a column is on one tile) sums
+//! `x` and `x^2` per column in f32 over the samples in order; one vertex
+//! gathers the sums, with the sample count, and hands them to the
+//! [`GroupSum`] (the trainer all-reduces them over the replica group); the
+//! totals are broadcast back and give `mean = S1 / n`, `var = max(S2 / n -
+//! mean^2, 0)` (biased). The backward pass sums `dz` and `dz * xhat` per
+//! column the same way and through the group again (synchronised batch
+//! norm); the gradients of gamma and beta are this replica's local sums.
+//! Running statistics (momentum [`BN_MOMENTUM`], unbiased variance) are
+//! updated on the host after each training micro-batch and used by
+//! [`Mlp::evaluate`]; [`Mlp::buffers`] and [`Mlp::set_buffers`] save and
+//! restore them. Without batch norm the [`GroupSum`] is never called.
+
+mod codelets;
+mod config;
+mod error;
+mod mlp;
+
+pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
+pub use error::ModelError;
+pub use mlp::{Compute, MicroBatchOutput, Mlp};
+
+/// The fewest flops a product's output block gets (see the module docs):
+/// 2^16, about 500 cycles of a tile's AMP unit in f16.
+pub const MIN_BLOCK_FLOPS: u64 = 1 << 16;
+
+/// Batch norm's `eps`.
+pub const BN_EPSILON: f32 = 1e-5;
+
+/// Batch norm's running-statistics momentum: `running = (1 - m) running +
+/// m batch`.
+pub const BN_MOMENTUM: f32 = 0.1;
+
+/// Sums over a replica group for distributed batch-norm statistics (the
+/// trainer implements it with a deterministic all-reduce).
+pub trait GroupSum {
+    /// Replaces `values` by their element-wise sum over the group.
+    ///
+    /// # Errors
+    /// Whatever the group's communication fails with.
+    fn sum(&mut self, values: &mut [f32]) -> Result<(), ModelError>;
+}
+
+/// The group of one replica: the sum is the values themselves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NoGroup;
+
+impl GroupSum for NoGroup {
+    fn sum(&mut self, _values: &mut [f32]) -> Result<(), ModelError> {
+        Ok(())
+    }
+}
