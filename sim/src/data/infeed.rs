@@ -133,6 +133,10 @@ impl Drop for Infeed {
     }
 }
 
+/// The most micro-batch slots a chunk reserves up front (a huge
+/// `capacity` must not allocate before there is anything to hold).
+const PREALLOCATED: usize = 1024;
+
 /// The worker's ends of the channels.
 struct Queue {
     /// Micro-batches per hand-over.
@@ -158,7 +162,7 @@ fn fill(
     }
     let steps = plan.steps_per_epoch(data.len());
     let replicas = plan.instance_replicas(instance);
-    let mut pending = Vec::with_capacity(chunk);
+    let mut pending = Vec::with_capacity(chunk.min(PREALLOCATED));
     for epoch in start_epoch.. {
         let order = EpochOrder::new(data.len(), seed, epoch);
         let first = if epoch == start_epoch { start_step } else { 0 };
@@ -181,7 +185,10 @@ fn fill(
                     data.gather(indices, &mut batch.inputs, &mut batch.labels);
                     pending.push(batch);
                     if pending.len() == chunk {
-                        let full = std::mem::replace(&mut pending, Vec::with_capacity(chunk));
+                        let full = std::mem::replace(
+                            &mut pending,
+                            Vec::with_capacity(chunk.min(PREALLOCATED)),
+                        );
                         if queue.sender.send(full).is_err() {
                             return;
                         }
