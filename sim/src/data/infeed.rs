@@ -54,11 +54,13 @@ pub struct Infeed {
 
 impl Infeed {
     /// Starts the thread for instance `instance` of `plan` over `data`,
-    /// shuffling epoch `e` with [`EpochOrder::new(data.len(), seed, e)`]
+    /// shuffling epoch `e` with
+    /// [`EpochOrder::new(data.len(), seed, e)`](EpochOrder::new)
     /// and beginning at step `start.1` of epoch `start.0` (a step past the
-    /// end of the epoch begins the next one). About `capacity`
-    /// micro-batches (at least 1) wait in the queue: a chunk of
-    /// `max(capacity / 2, 1)` in the channel and one being gathered.
+    /// end of the epoch begins the next one). The thread runs ahead by
+    /// about `capacity` micro-batches: a chunk of `max(capacity / 2, 1)`
+    /// waits in the channel while the next is gathered (with the chunk the
+    /// consumer is reading, at most `3 * max(capacity / 2, 1)` exist).
     ///
     /// An invalid plan ([`BatchPlan::validate`] fails for `data.len()`) or
     /// an instance out of range yields no micro-batch: `next`
