@@ -1,6 +1,7 @@
 //! CSV data sets: one sample per line, the features then the label.
 //!
-//! Fields are separated by commas and may be padded with spaces; blank
+//! Fields are separated by commas (no quoting) and may be padded with
+//! spaces; blank
 //! lines are skipped; `\r\n` line ends are accepted. The first line is a
 //! header, and skipped, if any of its fields is not a number; it must
 //! then have as many fields as the data rows. Feature values are parsed

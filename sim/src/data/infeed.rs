@@ -54,11 +54,13 @@ pub struct Infeed {
 
 impl Infeed {
     /// Starts the thread for instance `instance` of `plan` over `data`,
-    /// shuffling epoch `e` with [`EpochOrder::new(data.len(), seed, e)`]
+    /// shuffling epoch `e` with
+    /// [`EpochOrder::new(data.len(), seed, e)`](EpochOrder::new)
     /// and beginning at step `start.1` of epoch `start.0` (a step past the
-    /// end of the epoch begins the next one). About `capacity`
-    /// micro-batches (at least 1) wait in the queue: a chunk of
-    /// `max(capacity / 2, 1)` in the channel and one being gathered.
+    /// end of the epoch begins the next one). The thread runs ahead by
+    /// about `capacity` micro-batches: a chunk of `max(capacity / 2, 1)`
+    /// waits in the channel while the next is gathered (with the chunk the
+    /// consumer is reading, at most `3 * max(capacity / 2, 1)` exist).
     ///
     /// An invalid plan ([`BatchPlan::validate`] fails for `data.len()`) or
     /// an instance out of range yields no micro-batch: `next`
@@ -133,6 +135,10 @@ impl Drop for Infeed {
     }
 }
 
+/// The most micro-batch slots a chunk reserves up front (a huge
+/// `capacity` must not allocate before there is anything to hold).
+const PREALLOCATED: usize = 1024;
+
 /// The worker's ends of the channels.
 struct Queue {
     /// Micro-batches per hand-over.
@@ -158,7 +164,7 @@ fn fill(
     }
     let steps = plan.steps_per_epoch(data.len());
     let replicas = plan.instance_replicas(instance);
-    let mut pending = Vec::with_capacity(chunk);
+    let mut pending = Vec::with_capacity(chunk.min(PREALLOCATED));
     for epoch in start_epoch.. {
         let order = EpochOrder::new(data.len(), seed, epoch);
         let first = if epoch == start_epoch { start_step } else { 0 };
@@ -181,7 +187,10 @@ fn fill(
                     data.gather(indices, &mut batch.inputs, &mut batch.labels);
                     pending.push(batch);
                     if pending.len() == chunk {
-                        let full = std::mem::replace(&mut pending, Vec::with_capacity(chunk));
+                        let full = std::mem::replace(
+                            &mut pending,
+                            Vec::with_capacity(chunk.min(PREALLOCATED)),
+                        );
                         if queue.sender.send(full).is_err() {
                             return;
                         }

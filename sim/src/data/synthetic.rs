@@ -31,7 +31,8 @@ fn unit(bits: u32) -> f32 {
 /// # Errors
 ///
 /// [`DataError::Zero`] for a zero count, [`DataError::Overflow`] if
-/// `samples * features` does not fit, [`DataError::LabelOutOfRange`] for
+/// `samples * features` f32 values do not fit in memory,
+/// [`DataError::LabelOutOfRange`] for
 /// more than [`MAX_CLASSES`] classes.
 pub(crate) fn generate(
     samples: usize,
@@ -55,16 +56,34 @@ pub(crate) fn generate(
             classes: MAX_CLASSES,
         });
     }
-    let len = samples.checked_mul(features).ok_or(DataError::Overflow {
-        what: "synthetic samples x features",
-    })?;
+    let too_large = DataError::Overflow {
+        what: "synthetic samples x features x 4 bytes",
+    };
+    let len = samples
+        .checked_mul(features)
+        .filter(|n| {
+            n.checked_mul(size_of::<f32>())
+                .is_some_and(|b| b <= isize::MAX as usize)
+        })
+        .ok_or(too_large.clone())?;
+    let mut inputs = Vec::new();
+    let mut labels = Vec::new();
+    // Sizes from the command line: refuse what does not fit in memory
+    // rather than abort.
+    inputs
+        .try_reserve_exact(len)
+        .map_err(|_| too_large.clone())?;
+    labels
+        .try_reserve_exact(samples)
+        .map_err(|_| too_large.clone())?;
     let root = RandomStream::new(seed, SYNTHETIC_STREAM);
     let (means_stream, noise_stream) = (root.substream(0), root.substream(1));
-    let means: Vec<f32> = (0..(classes * features) as u64)
-        .map(|p| 2.0 * unit(means_stream.bits(p)) - 1.0)
-        .collect();
-    let mut inputs = Vec::with_capacity(len);
-    let mut labels = Vec::with_capacity(samples);
+    let mean_count = classes.checked_mul(features).ok_or(too_large.clone())?;
+    let mut means = Vec::new();
+    means
+        .try_reserve_exact(mean_count)
+        .map_err(|_| too_large.clone())?;
+    means.extend((0..mean_count as u64).map(|p| 2.0 * unit(means_stream.bits(p)) - 1.0));
     for i in 0..samples {
         let label = i % classes;
         labels.push(label as u32);

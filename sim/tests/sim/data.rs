@@ -724,6 +724,13 @@ fn sources_parse_from_the_command_line_forms() {
         .load(),
         Err(DataError::Zero { what: "samples" })
     );
+    let huge = Source::Synthetic {
+        samples: 1 << 40,
+        features: 1 << 20,
+        classes: 2,
+        seed: 0,
+    };
+    assert!(matches!(huge.load(), Err(DataError::Overflow { .. })));
 }
 
 #[test]
