@@ -6,6 +6,9 @@
 //! the job itself failed.
 
 mod bench;
+// Training curves for the train command, which is not wired in yet.
+#[cfg_attr(not(test), allow(dead_code))]
+mod plot;
 
 use std::fmt;
 use std::process::ExitCode;
