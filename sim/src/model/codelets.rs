@@ -390,18 +390,18 @@ impl Codelet for BnApply {
     }
     fn run(&self, io: &mut VertexIo<'_>) {
         let cols = io.len(2);
-        let [x, stats, gamma, beta, xhat, z, a] = io.many([0, 1, 2, 3, 4, 5, 6]);
-        let (x, stats, gamma, beta) = (
-            x.into_slice::<f32>(),
-            stats.into_slice::<f32>(),
-            gamma.into_slice::<f32>(),
-            beta.into_slice::<f32>(),
-        );
+        // gamma and beta are pieces of one staging tensor: copied first.
+        let stats = io.read::<f32>(1).to_vec();
+        let gamma = io.read::<f32>(2).to_vec();
+        let beta = io.read::<f32>(3).to_vec();
+        let [x, xhat, z, a] = io.many([0, 4, 5, 6]);
+        let x = x.into_slice::<f32>();
         let (xhat, z, a) = (
             xhat.into_slice::<f32>(),
             z.into_slice::<f32>(),
             a.into_slice::<f32>(),
         );
+        let stats = stats.as_slice();
         let m: Vec<(f32, f32)> = (0..cols)
             .map(|c| moments(stats, cols, self.from_sums, c))
             .collect();

@@ -1188,6 +1188,15 @@ impl Mlp {
     }
 }
 
+/// Empties a [`GroupLink`] when dropped.
+struct CloseLink<'a>(&'a GroupLink);
+
+impl Drop for CloseLink<'_> {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
 /// Runs `net`'s program on a scoped thread while this thread serves its
 /// group-sum vertices with `group` (which need not be `Send`). A failed sum
 /// answers with the local values so the program finishes; its error is
@@ -1203,7 +1212,12 @@ fn run_with_group(
     let calls = net.group_calls;
     let engine = &mut net.engine;
     let (profile, error) = std::thread::scope(|s| {
-        let runner = s.spawn(move || engine.run());
+        let runner = s.spawn(move || {
+            // Drops the link's sender however the run ends (a panic too),
+            // so that the loop below stops waiting.
+            let _close = CloseLink(link);
+            engine.run()
+        });
         let mut error = None;
         for _ in 0..calls {
             let Ok(mut values) = requests.recv() else {

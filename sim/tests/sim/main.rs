@@ -4,4 +4,5 @@
 
 mod engine;
 mod kernels;
+mod model;
 mod support;
