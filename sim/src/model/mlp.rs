@@ -70,6 +70,25 @@ struct LayerIds {
     grads: Option<((TensorId, BlockLayout), (TensorId, BlockLayout))>,
 }
 
+/// Copies of one exchange.
+type Copies = Vec<(TensorSlice, TensorSlice)>;
+
+/// A layer's forward tensors the backward pass reads.
+#[derive(Debug)]
+struct Acts {
+    /// The activation (empty for the last layer).
+    a: TensorId,
+    /// The pre-activation (the logits for the last layer).
+    z: TensorId,
+    /// Batch norm's normalised values.
+    xhat: Option<TensorId>,
+    /// Bias (gamma, beta) staged per block, and each block's piece.
+    stage: TensorId,
+    stage_ranges: Vec<Range<u64>>,
+    /// Batch norm's group totals staged per block.
+    fwd_stage: Option<TensorId>,
+}
+
 /// One engine and where its tensors are.
 #[derive(Debug)]
 struct Net {
@@ -155,7 +174,7 @@ fn build(
         Kernel::MatmulF32
     };
     let tiles = target.tiles();
-    let mut g = Graph::new(target.clone());
+    let mut g = Graph::new(*target);
     let layers = config.layers();
     let last = layers.len() - 1;
     let grain = NonZeroU64::new(PARAM_GRAIN).expect("nonzero");
@@ -172,15 +191,7 @@ fn build(
     let mut stage_copies = Vec::new();
     let mut ids: Vec<LayerIds> = Vec::new();
     let mut forward = Vec::new();
-    // Per layer: (a, z, xhat, bias/gamma/beta staging, forward sums staging).
-    let mut acts: Vec<(
-        TensorId,
-        TensorId,
-        Option<TensorId>,
-        TensorId,
-        Vec<Range<u64>>,
-        Option<TensorId>,
-    )> = Vec::new();
+    let mut acts: Vec<Acts> = Vec::new();
     let mut group_calls = 0;
 
     for (l, &(fan_in, width)) in layers.iter().enumerate() {
@@ -231,7 +242,7 @@ fn build(
                 transposed: false,
             },
             _ => Operand {
-                tensor: acts[l - 1].0,
+                tensor: acts[l - 1].a,
                 layout: ids[l - 1].out.clone(),
                 transposed: false,
             },
@@ -436,7 +447,14 @@ fn build(
                 running,
             });
         }
-        acts.push((a, z, xhat, stage, stage_ranges, fwd_stage));
+        acts.push(Acts {
+            a,
+            z,
+            xhat,
+            stage,
+            stage_ranges,
+            fwd_stage,
+        });
         ids.push(LayerIds {
             fan_in,
             width,
@@ -501,7 +519,7 @@ fn build(
         .enumerate()
     {
         let mut fields = vec![
-            TensorSlice::new(acts[last].1, blk.elements.clone()),
+            TensorSlice::new(acts[last].z, blk.elements.clone()),
             TensorSlice::new(labels, r.clone()),
             TensorSlice::new(scale, f(k)..f(k + 1)),
             TensorSlice::new(losses, r.clone()),
@@ -538,7 +556,7 @@ fn build(
                     transposed: true,
                 },
                 _ => Operand {
-                    tensor: acts[l - 1].0,
+                    tensor: acts[l - 1].a,
                     layout: ids[l - 1].out.clone(),
                     transposed: true,
                 },
@@ -635,7 +653,14 @@ fn build(
                 prev.mapping(),
             )?;
             let blocks = prev.blocks();
-            let (_, zp, xhat, stage, stage_ranges, fstage) = &acts[p];
+            let Acts {
+                z: zp,
+                xhat,
+                stage,
+                stage_ranges,
+                fwd_stage: fstage,
+                ..
+            } = &acts[p];
             if let Some(bn) = &ids[p].bn {
                 let xhat = xhat.expect("bn");
                 let fstage = fstage.expect("bn");
@@ -793,10 +818,7 @@ fn sums_exchanges(
     stage: TensorId,
     stage_ranges: &[Range<u64>],
     count: bool,
-) -> (
-    Vec<(TensorSlice, TensorSlice)>,
-    Vec<(TensorSlice, TensorSlice)>,
-) {
+) -> (Copies, Copies) {
     let (mut gather, mut bcast) = (Vec::new(), Vec::new());
     let width = width as u64;
     for ((blk, s), st) in blocks.iter().zip(sum_ranges).zip(stage_ranges) {

@@ -11,7 +11,7 @@
 //!
 //! # On the tiles
 //!
-//! Every matrix product is [`kernels::matmul`](crate::kernels::matmul): the
+//! Every matrix product is [`kernels::matmul`](fn@crate::kernels::matmul): the
 //! output cut into blocks (samples x columns), one vertex per block calling
 //! `sgemm` on operands exchanged to its tile, the reduction never split. The
 //! forward pass is, per layer, `Y = A W` then a vertex per block adding the
