@@ -205,6 +205,34 @@ impl BlockLayout {
         Self::grid(rows, cols, row_blocks, col_blocks, tiles)
     }
 
+    /// A `rows x self.cols()` layout with one row block and this layout's
+    /// column blocks, each on the tile of this layout's block in its first
+    /// row block: a weight matrix laid out so that a product's output blocks
+    /// find their columns of it on their own tiles.
+    #[must_use]
+    pub fn columns_like(&self, rows: usize) -> Self {
+        Self {
+            row_bounds: vec![0, rows],
+            col_bounds: self.col_bounds.clone(),
+            tiles: self.tiles[..self.col_blocks()].to_vec(),
+        }
+    }
+
+    /// The elements of the block that is exactly rows `rows` and columns
+    /// `cols`, if there is one and it is on `tile`.
+    #[must_use]
+    pub fn block_on(
+        &self,
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        tile: Tile,
+    ) -> Option<Range<u64>> {
+        self.blocks()
+            .into_iter()
+            .find(|b| b.rows == *rows && b.cols == *cols && b.tile == tile)
+            .map(|b| b.elements)
+    }
+
     /// Rows of the matrix.
     #[must_use]
     pub fn rows(&self) -> usize {
@@ -403,8 +431,10 @@ impl Codelet for MatMul {
 
 /// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as `c_layout`):
 /// one exchange gathers each block's rows of `op(A)` and columns of
-/// `op(B)` into staging tensors on the block's tile, then one compute set
-/// runs a vertex per block. `kernel` ([`Kernel::MatmulF16`] or
+/// `op(B)` into staging tensors on the block's tile (unless that
+/// sub-matrix is already one block of the operand on that tile, which the
+/// vertex then reads in place), then one compute set runs a vertex per
+/// block. `kernel` ([`Kernel::MatmulF16`] or
 /// [`Kernel::MatmulF32`]) prices the vertices. The result is bitwise one
 /// [`gemm`] of the whole matrices.
 ///
@@ -442,59 +472,40 @@ pub fn matmul(
         }
         let (r, w) = (block.rows.len(), block.cols.len());
         let tile = block.tile;
-        let sa = graph.add_tensor(
-            &format!("{name}.a{index}"),
-            DType::F32,
-            &[(r * k) as u64],
-            Mapping::one_tile(tile, (r * k) as u64),
-        )?;
-        let sb = graph.add_tensor(
-            &format!("{name}.b{index}"),
-            DType::F32,
-            &[(k * w) as u64],
-            Mapping::one_tile(tile, (k * w) as u64),
-        )?;
-        if a.transposed {
-            gather_copies(
-                &mut copies,
-                a.tensor,
-                &a.layout,
-                0..k,
-                block.rows.clone(),
-                sa,
-                0,
-            );
+        // Each operand's sub-matrix, dense row-major: read in place if it
+        // is one block of the operand on this tile, else gathered.
+        let (a_rows, a_cols) = if a.transposed {
+            (0..k, block.rows.clone())
         } else {
-            gather_copies(
-                &mut copies,
-                a.tensor,
-                &a.layout,
-                block.rows.clone(),
-                0..k,
-                sa,
-                0,
-            );
-        }
-        if b.transposed {
-            gather_copies(
-                &mut copies,
-                b.tensor,
-                &b.layout,
-                block.cols.clone(),
-                0..k,
-                sb,
-                0,
-            );
+            (block.rows.clone(), 0..k)
+        };
+        let (b_rows, b_cols) = if b.transposed {
+            (block.cols.clone(), 0..k)
         } else {
-            gather_copies(
-                &mut copies,
-                b.tensor,
-                &b.layout,
-                0..k,
-                block.cols.clone(),
-                sb,
-                0,
-            );
+            (0..k, block.cols.clone())
+        };
+        let mut fields = Vec::new();
+        for (op, rows, cols, tag) in [(a, a_rows, a_cols, 'a'), (b, b_rows, b_cols, 'b')] {
+            // The layout's tiles are a plan: the tensor's mapping decides.
+            let held = |e: &Range<u64>| {
+                graph
+                    .mapping(op.tensor)
+                    .iter()
+                    .any(|i| i.tile == tile && i.range.start <= e.start && e.end <= i.range.end)
+            };
+            if let Some(elements) = op.layout.block_on(&rows, &cols, tile).filter(held) {
+                fields.push(TensorSlice::new(op.tensor, elements));
+                continue;
+            }
+            let len = (rows.len() * cols.len()) as u64;
+            let staged = graph.add_tensor(
+                &format!("{name}.{tag}{index}"),
+                DType::F32,
+                &[len],
+                Mapping::one_tile(tile, len),
+            )?;
+            gather_copies(&mut copies, op.tensor, &op.layout, rows, cols, staged, 0);
+            fields.push(graph.all(staged));
         }
         let shape = GemmShape {
             m: r,
@@ -524,11 +535,14 @@ pub fn matmul(
             tile,
             codelet,
             &[
-                graph.all(sa),
-                graph.all(sb),
+                fields[0].clone(),
+                fields[1].clone(),
                 TensorSlice::new(c, block.elements),
             ],
         )?;
+    }
+    if copies.is_empty() {
+        return Ok(Program::Execute(cs));
     }
     let ex = graph.add_exchange(&format!("{name}.gather"), &copies)?;
     Ok(Program::sequence([

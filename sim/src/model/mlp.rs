@@ -64,6 +64,8 @@ struct LayerIds {
     width: usize,
     out: BlockLayout,
     w: TensorId,
+    /// The weights' layout (column blocks).
+    w_layout: BlockLayout,
     b: TensorId,
     bn: Option<BnIds>,
     /// Train: `dW` and `db` with their layouts.
@@ -198,11 +200,14 @@ fn build(
         let hidden = l < last;
         let bn = config.batch_norm && hidden;
         let out = BlockLayout::plan(batch, width, fan_in, tiles, MIN_BLOCK_FLOPS, !hidden, bn);
+        // The weights in column blocks, each on the tile of the forward
+        // product's output block that uses it.
+        let w_layout = out.columns_like(fan_in);
         let w = g.add_tensor(
             &format!("layer{l}.weight"),
             DType::F32,
             &[f(fan_in * width)],
-            Mapping::linear(grain),
+            w_layout.mapping(),
         )?;
         let b = g.add_tensor(
             &format!("layer{l}.bias"),
@@ -249,7 +254,7 @@ fn build(
         };
         let w_op = Operand {
             tensor: w,
-            layout: BlockLayout::dense(fan_in, width, 0),
+            layout: w_layout.clone(),
             transposed: false,
         };
         forward.push(matmul(
@@ -460,6 +465,7 @@ fn build(
             width,
             out,
             w,
+            w_layout,
             b,
             bn: bn_ids,
             grads: None,
@@ -634,7 +640,7 @@ fn build(
             )?;
             let w_op = Operand {
                 tensor: ids[l].w,
-                layout: BlockLayout::dense(fan_in, width, 0),
+                layout: ids[l].w_layout.clone(),
                 transposed: true,
             };
             programs.push(matmul(
@@ -939,10 +945,10 @@ impl Mlp {
                 if let Some(bn) = &layer.bn {
                     ts.extend([bn.gamma, bn.beta]);
                 }
+                let weights = layer.w_layout.from_row_major(params[k]);
                 for (j, t) in ts.into_iter().enumerate() {
-                    net.engine
-                        .write_tensor(t, params[k + j])
-                        .expect("lengths checked");
+                    let values = if j == 0 { &weights } else { params[k + j] };
+                    net.engine.write_tensor(t, values).expect("lengths checked");
                 }
             }
             k += if self.train.layers[l].bn.is_some() {
