@@ -18,6 +18,8 @@
 use core::ops::Range;
 use std::sync::Arc;
 
+use tessera_core::fp::{HalfFloat, f16};
+
 use crate::ipu::{
     Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
     Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
@@ -394,11 +396,23 @@ pub fn gather_copies(
     }
 }
 
+/// The element type a product's result is rounded to (it is stored in
+/// f32 either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Output {
+    /// Not rounded.
+    F32,
+    /// Rounded to nearest f16 (overflow to infinity), as the AMP unit
+    /// writes f16 results: no extra cycles.
+    F16,
+}
+
 /// A matrix product on one block: fields `a`, `b` (read), `c` (written).
 #[derive(Debug)]
 struct MatMul {
     shape: GemmShape,
     kernel: Kernel,
+    output: Output,
     fields: [FieldSpec; 3],
 }
 
@@ -420,12 +434,13 @@ impl Codelet for MatMul {
 
     fn run(&self, io: &mut VertexIo<'_>) {
         let [a, b, c] = io.many([0, 1, 2]);
-        gemm(
-            self.shape,
-            a.into_slice::<f32>(),
-            b.into_slice::<f32>(),
-            c.into_slice::<f32>(),
-        );
+        let c = c.into_slice::<f32>();
+        gemm(self.shape, a.into_slice::<f32>(), b.into_slice::<f32>(), c);
+        if self.output == Output::F16 {
+            for x in c {
+                *x = <f16 as HalfFloat>::from_f32(*x).to_f32();
+            }
+        }
     }
 }
 
@@ -435,8 +450,9 @@ impl Codelet for MatMul {
 /// sub-matrix is already one block of the operand on that tile, which the
 /// vertex then reads in place), then one compute set runs a vertex per
 /// block. `kernel` ([`Kernel::MatmulF16`] or
-/// [`Kernel::MatmulF32`]) prices the vertices. The result is bitwise one
-/// [`gemm`] of the whole matrices.
+/// [`Kernel::MatmulF32`]) prices the vertices; `output` says whether the
+/// result is rounded to f16. The result is bitwise one [`gemm`] of the
+/// whole matrices (then rounded).
 ///
 /// # Errors
 /// [`GraphError::CopyMismatch`] if the shapes do not agree, and the
@@ -449,6 +465,7 @@ pub fn matmul(
     c: TensorId,
     c_layout: &BlockLayout,
     kernel: Kernel,
+    output: Output,
 ) -> Result<Program, GraphError> {
     let (m, k) = if a.transposed {
         (a.layout.cols(), a.layout.rows())
@@ -520,6 +537,7 @@ pub fn matmul(
                 let c: Arc<dyn Codelet> = Arc::new(MatMul {
                     shape,
                     kernel,
+                    output,
                     fields: [
                         FieldSpec::new(DType::F32, Access::Read),
                         FieldSpec::new(DType::F32, Access::Read),

@@ -36,7 +36,7 @@ pub mod tree;
 
 pub use convert::convert_sr;
 pub use lamb::{LambProgram, lamb};
-pub use matmul::{BlockLayout, GemmShape, Operand, gemm, matmul};
+pub use matmul::{BlockLayout, GemmShape, Operand, Output, gemm, matmul};
 pub use reduce::{ReduceKind, Reduction, reduce};
 
 use core::ops::Range;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::codelets::{
     ActGrad, BiasAct, BnApply, BnGrad, BnGradSums, BnStats, CrossEntropy, GroupLink,
-    GroupSumVertex, RoundF16, round, update_running,
+    GroupSumVertex, round, update_running,
 };
 use super::config::{MlpConfig, ParamSpec};
 use super::{GroupSum, MIN_BLOCK_FLOPS, ModelError};
@@ -16,7 +16,7 @@ use crate::ipu::{
     self, Codelet, DType, Direction, Engine, EngineOptions, Graph, Interval, Kernel, Mapping,
     Program, StreamId, TensorId, TensorSlice, Tile,
 };
-use crate::kernels::matmul::{BlockLayout, Operand, matmul};
+use crate::kernels::matmul::{BlockLayout, Operand, Output, matmul};
 
 /// The arithmetic of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -175,6 +175,8 @@ fn build(
     } else {
         Kernel::MatmulF32
     };
+    // Gradients come out of their products rounded (the AMP writes f16).
+    let grad_output = if f16 { Output::F16 } else { Output::F32 };
     let tiles = target.tiles();
     let mut g = Graph::new(*target);
     let layers = config.layers();
@@ -265,6 +267,7 @@ fn build(
             y,
             &out,
             kernel,
+            Output::F32,
         )?);
         // Per-block parameters: bias (and gamma, beta), staged each run.
         let params_per_col = if bn { 3 } else { 1 };
@@ -545,7 +548,6 @@ fn build(
             &[f(batch)],
             Mapping::one_tile(0, f(batch)),
         )?;
-        let round_cl: Arc<dyn Codelet> = Arc::new(RoundF16::new());
         let mut dz = dz_last;
         for l in (0..=last).rev() {
             let (fan_in, width) = (ids[l].fan_in, ids[l].width);
@@ -583,6 +585,7 @@ fn build(
                 dw,
                 &dw_layout,
                 kernel,
+                grad_output,
             )?);
             // db = 1^T dZ.
             let db_layout = BlockLayout::plan(1, width, batch, tiles, MIN_BLOCK_FLOPS, false, true);
@@ -605,26 +608,8 @@ fn build(
                 db,
                 &db_layout,
                 kernel,
+                grad_output,
             )?);
-            if f16 {
-                let cs = g.add_compute_set(&format!("layer{l}.grad.round"));
-                for (t, layout) in [(dw, &dw_layout), (db, &db_layout)] {
-                    for blk in layout
-                        .blocks()
-                        .into_iter()
-                        .filter(|b| !b.elements.is_empty())
-                    {
-                        vertex(
-                            &mut g,
-                            cs,
-                            blk.tile,
-                            &round_cl,
-                            &[TensorSlice::new(t, blk.elements)],
-                        )?;
-                    }
-                }
-                programs.push(Program::Execute(cs));
-            }
             ids[l].grads = Some(((dw, dw_layout), (db, db_layout)));
             if l == 0 {
                 break;
@@ -651,6 +636,7 @@ fn build(
                 da,
                 &prev,
                 kernel,
+                Output::F32,
             )?);
             let dzp = g.add_tensor(
                 &format!("layer{p}.dz"),

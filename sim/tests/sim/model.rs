@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tessera_core::fp::{HalfFloat, f16};
 use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Target};
-use tessera_sim::kernels::matmul::{BlockLayout, GemmShape, Operand, gemm, matmul};
+use tessera_sim::kernels::matmul::{BlockLayout, GemmShape, Operand, Output, gemm, matmul};
 use tessera_sim::model::{
     Activation, Compute, GroupSum, Mlp, MlpConfig, ModelError, NoGroup, ParamKind,
 };
@@ -68,6 +68,7 @@ fn tile_matmul(shape: GemmShape, a: &[f32], b: &[f32], tiles: u32, min_flops: u6
         c,
         &layout,
         tessera_sim::ipu::Kernel::MatmulF32,
+        Output::F32,
     )
     .unwrap();
     let mut e = Engine::new(g, p, EngineOptions::default()).unwrap();
@@ -584,6 +585,9 @@ fn model_wall_time() {
         println!(
             "micro_batch {batch}: {us:.1} us per train_micro_batch, {cycles} simulated cycles"
         );
+        if std::env::var_os("MODEL_PROFILE").is_some() {
+            println!("{}", mlp.last_profile().expect("a run"));
+        }
     }
 }
 
@@ -637,6 +641,7 @@ fn matmul_reads_resident_blocks_in_place() {
         c,
         &c_layout,
         tessera_sim::ipu::Kernel::MatmulF16,
+        Output::F32,
     )
     .unwrap();
     let mut e = Engine::new(g, p, EngineOptions::default()).unwrap();
