@@ -457,6 +457,8 @@ impl Codelet for MatMul {
 /// # Errors
 /// [`GraphError::CopyMismatch`] if the shapes do not agree, and the
 /// graph's errors.
+// The operands, the output and the arithmetic are each one argument.
+#[allow(clippy::too_many_arguments)]
 pub fn matmul(
     graph: &mut Graph,
     name: &str,
