@@ -545,6 +545,20 @@ fn bad_inputs_are_typed_errors() {
     assert!(train(&x, &[0, 1], f32::NAN).to_string().contains("scale"));
     assert_eq!(mlp.flops_per_sample(), (2 * (12 + 8), 2 * 12 + 4 * 8));
     assert!(mlp.memory().tiles.len() == 2);
+    // A tile without the memory is a typed error carrying the engine's.
+    let small = IpuSpec::new(IpuParams {
+        tiles: 1,
+        memory_per_tile: 20_000,
+        ..IpuParams::default()
+    })
+    .unwrap();
+    let big = config(64, &[128], 10, Activation::Relu, false);
+    match Mlp::new(&big, Target::single(small), 4, Compute::F32) {
+        Err(ModelError::Build(tessera_sim::ipu::BuildError::OutOfTileMemory(oom))) => {
+            assert!(oom.needed > oom.available);
+        }
+        other => panic!("expected out of memory, got {other:?}"),
+    }
 }
 
 /// Wall time of one `train_micro_batch` on a GC200 (not an assertion): run
