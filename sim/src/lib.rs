@@ -21,7 +21,12 @@
 //!   equal to one call of the core kernel: stochastic rounding of a large
 //!   tensor, a LAMB step (phase 1 per tile, a tree of exact partial
 //!   statistics over the exchange, phase 2 per tile), and within-IPU
-//!   reductions (sum of squares, dot).
+//!   reductions (sum of squares, dot); matrix products over output
+//!   blocks ([`kernels::matmul`](mod@kernels::matmul), `matrixmultiply`'s
+//!   `sgemm` per block, bitwise one whole-matrix call).
+//! - [`model`]: the trainer's MLP (ReLU/GELU, batch norm, softmax
+//!   cross-entropy), forward and backward passes as vertices on one
+//!   replica's tiles, in f32 or f16 mixed precision.
 //! - [`pod`]: IPU-M2000, POD16, POD64 and larger Pods of POD64s, IPU-Links
 //!   and GW-Links, replicas and instances (PopRun/PopDist semantics), and
 //!   the cost of their all-reduce, syncs and host transfers.
@@ -46,6 +51,8 @@
 //! splits it over. Every tile and worker also has its own random stream,
 //! identical or differing across replicas ([`ipu::Seeds`]).
 
+// One `unsafe` block, allowed where it is: the call of `matrixmultiply`'s
+// raw-pointer `sgemm` in `kernels::matmul::gemm`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -54,7 +61,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod ipu;
 pub mod kernels;
-pub mod pod;
 pub mod model;
+pub mod pod;
 
 pub use ipu::{IpuParams, IpuSpec, SpecError, SpecField};

@@ -18,6 +18,8 @@
 use core::ops::Range;
 use std::sync::Arc;
 
+use tessera_core::fp::{HalfFloat, f16};
+
 use crate::ipu::{
     Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
     Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
@@ -205,6 +207,34 @@ impl BlockLayout {
         Self::grid(rows, cols, row_blocks, col_blocks, tiles)
     }
 
+    /// A `rows x self.cols()` layout with one row block and this layout's
+    /// column blocks, each on the tile of this layout's block in its first
+    /// row block: a weight matrix laid out so that a product's output blocks
+    /// find their columns of it on their own tiles.
+    #[must_use]
+    pub fn columns_like(&self, rows: usize) -> Self {
+        Self {
+            row_bounds: vec![0, rows],
+            col_bounds: self.col_bounds.clone(),
+            tiles: self.tiles[..self.col_blocks()].to_vec(),
+        }
+    }
+
+    /// The elements of the block that is exactly rows `rows` and columns
+    /// `cols`, if there is one and it is on `tile`.
+    #[must_use]
+    pub fn block_on(
+        &self,
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        tile: Tile,
+    ) -> Option<Range<u64>> {
+        self.blocks()
+            .into_iter()
+            .find(|b| b.rows == *rows && b.cols == *cols && b.tile == tile)
+            .map(|b| b.elements)
+    }
+
     /// Rows of the matrix.
     #[must_use]
     pub fn rows(&self) -> usize {
@@ -366,11 +396,23 @@ pub fn gather_copies(
     }
 }
 
+/// The element type a product's result is rounded to (it is stored in
+/// f32 either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Output {
+    /// Not rounded.
+    F32,
+    /// Rounded to nearest f16 (overflow to infinity), as the AMP unit
+    /// writes f16 results: no extra cycles.
+    F16,
+}
+
 /// A matrix product on one block: fields `a`, `b` (read), `c` (written).
 #[derive(Debug)]
 struct MatMul {
     shape: GemmShape,
     kernel: Kernel,
+    output: Output,
     fields: [FieldSpec; 3],
 }
 
@@ -392,25 +434,31 @@ impl Codelet for MatMul {
 
     fn run(&self, io: &mut VertexIo<'_>) {
         let [a, b, c] = io.many([0, 1, 2]);
-        gemm(
-            self.shape,
-            a.into_slice::<f32>(),
-            b.into_slice::<f32>(),
-            c.into_slice::<f32>(),
-        );
+        let c = c.into_slice::<f32>();
+        gemm(self.shape, a.into_slice::<f32>(), b.into_slice::<f32>(), c);
+        if self.output == Output::F16 {
+            for x in c {
+                *x = <f16 as HalfFloat>::from_f32(*x).to_f32();
+            }
+        }
     }
 }
 
 /// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as `c_layout`):
 /// one exchange gathers each block's rows of `op(A)` and columns of
-/// `op(B)` into staging tensors on the block's tile, then one compute set
-/// runs a vertex per block. `kernel` ([`Kernel::MatmulF16`] or
-/// [`Kernel::MatmulF32`]) prices the vertices. The result is bitwise one
-/// [`gemm`] of the whole matrices.
+/// `op(B)` into staging tensors on the block's tile (unless that
+/// sub-matrix is already one block of the operand on that tile, which the
+/// vertex then reads in place), then one compute set runs a vertex per
+/// block. `kernel` ([`Kernel::MatmulF16`] or
+/// [`Kernel::MatmulF32`]) prices the vertices; `output` says whether the
+/// result is rounded to f16. The result is bitwise one [`gemm`] of the
+/// whole matrices (then rounded).
 ///
 /// # Errors
 /// [`GraphError::CopyMismatch`] if the shapes do not agree, and the
 /// graph's errors.
+// The operands, the output and the arithmetic are each one argument.
+#[allow(clippy::too_many_arguments)]
 pub fn matmul(
     graph: &mut Graph,
     name: &str,
@@ -419,6 +467,7 @@ pub fn matmul(
     c: TensorId,
     c_layout: &BlockLayout,
     kernel: Kernel,
+    output: Output,
 ) -> Result<Program, GraphError> {
     let (m, k) = if a.transposed {
         (a.layout.cols(), a.layout.rows())
@@ -442,59 +491,40 @@ pub fn matmul(
         }
         let (r, w) = (block.rows.len(), block.cols.len());
         let tile = block.tile;
-        let sa = graph.add_tensor(
-            &format!("{name}.a{index}"),
-            DType::F32,
-            &[(r * k) as u64],
-            Mapping::one_tile(tile, (r * k) as u64),
-        )?;
-        let sb = graph.add_tensor(
-            &format!("{name}.b{index}"),
-            DType::F32,
-            &[(k * w) as u64],
-            Mapping::one_tile(tile, (k * w) as u64),
-        )?;
-        if a.transposed {
-            gather_copies(
-                &mut copies,
-                a.tensor,
-                &a.layout,
-                0..k,
-                block.rows.clone(),
-                sa,
-                0,
-            );
+        // Each operand's sub-matrix, dense row-major: read in place if it
+        // is one block of the operand on this tile, else gathered.
+        let (a_rows, a_cols) = if a.transposed {
+            (0..k, block.rows.clone())
         } else {
-            gather_copies(
-                &mut copies,
-                a.tensor,
-                &a.layout,
-                block.rows.clone(),
-                0..k,
-                sa,
-                0,
-            );
-        }
-        if b.transposed {
-            gather_copies(
-                &mut copies,
-                b.tensor,
-                &b.layout,
-                block.cols.clone(),
-                0..k,
-                sb,
-                0,
-            );
+            (block.rows.clone(), 0..k)
+        };
+        let (b_rows, b_cols) = if b.transposed {
+            (block.cols.clone(), 0..k)
         } else {
-            gather_copies(
-                &mut copies,
-                b.tensor,
-                &b.layout,
-                0..k,
-                block.cols.clone(),
-                sb,
-                0,
-            );
+            (0..k, block.cols.clone())
+        };
+        let mut fields = Vec::new();
+        for (op, rows, cols, tag) in [(a, a_rows, a_cols, 'a'), (b, b_rows, b_cols, 'b')] {
+            // The layout's tiles are a plan: the tensor's mapping decides.
+            let held = |e: &Range<u64>| {
+                graph
+                    .mapping(op.tensor)
+                    .iter()
+                    .any(|i| i.tile == tile && i.range.start <= e.start && e.end <= i.range.end)
+            };
+            if let Some(elements) = op.layout.block_on(&rows, &cols, tile).filter(held) {
+                fields.push(TensorSlice::new(op.tensor, elements));
+                continue;
+            }
+            let len = (rows.len() * cols.len()) as u64;
+            let staged = graph.add_tensor(
+                &format!("{name}.{tag}{index}"),
+                DType::F32,
+                &[len],
+                Mapping::one_tile(tile, len),
+            )?;
+            gather_copies(&mut copies, op.tensor, &op.layout, rows, cols, staged, 0);
+            fields.push(graph.all(staged));
         }
         let shape = GemmShape {
             m: r,
@@ -509,6 +539,7 @@ pub fn matmul(
                 let c: Arc<dyn Codelet> = Arc::new(MatMul {
                     shape,
                     kernel,
+                    output,
                     fields: [
                         FieldSpec::new(DType::F32, Access::Read),
                         FieldSpec::new(DType::F32, Access::Read),
@@ -524,11 +555,14 @@ pub fn matmul(
             tile,
             codelet,
             &[
-                graph.all(sa),
-                graph.all(sb),
+                fields[0].clone(),
+                fields[1].clone(),
                 TensorSlice::new(c, block.elements),
             ],
         )?;
+    }
+    if copies.is_empty() {
+        return Ok(Program::Execute(cs));
     }
     let ex = graph.add_exchange(&format!("{name}.gather"), &copies)?;
     Ok(Program::sequence([

@@ -15,6 +15,9 @@
 //! - [`reduce`](mod@reduce): within-IPU reductions (sum of squares, dot) of a
 //!   distributed tensor through the same tree: the total on one tile, or
 //!   on every tile (an all-reduce of the per-tile partials).
+//! - [`matmul`](mod@matmul): `C = op(A) op(B)` over blocks of `C`, one
+//!   `sgemm` per block on operands exchanged to its tile (or read in place),
+//!   the reduction never split: bitwise one whole-matrix `sgemm`.
 //!
 //! # Block alignment
 //!
@@ -36,7 +39,7 @@ pub mod tree;
 
 pub use convert::convert_sr;
 pub use lamb::{LambProgram, lamb};
-pub use matmul::{BlockLayout, GemmShape, Operand, gemm, matmul};
+pub use matmul::{BlockLayout, GemmShape, Operand, Output, gemm, matmul};
 pub use reduce::{ReduceKind, Reduction, reduce};
 
 use core::ops::Range;

@@ -103,7 +103,6 @@ impl Codelet for BiasAct {
         elementwise(Kernel::Activation, lens, 0, spec)
     }
     fn run(&self, io: &mut VertexIo<'_>) {
-        let cols = io.len(1);
         {
             let [y, bias, z] = io.many([0, 1, 2]);
             let (y, bias, z) = (
@@ -115,7 +114,6 @@ impl Codelet for BiasAct {
                 *z = round(y + b, self.f16);
             }
         }
-        let _ = cols;
         if let Some(act) = self.act {
             let [z, a] = io.many([2, 3]);
             for (z, a) in z.into_slice::<f32>().iter().zip(a.into_slice::<f32>()) {
@@ -159,37 +157,6 @@ impl Codelet for ActGrad {
         for ((da, z), dz) in da.iter().zip(z).zip(dz.into_slice::<f32>()) {
             let g = round(*da, self.f16);
             *dz = round(g * derivative(self.act, *z), self.f16);
-        }
-    }
-}
-
-/// Rounds a block to f16 in place. Fields: `x`.
-#[derive(Debug)]
-pub(crate) struct RoundF16 {
-    fields: Vec<FieldSpec>,
-}
-
-impl RoundF16 {
-    pub(crate) fn new() -> Self {
-        Self {
-            fields: f32_fields(&[Access::ReadWrite]),
-        }
-    }
-}
-
-impl Codelet for RoundF16 {
-    fn name(&self) -> &str {
-        "round_f16"
-    }
-    fn fields(&self) -> &[FieldSpec] {
-        &self.fields
-    }
-    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
-        elementwise(Kernel::ActivationGrad, lens, 0, spec)
-    }
-    fn run(&self, io: &mut VertexIo<'_>) {
-        for x in io.write::<f32>(0) {
-            *x = round(*x, true);
         }
     }
 }
@@ -390,18 +357,18 @@ impl Codelet for BnApply {
     }
     fn run(&self, io: &mut VertexIo<'_>) {
         let cols = io.len(2);
-        let [x, stats, gamma, beta, xhat, z, a] = io.many([0, 1, 2, 3, 4, 5, 6]);
-        let (x, stats, gamma, beta) = (
-            x.into_slice::<f32>(),
-            stats.into_slice::<f32>(),
-            gamma.into_slice::<f32>(),
-            beta.into_slice::<f32>(),
-        );
+        // gamma and beta are pieces of one staging tensor: copied first.
+        let stats = io.read::<f32>(1).to_vec();
+        let gamma = io.read::<f32>(2).to_vec();
+        let beta = io.read::<f32>(3).to_vec();
+        let [x, xhat, z, a] = io.many([0, 4, 5, 6]);
+        let x = x.into_slice::<f32>();
         let (xhat, z, a) = (
             xhat.into_slice::<f32>(),
             z.into_slice::<f32>(),
             a.into_slice::<f32>(),
         );
+        let stats = stats.as_slice();
         let m: Vec<(f32, f32)> = (0..cols)
             .map(|c| moments(stats, cols, self.from_sums, c))
             .collect();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::codelets::{
     ActGrad, BiasAct, BnApply, BnGrad, BnGradSums, BnStats, CrossEntropy, GroupLink,
-    GroupSumVertex, RoundF16, round, update_running,
+    GroupSumVertex, round, update_running,
 };
 use super::config::{MlpConfig, ParamSpec};
 use super::{GroupSum, MIN_BLOCK_FLOPS, ModelError};
@@ -16,7 +16,7 @@ use crate::ipu::{
     self, Codelet, DType, Direction, Engine, EngineOptions, Graph, Interval, Kernel, Mapping,
     Program, StreamId, TensorId, TensorSlice, Tile,
 };
-use crate::kernels::matmul::{BlockLayout, Operand, matmul};
+use crate::kernels::matmul::{BlockLayout, Operand, Output, matmul};
 
 /// The arithmetic of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,10 +64,31 @@ struct LayerIds {
     width: usize,
     out: BlockLayout,
     w: TensorId,
+    /// The weights' layout (column blocks).
+    w_layout: BlockLayout,
     b: TensorId,
     bn: Option<BnIds>,
     /// Train: `dW` and `db` with their layouts.
     grads: Option<((TensorId, BlockLayout), (TensorId, BlockLayout))>,
+}
+
+/// Copies of one exchange.
+type Copies = Vec<(TensorSlice, TensorSlice)>;
+
+/// A layer's forward tensors the backward pass reads.
+#[derive(Debug)]
+struct Acts {
+    /// The activation (empty for the last layer).
+    a: TensorId,
+    /// The pre-activation (the logits for the last layer).
+    z: TensorId,
+    /// Batch norm's normalised values.
+    xhat: Option<TensorId>,
+    /// Bias (gamma, beta) staged per block, and each block's piece.
+    stage: TensorId,
+    stage_ranges: Vec<Range<u64>>,
+    /// Batch norm's group totals staged per block.
+    fwd_stage: Option<TensorId>,
 }
 
 /// One engine and where its tensors are.
@@ -154,8 +175,10 @@ fn build(
     } else {
         Kernel::MatmulF32
     };
+    // Gradients come out of their products rounded (the AMP writes f16).
+    let grad_output = if f16 { Output::F16 } else { Output::F32 };
     let tiles = target.tiles();
-    let mut g = Graph::new(target.clone());
+    let mut g = Graph::new(*target);
     let layers = config.layers();
     let last = layers.len() - 1;
     let grain = NonZeroU64::new(PARAM_GRAIN).expect("nonzero");
@@ -172,26 +195,21 @@ fn build(
     let mut stage_copies = Vec::new();
     let mut ids: Vec<LayerIds> = Vec::new();
     let mut forward = Vec::new();
-    // Per layer: (a, z, xhat, bias/gamma/beta staging, forward sums staging).
-    let mut acts: Vec<(
-        TensorId,
-        TensorId,
-        Option<TensorId>,
-        TensorId,
-        Vec<Range<u64>>,
-        Option<TensorId>,
-    )> = Vec::new();
+    let mut acts: Vec<Acts> = Vec::new();
     let mut group_calls = 0;
 
     for (l, &(fan_in, width)) in layers.iter().enumerate() {
         let hidden = l < last;
         let bn = config.batch_norm && hidden;
         let out = BlockLayout::plan(batch, width, fan_in, tiles, MIN_BLOCK_FLOPS, !hidden, bn);
+        // The weights in column blocks, each on the tile of the forward
+        // product's output block that uses it.
+        let w_layout = out.columns_like(fan_in);
         let w = g.add_tensor(
             &format!("layer{l}.weight"),
             DType::F32,
             &[f(fan_in * width)],
-            Mapping::linear(grain),
+            w_layout.mapping(),
         )?;
         let b = g.add_tensor(
             &format!("layer{l}.bias"),
@@ -231,14 +249,14 @@ fn build(
                 transposed: false,
             },
             _ => Operand {
-                tensor: acts[l - 1].0,
+                tensor: acts[l - 1].a,
                 layout: ids[l - 1].out.clone(),
                 transposed: false,
             },
         };
         let w_op = Operand {
             tensor: w,
-            layout: BlockLayout::dense(fan_in, width, 0),
+            layout: w_layout.clone(),
             transposed: false,
         };
         forward.push(matmul(
@@ -249,6 +267,7 @@ fn build(
             y,
             &out,
             kernel,
+            Output::F32,
         )?);
         // Per-block parameters: bias (and gamma, beta), staged each run.
         let params_per_col = if bn { 3 } else { 1 };
@@ -436,12 +455,20 @@ fn build(
                 running,
             });
         }
-        acts.push((a, z, xhat, stage, stage_ranges, fwd_stage));
+        acts.push(Acts {
+            a,
+            z,
+            xhat,
+            stage,
+            stage_ranges,
+            fwd_stage,
+        });
         ids.push(LayerIds {
             fan_in,
             width,
             out,
             w,
+            w_layout,
             b,
             bn: bn_ids,
             grads: None,
@@ -501,7 +528,7 @@ fn build(
         .enumerate()
     {
         let mut fields = vec![
-            TensorSlice::new(acts[last].1, blk.elements.clone()),
+            TensorSlice::new(acts[last].z, blk.elements.clone()),
             TensorSlice::new(labels, r.clone()),
             TensorSlice::new(scale, f(k)..f(k + 1)),
             TensorSlice::new(losses, r.clone()),
@@ -521,7 +548,6 @@ fn build(
             &[f(batch)],
             Mapping::one_tile(0, f(batch)),
         )?;
-        let round_cl: Arc<dyn Codelet> = Arc::new(RoundF16::new());
         let mut dz = dz_last;
         for l in (0..=last).rev() {
             let (fan_in, width) = (ids[l].fan_in, ids[l].width);
@@ -538,7 +564,7 @@ fn build(
                     transposed: true,
                 },
                 _ => Operand {
-                    tensor: acts[l - 1].0,
+                    tensor: acts[l - 1].a,
                     layout: ids[l - 1].out.clone(),
                     transposed: true,
                 },
@@ -559,6 +585,7 @@ fn build(
                 dw,
                 &dw_layout,
                 kernel,
+                grad_output,
             )?);
             // db = 1^T dZ.
             let db_layout = BlockLayout::plan(1, width, batch, tiles, MIN_BLOCK_FLOPS, false, true);
@@ -581,26 +608,8 @@ fn build(
                 db,
                 &db_layout,
                 kernel,
+                grad_output,
             )?);
-            if f16 {
-                let cs = g.add_compute_set(&format!("layer{l}.grad.round"));
-                for (t, layout) in [(dw, &dw_layout), (db, &db_layout)] {
-                    for blk in layout
-                        .blocks()
-                        .into_iter()
-                        .filter(|b| !b.elements.is_empty())
-                    {
-                        vertex(
-                            &mut g,
-                            cs,
-                            blk.tile,
-                            &round_cl,
-                            &[TensorSlice::new(t, blk.elements)],
-                        )?;
-                    }
-                }
-                programs.push(Program::Execute(cs));
-            }
             ids[l].grads = Some(((dw, dw_layout), (db, db_layout)));
             if l == 0 {
                 break;
@@ -616,7 +625,7 @@ fn build(
             )?;
             let w_op = Operand {
                 tensor: ids[l].w,
-                layout: BlockLayout::dense(fan_in, width, 0),
+                layout: ids[l].w_layout.clone(),
                 transposed: true,
             };
             programs.push(matmul(
@@ -627,6 +636,7 @@ fn build(
                 da,
                 &prev,
                 kernel,
+                Output::F32,
             )?);
             let dzp = g.add_tensor(
                 &format!("layer{p}.dz"),
@@ -635,7 +645,14 @@ fn build(
                 prev.mapping(),
             )?;
             let blocks = prev.blocks();
-            let (_, zp, xhat, stage, stage_ranges, fstage) = &acts[p];
+            let Acts {
+                z: zp,
+                xhat,
+                stage,
+                stage_ranges,
+                fwd_stage: fstage,
+                ..
+            } = &acts[p];
             if let Some(bn) = &ids[p].bn {
                 let xhat = xhat.expect("bn");
                 let fstage = fstage.expect("bn");
@@ -793,10 +810,7 @@ fn sums_exchanges(
     stage: TensorId,
     stage_ranges: &[Range<u64>],
     count: bool,
-) -> (
-    Vec<(TensorSlice, TensorSlice)>,
-    Vec<(TensorSlice, TensorSlice)>,
-) {
+) -> (Copies, Copies) {
     let (mut gather, mut bcast) = (Vec::new(), Vec::new());
     let width = width as u64;
     for ((blk, s), st) in blocks.iter().zip(sum_ranges).zip(stage_ranges) {
@@ -917,10 +931,10 @@ impl Mlp {
                 if let Some(bn) = &layer.bn {
                     ts.extend([bn.gamma, bn.beta]);
                 }
+                let weights = layer.w_layout.from_row_major(params[k]);
                 for (j, t) in ts.into_iter().enumerate() {
-                    net.engine
-                        .write_tensor(t, params[k + j])
-                        .expect("lengths checked");
+                    let values = if j == 0 { &weights } else { params[k + j] };
+                    net.engine.write_tensor(t, values).expect("lengths checked");
                 }
             }
             k += if self.train.layers[l].bn.is_some() {
@@ -1188,6 +1202,15 @@ impl Mlp {
     }
 }
 
+/// Empties a [`GroupLink`] when dropped.
+struct CloseLink<'a>(&'a GroupLink);
+
+impl Drop for CloseLink<'_> {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
 /// Runs `net`'s program on a scoped thread while this thread serves its
 /// group-sum vertices with `group` (which need not be `Send`). A failed sum
 /// answers with the local values so the program finishes; its error is
@@ -1203,7 +1226,12 @@ fn run_with_group(
     let calls = net.group_calls;
     let engine = &mut net.engine;
     let (profile, error) = std::thread::scope(|s| {
-        let runner = s.spawn(move || engine.run());
+        let runner = s.spawn(move || {
+            // Drops the link's sender however the run ends (a panic too),
+            // so that the loop below stops waiting.
+            let _close = CloseLink(link);
+            engine.run()
+        });
         let mut error = None;
         for _ in 0..calls {
             let Ok(mut values) = requests.recv() else {

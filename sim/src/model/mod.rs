@@ -11,7 +11,7 @@
 //!
 //! # On the tiles
 //!
-//! Every matrix product is [`kernels::matmul`](crate::kernels::matmul): the
+//! Every matrix product is [`kernels::matmul`](fn@crate::kernels::matmul): the
 //! output cut into blocks (samples x columns), one vertex per block calling
 //! `sgemm` on operands exchanged to its tile, the reduction never split. The
 //! forward pass is, per layer, `Y = A W` then a vertex per block adding the
@@ -19,8 +19,10 @@
 //! vertex per block of whole rows of logits; the backward pass is `dW = A^T
 //! dZ` (the micro-batch reduced inside one vertex per block of `dW`), `db =
 //! 1^T dZ` (the same product with a row of ones), `dA = dZ W^T` and a vertex
-//! per block for the activation's (and batch norm's) derivative. Results are
-//! bitwise the same for every number of tiles.
+//! per block for the activation's (and batch norm's) derivative. A layer's
+//! weights live in the column blocks of its forward product, each on the
+//! tile that computes those columns, so the forward pass reads them in
+//! place. Results are bitwise the same for every number of tiles.
 //!
 //! How many tiles: a product's output gets as many blocks as there are
 //! tiles but none under [`MIN_BLOCK_FLOPS`] flops, so the small layers of
@@ -35,7 +37,8 @@
 //! accumulate in f32 (as the AMP unit); every activation (pre-activation,
 //! activation, logits) and every activation gradient, and the gradients
 //! written, are rounded to nearest f16 (overflow to infinity, as fp16
-//! hardware). Values are held in f32 tensors (f16-representable), so the
+//! hardware); the weight and bias gradients come out of their products
+//! rounded, as the AMP unit writes f16 results. Values are held in f32 tensors (f16-representable), so the
 //! memory figures count activations at 4 bytes.
 //!
 //! The loss is `tessera_core::loss`'s softmax cross-entropy

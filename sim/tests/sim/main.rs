@@ -7,5 +7,6 @@ mod checkpoint;
 mod data;
 mod engine;
 mod kernels;
+mod model;
 mod pod;
 mod support;

@@ -1,0 +1,672 @@
+//! The MLP on tiles: the matmul kernel against one whole `sgemm`,
+//! gradients against finite differences of an f64 oracle, invariance under
+//! the number of tiles, f16 rounding, initialisation, learning, errors.
+
+use core::num::NonZeroU64;
+use std::time::Instant;
+
+use tessera_core::fp::{HalfFloat, f16};
+use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Target};
+use tessera_sim::kernels::matmul::{BlockLayout, GemmShape, Operand, Output, gemm, matmul};
+use tessera_sim::model::{
+    Activation, Compute, GroupSum, Mlp, MlpConfig, ModelError, NoGroup, ParamKind,
+};
+use tessera_sim::{IpuParams, IpuSpec};
+
+use crate::support::{bits, target, uniform};
+
+fn config(inputs: usize, hidden: &[usize], classes: usize, act: Activation, bn: bool) -> MlpConfig {
+    MlpConfig {
+        inputs,
+        hidden: hidden.to_vec(),
+        classes,
+        activation: act,
+        batch_norm: bn,
+    }
+}
+
+fn labels(n: usize, classes: usize, seed: u64) -> Vec<u32> {
+    uniform(n, seed, 0.0, classes as f32)
+        .into_iter()
+        .map(|x| (x as u32).min(classes as u32 - 1))
+        .collect()
+}
+
+/// Runs `C = op(A) op(B)` on `tiles` tiles with blocks of at least
+/// `min_flops` and returns C row-major.
+fn tile_matmul(shape: GemmShape, a: &[f32], b: &[f32], tiles: u32, min_flops: u64) -> Vec<f32> {
+    let GemmShape { m, k, n, .. } = shape;
+    let mut g = Graph::new(target(tiles));
+    let grain = Mapping::linear(NonZeroU64::new(7).unwrap());
+    let at = g
+        .add_tensor("a", DType::F32, &[(m * k) as u64], grain.clone())
+        .unwrap();
+    let bt = g
+        .add_tensor("b", DType::F32, &[(k * n) as u64], grain)
+        .unwrap();
+    let (ar, ac) = if shape.a_transposed { (k, m) } else { (m, k) };
+    let (br, bc) = if shape.b_transposed { (n, k) } else { (k, n) };
+    let layout = BlockLayout::plan(m, n, k, tiles, min_flops, false, false);
+    let c = g
+        .add_tensor("c", DType::F32, &[(m * n) as u64], layout.mapping())
+        .unwrap();
+    let a_op = Operand {
+        tensor: at,
+        layout: BlockLayout::dense(ar, ac, 0),
+        transposed: shape.a_transposed,
+    };
+    let b_op = Operand {
+        tensor: bt,
+        layout: BlockLayout::dense(br, bc, 0),
+        transposed: shape.b_transposed,
+    };
+    let p = matmul(
+        &mut g,
+        "mm",
+        &a_op,
+        &b_op,
+        c,
+        &layout,
+        tessera_sim::ipu::Kernel::MatmulF32,
+        Output::F32,
+    )
+    .unwrap();
+    let mut e = Engine::new(g, p, EngineOptions::default()).unwrap();
+    e.write_tensor(at, a).unwrap();
+    e.write_tensor(bt, b).unwrap();
+    let profile = e.run();
+    assert!(profile.cycles.compute > 0);
+    layout.to_row_major(&e.read_tensor::<f32>(c).unwrap())
+}
+
+#[test]
+fn matmul_is_bitwise_one_whole_sgemm() {
+    let shapes = [
+        (1, 1, 1),
+        (4, 64, 128),
+        (13, 300, 29),
+        (32, 7, 65),
+        (5, 513, 3),
+        (64, 96, 10),
+    ];
+    for (s, &(m, k, n)) in shapes.iter().enumerate() {
+        for (a_transposed, b_transposed) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let shape = GemmShape {
+                m,
+                k,
+                n,
+                a_transposed,
+                b_transposed,
+            };
+            let a = uniform(m * k, 10 + s as u64, -1.0, 1.0);
+            let b = uniform(k * n, 20 + s as u64, -1.0, 1.0);
+            let mut whole = vec![0.0; m * n];
+            gemm(shape, &a, &b, &mut whole);
+            for (tiles, min_flops) in [(1, 1), (3, 1), (7, 1), (64, 1), (64, 1 << 12), (1472, 1)] {
+                let got = tile_matmul(shape, &a, &b, tiles, min_flops);
+                assert_eq!(bits(&got), bits(&whole), "{shape:?} on {tiles} tiles");
+            }
+        }
+    }
+}
+
+#[test]
+fn block_layout_round_trips() {
+    let l = BlockLayout::grid(7, 10, 3, 4, 5);
+    assert_eq!((l.row_blocks(), l.col_blocks()), (3, 4));
+    let x: Vec<f32> = (0..70).map(|v| v as f32).collect();
+    let blocked = l.from_row_major(&x);
+    for r in 0..7 {
+        for c in 0..10 {
+            assert_eq!(blocked[l.offset(r, c) as usize], x[r * 10 + c]);
+        }
+    }
+    assert_eq!(l.to_row_major(&blocked), x);
+    // Small products get few blocks, large ones up to one per tile.
+    assert_eq!(
+        BlockLayout::plan(4, 128, 64, 1472, 1 << 16, false, false).col_blocks(),
+        1
+    );
+    let big = BlockLayout::plan(64, 1024, 1024, 1472, 1 << 16, false, false);
+    assert_eq!(big.row_blocks() * big.col_blocks(), 1024);
+}
+
+/// The loss of the network in f64: `sum over samples of CE`, with batch
+/// norm over the micro-batch (biased variance).
+fn oracle_loss(cfg: &MlpConfig, params: &[Vec<f64>], x: &[f64], labels: &[u32]) -> f64 {
+    let batch = labels.len();
+    let mut a: Vec<f64> = x.to_vec();
+    let mut width = cfg.inputs;
+    let mut k = 0;
+    let layers = cfg.hidden.len() + 1;
+    for l in 0..layers {
+        let out = if l + 1 < layers {
+            cfg.hidden[l]
+        } else {
+            cfg.classes
+        };
+        let (w, b) = (&params[k], &params[k + 1]);
+        k += 2;
+        let mut z = vec![0.0; batch * out];
+        for s in 0..batch {
+            for o in 0..out {
+                let mut acc = b[o];
+                for i in 0..width {
+                    acc += a[s * width + i] * w[i * out + o];
+                }
+                z[s * out + o] = acc;
+            }
+        }
+        if l + 1 < layers {
+            if cfg.batch_norm {
+                let (gamma, beta) = (&params[k], &params[k + 1]);
+                k += 2;
+                for o in 0..out {
+                    let mean = (0..batch).map(|s| z[s * out + o]).sum::<f64>() / batch as f64;
+                    let var = (0..batch)
+                        .map(|s| (z[s * out + o] - mean).powi(2))
+                        .sum::<f64>()
+                        / batch as f64;
+                    for s in 0..batch {
+                        let h = (z[s * out + o] - mean) / (var + 1e-5).sqrt();
+                        z[s * out + o] = gamma[o] * h + beta[o];
+                    }
+                }
+            }
+            for v in &mut z {
+                *v = match cfg.activation {
+                    Activation::Relu => v.max(0.0),
+                    Activation::Gelu => {
+                        let c = (2.0 / core::f64::consts::PI).sqrt();
+                        0.5 * *v * (1.0 + (c * (*v + 0.044715 * *v * *v * *v)).tanh())
+                    }
+                };
+            }
+        }
+        a = z;
+        width = out;
+    }
+    let mut total = 0.0;
+    for s in 0..batch {
+        let row = &a[s * width..(s + 1) * width];
+        let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lse = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+        total += lse - row[labels[s] as usize];
+    }
+    total
+}
+
+fn check_gradients(cfg: &MlpConfig, batch: usize, tiles: u32) {
+    // Nonzero biases and betas: with zero biases a sample whose inputs to a
+    // ReLU layer are all zero sits on the kink, where finite differences
+    // see a slope of 1/2.
+    let mut params = cfg.init(3);
+    for (k, (p, spec)) in params.iter_mut().zip(cfg.params()).enumerate() {
+        if spec.kind != ParamKind::Weight {
+            let noise = uniform(p.len(), 50 + k as u64, -0.1, 0.1);
+            p.iter_mut().zip(noise).for_each(|(v, n)| *v += n);
+        }
+    }
+    let x = uniform(batch * cfg.inputs, 4, -1.0, 1.0);
+    let y = labels(batch, cfg.classes, 5);
+    let mut mlp = Mlp::new(cfg, target(tiles), batch, Compute::F32).unwrap();
+    let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+    mlp.set_params(&refs).unwrap();
+    let mut grads = vec![Vec::new(); params.len()];
+    let scale = 2.0f32;
+    let out = mlp
+        .train_micro_batch(&x, &y, scale, &mut NoGroup, &mut grads)
+        .unwrap();
+    let p64: Vec<Vec<f64>> = params
+        .iter()
+        .map(|p| p.iter().map(|&v| f64::from(v)).collect())
+        .collect();
+    let x64: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+    let loss = oracle_loss(cfg, &p64, &x64, &y);
+    assert!(
+        (f64::from(out.loss_sum) - loss).abs() < 1e-4 * loss.max(1.0),
+        "{} vs {loss}",
+        out.loss_sum
+    );
+    let h = 1e-5;
+    for (i, spec) in cfg.params().iter().enumerate() {
+        assert_eq!(grads[i].len(), spec.len(), "{}", spec.name);
+        for j in 0..spec.len() {
+            let mut p = p64.clone();
+            p[i][j] += h;
+            let up = oracle_loss(cfg, &p, &x64, &y);
+            p[i][j] -= 2.0 * h;
+            let down = oracle_loss(cfg, &p, &x64, &y);
+            let fd = f64::from(scale) * (up - down) / (2.0 * h);
+            let got = f64::from(grads[i][j]);
+            assert!(
+                (got - fd).abs() <= 2e-4 * fd.abs().max(1.0),
+                "{}[{j}]: {got} vs finite difference {fd}",
+                spec.name
+            );
+        }
+    }
+}
+
+#[test]
+fn gradients_match_finite_differences() {
+    check_gradients(&config(5, &[7, 6], 4, Activation::Relu, false), 6, 4);
+    check_gradients(&config(5, &[7], 3, Activation::Gelu, false), 5, 3);
+}
+
+#[test]
+fn batch_norm_gradients_match_finite_differences() {
+    check_gradients(&config(5, &[7, 6], 4, Activation::Gelu, true), 8, 4);
+    check_gradients(&config(4, &[6], 3, Activation::Relu, true), 5, 1);
+}
+
+/// Every output of a training run, as bits.
+fn run_bits(
+    cfg: &MlpConfig,
+    batch: usize,
+    tiles: u32,
+    compute: Compute,
+) -> (Vec<Vec<u32>>, u32, usize) {
+    let mut params = cfg.init(7);
+    if compute == Compute::F16 {
+        for p in &mut params {
+            for v in p.iter_mut() {
+                *v = <f16 as HalfFloat>::from_f32(*v).to_f32();
+            }
+        }
+    }
+    let spec = IpuSpec::new(IpuParams {
+        tiles,
+        ..IpuParams::default()
+    })
+    .unwrap();
+    let mut mlp = Mlp::new(cfg, Target::single(spec), batch, compute).unwrap();
+    let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+    mlp.set_params(&refs).unwrap();
+    let x = uniform(batch * cfg.inputs, 8, -2.0, 2.0);
+    let y = labels(batch, cfg.classes, 9);
+    let mut grads = vec![Vec::new(); params.len()];
+    let out = mlp
+        .train_micro_batch(&x, &y, 64.0, &mut NoGroup, &mut grads)
+        .unwrap();
+    let eval = mlp.evaluate(&x, &y).unwrap();
+    let mut all: Vec<Vec<u32>> = grads.iter().map(|g| bits(g)).collect();
+    for (_, b) in mlp.buffers() {
+        all.push(bits(&b));
+    }
+    all.push(vec![eval.loss_sum.to_bits()]);
+    (all, out.loss_sum.to_bits(), out.correct)
+}
+
+#[test]
+fn results_do_not_depend_on_the_number_of_tiles() {
+    for (cfg, compute) in [
+        (
+            config(48, &[160, 64], 10, Activation::Relu, false),
+            Compute::F32,
+        ),
+        (
+            config(48, &[160, 64], 10, Activation::Gelu, true),
+            Compute::F16,
+        ),
+    ] {
+        // Products of 0.4 Mflop: one block on one tile, up to 6 on more.
+        let reference = run_bits(&cfg, 24, 1, compute);
+        for tiles in [7, 64, 1472] {
+            assert_eq!(
+                run_bits(&cfg, 24, tiles, compute),
+                reference,
+                "{tiles} tiles, {cfg:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn f16_mode_rounds_gradients() {
+    let cfg = config(16, &[32], 5, Activation::Gelu, true);
+    let (grads, loss, _) = run_bits(&cfg, 8, 16, Compute::F16);
+    assert!(f32::from_bits(loss).is_finite());
+    let mut any_changed = false;
+    for g in &grads[..cfg.params().len()] {
+        for &b in g {
+            let v = f32::from_bits(b);
+            let r = <f16 as HalfFloat>::from_f32(v).to_f32();
+            assert_eq!(r.to_bits(), b, "{v} is not an f16 value");
+        }
+    }
+    // The f32 run differs (its values are not all f16).
+    let (g32, _, _) = run_bits(&cfg, 8, 16, Compute::F32);
+    for g in &g32[..cfg.params().len()] {
+        any_changed |= g.iter().any(|&b| {
+            let v = f32::from_bits(b);
+            <f16 as HalfFloat>::from_f32(v).to_f32().to_bits() != b
+        });
+    }
+    assert!(any_changed);
+}
+
+#[test]
+fn init_is_deterministic_and_pinned() {
+    let cfg = config(8, &[16, 4], 3, Activation::Relu, true);
+    let a = cfg.init(1);
+    assert_eq!(a, cfg.init(1));
+    assert_ne!(a, cfg.init(2));
+    let specs = cfg.params();
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "layer0.weight",
+            "layer0.bias",
+            "layer0.bn.gamma",
+            "layer0.bn.beta",
+            "layer1.weight",
+            "layer1.bias",
+            "layer1.bn.gamma",
+            "layer1.bn.beta",
+            "layer2.weight",
+            "layer2.bias"
+        ]
+    );
+    assert_eq!(specs[2].kind, ParamKind::Norm);
+    assert_eq!(specs[8].shape, [4, 3]);
+    for (p, s) in a.iter().zip(&specs) {
+        assert_eq!(p.len(), s.len());
+    }
+    assert!(a[1].iter().all(|&v| v == 0.0) && a[2].iter().all(|&v| v == 1.0));
+    // He-normal: about sqrt(2 / 8) = 0.5.
+    let w = &a[0];
+    let var = w.iter().map(|v| v * v).sum::<f32>() / w.len() as f32;
+    assert!((var.sqrt() - 0.5).abs() < 0.1, "{var}");
+    // FNV-1a over every value's bits, pinned.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in &a {
+        for v in p {
+            for byte in v.to_bits().to_le_bytes() {
+                h = (h ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+    }
+    assert_eq!(h, 0x782c_a8b4_4ee0_313f, "fingerprint {h:#x}");
+}
+
+#[test]
+fn a_tiny_net_learns_a_separable_problem() {
+    let cfg = config(4, &[8], 2, Activation::Relu, false);
+    let batch = 16;
+    let mut params = cfg.init(11);
+    let mut mlp = Mlp::new(&cfg, target(8), batch, Compute::F32).unwrap();
+    let mut grads = vec![Vec::new(); params.len()];
+    let mut losses = Vec::new();
+    for step in 0..300u64 {
+        let x = uniform(batch * 4, 100 + step, -1.0, 1.0);
+        let y: Vec<u32> = x.chunks(4).map(|s| u32::from(s[0] + s[1] > 0.0)).collect();
+        let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+        mlp.set_params(&refs).unwrap();
+        let out = mlp
+            .train_micro_batch(&x, &y, 1.0 / batch as f32, &mut NoGroup, &mut grads)
+            .unwrap();
+        losses.push(out.loss_sum / batch as f32);
+        for (p, g) in params.iter_mut().zip(&grads) {
+            for (p, g) in p.iter_mut().zip(g) {
+                *p -= 0.5 * g;
+            }
+        }
+    }
+    let first: f32 = losses[..20].iter().sum::<f32>() / 20.0;
+    let last: f32 = losses[280..].iter().sum::<f32>() / 20.0;
+    assert!(last < 0.4 * first, "loss {first} -> {last}");
+    let x = uniform(batch * 4, 9999, -1.0, 1.0);
+    let y: Vec<u32> = x.chunks(4).map(|s| u32::from(s[0] + s[1] > 0.0)).collect();
+    assert!(mlp.evaluate(&x, &y).unwrap().correct >= 13);
+}
+
+/// Counts its calls and doubles the values (a group of two identical
+/// replicas).
+struct Twice(usize);
+
+impl GroupSum for Twice {
+    fn sum(&mut self, values: &mut [f32]) -> Result<(), ModelError> {
+        self.0 += 1;
+        values.iter_mut().for_each(|v| *v *= 2.0);
+        Ok(())
+    }
+}
+
+struct Failing;
+
+impl GroupSum for Failing {
+    fn sum(&mut self, _: &mut [f32]) -> Result<(), ModelError> {
+        Err(ModelError::Group {
+            reason: "link down".into(),
+        })
+    }
+}
+
+#[test]
+fn batch_norm_uses_the_group_and_keeps_running_statistics() {
+    let cfg = config(6, &[8, 5], 3, Activation::Relu, true);
+    let params = cfg.init(2);
+    let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+    let x = uniform(4 * 6, 1, -1.0, 1.0);
+    let y = labels(4, 3, 2);
+    let run = |group: &mut dyn GroupSum| {
+        let mut mlp = Mlp::new(&cfg, target(4), 4, Compute::F32).unwrap();
+        mlp.set_params(&refs).unwrap();
+        let mut grads = vec![Vec::new(); params.len()];
+        mlp.train_micro_batch(&x, &y, 1.0, group, &mut grads)
+            .map(|_| (grads, mlp.buffers()))
+    };
+    let (alone, buffers) = run(&mut NoGroup).unwrap();
+    // A group of two identical replicas has the same statistics.
+    let mut twice = Twice(0);
+    let (paired, _) = run(&mut twice).unwrap();
+    assert_eq!(twice.0, 4);
+    for (a, b) in alone.iter().zip(&paired) {
+        for (u, v) in a.iter().zip(b) {
+            assert!((u - v).abs() <= 1e-5 * u.abs().max(1.0), "{u} vs {v}");
+        }
+    }
+    assert_eq!(buffers.len(), 4);
+    assert_eq!(buffers[0].0, "layer0.bn.running_mean");
+    assert!(buffers[0].1.iter().any(|&m| m != 0.0));
+    assert!(matches!(run(&mut Failing), Err(ModelError::Group { .. })));
+    // Buffers round-trip.
+    let mut mlp = Mlp::new(&cfg, target(4), 4, Compute::F32).unwrap();
+    mlp.set_buffers(&buffers).unwrap();
+    assert_eq!(mlp.buffers(), buffers);
+    assert!(matches!(
+        mlp.set_buffers(&[("nope".into(), vec![])]),
+        Err(ModelError::UnknownBuffer { .. })
+    ));
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    let cfg = config(3, &[4], 2, Activation::Relu, false);
+    assert!(matches!(
+        config(3, &[0], 2, Activation::Relu, false).validate(),
+        Err(ModelError::ZeroWidth { .. })
+    ));
+    assert_eq!(
+        Mlp::new(&cfg, target(2), 0, Compute::F32).unwrap_err(),
+        ModelError::ZeroMicroBatch
+    );
+    let mut mlp = Mlp::new(&cfg, target(2), 2, Compute::F32).unwrap();
+    assert_eq!(mlp.micro_batch(), 2);
+    assert_eq!(
+        mlp.set_params(&[&[0.0; 12]]).unwrap_err(),
+        ModelError::ParamCount {
+            expected: 4,
+            got: 1
+        }
+    );
+    let bad: Vec<&[f32]> = vec![&[0.0; 12], &[0.0; 4], &[0.0; 8], &[0.0; 3]];
+    assert_eq!(
+        mlp.set_params(&bad).unwrap_err(),
+        ModelError::ParamLength {
+            name: "layer1.bias".into(),
+            expected: 2,
+            got: 3
+        }
+    );
+    let mut grads = vec![Vec::new(); 4];
+    let x = [0.5f32; 6];
+    let mut train = |x: &[f32], y: &[u32], scale: f32| {
+        mlp.train_micro_batch(x, y, scale, &mut NoGroup, &mut grads)
+            .unwrap_err()
+    };
+    assert_eq!(
+        train(&x[..5], &[0, 1], 1.0),
+        ModelError::InputLength {
+            expected: 6,
+            got: 5
+        }
+    );
+    assert_eq!(
+        train(&x, &[0], 1.0),
+        ModelError::LabelCount {
+            expected: 2,
+            got: 1
+        }
+    );
+    assert_eq!(
+        train(&x, &[0, 2], 1.0),
+        ModelError::LabelOutOfRange {
+            sample: 1,
+            label: 2,
+            classes: 2
+        }
+    );
+    assert_eq!(train(&x, &[0, 1], 0.0), ModelError::InvalidScale(0.0));
+    assert!(train(&x, &[0, 1], f32::NAN).to_string().contains("scale"));
+    assert_eq!(mlp.flops_per_sample(), (2 * (12 + 8), 2 * 12 + 4 * 8));
+    assert!(mlp.memory().tiles.len() == 2);
+    // A tile without the memory is a typed error carrying the engine's.
+    let small = IpuSpec::new(IpuParams {
+        tiles: 1,
+        memory_per_tile: 20_000,
+        ..IpuParams::default()
+    })
+    .unwrap();
+    let big = config(64, &[128], 10, Activation::Relu, false);
+    match Mlp::new(&big, Target::single(small), 4, Compute::F32) {
+        Err(ModelError::Build(tessera_sim::ipu::BuildError::OutOfTileMemory(oom))) => {
+            assert!(oom.needed > oom.available);
+        }
+        other => panic!("expected out of memory, got {other:?}"),
+    }
+}
+
+/// Wall time of one `train_micro_batch` on a GC200 (not an assertion): run
+/// with `cargo test -p tessera-sim --release -- --ignored --nocapture
+/// model_wall_time`.
+#[test]
+#[ignore = "a measurement, not a test"]
+fn model_wall_time() {
+    let cfg = config(64, &[128], 10, Activation::Relu, false);
+    for batch in [4, 16] {
+        let mut mlp = Mlp::new(
+            &cfg,
+            Target::single(IpuSpec::MK2_GC200),
+            batch,
+            Compute::F16,
+        )
+        .unwrap();
+        let params = cfg.init(1);
+        let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+        mlp.set_params(&refs).unwrap();
+        let x = uniform(batch * 64, 1, -1.0, 1.0);
+        let y = labels(batch, 10, 2);
+        let mut grads = vec![Vec::new(); params.len()];
+        for _ in 0..50 {
+            mlp.train_micro_batch(&x, &y, 1.0, &mut NoGroup, &mut grads)
+                .unwrap();
+        }
+        let n = 1000;
+        let t = Instant::now();
+        let mut cycles = 0;
+        for _ in 0..n {
+            cycles = mlp
+                .train_micro_batch(&x, &y, 1.0, &mut NoGroup, &mut grads)
+                .unwrap()
+                .cycles;
+        }
+        let us = t.elapsed().as_secs_f64() / f64::from(n) * 1e6;
+        println!(
+            "micro_batch {batch}: {us:.1} us per train_micro_batch, {cycles} simulated cycles"
+        );
+        if std::env::var_os("MODEL_PROFILE").is_some() {
+            println!("{}", mlp.last_profile().expect("a run"));
+        }
+    }
+}
+
+#[test]
+fn matmul_reads_resident_blocks_in_place() {
+    // B laid out in C's column blocks on C's tiles: no exchange for B.
+    let (m, k, n) = (3, 40, 50);
+    let shape = GemmShape {
+        m,
+        k,
+        n,
+        a_transposed: false,
+        b_transposed: false,
+    };
+    let a = uniform(m * k, 1, -1.0, 1.0);
+    let b = uniform(k * n, 2, -1.0, 1.0);
+    let mut whole = vec![0.0; m * n];
+    gemm(shape, &a, &b, &mut whole);
+    let mut g = Graph::new(target(5));
+    let c_layout = BlockLayout::grid(m, n, 1, 5, 5);
+    let b_layout = c_layout.columns_like(k);
+    let at = g
+        .add_tensor(
+            "a",
+            DType::F32,
+            &[(m * k) as u64],
+            Mapping::one_tile(0, (m * k) as u64),
+        )
+        .unwrap();
+    let bt = g
+        .add_tensor("b", DType::F32, &[(k * n) as u64], b_layout.mapping())
+        .unwrap();
+    let c = g
+        .add_tensor("c", DType::F32, &[(m * n) as u64], c_layout.mapping())
+        .unwrap();
+    let a_op = Operand {
+        tensor: at,
+        layout: BlockLayout::dense(m, k, 0),
+        transposed: false,
+    };
+    let b_op = Operand {
+        tensor: bt,
+        layout: b_layout.clone(),
+        transposed: false,
+    };
+    let p = matmul(
+        &mut g,
+        "mm",
+        &a_op,
+        &b_op,
+        c,
+        &c_layout,
+        tessera_sim::ipu::Kernel::MatmulF16,
+        Output::F32,
+    )
+    .unwrap();
+    let mut e = Engine::new(g, p, EngineOptions::default()).unwrap();
+    e.write_tensor(at, &a).unwrap();
+    e.write_tensor(bt, &b_layout.from_row_major(&b)).unwrap();
+    let profile = e.run();
+    assert_eq!(
+        bits(&c_layout.to_row_major(&e.read_tensor::<f32>(c).unwrap())),
+        bits(&whole)
+    );
+    // Only A (480 B) moves, multicast to the four tiles other than its
+    // own (where it is read in place too).
+    assert_eq!(profile.cycles.exchange, 480 / 4);
+}
