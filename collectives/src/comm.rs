@@ -166,6 +166,16 @@ pub trait Communicator {
         0
     }
 
+    /// The collectives send messages of more than this many elements as
+    /// pieces of at most this many, one exchange each (`None`: whole).
+    /// Every rank of a world must answer the same. Pieces pay off where a
+    /// send is a copy that the receiver then reads, as on the thread
+    /// transport (the piece is still in cache), not where the transport
+    /// pipelines large messages itself, as MPI's do.
+    fn piece_elements(&self) -> Option<usize> {
+        None
+    }
+
     /// Aborts the world on this rank's behalf ([`Cause::Aborted`]): this
     /// rank's operations then fail with [`CommError::Aborted`], every other
     /// rank's with [`CommError::PeerFailed`] naming it.
@@ -361,6 +371,9 @@ macro_rules! forward_communicator {
             }
             fn context(&self) -> u16 {
                 (**self).context()
+            }
+            fn piece_elements(&self) -> Option<usize> {
+                (**self).piece_elements()
             }
         }
     )*};

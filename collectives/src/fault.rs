@@ -128,4 +128,8 @@ impl<C: Communicator> Communicator for Faulty<C> {
     fn context(&self) -> u16 {
         self.inner.context()
     }
+
+    fn piece_elements(&self) -> Option<usize> {
+        self.inner.piece_elements()
+    }
 }

@@ -62,7 +62,8 @@ pub(crate) struct Scratch {
     staged: Vec<Vec<u8>>,
     incoming: Vec<Incoming>,
     headers: Vec<[u8; HEADER]>,
-    /// Elements per piece; 0 for [`PIECE_ELEMENTS`] (tests use small ones).
+    /// Elements per piece; 0 for the communicator's
+    /// [`Communicator::piece_elements`] (tests set small ones).
     piece: usize,
 }
 
@@ -416,7 +417,10 @@ fn run_inner<T: Element, C: Communicator + ?Sized>(
         headers,
         piece,
     } = scratch;
-    let piece = if *piece == 0 { PIECE_ELEMENTS } else { *piece };
+    let piece = match *piece {
+        0 => comm.piece_elements().map_or(usize::MAX, |k| k.max(1)),
+        k => k,
+    };
     if use_acc {
         acc.clear();
         acc.resize(n, 0.0);
@@ -686,15 +690,18 @@ fn run_inner<T: Element, C: Communicator + ?Sized>(
     Ok(traffic)
 }
 
-/// The most elements a message carries: a step's larger messages travel as
-/// pieces of this many (512 KiB of f32), one exchange per piece, so that
-/// a piece is still in cache when the receiver reduces it and one rank
-/// copies piece `k + 1` while its peer reduces piece `k`. On the 2-core
+/// The most elements a message of the thread transport carries
+/// ([`Communicator::piece_elements`]): a step's larger messages travel as
+/// pieces of this many (512 KiB of f32), one exchange per piece, so that a
+/// piece is still in cache when the receiver reduces it. On the 2-core
 /// machine of the README's figures this made the 64 MiB ring all-reduce of
-/// 2 thread ranks about twice as fast as whole-fragment messages.
+/// 2 thread ranks about twice as fast as whole-fragment messages (64K and
+/// 256K elements were slower). Over MPI, pieces made large all-reduces
+/// about twice as slow (its transports pipeline large messages
+/// themselves), so MPI sends them whole.
 pub(crate) const PIECE_ELEMENTS: usize = 128 << 10;
 
-/// The contiguous pieces of at most [`PIECE_ELEMENTS`] payload elements
+/// The contiguous pieces of at most `piece` payload elements
 /// that `span` travels as (the whole span if it is strided or no larger).
 fn split(span: Span, n: usize, piece: usize) -> Vec<Span> {
     let payload = span.elements_below(n);
@@ -753,8 +760,8 @@ fn sends_meet_receives(ops: &[Op], n: usize) -> bool {
 }
 
 /// This rank's part of `s` as a sequence of exchanges: `(step, ops)`, the
-/// step named in the messages' headers. Messages of more than
-/// [`PIECE_ELEMENTS`] payload elements (contiguous spans) travel as
+/// step named in the messages' headers. Messages of more than `piece`
+/// payload elements (contiguous spans) travel as
 /// contiguous pieces of at most that many, one exchange per piece, so that
 /// a piece is still in cache when the receiver reduces it. Sender and
 /// receiver name the same span, so they split it alike; every choice below

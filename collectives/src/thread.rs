@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use crate::comm::{Communicator, Incoming, Outgoing, Tag, failure_error};
 use crate::error::{Cause, CommError, Failure};
 use crate::group::GroupError;
+use crate::run::PIECE_ELEMENTS;
 
 /// A world of ranks that are threads of this process: its
 /// [`ThreadCommunicator`]s, one per rank.
@@ -342,6 +343,12 @@ impl Communicator for ThreadCommunicator {
 
     fn failure(&self) -> Option<Failure> {
         self.shared.failure()
+    }
+
+    /// [`PIECE_ELEMENTS`]: a send copies the message, so the receiver
+    /// finds a piece still in cache.
+    fn piece_elements(&self) -> Option<usize> {
+        Some(PIECE_ELEMENTS)
     }
 }
 
