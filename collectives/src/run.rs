@@ -531,123 +531,207 @@ fn run_inner<T: Element, C: Communicator + ?Sized>(
             incoming[i].from = from;
             incoming[i].tag = tag;
         }
-        if !sends.is_empty() || recvs > 0 {
-            let out: Vec<Outgoing<'_>> = sends
-                .iter()
-                .zip(&bodies)
-                .zip(headers.iter())
-                .map(|((&to, body), header)| Outgoing {
-                    to,
-                    tag,
-                    header,
-                    body: match body {
-                        Body::Buf(run) => bytemuck::cast_slice(&buf[run.clone()]),
-                        Body::Acc(run) => bytemuck::cast_slice(&acc[run.clone()]),
-                        Body::Staged(i) => &staged[*i],
-                    },
-                })
-                .collect();
-            traffic.messages += out.len();
-            traffic.bytes += out.iter().map(Outgoing::len).sum::<usize>();
-            let left = deadline.saturating_duration_since(Instant::now());
-            comm.exchange(&out, &mut incoming[..recvs], left)?;
-        }
-
-        // 3. Check every header against this call.
-        let mut got: Vec<(usize, Message, bool)> = Vec::with_capacity(recvs);
-        for inc in &incoming[..recvs] {
-            let peer = comm.world_rank(inc.from);
-            let mismatch = |what| CommError::CallMismatch {
-                rank: me,
-                peer,
-                what,
+        if let Some((send_run, recv_run)) = direct_runs(&ops, &bodies, n, frontiers || use_acc) {
+            // One send from the buffer and one receive into another part
+            // of it: the transport may let the peer read the body in
+            // place while this rank applies its own receive.
+            let Some(&Op::Recv { from, span, kind }) =
+                ops.iter().find(|o| matches!(o, Op::Recv { .. }))
+            else {
+                unreachable!("direct_runs found one receive")
             };
-            let Some((theirs, m)) = decode(&inc.message) else {
-                return Err(mismatch(Mismatch::Format));
+            let (body, into): (&[T], &mut [T]) = if send_run.end <= recv_run.start {
+                let (low, high) = buf.split_at_mut(recv_run.start);
+                (&low[send_run.clone()], &mut high[..recv_run.len()])
+            } else {
+                let (low, high) = buf.split_at_mut(send_run.start);
+                (&high[..send_run.len()], &mut low[recv_run.clone()])
             };
-            if let Some(what) = call.mismatch(&theirs) {
-                return Err(mismatch(what));
-            }
-            if m.body != (inc.message.len() - HEADER) as u64 {
-                return Err(mismatch(Mismatch::Format));
-            }
-            got.push((inc.from, m, false));
-        }
-
-        // 4. Apply the receives in the order listed.
-        for o in &ops {
-            let Op::Recv { from, span, kind } = *o else {
-                continue;
-            };
+            let out = [Outgoing {
+                to: sends[0],
+                tag,
+                header: &headers[0],
+                body: bytemuck::cast_slice(body),
+            }];
+            traffic.messages += 1;
+            traffic.bytes += out[0].len();
             let peer = comm.world_rank(from);
-            let payload = span.elements_below(n);
             let expect = Message::new(step, span, kind, 0);
-            let Some(j) = got.iter().position(|(f, m, used)| {
-                !used
-                    && *f == from
-                    && (m.step, m.span, m.kind, m.covers)
-                        == (expect.step, expect.span, expect.kind, expect.covers)
-            }) else {
-                return Err(CommError::CallMismatch {
+            let payload = recv_run.len();
+            let expected = payload
+                * match kind {
+                    Kind::Reduce { covers, .. } if !native_wire(op, covers) => 4,
+                    _ => size_of::<T>(),
+                };
+            let left = deadline.saturating_duration_since(Instant::now());
+            comm.exchange_apply(&out, &mut incoming[..1], left, &mut |_, head, tail| {
+                let mismatch = |what| CommError::CallMismatch {
                     rank: me,
                     peer,
-                    what: Mismatch::Sequence,
-                });
-            };
-            got[j].2 = true;
-            let body = &incoming[j].message[HEADER..];
-            let expected = match kind {
-                Kind::Copy => payload * size_of::<T>(),
-                Kind::Reduce { covers, .. } if frontiers => {
-                    let mut bytes = 0;
-                    tree.frontier(covers, &mut |node| {
-                        bytes += payload
-                            * if tree.leaf(node).is_some() {
+                    what,
+                };
+                let (header, body) = if tail.is_empty() && head.len() >= HEADER {
+                    head.split_at(HEADER)
+                } else if head.len() == HEADER {
+                    (head, tail)
+                } else {
+                    return Err(mismatch(Mismatch::Format));
+                };
+                let Some((theirs, m)) = decode(header) else {
+                    return Err(mismatch(Mismatch::Format));
+                };
+                if let Some(what) = call.mismatch(&theirs) {
+                    return Err(mismatch(what));
+                }
+                if m.body != body.len() as u64 {
+                    return Err(mismatch(Mismatch::Format));
+                }
+                if (m.step, m.span, m.kind, m.covers)
+                    != (expect.step, expect.span, expect.kind, expect.covers)
+                {
+                    return Err(mismatch(Mismatch::Sequence));
+                }
+                if body.len() != expected {
+                    return Err(CommError::LengthMismatch {
+                        rank: me,
+                        peer,
+                        expected,
+                        found: body.len(),
+                    });
+                }
+                let whole = Span::new(0, payload);
+                match kind {
+                    Kind::Copy => into.copy_from_slice(values::<T>(body, &mut tmp_t)),
+                    Kind::Reduce { covers, .. } if native_wire(op, covers) => {
+                        let vals = values::<T>(body, &mut tmp_t);
+                        reduce_into(op, into, &mut [], false, false, whole, payload, vals);
+                    }
+                    Kind::Reduce { .. } => {
+                        let vals = values::<f32>(body, &mut tmp_f32);
+                        reduce_into(op, into, &mut [], false, false, whole, payload, vals);
+                    }
+                }
+                Ok(())
+            })?;
+        } else {
+            if !sends.is_empty() || recvs > 0 {
+                let out: Vec<Outgoing<'_>> = sends
+                    .iter()
+                    .zip(&bodies)
+                    .zip(headers.iter())
+                    .map(|((&to, body), header)| Outgoing {
+                        to,
+                        tag,
+                        header,
+                        body: match body {
+                            Body::Buf(run) => bytemuck::cast_slice(&buf[run.clone()]),
+                            Body::Acc(run) => bytemuck::cast_slice(&acc[run.clone()]),
+                            Body::Staged(i) => &staged[*i],
+                        },
+                    })
+                    .collect();
+                traffic.messages += out.len();
+                traffic.bytes += out.iter().map(Outgoing::len).sum::<usize>();
+                let left = deadline.saturating_duration_since(Instant::now());
+                comm.exchange(&out, &mut incoming[..recvs], left)?;
+            }
+
+            // 3. Check every header against this call.
+            let mut got: Vec<(usize, Message, bool)> = Vec::with_capacity(recvs);
+            for inc in &incoming[..recvs] {
+                let peer = comm.world_rank(inc.from);
+                let mismatch = |what| CommError::CallMismatch {
+                    rank: me,
+                    peer,
+                    what,
+                };
+                let Some((theirs, m)) = decode(&inc.message) else {
+                    return Err(mismatch(Mismatch::Format));
+                };
+                if let Some(what) = call.mismatch(&theirs) {
+                    return Err(mismatch(what));
+                }
+                if m.body != (inc.message.len() - HEADER) as u64 {
+                    return Err(mismatch(Mismatch::Format));
+                }
+                got.push((inc.from, m, false));
+            }
+
+            // 4. Apply the receives in the order listed.
+            for o in &ops {
+                let Op::Recv { from, span, kind } = *o else {
+                    continue;
+                };
+                let peer = comm.world_rank(from);
+                let payload = span.elements_below(n);
+                let expect = Message::new(step, span, kind, 0);
+                let Some(j) = got.iter().position(|(f, m, used)| {
+                    !used
+                        && *f == from
+                        && (m.step, m.span, m.kind, m.covers)
+                            == (expect.step, expect.span, expect.kind, expect.covers)
+                }) else {
+                    return Err(CommError::CallMismatch {
+                        rank: me,
+                        peer,
+                        what: Mismatch::Sequence,
+                    });
+                };
+                got[j].2 = true;
+                let body = &incoming[j].message[HEADER..];
+                let expected = match kind {
+                    Kind::Copy => payload * size_of::<T>(),
+                    Kind::Reduce { covers, .. } if frontiers => {
+                        let mut bytes = 0;
+                        tree.frontier(covers, &mut |node| {
+                            bytes += payload
+                                * if tree.leaf(node).is_some() {
+                                    size_of::<T>()
+                                } else {
+                                    4
+                                };
+                        });
+                        bytes
+                    }
+                    Kind::Reduce { covers, .. } => {
+                        payload
+                            * if native_wire(op, covers) {
                                 size_of::<T>()
                             } else {
                                 4
-                            };
-                    });
-                    bytes
-                }
-                Kind::Reduce { covers, .. } => {
-                    payload
-                        * if native_wire(op, covers) {
-                            size_of::<T>()
-                        } else {
-                            4
-                        }
-                }
-            };
-            if body.len() != expected {
-                return Err(CommError::LengthMismatch {
-                    rank: me,
-                    peer,
-                    expected,
-                    found: body.len(),
-                });
-            }
-            match kind {
-                Kind::Copy => {
-                    let vals = values::<T>(body, &mut tmp_t);
-                    let mut k = 0;
-                    for run in span.runs_below(n) {
-                        let len = run.len();
-                        buf[run].copy_from_slice(&vals[k..k + len]);
-                        k += len;
+                            }
                     }
+                };
+                if body.len() != expected {
+                    return Err(CommError::LengthMismatch {
+                        rank: me,
+                        peer,
+                        expected,
+                        found: body.len(),
+                    });
                 }
-                Kind::Reduce { covers, onto } if frontiers => {
-                    merge_frontier(&tree, op, r, &mut held, span, covers, onto, body, buf, n);
-                }
-                Kind::Reduce { covers, onto } => {
-                    let held_single = onto.len == 1;
-                    if native_wire(op, covers) {
+                match kind {
+                    Kind::Copy => {
                         let vals = values::<T>(body, &mut tmp_t);
-                        reduce_into(op, buf, acc, use_acc, held_single, span, n, vals);
-                    } else {
-                        let vals = values::<f32>(body, &mut tmp_f32);
-                        reduce_into(op, buf, acc, use_acc, held_single, span, n, vals);
+                        let mut k = 0;
+                        for run in span.runs_below(n) {
+                            let len = run.len();
+                            buf[run].copy_from_slice(&vals[k..k + len]);
+                            k += len;
+                        }
+                    }
+                    Kind::Reduce { covers, onto } if frontiers => {
+                        merge_frontier(&tree, op, r, &mut held, span, covers, onto, body, buf, n);
+                    }
+                    Kind::Reduce { covers, onto } => {
+                        let held_single = onto.len == 1;
+                        if native_wire(op, covers) {
+                            let vals = values::<T>(body, &mut tmp_t);
+                            reduce_into(op, buf, acc, use_acc, held_single, span, n, vals);
+                        } else {
+                            let vals = values::<f32>(body, &mut tmp_f32);
+                            reduce_into(op, buf, acc, use_acc, held_single, span, n, vals);
+                        }
                     }
                 }
             }
@@ -872,6 +956,34 @@ fn exchanges(
 fn overlaps(a: Span, b: Span, n: usize) -> bool {
     a.runs_below(n)
         .any(|x| b.runs_below(n).any(|y| x.start < y.end && y.start < x.end))
+}
+
+/// The runs of a step that may lend its body in place
+/// ([`Communicator::exchange_apply`]): exactly one send, of a run of the
+/// buffer itself, and one receive, into one run of the buffer disjoint
+/// from it, so the two can be borrowed apart. Not for steps that carry
+/// frontiers or accumulate in f32 beside a 16-bit buffer (`excluded`).
+fn direct_runs(
+    ops: &[Op],
+    bodies: &[Body],
+    n: usize,
+    excluded: bool,
+) -> Option<(Range<usize>, Range<usize>)> {
+    let [Body::Buf(send)] = bodies else {
+        return None;
+    };
+    let mut recvs = ops.iter().filter_map(|o| match *o {
+        Op::Recv { span, .. } => Some(span),
+        _ => None,
+    });
+    let (Some(span), None) = (recvs.next(), recvs.next()) else {
+        return None;
+    };
+    let mut runs = span.runs_below(n);
+    let (Some(recv), None) = (runs.next(), runs.next()) else {
+        return None;
+    };
+    (!excluded && (send.end <= recv.start || recv.end <= send.start)).then(|| (send.clone(), recv))
 }
 
 /// A one-partial reduction of `vals` (the span's payload, in order) into

@@ -9,6 +9,14 @@
 //! machine's byte order. Sends never wait; receives wait on the condition
 //! variable until the message, a failure of the world, or the deadline.
 //!
+//! [`Communicator::exchange_apply`] (which the collectives use for steps
+//! with one send and one receive) copies nothing for bodies of 64 KiB and
+//! more: it lends the body in place (see `loan.rs` for why that is sound),
+//! the receiver reduces or copies straight from the sender's buffer, and
+//! the sender returns once the body has been applied. Messages of more than
+//! [`Communicator::piece_elements`] elements travel as pieces, so the ranks
+//! move through a large buffer together, piece by piece.
+//!
 //! ```
 //! use std::time::Duration;
 //! use tessera_collectives::{Communicator, ThreadWorld};
@@ -32,9 +40,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::comm::{Communicator, Incoming, Outgoing, Tag, failure_error};
+use crate::comm::{Apply, Communicator, Incoming, Outgoing, Tag, failure_error};
 use crate::error::{Cause, CommError, Failure};
 use crate::group::GroupError;
+use crate::loan::{Loan, with_loans};
 use crate::run::PIECE_ELEMENTS;
 
 /// A world of ranks that are threads of this process: its
@@ -148,8 +157,16 @@ struct Mailbox {
 struct Envelope {
     from: usize,
     tag: Tag,
+    /// The message, or with a loan its first part (the header).
     data: Vec<u8>,
+    /// The rest of the message, lent in place by the sender.
+    loan: Option<Arc<Loan>>,
 }
+
+/// Bodies from this size on are lent in place by
+/// [`Communicator::exchange_apply`] rather than copied: below it, the
+/// sender's copy costs less than waiting for the receiver to apply it.
+const LEND_MIN: usize = 64 << 10;
 
 /// Locks, ignoring poisoning: the data behind these mutexes (queues, the
 /// failure, the pool) is consistent after every critical section, and a
@@ -238,6 +255,26 @@ impl ThreadCommunicator {
         failure_error(self.rank, f)
     }
 
+    /// Queues a message for rank `to` and wakes it.
+    fn post(&self, to: usize, tag: Tag, data: Vec<u8>, loan: Option<Arc<Loan>>) {
+        let b = &self.shared.boxes[to];
+        lock(&b.queue).push_back(Envelope {
+            from: self.rank,
+            tag,
+            data,
+            loan,
+        });
+        b.ready.notify_all();
+    }
+
+    /// Wakes the rank that lent `loan`, now returned. Taking its queue's
+    /// lock orders the return before its next check.
+    fn returned(&self, loan: &Loan) {
+        let b = &self.shared.boxes[loan.lender()];
+        let _guard = lock(&b.queue);
+        b.ready.notify_all();
+    }
+
     /// Waits for the next message from `from` with `tag`.
     fn wait(
         &self,
@@ -245,7 +282,7 @@ impl ThreadCommunicator {
         tag: Tag,
         deadline: Instant,
         start: Instant,
-    ) -> Result<Vec<u8>, CommError> {
+    ) -> Result<Envelope, CommError> {
         let s = &*self.shared;
         let b = &s.boxes[self.rank];
         let mut queue = lock(&b.queue);
@@ -255,7 +292,7 @@ impl ThreadCommunicator {
             }
             if let Some(i) = queue.iter().position(|e| e.from == from && e.tag == tag) {
                 let e = queue.remove(i).expect("position is in the queue");
-                return Ok(e.data);
+                return Ok(e);
             }
             if s.departed[from].load(Ordering::SeqCst) {
                 drop(queue);
@@ -322,19 +359,116 @@ impl Communicator for ThreadCommunicator {
             let mut data = s.take_vec(o.len());
             data.extend_from_slice(o.header);
             data.extend_from_slice(o.body);
-            let b = &s.boxes[o.to];
-            lock(&b.queue).push_back(Envelope {
-                from: self.rank,
-                tag: o.tag,
-                data,
-            });
-            b.ready.notify_all();
+            self.post(o.to, o.tag, data, None);
         }
         for i in recvs.iter_mut() {
-            let data = self.wait(i.from, i.tag, deadline, start)?;
+            let data = loop {
+                let e = self.wait(i.from, i.tag, deadline, start)?;
+                let Some(loan) = e.loan else {
+                    break e.data;
+                };
+                let mut data = e.data;
+                let copied =
+                    loan.read(|body| data.extend_from_slice(body), || self.returned(&loan));
+                if copied.is_some() {
+                    break data;
+                }
+                // Revoked: its sender failed, which the next wait reports.
+                s.give_vec(data);
+            };
             s.give_vec(std::mem::replace(&mut i.message, data));
         }
         Ok(())
+    }
+
+    /// Sends large bodies as loans: each receiver applies the body where
+    /// this rank holds it (no copy), and this call returns once every
+    /// receiver has (or, on an error, once none can any more). Receives
+    /// are applied in the order of `recvs`, lent ones in place.
+    fn exchange_apply(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+        apply: &mut Apply<'_>,
+    ) -> Result<(), CommError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let s = &*self.shared;
+        let size = s.size;
+        if let Some(bad) = sends
+            .iter()
+            .map(|o| o.to)
+            .chain(recvs.iter().map(|i| i.from))
+            .find(|&r| r >= size)
+        {
+            return Err(CommError::RankOutOfRange { rank: bad, size });
+        }
+        if let Some(f) = s.failure() {
+            return Err(self.error(f));
+        }
+        with_loans(|lent| {
+            for o in sends {
+                if o.body.len() >= LEND_MIN {
+                    let mut data = s.take_vec(o.header.len());
+                    data.extend_from_slice(o.header);
+                    let loan = lent.lend(o.body, self.rank);
+                    self.post(o.to, o.tag, data, Some(loan));
+                } else {
+                    let mut data = s.take_vec(o.len());
+                    data.extend_from_slice(o.header);
+                    data.extend_from_slice(o.body);
+                    self.post(o.to, o.tag, data, None);
+                }
+            }
+            for (k, i) in recvs.iter().enumerate() {
+                loop {
+                    let e = self.wait(i.from, i.tag, deadline, start)?;
+                    let applied = match &e.loan {
+                        None => Some(apply(k, &e.data, &[])),
+                        Some(loan) => {
+                            loan.read(|body| apply(k, &e.data, body), || self.returned(loan))
+                        }
+                    };
+                    s.give_vec(e.data);
+                    // None: revoked, its sender failed (the next wait says).
+                    if let Some(result) = applied {
+                        result?;
+                        break;
+                    }
+                }
+            }
+            // Wait for the receivers to return the loans.
+            let b = &s.boxes[self.rank];
+            let mut queue = lock(&b.queue);
+            loop {
+                if lent.all_returned() {
+                    return Ok(());
+                }
+                if let Some(f) = s.failure() {
+                    return Err(self.error(f));
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    drop(queue);
+                    let peer = sends.first().map_or(self.rank, |o| o.to);
+                    s.fail(Failure {
+                        rank: peer,
+                        cause: Cause::Unresponsive,
+                    });
+                    return Err(CommError::Timeout {
+                        rank: self.rank,
+                        peer,
+                        waited: now - start,
+                    });
+                }
+                queue = b
+                    .ready
+                    .wait_timeout(queue, deadline - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        })
     }
 
     fn fail(&self, failure: Failure) {
@@ -345,8 +479,9 @@ impl Communicator for ThreadCommunicator {
         self.shared.failure()
     }
 
-    /// [`PIECE_ELEMENTS`]: a send copies the message, so the receiver
-    /// finds a piece still in cache.
+    /// 128Ki (512 KiB of f32): the ranks then move through a large buffer
+    /// together, and a piece one rank has just reduced is still in cache
+    /// when its peer copies it.
     fn piece_elements(&self) -> Option<usize> {
         Some(PIECE_ELEMENTS)
     }
