@@ -20,6 +20,14 @@
 //!   receiver adds the tree's nodes that it can now complete
 //!   ([`crate::sum_tree`]).
 //!
+//! Messages of more than the communicator's
+//! [`Communicator::piece_elements`] travel as pieces, one exchange each
+//! (rings piece by piece through all their steps: [`exchanges`]); a step
+//! with one send from the buffer and one receive into another part of it
+//! goes through [`Communicator::exchange_apply`], so that the thread
+//! transport can let the peer apply the body in place. Neither changes an
+//! operand or the order of any element's operations.
+//!
 //! Only positions below `n` travel (padding is implied by the schedule).
 //! Every message starts with a [`HEADER`]-byte header that names the call
 //! (sequence number, collective, algorithm, order, operation, element type,
