@@ -784,14 +784,16 @@ fn run_inner<T: Element, C: Communicator + ?Sized>(
 
 /// The most elements a message of the thread transport carries
 /// ([`Communicator::piece_elements`]): a step's larger messages travel as
-/// pieces of this many (512 KiB of f32), one exchange per piece, so that a
-/// piece is still in cache when the receiver reduces it. On the 2-core
-/// machine of the README's figures this made the 64 MiB ring all-reduce of
-/// 2 thread ranks about twice as fast as whole-fragment messages (64K and
-/// 256K elements were slower). Over MPI, pieces made large all-reduces
-/// about twice as slow (its transports pipeline large messages
-/// themselves), so MPI sends them whole.
-pub(crate) const PIECE_ELEMENTS: usize = 128 << 10;
+/// pieces of this many (2 MiB of f32), one exchange per piece, so that a
+/// ring's fragment is still in cache (the shared L3) between its reduction
+/// and its all-gather. On the 2-core machine of the README's figures
+/// (1 MiB L2 per core, 32 MiB L3), with bodies lent in place, the 64 MiB
+/// ring all-reduce of 2 thread ranks took 7.7 to 8.3 ms with these pieces,
+/// 9.2 to 11 ms with 128Ki and 256Ki, 10 to 12 ms whole. (With bodies
+/// copied, 128Ki pieces were the best: 2x faster than whole.) Over MPI,
+/// pieces made large all-reduces about twice as slow (its transports
+/// pipeline large messages themselves), so MPI sends them whole.
+pub(crate) const PIECE_ELEMENTS: usize = 512 << 10;
 
 /// The contiguous pieces of at most `piece` payload elements
 /// that `span` travels as (the whole span if it is strided or no larger).

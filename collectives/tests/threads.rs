@@ -681,10 +681,13 @@ fn a_rank_that_aborts_or_panics_mid_all_reduce_fails_every_rank_cleanly() {
     }
 }
 
-/// Elements enough for messages of pieces lent in place (the thread
-/// transport lends bodies of 64 KiB and more, in pieces of 128Ki
-/// elements).
+/// Elements enough for messages lent in place (the thread transport lends
+/// bodies of 64 KiB and more).
 const LENT: usize = 300_007;
+
+/// Elements enough for 2 ranks' ring messages to travel as pieces (of
+/// 512Ki elements), lent in place.
+const PIECES: usize = 1_100_003;
 
 #[test]
 fn large_messages_lent_in_place_match_the_executor() {
@@ -708,6 +711,20 @@ fn large_messages_lent_in_place_match_the_executor() {
                 });
             }
         }
+        if p == 2 {
+            for algorithm in [Algorithm::Ring, Algorithm::BidirectionalRing] {
+                for collective in [Collective::AllReduce, Collective::AllGather] {
+                    cases.push(Case {
+                        algorithm,
+                        collective,
+                        op: ReduceOp::Sum,
+                        order: Order::Schedule,
+                        len: PIECES,
+                        values: Values::Fuzzy,
+                    });
+                }
+            }
+        }
         check::<f32>(p, &cases);
         check::<f16>(p, &cases[..2]);
     }
@@ -717,7 +734,7 @@ fn large_messages_lent_in_place_match_the_executor() {
 fn faults_while_bodies_are_lent_fail_every_rank_cleanly() {
     let timeout = Duration::from_secs(10);
     for p in [2usize, 3] {
-        let want = exact_sum(p, LENT);
+        let want = exact_sum(p, PIECES);
         for algorithm in [Algorithm::Ring, Algorithm::HalvingDoubling] {
             for (fault, at) in [(Fault::Abort, 1), (Fault::Panic, 2), (Fault::Abort, 3)] {
                 let faulty = at % p;
@@ -729,7 +746,7 @@ fn faults_while_bodies_are_lent_fail_every_rank_cleanly() {
                     at,
                     fault,
                     timeout,
-                    LENT,
+                    PIECES,
                 );
                 let cause = match fault {
                     Fault::Abort => Cause::Aborted,
