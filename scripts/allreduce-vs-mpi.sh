@@ -33,7 +33,7 @@ OUT=${OUT:-target/allreduce-vs-mpi}
 mkdir -p "$OUT"
 
 cargo build --release --features mpi --bin tessera
-bin=target/release/tessera
+bin=${CARGO_TARGET_DIR:-target}/release/tessera
 
 root_args=()
 if [ "$(id -u)" = 0 ]; then

@@ -72,6 +72,11 @@ impl<'a> Outgoing<'a> {
     }
 }
 
+/// What [`Communicator::exchange_apply`] calls for each received message:
+/// with its index in `recvs`, then the message as two parts to be read one
+/// after the other.
+pub type Apply<'f> = dyn FnMut(usize, &[u8], &[u8]) -> Result<(), CommError> + 'f;
+
 /// A message to receive: the next one from `from` with `tag`.
 /// [`Communicator::exchange`] puts it in `message` (replacing what was
 /// there; the old vector's capacity may be reused by the transport, and
@@ -146,6 +151,32 @@ pub trait Communicator {
         timeout: Duration,
     ) -> Result<(), CommError>;
 
+    /// As [`exchange`](Self::exchange), but each received message is handed
+    /// to `apply` (its index in `recvs`, then the message as two parts to
+    /// be read one after the other), in the order of `recvs`, before the
+    /// call returns, instead of being stored in `recvs`. A transport may
+    /// then let `apply` read a message where its sender holds it, with no
+    /// copy: the thread transport does for large bodies, so a sender's
+    /// bodies stay borrowed until every receiver has applied them. The
+    /// default receives with [`exchange`](Self::exchange), then applies.
+    ///
+    /// # Errors
+    /// As [`exchange`](Self::exchange), and the first error `apply`
+    /// returns (the call then returns it at once).
+    fn exchange_apply(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+        apply: &mut Apply<'_>,
+    ) -> Result<(), CommError> {
+        self.exchange(sends, recvs, timeout)?;
+        for (i, r) in recvs.iter().enumerate() {
+            apply(i, &r.message, &[])?;
+        }
+        Ok(())
+    }
+
     /// Records `failure` and aborts the world: every pending and later
     /// operation on every rank fails, naming `failure.rank`. The first
     /// failure recorded wins; later ones are ignored.
@@ -164,6 +195,16 @@ pub trait Communicator {
     /// apart on the wire (0 for a whole communicator).
     fn context(&self) -> u16 {
         0
+    }
+
+    /// The collectives send messages of more than this many elements as
+    /// pieces of at most this many, one exchange each (`None`: whole).
+    /// Every rank of a world must answer the same. Pieces pay off where a
+    /// send is a copy that the receiver then reads, as on the thread
+    /// transport (the piece is still in cache), not where the transport
+    /// pipelines large messages itself, as MPI's do.
+    fn piece_elements(&self) -> Option<usize> {
+        None
     }
 
     /// Aborts the world on this rank's behalf ([`Cause::Aborted`]): this
@@ -350,6 +391,15 @@ macro_rules! forward_communicator {
             ) -> Result<(), CommError> {
                 (**self).exchange(sends, recvs, timeout)
             }
+            fn exchange_apply(
+                &self,
+                sends: &[Outgoing<'_>],
+                recvs: &mut [Incoming],
+                timeout: Duration,
+                apply: &mut Apply<'_>,
+            ) -> Result<(), CommError> {
+                (**self).exchange_apply(sends, recvs, timeout, apply)
+            }
             fn fail(&self, failure: Failure) {
                 (**self).fail(failure);
             }
@@ -361,6 +411,9 @@ macro_rules! forward_communicator {
             }
             fn context(&self) -> u16 {
                 (**self).context()
+            }
+            fn piece_elements(&self) -> Option<usize> {
+                (**self).piece_elements()
             }
         }
     )*};

@@ -29,7 +29,7 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use crate::comm::{Communicator, Incoming, Outgoing};
+use crate::comm::{Apply, Communicator, Incoming, Outgoing};
 use crate::error::{CommError, Failure};
 
 /// What goes wrong.
@@ -75,6 +75,30 @@ impl<C: Communicator> Faulty<C> {
     pub fn into_inner(self) -> C {
         self.inner
     }
+
+    /// Counts an exchange and suffers the fault if it is due: `Some` with
+    /// the exchange's result if it does not go ahead.
+    fn inject(&self) -> Option<Result<(), CommError>> {
+        let k = self.calls.get();
+        self.calls.set(k + 1);
+        match self.fault {
+            Some((at, Fault::Abort)) if at == k => {
+                self.inner.abort();
+                Some(self.inner.check())
+            }
+            Some((at, Fault::Panic)) if at == k => {
+                panic!(
+                    "injected fault: rank {} panics at exchange {k}",
+                    self.rank()
+                )
+            }
+            Some((at, Fault::Stall(d))) if at == k => {
+                std::thread::sleep(d);
+                None
+            }
+            _ => None,
+        }
+    }
 }
 
 impl<C: Communicator> Communicator for Faulty<C> {
@@ -92,24 +116,22 @@ impl<C: Communicator> Communicator for Faulty<C> {
         recvs: &mut [Incoming],
         timeout: Duration,
     ) -> Result<(), CommError> {
-        let k = self.calls.get();
-        self.calls.set(k + 1);
-        match self.fault {
-            Some((at, Fault::Abort)) if at == k => {
-                self.inner.abort();
-                self.inner.check()
-            }
-            Some((at, Fault::Panic)) if at == k => {
-                panic!(
-                    "injected fault: rank {} panics at exchange {k}",
-                    self.rank()
-                )
-            }
-            Some((at, Fault::Stall(d))) if at == k => {
-                std::thread::sleep(d);
-                self.inner.exchange(sends, recvs, timeout)
-            }
-            _ => self.inner.exchange(sends, recvs, timeout),
+        match self.inject() {
+            Some(result) => result,
+            None => self.inner.exchange(sends, recvs, timeout),
+        }
+    }
+
+    fn exchange_apply(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+        apply: &mut Apply<'_>,
+    ) -> Result<(), CommError> {
+        match self.inject() {
+            Some(result) => result,
+            None => self.inner.exchange_apply(sends, recvs, timeout, apply),
         }
     }
 
@@ -127,5 +149,9 @@ impl<C: Communicator> Communicator for Faulty<C> {
 
     fn context(&self) -> u16 {
         self.inner.context()
+    }
+
+    fn piece_elements(&self) -> Option<usize> {
+        self.inner.piece_elements()
     }
 }

@@ -110,6 +110,15 @@ impl fmt::Debug for MpiCommunicator {
     }
 }
 
+/// Makes `m` at least `len` bytes long, zeroing only the bytes it gains
+/// (a reused receive vector keeps its old bytes, which the receive
+/// overwrites: zeroing megabytes per message would cost a pass over them).
+fn fit(m: &mut Vec<u8>, len: usize) {
+    if m.len() < len {
+        m.resize(len, 0);
+    }
+}
+
 /// Where a receive is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Progress {
@@ -455,9 +464,10 @@ impl Communicator for MpiCommunicator {
                     let m = &mut recvs[i].message;
                     match progress[i] {
                         Progress::First => {
-                            m.clear();
-                            m.resize(count, 0);
-                            msg.matched_receive_into(&mut m[..]);
+                            // The vector's old bytes are overwritten, not
+                            // zeroed first: only a longer message grows it.
+                            fit(m, count);
+                            msg.matched_receive_into(&mut m[..count]);
                             if count < FRAME {
                                 break 'poll CommError::Transport {
                                     rank: self.rank,
@@ -467,23 +477,34 @@ impl Communicator for MpiCommunicator {
                             let body = u64::from_le_bytes(m[8..16].try_into().expect("8 bytes"));
                             let body = usize::try_from(body).unwrap_or(usize::MAX);
                             let kind = m[0];
-                            m.drain(..FRAME);
+                            m.copy_within(FRAME..count, 0);
+                            let header = count - FRAME;
                             progress[i] = if kind == SPLIT_FRAME {
+                                if body > max {
+                                    break 'poll CommError::Transport {
+                                        rank: self.rank,
+                                        code: -2,
+                                    };
+                                }
+                                fit(m, header + body);
+                                m.truncate(header + body);
                                 Progress::Body(body)
                             } else {
+                                m.truncate(header);
                                 Progress::Done
                             };
                         }
                         Progress::Body(len) => {
-                            let at = m.len();
-                            m.resize(at + count, 0);
-                            msg.matched_receive_into(&mut m[at..]);
                             if count != len {
+                                let mut sink = vec![0u8; count];
+                                msg.matched_receive_into(&mut sink[..]);
                                 break 'poll CommError::Transport {
                                     rank: self.rank,
                                     code: -2,
                                 };
                             }
+                            let at = m.len() - len;
+                            msg.matched_receive_into(&mut m[at..]);
                             progress[i] = Progress::Done;
                         }
                         Progress::Done => unreachable!("skipped above"),

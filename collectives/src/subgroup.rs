@@ -133,4 +133,8 @@ impl<C: Communicator> Communicator for GroupComm<C> {
     fn context(&self) -> u16 {
         self.context
     }
+
+    fn piece_elements(&self) -> Option<usize> {
+        self.inner.piece_elements()
+    }
 }

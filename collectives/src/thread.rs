@@ -7,7 +7,17 @@
 //! the vector itself (no second copy) and gives its old one back to the
 //! pool. Nothing is serialised: the bytes are the values' own, in this
 //! machine's byte order. Sends never wait; receives wait on the condition
-//! variable until the message, a failure of the world, or the deadline.
+//! variable until the message, a failure of the world, or the deadline
+//! (in exchanges of small messages, after polling for 20 us when every
+//! rank can have a core).
+//!
+//! [`Communicator::exchange_apply`] (which the collectives use for steps
+//! with one send and one receive) copies nothing for bodies of 64 KiB and
+//! more: it lends the body in place (see `loan.rs` for why that is sound),
+//! the receiver reduces or copies straight from the sender's buffer, and
+//! the sender returns once the body has been applied. Messages of more than
+//! [`Communicator::piece_elements`] elements travel as pieces, so the ranks
+//! move through a large buffer together, piece by piece.
 //!
 //! ```
 //! use std::time::Duration;
@@ -32,9 +42,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::comm::{Communicator, Incoming, Outgoing, Tag, failure_error};
+use crate::comm::{Apply, Communicator, Incoming, Outgoing, Tag, failure_error};
 use crate::error::{Cause, CommError, Failure};
 use crate::group::GroupError;
+use crate::loan::{Loan, with_loans};
+use crate::run::PIECE_ELEMENTS;
 
 /// A world of ranks that are threads of this process: its
 /// [`ThreadCommunicator`]s, one per rank.
@@ -65,6 +77,11 @@ impl ThreadWorld {
             failure: Mutex::new(None),
             departed: (0..size).map(|_| AtomicBool::new(false)).collect(),
             pool: Mutex::new(Vec::new()),
+            spin: if std::thread::available_parallelism().is_ok_and(|c| size <= c.get()) {
+                SPIN
+            } else {
+                Duration::ZERO
+            },
         });
         let comms = (0..size)
             .map(|rank| ThreadCommunicator {
@@ -136,7 +153,18 @@ struct Shared {
     departed: Vec<AtomicBool>,
     /// Spare message vectors.
     pool: Mutex<Vec<Vec<u8>>>,
+    /// How long a receive of a small exchange polls before it blocks:
+    /// [`SPIN`] when every rank can have a core of its own, else zero.
+    spin: Duration,
 }
+
+/// How long a receive polls its mailbox (yielding the core between
+/// looks) before it blocks on the condition variable, in an exchange whose
+/// messages are all small (below [`LEND_MIN`]): such an exchange is
+/// latency-bound, and a blocked thread takes tens of microseconds to wake.
+/// Exchanges of large messages block at once (polling measured slower
+/// there on a loaded 2-core machine).
+const SPIN: Duration = Duration::from_micros(20);
 
 #[derive(Default)]
 struct Mailbox {
@@ -147,8 +175,16 @@ struct Mailbox {
 struct Envelope {
     from: usize,
     tag: Tag,
+    /// The message, or with a loan its first part (the header).
     data: Vec<u8>,
+    /// The rest of the message, lent in place by the sender.
+    loan: Option<Arc<Loan>>,
 }
+
+/// Bodies from this size on are lent in place by
+/// [`Communicator::exchange_apply`] rather than copied: below it, the
+/// sender's copy costs less than waiting for the receiver to apply it.
+const LEND_MIN: usize = 64 << 10;
 
 /// Locks, ignoring poisoning: the data behind these mutexes (queues, the
 /// failure, the pool) is consistent after every critical section, and a
@@ -237,6 +273,26 @@ impl ThreadCommunicator {
         failure_error(self.rank, f)
     }
 
+    /// Queues a message for rank `to` and wakes it.
+    fn post(&self, to: usize, tag: Tag, data: Vec<u8>, loan: Option<Arc<Loan>>) {
+        let b = &self.shared.boxes[to];
+        lock(&b.queue).push_back(Envelope {
+            from: self.rank,
+            tag,
+            data,
+            loan,
+        });
+        b.ready.notify_all();
+    }
+
+    /// Wakes the rank that lent `loan`, now returned. Taking its queue's
+    /// lock orders the return before its next check.
+    fn returned(&self, loan: &Loan) {
+        let b = &self.shared.boxes[loan.lender()];
+        let _guard = lock(&b.queue);
+        b.ready.notify_all();
+    }
+
     /// Waits for the next message from `from` with `tag`.
     fn wait(
         &self,
@@ -244,9 +300,11 @@ impl ThreadCommunicator {
         tag: Tag,
         deadline: Instant,
         start: Instant,
-    ) -> Result<Vec<u8>, CommError> {
+        spin: Duration,
+    ) -> Result<Envelope, CommError> {
         let s = &*self.shared;
         let b = &s.boxes[self.rank];
+        let poll_until = Instant::now() + spin;
         let mut queue = lock(&b.queue);
         loop {
             if let Some(f) = s.failure() {
@@ -254,7 +312,7 @@ impl ThreadCommunicator {
             }
             if let Some(i) = queue.iter().position(|e| e.from == from && e.tag == tag) {
                 let e = queue.remove(i).expect("position is in the queue");
-                return Ok(e.data);
+                return Ok(e);
             }
             if s.departed[from].load(Ordering::SeqCst) {
                 drop(queue);
@@ -266,6 +324,12 @@ impl ThreadCommunicator {
                 return Err(self.error(s.failure().unwrap_or(f)));
             }
             let now = Instant::now();
+            if now < poll_until && now < deadline {
+                drop(queue);
+                std::thread::yield_now();
+                queue = lock(&b.queue);
+                continue;
+            }
             if now >= deadline {
                 drop(queue);
                 s.fail(Failure {
@@ -306,6 +370,11 @@ impl Communicator for ThreadCommunicator {
         let deadline = start + timeout;
         let s = &*self.shared;
         let size = s.size;
+        let spin = if sends.iter().all(|o| o.len() < LEND_MIN) {
+            s.spin
+        } else {
+            Duration::ZERO
+        };
         if let Some(bad) = sends
             .iter()
             .map(|o| o.to)
@@ -321,19 +390,121 @@ impl Communicator for ThreadCommunicator {
             let mut data = s.take_vec(o.len());
             data.extend_from_slice(o.header);
             data.extend_from_slice(o.body);
-            let b = &s.boxes[o.to];
-            lock(&b.queue).push_back(Envelope {
-                from: self.rank,
-                tag: o.tag,
-                data,
-            });
-            b.ready.notify_all();
+            self.post(o.to, o.tag, data, None);
         }
         for i in recvs.iter_mut() {
-            let data = self.wait(i.from, i.tag, deadline, start)?;
+            let data = loop {
+                let e = self.wait(i.from, i.tag, deadline, start, spin)?;
+                let Some(loan) = e.loan else {
+                    break e.data;
+                };
+                let mut data = e.data;
+                let copied =
+                    loan.read(|body| data.extend_from_slice(body), || self.returned(&loan));
+                if copied.is_some() {
+                    break data;
+                }
+                // Revoked: its sender failed, which the next wait reports.
+                s.give_vec(data);
+            };
             s.give_vec(std::mem::replace(&mut i.message, data));
         }
         Ok(())
+    }
+
+    /// Sends large bodies as loans: each receiver applies the body where
+    /// this rank holds it (no copy), and this call returns once every
+    /// receiver has (or, on an error, once none can any more). Receives
+    /// are applied in the order of `recvs`, lent ones in place.
+    fn exchange_apply(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+        apply: &mut Apply<'_>,
+    ) -> Result<(), CommError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let s = &*self.shared;
+        let size = s.size;
+        let spin = if sends.iter().all(|o| o.len() < LEND_MIN) {
+            s.spin
+        } else {
+            Duration::ZERO
+        };
+        if let Some(bad) = sends
+            .iter()
+            .map(|o| o.to)
+            .chain(recvs.iter().map(|i| i.from))
+            .find(|&r| r >= size)
+        {
+            return Err(CommError::RankOutOfRange { rank: bad, size });
+        }
+        if let Some(f) = s.failure() {
+            return Err(self.error(f));
+        }
+        with_loans(|lent| {
+            for o in sends {
+                if o.body.len() >= LEND_MIN {
+                    let mut data = s.take_vec(o.header.len());
+                    data.extend_from_slice(o.header);
+                    let loan = lent.lend(o.body, self.rank);
+                    self.post(o.to, o.tag, data, Some(loan));
+                } else {
+                    let mut data = s.take_vec(o.len());
+                    data.extend_from_slice(o.header);
+                    data.extend_from_slice(o.body);
+                    self.post(o.to, o.tag, data, None);
+                }
+            }
+            for (k, i) in recvs.iter().enumerate() {
+                loop {
+                    let e = self.wait(i.from, i.tag, deadline, start, spin)?;
+                    let applied = match &e.loan {
+                        None => Some(apply(k, &e.data, &[])),
+                        Some(loan) => {
+                            loan.read(|body| apply(k, &e.data, body), || self.returned(loan))
+                        }
+                    };
+                    s.give_vec(e.data);
+                    // None: revoked, its sender failed (the next wait says).
+                    if let Some(result) = applied {
+                        result?;
+                        break;
+                    }
+                }
+            }
+            // Wait for the receivers to return the loans.
+            let b = &s.boxes[self.rank];
+            let mut queue = lock(&b.queue);
+            loop {
+                if lent.all_returned() {
+                    return Ok(());
+                }
+                if let Some(f) = s.failure() {
+                    return Err(self.error(f));
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    drop(queue);
+                    let peer = sends.first().map_or(self.rank, |o| o.to);
+                    s.fail(Failure {
+                        rank: peer,
+                        cause: Cause::Unresponsive,
+                    });
+                    return Err(CommError::Timeout {
+                        rank: self.rank,
+                        peer,
+                        waited: now - start,
+                    });
+                }
+                queue = b
+                    .ready
+                    .wait_timeout(queue, deadline - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        })
     }
 
     fn fail(&self, failure: Failure) {
@@ -342,6 +513,13 @@ impl Communicator for ThreadCommunicator {
 
     fn failure(&self) -> Option<Failure> {
         self.shared.failure()
+    }
+
+    /// 512Ki (2 MiB of f32): the ranks then move through a large buffer
+    /// together, and a piece one rank has just reduced is still in the
+    /// shared cache when its peer copies it.
+    fn piece_elements(&self) -> Option<usize> {
+        Some(PIECE_ELEMENTS)
     }
 }
 

@@ -560,6 +560,7 @@ type Outcome = (Result<Vec<f32>, CommError>, Option<CommError>);
 /// Runs an all-reduce on `p` threads with `fault` injected at rank
 /// `faulty`'s exchange `at`; returns each rank's outcome (`None`: the
 /// thread panicked) and its next operation's error.
+#[allow(clippy::too_many_arguments)]
 fn faulted(
     p: usize,
     algorithm: Algorithm,
@@ -568,6 +569,7 @@ fn faulted(
     at: usize,
     fault: Fault,
     timeout: Duration,
+    len: usize,
 ) -> Vec<Option<Outcome>> {
     let results = ThreadWorld::run(p, |comm| {
         let f = (comm.rank() == faulty).then_some((at, fault));
@@ -577,7 +579,7 @@ fn faulted(
                 .with_order(order)
                 .with_timeout(timeout),
         );
-        let mut x: Vec<f32> = input(Values::Exact, c.rank(), 3 * p + 1);
+        let mut x: Vec<f32> = input(Values::Exact, c.rank(), len);
         let r = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum));
         let next = c.barrier().err();
         (r.map(|_| x), next)
@@ -618,7 +620,16 @@ fn a_rank_that_aborts_or_panics_mid_all_reduce_fails_every_rank_cleanly() {
                     .count();
                 let at = ((seed >> 8) % exchanges as u64) as usize;
                 let start = Instant::now();
-                let out = faulted(p, algorithm, Order::Schedule, faulty, at, fault, timeout);
+                let out = faulted(
+                    p,
+                    algorithm,
+                    Order::Schedule,
+                    faulty,
+                    at,
+                    fault,
+                    timeout,
+                    3 * p + 1,
+                );
                 assert!(
                     start.elapsed() < timeout,
                     "{p} {algorithm:?} {fault:?}: failure took {:?}",
@@ -670,6 +681,99 @@ fn a_rank_that_aborts_or_panics_mid_all_reduce_fails_every_rank_cleanly() {
     }
 }
 
+/// Elements enough for messages lent in place (the thread transport lends
+/// bodies of 64 KiB and more).
+const LENT: usize = 300_007;
+
+/// Elements enough for 2 ranks' ring messages to travel as pieces (of
+/// 512Ki elements), lent in place.
+const PIECES: usize = 1_100_003;
+
+#[test]
+fn large_messages_lent_in_place_match_the_executor() {
+    for p in [2, 3, 4] {
+        let mut cases = Vec::new();
+        for algorithm in Algorithm::ALL {
+            for (collective, order) in [
+                (Collective::AllReduce, Order::Schedule),
+                (Collective::AllReduce, Order::Deterministic),
+                (Collective::ReduceScatter, Order::Schedule),
+                (Collective::AllGather, Order::Schedule),
+                (Collective::Broadcast { root: p - 1 }, Order::Schedule),
+            ] {
+                cases.push(Case {
+                    algorithm,
+                    collective,
+                    op: ReduceOp::Sum,
+                    order,
+                    len: LENT,
+                    values: Values::Fuzzy,
+                });
+            }
+        }
+        if p == 2 {
+            for algorithm in [Algorithm::Ring, Algorithm::BidirectionalRing] {
+                for collective in [Collective::AllReduce, Collective::AllGather] {
+                    cases.push(Case {
+                        algorithm,
+                        collective,
+                        op: ReduceOp::Sum,
+                        order: Order::Schedule,
+                        len: PIECES,
+                        values: Values::Fuzzy,
+                    });
+                }
+            }
+        }
+        check::<f32>(p, &cases);
+        check::<f16>(p, &cases[..2]);
+    }
+}
+
+#[test]
+fn faults_while_bodies_are_lent_fail_every_rank_cleanly() {
+    let timeout = Duration::from_secs(10);
+    for p in [2usize, 3] {
+        let want = exact_sum(p, PIECES);
+        for algorithm in [Algorithm::Ring, Algorithm::HalvingDoubling] {
+            for (fault, at) in [(Fault::Abort, 1), (Fault::Panic, 2), (Fault::Abort, 3)] {
+                let faulty = at % p;
+                let out = faulted(
+                    p,
+                    algorithm,
+                    Order::Schedule,
+                    faulty,
+                    at,
+                    fault,
+                    timeout,
+                    PIECES,
+                );
+                let cause = match fault {
+                    Fault::Abort => Cause::Aborted,
+                    _ => Cause::Panicked,
+                };
+                let failed = CommError::PeerFailed {
+                    rank: faulty,
+                    cause,
+                };
+                for (r, o) in out.into_iter().enumerate() {
+                    let ctx = format!("p={p} {algorithm:?} {fault:?} at {at}: rank {r}");
+                    if r == faulty {
+                        assert!(fault == Fault::Panic || o.is_some(), "{ctx}");
+                        continue;
+                    }
+                    let (result, next) = o.unwrap_or_else(|| panic!("{ctx}: panicked"));
+                    match result {
+                        Ok(x) => assert!(x == want, "{ctx}: wrong sum reported"),
+                        Err(e) => assert_eq!(e, failed, "{ctx}"),
+                    }
+                    assert_eq!(next, Some(failed), "{ctx}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn deterministic_mode_fails_cleanly_too() {
     let out = faulted(
@@ -680,6 +784,7 @@ fn deterministic_mode_fails_cleanly_too() {
         4,
         Fault::Abort,
         LONG,
+        19,
     );
     for (r, o) in out.into_iter().enumerate() {
         let (result, next) = o.unwrap();
@@ -711,6 +816,7 @@ fn a_rank_that_stops_responding_times_out_every_rank_within_the_deadline() {
         1,
         Fault::Stall(Duration::from_millis(1500)),
         timeout,
+        13,
     );
     let elapsed = start.elapsed();
     let mut timeouts = 0;
@@ -753,6 +859,7 @@ fn a_short_stall_within_the_deadline_is_harmless() {
         0,
         Fault::Stall(Duration::from_millis(50)),
         LONG,
+        10,
     );
     let want = exact_sum(3, 10);
     for o in out {

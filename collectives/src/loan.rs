@@ -1,0 +1,152 @@
+//! Message bodies lent in place between the thread transport's ranks: the
+//! receiver reads (reduces or copies) a large body straight from the
+//! sender's buffer, and the sender waits until it has. This saves the
+//! sender's copy into a message vector, one of the three passes over every
+//! byte of a ring all-reduce step.
+//!
+//! The only `unsafe` of the crate is here: a receiver turns a lent
+//! address back into a slice. It is sound because of three rules, all
+//! enforced in this module:
+//!
+//! 1. A body is lent only inside [`with_loans`], for a lifetime `'a` that
+//!    outlives the call: the slice stays borrowed (so allocated, and
+//!    unchanged: a shared borrow of bytes, which have no interior
+//!    mutability) until `with_loans` returns.
+//! 2. A receiver reads only between winning the loan's state from
+//!    `POSTED` to `TAKEN` and setting it to `RETURNED` (a guard sets it on
+//!    every exit, unwinding included).
+//! 3. `with_loans` does not return, normally or by unwinding, before every
+//!    loan made in it is `RETURNED` or `REVOKED` (revoking is possible only
+//!    from `POSTED`, after which no receiver can take it). The guard that
+//!    waits is owned by `with_loans`, so a caller cannot leak it.
+
+#![allow(unsafe_code)]
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const POSTED: u8 = 0;
+const TAKEN: u8 = 1;
+const RETURNED: u8 = 2;
+const REVOKED: u8 = 3;
+
+/// A body lent by rank `lender`.
+#[derive(Debug)]
+pub(crate) struct Loan {
+    /// The body's address (exposed provenance) and length.
+    addr: usize,
+    len: usize,
+    state: AtomicU8,
+    lender: usize,
+}
+
+impl Loan {
+    /// The rank that lent it (to be woken when it is returned).
+    pub(crate) const fn lender(&self) -> usize {
+        self.lender
+    }
+
+    /// Calls `read` on the body unless the loan was revoked (`None`), then
+    /// returns the loan and calls `returned` (which wakes the lender).
+    pub(crate) fn read<R>(
+        &self,
+        read: impl for<'b> FnOnce(&'b [u8]) -> R,
+        returned: impl FnOnce(),
+    ) -> Option<R> {
+        if self
+            .state
+            .compare_exchange(POSTED, TAKEN, Ordering::Acquire, Ordering::Acquire)
+            .is_err()
+        {
+            return None;
+        }
+        struct Return<'l, F: FnOnce()>(&'l Loan, Option<F>);
+        impl<F: FnOnce()> Drop for Return<'_, F> {
+            fn drop(&mut self) {
+                self.0.state.store(RETURNED, Ordering::Release);
+                if let Some(f) = self.1.take() {
+                    f();
+                }
+            }
+        }
+        let _return = Return(self, Some(returned));
+        let ptr = std::ptr::with_exposed_provenance::<u8>(self.addr);
+        // SAFETY: the state was POSTED and is now TAKEN by this thread, so
+        // the lender's `with_loans` has not returned and will not before
+        // `_return` sets RETURNED (rule 3); until then the `len` bytes at
+        // `addr` are the lent `&'a [u8]`, still borrowed, so allocated,
+        // initialised and not mutated (rule 1). `read` cannot keep the
+        // slice: its result does not borrow from it (`for<'b>`).
+        let body = unsafe { std::slice::from_raw_parts(ptr, self.len) };
+        Some(read(body))
+    }
+
+    /// Whether the lender may stop waiting: returned, or revoked now (a
+    /// loan no receiver has taken yet is revoked, so none will).
+    fn settle(&self) -> bool {
+        match self
+            .state
+            .compare_exchange(POSTED, REVOKED, Ordering::Acquire, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(state) => state != TAKEN,
+        }
+    }
+
+    fn returned(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RETURNED
+    }
+}
+
+/// The loans made in one [`with_loans`] call, of bodies borrowed for `'a`.
+#[derive(Debug)]
+pub(crate) struct Lent<'a> {
+    loans: Vec<Arc<Loan>>,
+    _bodies: PhantomData<&'a [u8]>,
+}
+
+impl<'a> Lent<'a> {
+    /// Lends `body` on behalf of rank `lender`: the loan to hand to the
+    /// receiver.
+    pub(crate) fn lend(&mut self, body: &'a [u8], lender: usize) -> Arc<Loan> {
+        let loan = Arc::new(Loan {
+            addr: body.as_ptr().expose_provenance(),
+            len: body.len(),
+            state: AtomicU8::new(POSTED),
+            lender,
+        });
+        self.loans.push(Arc::clone(&loan));
+        loan
+    }
+
+    /// Whether every loan has been returned.
+    pub(crate) fn all_returned(&self) -> bool {
+        self.loans.iter().all(|l| l.returned())
+    }
+}
+
+/// Waits out the loans when [`with_loans`] ends, however it ends.
+struct Settle<'a>(Lent<'a>);
+
+impl Drop for Settle<'_> {
+    fn drop(&mut self) {
+        for loan in &self.0.loans {
+            // A taken loan is being read by a receiver that holds no lock
+            // and waits for nothing: it is returned promptly.
+            while !loan.settle() {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Runs `f` with a [`Lent`] to lend bodies of lifetime `'a` from, and
+/// returns once no receiver can read any of them any more (rule 3).
+pub(crate) fn with_loans<'a, R>(f: impl FnOnce(&mut Lent<'a>) -> R) -> R {
+    let mut settle = Settle(Lent {
+        loans: Vec::new(),
+        _bodies: PhantomData,
+    });
+    f(&mut settle.0)
+}
