@@ -3,7 +3,6 @@
 //! the number of tiles, f16 rounding, initialisation, learning, errors.
 
 use core::num::NonZeroU64;
-use std::time::Instant;
 
 use tessera_core::fp::{HalfFloat, f16};
 use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Target};
@@ -558,50 +557,6 @@ fn bad_inputs_are_typed_errors() {
             assert!(oom.needed > oom.available);
         }
         other => panic!("expected out of memory, got {other:?}"),
-    }
-}
-
-/// Wall time of one `train_micro_batch` on a GC200 (not an assertion): run
-/// with `cargo test -p tessera-sim --release -- --ignored --nocapture
-/// model_wall_time`.
-#[test]
-#[ignore = "a measurement, not a test"]
-fn model_wall_time() {
-    let cfg = config(64, &[128], 10, Activation::Relu, false);
-    for batch in [4, 16] {
-        let mut mlp = Mlp::new(
-            &cfg,
-            Target::single(IpuSpec::MK2_GC200),
-            batch,
-            Compute::F16,
-        )
-        .unwrap();
-        let params = cfg.init(1);
-        let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
-        mlp.set_params(&refs).unwrap();
-        let x = uniform(batch * 64, 1, -1.0, 1.0);
-        let y = labels(batch, 10, 2);
-        let mut grads = vec![Vec::new(); params.len()];
-        for _ in 0..50 {
-            mlp.train_micro_batch(&x, &y, 1.0, &mut NoGroup, &mut grads)
-                .unwrap();
-        }
-        let n = 1000;
-        let t = Instant::now();
-        let mut cycles = 0;
-        for _ in 0..n {
-            cycles = mlp
-                .train_micro_batch(&x, &y, 1.0, &mut NoGroup, &mut grads)
-                .unwrap()
-                .cycles;
-        }
-        let us = t.elapsed().as_secs_f64() / f64::from(n) * 1e6;
-        println!(
-            "micro_batch {batch}: {us:.1} us per train_micro_batch, {cycles} simulated cycles"
-        );
-        if std::env::var_os("MODEL_PROFILE").is_some() {
-            println!("{}", mlp.last_profile().expect("a run"));
-        }
     }
 }
 
