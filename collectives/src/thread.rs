@@ -260,6 +260,37 @@ impl Shared {
 }
 
 impl ThreadCommunicator {
+    /// What every exchange checks and derives first: its start and
+    /// deadline, how long a receive polls before blocking (only when every
+    /// message is small), peers in range, and no failure already recorded.
+    fn begin(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &[Incoming],
+        timeout: Duration,
+    ) -> Result<(Instant, Instant, Duration), CommError> {
+        let start = Instant::now();
+        let s = &*self.shared;
+        let size = s.size;
+        let spin = if sends.iter().all(|o| o.len() < LEND_MIN) {
+            s.spin
+        } else {
+            Duration::ZERO
+        };
+        if let Some(bad) = sends
+            .iter()
+            .map(|o| o.to)
+            .chain(recvs.iter().map(|i| i.from))
+            .find(|&r| r >= size)
+        {
+            return Err(CommError::RankOutOfRange { rank: bad, size });
+        }
+        if let Some(f) = s.failure() {
+            return Err(self.error(f));
+        }
+        Ok((start, start + timeout, spin))
+    }
+
     /// A handle that aborts this rank's world from any thread.
     #[must_use]
     pub fn abort_handle(&self) -> AbortHandle {
@@ -366,26 +397,8 @@ impl Communicator for ThreadCommunicator {
         recvs: &mut [Incoming],
         timeout: Duration,
     ) -> Result<(), CommError> {
-        let start = Instant::now();
-        let deadline = start + timeout;
+        let (start, deadline, spin) = self.begin(sends, recvs, timeout)?;
         let s = &*self.shared;
-        let size = s.size;
-        let spin = if sends.iter().all(|o| o.len() < LEND_MIN) {
-            s.spin
-        } else {
-            Duration::ZERO
-        };
-        if let Some(bad) = sends
-            .iter()
-            .map(|o| o.to)
-            .chain(recvs.iter().map(|i| i.from))
-            .find(|&r| r >= size)
-        {
-            return Err(CommError::RankOutOfRange { rank: bad, size });
-        }
-        if let Some(f) = s.failure() {
-            return Err(self.error(f));
-        }
         for o in sends {
             let mut data = s.take_vec(o.len());
             data.extend_from_slice(o.header);
@@ -423,26 +436,8 @@ impl Communicator for ThreadCommunicator {
         timeout: Duration,
         apply: &mut Apply<'_>,
     ) -> Result<(), CommError> {
-        let start = Instant::now();
-        let deadline = start + timeout;
+        let (start, deadline, spin) = self.begin(sends, recvs, timeout)?;
         let s = &*self.shared;
-        let size = s.size;
-        let spin = if sends.iter().all(|o| o.len() < LEND_MIN) {
-            s.spin
-        } else {
-            Duration::ZERO
-        };
-        if let Some(bad) = sends
-            .iter()
-            .map(|o| o.to)
-            .chain(recvs.iter().map(|i| i.from))
-            .find(|&r| r >= size)
-        {
-            return Err(CommError::RankOutOfRange { rank: bad, size });
-        }
-        if let Some(f) = s.failure() {
-            return Err(self.error(f));
-        }
         with_loans(|lent| {
             for o in sends {
                 if o.body.len() >= LEND_MIN {
