@@ -63,5 +63,6 @@ pub mod ipu;
 pub mod kernels;
 pub mod model;
 pub mod pod;
+pub mod train;
 
 pub use ipu::{IpuParams, IpuSpec, SpecError, SpecField};

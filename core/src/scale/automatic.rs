@@ -175,6 +175,46 @@ impl AutomaticLossScaler {
         })
     }
 
+    /// A scaler in a saved state (from [`scale`](Self::scale),
+    /// [`step_in_period`](Self::step_in_period) and
+    /// [`window_counts`](Self::window_counts)), to resume a run bitwise
+    /// where it stopped.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new) with `scale` as the initial scale, and
+    /// [`ConfigError::Counter`] for a `step_in_period` outside
+    /// `0..update_period`.
+    pub fn resume(
+        config: AutomaticConfig,
+        scale: f32,
+        step_in_period: u32,
+        window_counts: BinCounts,
+    ) -> Result<Self, ConfigError> {
+        let mut scaler = Self::new(AutomaticConfig {
+            init_scale: scale,
+            ..config
+        })?;
+        let period = config.update_period.get();
+        if step_in_period >= period {
+            return Err(ConfigError::Counter {
+                name: "step_in_period",
+                value: i64::from(step_in_period),
+                max: i64::from(period) - 1,
+            });
+        }
+        scaler.config = config;
+        scaler.step_in_period = step_in_period;
+        scaler.window_counts = window_counts;
+        Ok(scaler)
+    }
+
+    /// The counts gathered so far in the current window (zero with
+    /// [`HistogramWindow::UpdateStep`]).
+    #[must_use]
+    pub const fn window_counts(&self) -> BinCounts {
+        self.window_counts
+    }
+
     /// The hyperparameters.
     #[must_use]
     pub const fn config(&self) -> &AutomaticConfig {

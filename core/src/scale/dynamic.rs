@@ -191,6 +191,46 @@ impl DynamicLossScaler {
         })
     }
 
+    /// A scaler in a saved state (from [`scale`](Self::scale),
+    /// [`growth_tracker`](Self::growth_tracker) and
+    /// [`hysteresis_tracker`](Self::hysteresis_tracker)), to resume a run
+    /// bitwise where it stopped.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new) with `scale` as the initial scale, and
+    /// [`ConfigError::Counter`] for a tracker outside
+    /// `0..growth_interval` or `0..=hysteresis`.
+    pub fn resume(
+        config: DynamicConfig,
+        scale: f32,
+        growth_tracker: i32,
+        hysteresis_tracker: u32,
+    ) -> Result<Self, ConfigError> {
+        let mut scaler = Self::new(DynamicConfig {
+            init_scale: scale,
+            ..config
+        })?;
+        let growth_max = i64::from(config.growth_interval.get()) - 1;
+        if !(0..=growth_max).contains(&i64::from(growth_tracker)) {
+            return Err(ConfigError::Counter {
+                name: "growth_tracker",
+                value: i64::from(growth_tracker),
+                max: growth_max,
+            });
+        }
+        if hysteresis_tracker > config.hysteresis.get() {
+            return Err(ConfigError::Counter {
+                name: "hysteresis_tracker",
+                value: i64::from(hysteresis_tracker),
+                max: i64::from(config.hysteresis.get()),
+            });
+        }
+        scaler.config = config;
+        scaler.growth_tracker = growth_tracker;
+        scaler.hysteresis_tracker = hysteresis_tracker;
+        Ok(scaler)
+    }
+
     /// The hyperparameters.
     #[must_use]
     pub const fn config(&self) -> &DynamicConfig {

@@ -56,6 +56,15 @@ pub enum ConfigError {
     BinEdge(f32),
     /// An upper-count threshold outside `[0, 1]` (NaN included).
     Threshold(f32),
+    /// A saved counter (restoring a scaler's state) outside its range.
+    Counter {
+        /// Which counter.
+        name: &'static str,
+        /// The value given.
+        value: i64,
+        /// The largest value allowed (the smallest is 0).
+        max: i64,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -95,6 +104,9 @@ impl fmt::Display for ConfigError {
             Self::BinEdge(e) => write!(f, "histogram bin edge {e} is NaN or negative"),
             Self::Threshold(t) => {
                 write!(f, "upper-count threshold {t:e} is not in [0, 1]")
+            }
+            Self::Counter { name, value, max } => {
+                write!(f, "saved {name} {value} is not in 0..={max}")
             }
         }
     }

@@ -1,0 +1,505 @@
+//! What a training run is: the model, the Pod and its distribution, the
+//! batch arithmetic, the precision, the loss scaling and the optimizer,
+//! with PopTorch's names. [`TrainConfig::validate`] checks it once.
+
+use core::fmt;
+use core::str::FromStr;
+
+use tessera_core::fp::Overflow;
+use tessera_core::optim::{
+    AdamW, AdamWConfig, Lamb, LambConfig, Lars, LarsConfig, Sgd, SgdConfig, StoreRounding,
+};
+use tessera_core::scale::{
+    AutomaticConfig, AutomaticLossScaler, DynamicConfig, DynamicLossScaler, StaticLossScale,
+};
+
+use super::TrainError;
+use crate::data::{BatchPlan, OutputMode};
+use crate::model::{Activation, MlpConfig};
+use crate::pod::{Distribution, Layout, PodSpec};
+
+/// Compute and weight precision, as Graphcore names them: `compute.weights`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PrecisionMode {
+    /// `32.32`: f32 everywhere.
+    Fp32,
+    /// `16.32`: f16 compute and f16 model weights, rounded to nearest from
+    /// an f32 master copy that the optimizer updates.
+    Mixed,
+    /// `16.16`: f16 compute, f16 weights with no master copy; the optimizer
+    /// stores its update into them with this rounding (stochastic rounding
+    /// is what makes it work: to nearest, updates under half an ulp are
+    /// lost).
+    Half(StoreRounding),
+}
+
+impl PrecisionMode {
+    /// `16.16` with stochastic rounding (infinity on overflow).
+    pub const HALF_SR: Self = Self::Half(StoreRounding::Stochastic(Overflow::Infinity));
+    /// `16.16` with round to nearest.
+    pub const HALF_RN: Self = Self::Half(StoreRounding::Nearest);
+
+    /// Whether the model computes in f16.
+    #[must_use]
+    pub const fn f16_compute(self) -> bool {
+        !matches!(self, Self::Fp32)
+    }
+
+    /// Bytes of a gradient or activation element on the device.
+    #[must_use]
+    pub const fn compute_bytes(self) -> u64 {
+        if self.f16_compute() { 2 } else { 4 }
+    }
+}
+
+impl fmt::Display for PrecisionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Fp32 => "32.32",
+            Self::Mixed => "16.32",
+            Self::Half(StoreRounding::Stochastic(_)) => "16.16",
+            Self::Half(StoreRounding::Nearest) => "16.16-rn",
+        })
+    }
+}
+
+impl FromStr for PrecisionMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "32.32" => Ok(Self::Fp32),
+            "16.32" => Ok(Self::Mixed),
+            "16.16" | "16.16-sr" => Ok(Self::HALF_SR),
+            "16.16-rn" => Ok(Self::HALF_RN),
+            _ => Err(format!(
+                "unknown precision `{s}`: expected 32.32, 16.32, 16.16 (stochastic rounding) or 16.16-rn"
+            )),
+        }
+    }
+}
+
+/// The optimizer and its hyperparameters (for parameters that are not
+/// excluded; see [`TrainConfig::exclude_bias_and_norm`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimizerConfig {
+    /// SGD with momentum (PyTorch).
+    Sgd(SgdConfig),
+    /// AdamW (PyTorch).
+    AdamW(AdamWConfig),
+    /// LAMB (timm's options).
+    Lamb(LambConfig),
+    /// LARS (timm's options).
+    Lars(LarsConfig),
+}
+
+impl OptimizerConfig {
+    /// The optimizer named `name` (`sgd`, `adamw`, `lamb`, `lars`) with its
+    /// defaults and learning rate `lr`.
+    ///
+    /// # Errors
+    /// A message naming the unknown optimizer.
+    pub fn named(name: &str, lr: f32) -> Result<Self, String> {
+        Ok(match name {
+            "sgd" => Self::Sgd(SgdConfig {
+                lr,
+                momentum: 0.9,
+                ..SgdConfig::default()
+            }),
+            "adamw" => Self::AdamW(AdamWConfig {
+                lr,
+                ..AdamWConfig::default()
+            }),
+            "lamb" => Self::Lamb(LambConfig {
+                lr,
+                ..LambConfig::default()
+            }),
+            "lars" => Self::Lars(LarsConfig {
+                lr,
+                ..LarsConfig::default()
+            }),
+            _ => {
+                return Err(format!(
+                    "unknown optimizer `{name}`: expected sgd, adamw, lamb or lars"
+                ));
+            }
+        })
+    }
+
+    /// Its name.
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::Sgd(_) => "sgd",
+            Self::AdamW(_) => "adamw",
+            Self::Lamb(_) => "lamb",
+            Self::Lars(_) => "lars",
+        }
+    }
+
+    /// The learning rate.
+    #[must_use]
+    pub const fn lr(&self) -> f32 {
+        match self {
+            Self::Sgd(c) => c.lr,
+            Self::AdamW(c) => c.lr,
+            Self::Lamb(c) => c.lr,
+            Self::Lars(c) => c.lr,
+        }
+    }
+
+    /// The same optimizer with learning rate `lr`.
+    #[must_use]
+    pub const fn with_lr(self, lr: f32) -> Self {
+        match self {
+            Self::Sgd(c) => Self::Sgd(SgdConfig { lr, ..c }),
+            Self::AdamW(c) => Self::AdamW(AdamWConfig { lr, ..c }),
+            Self::Lamb(c) => Self::Lamb(LambConfig { lr, ..c }),
+            Self::Lars(c) => Self::Lars(LarsConfig { lr, ..c }),
+        }
+    }
+
+    /// The settings for excluded parameters (no decay, no adaptation).
+    #[must_use]
+    pub const fn excluded(self) -> Self {
+        match self {
+            Self::Sgd(c) => Self::Sgd(c.excluded()),
+            Self::AdamW(c) => Self::AdamW(c.excluded()),
+            Self::Lamb(c) => Self::Lamb(c.excluded()),
+            Self::Lars(c) => Self::Lars(c.excluded()),
+        }
+    }
+
+    /// State tensors per parameter (momentum, moments).
+    #[must_use]
+    pub const fn state_tensors(&self) -> usize {
+        match self {
+            // SGD's buffer exists even without momentum (then untouched).
+            Self::Sgd(_) | Self::Lars(_) => 1,
+            Self::AdamW(_) | Self::Lamb(_) => 2,
+        }
+    }
+
+    /// Checks the hyperparameters with the core's constructors.
+    ///
+    /// # Errors
+    /// [`TrainError::Optimizer`].
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let checked = match *self {
+            Self::Sgd(c) => Sgd::new(c).map(drop),
+            Self::AdamW(c) => AdamW::new(c).map(drop),
+            Self::Lamb(c) => Lamb::new(c).map(drop),
+            Self::Lars(c) => Lars::new(c).map(drop),
+        };
+        checked.map_err(TrainError::Optimizer)
+    }
+}
+
+/// Loss scaling.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LossScaling {
+    /// None (scale 1).
+    Off,
+    /// A constant scale.
+    Static(f32),
+    /// `torch.amp.GradScaler`'s dynamic scaling.
+    Dynamic(DynamicConfig),
+    /// PopART's automatic (histogram) loss scaling.
+    Automatic(AutomaticConfig),
+}
+
+impl LossScaling {
+    /// Its name, as on the command line.
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Static(_) => "static",
+            Self::Dynamic(_) => "dynamic",
+            Self::Automatic(_) => "automatic",
+        }
+    }
+
+    fn validate(&self) -> Result<(), TrainError> {
+        let checked = match *self {
+            Self::Off => Ok(()),
+            Self::Static(s) => StaticLossScale::new(s).map(drop),
+            Self::Dynamic(c) => DynamicLossScaler::new(c).map(drop),
+            Self::Automatic(c) => AutomaticLossScaler::new(c).map(drop),
+        };
+        checked.map_err(TrainError::LossScaling)
+    }
+}
+
+/// How micro-batch and replica gradients are combined
+/// (`accumulationAndReplicationReductionType` with
+/// `MeanReductionStrategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GradReduction {
+    /// The sum over every micro-batch of every replica.
+    Sum,
+    /// The sum divided by the number of micro-batches over all replicas
+    /// (`Mean` with `MeanReductionStrategy.Post`).
+    #[default]
+    PostMean,
+    /// A running mean over each replica's micro-batches
+    /// (`s = f/(f+1) s + g/(f+1)`), then the mean over replicas (`Mean`
+    /// with `MeanReductionStrategy.Running`). Its order is sequential, so
+    /// unlike the other two it changes in the last bits with the split of
+    /// the batch over replicas.
+    RunningMean,
+}
+
+impl FromStr for GradReduction {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sum" => Ok(Self::Sum),
+            "mean" | "post-mean" => Ok(Self::PostMean),
+            "running-mean" => Ok(Self::RunningMean),
+            _ => Err(format!(
+                "unknown reduction `{s}`: expected sum, mean (post-mean) or running-mean"
+            )),
+        }
+    }
+}
+
+/// How the learning rate moves over the run, after the linear warm-up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LrSchedule {
+    /// The optimizer's learning rate throughout.
+    Constant,
+    /// Cosine decay from the learning rate to 0 at the last step.
+    #[default]
+    Cosine,
+}
+
+impl LrSchedule {
+    /// The learning-rate factor of step `step` (0-based) of `total`, after
+    /// `warmup` steps of linear warm-up: computed in f64 with `libm`, so the
+    /// same on every platform.
+    #[must_use]
+    pub fn factor(self, step: u64, total: u64, warmup: u64) -> f32 {
+        if step < warmup {
+            return ((step + 1) as f64 / warmup as f64) as f32;
+        }
+        match self {
+            Self::Constant => 1.0,
+            Self::Cosine => {
+                let span = total.saturating_sub(warmup).max(1) as f64;
+                let x = (step - warmup) as f64 / span;
+                (0.5 * (1.0 + libm::cos(core::f64::consts::PI * x))) as f32
+            }
+        }
+    }
+}
+
+impl FromStr for LrSchedule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "constant" => Ok(Self::Constant),
+            "cosine" => Ok(Self::Cosine),
+            _ => Err(format!(
+                "unknown schedule `{s}`: expected constant or cosine"
+            )),
+        }
+    }
+}
+
+/// One training run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainConfig {
+    /// Hidden widths, activation and batch norm (`inputs` and `classes`
+    /// come from the data set).
+    pub hidden: Vec<usize>,
+    /// The hidden layers' activation.
+    pub activation: Activation,
+    /// Batch norm with statistics over all replicas.
+    pub batch_norm: bool,
+    /// The Pod.
+    pub pod: PodSpec,
+    /// Host processes (PopRun `--num-instances`).
+    pub instances: usize,
+    /// Replicas over all instances (`replicationFactor` x instances).
+    pub replicas: usize,
+    /// IPUs per replica (a power of two).
+    pub ipus_per_replica: usize,
+    /// Samples per micro-batch.
+    pub micro_batch: usize,
+    /// Micro-batches per replica per step (`gradientAccumulation`).
+    pub gradient_accumulation: usize,
+    /// Steps per host call (`deviceIterations`).
+    pub device_iterations: usize,
+    /// How gradients are combined.
+    pub reduction: GradReduction,
+    /// Compute and weight precision.
+    pub precision: PrecisionMode,
+    /// The optimizer.
+    pub optimizer: OptimizerConfig,
+    /// Linear learning-rate warm-up over this many steps (0: none).
+    pub warmup_steps: u64,
+    /// The learning rate after the warm-up.
+    pub lr_schedule: LrSchedule,
+    /// Global gradient-norm clip (`None`: off).
+    pub max_grad_norm: Option<f32>,
+    /// Biases and batch-norm parameters get no weight decay and no
+    /// adaptation (Graphcore's and timm's recipes).
+    pub exclude_bias_and_norm: bool,
+    /// Loss scaling.
+    pub loss_scaling: LossScaling,
+    /// Passes over the training set.
+    pub epochs: u64,
+    /// Seed of the initial weights, the shuffles and stochastic rounding.
+    pub seed: u64,
+    /// Fraction of the data set held out for testing.
+    pub test_fraction: f64,
+    /// Shard the optimizer state (and f32 master weights) over the
+    /// replicas of each instance (PopTorch's replicated tensor sharding).
+    pub replicated_tensor_sharding: bool,
+    /// Keep the optimizer state in streaming memory (off-chip) between
+    /// steps.
+    pub offload_optimizer_state: bool,
+    /// What the outfeed keeps of the per-step loss (`outputMode`).
+    pub output_mode: OutputMode,
+    /// Check every this many steps that all replicas hold bitwise the same
+    /// weights (0: never).
+    pub check_replicas_every: u64,
+    /// Micro-batches the infeed runs ahead of the replicas.
+    pub infeed_capacity: usize,
+}
+
+impl Default for TrainConfig {
+    /// The default job: the digits MLP on a POD16 (4 instances x 4
+    /// replicas), `16.16` with stochastic rounding, LAMB, dynamic loss
+    /// scaling.
+    fn default() -> Self {
+        Self {
+            hidden: vec![128, 64],
+            activation: Activation::Relu,
+            batch_norm: false,
+            pod: PodSpec::pod16(),
+            instances: 4,
+            replicas: 16,
+            ipus_per_replica: 1,
+            micro_batch: 8,
+            gradient_accumulation: 1,
+            device_iterations: 4,
+            reduction: GradReduction::PostMean,
+            precision: PrecisionMode::HALF_SR,
+            optimizer: OptimizerConfig::Lamb(LambConfig {
+                lr: 0.005,
+                ..LambConfig::default()
+            }),
+            warmup_steps: 20,
+            lr_schedule: LrSchedule::Cosine,
+            max_grad_norm: None,
+            exclude_bias_and_norm: true,
+            loss_scaling: LossScaling::Dynamic(DynamicConfig {
+                growth_interval: core::num::NonZeroU32::new(200)
+                    .unwrap_or(core::num::NonZeroU32::MIN),
+                ..DynamicConfig::default()
+            }),
+            epochs: 40,
+            seed: 42,
+            test_fraction: 0.2,
+            replicated_tensor_sharding: false,
+            offload_optimizer_state: false,
+            output_mode: OutputMode::All,
+            check_replicas_every: 50,
+            infeed_capacity: 64,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// The model for data of `inputs` features and `classes` classes.
+    #[must_use]
+    pub fn model(&self, inputs: usize, classes: usize) -> MlpConfig {
+        MlpConfig {
+            inputs,
+            hidden: self.hidden.clone(),
+            classes,
+            activation: self.activation,
+            batch_norm: self.batch_norm,
+        }
+    }
+
+    /// Replicas fed by each instance.
+    #[must_use]
+    pub const fn replicas_per_instance(&self) -> usize {
+        match self.replicas.checked_div(self.instances) {
+            Some(r) => r,
+            None => 0,
+        }
+    }
+
+    /// The batch arithmetic.
+    #[must_use]
+    pub const fn batch_plan(&self) -> BatchPlan {
+        BatchPlan {
+            instances: self.instances,
+            replicas_per_instance: self.replicas_per_instance(),
+            micro_batch: self.micro_batch,
+            accumulation: self.gradient_accumulation,
+            device_iterations: self.device_iterations,
+        }
+    }
+
+    /// The distribution over the Pod.
+    ///
+    /// # Errors
+    /// [`TrainError::Pod`] saying which numbers disagree.
+    pub fn layout(&self) -> Result<Layout, TrainError> {
+        Distribution {
+            instances: self.instances,
+            replicas: self.replicas,
+            ipus_per_replica: self.ipus_per_replica,
+        }
+        .layout(&self.pod)
+        .map_err(TrainError::Pod)
+    }
+
+    /// Checks everything that does not need the data: the distribution,
+    /// the optimizer, the loss scaling, the counts.
+    ///
+    /// # Errors
+    /// The first problem, as a [`TrainError`] carrying the numbers.
+    pub fn validate(&self) -> Result<Layout, TrainError> {
+        let layout = self.layout()?;
+        for (value, name) in [
+            (self.micro_batch, "micro_batch"),
+            (self.gradient_accumulation, "gradient_accumulation"),
+            (self.device_iterations, "device_iterations"),
+            (self.infeed_capacity, "infeed_capacity"),
+        ] {
+            if value == 0 {
+                return Err(TrainError::Zero(name));
+            }
+        }
+        if self.epochs == 0 {
+            return Err(TrainError::Zero("epochs"));
+        }
+        if let Some(i) = self.hidden.iter().position(|&h| h == 0) {
+            return Err(TrainError::Invalid(format!("hidden width {i} is 0")));
+        }
+        if !(self.test_fraction > 0.0 && self.test_fraction < 1.0) {
+            return Err(TrainError::Invalid(format!(
+                "test_fraction {} is not in (0, 1)",
+                self.test_fraction
+            )));
+        }
+        if let Some(n) = self.max_grad_norm
+            && !(n.is_finite() && n > 0.0)
+        {
+            return Err(TrainError::Invalid(format!(
+                "max_grad_norm {n} is not a finite positive number"
+            )));
+        }
+        self.optimizer.validate()?;
+        self.loss_scaling.validate()?;
+        Ok(layout)
+    }
+}

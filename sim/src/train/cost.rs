@@ -1,0 +1,167 @@
+//! The simulated time of a training step on the Pod, and the memory a
+//! replica's tiles hold for the optimizer.
+//!
+//! | part | model |
+//! |---|---|
+//! | compute | the cycles of the replica's forward and backward engine (the [`ipu`](crate::ipu) cost table), once per micro-batch |
+//! | gradient reduction | [`Layout::all_reduce_time`] of the gradients (2 bytes an element in f16 compute, 4 in f32); with replicated tensor sharding, [`Layout::reduce_scatter_time`] of the gradients and [`Layout::all_gather_time`] of the weights |
+//! | optimizer | the LAMB kernels' costs (`lamb_partials` + `lamb_apply`) over the elements a tile owns, the replica's tiles sharing its parameters (or its shard) evenly; SGD and AdamW charged `lamb_apply` only |
+//! | offload | optimizer state (and f32 master weights) read from and written back to streaming memory every step at the host link's rate ([`IpuParams::host_bytes_per_second`](crate::IpuParams::host_bytes_per_second)), not overlapped with compute (assumption) |
+//! | sync | one Pod-wide sync per step ([`Layout::sync_time`]) |
+//! | host IO | the step's samples (f32 inputs, u32 labels) through [`Layout::host_io_time`], not overlapped (assumption: the infeed's prefetch hides the host's work, not the link's) |
+
+use serde::Serialize;
+
+use super::config::{OptimizerConfig, PrecisionMode, TrainConfig};
+use crate::IpuSpec;
+use crate::pod::Layout;
+
+/// Simulated seconds of one optimizer step, by part.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct StepTime {
+    /// Forward and backward passes of every micro-batch.
+    pub compute_s: f64,
+    /// Gradient reduction (and the weights' all-gather) over IPU-Links.
+    pub ipu_link_s: f64,
+    /// The same over GW-Links (between POD64s).
+    pub gw_link_s: f64,
+    /// The optimizer's kernels.
+    pub optimizer_s: f64,
+    /// Optimizer state to and from streaming memory.
+    pub offload_s: f64,
+    /// The step's Pod-wide sync.
+    pub sync_s: f64,
+    /// Inputs and labels from the host.
+    pub host_io_s: f64,
+}
+
+impl StepTime {
+    /// Seconds in all (the parts run one after the other).
+    #[must_use]
+    pub fn total(&self) -> f64 {
+        self.compute_s
+            + self.ipu_link_s
+            + self.gw_link_s
+            + self.optimizer_s
+            + self.offload_s
+            + self.sync_s
+            + self.host_io_s
+    }
+
+    /// The parts with their names, for reports.
+    #[must_use]
+    pub fn parts(&self) -> [(&'static str, f64); 7] {
+        [
+            ("compute", self.compute_s),
+            ("all-reduce (IPU-Links)", self.ipu_link_s),
+            ("all-reduce (GW-Links)", self.gw_link_s),
+            ("optimizer", self.optimizer_s),
+            ("offload", self.offload_s),
+            ("sync", self.sync_s),
+            ("host IO", self.host_io_s),
+        ]
+    }
+}
+
+/// Bytes per replica of what the optimizer keeps between steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OptimizerMemory {
+    /// Optimizer state and master weights a replica holds (its shard with
+    /// replicated tensor sharding), on chip or in streaming memory.
+    pub bytes: u64,
+    /// The same without sharding.
+    pub unsharded_bytes: u64,
+    /// Of [`bytes`](Self::bytes), what lives on chip, per tile (0 when
+    /// offloaded), the replica's tiles sharing it evenly.
+    pub per_tile_bytes: u64,
+    /// Whether it lives in streaming memory.
+    pub offloaded: bool,
+}
+
+/// Optimizer state and master bytes per parameter element.
+fn state_bytes_per_element(optimizer: &OptimizerConfig, precision: PrecisionMode) -> u64 {
+    let master = u64::from(precision == PrecisionMode::Mixed);
+    4 * (optimizer.state_tensors() as u64 + master)
+}
+
+/// What the optimizer keeps, for `elements` parameters over `shards`.
+pub(crate) fn optimizer_memory(
+    config: &TrainConfig,
+    spec: &IpuSpec,
+    elements: u64,
+    shards: u64,
+) -> OptimizerMemory {
+    let per = state_bytes_per_element(&config.optimizer, config.precision);
+    let unsharded_bytes = per * elements;
+    let bytes = per * elements.div_ceil(shards.max(1));
+    let tiles = u64::from(spec.tiles()) * config.ipus_per_replica as u64;
+    OptimizerMemory {
+        bytes,
+        unsharded_bytes,
+        per_tile_bytes: if config.offload_optimizer_state {
+            0
+        } else {
+            bytes.div_ceil(tiles)
+        },
+        offloaded: config.offload_optimizer_state,
+    }
+}
+
+/// The simulated time of one step whose micro-batches took
+/// `compute_cycles` in all, for `elements` parameters over `shards`.
+pub(crate) fn step_time(
+    config: &TrainConfig,
+    layout: &Layout,
+    spec: &IpuSpec,
+    features: usize,
+    elements: u64,
+    shards: u64,
+    compute_cycles: u64,
+) -> StepTime {
+    let grad_bytes = elements * config.precision.compute_bytes();
+    let weight_bytes = elements
+        * match config.precision {
+            PrecisionMode::Fp32 => 4,
+            _ => 2,
+        };
+    let comm = if config.replicated_tensor_sharding {
+        let rs = layout.reduce_scatter_time(grad_bytes);
+        let ag = layout.all_gather_time(weight_bytes);
+        (rs.ipu_link_s + ag.ipu_link_s, rs.gw_link_s + ag.gw_link_s)
+    } else {
+        let ar = layout.all_reduce_time(grad_bytes);
+        (ar.ipu_link_s, ar.gw_link_s)
+    };
+    let owned = elements.div_ceil(shards.max(1));
+    let tiles = u64::from(spec.tiles()) * config.ipus_per_replica as u64;
+    let per_tile = owned.div_ceil(tiles);
+    let costs = spec.costs();
+    let workers = spec.workers_per_tile();
+    let kernel = |k: &crate::ipu::KernelCost| {
+        u64::from(spec.params().compute_set_cycles)
+            + u64::from(workers) * k.multi_thread_cycles(per_tile, workers)
+    };
+    let optimizer_cycles = match config.optimizer {
+        OptimizerConfig::Lamb(_) | OptimizerConfig::Lars(_) => {
+            kernel(&costs.lamb_partials) + kernel(&costs.lamb_apply)
+        }
+        OptimizerConfig::Sgd(_) | OptimizerConfig::AdamW(_) => kernel(&costs.lamb_apply),
+    };
+    let offload_s = if config.offload_optimizer_state {
+        let bytes = state_bytes_per_element(&config.optimizer, config.precision) * owned;
+        2.0 * bytes as f64 / spec.params().host_bytes_per_second as f64
+    } else {
+        0.0
+    };
+    let samples = (config.micro_batch * config.gradient_accumulation) as u64;
+    let io_bytes = samples * (4 * features as u64 + 4);
+    StepTime {
+        compute_s: spec.seconds(compute_cycles),
+        ipu_link_s: comm.0,
+        gw_link_s: comm.1,
+        optimizer_s: spec.seconds(optimizer_cycles),
+        offload_s,
+        sync_s: layout.sync_time(),
+        host_io_s: layout.host_io_time(io_bytes),
+    }
+}

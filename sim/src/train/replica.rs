@@ -1,0 +1,576 @@
+//! One replica: its model on its simulated IPU, its copy of the weights,
+//! its piece of the optimizer state, and the step every replica runs in
+//! lockstep.
+
+use core::ops::Range;
+
+use tessera_collectives::{CommError, Communicator, ReduceOp};
+use tessera_core::collective::tree_sum;
+use tessera_core::fp::{self, f16};
+use tessera_core::kernels::{self, ExactSum};
+use tessera_core::optim::{Accumulation, Partials, Precision, Step, StoreRounding, clip_scale};
+use tessera_core::scale::{
+    AutomaticLossScaler, BinCounts, DynamicLossScaler, GradSlice, LossScaler, StaticLossScale,
+    StepDecision, unscale_grads,
+};
+
+use super::TrainError;
+use super::checkpoint::{ResumeState, ScalerState};
+use super::comm::{LIMBS_PER_WORD, ReplicaComm, from_limb_sums, to_limbs, write_limbs};
+use super::config::{GradReduction, LossScaling, PrecisionMode, TrainConfig};
+use super::optimizer::{Piece, StepOptimizer, pieces};
+use super::params::FlatParams;
+use crate::data::MicroBatch;
+use crate::model::{GroupSum, Mlp, ModelError};
+
+/// The loss scaler of a run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Scaler {
+    Static(StaticLossScale),
+    Dynamic(DynamicLossScaler),
+    Automatic(AutomaticLossScaler),
+}
+
+impl Scaler {
+    pub(crate) fn new(config: LossScaling) -> Result<Self, TrainError> {
+        let s = match config {
+            LossScaling::Off => StaticLossScale::new(1.0).map(Self::Static),
+            LossScaling::Static(s) => StaticLossScale::new(s).map(Self::Static),
+            LossScaling::Dynamic(c) => DynamicLossScaler::new(c).map(Self::Dynamic),
+            LossScaling::Automatic(c) => AutomaticLossScaler::new(c).map(Self::Automatic),
+        };
+        s.map_err(TrainError::LossScaling)
+    }
+
+    fn as_dyn(&mut self) -> &mut dyn LossScalerDyn {
+        match self {
+            Self::Static(s) => s,
+            Self::Dynamic(s) => s,
+            Self::Automatic(s) => s,
+        }
+    }
+
+    pub(crate) fn scale(&self) -> f32 {
+        match self {
+            Self::Static(s) => s.scale(),
+            Self::Dynamic(s) => s.scale(),
+            Self::Automatic(s) => s.scale(),
+        }
+    }
+
+    /// The state a checkpoint keeps.
+    pub(crate) fn state(&self) -> ScalerState {
+        match self {
+            Self::Static(s) => ScalerState {
+                scale: s.scale(),
+                counters: [0; 3],
+            },
+            Self::Dynamic(s) => ScalerState {
+                scale: s.scale(),
+                counters: [
+                    u64::from(s.growth_tracker().unsigned_abs()),
+                    u64::from(s.hysteresis_tracker()),
+                    0,
+                ],
+            },
+            Self::Automatic(s) => ScalerState {
+                scale: s.scale(),
+                counters: [
+                    u64::from(s.step_in_period()),
+                    s.window_counts().lower,
+                    s.window_counts().upper,
+                ],
+            },
+        }
+    }
+
+    /// This scaler's configuration in a saved state.
+    pub(crate) fn resume(self, state: ScalerState) -> Result<Self, TrainError> {
+        let too_large = |name, value: u64| {
+            TrainError::LossScaling(tessera_core::scale::ConfigError::Counter {
+                name,
+                value: i64::try_from(value).unwrap_or(i64::MAX),
+                max: i64::from(i32::MAX),
+            })
+        };
+        let [a, b, c] = state.counters;
+        let s = match self {
+            Self::Static(_) => StaticLossScale::new(state.scale).map(Self::Static),
+            Self::Dynamic(s) => DynamicLossScaler::resume(
+                *s.config(),
+                state.scale,
+                i32::try_from(a).map_err(|_| too_large("growth_tracker", a))?,
+                u32::try_from(b).map_err(|_| too_large("hysteresis_tracker", b))?,
+            )
+            .map(Self::Dynamic),
+            Self::Automatic(s) => AutomaticLossScaler::resume(
+                *s.config(),
+                state.scale,
+                u32::try_from(a).map_err(|_| too_large("step_in_period", a))?,
+                BinCounts { lower: b, upper: c },
+            )
+            .map(Self::Automatic),
+        };
+        s.map_err(TrainError::LossScaling)
+    }
+}
+
+/// [`LossScaler`] without its `Sized` methods, to dispatch on [`Scaler`].
+trait LossScalerDyn {
+    fn inv_scale(&self) -> f32;
+    fn histogram_edge(&self) -> Option<tessera_core::scale::BinEdge>;
+    fn update_with(&mut self, stats: tessera_core::scale::GradStats) -> StepDecision;
+}
+
+impl<S: LossScaler> LossScalerDyn for S {
+    fn inv_scale(&self) -> f32 {
+        LossScaler::inv_scale(self)
+    }
+    fn histogram_edge(&self) -> Option<tessera_core::scale::BinEdge> {
+        LossScaler::histogram_edge(self)
+    }
+    fn update_with(&mut self, stats: tessera_core::scale::GradStats) -> StepDecision {
+        LossScaler::update_with(self, stats)
+    }
+}
+
+/// The model weights every replica holds whole (the flat layout).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Weights {
+    /// `32.32`.
+    F32(Vec<f32>),
+    /// `16.32` (rounded from the master) and `16.16`.
+    F16(Vec<f16>),
+}
+
+impl Weights {
+    /// The weights as f32 values.
+    pub(crate) fn to_f32(&self) -> Vec<f32> {
+        match self {
+            Self::F32(w) => w.clone(),
+            Self::F16(w) => {
+                let mut out = vec![0.0; w.len()];
+                fp::half_to_f32_slice(w, &mut out);
+                out
+            }
+        }
+    }
+
+    /// A 64-bit FNV-1a fingerprint of the bits.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let bits: Box<dyn Iterator<Item = u32>> = match self {
+            Self::F32(w) => Box::new(w.iter().map(|x| x.to_bits())),
+            Self::F16(w) => Box::new(w.iter().map(|x| u32::from(x.to_bits()))),
+        };
+        fingerprint(bits)
+    }
+}
+
+/// FNV-1a over 32-bit words.
+pub(crate) fn fingerprint(words: impl Iterator<Item = u32>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Batch-norm statistics summed over every replica.
+struct BnGroup<'a, C>(&'a mut ReplicaComm<C>);
+
+impl<C: Communicator> GroupSum for BnGroup<'_, C> {
+    fn sum(&mut self, values: &mut [f32]) -> Result<(), ModelError> {
+        self.0
+            .all_reduce(values, ReduceOp::Sum)
+            .map_err(|e| ModelError::Group {
+                reason: e.to_string(),
+            })
+    }
+}
+
+/// Tail of a contribution: loss sum, correct count, histogram counts as
+/// limbs (lower, upper).
+const TAIL: usize = 2 + 2 * LIMBS_PER_WORD;
+
+/// What a step gives back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct StepOutcome {
+    /// Mean loss over the global batch.
+    pub(crate) loss: f32,
+    /// Fraction of the global batch predicted right.
+    pub(crate) accuracy: f32,
+    /// The loss scale the step ran with.
+    pub(crate) loss_scale: f32,
+    /// The learning rate applied (0 when skipped).
+    pub(crate) lr: f32,
+    /// Whether loss scaling skipped the update.
+    pub(crate) skipped: bool,
+    /// Simulated cycles of this replica's micro-batches.
+    pub(crate) cycles: u64,
+}
+
+/// The whole master weights (`16.32`) and optimizer state tensors.
+pub(crate) type GatheredState = (Option<Vec<f32>>, Vec<Vec<f32>>);
+
+/// One replica's state.
+pub(crate) struct Replica<'a, C> {
+    pub(crate) config: &'a TrainConfig,
+    pub(crate) flat: &'a FlatParams,
+    pub(crate) comm: ReplicaComm<C>,
+    pub(crate) mlp: Mlp,
+    /// The flat range whose optimizer state this replica owns.
+    pub(crate) shard: Range<usize>,
+    pub(crate) weights: Weights,
+    /// `16.32`'s f32 master weights of the shard.
+    pub(crate) master: Option<Vec<f32>>,
+    /// Optimizer state of the shard.
+    pub(crate) state: Vec<Vec<f32>>,
+    pub(crate) scaler: Scaler,
+    /// Optimizer steps applied (Adam's `t`; skipped steps do not count).
+    pub(crate) applied: u64,
+    /// Replicas over all instances.
+    replicas: usize,
+    contributions: Vec<Vec<f32>>,
+    grads: Vec<Vec<f32>>,
+    reduced: Vec<f32>,
+}
+
+impl<'a, C: Communicator> Replica<'a, C> {
+    /// A replica with initial weights `init` (per parameter), broadcast
+    /// from the first replica of instance 0, or resumed from `resume`.
+    pub(crate) fn new(
+        config: &'a TrainConfig,
+        flat: &'a FlatParams,
+        mut comm: ReplicaComm<C>,
+        mlp: Mlp,
+        init: &[Vec<f32>],
+        resume: Option<&ResumeState>,
+    ) -> Result<Self, TrainError> {
+        let n = flat.len();
+        let shard = if config.replicated_tensor_sharding {
+            tessera_collectives::fragment(n, comm.local_size(), comm.local_rank())
+        } else {
+            0..n
+        };
+        let mut master_full = vec![0.0f32; n];
+        match resume {
+            Some(r) => master_full.copy_from_slice(&r.master),
+            None => flat.flatten(init, &mut master_full),
+        }
+        // PopDist: instance 0's weights go to every instance over the host.
+        comm.broadcast(&mut master_full)?;
+        let weights = match config.precision {
+            PrecisionMode::Fp32 => Weights::F32(master_full.clone()),
+            _ => {
+                let mut w = vec![f16::ZERO; n];
+                match resume {
+                    Some(r) if r.weights16.is_some() => {
+                        w.copy_from_slice(r.weights16.as_deref().unwrap_or_default());
+                    }
+                    _ => fp::f32_to_half_slice(&master_full, &mut w),
+                }
+                comm.broadcast(&mut w)?;
+                Weights::F16(w)
+            }
+        };
+        let master =
+            (config.precision == PrecisionMode::Mixed).then(|| master_full[shard.clone()].to_vec());
+        let state = match resume {
+            Some(r) => r.state.iter().map(|s| s[shard.clone()].to_vec()).collect(),
+            None => vec![vec![0.0; shard.len()]; config.optimizer.state_tensors()],
+        };
+        let mut scaler = Scaler::new(config.loss_scaling)?;
+        let mut applied = 0;
+        if let Some(r) = resume {
+            scaler = scaler.resume(r.scaler)?;
+            applied = r.applied;
+        }
+        let contribution = vec![0.0; n + TAIL];
+        let mut replica = Self {
+            config,
+            flat,
+            replicas: config.replicas,
+            contributions: vec![contribution.clone(); config.gradient_accumulation],
+            grads: vec![Vec::new(); flat.specs().len()],
+            reduced: contribution,
+            comm,
+            mlp,
+            shard,
+            weights,
+            master,
+            state,
+            scaler,
+            applied,
+        };
+        if let Some(r) = resume {
+            replica.mlp.set_buffers(&r.buffers)?;
+        }
+        replica.load_model()?;
+        Ok(replica)
+    }
+
+    /// Writes the weights into the model.
+    fn load_model(&mut self) -> Result<(), TrainError> {
+        let all = self.weights.to_f32();
+        let params = self.flat.unflatten(&all, |x| x);
+        let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+        self.mlp.set_params(&refs)?;
+        Ok(())
+    }
+
+    /// Runs step `step` of `total` (0-based) on this replica's
+    /// micro-batches (in order `k`).
+    pub(crate) fn step(
+        &mut self,
+        batches: &[MicroBatch],
+        step: u64,
+        total: u64,
+    ) -> Result<StepOutcome, TrainError> {
+        let flat = self.flat;
+        let n = flat.len();
+        let scale = self.scaler.scale();
+        let edge = self.scaler.as_dyn().histogram_edge();
+        let micro_scale = scale / self.config.micro_batch as f32;
+        let mut cycles = 0;
+        for (k, mb) in batches.iter().enumerate() {
+            let out = self.mlp.train_micro_batch(
+                &mb.inputs,
+                &mb.labels,
+                micro_scale,
+                &mut BnGroup(&mut self.comm),
+                &mut self.grads,
+            )?;
+            cycles += out.cycles;
+            let c = &mut self.contributions[k];
+            flat.flatten(&self.grads, c);
+            c[n] = out.loss_sum;
+            c[n + 1] = out.correct as f32;
+            let bins = edge.map_or_else(BinCounts::default, |e| {
+                (0..flat.specs().len()).fold(BinCounts::default(), |b, i| {
+                    b.merge(e.count(&c[flat.range(i)]))
+                })
+            });
+            write_limbs(&[bins.lower, bins.upper], &mut c[n + 2..]);
+        }
+        self.reduce_locally(batches.len());
+        self.comm.all_reduce(&mut self.reduced, ReduceOp::Sum)?;
+
+        let (grads, tail) = self.reduced.split_at_mut(n);
+        let samples = (self.config.micro_batch * batches.len() * self.replicas) as f32;
+        let loss = tail[0] / samples;
+        let accuracy = tail[1] / samples;
+        let counts = from_limb_sums(&tail[2..]);
+        let mut stats = unscale_grads(
+            [GradSlice::from(&mut grads[..])],
+            self.scaler.as_dyn().inv_scale(),
+            None,
+        );
+        stats.bins = BinCounts {
+            lower: counts[0],
+            upper: counts[1],
+        };
+        let divisor = match self.config.reduction {
+            GradReduction::Sum => 1,
+            GradReduction::PostMean => batches.len() * self.replicas,
+            GradReduction::RunningMean => self.replicas,
+        };
+        if divisor > 1 {
+            kernels::scale((1.0 / f64::from(divisor as u32)) as f32, grads);
+        }
+        let decision = self.scaler.as_dyn().update_with(stats);
+        let mut outcome = StepOutcome {
+            loss,
+            accuracy,
+            loss_scale: scale,
+            lr: 0.0,
+            skipped: decision.is_skip(),
+            cycles,
+        };
+        if decision.is_skip() {
+            return Ok(outcome);
+        }
+        self.applied += 1;
+        let c = self.config;
+        outcome.lr = c.optimizer.lr() * c.lr_schedule.factor(step, total, c.warmup_steps);
+        self.update(outcome.lr)?;
+        self.load_model()?;
+        Ok(outcome)
+    }
+
+    /// Combines this replica's micro-batch contributions into `reduced`:
+    /// the deterministic tree (Sum, PostMean) or a running mean.
+    fn reduce_locally(&mut self, count: usize) {
+        let n = self.flat.len();
+        let refs: Vec<&[f32]> = self.contributions[..count].iter().map(|c| &c[..]).collect();
+        if self.config.reduction != GradReduction::RunningMean {
+            tree_sum(&refs, &mut self.reduced);
+            return;
+        }
+        let tails: Vec<&[f32]> = refs.iter().map(|c| &c[n..]).collect();
+        tree_sum(&tails, &mut self.reduced[n..]);
+        let precision = Precision::default();
+        for (k, c) in refs.iter().enumerate() {
+            let micro = u32::try_from(k).unwrap_or(u32::MAX);
+            Accumulation::RunningMean.add(micro, &c[..n], &mut self.reduced[..n], &precision, 0);
+        }
+    }
+
+    /// The optimizer step on this replica's shard, then the weights
+    /// gathered whole again.
+    fn update(&mut self, lr: f32) -> Result<(), TrainError> {
+        let config = self.config;
+        let flat = self.flat;
+        let n = flat.len();
+        let grads = &self.reduced[..n];
+        let mut step = Step::new(self.applied);
+        if let Some(max_norm) = config.max_grad_norm {
+            let mut g_sq = ExactSum::new();
+            for i in 0..flat.specs().len() {
+                g_sq.merge(&kernels::sum_of_squares_partial(&grads[flat.range(i)]));
+            }
+            step = step.with_grad_scale(clip_scale(&g_sq, max_norm));
+        }
+        let optimizer = StepOptimizer::new(config.optimizer, lr, config.exclude_bias_and_norm)?;
+        let precision = Precision {
+            weights: match config.precision {
+                PrecisionMode::Half(rounding) => rounding,
+                _ => StoreRounding::Nearest,
+            },
+            state: StoreRounding::Nearest,
+            seed: config.seed,
+        };
+        let shard = self.shard.clone();
+        let sharded = shard.len() < n;
+        let run = Update {
+            optimizer: &optimizer,
+            flat,
+            step,
+            precision: &precision,
+            sharded,
+        };
+        let comm = &mut self.comm;
+        match (&mut self.weights, &mut self.master) {
+            (Weights::F32(w), _) => {
+                run.apply(pieces(flat, shard, w, 0, grads, &mut self.state), comm)?;
+            }
+            (Weights::F16(w), Some(master)) => {
+                let ps = pieces(
+                    flat,
+                    shard.clone(),
+                    master,
+                    shard.start,
+                    grads,
+                    &mut self.state,
+                );
+                run.apply(ps, comm)?;
+                fp::f32_to_half_slice(master, &mut w[shard]);
+            }
+            (Weights::F16(w), None) => {
+                run.apply(pieces(flat, shard, w, 0, grads, &mut self.state), comm)?;
+            }
+        }
+        if sharded {
+            match &mut self.weights {
+                Weights::F32(w) => self.comm.local().all_gather(w)?,
+                Weights::F16(w) => self.comm.local().all_gather(w)?,
+            };
+        }
+        Ok(())
+    }
+
+    /// Whether every replica holds bitwise the same weights.
+    pub(crate) fn replicas_agree(&mut self) -> Result<bool, CommError> {
+        let fp = self.weights.fingerprint();
+        self.comm.all_equal(&[fp])
+    }
+
+    /// The whole optimizer state and master weights (gathered from the
+    /// shards of this instance's replicas), for a checkpoint.
+    pub(crate) fn gather_state(&mut self) -> Result<GatheredState, CommError> {
+        let n = self.flat.len();
+        let shard = self.shard.clone();
+        let sharded = shard.len() < n;
+        let whole = |part: &[f32], comm: &mut ReplicaComm<C>| {
+            let mut full = vec![0.0f32; n];
+            full[shard.clone()].copy_from_slice(part);
+            if sharded {
+                comm.local().all_gather(&mut full)?;
+            }
+            Ok::<_, CommError>(full)
+        };
+        let master = match &self.master {
+            Some(m) => Some(whole(m, &mut self.comm)?),
+            None => None,
+        };
+        let mut state = Vec::new();
+        for s in &self.state {
+            state.push(whole(s, &mut self.comm)?);
+        }
+        Ok((master, state))
+    }
+}
+
+/// One optimizer step over a replica's pieces.
+struct Update<'a> {
+    optimizer: &'a StepOptimizer,
+    flat: &'a FlatParams,
+    step: Step,
+    precision: &'a Precision,
+    sharded: bool,
+}
+
+impl Update<'_> {
+    /// Phase 1 over every piece, the partials merged per tensor (and summed
+    /// exactly over the instance's replicas when the state is sharded),
+    /// then phase 2.
+    fn apply<C: Communicator, W: tessera_core::fp::Element>(
+        &self,
+        mut pieces: Vec<Piece<'_, W>>,
+        comm: &mut ReplicaComm<C>,
+    ) -> Result<(), TrainError> {
+        let mut totals = vec![Partials::default(); self.flat.specs().len()];
+        if self.optimizer.needs_statistics() {
+            for p in &mut pieces {
+                let partials = self.optimizer.partials(self.flat, self.step, p);
+                totals[p.id].merge(&partials);
+            }
+            if self.sharded {
+                sum_exactly(&mut totals, comm)?;
+            }
+        }
+        for p in &mut pieces {
+            self.optimizer
+                .apply(self.flat, self.step, &totals[p.id], self.precision, p);
+        }
+        Ok(())
+    }
+}
+
+/// Sums every tensor's partials over the instance's replicas, exactly:
+/// integer sums of the limbs, so any order gives the same bits.
+fn sum_exactly<C: Communicator>(
+    totals: &mut [Partials],
+    comm: &mut ReplicaComm<C>,
+) -> Result<(), CommError> {
+    let words: Vec<u64> = totals
+        .iter()
+        .flat_map(|t| t.limbs().into_iter().flatten().map(|l| l as u64))
+        .collect();
+    let mut limbs = to_limbs(&words);
+    comm.local().all_reduce(
+        &mut limbs,
+        tessera_collectives::Reduction::new(ReduceOp::Sum),
+    )?;
+    let summed = from_limb_sums(&limbs);
+    let per = summed.len() / totals.len().max(1);
+    for (t, w) in totals.iter_mut().zip(summed.chunks_exact(per)) {
+        let mut limbs = [[0i64; ExactSum::LIMBS]; 3];
+        for (dst, &src) in limbs.iter_mut().flatten().zip(w) {
+            *dst = src as i64;
+        }
+        *t = Partials::from_limbs(limbs);
+    }
+    Ok(())
+}

@@ -1,0 +1,650 @@
+//! The trainer: instances feeding replicas on host threads, each replica
+//! stepping in lockstep with the others, and what the run reports.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::time::Instant;
+
+use serde::Serialize;
+use tessera_collectives::{CommError, Communicator, ThreadCommunicator, ThreadWorld};
+
+use super::TrainError;
+use super::checkpoint::{self, ResumeState};
+use super::comm::ReplicaComm;
+use super::config::TrainConfig;
+use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
+use super::params::FlatParams;
+use super::replica::{Replica, StepOutcome};
+use crate::checkpoint::Checkpoint;
+use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
+use crate::ipu::MemorySummary;
+use crate::model::{Compute, Mlp, MlpConfig};
+use crate::pod::Layout;
+
+/// One optimizer step as the host sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StepRecord {
+    /// Steps before this one (0-based, over the whole run).
+    pub step: u64,
+    /// The epoch.
+    pub epoch: u64,
+    /// Mean cross-entropy over the global batch.
+    pub loss: f32,
+    /// Fraction of the global batch predicted right.
+    pub accuracy: f32,
+    /// The loss scale the step ran with.
+    pub loss_scale: f32,
+    /// The learning rate applied (0 if skipped).
+    pub lr: f32,
+    /// Whether loss scaling skipped the update (an overflow).
+    pub skipped: bool,
+    /// Simulated seconds on the Pod since the run (or resume) began.
+    pub sim_seconds: f64,
+    /// Host seconds since the run (or resume) began.
+    pub wall_seconds: f64,
+}
+
+/// The test set after an epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EpochRecord {
+    /// The epoch (0-based).
+    pub epoch: u64,
+    /// Mean cross-entropy on the test set.
+    pub test_loss: f32,
+    /// Fraction of the test set predicted right.
+    pub test_accuracy: f32,
+}
+
+/// What the trainer reports while it runs, from the first replica.
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'a> {
+    /// A step, delivered with the others of its host call (device
+    /// iterations) when the call ends.
+    Step(&'a StepRecord),
+    /// An epoch's evaluation.
+    Epoch(&'a EpochRecord),
+}
+
+/// Where a run starts and what it writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Resume from this checkpoint.
+    pub resume: Option<PathBuf>,
+    /// Write a checkpoint here at the end (and after every
+    /// `checkpoint_every` epochs), atomically.
+    pub checkpoint: Option<PathBuf>,
+    /// Epochs between checkpoints (0: only at the end).
+    pub checkpoint_every: u64,
+}
+
+/// Memory of one replica.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemoryReport {
+    /// The model's tensors, vertices, code and exchange buffers per tile.
+    pub model: MemorySummary,
+    /// The optimizer's state and master weights.
+    pub optimizer: OptimizerMemory,
+}
+
+impl MemoryReport {
+    /// Bytes of the fullest tile, model and optimizer together.
+    #[must_use]
+    pub fn max_tile_bytes(&self) -> u64 {
+        self.model.max + self.optimizer.per_tile_bytes
+    }
+}
+
+/// What a finished run reports.
+#[derive(Debug)]
+pub struct Summary {
+    /// Every step run.
+    pub steps: Vec<StepRecord>,
+    /// Every epoch's evaluation.
+    pub epochs: Vec<EpochRecord>,
+    /// The final weights, per parameter (as f32), in
+    /// [`MlpConfig::params`] order.
+    pub weights: Vec<Vec<f32>>,
+    /// FNV-1a of the final weights' bits (as stored: f32 or f16).
+    pub fingerprint: u64,
+    /// The final test set evaluation.
+    pub test: EpochRecord,
+    /// Simulated time of one step, by part.
+    pub step_time: StepTime,
+    /// Memory of one replica.
+    pub memory: MemoryReport,
+    /// Samples per optimizer step.
+    pub global_batch: usize,
+    /// Host seconds of the run.
+    pub wall_seconds: f64,
+    /// A Chrome trace of one micro-batch's forward and backward pass.
+    pub trace: Option<serde_json::Value>,
+    /// The per-step losses, kept by the configured output mode.
+    pub outfeed: Outfeed<f32>,
+}
+
+impl Summary {
+    /// Simulated samples per second on the Pod.
+    #[must_use]
+    pub fn simulated_samples_per_second(&self) -> f64 {
+        self.global_batch as f64 / self.step_time.total()
+    }
+
+    /// Samples per second of host time.
+    #[must_use]
+    pub fn wall_samples_per_second(&self) -> f64 {
+        (self.steps.len() * self.global_batch) as f64 / self.wall_seconds.max(1e-9)
+    }
+}
+
+/// A validated training run over a data set.
+#[derive(Debug)]
+pub struct Trainer {
+    config: TrainConfig,
+    layout: Layout,
+    model: MlpConfig,
+    data: Arc<Dataset>,
+    train: Arc<Dataset>,
+    test: Arc<Dataset>,
+    flat: FlatParams,
+    steps_per_epoch: u64,
+}
+
+/// The observer type: called on the first replica's thread.
+pub type Observer<'a> = &'a (dyn Fn(Event<'_>) + Sync);
+
+impl Trainer {
+    /// Checks `config` against `data` (split into train and test sets).
+    ///
+    /// # Errors
+    /// The first problem found: the distribution, the batch arithmetic
+    /// (a global batch larger than the training set, say), a
+    /// hyperparameter.
+    pub fn new(config: TrainConfig, data: Dataset) -> Result<Self, TrainError> {
+        let layout = config.validate()?;
+        let (train, test) = data.split(config.test_fraction, config.seed)?;
+        let plan = config.batch_plan();
+        plan.validate(train.len())?;
+        let model = config.model(data.features(), data.classes());
+        model.validate()?;
+        let shards = if config.replicated_tensor_sharding {
+            config.replicas_per_instance()
+        } else {
+            1
+        };
+        let flat = FlatParams::new(model.params(), shards);
+        let steps_per_epoch = plan.steps_per_epoch(train.len()) as u64;
+        Ok(Self {
+            config,
+            layout,
+            model,
+            data: Arc::new(data),
+            train: Arc::new(train),
+            test: Arc::new(test),
+            flat,
+            steps_per_epoch,
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub const fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// The model.
+    #[must_use]
+    pub const fn model(&self) -> &MlpConfig {
+        &self.model
+    }
+
+    /// The training and test sets.
+    #[must_use]
+    pub fn sets(&self) -> (&Dataset, &Dataset) {
+        (&self.train, &self.test)
+    }
+
+    /// Optimizer steps per epoch (drop-last).
+    #[must_use]
+    pub const fn steps_per_epoch(&self) -> u64 {
+        self.steps_per_epoch
+    }
+
+    /// Runs every instance and replica on threads of this process.
+    ///
+    /// # Errors
+    /// A [`TrainError`]: the first failure of any replica (the others stop
+    /// with it).
+    pub fn run(&self, options: &RunOptions, observer: Observer<'_>) -> Result<Summary, TrainError> {
+        let k = self.config.instances;
+        if k == 1 {
+            return self
+                .run_instance::<ThreadCommunicator>(0, None, options, observer)
+                .map(|s| s.expect("instance 0 reports"));
+        }
+        let comms = ThreadWorld::new(k)?.into_communicators();
+        let results: Vec<Result<Option<Summary>, TrainError>> = std::thread::scope(|s| {
+            let mut comms = comms.into_iter();
+            let first = comms.next().expect("k > 1");
+            let others: Vec<_> = comms
+                .enumerate()
+                .map(|(i, c)| s.spawn(move || self.run_instance(i + 1, Some(c), options, &|_| {})))
+                .collect();
+            let mut results = vec![self.run_instance(0, Some(first), options, observer)];
+            results.extend(others.into_iter().map(joined));
+            results
+        });
+        let mut summary = None;
+        let mut errors = Vec::new();
+        for r in results {
+            match r {
+                Ok(Some(s)) => summary = Some(s),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        match first_cause(errors) {
+            Some(e) => Err(e),
+            None => Ok(summary.expect("instance 0 reports")),
+        }
+    }
+
+    /// Runs instance `instance` (its replicas on threads of this process),
+    /// `instances` being its rank among the instances (`None` with one
+    /// instance): with an MPI communicator, one process of `mpirun`.
+    /// Instance 0 returns the summary.
+    ///
+    /// # Errors
+    /// As [`Trainer::run`].
+    pub fn run_instance<C: Communicator + Send>(
+        &self,
+        instance: usize,
+        instances: Option<C>,
+        options: &RunOptions,
+        observer: Observer<'_>,
+    ) -> Result<Option<Summary>, TrainError> {
+        let config = &self.config;
+        let m = config.replicas_per_instance();
+        let target = self.layout.replica_target()?;
+        let compute = if config.precision.f16_compute() {
+            Compute::F16
+        } else {
+            Compute::F32
+        };
+        let mut models = Vec::with_capacity(m);
+        for _ in 0..m {
+            models.push(Mlp::new(&self.model, target, config.micro_batch, compute)?);
+        }
+        let resume = match &options.resume {
+            Some(path) => {
+                let c = Checkpoint::load(path)?;
+                let names = models[0].buffers();
+                Some(checkpoint::restore(
+                    &c, config, &self.data, &self.flat, &names,
+                )?)
+            }
+            None => None,
+        };
+        let first_step = resume.as_ref().map_or(0, |r| r.steps);
+        let total = self.steps_per_epoch * config.epochs;
+        let steps = total.saturating_sub(first_step);
+        let init = self.model.init(config.seed);
+        let plan = config.batch_plan();
+        let a = config.gradient_accumulation;
+        let mut senders = Vec::with_capacity(m);
+        let mut receivers = Vec::with_capacity(m);
+        for _ in 0..m {
+            let (tx, rx) = sync_channel::<MicroBatch>(a * config.device_iterations);
+            senders.push(tx);
+            receivers.push(rx);
+        }
+        let locals = ThreadWorld::new(m)?.into_communicators();
+        let mut instances = instances;
+        let run = RunContext {
+            trainer: self,
+            options,
+            observer,
+            resume: resume.as_ref(),
+            init: &init,
+            first_step,
+            total,
+        };
+        let results: Vec<Result<Option<Summary>, TrainError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = locals
+                .into_iter()
+                .zip(models)
+                .zip(receivers)
+                .enumerate()
+                .map(|(local, ((comm, mlp), rx))| {
+                    let inter = if local == 0 { instances.take() } else { None };
+                    let global = instance * m + local;
+                    let run = &run;
+                    std::thread::Builder::new()
+                        .name(format!("replica-{global}"))
+                        .spawn_scoped(s, move || {
+                            run.replica(global, ReplicaComm::new(comm, inter), mlp, &rx)
+                        })
+                        .expect("spawning a replica thread")
+                })
+                .collect();
+            // This thread is the instance's host: it feeds the replicas.
+            let start = (
+                first_step / self.steps_per_epoch,
+                (first_step % self.steps_per_epoch) as usize,
+            );
+            let infeed = Infeed::start(
+                Arc::clone(&self.train),
+                plan,
+                instance,
+                config.seed,
+                start,
+                config.infeed_capacity,
+            );
+            let first_replica = instance * m;
+            let wanted = steps as usize * m * a;
+            for mb in infeed.take(wanted) {
+                if senders[mb.replica - first_replica].send(mb).is_err() {
+                    break; // the replica stopped with an error: join it below
+                }
+            }
+            drop(senders);
+            handles.into_iter().map(joined).collect()
+        });
+        let mut summary = None;
+        let mut errors = Vec::new();
+        for r in results {
+            match r {
+                Ok(Some(s)) => summary = Some(s),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        match first_cause(errors) {
+            Some(e) => Err(e),
+            None => Ok(summary),
+        }
+    }
+}
+
+/// The result of a joined thread, a panic as [`TrainError::Panicked`].
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T, TrainError>>) -> Result<T, TrainError> {
+    h.join().unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(TrainError::Panicked(what))
+    })
+}
+
+/// The error that caused the others: not one reporting that a peer failed
+/// or went away.
+fn first_cause(errors: Vec<TrainError>) -> Option<TrainError> {
+    let secondary = |e: &TrainError| {
+        matches!(
+            e,
+            TrainError::Collective(CommError::PeerFailed { .. } | CommError::Aborted { .. })
+        ) || matches!(e, TrainError::Model(crate::model::ModelError::Group { .. }))
+    };
+    let mut errors = errors;
+    match errors.iter().position(|e| !secondary(e)) {
+        Some(i) => Some(errors.swap_remove(i)),
+        None => errors.into_iter().next(),
+    }
+}
+
+/// What every replica thread of an instance shares.
+struct RunContext<'a> {
+    trainer: &'a Trainer,
+    options: &'a RunOptions,
+    observer: Observer<'a>,
+    resume: Option<&'a ResumeState>,
+    init: &'a [Vec<f32>],
+    first_step: u64,
+    total: u64,
+}
+
+impl RunContext<'_> {
+    /// One replica's thread: its steps, and on the first replica the
+    /// records, evaluations and checkpoints.
+    fn replica<C: Communicator>(
+        &self,
+        global: usize,
+        comm: ReplicaComm<C>,
+        mlp: Mlp,
+        rx: &Receiver<MicroBatch>,
+    ) -> Result<Option<Summary>, TrainError> {
+        let t = self.trainer;
+        let config = &t.config;
+        let started = Instant::now();
+        let mut replica = Replica::new(config, &t.flat, comm, mlp, self.init, self.resume)?;
+        let reporter = global == 0;
+        let shards = if config.replicated_tensor_sharding {
+            config.replicas_per_instance() as u64
+        } else {
+            1
+        };
+        let elements = t.flat.elements() as u64;
+        let spec = *t.layout.replica_target()?.spec();
+        let mut report = Report::new(config);
+        let mut batches = Vec::with_capacity(config.gradient_accumulation);
+        let mut time = StepTime::default();
+        for step in self.first_step..self.total {
+            batches.clear();
+            for _ in 0..config.gradient_accumulation {
+                batches.push(rx.recv().map_err(|_| {
+                    TrainError::Invalid("the infeed stopped before the run's last step".into())
+                })?);
+            }
+            let outcome = replica.step(&batches, step, self.total)?;
+            let epoch = step / t.steps_per_epoch;
+            let in_epoch = step % t.steps_per_epoch;
+            if reporter {
+                time = step_time(
+                    config,
+                    &t.layout,
+                    &spec,
+                    t.model.inputs,
+                    elements,
+                    shards,
+                    outcome.cycles,
+                );
+                if report.trace.is_none() {
+                    report.trace = replica.mlp.last_profile().map(|p| p.chrome_trace());
+                }
+                report.step(step, epoch, &outcome, time.total(), started);
+                let call_ends = (in_epoch + 1).is_multiple_of(config.device_iterations as u64)
+                    || in_epoch + 1 == t.steps_per_epoch;
+                if call_ends {
+                    report.flush(self.observer);
+                }
+            }
+            let every = config.check_replicas_every;
+            if every > 0 && (step + 1).is_multiple_of(every) && !replica.replicas_agree()? {
+                return Err(TrainError::ReplicaDrift { step });
+            }
+            if in_epoch + 1 == t.steps_per_epoch {
+                if reporter {
+                    let record = evaluate(&mut replica, &t.layout, &t.test, epoch)?;
+                    report.epochs.push(record);
+                    (self.observer)(Event::Epoch(&record));
+                }
+                let every = self.options.checkpoint_every;
+                if every > 0 && (epoch + 1).is_multiple_of(every) && step + 1 < self.total {
+                    self.checkpoint(&mut replica, step + 1, reporter)?;
+                }
+            }
+        }
+        if !replica.replicas_agree()? {
+            return Err(TrainError::ReplicaDrift {
+                step: self.total.saturating_sub(1),
+            });
+        }
+        self.checkpoint(&mut replica, self.total, reporter)?;
+        if !reporter {
+            return Ok(None);
+        }
+        report.flush(self.observer);
+        let test = evaluate(
+            &mut replica,
+            &t.layout,
+            &t.test,
+            self.total / t.steps_per_epoch.max(1),
+        )?;
+        if time == StepTime::default() {
+            time = step_time(
+                config,
+                &t.layout,
+                &spec,
+                t.model.inputs,
+                elements,
+                shards,
+                0,
+            );
+        }
+        let memory = replica.mlp.memory().summary(10);
+        Ok(Some(Summary {
+            steps: report.steps,
+            epochs: report.epochs,
+            weights: t.flat.unflatten(&replica.weights.to_f32(), |x| x),
+            fingerprint: replica.weights.fingerprint(),
+            test,
+            step_time: time,
+            memory: MemoryReport {
+                model: memory,
+                optimizer: optimizer_memory(config, &spec, elements, shards),
+            },
+            global_batch: config.batch_plan().global_batch(),
+            wall_seconds: started.elapsed().as_secs_f64(),
+            trace: report.trace,
+            outfeed: report.outfeed,
+        }))
+    }
+
+    /// Writes a checkpoint after `steps` steps if asked to (every replica
+    /// takes part: the state may be sharded).
+    fn checkpoint<C: Communicator>(
+        &self,
+        replica: &mut Replica<'_, C>,
+        steps: u64,
+        reporter: bool,
+    ) -> Result<(), TrainError> {
+        let Some(path) = &self.options.checkpoint else {
+            return Ok(());
+        };
+        let (master, state) = replica.gather_state()?;
+        if !reporter {
+            return Ok(());
+        }
+        let weights = replica.weights.to_f32();
+        let weights16 = match &replica.weights {
+            super::replica::Weights::F16(w) => Some(w.clone()),
+            super::replica::Weights::F32(_) => None,
+        };
+        let saved = ResumeState {
+            steps,
+            applied: replica.applied,
+            master: master.unwrap_or(weights),
+            weights16,
+            state,
+            buffers: replica.mlp.buffers(),
+            scaler: replica.scaler.state(),
+        };
+        let t = self.trainer;
+        checkpoint::build(&t.config, &t.data, &t.flat, &saved).save(path)?;
+        Ok(())
+    }
+}
+
+/// The first replica's records, flushed to the observer per host call.
+struct Report {
+    steps: Vec<StepRecord>,
+    epochs: Vec<EpochRecord>,
+    pending: usize,
+    sim_seconds: f64,
+    trace: Option<serde_json::Value>,
+    outfeed: Outfeed<f32>,
+}
+
+impl Report {
+    fn new(config: &TrainConfig) -> Self {
+        Self {
+            steps: Vec::new(),
+            epochs: Vec::new(),
+            pending: 0,
+            sim_seconds: 0.0,
+            trace: None,
+            outfeed: Outfeed::new(config.output_mode),
+        }
+    }
+
+    fn step(&mut self, step: u64, epoch: u64, o: &StepOutcome, seconds: f64, started: Instant) {
+        self.sim_seconds += seconds;
+        self.outfeed.push(step as usize, o.loss);
+        self.steps.push(StepRecord {
+            step,
+            epoch,
+            loss: o.loss,
+            accuracy: o.accuracy,
+            loss_scale: o.loss_scale,
+            lr: o.lr,
+            skipped: o.skipped,
+            sim_seconds: self.sim_seconds,
+            wall_seconds: started.elapsed().as_secs_f64(),
+        });
+        self.pending += 1;
+    }
+
+    fn flush(&mut self, observer: Observer<'_>) {
+        for r in &self.steps[self.steps.len() - self.pending..] {
+            observer(Event::Step(r));
+        }
+        self.pending = 0;
+    }
+}
+
+/// The test set through the first replica's inference program, in
+/// micro-batches (the last, shorter one through a model of its size).
+fn evaluate<C: Communicator>(
+    replica: &mut Replica<'_, C>,
+    layout: &Layout,
+    test: &Dataset,
+    epoch: u64,
+) -> Result<EpochRecord, TrainError> {
+    let mb = replica.mlp.micro_batch();
+    let full = test.len() / mb * mb;
+    let mut loss = 0.0f64;
+    let mut correct = 0usize;
+    let (mut inputs, mut labels) = (Vec::new(), Vec::new());
+    let indices: Vec<usize> = (0..test.len()).collect();
+    for chunk in indices[..full].chunks(mb) {
+        test.gather(chunk, &mut inputs, &mut labels);
+        let out = replica.mlp.evaluate(&inputs, &labels)?;
+        loss += f64::from(out.loss_sum);
+        correct += out.correct;
+    }
+    if full < test.len() {
+        let rest = &indices[full..];
+        let mut tail = Mlp::new(
+            replica.mlp.config(),
+            layout.replica_target()?,
+            rest.len(),
+            replica.mlp.compute(),
+        )?;
+        let weights = replica.weights.to_f32();
+        let params = replica.flat.unflatten(&weights, |x| x);
+        let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+        tail.set_params(&refs)?;
+        tail.set_buffers(&replica.mlp.buffers())?;
+        test.gather(rest, &mut inputs, &mut labels);
+        let out = tail.evaluate(&inputs, &labels)?;
+        loss += f64::from(out.loss_sum);
+        correct += out.correct;
+    }
+    Ok(EpochRecord {
+        epoch,
+        test_loss: (loss / test.len() as f64) as f32,
+        test_accuracy: correct as f32 / test.len() as f32,
+    })
+}
