@@ -76,6 +76,11 @@ pub struct RunOptions {
     pub checkpoint: Option<PathBuf>,
     /// Epochs between checkpoints (0: only at the end).
     pub checkpoint_every: u64,
+    /// Stop (with a checkpoint, as at the end) after this many epochs of
+    /// the run, as if it had been interrupted there: the learning-rate
+    /// schedule is still the whole run's, so resuming gives bitwise the
+    /// uninterrupted run.
+    pub stop_after_epochs: Option<u64>,
 }
 
 /// Memory of one replica.
@@ -287,7 +292,10 @@ impl Trainer {
         };
         let first_step = resume.as_ref().map_or(0, |r| r.steps);
         let total = self.steps_per_epoch * config.epochs;
-        let steps = total.saturating_sub(first_step);
+        let stop = options
+            .stop_after_epochs
+            .map_or(total, |e| total.min(self.steps_per_epoch * e));
+        let steps = stop.saturating_sub(first_step);
         let init = self.model.init(config.seed);
         let plan = config.batch_plan();
         let a = config.gradient_accumulation;
@@ -307,6 +315,7 @@ impl Trainer {
             resume: resume.as_ref(),
             init: &init,
             first_step,
+            stop,
             total,
         };
         let results: Vec<Result<Option<Summary>, TrainError>> = std::thread::scope(|s| {
@@ -402,6 +411,9 @@ struct RunContext<'a> {
     resume: Option<&'a ResumeState>,
     init: &'a [Vec<f32>],
     first_step: u64,
+    /// The step the run stops before (`total` unless interrupted).
+    stop: u64,
+    /// Steps of the whole run (the learning-rate schedule's length).
     total: u64,
 }
 
@@ -430,7 +442,7 @@ impl RunContext<'_> {
         let mut report = Report::new(config);
         let mut batches = Vec::with_capacity(config.gradient_accumulation);
         let mut time = StepTime::default();
-        for step in self.first_step..self.total {
+        for step in self.first_step..self.stop {
             batches.clear();
             for _ in 0..config.gradient_accumulation {
                 batches.push(rx.recv().map_err(|_| {
@@ -471,17 +483,17 @@ impl RunContext<'_> {
                     (self.observer)(Event::Epoch(&record));
                 }
                 let every = self.options.checkpoint_every;
-                if every > 0 && (epoch + 1).is_multiple_of(every) && step + 1 < self.total {
+                if every > 0 && (epoch + 1).is_multiple_of(every) && step + 1 < self.stop {
                     self.checkpoint(&mut replica, step + 1, reporter)?;
                 }
             }
         }
         if !replica.replicas_agree()? {
             return Err(TrainError::ReplicaDrift {
-                step: self.total.saturating_sub(1),
+                step: self.stop.saturating_sub(1),
             });
         }
-        self.checkpoint(&mut replica, self.total, reporter)?;
+        self.checkpoint(&mut replica, self.stop.max(self.first_step), reporter)?;
         if !reporter {
             return Ok(None);
         }
@@ -490,7 +502,7 @@ impl RunContext<'_> {
             &mut replica,
             &t.layout,
             &t.test,
-            self.total / t.steps_per_epoch.max(1),
+            self.stop / t.steps_per_epoch.max(1),
         )?;
         if time == StepTime::default() {
             time = step_time(

@@ -10,3 +10,4 @@ mod kernels;
 mod model;
 mod pod;
 mod support;
+mod train;

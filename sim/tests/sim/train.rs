@@ -1,0 +1,350 @@
+//! The trainer: bitwise the same weights for every split of the global
+//! batch over instances, replicas and micro-batches, with and without
+//! replicated tensor sharding; resume; loss scaling's skips; stochastic
+//! against nearest rounding; errors; a pinned run.
+
+use tessera_core::fp::f16;
+use tessera_core::optim::SgdConfig;
+use tessera_core::scale::DynamicConfig;
+use tessera_sim::data::{Dataset, OutputMode, Source, digits};
+use tessera_sim::model::Activation;
+use tessera_sim::pod::PodSpec;
+use tessera_sim::train::{
+    GradReduction, LossScaling, OptimizerConfig, PrecisionMode, RunOptions, Summary, TrainConfig,
+    TrainError, Trainer,
+};
+
+fn data() -> Dataset {
+    Source::Synthetic {
+        samples: 400,
+        features: 12,
+        classes: 4,
+        seed: 5,
+    }
+    .load()
+    .unwrap()
+}
+
+/// 2 epochs of a global batch of 64 (16 micro-batches of 4).
+fn config(instances: usize, replicas: usize, accumulation: usize) -> TrainConfig {
+    TrainConfig {
+        hidden: vec![24, 16],
+        activation: Activation::Gelu,
+        pod: PodSpec::pod16(),
+        instances,
+        replicas,
+        micro_batch: 4,
+        gradient_accumulation: accumulation,
+        device_iterations: 2,
+        epochs: 2,
+        warmup_steps: 2,
+        optimizer: OptimizerConfig::named("lamb", 0.01).unwrap(),
+        check_replicas_every: 3,
+        ..TrainConfig::default()
+    }
+}
+
+fn run(config: TrainConfig) -> Summary {
+    Trainer::new(config, data())
+        .unwrap()
+        .run(&RunOptions::default(), &|_| {})
+        .unwrap()
+}
+
+fn loss_bits(s: &Summary) -> Vec<u32> {
+    s.steps.iter().map(|r| r.loss.to_bits()).collect()
+}
+
+fn assert_same(a: &Summary, b: &Summary, what: &str) {
+    assert_eq!(loss_bits(a), loss_bits(b), "{what}: loss curves differ");
+    assert_eq!(a.fingerprint, b.fingerprint, "{what}: weights differ");
+    for (x, y) in a.weights.iter().zip(&b.weights) {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(x), bits(y), "{what}: weights differ");
+    }
+}
+
+#[test]
+fn every_split_of_the_global_batch_gives_the_same_bits() {
+    for precision in [
+        PrecisionMode::HALF_SR,
+        PrecisionMode::Mixed,
+        PrecisionMode::Fp32,
+    ] {
+        for reduction in [GradReduction::PostMean, GradReduction::Sum] {
+            let with = |i, r, a| TrainConfig {
+                precision,
+                reduction,
+                ..config(i, r, a)
+            };
+            let reference = run(with(1, 1, 16));
+            assert_eq!(reference.steps.len(), 2 * (320 / 64));
+            assert!(reference.steps.iter().all(|s| !s.skipped || s.step < 3));
+            for (i, r, a) in [(1, 2, 8), (2, 4, 4), (4, 8, 2), (4, 16, 1), (16, 16, 1)] {
+                let what = format!("{precision} {reduction:?} {i} instances x {r} replicas x {a}");
+                assert_same(&reference, &run(with(i, r, a)), &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn replicated_tensor_sharding_is_bitwise_the_unsharded_run() {
+    for (precision, optimizer) in [
+        (PrecisionMode::Mixed, "lamb"),
+        (PrecisionMode::HALF_SR, "lars"),
+        (PrecisionMode::Fp32, "adamw"),
+        (PrecisionMode::HALF_SR, "sgd"),
+    ] {
+        let with = |rts| TrainConfig {
+            precision,
+            optimizer: OptimizerConfig::named(optimizer, 0.01).unwrap(),
+            replicated_tensor_sharding: rts,
+            ..config(2, 8, 2)
+        };
+        let plain = run(with(false));
+        let sharded = run(with(true));
+        assert_same(&plain, &sharded, &format!("{precision} {optimizer}"));
+        let (p, s) = (plain.memory.optimizer, sharded.memory.optimizer);
+        assert_eq!(p.bytes, p.unsharded_bytes);
+        assert_eq!(s.unsharded_bytes, p.bytes);
+        // 4 replicas per instance share the state (plus block padding).
+        assert!(
+            s.bytes * 4 >= p.bytes && s.bytes * 3 < p.bytes,
+            "{s:?} vs {p:?}"
+        );
+        assert!(s.per_tile_bytes < p.per_tile_bytes);
+    }
+}
+
+#[test]
+fn a_resumed_run_is_bitwise_the_uninterrupted_one() {
+    let dir = std::env::temp_dir().join(format!("tessera-train-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ckpt.safetensors");
+    let with = |epochs, i, r, a| TrainConfig {
+        precision: PrecisionMode::Mixed,
+        replicated_tensor_sharding: true,
+        loss_scaling: LossScaling::Automatic(Default::default()),
+        epochs,
+        ..config(i, r, a)
+    };
+    let straight = run(with(2, 2, 4, 4));
+    let first = Trainer::new(with(2, 2, 4, 4), data()).unwrap();
+    let save = RunOptions {
+        checkpoint: Some(path.clone()),
+        stop_after_epochs: Some(1),
+        ..RunOptions::default()
+    };
+    first.run(&save, &|_| {}).unwrap();
+    // Resume on another split of the same global batch: the checkpoint
+    // holds the whole (gathered) optimizer state.
+    for (i, r, a) in [(2, 4, 4), (1, 2, 8)] {
+        let resume = RunOptions {
+            resume: Some(path.clone()),
+            ..RunOptions::default()
+        };
+        let rest = Trainer::new(with(2, i, r, a), data())
+            .unwrap()
+            .run(&resume, &|_| {})
+            .unwrap();
+        assert_eq!(rest.steps.first().unwrap().step, 5);
+        assert_eq!(loss_bits(&rest), loss_bits(&straight)[5..]);
+        assert_eq!(rest.fingerprint, straight.fingerprint, "{i} x {r} x {a}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_checkpoints_are_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("tessera-train-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ckpt.safetensors");
+    let save = RunOptions {
+        checkpoint: Some(path.clone()),
+        ..RunOptions::default()
+    };
+    let one = TrainConfig {
+        epochs: 1,
+        ..config(1, 2, 8)
+    };
+    Trainer::new(one.clone(), data())
+        .unwrap()
+        .run(&save, &|_| {})
+        .unwrap();
+    let resume = RunOptions {
+        resume: Some(path.clone()),
+        ..RunOptions::default()
+    };
+    let other = TrainConfig {
+        hidden: vec![24, 8],
+        ..one.clone()
+    };
+    let err = Trainer::new(other, data())
+        .unwrap()
+        .run(&resume, &|_| {})
+        .unwrap_err();
+    assert!(
+        matches!(&err, TrainError::CheckpointMismatch { what, .. } if what == "model"),
+        "{err}"
+    );
+    std::fs::write(&path, b"not a checkpoint").unwrap();
+    let err = Trainer::new(one, data())
+        .unwrap()
+        .run(&resume, &|_| {})
+        .unwrap_err();
+    assert!(matches!(err, TrainError::Checkpoint(_)), "{err}");
+    assert!(err.to_string().contains("ckpt.safetensors"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn impossible_configurations_say_which_numbers_disagree() {
+    let err = |c: TrainConfig| Trainer::new(c, data()).unwrap_err();
+    // 3 replicas do not divide among 2 instances.
+    let e = err(config(2, 3, 1));
+    assert!(matches!(e, TrainError::Pod(_)), "{e}");
+    // 32 replicas of 1 IPU on a POD16.
+    let e = err(config(1, 32, 1));
+    assert!(matches!(e, TrainError::Pod(_)), "{e}");
+    // A global batch of 4 x 400 x 1 samples is larger than the 320 left
+    // for training.
+    let e = err(config(1, 1, 400));
+    assert!(matches!(e, TrainError::Data(_)), "{e}");
+    let e = err(TrainConfig {
+        micro_batch: 0,
+        ..config(1, 1, 1)
+    });
+    assert!(matches!(e, TrainError::Zero("micro_batch")), "{e}");
+    let e = err(TrainConfig {
+        optimizer: OptimizerConfig::named("lamb", -1.0).unwrap(),
+        ..config(1, 1, 1)
+    });
+    assert!(matches!(e, TrainError::Optimizer(_)), "{e}");
+    let e = err(TrainConfig {
+        loss_scaling: LossScaling::Static(f32::INFINITY),
+        ..config(1, 1, 1)
+    });
+    assert!(matches!(e, TrainError::LossScaling(_)), "{e}");
+}
+
+#[test]
+fn overflowing_steps_are_skipped_and_leave_the_weights_alone() {
+    // A scale so large that every f16 gradient overflows: every step is
+    // skipped and the weights are the initial ones, rounded to f16.
+    let c = TrainConfig {
+        loss_scaling: LossScaling::Static(1.0e30),
+        epochs: 1,
+        ..config(2, 4, 4)
+    };
+    let s = run(c.clone());
+    assert!(s.steps.iter().all(|r| r.skipped && r.lr == 0.0));
+    let trainer = Trainer::new(c, data()).unwrap();
+    let init = trainer.model().init(42);
+    for (w, i) in s.weights.iter().zip(&init) {
+        let rounded: Vec<u32> = i
+            .iter()
+            .map(|&x| f16::from_f32(x).to_f32().to_bits())
+            .collect();
+        assert_eq!(w.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), rounded);
+    }
+    // Dynamic scaling from 2^40 backs off by halves until the gradients
+    // fit, then applies.
+    let s = run(TrainConfig {
+        loss_scaling: LossScaling::Dynamic(DynamicConfig {
+            init_scale: 2.0f32.powi(24),
+            ..DynamicConfig::default()
+        }),
+        epochs: 4,
+        ..config(2, 4, 4)
+    });
+    let first_applied = s.steps.iter().position(|r| !r.skipped).unwrap();
+    assert!(first_applied > 0);
+    for w in s.steps[..=first_applied].windows(2) {
+        assert_eq!(w[1].loss_scale, w[0].loss_scale / 2.0);
+    }
+    assert!(s.steps[first_applied..].iter().all(|r| !r.skipped));
+}
+
+#[test]
+fn stochastic_rounding_keeps_updates_that_nearest_rounding_loses() {
+    // SGD with updates mostly below half an f16 ulp of the weights: to
+    // nearest, they are lost; stochastically, each moves a weight by an
+    // ulp with the probability of its size.
+    let with = |precision| TrainConfig {
+        precision,
+        optimizer: OptimizerConfig::Sgd(SgdConfig {
+            lr: 1.0e-3,
+            ..SgdConfig::default()
+        }),
+        warmup_steps: 0,
+        loss_scaling: LossScaling::Off,
+        epochs: 1,
+        ..config(1, 2, 8)
+    };
+    let rn = run(with(PrecisionMode::HALF_RN));
+    let sr = run(with(PrecisionMode::HALF_SR));
+    let init = Trainer::new(with(PrecisionMode::HALF_RN), data())
+        .unwrap()
+        .model()
+        .init(42);
+    let moved = |w: &[Vec<f32>]| -> usize {
+        w.iter()
+            .zip(&init)
+            .map(|(a, b)| {
+                a.iter()
+                    .zip(b)
+                    .filter(|&(&x, &y)| x != f16::from_f32(y).to_f32())
+                    .count()
+            })
+            .sum()
+    };
+    let (rn, sr) = (moved(&rn.weights), moved(&sr.weights));
+    assert!(
+        2 * sr > 3 * rn,
+        "nearest moved {rn} weights, stochastic {sr}"
+    );
+}
+
+#[test]
+fn batch_norm_over_replicas_keeps_replicas_identical() {
+    let s = run(TrainConfig {
+        batch_norm: true,
+        check_replicas_every: 1,
+        output_mode: OutputMode::Final,
+        ..config(2, 4, 2)
+    });
+    assert!(s.steps.iter().all(|r| r.loss.is_finite()));
+    let last = s.steps.last().unwrap();
+    assert_eq!(s.outfeed.snapshot(), vec![(last.step as usize, last.loss)]);
+}
+
+#[test]
+fn the_digits_mlp_learns() {
+    let s = Trainer::new(
+        TrainConfig {
+            instances: 2,
+            replicas: 4,
+            micro_batch: 16,
+            epochs: 8,
+            ..TrainConfig::default()
+        },
+        digits(),
+    )
+    .unwrap()
+    .run(&RunOptions::default(), &|_| {})
+    .unwrap();
+    assert!(s.test.test_accuracy > 0.9, "{:?}", s.test);
+    assert!(s.steps.last().unwrap().loss < 0.5 * s.steps[0].loss);
+    assert!(s.step_time.compute_s > 0.0 && s.step_time.ipu_link_s > 0.0);
+    assert!(s.memory.max_tile_bytes() > 0);
+    assert!(s.trace.is_some());
+}
+
+#[test]
+fn a_small_run_is_pinned() {
+    // Value stability: any change to these bits is a breaking change.
+    let s = run(config(2, 4, 4));
+    assert_eq!(format!("{:016x}", s.fingerprint), "7516b9431a794569");
+    assert_eq!(s.steps.last().unwrap().loss.to_bits(), 1_067_968_766);
+}
