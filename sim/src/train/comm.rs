@@ -3,18 +3,24 @@
 //! bitwise check that replicated tensors agree.
 //!
 //! Every replica has a rank in its instance's world of host threads
-//! ([`ThreadCommunicator`]); the first replica of each instance also has a
-//! rank among the instances (threads of this process, or MPI processes).
-//! A reduction is a reduce to that first replica, an all-reduce among the
-//! instances and a broadcast back, all in [`Order::Deterministic`]: with
-//! a power of two of replicas per instance the sums are bitwise those of
-//! one flat all-reduce over every replica, for any number of instances
+//! ([`ThreadCommunicator`]). The instances talk through one communicator
+//! per instance (threads of this process, or MPI processes), which stays
+//! on the thread that runs the instance: an MPI communicator belongs to
+//! the thread that initialised MPI. The instance's first replica hands its
+//! requests to that thread over a channel ([`InstanceLink`], [`serve`]).
+//!
+//! A reduction is a reduce to the instance's first replica, an all-reduce
+//! among the instances and a broadcast back, all in
+//! [`Order::Deterministic`](tessera_collectives::Order::Deterministic):
+//! with a power of two of replicas per instance the sums are bitwise those
+//! of one flat all-reduce over every replica, for any number of instances
 //! (see [`tessera_core::collective`]'s deterministic order).
+
+use std::sync::mpsc::{Receiver, Sender, channel};
 
 use tessera_collectives::{
     Collectives, CommError, Communicator, Options, ReduceOp, Reduction, ThreadCommunicator,
 };
-use tessera_core::fp::Element;
 
 /// Bits per limb of the exact integer sums: sums of up to 2^16
 /// contributions of 8-bit limbs stay below 2^24, exact in f32 in any order.
@@ -22,21 +28,88 @@ const LIMB_BITS: u32 = 8;
 /// Limbs per 64-bit word.
 pub(crate) const LIMBS_PER_WORD: usize = 64 / LIMB_BITS as usize;
 
-/// One replica's view of the replicas' communication.
-pub(crate) struct ReplicaComm<C> {
-    local: Collectives<ThreadCommunicator>,
-    instances: Option<Collectives<C>>,
+/// The options of every collective of the trainer.
+pub(crate) fn options() -> Options {
+    Options::new().deterministic()
 }
 
-impl<C: Communicator> ReplicaComm<C> {
+/// A collective between the instances, asked of the instance's thread.
+enum Request {
+    AllReduce(ReduceOp, Vec<f32>),
+    Broadcast(Vec<f32>),
+}
+
+/// The first replica's end of the channel to its instance's thread.
+pub(crate) struct InstanceLink {
+    requests: Sender<Request>,
+    replies: Receiver<Result<Vec<f32>, CommError>>,
+}
+
+impl InstanceLink {
+    /// A link and the instance thread's ends of it, for [`serve`].
+    pub(crate) fn new() -> (Self, Served) {
+        let (requests, asked) = channel();
+        let (answer, replies) = channel();
+        (Self { requests, replies }, Served { asked, answer })
+    }
+
+    fn call(&self, request: Request, buf: &mut [f32]) -> Result<(), CommError> {
+        // The instance's thread is gone: it stopped on an error of its own.
+        let gone = CommError::PeerFailed {
+            rank: 0,
+            cause: tessera_collectives::Cause::Exited,
+        };
+        self.requests.send(request).map_err(|_| gone)?;
+        let values = self.replies.recv().map_err(|_| gone)??;
+        buf.copy_from_slice(&values);
+        Ok(())
+    }
+}
+
+/// The instance thread's ends of an [`InstanceLink`].
+pub(crate) struct Served {
+    asked: Receiver<Request>,
+    answer: Sender<Result<Vec<f32>, CommError>>,
+}
+
+/// Runs the first replica's requests on `instances` until it hangs up (or
+/// a collective fails: the error goes to the replica, and is returned).
+pub(crate) fn serve<C: Communicator>(
+    instances: &mut Collectives<C>,
+    served: &Served,
+) -> Result<(), CommError> {
+    for request in &served.asked {
+        let result = match request {
+            Request::AllReduce(op, mut values) => instances
+                .all_reduce(&mut values, Reduction::new(op))
+                .map(|_| values),
+            Request::Broadcast(mut values) => instances.broadcast(&mut values, 0).map(|_| values),
+        };
+        let failed = result.as_ref().err().copied();
+        if served.answer.send(result).is_err() {
+            break;
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// One replica's view of the replicas' communication.
+pub(crate) struct ReplicaComm {
+    local: Collectives<ThreadCommunicator>,
+    instances: Option<InstanceLink>,
+}
+
+impl ReplicaComm {
     /// `local` is this replica's rank among its instance's replicas;
-    /// `instances` the instance's rank among the instances, on the
-    /// instance's first replica only (none with one instance).
-    pub(crate) fn new(local: ThreadCommunicator, instances: Option<C>) -> Self {
-        let options = Options::new().deterministic();
+    /// `instances` the link to the instance's thread, on the instance's
+    /// first replica when there are several instances.
+    pub(crate) fn new(local: ThreadCommunicator, instances: Option<InstanceLink>) -> Self {
         Self {
-            local: Collectives::new(local).with_options(options),
-            instances: instances.map(|c| Collectives::new(c).with_options(options)),
+            local: Collectives::new(local).with_options(options()),
+            instances,
         }
     }
 
@@ -57,15 +130,11 @@ impl<C: Communicator> ReplicaComm<C> {
 
     /// Every replica of every instance ends with the reduction (`op`) of
     /// all replicas' `buf`, bitwise the same everywhere.
-    pub(crate) fn all_reduce<T: Element>(
-        &mut self,
-        buf: &mut [T],
-        op: ReduceOp,
-    ) -> Result<(), CommError> {
+    pub(crate) fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<(), CommError> {
         let reduction = Reduction::new(op);
         self.local.reduce(buf, reduction, 0)?;
-        if let Some(instances) = &mut self.instances {
-            instances.all_reduce(buf, reduction)?;
+        if let Some(link) = &self.instances {
+            link.call(Request::AllReduce(op, buf.to_vec()), buf)?;
         }
         self.local.broadcast(buf, 0)?;
         Ok(())
@@ -73,9 +142,9 @@ impl<C: Communicator> ReplicaComm<C> {
 
     /// Every replica ends with the first instance's first replica's `buf`
     /// (PopDist's broadcast of the initial weights from instance 0).
-    pub(crate) fn broadcast<T: Element>(&mut self, buf: &mut [T]) -> Result<(), CommError> {
-        if let Some(instances) = &mut self.instances {
-            instances.broadcast(buf, 0)?;
+    pub(crate) fn broadcast(&mut self, buf: &mut [f32]) -> Result<(), CommError> {
+        if let Some(link) = &self.instances {
+            link.call(Request::Broadcast(buf.to_vec()), buf)?;
         }
         self.local.broadcast(buf, 0)?;
         Ok(())
@@ -156,11 +225,18 @@ mod tests {
                 .flat_map(|(i, inst)| {
                     let locals = ThreadWorld::new(2).unwrap().into_communicators();
                     let mut inst = Some(inst);
-                    locals
+                    let (link, served) = InstanceLink::new();
+                    let mut link = Some(link);
+                    let server = s.spawn(move || {
+                        let mut c = Collectives::new(inst.take().unwrap()).with_options(options());
+                        serve(&mut c, &served).unwrap();
+                        (f32::NAN, true, false)
+                    });
+                    let mut replicas: Vec<_> = locals
                         .into_iter()
                         .map(|local| {
                             let r = local.rank();
-                            let inter = if r == 0 { inst.take() } else { None };
+                            let inter = if r == 0 { link.take() } else { None };
                             s.spawn(move || {
                                 let mut comm = ReplicaComm::new(local, inter);
                                 let mut x = [values[2 * i + r]];
@@ -170,11 +246,15 @@ mod tests {
                                 (x[0], same, differ)
                             })
                         })
-                        .collect::<Vec<_>>()
+                        .collect();
+                    replicas.push(server);
+                    replicas
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
+        let results: Vec<_> = results.into_iter().filter(|r| !r.0.is_nan()).collect();
+        assert_eq!(results.len(), 4);
         for (x, same, differ) in results {
             assert_eq!(x.to_bits(), expected.to_bits());
             assert!(same && !differ);

@@ -4,7 +4,7 @@
 
 use core::ops::Range;
 
-use tessera_collectives::{CommError, Communicator, ReduceOp};
+use tessera_collectives::{CommError, ReduceOp};
 use tessera_core::collective::tree_sum;
 use tessera_core::fp::{self, f16};
 use tessera_core::kernels::{self, ExactSum};
@@ -178,9 +178,9 @@ pub(crate) fn fingerprint(words: impl Iterator<Item = u32>) -> u64 {
 }
 
 /// Batch-norm statistics summed over every replica.
-struct BnGroup<'a, C>(&'a mut ReplicaComm<C>);
+struct BnGroup<'a>(&'a mut ReplicaComm);
 
-impl<C: Communicator> GroupSum for BnGroup<'_, C> {
+impl GroupSum for BnGroup<'_> {
     fn sum(&mut self, values: &mut [f32]) -> Result<(), ModelError> {
         self.0
             .all_reduce(values, ReduceOp::Sum)
@@ -215,10 +215,10 @@ pub(crate) struct StepOutcome {
 pub(crate) type GatheredState = (Option<Vec<f32>>, Vec<Vec<f32>>);
 
 /// One replica's state.
-pub(crate) struct Replica<'a, C> {
+pub(crate) struct Replica<'a> {
     pub(crate) config: &'a TrainConfig,
     pub(crate) flat: &'a FlatParams,
-    pub(crate) comm: ReplicaComm<C>,
+    pub(crate) comm: ReplicaComm,
     pub(crate) mlp: Mlp,
     /// The flat range whose optimizer state this replica owns.
     pub(crate) shard: Range<usize>,
@@ -237,13 +237,13 @@ pub(crate) struct Replica<'a, C> {
     reduced: Vec<f32>,
 }
 
-impl<'a, C: Communicator> Replica<'a, C> {
+impl<'a> Replica<'a> {
     /// A replica with initial weights `init` (per parameter), broadcast
     /// from the first replica of instance 0, or resumed from `resume`.
     pub(crate) fn new(
         config: &'a TrainConfig,
         flat: &'a FlatParams,
-        mut comm: ReplicaComm<C>,
+        mut comm: ReplicaComm,
         mlp: Mlp,
         init: &[Vec<f32>],
         resume: Option<&ResumeState>,
@@ -264,14 +264,10 @@ impl<'a, C: Communicator> Replica<'a, C> {
         let weights = match config.precision {
             PrecisionMode::Fp32 => Weights::F32(master_full.clone()),
             _ => {
+                // The master rounded to nearest: in `16.32` always, in
+                // `16.16` the master is the f16 weights widened.
                 let mut w = vec![f16::ZERO; n];
-                match resume {
-                    Some(r) if r.weights16.is_some() => {
-                        w.copy_from_slice(r.weights16.as_deref().unwrap_or_default());
-                    }
-                    _ => fp::f32_to_half_slice(&master_full, &mut w),
-                }
-                comm.broadcast(&mut w)?;
+                fp::f32_to_half_slice(&master_full, &mut w);
                 Weights::F16(w)
             }
         };
@@ -492,7 +488,7 @@ impl<'a, C: Communicator> Replica<'a, C> {
         let n = self.flat.len();
         let shard = self.shard.clone();
         let sharded = shard.len() < n;
-        let whole = |part: &[f32], comm: &mut ReplicaComm<C>| {
+        let whole = |part: &[f32], comm: &mut ReplicaComm| {
             let mut full = vec![0.0f32; n];
             full[shard.clone()].copy_from_slice(part);
             if sharded {
@@ -525,10 +521,10 @@ impl Update<'_> {
     /// Phase 1 over every piece, the partials merged per tensor (and summed
     /// exactly over the instance's replicas when the state is sharded),
     /// then phase 2.
-    fn apply<C: Communicator, W: tessera_core::fp::Element>(
+    fn apply<W: tessera_core::fp::Element>(
         &self,
         mut pieces: Vec<Piece<'_, W>>,
-        comm: &mut ReplicaComm<C>,
+        comm: &mut ReplicaComm,
     ) -> Result<(), TrainError> {
         let mut totals = vec![Partials::default(); self.flat.specs().len()];
         if self.optimizer.needs_statistics() {
@@ -550,10 +546,7 @@ impl Update<'_> {
 
 /// Sums every tensor's partials over the instance's replicas, exactly:
 /// integer sums of the limbs, so any order gives the same bits.
-fn sum_exactly<C: Communicator>(
-    totals: &mut [Partials],
-    comm: &mut ReplicaComm<C>,
-) -> Result<(), CommError> {
+fn sum_exactly(totals: &mut [Partials], comm: &mut ReplicaComm) -> Result<(), CommError> {
     let words: Vec<u64> = totals
         .iter()
         .flat_map(|t| t.limbs().into_iter().flatten().map(|l| l as u64))

@@ -7,11 +7,11 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::Instant;
 
 use serde::Serialize;
-use tessera_collectives::{CommError, Communicator, ThreadCommunicator, ThreadWorld};
+use tessera_collectives::{Collectives, CommError, Communicator, ThreadCommunicator, ThreadWorld};
 
 use super::TrainError;
 use super::checkpoint::{self, ResumeState};
-use super::comm::ReplicaComm;
+use super::comm::{self, InstanceLink, ReplicaComm};
 use super::config::TrainConfig;
 use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
 use super::params::FlatParams;
@@ -257,11 +257,14 @@ impl Trainer {
     /// Runs instance `instance` (its replicas on threads of this process),
     /// `instances` being its rank among the instances (`None` with one
     /// instance): with an MPI communicator, one process of `mpirun`.
-    /// Instance 0 returns the summary.
+    /// `instances` is only used on the calling thread (as MPI requires of
+    /// a communicator), which serves the instance's collectives while
+    /// other threads run the replicas and the infeed. Instance 0 returns
+    /// the summary.
     ///
     /// # Errors
     /// As [`Trainer::run`].
-    pub fn run_instance<C: Communicator + Send>(
+    pub fn run_instance<C: Communicator>(
         &self,
         instance: usize,
         instances: Option<C>,
@@ -307,7 +310,8 @@ impl Trainer {
             receivers.push(rx);
         }
         let locals = ThreadWorld::new(m)?.into_communicators();
-        let mut instances = instances;
+        let (link, served) = InstanceLink::new();
+        let mut link = instances.is_some().then_some(link);
         let run = RunContext {
             trainer: self,
             options,
@@ -318,14 +322,20 @@ impl Trainer {
             stop,
             total,
         };
-        let results: Vec<Result<Option<Summary>, TrainError>> = std::thread::scope(|s| {
+        let start = (
+            first_step / self.steps_per_epoch,
+            (first_step % self.steps_per_epoch) as usize,
+        );
+        let wanted = steps as usize * m * a;
+        let mut instances = instances.map(|c| Collectives::new(c).with_options(comm::options()));
+        let (served_result, mut results) = std::thread::scope(|s| {
             let handles: Vec<_> = locals
                 .into_iter()
                 .zip(models)
                 .zip(receivers)
                 .enumerate()
                 .map(|(local, ((comm, mlp), rx))| {
-                    let inter = if local == 0 { instances.take() } else { None };
+                    let inter = if local == 0 { link.take() } else { None };
                     let global = instance * m + local;
                     let run = &run;
                     std::thread::Builder::new()
@@ -336,29 +346,47 @@ impl Trainer {
                         .expect("spawning a replica thread")
                 })
                 .collect();
-            // This thread is the instance's host: it feeds the replicas.
-            let start = (
-                first_step / self.steps_per_epoch,
-                (first_step % self.steps_per_epoch) as usize,
-            );
-            let infeed = Infeed::start(
-                Arc::clone(&self.train),
-                plan,
-                instance,
-                config.seed,
-                start,
-                config.infeed_capacity,
-            );
-            let first_replica = instance * m;
-            let wanted = steps as usize * m * a;
-            for mb in infeed.take(wanted) {
-                if senders[mb.replica - first_replica].send(mb).is_err() {
-                    break; // the replica stopped with an error: join it below
-                }
-            }
-            drop(senders);
-            handles.into_iter().map(joined).collect()
+            // The instance's host feeds its replicas.
+            let train = Arc::clone(&self.train);
+            let feeder = std::thread::Builder::new()
+                .name(format!("host-{instance}"))
+                .spawn_scoped(s, move || {
+                    let infeed = Infeed::start(
+                        train,
+                        plan,
+                        instance,
+                        config.seed,
+                        start,
+                        config.infeed_capacity,
+                    );
+                    let first_replica = instance * m;
+                    for mb in infeed.take(wanted) {
+                        if senders[mb.replica - first_replica].send(mb).is_err() {
+                            break; // the replica stopped with an error: joined below
+                        }
+                    }
+                    Ok(None)
+                })
+                .expect("spawning the host thread");
+            let served_result = match &mut instances {
+                Some(c) => comm::serve(c, &served),
+                None => Ok(()),
+            };
+            drop(served);
+            let mut results: Vec<Result<Option<Summary>, TrainError>> =
+                handles.into_iter().map(joined).collect();
+            results.push(joined(feeder));
+            (served_result, results)
         });
+        if let Err(e) = served_result {
+            results.push(Err(e.into()));
+        }
+        if results.iter().any(Result::is_err)
+            && let Some(c) = &instances
+        {
+            // Let the other instances stop now rather than at a timeout.
+            c.comm().abort();
+        }
         let mut summary = None;
         let mut errors = Vec::new();
         for r in results {
@@ -420,10 +448,10 @@ struct RunContext<'a> {
 impl RunContext<'_> {
     /// One replica's thread: its steps, and on the first replica the
     /// records, evaluations and checkpoints.
-    fn replica<C: Communicator>(
+    fn replica(
         &self,
         global: usize,
-        comm: ReplicaComm<C>,
+        comm: ReplicaComm,
         mlp: Mlp,
         rx: &Receiver<MicroBatch>,
     ) -> Result<Option<Summary>, TrainError> {
@@ -536,9 +564,9 @@ impl RunContext<'_> {
 
     /// Writes a checkpoint after `steps` steps if asked to (every replica
     /// takes part: the state may be sharded).
-    fn checkpoint<C: Communicator>(
+    fn checkpoint(
         &self,
-        replica: &mut Replica<'_, C>,
+        replica: &mut Replica<'_>,
         steps: u64,
         reporter: bool,
     ) -> Result<(), TrainError> {
@@ -618,8 +646,8 @@ impl Report {
 
 /// The test set through the first replica's inference program, in
 /// micro-batches (the last, shorter one through a model of its size).
-fn evaluate<C: Communicator>(
-    replica: &mut Replica<'_, C>,
+fn evaluate(
+    replica: &mut Replica<'_>,
     layout: &Layout,
     test: &Dataset,
     epoch: u64,
