@@ -30,16 +30,19 @@
 //! - [`pod`]: IPU-M2000, POD16, POD64 and larger Pods of POD64s, IPU-Links
 //!   and GW-Links, replicas and instances (PopRun/PopDist semantics), and
 //!   the cost of their all-reduce, syncs and host transfers.
+//! - [`train`]: the data-parallel trainer: instances and replicas on host
+//!   threads (or one instance per MPI process), a deterministic
+//!   hierarchical all-reduce that gives bitwise the same weights for every
+//!   split of the global batch, loss scaling, stochastic rounding, SGD,
+//!   AdamW, LAMB and LARS, replicated tensor sharding, checkpoints and
+//!   resume, and the simulated time of each step on the Pod.
 //! - [`checkpoint`]: training checkpoints (named F32/F16/BF16/U64/U32
 //!   tensors and string metadata) as safetensors files, written atomically.
 //! - [`bench`](mod@bench): wall-time benchmarks of the engine against the plain core
 //!   kernels, for `tessera bench sim`.
 //!
-//! Planned (see `ARCHITECTURE.md`):
-//! - `train`: the data-parallel trainer (sharding, device iterations,
-//!   gradient accumulation, loss scaling, stochastic rounding, all-reduce,
-//!   optimizers, replicated tensor sharding, checkpoints, metrics);
-//! - `plan`: the what-if planner for models too large to run here.
+//! Planned (see `ARCHITECTURE.md`): `plan`, the what-if planner for models
+//! too large to run here.
 //!
 //! # Determinism
 //!
