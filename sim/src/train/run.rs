@@ -239,19 +239,7 @@ impl Trainer {
             results.extend(others.into_iter().map(joined));
             results
         });
-        let mut summary = None;
-        let mut errors = Vec::new();
-        for r in results {
-            match r {
-                Ok(Some(s)) => summary = Some(s),
-                Ok(None) => {}
-                Err(e) => errors.push(e),
-            }
-        }
-        match first_cause(errors) {
-            Some(e) => Err(e),
-            None => Ok(summary.expect("instance 0 reports")),
-        }
+        combine(results).map(|s| s.expect("instance 0 reports"))
     }
 
     /// Runs instance `instance` (its replicas on threads of this process),
@@ -387,19 +375,7 @@ impl Trainer {
             // Let the other instances stop now rather than at a timeout.
             c.comm().abort();
         }
-        let mut summary = None;
-        let mut errors = Vec::new();
-        for r in results {
-            match r {
-                Ok(Some(s)) => summary = Some(s),
-                Ok(None) => {}
-                Err(e) => errors.push(e),
-            }
-        }
-        match first_cause(errors) {
-            Some(e) => Err(e),
-            None => Ok(summary),
-        }
+        combine(results)
     }
 }
 
@@ -413,6 +389,23 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T, TrainError>>) -> Res
             .unwrap_or_else(|| "unknown panic".into());
         Err(TrainError::Panicked(what))
     })
+}
+
+/// The summary among threads' results, or the error that caused the
+/// others.
+fn combine(
+    results: Vec<Result<Option<Summary>, TrainError>>,
+) -> Result<Option<Summary>, TrainError> {
+    let mut summary = None;
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(Some(s)) => summary = Some(s),
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    first_cause(errors).map_or(Ok(summary), Err)
 }
 
 /// The error that caused the others: not one reporting that a peer failed
