@@ -1,8 +1,9 @@
 //! The `tessera` command.
 //!
-//! `tessera bench SUITE` measures kernels against references timed in the
-//! same run; with no command it runs the default job
-//! (`tessera bench conversions --quick`). See `tessera --help`.
+//! `tessera train` trains an MLP data-parallel on the simulated Pod (the
+//! default job, run when no command is given); `tessera scale` runs one
+//! global batch over 1 to 16 replicas; `tessera bench SUITE` measures
+//! kernels against references timed in the same run. See `tessera --help`.
 
 #![forbid(unsafe_code)]
 

@@ -5,10 +5,17 @@
 //! errors, and [`Failure::Usage`] for what is only found out later); 1 when
 //! the job itself failed.
 
+// `BenchArgs::default_job` was the default job before `train`; removing it
+// is left to the owner of bench.rs (this expectation then fails: drop it).
+#[expect(
+    dead_code,
+    reason = "BenchArgs::default_job is no longer the default job"
+)]
 mod bench;
-// Training curves for the train command, which is not wired in yet.
-#[cfg_attr(not(test), allow(dead_code))]
+mod job;
 mod plot;
+mod scale;
+mod train;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -21,7 +28,9 @@ use clap::{Parser, Subcommand};
     name = "tessera",
     version,
     about = "Mixed-precision training kernels, collectives and an IPU/Pod simulator",
-    after_help = "With no command, runs the default job: `tessera bench conversions --quick`."
+    after_help = "With no command, runs the default job: `tessera train` (the digits MLP \
+                  data-parallel on a simulated POD16, 16.16 with stochastic rounding, LAMB, \
+                  40 epochs), writing runs/default/."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -31,6 +40,11 @@ pub(crate) struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Train an MLP data-parallel on the simulated Pod (the default job).
+    Train(Box<train::TrainArgs>),
+    /// Train one global batch on 1, 2, 4, 8 and 16 replicas and compare
+    /// throughput and loss curves.
+    Scale(Box<scale::ScaleArgs>),
     /// Measure kernel throughput against references timed in the same run.
     Bench(bench::BenchArgs),
 }
@@ -38,11 +52,13 @@ enum Command {
 impl Command {
     /// The job `tessera` runs when no command is given.
     fn default_job() -> Self {
-        Self::Bench(bench::BenchArgs::default_job())
+        Self::Train(Box::new(train::TrainArgs::default_job()))
     }
 
     fn run(self) -> Result<(), Failure> {
         match self {
+            Self::Train(args) => args.run(),
+            Self::Scale(args) => args.run(),
             Self::Bench(args) => args.run(),
         }
     }
@@ -80,13 +96,20 @@ impl fmt::Display for Failure {
 
 /// Parses the arguments, runs the command and returns the exit status.
 pub(crate) fn main() -> ExitCode {
-    // Prints help or version (status 0) or the parse error (status 2) and
-    // exits.
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version (status 0).
+        Err(e) if !e.use_stderr() => e.exit(),
+        // A parse error: one line, status 2.
+        Err(e) => {
+            eprintln!("tessera: {}", parse_error(&e));
+            return ExitCode::from(2);
+        }
+    };
     let command = cli.command.unwrap_or_else(|| {
         eprintln!(
             "tessera: no command given; running the default job, \
-             `tessera bench conversions --quick` (see `tessera --help`)"
+             `tessera train` (see `tessera --help`)"
         );
         Command::default_job()
     });
@@ -100,6 +123,29 @@ pub(crate) fn main() -> ExitCode {
     }
 }
 
+/// clap's message on one line, without the usage and the hint to try
+/// `--help`: `error: unexpected argument '--x' found; tip: ...`.
+fn parse_error(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut parts: Vec<String> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        match parts.last_mut() {
+            Some(last) if !line.starts_with("tip:") => {
+                last.push(' ');
+                last.push_str(line);
+            }
+            _ => parts.push(line.to_owned()),
+        }
+    }
+    parts.join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +154,21 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parse_errors_fit_on_one_line() {
+        for args in [
+            &["tessera", "train", "--no-such-flag"][..],
+            &["tessera", "bench"],
+            &["tessera", "train", "--epochs", "many"],
+        ] {
+            let e = Cli::try_parse_from(args).unwrap_err();
+            let line = parse_error(&e);
+            assert!(line.starts_with("error: "), "{line}");
+            assert!(!line.contains('\n'), "{line}");
+        }
+        let e = Cli::try_parse_from(["tessera", "bench"]).unwrap_err();
+        assert!(parse_error(&e).contains("<SUITE>"));
     }
 }

@@ -1,0 +1,971 @@
+//! What `tessera train` and `tessera scale` share: the job's options (the
+//! same names as flags and as keys of a `--config` TOML file), their
+//! conversion into a [`TrainConfig`], the call that runs a trainer, the
+//! progress bar and the run directory's files.
+
+use std::fmt::Display;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use tessera_core::optim::{AdamWConfig, LambConfig, LarsConfig, SgdConfig};
+use tessera_core::scale::{AutomaticConfig, DynamicConfig};
+use tessera_sim::checkpoint::write_atomic;
+use tessera_sim::data::{Dataset, OutputMode, Source};
+use tessera_sim::model::Activation;
+use tessera_sim::pod::PodSpec;
+use tessera_sim::train::{
+    Event, GradReduction, LossScaling, LrSchedule, Observer, OptimizerConfig, PrecisionMode,
+    RunOptions, Summary, TrainConfig, TrainError, Trainer,
+};
+
+use super::Failure;
+
+/// The options of a training job. Each is a flag (`--device-iterations`,
+/// or `--device_iterations`) and a key of a `--config` TOML file
+/// (`device_iterations = 4`); a flag overrides the file, the file the
+/// default job ([`TrainConfig::default`]). Enumerations are kept as the
+/// text given and parsed by [`JobArgs::resolve`], so the file and the
+/// flags share one grammar (flags are checked as they are parsed too).
+#[derive(Clone, Debug, Default, PartialEq, Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct JobArgs {
+    /// The data set: digits, synthetic:SAMPLES:FEATURES:CLASSES[:SEED],
+    /// csv:PATH (label in the last column), idx:IMAGES:LABELS or
+    /// npy:INPUTS:LABELS [default: digits]
+    #[arg(long, value_name = "SOURCE", value_parser = checked::<Source>, help_heading = "Data")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) data: Option<String>,
+
+    /// Fraction of the data held out for testing [default: 0.2]
+    #[arg(
+        long,
+        alias = "test_fraction",
+        value_name = "F",
+        allow_negative_numbers = true,
+        help_heading = "Data"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) test_fraction: Option<f64>,
+
+    /// Hidden layer widths, comma separated [default: 128,64]
+    #[arg(
+        long,
+        value_name = "W,W",
+        value_delimiter = ',',
+        help_heading = "Model"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) hidden: Option<Vec<usize>>,
+
+    /// The hidden layers' activation [default: relu]
+    #[arg(long, value_enum, help_heading = "Model")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) activation: Option<ActivationArg>,
+
+    /// Batch norm after each hidden layer [default: false]
+    #[arg(
+        long,
+        alias = "batch_norm",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        help_heading = "Model"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) batch_norm: Option<bool>,
+
+    /// The Pod: m2000, pod16, pod64, pod128, pod256 or podN (N a multiple
+    /// of 64) [default: pod16]
+    #[arg(long, value_parser = checked::<PodSpec>, help_heading = "Pod")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) pod: Option<String>,
+
+    /// Host processes (PopRun's --num-instances) [default: 4]
+    #[arg(long, value_name = "N", help_heading = "Pod")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) instances: Option<usize>,
+
+    /// Replicas per instance (PopTorch's replicationFactor) [default: 4]
+    #[arg(
+        long,
+        alias = "replication_factor",
+        value_name = "N",
+        help_heading = "Pod"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) replication_factor: Option<usize>,
+
+    /// IPUs per replica, a power of two [default: 1]
+    #[arg(
+        long,
+        alias = "ipus_per_replica",
+        value_name = "N",
+        help_heading = "Pod"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) ipus_per_replica: Option<usize>,
+
+    /// Samples per micro-batch [default: 8]
+    #[arg(long, alias = "micro_batch", value_name = "N", help_heading = "Batch")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) micro_batch: Option<usize>,
+
+    /// Micro-batches per replica per step (gradientAccumulation) [default: 1]
+    #[arg(
+        long,
+        alias = "gradient_accumulation",
+        value_name = "N",
+        help_heading = "Batch"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) gradient_accumulation: Option<usize>,
+
+    /// Steps per host call (deviceIterations) [default: 4]
+    #[arg(
+        long,
+        alias = "device_iterations",
+        value_name = "N",
+        help_heading = "Batch"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) device_iterations: Option<usize>,
+
+    /// Compute.weights precision: 32.32, 16.32, 16.16 (stochastic
+    /// rounding) or 16.16-rn [default: 16.16]
+    #[arg(long, value_parser = checked::<PrecisionMode>, help_heading = "Numerics")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) precision: Option<String>,
+
+    /// off, static:SCALE, dynamic (GradScaler, growth every 200 steps) or
+    /// automatic (PopART's histogram) [default: dynamic]
+    #[arg(
+        long,
+        alias = "loss_scaling",
+        value_name = "MODE",
+        value_parser = checked::<LossScalingArg>,
+        help_heading = "Numerics"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) loss_scaling: Option<String>,
+
+    /// How gradients are combined over micro-batches and replicas: sum,
+    /// mean or running-mean [default: mean]
+    #[arg(long, value_parser = checked::<GradReduction>, help_heading = "Numerics")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) reduction: Option<String>,
+
+    /// sgd (momentum 0.9), adamw, lamb or lars [default: lamb]
+    #[arg(long, value_parser = ["sgd", "adamw", "lamb", "lars"], help_heading = "Optimizer")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) optimizer: Option<String>,
+
+    /// Learning rate after the warm-up [default: 0.005]
+    #[arg(
+        long,
+        value_name = "LR",
+        allow_negative_numbers = true,
+        help_heading = "Optimizer"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) lr: Option<f32>,
+
+    /// Weight decay [default: the optimizer's: 0.01 for adamw and lamb, 0 otherwise]
+    #[arg(
+        long,
+        alias = "weight_decay",
+        value_name = "WD",
+        allow_negative_numbers = true,
+        help_heading = "Optimizer"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) weight_decay: Option<f32>,
+
+    /// Clip the global gradient norm to this [default: no clipping]
+    #[arg(
+        long,
+        alias = "max_grad_norm",
+        value_name = "NORM",
+        allow_negative_numbers = true,
+        help_heading = "Optimizer"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) max_grad_norm: Option<f32>,
+
+    /// Steps of linear learning-rate warm-up [default: 20]
+    #[arg(
+        long,
+        alias = "warmup_steps",
+        value_name = "STEPS",
+        help_heading = "Optimizer"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) warmup_steps: Option<u64>,
+
+    /// The learning rate after the warm-up: constant or cosine (to 0 at
+    /// the last step) [default: cosine]
+    #[arg(
+        long,
+        alias = "lr_schedule",
+        value_name = "SCHEDULE",
+        value_parser = checked::<LrSchedule>,
+        help_heading = "Optimizer"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) lr_schedule: Option<String>,
+
+    /// Passes over the training set [default: 40; scale: 5]
+    #[arg(long, value_name = "N", help_heading = "Run")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) epochs: Option<u64>,
+
+    /// Seed of the weights, the shuffles and stochastic rounding [default: 42]
+    #[arg(long, value_name = "N", help_heading = "Run")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) seed: Option<u64>,
+
+    /// Shard the optimizer state over each instance's replicas [default: false]
+    #[arg(
+        long,
+        alias = "replicated_tensor_sharding",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        help_heading = "Run"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) replicated_tensor_sharding: Option<bool>,
+
+    /// Keep the optimizer state in streaming memory [default: false]
+    #[arg(
+        long,
+        alias = "offload_optimizer_state",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        help_heading = "Run"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) offload_optimizer_state: Option<bool>,
+
+    /// Which step losses the outfeed keeps: all, sum, final or every:N
+    /// (outputMode) [default: all]
+    #[arg(
+        long,
+        alias = "output_mode",
+        value_name = "MODE",
+        value_parser = checked::<OutputMode>,
+        help_heading = "Run"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) output_mode: Option<String>,
+
+    /// Check every N steps that the replicas' weights are bitwise
+    /// identical (0: only at the end) [default: 50]
+    #[arg(
+        long,
+        alias = "check_replicas_every",
+        value_name = "N",
+        help_heading = "Run"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) check_replicas_every: Option<u64>,
+}
+
+/// Where a job writes and how it reports: the flags `train` and `scale`
+/// share that are not part of the job itself.
+#[derive(Clone, Debug, Default, Args)]
+pub(super) struct OutputArgs {
+    /// Read job options from this TOML file (the keys are the option
+    /// names in snake_case: `device_iterations = 4`); flags override it
+    #[arg(long, value_name = "FILE.toml")]
+    pub(super) config: Option<PathBuf>,
+
+    /// The run directory's name, under --runs-dir [default: train: default; scale: scale]
+    #[arg(long)]
+    pub(super) name: Option<String>,
+
+    /// Where run directories go [default: runs]
+    #[arg(long, alias = "runs_dir", value_name = "DIR")]
+    pub(super) runs_dir: Option<PathBuf>,
+
+    /// No progress bar (there is none either when stderr is not a terminal)
+    #[arg(long, alias = "no_progress")]
+    pub(super) no_progress: bool,
+
+    /// Print the final report as JSON on stdout instead of text
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+impl OutputArgs {
+    /// The run directory, `RUNS_DIR/NAME`, created. A name that is empty
+    /// or not one path component is refused.
+    pub(super) fn run_dir(&self, default_name: &str) -> Result<PathBuf, Failure> {
+        let name = self.name.as_deref().unwrap_or(default_name);
+        let plain = !name.is_empty()
+            && name != "."
+            && name != ".."
+            && !name.contains(['/', '\\'])
+            && Path::new(name).file_name().is_some();
+        if !plain {
+            return Err(Failure::Usage(format!(
+                "--name `{name}` is not a plain directory name"
+            )));
+        }
+        let dir = self
+            .runs_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("runs"))
+            .join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            Failure::Usage(format!(
+                "cannot create the run directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        Ok(dir)
+    }
+
+    /// Whether to draw a progress bar.
+    pub(super) fn progress(&self) -> bool {
+        !self.no_progress && !self.json && io::stderr().is_terminal()
+    }
+}
+
+/// The hidden layers' activation, as named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum ActivationArg {
+    /// max(x, 0)
+    Relu,
+    /// GELU (tanh approximation)
+    Gelu,
+}
+
+impl From<ActivationArg> for Activation {
+    fn from(a: ActivationArg) -> Self {
+        match a {
+            ActivationArg::Relu => Self::Relu,
+            ActivationArg::Gelu => Self::Gelu,
+        }
+    }
+}
+
+impl From<Activation> for ActivationArg {
+    fn from(a: Activation) -> Self {
+        match a {
+            Activation::Relu => Self::Relu,
+            Activation::Gelu => Self::Gelu,
+        }
+    }
+}
+
+/// `--loss-scaling`'s grammar: `off`, `static:SCALE`, `dynamic`,
+/// `automatic`.
+struct LossScalingArg(LossScaling);
+
+impl FromStr for LossScalingArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!("unknown loss scaling `{s}`: expected off, static:SCALE, dynamic or automatic")
+        };
+        Ok(Self(match s {
+            "off" => LossScaling::Off,
+            "dynamic" => LossScaling::Dynamic(default_dynamic()),
+            "automatic" => LossScaling::Automatic(AutomaticConfig::default()),
+            _ => {
+                let scale = s.strip_prefix("static:").ok_or_else(bad)?;
+                let scale: f32 = scale.parse().map_err(|_| bad())?;
+                if !(scale.is_finite() && scale > 0.0) {
+                    return Err(format!(
+                        "static loss scale {scale} is not a finite positive number"
+                    ));
+                }
+                LossScaling::Static(scale)
+            }
+        }))
+    }
+}
+
+/// The default job's dynamic loss scaling (GradScaler's with a shorter
+/// growth interval).
+fn default_dynamic() -> DynamicConfig {
+    match TrainConfig::default().loss_scaling {
+        LossScaling::Dynamic(c) => c,
+        _ => DynamicConfig::default(),
+    }
+}
+
+/// A value parser that checks the text parses as a `T` and keeps the text.
+fn checked<T: FromStr>(s: &str) -> Result<String, String>
+where
+    T::Err: Display,
+{
+    s.parse::<T>()
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// Parses option `name`'s text, naming the option on failure (flags are
+/// checked by clap as they are parsed: this finds a config file's).
+fn parse<T: FromStr>(name: &str, s: &str) -> Result<T, Failure>
+where
+    T::Err: Display,
+{
+    s.parse::<T>()
+        .map_err(|e| Failure::Usage(format!("{name}: {e}")))
+}
+
+/// A job: the configuration and the data it trains on.
+#[derive(Clone, Debug)]
+pub(super) struct Job {
+    pub(super) config: TrainConfig,
+    pub(super) source: Source,
+}
+
+impl JobArgs {
+    /// These options (the flags) over those of the TOML file at `path`,
+    /// if any.
+    pub(super) fn over_file(self, path: Option<&Path>) -> Result<Self, Failure> {
+        match path {
+            Some(path) => {
+                let file = read_config(path)?;
+                // Name the file in errors of its values.
+                if let Err(Failure::Usage(e)) = file.resolve_unchecked(&TrainConfig::default()) {
+                    return Err(Failure::Usage(format!("{}: {e}", path.display())));
+                }
+                Ok(self.over(file))
+            }
+            None => Ok(self),
+        }
+    }
+
+    /// These options, with `base`'s where these have none.
+    pub(super) fn over(self, base: Self) -> Self {
+        // Through TOML tables: every field is optional, so the union of
+        // the two tables (this one's keys last) is the merge.
+        let table = |args: &Self| toml::Table::try_from(args).expect("options serialize to TOML");
+        let mut merged = table(&base);
+        merged.extend(table(&self));
+        merged.try_into().expect("merged options deserialize")
+    }
+
+    /// The job: defaults from `base` where an option is absent; every
+    /// option parsed and its combinations checked that need no data.
+    pub(super) fn resolve(&self, base: &TrainConfig) -> Result<Job, Failure> {
+        let job = self.resolve_unchecked(base)?;
+        job.config.validate().map_err(usage)?;
+        Ok(job)
+    }
+
+    /// [`JobArgs::resolve`] without checking the combinations (the
+    /// distribution, say, which `scale` replaces).
+    pub(super) fn resolve_unchecked(&self, base: &TrainConfig) -> Result<Job, Failure> {
+        let source = match &self.data {
+            Some(s) => parse::<Source>("data", s)?,
+            None => Source::Digits,
+        };
+        let mut c = base.clone();
+        if let Some(s) = &self.pod {
+            c.pod = parse("pod", s)?;
+        }
+        let instances = self.instances.unwrap_or(base.instances);
+        let per_instance = self
+            .replication_factor
+            .unwrap_or(base.replicas_per_instance());
+        c.instances = instances;
+        c.replicas = instances.checked_mul(per_instance).ok_or_else(|| {
+            Failure::Usage(format!(
+                "{instances} instances x {per_instance} replicas is too many replicas"
+            ))
+        })?;
+        set(&mut c.ipus_per_replica, self.ipus_per_replica);
+        set(&mut c.micro_batch, self.micro_batch);
+        set(&mut c.gradient_accumulation, self.gradient_accumulation);
+        set(&mut c.device_iterations, self.device_iterations);
+        if let Some(h) = &self.hidden {
+            c.hidden.clone_from(h);
+        }
+        if let Some(a) = self.activation {
+            c.activation = a.into();
+        }
+        set(&mut c.batch_norm, self.batch_norm);
+        if let Some(s) = &self.precision {
+            c.precision = parse("precision", s)?;
+        }
+        if let Some(s) = &self.loss_scaling {
+            c.loss_scaling = parse::<LossScalingArg>("loss_scaling", s)?.0;
+        }
+        if let Some(s) = &self.reduction {
+            c.reduction = parse("reduction", s)?;
+        }
+        let lr = self.lr.unwrap_or(base.optimizer.lr());
+        c.optimizer = match self.optimizer.as_deref() {
+            Some(name) if name != base.optimizer.name() => OptimizerConfig::named(name, lr)
+                .map_err(|e| Failure::Usage(format!("optimizer: {e}")))?,
+            _ => base.optimizer.with_lr(lr),
+        };
+        if let Some(wd) = self.weight_decay {
+            c.optimizer = with_weight_decay(c.optimizer, wd);
+        }
+        if self.max_grad_norm.is_some() {
+            c.max_grad_norm = self.max_grad_norm;
+        }
+        set(&mut c.warmup_steps, self.warmup_steps);
+        if let Some(s) = &self.lr_schedule {
+            c.lr_schedule = parse("lr_schedule", s)?;
+        }
+        set(&mut c.epochs, self.epochs);
+        set(&mut c.seed, self.seed);
+        set(&mut c.test_fraction, self.test_fraction);
+        set(
+            &mut c.replicated_tensor_sharding,
+            self.replicated_tensor_sharding,
+        );
+        set(&mut c.offload_optimizer_state, self.offload_optimizer_state);
+        if let Some(s) = &self.output_mode {
+            c.output_mode = parse("output_mode", s)?;
+        }
+        set(&mut c.check_replicas_every, self.check_replicas_every);
+        Ok(Job { config: c, source })
+    }
+}
+
+/// `*field = value` if there is one.
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *field = v;
+    }
+}
+
+impl Job {
+    /// Every option of this job, written out: what `--config` reads back
+    /// to the same job.
+    pub(super) fn effective(&self) -> JobArgs {
+        let c = &self.config;
+        JobArgs {
+            data: Some(self.source.to_string()),
+            test_fraction: Some(c.test_fraction),
+            hidden: Some(c.hidden.clone()),
+            activation: Some(c.activation.into()),
+            batch_norm: Some(c.batch_norm),
+            pod: Some(c.pod.name().to_ascii_lowercase()),
+            instances: Some(c.instances),
+            replication_factor: Some(c.replicas_per_instance()),
+            ipus_per_replica: Some(c.ipus_per_replica),
+            micro_batch: Some(c.micro_batch),
+            gradient_accumulation: Some(c.gradient_accumulation),
+            device_iterations: Some(c.device_iterations),
+            precision: Some(c.precision.to_string()),
+            loss_scaling: Some(match c.loss_scaling {
+                LossScaling::Static(s) => format!("static:{s}"),
+                other => other.name().to_owned(),
+            }),
+            reduction: Some(
+                match c.reduction {
+                    GradReduction::Sum => "sum",
+                    GradReduction::PostMean => "mean",
+                    GradReduction::RunningMean => "running-mean",
+                }
+                .to_owned(),
+            ),
+            optimizer: Some(c.optimizer.name().to_owned()),
+            lr: Some(c.optimizer.lr()),
+            weight_decay: Some(weight_decay(&c.optimizer)),
+            max_grad_norm: c.max_grad_norm,
+            warmup_steps: Some(c.warmup_steps),
+            lr_schedule: Some(
+                match c.lr_schedule {
+                    LrSchedule::Constant => "constant",
+                    LrSchedule::Cosine => "cosine",
+                }
+                .to_owned(),
+            ),
+            epochs: Some(c.epochs),
+            seed: Some(c.seed),
+            replicated_tensor_sharding: Some(c.replicated_tensor_sharding),
+            offload_optimizer_state: Some(c.offload_optimizer_state),
+            output_mode: Some(c.output_mode.to_string()),
+            check_replicas_every: Some(c.check_replicas_every),
+        }
+    }
+
+    /// Loads the data set.
+    pub(super) fn load(&self) -> Result<Dataset, Failure> {
+        self.source
+            .load()
+            .map_err(|e| Failure::Usage(format!("data: {e}")))
+    }
+
+    /// The job's distribution and batch on one line.
+    pub(super) fn distribution(&self) -> String {
+        let c = &self.config;
+        format!(
+            "{}: {} x {} replica{} x {} IPU{}; micro-batch {} x accumulation {} = global batch {}",
+            c.pod.name(),
+            plural(c.instances as u64, "instance"),
+            c.replicas_per_instance(),
+            if c.replicas_per_instance() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            c.ipus_per_replica,
+            if c.ipus_per_replica == 1 { "" } else { "s" },
+            c.micro_batch,
+            c.gradient_accumulation,
+            c.batch_plan().global_batch(),
+        )
+    }
+
+    /// The job's model, numerics and length on one line.
+    pub(super) fn numerics(&self) -> String {
+        let c = &self.config;
+        format!(
+            "hidden {:?} {:?}{}; {}, {} lr {}, {} loss scaling; {}, seed {}",
+            c.hidden,
+            c.activation,
+            if c.batch_norm { " + batch norm" } else { "" },
+            c.precision,
+            c.optimizer.name(),
+            c.optimizer.lr(),
+            c.loss_scaling.name(),
+            plural(c.epochs, "epoch"),
+            c.seed,
+        )
+    }
+}
+
+/// `n thing` or `n things`.
+pub(super) fn plural(n: u64, thing: &str) -> String {
+    if n == 1 {
+        format!("{n} {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+/// The optimizer's weight decay.
+fn weight_decay(o: &OptimizerConfig) -> f32 {
+    match o {
+        OptimizerConfig::Sgd(c) => c.weight_decay,
+        OptimizerConfig::AdamW(c) => c.weight_decay,
+        OptimizerConfig::Lamb(c) => c.weight_decay,
+        OptimizerConfig::Lars(c) => c.weight_decay,
+    }
+}
+
+/// The optimizer with weight decay `weight_decay`.
+fn with_weight_decay(o: OptimizerConfig, weight_decay: f32) -> OptimizerConfig {
+    match o {
+        OptimizerConfig::Sgd(c) => OptimizerConfig::Sgd(SgdConfig { weight_decay, ..c }),
+        OptimizerConfig::AdamW(c) => OptimizerConfig::AdamW(AdamWConfig { weight_decay, ..c }),
+        OptimizerConfig::Lamb(c) => OptimizerConfig::Lamb(LambConfig { weight_decay, ..c }),
+        OptimizerConfig::Lars(c) => OptimizerConfig::Lars(LarsConfig { weight_decay, ..c }),
+    }
+}
+
+/// Reads job options from a TOML file; an unknown key is an error naming
+/// it.
+fn read_config(path: &Path) -> Result<JobArgs, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Usage(format!("--config {}: cannot read: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        let message = one_line(e.message());
+        Failure::Usage(match line {
+            Some(line) => format!("{}: line {line}: {message}", path.display()),
+            None => format!("{}: {message}", path.display()),
+        })
+    })
+}
+
+/// `text` on one line: its lines trimmed and joined.
+pub(super) fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A [`TrainError`] as a [`Failure`]: the job's own failures (a
+/// collective, drifting replicas, a panic) exit with status 1, everything
+/// the user can fix (the configuration, the data, a checkpoint) with 2.
+pub(super) fn usage(e: TrainError) -> Failure {
+    let message = one_line(&e.to_string());
+    match e {
+        TrainError::Collective(_) | TrainError::ReplicaDrift { .. } | TrainError::Panicked(_) => {
+            Failure::Job(message)
+        }
+        _ => Failure::Usage(message),
+    }
+}
+
+/// Runs `trainer`; `None` when this process is not the one that reports.
+pub(super) fn run_job(
+    trainer: &Trainer,
+    options: &RunOptions,
+    observer: Observer<'_>,
+) -> Result<Option<Summary>, TrainError> {
+    // MPI: under `mpirun`, this process is one instance: call
+    // `trainer.run_instance(rank, Some(communicator), options, observer)`
+    // and return its result (`None` on ranks other than 0, which then
+    // neither print nor write).
+    trainer.run(options, observer).map(Some)
+}
+
+/// A progress bar on stderr over a run's steps, fed by the trainer's
+/// events (on a replica thread).
+pub(super) struct Progress {
+    bar: ProgressBar,
+    steps_per_epoch: u64,
+    epochs: u64,
+    global_batch: usize,
+    seen: AtomicU64,
+}
+
+impl Progress {
+    /// A bar over `trainer`'s steps, drawn if `show`; `label` leads it.
+    pub(super) fn new(show: bool, trainer: &Trainer, label: &str) -> Self {
+        let c = trainer.config();
+        let total = trainer.steps_per_epoch() * c.epochs;
+        let bar = if show {
+            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps  {msg}")
+                .expect("the template parses")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(label.to_owned());
+        Self {
+            bar,
+            steps_per_epoch: trainer.steps_per_epoch(),
+            epochs: c.epochs,
+            global_batch: c.batch_plan().global_batch(),
+            seen: AtomicU64::new(0),
+        }
+    }
+
+    /// Reports one event.
+    pub(super) fn observe(&self, event: Event<'_>) {
+        match event {
+            Event::Step(r) => {
+                let seen = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
+                let rate = (seen as f64 * self.global_batch as f64) / r.wall_seconds.max(1e-9);
+                self.bar.set_message(format!(
+                    "epoch {}/{}  loss {:.4}  {} samples/s (wall)",
+                    r.epoch + 1,
+                    self.epochs,
+                    r.loss,
+                    rate.round()
+                ));
+                self.bar.set_position(r.step + 1);
+            }
+            Event::Epoch(r) => {
+                if self.steps_per_epoch > 0 {
+                    self.bar.println(format!(
+                        "epoch {}/{}: test loss {:.4}, accuracy {:.2}%",
+                        r.epoch + 1,
+                        self.epochs,
+                        r.test_loss,
+                        100.0 * r.test_accuracy
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Removes the bar.
+    pub(super) fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Writes `text` to stdout; a closed stdout is [`Failure::Closed`].
+pub(super) fn print(text: &str) -> Result<(), Failure> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                Failure::Closed
+            } else {
+                Failure::Job(format!("cannot write to stdout: {e}"))
+            }
+        })
+}
+
+/// Writes `bytes` to `path` atomically.
+pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    write_atomic(path, bytes).map_err(|e| Failure::Job(one_line(&e.to_string())))
+}
+
+/// A JSON line of `record` with `"kind": kind` first.
+pub(super) fn tagged<T: Serialize>(kind: &str, record: &T) -> String {
+    #[derive(Serialize)]
+    struct Tagged<'a, T> {
+        kind: &'a str,
+        #[serde(flatten)]
+        record: &'a T,
+    }
+    serde_json::to_string(&Tagged { kind, record }).expect("records serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(args: &JobArgs) -> Job {
+        args.resolve(&TrainConfig::default()).unwrap()
+    }
+
+    #[test]
+    fn no_options_is_the_default_job() {
+        let j = job(&JobArgs::default());
+        assert_eq!(j.config, TrainConfig::default());
+        assert_eq!(j.source, Source::Digits);
+    }
+
+    #[test]
+    fn the_effective_options_resolve_to_the_same_job_through_toml() {
+        let args = JobArgs {
+            data: Some("synthetic:300:8:3:1".into()),
+            hidden: Some(vec![16]),
+            activation: Some(ActivationArg::Gelu),
+            precision: Some("16.32".into()),
+            loss_scaling: Some("static:1024.5".into()),
+            optimizer: Some("adamw".into()),
+            lr: Some(0.003),
+            weight_decay: Some(0.05),
+            max_grad_norm: Some(1.5),
+            reduction: Some("running-mean".into()),
+            lr_schedule: Some("constant".into()),
+            output_mode: Some("every:3".into()),
+            pod: Some("m2000".into()),
+            instances: Some(2),
+            replication_factor: Some(2),
+            test_fraction: Some(0.3),
+            ..JobArgs::default()
+        };
+        for args in [JobArgs::default(), args] {
+            let first = job(&args);
+            let text = toml::to_string(&first.effective()).unwrap();
+            let back: JobArgs = toml::from_str(&text).unwrap();
+            let second = job(&back);
+            assert_eq!(first.config, second.config, "{text}");
+            assert_eq!(first.source, second.source, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_defaults_in_the_help_are_the_default_job() {
+        use clap::{CommandFactory, Parser};
+
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            job: JobArgs,
+        }
+        let table = toml::Table::try_from(job(&JobArgs::default()).effective()).unwrap();
+        let mut checked = 0;
+        for arg in Wrapper::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let Some(default) = help
+                .split_once("[default: ")
+                .and_then(|(_, rest)| rest.split_once(']'))
+                .map(|(d, _)| d.split(';').next().unwrap_or(d))
+            else {
+                continue;
+            };
+            if default.contains(' ') {
+                continue; // a description, not a value
+            }
+            let value = match &table[id] {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Array(a) => a
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                // f32 options are f64 in a table: compare as f32.
+                &toml::Value::Float(x) => {
+                    let given: f64 = default.parse().unwrap();
+                    assert_eq!(given as f32, x as f32, "--{id}");
+                    default.to_owned()
+                }
+                other => other.to_string(),
+            };
+            assert_eq!(default, value, "--{id}");
+            checked += 1;
+        }
+        assert!(checked >= 25, "{checked} defaults checked");
+    }
+
+    #[test]
+    fn flags_override_the_file_and_keep_what_they_do_not_set() {
+        let file = JobArgs {
+            epochs: Some(3),
+            seed: Some(7),
+            ..JobArgs::default()
+        };
+        let flags = JobArgs {
+            epochs: Some(5),
+            micro_batch: Some(4),
+            ..JobArgs::default()
+        };
+        let merged = flags.over(file);
+        assert_eq!(
+            (merged.epochs, merged.seed, merged.micro_batch),
+            (Some(5), Some(7), Some(4))
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_option() {
+        for (args, needle) in [
+            (
+                JobArgs {
+                    precision: Some("8.8".into()),
+                    ..JobArgs::default()
+                },
+                "precision: unknown precision",
+            ),
+            (
+                JobArgs {
+                    loss_scaling: Some("static:-1".into()),
+                    ..JobArgs::default()
+                },
+                "loss_scaling: static loss scale -1",
+            ),
+            (
+                JobArgs {
+                    replication_factor: Some(8),
+                    ..JobArgs::default()
+                },
+                "the Pod has 16",
+            ),
+        ] {
+            match args.resolve(&TrainConfig::default()) {
+                Err(Failure::Usage(m)) => assert!(m.contains(needle), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}
