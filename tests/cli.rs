@@ -226,8 +226,32 @@ fn bad_input_exits_with_status_2_and_says_why() {
 fn help_describes_the_commands() {
     let out = tessera(&["--help"]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
-    assert!(stdout(&out).contains("bench"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("default job"), "{}", stdout(&out));
+    for needle in ["train", "scale", "bench", "default job"] {
+        assert!(
+            stdout(&out).contains(needle),
+            "{needle} in {}",
+            stdout(&out)
+        );
+    }
+
+    let out = tessera(&["train", "--help"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    for needle in [
+        "--device-iterations",
+        "--replication-factor",
+        "--gradient-accumulation",
+        "--precision",
+        "--loss-scaling",
+        "--config",
+        "--resume",
+        "--json",
+    ] {
+        assert!(
+            stdout(&out).contains(needle),
+            "{needle} in {}",
+            stdout(&out)
+        );
+    }
 
     let out = tessera(&["bench", "--help"]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
@@ -339,4 +363,368 @@ fn bench_allreduce_over_mpi_without_mpirun_exits_with_status_2() {
     assert!(stderr(&out).contains("mpirun"), "{}", stderr(&out));
     assert!(out.stdout.is_empty(), "nothing on stdout: {}", stdout(&out));
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(test: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-cli-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// A small, quick job: 480 training samples (and 120 test), global batch
+/// 16 (2 instances x 2 replicas x micro-batch 4), 30 steps an epoch.
+const SMALL: [&str; 13] = [
+    "--data",
+    "synthetic:600:8:3:1",
+    "--hidden",
+    "16",
+    "--micro-batch",
+    "4",
+    "--instances",
+    "2",
+    "--replication-factor",
+    "2",
+    "--pod",
+    "m2000",
+    "--no-progress",
+];
+
+/// `tessera train` on the small job in `dir`, with `extra` arguments.
+fn train(dir: &std::path::Path, extra: &[&str]) -> Output {
+    let mut args = vec!["train", "--runs-dir", dir.to_str().expect("UTF-8 path")];
+    args.extend(SMALL);
+    args.extend(extra);
+    tessera(&args)
+}
+
+/// The JSON report of a successful `--json` run.
+fn report(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "status {:?}, stderr: {}",
+        out.status,
+        stderr(out)
+    );
+    assert_eq!(stdout(out).lines().count(), 1, "{}", stdout(out));
+    serde_json::from_str(stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(out)))
+}
+
+fn fingerprint(out: &Output) -> String {
+    report(out)["fingerprint"]
+        .as_str()
+        .expect("the fingerprint is a string")
+        .to_owned()
+}
+
+#[test]
+fn train_writes_every_file_and_a_metrics_line_per_record() {
+    let dir = scratch("train-files");
+    let out = train(&dir, &["--epochs", "2", "--name", "run"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "accuracy",
+        "samples/s simulated",
+        "compute",
+        "all-reduce",
+        "memory",
+        "skipped steps",
+        "fingerprint",
+        "metrics.jsonl",
+    ] {
+        assert!(text.contains(needle), "{needle} in:\n{text}");
+    }
+    let run = dir.join("run");
+    let mut names: Vec<String> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "checkpoint.safetensors",
+            "config.toml",
+            "loss.svg",
+            "metrics.jsonl",
+            "trace.json"
+        ]
+    );
+    let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let (mut steps, mut epochs) = (0, 0);
+    for line in metrics.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        match v["kind"].as_str() {
+            Some("step") => {
+                assert_eq!(v["step"], steps, "{line}");
+                assert!(v["loss"].as_f64().is_some_and(f64::is_finite), "{line}");
+                steps += 1;
+            }
+            Some("epoch") => {
+                assert_eq!(v["epoch"], epochs, "{line}");
+                assert!(v["test_accuracy"].as_f64().is_some(), "{line}");
+                epochs += 1;
+            }
+            _ => panic!("no kind in {line}"),
+        }
+    }
+    assert_eq!((steps, epochs), (60, 2), "2 epochs of 30 steps");
+    let svg = std::fs::read_to_string(run.join("loss.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("test loss"));
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("trace.json")).unwrap()).unwrap();
+    assert!(trace.is_object() || trace.is_array());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn train_config_toml_reads_back_to_the_same_run() {
+    let dir = scratch("train-config");
+    let first = fingerprint(&train(&dir, &["--epochs", "1", "--name", "a", "--json"]));
+    let config = dir.join("a").join("config.toml");
+    let config = config.to_str().unwrap();
+    // Only the file: every option comes from it.
+    let out = tessera(&[
+        "train",
+        "--config",
+        config,
+        "--runs-dir",
+        dir.to_str().unwrap(),
+        "--name",
+        "b",
+        "--json",
+        "--no-progress",
+    ]);
+    assert_eq!(fingerprint(&out), first);
+    // A flag overrides the file.
+    let out = tessera(&[
+        "train",
+        "--config",
+        config,
+        "--seed",
+        "7",
+        "--runs-dir",
+        dir.to_str().unwrap(),
+        "--name",
+        "c",
+        "--json",
+        "--no-progress",
+    ]);
+    let seven = report(&out);
+    assert_ne!(seven["fingerprint"].as_str(), Some(first.as_str()));
+    assert_eq!(seven["config"]["seed"], 7);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn train_resumed_after_an_epoch_finishes_bitwise_as_the_straight_run() {
+    let dir = scratch("train-resume");
+    let straight = fingerprint(&train(
+        &dir,
+        &["--epochs", "2", "--name", "straight", "--json"],
+    ));
+    let stopped = train(
+        &dir,
+        &[
+            "--epochs",
+            "2",
+            "--stop-after-epochs",
+            "1",
+            "--name",
+            "run",
+            "--json",
+        ],
+    );
+    assert_eq!(report(&stopped)["steps_run"], 30);
+    let checkpoint = dir.join("run").join("checkpoint.safetensors");
+    let resumed = train(
+        &dir,
+        &[
+            "--epochs",
+            "2",
+            "--resume",
+            checkpoint.to_str().unwrap(),
+            "--name",
+            "run",
+            "--json",
+        ],
+    );
+    assert_eq!(report(&resumed)["steps_run"], 30);
+    assert_eq!(fingerprint(&resumed), straight);
+    // The run directory's metrics hold both halves.
+    let metrics = std::fs::read_to_string(dir.join("run").join("metrics.jsonl")).unwrap();
+    let steps: Vec<u64> = metrics
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "step")
+        .map(|v| v["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, (0..60).collect::<Vec<u64>>());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn train_bad_input_exits_with_status_2_and_one_line() {
+    let dir = scratch("train-bad");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    std::fs::write(path("unknown.toml"), "epochs = 1\nbogus_key = 3\n").unwrap();
+    std::fs::write(path("broken.toml"), "epochs = [1,\n").unwrap();
+    std::fs::write(path("malformed.csv"), "a,b\n1,2,3\n0.5,x\n").unwrap();
+    std::fs::write(path("garbage.safetensors"), [0x5a_u8; 300]).unwrap();
+    // A checkpoint of another model (hidden widths 8, not 16).
+    let other = train(&dir, &["--epochs", "1", "--hidden", "8", "--name", "other"]);
+    assert!(other.status.success(), "stderr: {}", stderr(&other));
+    let other = path("other/checkpoint.safetensors");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--no-such-flag".into()], "--no-such-flag"),
+        (vec!["--config".into(), path("unknown.toml")], "bogus_key"),
+        (vec!["--config".into(), path("broken.toml")], "broken.toml"),
+        (vec!["--config".into(), path("absent.toml")], "absent.toml"),
+        (
+            vec!["--ipus-per-replica".into(), "3".into()],
+            "power of two",
+        ),
+        (
+            vec!["--replication-factor".into(), "8".into()],
+            "the Pod has 16",
+        ),
+        (
+            vec![
+                "--pod".into(),
+                "pod128".into(),
+                "--instances".into(),
+                "1".into(),
+                "--replication-factor".into(),
+                "80".into(),
+            ],
+            "80 IPUs",
+        ),
+        (vec!["--micro-batch".into(), "100".into()], "global batch"),
+        (
+            vec!["--data".into(), "csv:".to_owned() + &path("absent.csv")],
+            "absent.csv",
+        ),
+        (
+            vec!["--data".into(), "csv:".to_owned() + &path("malformed.csv")],
+            "malformed.csv",
+        ),
+        (vec!["--data".into(), "nonsense".into()], "nonsense"),
+        (vec!["--precision".into(), "8.8".into()], "8.8"),
+        (vec!["--loss-scaling".into(), "static:0".into()], "static"),
+        (
+            vec!["--resume".into(), path("garbage.safetensors")],
+            "garbage.safetensors",
+        ),
+        (
+            vec!["--resume".into(), path("absent.safetensors")],
+            "absent.safetensors",
+        ),
+        (vec!["--resume".into(), other], "another run"),
+        (vec!["--name".into(), "../escape".into()], "--name"),
+    ];
+    for (extra, needle) in cases {
+        // The default distribution: 4 instances x 4 replicas on a POD16.
+        let mut args: Vec<&str> = vec![
+            "train",
+            "--runs-dir",
+            dir.to_str().unwrap(),
+            "--hidden",
+            "16",
+            "--epochs",
+            "1",
+            "--name",
+            "bad",
+            "--no-progress",
+        ];
+        if !extra.contains(&"--data".to_owned()) {
+            args.extend(["--data", "synthetic:600:8:3:1"]);
+        }
+        args.extend(extra.iter().map(String::as_str));
+        let out = tessera(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{extra:?}: stderr should mention {needle:?}: {err}"
+        );
+        assert!(err.starts_with("tessera: error: "), "{extra:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{extra:?}: one line: {err}"
+        );
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        assert!(out.stdout.is_empty(), "{extra:?}: nothing on stdout");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn scale_reports_bitwise_identical_curves_for_every_replica_count() {
+    let dir = scratch("scale");
+    let out = tessera(&[
+        "scale",
+        "--replicas",
+        "1,2,4",
+        "--epochs",
+        "1",
+        "--data",
+        "synthetic:600:8:3:1",
+        "--hidden",
+        "16",
+        "--micro-batch",
+        "4",
+        "--runs-dir",
+        dir.to_str().unwrap(),
+        "--no-progress",
+        "--json",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let rows: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(rows.len(), 3, "{}", stdout(&out));
+    // Global batch 4 x 4 = 16: accumulation makes up the rest.
+    for (row, (replicas, accumulation)) in rows.iter().zip([(1, 4), (2, 2), (4, 1)]) {
+        assert_eq!(row["replicas"], replicas, "{row}");
+        assert_eq!(row["gradient_accumulation"], accumulation, "{row}");
+        assert_eq!(row["identical"], true, "{row}");
+        assert_eq!(row["fingerprint"], rows[0]["fingerprint"], "{row}");
+        let efficiency = row["scaling_efficiency"].as_f64().unwrap();
+        assert!(efficiency > 0.0, "{row}");
+    }
+    let run = dir.join("scale");
+    for file in ["scale.jsonl", "scale.svg", "scaling.svg"] {
+        assert!(run.join(file).is_file(), "{file}");
+    }
+    // The table: one line per replica count, all identical.
+    let out = tessera(&[
+        "scale",
+        "--replicas",
+        "1,2",
+        "--epochs",
+        "1",
+        "--data",
+        "synthetic:600:8:3:1",
+        "--hidden",
+        "16",
+        "--runs-dir",
+        dir.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_eq!(
+        stdout(&out)
+            .lines()
+            .filter(|l| l.ends_with("identical"))
+            .count(),
+        1,
+        "{}",
+        stdout(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
