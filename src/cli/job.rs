@@ -731,7 +731,6 @@ pub(super) fn run_job(
 /// events (on a replica thread).
 pub(super) struct Progress {
     bar: ProgressBar,
-    steps_per_epoch: u64,
     epochs: u64,
     global_batch: usize,
     seen: AtomicU64,
@@ -755,7 +754,6 @@ impl Progress {
         bar.set_prefix(label.to_owned());
         Self {
             bar,
-            steps_per_epoch: trainer.steps_per_epoch(),
             epochs: c.epochs,
             global_batch: c.batch_plan().global_batch(),
             seen: AtomicU64::new(0),
@@ -777,17 +775,13 @@ impl Progress {
                 ));
                 self.bar.set_position(r.step + 1);
             }
-            Event::Epoch(r) => {
-                if self.steps_per_epoch > 0 {
-                    self.bar.println(format!(
-                        "epoch {}/{}: test loss {:.4}, accuracy {:.2}%",
-                        r.epoch + 1,
-                        self.epochs,
-                        r.test_loss,
-                        100.0 * r.test_accuracy
-                    ));
-                }
-            }
+            Event::Epoch(r) => self.bar.println(format!(
+                "epoch {}/{}: test loss {:.4}, accuracy {:.2}%",
+                r.epoch + 1,
+                self.epochs,
+                r.test_loss,
+                100.0 * r.test_accuracy
+            )),
         }
     }
 
