@@ -445,7 +445,7 @@ fn threads(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
 /// Whether this process was started by `mpirun` (Open MPI, or a PMI/PMIx
 /// launcher such as MPICH's Hydra).
 #[cfg(feature = "mpi")]
-fn launched_by_mpirun() -> bool {
+pub(crate) fn launched_by_mpirun() -> bool {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"]
         .iter()
         .any(|v| std::env::var_os(v).is_some())

@@ -45,17 +45,6 @@ pub(super) struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// `tessera bench conversions --quick`.
-    pub(super) fn default_job() -> Self {
-        Self {
-            suite: "conversions".to_owned(),
-            quick: true,
-            json: false,
-            elements: Vec::new(),
-            transport: None,
-        }
-    }
-
     pub(super) fn run(self) -> Result<(), Failure> {
         let suite = bench::suite(&self.suite)
             .ok_or_else(|| Failure::Usage(format!("no benchmark suite named `{}`", self.suite)))?;

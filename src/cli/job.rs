@@ -720,11 +720,39 @@ pub(super) fn run_job(
     options: &RunOptions,
     observer: Observer<'_>,
 ) -> Result<Option<Summary>, TrainError> {
-    // MPI: under `mpirun`, this process is one instance: call
-    // `trainer.run_instance(rank, Some(communicator), options, observer)`
-    // and return its result (`None` on ranks other than 0, which then
-    // neither print nor write).
+    #[cfg(feature = "mpi")]
+    if crate::bench::allreduce::launched_by_mpirun() {
+        return run_under_mpirun(trainer, options, observer);
+    }
     trainer.run(options, observer).map(Some)
+}
+
+/// Under `mpirun`, this process is one instance (its MPI rank) of as many
+/// as there are processes: its replicas run on its threads, and the
+/// instances' collectives go over MPI. Only rank 0 gets the summary (the
+/// others then neither print nor write).
+#[cfg(feature = "mpi")]
+fn run_under_mpirun(
+    trainer: &Trainer,
+    options: &RunOptions,
+    observer: Observer<'_>,
+) -> Result<Option<Summary>, TrainError> {
+    use tessera_collectives::Communicator as _;
+    use tessera_collectives::mpi::{self as tmpi, MpiCommunicator};
+
+    let universe = tmpi::initialize()
+        .ok_or_else(|| TrainError::Invalid("MPI was already initialised".to_owned()))?;
+    let comm = MpiCommunicator::world(&universe);
+    let (rank, size) = (comm.rank(), comm.size());
+    let instances = trainer.config().instances;
+    if size != instances {
+        return Err(TrainError::Invalid(format!(
+            "mpirun started {size} processes but the run has {instances} instances: \
+             give --instances {size}, or mpirun -n {instances}"
+        )));
+    }
+    let comm = (size > 1).then_some(comm);
+    trainer.run_instance(rank, comm, options, observer)
 }
 
 /// A progress bar on stderr over a run's steps, fed by the trainer's

@@ -5,12 +5,6 @@
 //! errors, and [`Failure::Usage`] for what is only found out later); 1 when
 //! the job itself failed.
 
-// `BenchArgs::default_job` was the default job before `train`; removing it
-// is left to the owner of bench.rs (this expectation then fails: drop it).
-#[expect(
-    dead_code,
-    reason = "BenchArgs::default_job is no longer the default job"
-)]
 mod bench;
 mod job;
 mod plot;
