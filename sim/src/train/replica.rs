@@ -230,8 +230,6 @@ pub(crate) struct Replica<'a> {
     pub(crate) scaler: Scaler,
     /// Optimizer steps applied (Adam's `t`; skipped steps do not count).
     pub(crate) applied: u64,
-    /// Replicas over all instances.
-    replicas: usize,
     contributions: Vec<Vec<f32>>,
     grads: Vec<Vec<f32>>,
     reduced: Vec<f32>,
@@ -287,7 +285,6 @@ impl<'a> Replica<'a> {
         let mut replica = Self {
             config,
             flat,
-            replicas: config.replicas,
             contributions: vec![contribution.clone(); config.gradient_accumulation],
             grads: vec![Vec::new(); flat.specs().len()],
             reduced: contribution,
@@ -354,7 +351,7 @@ impl<'a> Replica<'a> {
         self.comm.all_reduce(&mut self.reduced, ReduceOp::Sum)?;
 
         let (grads, tail) = self.reduced.split_at_mut(n);
-        let samples = (self.config.micro_batch * batches.len() * self.replicas) as f32;
+        let samples = (self.config.micro_batch * batches.len() * self.config.replicas) as f32;
         let loss = tail[0] / samples;
         let accuracy = tail[1] / samples;
         let counts = from_limb_sums(&tail[2..]);
@@ -369,8 +366,8 @@ impl<'a> Replica<'a> {
         };
         let divisor = match self.config.reduction {
             GradReduction::Sum => 1,
-            GradReduction::PostMean => batches.len() * self.replicas,
-            GradReduction::RunningMean => self.replicas,
+            GradReduction::PostMean => batches.len() * self.config.replicas,
+            GradReduction::RunningMean => self.config.replicas,
         };
         if divisor > 1 {
             kernels::scale((1.0 / f64::from(divisor as u32)) as f32, grads);
