@@ -207,6 +207,16 @@ impl BlockLayout {
         Self::grid(rows, cols, row_blocks, col_blocks, tiles)
     }
 
+    /// The same layout with every block `first` tiles further on (a
+    /// layout planned over `0..n` moved to the tiles `first..first + n`).
+    #[must_use]
+    pub fn shifted(mut self, first: Tile) -> Self {
+        for t in &mut self.tiles {
+            *t += first;
+        }
+        self
+    }
+
     /// A `rows x self.cols()` layout with one row block and this layout's
     /// column blocks, each on the tile of this layout's block in its first
     /// row block: a weight matrix laid out so that a product's output blocks

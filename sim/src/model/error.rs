@@ -70,6 +70,12 @@ pub enum ModelError {
         /// What went wrong.
         reason: String,
     },
+    /// A [`Placement`](super::Placement) that does not fit the model or
+    /// the replica's IPUs.
+    Placement {
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -106,6 +112,7 @@ impl fmt::Display for ModelError {
             }
             Self::UnknownBuffer { name } => write!(f, "the model has no buffer {name}"),
             Self::Group { reason } => write!(f, "the replica group's sum failed: {reason}"),
+            Self::Placement { reason } => write!(f, "layer placement: {reason}"),
         }
     }
 }

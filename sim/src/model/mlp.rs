@@ -11,6 +11,7 @@ use super::codelets::{
     GroupSumVertex, round, update_running,
 };
 use super::config::{MlpConfig, ParamSpec};
+use super::placement::{Placement, StageCycles, stage_cycles};
 use super::{GroupSum, MIN_BLOCK_FLOPS, ModelError};
 use crate::ipu::{
     self, Codelet, DType, Direction, Engine, EngineOptions, Graph, Interval, Kernel, Mapping,
@@ -164,6 +165,7 @@ fn vertex(
 fn build(
     config: &MlpConfig,
     target: &ipu::Target,
+    placement: &Placement,
     batch: usize,
     compute: Compute,
     train: bool,
@@ -177,19 +179,35 @@ fn build(
     };
     // Gradients come out of their products rounded (the AMP writes f16).
     let grad_output = if f16 { Output::F16 } else { Output::F32 };
-    let tiles = target.tiles();
+    let grain = NonZeroU64::new(PARAM_GRAIN).expect("nonzero");
     let mut g = Graph::new(*target);
+    // A product of layer `l` over the tiles of its placement.
+    let plan = |l: usize, rows, cols, k, full_rows, full_cols| {
+        let tiles = placement.tiles(l, target);
+        BlockLayout::plan(
+            rows,
+            cols,
+            k,
+            tiles.len() as u32,
+            MIN_BLOCK_FLOPS,
+            full_rows,
+            full_cols,
+        )
+        .shifted(tiles.start)
+    };
+    // Small tensors of layer `l`, linear over its tiles.
+    let linear_on = |l: usize| match placement {
+        Placement::Spread => Mapping::linear(grain),
+        Placement::Ipus(_) => Mapping::Linear {
+            grain,
+            tiles: Some(placement.tiles(l, target)),
+        },
+    };
     let layers = config.layers();
     let last = layers.len() - 1;
-    let grain = NonZeroU64::new(PARAM_GRAIN).expect("nonzero");
     let f = |n: usize| n as u64;
 
-    let x = g.add_tensor(
-        "x",
-        DType::F32,
-        &[f(batch * config.inputs)],
-        Mapping::linear(grain),
-    )?;
+    let x = g.add_tensor("x", DType::F32, &[f(batch * config.inputs)], linear_on(0))?;
     let x_stream = g.add_stream("x", x, Direction::ToDevice);
     let mut programs = vec![Program::HostWrite(x_stream)];
     let mut stage_copies = Vec::new();
@@ -201,7 +219,7 @@ fn build(
     for (l, &(fan_in, width)) in layers.iter().enumerate() {
         let hidden = l < last;
         let bn = config.batch_norm && hidden;
-        let out = BlockLayout::plan(batch, width, fan_in, tiles, MIN_BLOCK_FLOPS, !hidden, bn);
+        let out = plan(l, batch, width, fan_in, !hidden, bn);
         // The weights in column blocks, each on the tile of the forward
         // product's output block that uses it.
         let w_layout = out.columns_like(fan_in);
@@ -215,7 +233,7 @@ fn build(
             &format!("layer{l}.bias"),
             DType::F32,
             &[f(width)],
-            Mapping::linear(grain),
+            linear_on(l),
         )?;
         let (gamma, beta) = if bn {
             (
@@ -223,13 +241,13 @@ fn build(
                     &format!("layer{l}.bn.gamma"),
                     DType::F32,
                     &[f(width)],
-                    Mapping::linear(grain),
+                    linear_on(l),
                 )?),
                 Some(g.add_tensor(
                     &format!("layer{l}.bn.beta"),
                     DType::F32,
                     &[f(width)],
-                    Mapping::linear(grain),
+                    linear_on(l),
                 )?),
             )
         } else {
@@ -569,8 +587,7 @@ fn build(
                     transposed: true,
                 },
             };
-            let dw_layout =
-                BlockLayout::plan(fan_in, width, batch, tiles, MIN_BLOCK_FLOPS, false, false);
+            let dw_layout = plan(l, fan_in, width, batch, false, false);
             let dw = g.add_tensor(
                 &format!("layer{l}.weight.grad"),
                 DType::F32,
@@ -588,7 +605,7 @@ fn build(
                 grad_output,
             )?);
             // db = 1^T dZ.
-            let db_layout = BlockLayout::plan(1, width, batch, tiles, MIN_BLOCK_FLOPS, false, true);
+            let db_layout = plan(l, 1, width, batch, false, true);
             let db = g.add_tensor(
                 &format!("layer{l}.bias.grad"),
                 DType::F32,
@@ -846,6 +863,9 @@ pub struct Mlp {
     specs: Vec<ParamSpec>,
     batch: usize,
     compute: Compute,
+    placement: Placement,
+    /// The stages' cycles in the last training run.
+    stages: Option<Vec<StageCycles>>,
     train: Net,
     eval: Net,
     link: GroupLink,
@@ -856,9 +876,9 @@ pub struct Mlp {
 
 impl Mlp {
     /// Builds the model for micro-batches of `micro_batch` samples on
-    /// `target` (one replica's IPUs): the forward and backward pass, and a
-    /// separate inference program. Parameters start at zero: call
-    /// [`Mlp::set_params`].
+    /// `target` (one replica's IPUs), every layer spread over all its
+    /// tiles: the forward and backward pass, and a separate inference
+    /// program. Parameters start at zero: call [`Mlp::set_params`].
     ///
     /// # Errors
     /// [`ModelError::ZeroWidth`], [`ModelError::ZeroMicroBatch`];
@@ -870,13 +890,46 @@ impl Mlp {
         micro_batch: usize,
         compute: Compute,
     ) -> Result<Self, ModelError> {
+        Self::placed(config, target, &Placement::Spread, micro_batch, compute)
+    }
+
+    /// As [`Mlp::new`], with the layers placed by `placement` (on the
+    /// replica's IPUs one by one: model sharding, pipeline stages). The
+    /// results are bitwise those of every other placement.
+    ///
+    /// # Errors
+    /// As [`Mlp::new`], and [`ModelError::Placement`].
+    pub fn placed(
+        config: &MlpConfig,
+        target: ipu::Target,
+        placement: &Placement,
+        micro_batch: usize,
+        compute: Compute,
+    ) -> Result<Self, ModelError> {
         config.validate()?;
+        placement.validate(config, &target)?;
         if micro_batch == 0 {
             return Err(ModelError::ZeroMicroBatch);
         }
         let link: GroupLink = Arc::new(Mutex::new(None));
-        let train = build(config, &target, micro_batch, compute, true, &link)?;
-        let eval = build(config, &target, micro_batch, compute, false, &link)?;
+        let train = build(
+            config,
+            &target,
+            placement,
+            micro_batch,
+            compute,
+            true,
+            &link,
+        )?;
+        let eval = build(
+            config,
+            &target,
+            placement,
+            micro_batch,
+            compute,
+            false,
+            &link,
+        )?;
         let running = train
             .layers
             .iter()
@@ -890,6 +943,8 @@ impl Mlp {
             specs: config.params(),
             batch: micro_batch,
             compute,
+            placement: placement.clone(),
+            stages: None,
             train,
             eval,
             link,
@@ -914,6 +969,20 @@ impl Mlp {
     #[must_use]
     pub const fn micro_batch(&self) -> usize {
         self.batch
+    }
+
+    /// Where the layers run.
+    #[must_use]
+    pub const fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// The cycles of each stage of the placement, forward and backward, in
+    /// the last training micro-batch (`None` before one ran): see
+    /// [`StageCycles`].
+    #[must_use]
+    pub fn stage_cycles(&self) -> Option<&[StageCycles]> {
+        self.stages.as_deref()
     }
 
     /// Sets the parameters, in the order of [`MlpConfig::params`].
@@ -1050,6 +1119,7 @@ impl Mlp {
             run_with_group(&mut self.train, &self.link, group)?
         };
         let out = Self::outputs(&self.train, profile.total_cycles);
+        self.stages = Some(stage_cycles(&profile, &self.placement));
         self.profile = Some(profile);
         let f16 = self.compute == Compute::F16;
         let mut k = 0;

@@ -9,6 +9,17 @@
 //! `scale * sum of cross-entropy losses`, [`Mlp::evaluate`] the losses and
 //! the number of correct predictions.
 //!
+//! # Placement
+//!
+//! By default every layer spreads over every tile of the replica's IPUs.
+//! [`Placement::Ipus`] puts each layer on one IPU of the replica instead
+//! (contiguous stages, chosen by hand or [`Placement::by_memory`]): model
+//! sharding, and the stages of a pipeline, whose activations and their
+//! gradients cross IPU-Links between stages. [`Mlp::stage_cycles`] splits
+//! a training run's cycles by stage, forward and backward, for the
+//! pipeline schedules' time. The placement changes where things run and
+//! what they cost, never a bit of the results.
+//!
 //! # On the tiles
 //!
 //! Every matrix product is [`kernels::matmul`](fn@crate::kernels::matmul): the
@@ -68,10 +79,12 @@ mod codelets;
 mod config;
 mod error;
 mod mlp;
+mod placement;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
 pub use error::ModelError;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
+pub use placement::{Placement, StageCycles};
 
 /// The fewest flops a product's output block gets (see the module docs):
 /// 2^16, about 500 cycles of a tile's AMP unit in f16.

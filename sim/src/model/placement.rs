@@ -1,0 +1,272 @@
+//! Where a replica's layers run: spread over every tile of the replica's
+//! IPUs, or placed layer by layer on its IPUs (model sharding, pipeline
+//! stages); and the cycles each stage of a placed model spends forward and
+//! backward.
+
+use core::ops::Range;
+
+use super::ModelError;
+use super::config::MlpConfig;
+use crate::ipu::{Profile, Target, Tile};
+
+/// Where the layers of a replica's MLP run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// Every layer over every tile of the replica's IPUs.
+    #[default]
+    Spread,
+    /// Layer `l` on IPU `ipus[l]` of the replica (its tiles only), IPUs
+    /// non-decreasing from layer to layer: contiguous stages, activations
+    /// and their gradients crossing IPU-Links between them.
+    Ipus(Vec<u32>),
+}
+
+impl Placement {
+    /// Layers over `ipus` IPUs in contiguous stages balanced by parameter
+    /// count (the bulk of a layer's memory: weights, gradients, optimizer
+    /// state), every IPU holding at least one layer.
+    ///
+    /// # Errors
+    /// [`ModelError::Placement`] if there are more IPUs than layers.
+    pub fn by_memory(config: &MlpConfig, ipus: u32) -> Result<Self, ModelError> {
+        let layers = config.layers();
+        let n = layers.len();
+        let ipus = ipus.max(1) as usize;
+        if ipus > n {
+            return Err(ModelError::Placement {
+                reason: format!("{ipus} IPUs but only {n} layers: every IPU needs a layer"),
+            });
+        }
+        let weight: Vec<u64> = layers.iter().map(|&(i, o)| (i * o + o) as u64).collect();
+        // The contiguous split minimising the largest stage (n and ipus are
+        // small: dynamic programming over split points).
+        let mut best = vec![vec![(u64::MAX, 0usize); n + 1]; ipus + 1];
+        best[0][0] = (0, 0);
+        let prefix: Vec<u64> = core::iter::once(0)
+            .chain(weight.iter().scan(0, |s, &w| {
+                *s += w;
+                Some(*s)
+            }))
+            .collect();
+        for k in 1..=ipus {
+            for end in k..=n {
+                for start in (k - 1)..end {
+                    let (prev, _) = best[k - 1][start];
+                    if prev == u64::MAX {
+                        continue;
+                    }
+                    let cost = prev.max(prefix[end] - prefix[start]);
+                    if cost < best[k][end].0 {
+                        best[k][end] = (cost, start);
+                    }
+                }
+            }
+        }
+        let mut ipu_of = vec![0u32; n];
+        let mut end = n;
+        for k in (1..=ipus).rev() {
+            let start = best[k][end].1;
+            for l in start..end {
+                ipu_of[l] = (k - 1) as u32;
+            }
+            end = start;
+        }
+        Ok(Self::Ipus(ipu_of))
+    }
+
+    /// Checks the placement against the model and the replica's IPUs.
+    ///
+    /// # Errors
+    /// [`ModelError::Placement`] naming the layer or IPU that is wrong.
+    pub fn validate(&self, config: &MlpConfig, target: &Target) -> Result<(), ModelError> {
+        let Self::Ipus(ipus) = self else {
+            return Ok(());
+        };
+        let layers = config.layers().len();
+        let err = |reason: String| Err(ModelError::Placement { reason });
+        if ipus.len() != layers {
+            return err(format!(
+                "the device mapping names {} layers, the model has {layers}",
+                ipus.len()
+            ));
+        }
+        if let Some(l) = ipus.iter().position(|&i| i >= target.ipus()) {
+            return err(format!(
+                "layer {l} is mapped to IPU {}, but a replica has {} IPUs",
+                ipus[l],
+                target.ipus()
+            ));
+        }
+        if let Some(l) = ipus.windows(2).position(|w| w[1] < w[0]) {
+            return err(format!(
+                "layer {} is on IPU {} after layer {l} on IPU {}: stages must be contiguous, \
+                 in increasing IPU order",
+                l + 1,
+                ipus[l + 1],
+                ipus[l]
+            ));
+        }
+        Ok(())
+    }
+
+    /// Stages: the IPUs used (1 when spread).
+    #[must_use]
+    pub fn stages(&self) -> usize {
+        match self {
+            Self::Spread => 1,
+            Self::Ipus(ipus) => {
+                let mut used: Vec<u32> = ipus.clone();
+                used.dedup();
+                used.len()
+            }
+        }
+    }
+
+    /// The stage (0-based) of layer `l`.
+    #[must_use]
+    pub fn stage_of(&self, l: usize) -> usize {
+        match self {
+            Self::Spread => 0,
+            Self::Ipus(ipus) => {
+                let mut used: Vec<u32> = ipus[..=l].to_vec();
+                used.dedup();
+                used.len() - 1
+            }
+        }
+    }
+
+    /// The tiles layer `l` runs on.
+    pub(crate) fn tiles(&self, l: usize, target: &Target) -> Range<Tile> {
+        match self {
+            Self::Spread => 0..target.tiles(),
+            Self::Ipus(ipus) => {
+                let per = target.spec().tiles();
+                ipus[l] * per..(ipus[l] + 1) * per
+            }
+        }
+    }
+}
+
+/// Cycles of one stage for one micro-batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageCycles {
+    /// The forward pass (and, on the last stage, the loss).
+    pub forward: u64,
+    /// The backward pass.
+    pub backward: u64,
+}
+
+/// The cycles of a training run's profile by stage: every compute set and
+/// exchange named after a layer goes to that layer's stage, forward or
+/// backward by its name; the rest (the loss, host transfers, the
+/// parameters' staging, syncs) is shared out in proportion, so that the
+/// stages add up to the profile's total (the sharded, one-after-the-other
+/// time).
+pub(crate) fn stage_cycles(profile: &Profile, placement: &Placement) -> Vec<StageCycles> {
+    let mut out = vec![StageCycles::default(); placement.stages()];
+    let named = profile
+        .compute_sets
+        .iter()
+        .map(|c| (c.name.as_str(), c.cycles))
+        .chain(
+            profile
+                .exchanges
+                .iter()
+                .map(|e| (e.name.as_str(), e.cycles)),
+        );
+    let mut attributed = 0u64;
+    for (name, cycles) in named {
+        let Some((layer, part)) = layer_of(name) else {
+            continue;
+        };
+        let s = &mut out[placement.stage_of(layer)];
+        if is_backward(part) {
+            s.backward += cycles;
+        } else {
+            s.forward += cycles;
+        }
+        attributed += cycles;
+    }
+    let rest = profile.total_cycles.saturating_sub(attributed);
+    if attributed == 0 {
+        out[0].forward += rest;
+        return out;
+    }
+    // Share the rest out in proportion, the rounding on the last stage.
+    let mut given = 0;
+    let last = out.len() - 1;
+    for (i, s) in out.iter_mut().enumerate() {
+        let own = s.forward + s.backward;
+        let share = if i == last {
+            rest - given
+        } else {
+            (u128::from(rest) * u128::from(own) / u128::from(attributed)) as u64
+        };
+        given += share;
+        // Forward and backward keep their proportions.
+        let f = if own == 0 {
+            share
+        } else {
+            (u128::from(share) * u128::from(s.forward) / u128::from(own)) as u64
+        };
+        s.forward += f;
+        s.backward += share - f;
+    }
+    out
+}
+
+/// `layerN.rest` as `(N, rest)`.
+fn layer_of(name: &str) -> Option<(usize, &str)> {
+    let rest = name.strip_prefix("layer")?;
+    let dot = rest.find('.')?;
+    Some((rest[..dot].parse().ok()?, &rest[dot + 1..]))
+}
+
+/// Whether a layer's compute set or exchange belongs to the backward pass.
+fn is_backward(part: &str) -> bool {
+    ["dw", "db", "da", "dz", "activation_grad", "bn.grad"]
+        .iter()
+        .any(|p| part.starts_with(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Activation;
+
+    fn mlp(hidden: &[usize]) -> MlpConfig {
+        MlpConfig {
+            inputs: 64,
+            hidden: hidden.to_vec(),
+            classes: 10,
+            activation: Activation::Relu,
+            batch_norm: false,
+        }
+    }
+
+    #[test]
+    fn memory_placement_balances_contiguous_stages() {
+        // Layers of 64x512, 512x512, 512x512, 512x10 parameters.
+        let c = mlp(&[512, 512, 512]);
+        assert_eq!(
+            Placement::by_memory(&c, 1).unwrap(),
+            Placement::Ipus(vec![0; 4])
+        );
+        assert_eq!(
+            Placement::by_memory(&c, 2).unwrap(),
+            Placement::Ipus(vec![0, 0, 1, 1])
+        );
+        let p = Placement::by_memory(&c, 4).unwrap();
+        assert_eq!(p, Placement::Ipus(vec![0, 1, 2, 3]));
+        assert_eq!((p.stages(), p.stage_of(2)), (4, 2));
+        assert!(Placement::by_memory(&c, 5).is_err());
+    }
+
+    #[test]
+    fn names_split_into_layer_and_pass() {
+        assert_eq!(layer_of("layer12.dw.gather"), Some((12, "dw.gather")));
+        assert_eq!(layer_of("loss"), None);
+        assert!(is_backward("activation_grad") && is_backward("bn.grad_sums"));
+        assert!(!is_backward("fwd.gather") && !is_backward("bn.stats") && !is_backward("bias_act"));
+    }
+}
