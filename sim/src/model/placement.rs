@@ -66,9 +66,7 @@ impl Placement {
         let mut end = n;
         for k in (1..=ipus).rev() {
             let start = best[k][end].1;
-            for l in start..end {
-                ipu_of[l] = (k - 1) as u32;
-            }
+            ipu_of[start..end].fill((k - 1) as u32);
             end = start;
         }
         Ok(Self::Ipus(ipu_of))
