@@ -728,3 +728,48 @@ fn scale_reports_bitwise_identical_curves_for_every_replica_count() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn train_pipelines_the_digits_mlp_bitwise_as_data_parallel() {
+    let dir = scratch("pipeline");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--runs-dir",
+            dir.to_str().expect("UTF-8 path"),
+            "--instances",
+            "1",
+            "--replication-factor",
+            "2",
+            "--gradient-accumulation",
+            "4",
+            "--epochs",
+            "1",
+            "--no-progress",
+            "--json",
+        ];
+        args.extend(extra);
+        tessera(&args)
+    };
+    let plain = run(&[]);
+    let reference = fingerprint(&plain);
+    for schedule in ["grouped", "interleaved", "sequential"] {
+        let out = run(&[
+            "--pipeline-stages",
+            "2",
+            "--schedule",
+            schedule,
+            "--recompute",
+        ]);
+        assert_eq!(fingerprint(&out), reference, "{schedule}");
+        let stashes = &report(&out)["memory"]["activation_stashes"];
+        assert_eq!(stashes.as_array().map(Vec::len), Some(2), "{stashes}");
+    }
+    let out = run(&["--pipeline-stages", "2", "--device-mapping", "0,0,1"]);
+    assert_eq!(fingerprint(&out), reference);
+    // Three layers on IPUs out of order: exit 2, one line.
+    let out = run(&["--pipeline-stages", "2", "--device-mapping", "1,0,1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("contiguous"), "{}", stderr(&out));
+}

@@ -20,7 +20,7 @@ use tessera_sim::model::Activation;
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
     Event, GradReduction, LossScaling, LrSchedule, Observer, OptimizerConfig, PrecisionMode,
-    RunOptions, Summary, TrainConfig, TrainError, Trainer,
+    RunOptions, Schedule, Summary, TrainConfig, TrainError, Trainer,
 };
 
 use super::Failure;
@@ -110,6 +110,53 @@ pub(super) struct JobArgs {
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) ipus_per_replica: Option<usize>,
+
+    /// Place the layers on P IPUs per replica as pipeline stages (sets
+    /// --ipus-per-replica; the stages balanced by parameter memory unless
+    /// --device-mapping says otherwise)
+    #[arg(
+        long,
+        alias = "pipeline_stages",
+        value_name = "P",
+        help_heading = "Model parallelism"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) pipeline_stages: Option<usize>,
+
+    /// The stages' schedule: grouped, interleaved or sequential (sharded)
+    /// [default: interleaved when pipelined]
+    #[arg(
+        long,
+        value_name = "SCHEDULE",
+        value_parser = checked::<Schedule>,
+        help_heading = "Model parallelism"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) schedule: Option<String>,
+
+    /// The IPU of each layer, comma separated, non-decreasing (0,0,1)
+    #[arg(
+        long,
+        alias = "device_mapping",
+        value_name = "I,I",
+        value_delimiter = ',',
+        help_heading = "Model parallelism"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) device_mapping: Option<Vec<u32>>,
+
+    /// Recompute activations in the backward pass, keeping only stage
+    /// inputs [default: false]
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        help_heading = "Model parallelism"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) recompute: Option<bool>,
 
     /// Samples per micro-batch [default: 8]
     #[arg(long, alias = "micro_batch", value_name = "N", help_heading = "Batch")]
@@ -490,6 +537,21 @@ impl JobArgs {
             ))
         })?;
         set(&mut c.ipus_per_replica, self.ipus_per_replica);
+        set(&mut c.ipus_per_replica, self.pipeline_stages);
+        if self.pipeline_stages.is_some()
+            || self.schedule.is_some()
+            || self.device_mapping.is_some()
+        {
+            let mut p = c.pipeline.clone().unwrap_or_default();
+            if let Some(s) = &self.schedule {
+                p.schedule = parse("schedule", s)?;
+            }
+            if let Some(m) = &self.device_mapping {
+                p.device_mapping = Some(m.clone());
+            }
+            c.pipeline = Some(p);
+        }
+        set(&mut c.recompute, self.recompute);
         set(&mut c.micro_batch, self.micro_batch);
         set(&mut c.gradient_accumulation, self.gradient_accumulation);
         set(&mut c.device_iterations, self.device_iterations);
@@ -563,6 +625,10 @@ impl Job {
             instances: Some(c.instances),
             replication_factor: Some(c.replicas_per_instance()),
             ipus_per_replica: Some(c.ipus_per_replica),
+            pipeline_stages: c.pipeline.as_ref().map(|_| c.ipus_per_replica),
+            schedule: c.pipeline.as_ref().map(|p| p.schedule.to_string()),
+            device_mapping: c.pipeline.as_ref().and_then(|p| p.device_mapping.clone()),
+            recompute: Some(c.recompute),
             micro_batch: Some(c.micro_batch),
             gradient_accumulation: Some(c.gradient_accumulation),
             device_iterations: Some(c.device_iterations),

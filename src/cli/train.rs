@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{Value, json};
 use tessera_sim::data::Dataset;
+use tessera_sim::model::Placement;
 use tessera_sim::train::{
     EpochRecord, Event, RunOptions, StepRecord, Summary, TrainConfig, Trainer,
 };
@@ -215,6 +216,7 @@ impl TrainArgs {
                 "optimizer_bytes": s.memory.optimizer.bytes,
                 "optimizer_unsharded_bytes": s.memory.optimizer.unsharded_bytes,
                 "optimizer_offloaded": s.memory.optimizer.offloaded,
+                "activation_stashes": s.memory.activations,
             },
             "skipped_steps": skipped(s),
             "final_loss_scale": s.steps.last().map(|r| r.loss_scale),
@@ -289,6 +291,35 @@ impl TrainArgs {
                 ""
             }
         );
+        if let Placement::Ipus(ipus) = trainer.placement() {
+            let schedule = job
+                .config
+                .pipeline
+                .as_ref()
+                .map_or_else(String::new, |p| p.schedule.to_string());
+            let _ = writeln!(
+                o,
+                "stages       layers on IPUs {ipus:?}, {schedule}{}",
+                if job.config.recompute {
+                    ", recomputation"
+                } else {
+                    ""
+                }
+            );
+        }
+        for a in &m.activations {
+            if a.stashed > 1 || job.config.recompute {
+                let _ = writeln!(
+                    o,
+                    "  stage {}      keeps {} micro-batches: {} per tile of stashes; \
+                     recomputation saves {} bytes",
+                    a.stage,
+                    a.stashed,
+                    bytes(a.stash_bytes_per_tile),
+                    a.recompute_saves_bytes
+                );
+            }
+        }
         let _ = writeln!(
             o,
             "optimizer    {} per replica {}, {} unsharded",

@@ -14,6 +14,7 @@ use tessera_core::scale::{
 };
 
 use super::TrainError;
+use super::pipeline::Pipeline;
 use crate::data::{BatchPlan, OutputMode};
 use crate::model::{Activation, MlpConfig};
 use crate::pod::{Distribution, Layout, PodSpec};
@@ -369,6 +370,12 @@ pub struct TrainConfig {
     pub check_replicas_every: u64,
     /// Micro-batches the infeed runs ahead of the replicas.
     pub infeed_capacity: usize,
+    /// Layers placed on the replica's IPUs as stages, sharded or pipelined
+    /// (`None`: every layer spread over all the replica's tiles).
+    pub pipeline: Option<Pipeline>,
+    /// Keep only stage inputs (or the replica's input) for the backward
+    /// pass and recompute the rest.
+    pub recompute: bool,
 }
 
 impl Default for TrainConfig {
@@ -410,6 +417,8 @@ impl Default for TrainConfig {
             output_mode: OutputMode::All,
             check_replicas_every: 50,
             infeed_capacity: 64,
+            pipeline: None,
+            recompute: false,
         }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! | part | model |
 //! |---|---|
-//! | compute | the cycles of the replica's forward and backward engine (the [`ipu`](crate::ipu) cost table), once per micro-batch |
+//! | compute, pipeline bubble, recompute | the cycles of the replica's forward and backward engine (the [`ipu`](crate::ipu) cost table) per stage and micro-batch, combined by the pipeline schedule (see [`step_cycles`](super::step_cycles)); one stage when not pipelined |
 //! | gradient reduction | [`Layout::all_reduce_time`] of the gradients (2 bytes an element in f16 compute, 4 in f32); with replicated tensor sharding, [`Layout::reduce_scatter_time`] of the gradients and [`Layout::all_gather_time`] of the weights |
 //! | optimizer | the LAMB kernels' costs (`lamb_partials` + `lamb_apply`) over the elements a tile owns, the replica's tiles sharing its parameters (or its shard) evenly; SGD and AdamW charged `lamb_apply` only |
 //! | offload | optimizer state (and f32 master weights) read from and written back to streaming memory every step at the host link's rate ([`IpuParams::host_bytes_per_second`](crate::IpuParams::host_bytes_per_second)), not overlapped with compute (assumption) |
@@ -13,6 +13,7 @@
 use serde::Serialize;
 
 use super::config::{OptimizerConfig, PrecisionMode, TrainConfig};
+use super::pipeline::StepCycles;
 use crate::IpuSpec;
 use crate::pod::Layout;
 
@@ -21,6 +22,10 @@ use crate::pod::Layout;
 pub struct StepTime {
     /// Forward and backward passes of every micro-batch.
     pub compute_s: f64,
+    /// Pipeline ramp-up and ramp-down (stages idle).
+    pub bubble_s: f64,
+    /// Forward passes run again for recomputation.
+    pub recompute_s: f64,
     /// Gradient reduction (and the weights' all-gather) over IPU-Links.
     pub ipu_link_s: f64,
     /// The same over GW-Links (between POD64s).
@@ -40,6 +45,8 @@ impl StepTime {
     #[must_use]
     pub fn total(&self) -> f64 {
         self.compute_s
+            + self.bubble_s
+            + self.recompute_s
             + self.ipu_link_s
             + self.gw_link_s
             + self.optimizer_s
@@ -50,9 +57,11 @@ impl StepTime {
 
     /// The parts with their names, for reports.
     #[must_use]
-    pub fn parts(&self) -> [(&'static str, f64); 7] {
+    pub fn parts(&self) -> [(&'static str, f64); 9] {
         [
             ("compute", self.compute_s),
+            ("pipeline bubble", self.bubble_s),
+            ("recompute", self.recompute_s),
             ("all-reduce (IPU-Links)", self.ipu_link_s),
             ("all-reduce (GW-Links)", self.gw_link_s),
             ("optimizer", self.optimizer_s),
@@ -107,8 +116,8 @@ pub(crate) fn optimizer_memory(
     }
 }
 
-/// The simulated time of one step whose micro-batches took
-/// `compute_cycles` in all, for `elements` parameters over `shards`.
+/// The simulated time of one step whose micro-batches took `cycles` (by
+/// the pipeline schedule), for `elements` parameters over `shards`.
 pub(crate) fn step_time(
     config: &TrainConfig,
     layout: &Layout,
@@ -116,7 +125,7 @@ pub(crate) fn step_time(
     features: usize,
     elements: u64,
     shards: u64,
-    compute_cycles: u64,
+    cycles: StepCycles,
 ) -> StepTime {
     let grad_bytes = elements * config.precision.compute_bytes();
     let weight_bytes = elements
@@ -156,7 +165,9 @@ pub(crate) fn step_time(
     let samples = (config.micro_batch * config.gradient_accumulation) as u64;
     let io_bytes = samples * (4 * features as u64 + 4);
     StepTime {
-        compute_s: spec.seconds(compute_cycles),
+        compute_s: spec.seconds(cycles.compute),
+        bubble_s: spec.seconds(cycles.bubble),
+        recompute_s: spec.seconds(cycles.recompute),
         ipu_link_s: comm.0,
         gw_link_s: comm.1,
         optimizer_s: spec.seconds(optimizer_cycles),

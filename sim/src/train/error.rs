@@ -47,7 +47,17 @@ pub enum TrainError {
         /// This run's value.
         now: String,
     },
-    /// A replica's thread panicked (a bug: please report it).
+    /// A tile would not hold the model, the optimizer's share and the
+    /// activation stashes of the pipeline schedule.
+    OutOfTileMemory {
+        /// Bytes the fullest tile needs.
+        needed: u64,
+        /// Bytes a tile has.
+        available: u64,
+        /// Of `needed`, the activation stashes.
+        stash: u64,
+    },
+    /// A replica thread panicked (a bug: please report it).
     Panicked(String),
 }
 
@@ -70,6 +80,16 @@ impl fmt::Display for TrainError {
             Self::CheckpointMismatch { what, saved, now } => write!(
                 f,
                 "the checkpoint is from another run: its {what} is {saved}, this run's is {now}"
+            ),
+            Self::OutOfTileMemory {
+                needed,
+                available,
+                stash,
+            } => write!(
+                f,
+                "out of tile memory: the fullest tile needs {needed} bytes ({stash} of them \
+                 activation stashes of the pipeline), a tile has {available}; try recomputation, \
+                 the interleaved schedule, a smaller micro-batch or more IPUs per replica"
             ),
             Self::Panicked(what) => write!(f, "a replica thread panicked: {what}"),
         }

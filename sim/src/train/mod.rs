@@ -70,6 +70,17 @@
 //! The host moves the bytes hierarchically; the simulated time charges a
 //! reduce-scatter and an all-gather on the Pod (see [`StepTime`]).
 //!
+//! # Model parallelism
+//!
+//! With [`TrainConfig::pipeline`], each replica's layers are placed on its
+//! IPUs as contiguous stages (by hand, or balanced by parameter memory)
+//! and run one after the other ([`Schedule::Sequential`]: model sharding)
+//! or pipelined over the accumulated micro-batches ([`Schedule::Grouped`],
+//! [`Schedule::Interleaved`]), with optional recomputation
+//! ([`TrainConfig::recompute`]). The numerics are the plain run's, bit for
+//! bit; the step's cycles and the activation stashes follow the schedule
+//! (see the `pipeline` module's table: [`step_cycles`], [`stage_memory`]).
+//!
 //! # Determinism
 //!
 //! Final weights are bitwise the same for every number of instances,
@@ -88,6 +99,7 @@ mod cost;
 mod error;
 mod optimizer;
 mod params;
+mod pipeline;
 mod replica;
 mod run;
 
@@ -96,6 +108,10 @@ pub use config::{
 };
 pub use cost::{OptimizerMemory, StepTime};
 pub use error::TrainError;
+pub use pipeline::{
+    Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
+    step_cycles,
+};
 pub use run::{
     EpochRecord, Event, MemoryReport, Observer, RunOptions, StepRecord, Summary, Trainer,
 };

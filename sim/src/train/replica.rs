@@ -21,7 +21,7 @@ use super::config::{GradReduction, LossScaling, PrecisionMode, TrainConfig};
 use super::optimizer::{Piece, StepOptimizer, pieces};
 use super::params::FlatParams;
 use crate::data::MicroBatch;
-use crate::model::{GroupSum, Mlp, ModelError};
+use crate::model::{GroupSum, Mlp, ModelError, StageCycles};
 
 /// The loss scaler of a run.
 #[derive(Clone, Copy, Debug)]
@@ -195,7 +195,7 @@ impl GroupSum for BnGroup<'_> {
 const TAIL: usize = 2 + 2 * LIMBS_PER_WORD;
 
 /// What a step gives back.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct StepOutcome {
     /// Mean loss over the global batch.
     pub(crate) loss: f32,
@@ -207,8 +207,8 @@ pub(crate) struct StepOutcome {
     pub(crate) lr: f32,
     /// Whether loss scaling skipped the update.
     pub(crate) skipped: bool,
-    /// Simulated cycles of this replica's micro-batches.
-    pub(crate) cycles: u64,
+    /// Cycles of each stage of the replica's model per micro-batch.
+    pub(crate) stages: Vec<StageCycles>,
 }
 
 /// The whole master weights (`16.32`) and optimizer state tensors.
@@ -326,7 +326,6 @@ impl<'a> Replica<'a> {
         let scale = self.scaler.scale();
         let edge = self.scaler.as_dyn().histogram_edge();
         let micro_scale = scale / self.config.micro_batch as f32;
-        let mut cycles = 0;
         for (k, mb) in batches.iter().enumerate() {
             let out = self.mlp.train_micro_batch(
                 &mb.inputs,
@@ -335,7 +334,6 @@ impl<'a> Replica<'a> {
                 &mut BnGroup(&mut self.comm),
                 &mut self.grads,
             )?;
-            cycles += out.cycles;
             let c = &mut self.contributions[k];
             flat.flatten(&self.grads, c);
             c[n] = out.loss_sum;
@@ -379,7 +377,7 @@ impl<'a> Replica<'a> {
             loss_scale: scale,
             lr: 0.0,
             skipped: decision.is_skip(),
-            cycles,
+            stages: self.mlp.stage_cycles().unwrap_or_default().to_vec(),
         };
         if decision.is_skip() {
             return Ok(outcome);

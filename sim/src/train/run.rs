@@ -15,11 +15,12 @@ use super::comm::{self, InstanceLink, ReplicaComm};
 use super::config::TrainConfig;
 use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
 use super::params::FlatParams;
+use super::pipeline::{Schedule, StageMemory, StepCycles, stage_memory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::checkpoint::Checkpoint;
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
-use crate::model::{Compute, Mlp, MlpConfig};
+use crate::model::{Compute, Mlp, MlpConfig, Placement};
 use crate::pod::Layout;
 
 /// One optimizer step as the host sees it.
@@ -90,13 +91,40 @@ pub struct MemoryReport {
     pub model: MemorySummary,
     /// The optimizer's state and master weights.
     pub optimizer: OptimizerMemory,
+    /// The activation stashes of each stage (one stage when not
+    /// pipelined).
+    pub activations: Vec<StageMemory>,
 }
 
 impl MemoryReport {
-    /// Bytes of the fullest tile, model and optimizer together.
+    /// Bytes of the fullest tile: model, optimizer share and activation
+    /// stashes together.
     #[must_use]
     pub fn max_tile_bytes(&self) -> u64 {
-        self.model.max + self.optimizer.per_tile_bytes
+        self.model.max + self.optimizer.per_tile_bytes + self.stash_per_tile()
+    }
+
+    /// The largest stage's activation stash per tile.
+    #[must_use]
+    pub fn stash_per_tile(&self) -> u64 {
+        self.activations
+            .iter()
+            .map(|a| a.stash_bytes_per_tile)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether it fits a tile.
+    fn check(&self) -> Result<(), TrainError> {
+        let needed = self.max_tile_bytes();
+        if needed > self.model.capacity {
+            return Err(TrainError::OutOfTileMemory {
+                needed,
+                available: self.model.capacity,
+                stash: self.stash_per_tile(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -152,6 +180,7 @@ pub struct Trainer {
     train: Arc<Dataset>,
     test: Arc<Dataset>,
     flat: FlatParams,
+    placement: Placement,
     steps_per_epoch: u64,
 }
 
@@ -172,6 +201,21 @@ impl Trainer {
         plan.validate(train.len())?;
         let model = config.model(data.features(), data.classes());
         model.validate()?;
+        let placement = match &config.pipeline {
+            None => Placement::Spread,
+            Some(p) => p.placement(&model, config.ipus_per_replica as u32)?,
+        };
+        placement.validate(&model, &layout.replica_target()?)?;
+        if let Some(p) = &config.pipeline {
+            let stages = placement.stages();
+            let g = config.gradient_accumulation;
+            if p.schedule != Schedule::Sequential && g < stages {
+                return Err(TrainError::Invalid(format!(
+                    "a pipeline of {stages} stages needs gradient_accumulation >= {stages}, \
+                     got {g} (or use the sequential schedule)"
+                )));
+            }
+        }
         let shards = if config.replicated_tensor_sharding {
             config.replicas_per_instance()
         } else {
@@ -187,6 +231,7 @@ impl Trainer {
             train: Arc::new(train),
             test: Arc::new(test),
             flat,
+            placement,
             steps_per_epoch,
         })
     }
@@ -207,6 +252,12 @@ impl Trainer {
     #[must_use]
     pub fn sets(&self) -> (&Dataset, &Dataset) {
         (&self.train, &self.test)
+    }
+
+    /// Where each replica's layers run.
+    #[must_use]
+    pub const fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     /// Optimizer steps per epoch (drop-last).
@@ -269,8 +320,15 @@ impl Trainer {
         };
         let mut models = Vec::with_capacity(m);
         for _ in 0..m {
-            models.push(Mlp::new(&self.model, target, config.micro_batch, compute)?);
+            models.push(Mlp::placed(
+                &self.model,
+                target,
+                &self.placement,
+                config.micro_batch,
+                compute,
+            )?);
         }
+        self.memory_report(&models[0], &target).check()?;
         let resume = match &options.resume {
             Some(path) => {
                 let c = Checkpoint::load(path)?;
@@ -379,6 +437,45 @@ impl Trainer {
     }
 }
 
+impl Trainer {
+    /// The schedule of the replica's stages (sequential when not
+    /// pipelined: one stage, or sharded).
+    fn schedule(&self) -> Schedule {
+        self.config
+            .pipeline
+            .as_ref()
+            .map_or(Schedule::Sequential, |p| p.schedule)
+    }
+
+    /// The memory of a replica whose model is `mlp`.
+    fn memory_report(&self, mlp: &Mlp, target: &crate::ipu::Target) -> MemoryReport {
+        let config = &self.config;
+        let spec = target.spec();
+        let shards = if config.replicated_tensor_sharding {
+            config.replicas_per_instance() as u64
+        } else {
+            1
+        };
+        let tiles_per_stage = match self.placement {
+            Placement::Spread => u64::from(target.tiles()),
+            Placement::Ipus(_) => u64::from(spec.tiles()),
+        };
+        MemoryReport {
+            model: mlp.memory().summary(10),
+            optimizer: optimizer_memory(config, spec, self.flat.elements() as u64, shards),
+            activations: stage_memory(
+                &self.model,
+                &self.placement,
+                config.micro_batch,
+                config.gradient_accumulation,
+                self.schedule(),
+                config.recompute,
+                tiles_per_stage,
+            ),
+        }
+    }
+}
+
 /// The result of a joined thread, a panic as [`TrainError::Panicked`].
 fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T, TrainError>>) -> Result<T, TrainError> {
     h.join().unwrap_or_else(|p| {
@@ -474,6 +571,12 @@ impl RunContext<'_> {
             let epoch = step / t.steps_per_epoch;
             let in_epoch = step % t.steps_per_epoch;
             if reporter {
+                let cycles = step_cycles(
+                    &outcome.stages,
+                    config.gradient_accumulation,
+                    t.schedule(),
+                    config.recompute,
+                );
                 time = step_time(
                     config,
                     &t.layout,
@@ -481,7 +584,7 @@ impl RunContext<'_> {
                     t.model.inputs,
                     elements,
                     shards,
-                    outcome.cycles,
+                    cycles,
                 );
                 if report.trace.is_none() {
                     report.trace = replica.mlp.last_profile().map(|p| p.chrome_trace());
@@ -533,10 +636,10 @@ impl RunContext<'_> {
                 t.model.inputs,
                 elements,
                 shards,
-                0,
+                StepCycles::default(),
             );
         }
-        let memory = replica.mlp.memory().summary(10);
+        let memory = t.memory_report(&replica.mlp, &t.layout.replica_target()?);
         Ok(Some(Summary {
             steps: report.steps,
             epochs: report.epochs,
@@ -544,10 +647,7 @@ impl RunContext<'_> {
             fingerprint: replica.weights.fingerprint(),
             test,
             step_time: time,
-            memory: MemoryReport {
-                model: memory,
-                optimizer: optimizer_memory(config, &spec, elements, shards),
-            },
+            memory,
             global_batch: config.batch_plan().global_batch(),
             wall_seconds: started.elapsed().as_secs_f64(),
             trace: report.trace,

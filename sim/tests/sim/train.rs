@@ -10,8 +10,8 @@ use tessera_sim::data::{Dataset, OutputMode, Source, digits};
 use tessera_sim::model::Activation;
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
-    GradReduction, LossScaling, OptimizerConfig, PrecisionMode, RunOptions, Summary, TrainConfig,
-    TrainError, Trainer,
+    GradReduction, LossScaling, OptimizerConfig, Pipeline, PrecisionMode, RunOptions, Schedule,
+    Summary, TrainConfig, TrainError, Trainer,
 };
 
 fn data() -> Dataset {
@@ -347,4 +347,113 @@ fn a_small_run_is_pinned() {
     let s = run(config(2, 4, 4));
     assert_eq!(format!("{:016x}", s.fingerprint), "7516b9431a794569");
     assert_eq!(s.steps.last().unwrap().loss.to_bits(), 1_067_968_766);
+}
+
+/// A deeper MLP over 4 IPUs per replica, 2 replicas, 8 micro-batches.
+fn deep(pipeline: Option<Pipeline>, recompute: bool) -> TrainConfig {
+    TrainConfig {
+        hidden: vec![32, 32, 24],
+        ipus_per_replica: 4,
+        pipeline,
+        recompute,
+        epochs: 1,
+        ..config(1, 2, 8)
+    }
+}
+
+#[test]
+fn pipelined_and_sharded_runs_are_bitwise_the_data_parallel_run() {
+    // The same global batch on replicas of one IPU, layers spread.
+    let plain = run(TrainConfig {
+        ipus_per_replica: 1,
+        ..deep(None, false)
+    });
+    let spread = run(deep(None, false));
+    assert_same(&plain, &spread, "spread over 4 IPUs");
+    for schedule in [
+        Schedule::Grouped,
+        Schedule::Interleaved,
+        Schedule::Sequential,
+    ] {
+        for mapping in [None, Some(vec![0, 1, 1, 3])] {
+            for recompute in [false, true] {
+                let pipeline = Pipeline {
+                    schedule,
+                    device_mapping: mapping.clone(),
+                };
+                let s = run(deep(Some(pipeline), recompute));
+                let what = format!("{schedule} {mapping:?} recompute {recompute}");
+                assert_same(&plain, &s, &what);
+                let t = s.step_time;
+                assert_eq!(t.recompute_s > 0.0, recompute, "{what}");
+                if schedule == Schedule::Sequential {
+                    assert_eq!(t.bubble_s, 0.0, "{what}");
+                } else if mapping.is_none() {
+                    // P = 4 stages, G = 8: (P - 1) / G of the compute idles.
+                    assert!(
+                        (t.bubble_s / t.compute_s - 3.0 / 8.0).abs() < 1e-9,
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn schedules_keep_the_documented_activations() {
+    let keeps = |schedule| {
+        let s = run(deep(
+            Some(Pipeline {
+                schedule,
+                device_mapping: None,
+            }),
+            false,
+        ));
+        s.memory
+            .activations
+            .iter()
+            .map(|a| a.stashed)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keeps(Schedule::Grouped), [8, 8, 8, 8]);
+    assert_eq!(keeps(Schedule::Interleaved), [4, 3, 2, 1]);
+    assert_eq!(keeps(Schedule::Sequential), [1, 1, 1, 1]);
+    // Recomputation keeps stage inputs, not activations: with 4
+    // micro-batches in flight, the first stage saves memory.
+    let s = run(deep(Some(Pipeline::default()), true));
+    assert!(s.memory.activations[0].recompute_saves_bytes > 0);
+    assert!(s.memory.activations[0].stash_bytes_per_tile > 0);
+}
+
+#[test]
+fn impossible_model_parallelism_is_explained() {
+    let err = |c: TrainConfig| Trainer::new(c, data()).unwrap_err().to_string();
+    // 4 stages need at least 4 accumulated micro-batches.
+    let e = err(TrainConfig {
+        gradient_accumulation: 2,
+        replicas: 4,
+        ..deep(Some(Pipeline::default()), false)
+    });
+    assert!(e.contains("gradient_accumulation >= 4"), "{e}");
+    // Layers out of order, on a missing IPU, or too few of them.
+    for (mapping, says) in [
+        (vec![0, 2, 1, 3], "contiguous"),
+        (vec![0, 1, 2, 4], "IPU 4"),
+        (vec![0, 1, 2], "3 layers"),
+    ] {
+        let e = err(deep(
+            Some(Pipeline {
+                schedule: Schedule::Interleaved,
+                device_mapping: Some(mapping),
+            }),
+            false,
+        ));
+        assert!(e.contains(says), "{e}");
+    }
+    let e = err(TrainConfig {
+        hidden: vec![32],
+        ..deep(Some(Pipeline::default()), false)
+    });
+    assert!(e.contains("only 2 layers"), "{e}");
 }
