@@ -6,6 +6,7 @@ mod conversions;
 mod kernels;
 mod loss;
 mod optim;
+mod plan_cli;
 mod rng;
 mod scale;
 mod support;

@@ -38,11 +38,15 @@
 //!   resume, and the simulated time of each step on the Pod.
 //! - [`checkpoint`]: training checkpoints (named F32/F16/BF16/U64/U32
 //!   tensors and string metadata) as safetensors files, written atomically.
+//! - [`plan`]: the what-if planner for models too large to run here
+//!   (ResNet-50, BERT-Large, any model as a TOML table of layers, or the
+//!   trainer's MLP): whether it fits per IPU and per tile, and what takes
+//!   the memory; the step's time by part and the throughput, with
+//!   pipelining, recomputation, sharding and offloading; the scaling from
+//!   POD16 to POD256. Its compute model is the simulator's cost model, so
+//!   it agrees with the trainer on the MLPs both can run.
 //! - [`bench`](mod@bench): wall-time benchmarks of the engine against the plain core
 //!   kernels, for `tessera bench sim`.
-//!
-//! Planned (see `ARCHITECTURE.md`): `plan`, the what-if planner for models
-//! too large to run here.
 //!
 //! # Determinism
 //!
@@ -65,6 +69,7 @@ pub mod data;
 pub mod ipu;
 pub mod kernels;
 pub mod model;
+pub mod plan;
 pub mod pod;
 pub mod train;
 

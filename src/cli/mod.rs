@@ -7,6 +7,7 @@
 
 mod bench;
 mod job;
+mod plan;
 mod plot;
 mod scale;
 mod train;
@@ -41,6 +42,10 @@ enum Command {
     Scale(Box<scale::ScaleArgs>),
     /// Measure kernel throughput against references timed in the same run.
     Bench(bench::BenchArgs),
+    /// Plan a model on a Pod before renting one: whether it fits in each
+    /// IPU and tile, the throughput, the step's time by part, the scaling
+    /// from POD16 to POD256.
+    Plan(Box<plan::PlanArgs>),
 }
 
 impl Command {
@@ -54,6 +59,7 @@ impl Command {
             Self::Train(args) => args.run(),
             Self::Scale(args) => args.run(),
             Self::Bench(args) => args.run(),
+            Self::Plan(args) => args.run(),
         }
     }
 }

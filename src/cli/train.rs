@@ -355,7 +355,7 @@ fn skipped(s: &Summary) -> usize {
 }
 
 /// `part` as a percentage of `total`.
-fn percent(part: f64, total: f64) -> f64 {
+pub(super) fn percent(part: f64, total: f64) -> f64 {
     if total > 0.0 {
         100.0 * part / total
     } else {
@@ -364,7 +364,7 @@ fn percent(part: f64, total: f64) -> f64 {
 }
 
 /// Seconds with a unit that keeps three significant figures.
-fn seconds(s: f64) -> String {
+pub(super) fn seconds(s: f64) -> String {
     if s >= 1.0 {
         format!("{s:.3} s")
     } else if s >= 1e-3 {

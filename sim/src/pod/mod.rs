@@ -3,7 +3,7 @@
 //! run is spread over one in instances and replicas, PopRun and PopDist's
 //! way ([`Distribution`], [`Layout`], [`ProcessId`]); and what its
 //! collectives, syncs and host transfers cost ([`CollectiveTime`],
-//! [`scaling_table`]).
+//! [`scaling_table`], [`scaling_table_with`]).
 //!
 //! ```
 //! use tessera_sim::pod::{Distribution, PodSpec};
@@ -73,5 +73,5 @@ mod spec;
 pub use error::{DistributionField, PodError};
 pub use layout::{CollectiveTime, Distribution, Layout};
 pub use process::{ProcessId, RANK_VARIABLE, SIZE_VARIABLE};
-pub use scaling::{ScalingRow, scaling_table};
+pub use scaling::{ScalingRow, scaling_table, scaling_table_with};
 pub use spec::{IPUS_PER_M2000, LinkSpec, M2000S_PER_POD16, M2000S_PER_POD64, POD64_IPUS, PodSpec};

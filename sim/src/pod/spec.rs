@@ -244,6 +244,26 @@ impl PodSpec {
         Ok(self)
     }
 
+    /// The same Pod built of `ipu`s (a Bow Pod from a Mk2 preset, say):
+    /// the IPU-Links take the new IPU's own figures
+    /// ([`LinkSpec::ipu_link`]); the GW-Links, the host links and the name
+    /// stay.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// let bow = PodSpec::pod16().with_ipu(IpuSpec::BOW);
+    /// assert_eq!(bow.ipu().clock_hz(), 1_850_000_000);
+    /// assert_eq!(bow.ipus(), 16);
+    /// ```
+    #[must_use]
+    pub fn with_ipu(mut self, ipu: IpuSpec) -> Self {
+        self.ipu_link = LinkSpec::ipu_link(&ipu);
+        self.ipu = ipu;
+        self
+    }
+
     /// The Pod's name.
     #[must_use]
     pub fn name(&self) -> &str {

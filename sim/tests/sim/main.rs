@@ -1,13 +1,14 @@
 //! tessera-sim's integration tests, one binary (STYLE.md): the engine's
 //! semantics and costs, the tile-parallel kernels' bitwise equality with
-//! the core kernels, the Pod model, the data side, the model, checkpoints
-//! and the trainer.
+//! the core kernels, the Pod model, the data side, the model, checkpoints,
+//! the trainer and the planner.
 
 mod checkpoint;
 mod data;
 mod engine;
 mod kernels;
 mod model;
+mod plan;
 mod pod;
 mod support;
 mod train;

@@ -1,0 +1,507 @@
+//! What to plan: the model, the machine, the numerics and the
+//! parallelism.
+
+use core::fmt;
+use core::str::FromStr;
+
+use serde::Serialize;
+
+use super::PlanError;
+use super::assumptions::PlanAssumptions;
+use super::model::ModelTable;
+use crate::IpuSpec;
+use crate::pod::{Distribution, Layout, PodSpec};
+use crate::train::{OptimizerConfig, PrecisionMode, TrainConfig};
+
+/// Compute and weight precision, as Graphcore names them: `compute.weights`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Precision {
+    /// `32.32`: f32 everywhere.
+    #[serde(rename = "32.32")]
+    Fp32,
+    /// `16.32`: FP16 compute, weights and gradients, an f32 master copy
+    /// and f32 optimizer state.
+    #[serde(rename = "16.32")]
+    Mixed,
+    /// `16.16`: FP16 compute, weights, gradients and optimizer state, no
+    /// master copy (stochastic rounding makes it train).
+    #[serde(rename = "16.16")]
+    Half,
+}
+
+/// Bytes per parameter (and per activation element) of a [`Precision`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct PrecisionBytes {
+    /// Weights.
+    pub weights: u64,
+    /// Gradients (accumulated, and on the links).
+    pub gradients: u64,
+    /// The master copy (0: none).
+    pub master: u64,
+    /// Each optimizer state tensor.
+    pub optimizer_state: u64,
+    /// An activation element.
+    pub activation: u64,
+}
+
+impl Precision {
+    /// Every precision.
+    pub const ALL: [Self; 3] = [Self::Fp32, Self::Mixed, Self::Half];
+
+    /// Its bytes (see the [`assumptions`](super::assumptions) module).
+    #[must_use]
+    pub const fn bytes(self) -> PrecisionBytes {
+        match self {
+            Self::Fp32 => PrecisionBytes {
+                weights: 4,
+                gradients: 4,
+                master: 0,
+                optimizer_state: 4,
+                activation: 4,
+            },
+            Self::Mixed => PrecisionBytes {
+                weights: 2,
+                gradients: 2,
+                master: 4,
+                optimizer_state: 4,
+                activation: 2,
+            },
+            Self::Half => PrecisionBytes {
+                weights: 2,
+                gradients: 2,
+                master: 0,
+                optimizer_state: 2,
+                activation: 2,
+            },
+        }
+    }
+
+    /// Its name: `32.32`, `16.32`, `16.16`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Fp32 => "32.32",
+            Self::Mixed => "16.32",
+            Self::Half => "16.16",
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Precision {
+    type Err = String;
+
+    /// `32.32`, `16.32`, `16.16` (also the trainer's `16.16-sr` and
+    /// `16.16-rn`, which use the same bytes).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "32.32" => Ok(Self::Fp32),
+            "16.32" => Ok(Self::Mixed),
+            "16.16" | "16.16-sr" | "16.16-rn" => Ok(Self::Half),
+            _ => Err(format!(
+                "unknown precision `{s}`: expected 32.32, 16.32 or 16.16"
+            )),
+        }
+    }
+}
+
+impl From<PrecisionMode> for Precision {
+    fn from(p: PrecisionMode) -> Self {
+        match p {
+            PrecisionMode::Fp32 => Self::Fp32,
+            PrecisionMode::Mixed => Self::Mixed,
+            PrecisionMode::Half(_) => Self::Half,
+        }
+    }
+}
+
+/// The optimizer, for its state and its kernels' cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    /// SGD with momentum: one state tensor.
+    Sgd,
+    /// AdamW: two.
+    AdamW,
+    /// LAMB: two, and per-tensor norms.
+    Lamb,
+    /// LARS: one, and per-tensor norms.
+    Lars,
+}
+
+impl Optimizer {
+    /// State tensors per parameter.
+    #[must_use]
+    pub const fn state_tensors(self) -> u64 {
+        match self {
+            Self::Sgd | Self::Lars => 1,
+            Self::AdamW | Self::Lamb => 2,
+        }
+    }
+
+    /// Whether it needs per-tensor norms (a second kernel, as the
+    /// trainer's cost of LAMB and LARS).
+    #[must_use]
+    pub const fn needs_norms(self) -> bool {
+        matches!(self, Self::Lamb | Self::Lars)
+    }
+
+    /// Its name: `sgd`, `adamw`, `lamb`, `lars`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Sgd => "sgd",
+            Self::AdamW => "adamw",
+            Self::Lamb => "lamb",
+            Self::Lars => "lars",
+        }
+    }
+}
+
+impl fmt::Display for Optimizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Optimizer {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sgd" => Ok(Self::Sgd),
+            "adamw" => Ok(Self::AdamW),
+            "lamb" => Ok(Self::Lamb),
+            "lars" => Ok(Self::Lars),
+            _ => Err(format!(
+                "unknown optimizer `{s}`: expected sgd, adamw, lamb or lars"
+            )),
+        }
+    }
+}
+
+impl From<&OptimizerConfig> for Optimizer {
+    fn from(o: &OptimizerConfig) -> Self {
+        match o {
+            OptimizerConfig::Sgd(_) => Self::Sgd,
+            OptimizerConfig::AdamW(_) => Self::AdamW,
+            OptimizerConfig::Lamb(_) => Self::Lamb,
+            OptimizerConfig::Lars(_) => Self::Lars,
+        }
+    }
+}
+
+/// The pipeline schedule (PopART's names), with its memory behaviour (see
+/// the [`assumptions`](super::assumptions) module).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    /// Forward passes grouped, then backward passes: every stage stashes
+    /// the activations of all its in-flight micro-batches (the most
+    /// memory).
+    #[default]
+    Grouped,
+    /// A backward pass as soon as possible after each forward pass: fewer
+    /// micro-batches stashed.
+    Interleaved,
+    /// One stage at a time, as if the model were sharded: one micro-batch
+    /// stashed, no overlap (for debugging).
+    Sequential,
+}
+
+impl Schedule {
+    /// Its name: `grouped`, `interleaved`, `sequential`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Grouped => "grouped",
+            Self::Interleaved => "interleaved",
+            Self::Sequential => "sequential",
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Schedule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "grouped" => Ok(Self::Grouped),
+            "interleaved" => Ok(Self::Interleaved),
+            "sequential" => Ok(Self::Sequential),
+            _ => Err(format!(
+                "unknown schedule `{s}`: expected grouped, interleaved or sequential"
+            )),
+        }
+    }
+}
+
+/// What to plan. [`PlanConfig::new`] gives the defaults; change fields,
+/// then [`PlanConfig::plan`](super::PlanConfig::plan).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanConfig {
+    /// The model.
+    pub model: ModelTable,
+    /// The Pod (its IPUs are replaced by [`PlanConfig::ipu`]).
+    pub pod: PodSpec,
+    /// The IPU (Mk2 GC200 or Bow).
+    pub ipu: IpuSpec,
+    /// Compute and weight precision.
+    pub precision: Precision,
+    /// The optimizer.
+    pub optimizer: Optimizer,
+    /// Samples per micro-batch.
+    pub micro_batch: usize,
+    /// Micro-batches per replica per step (also the pipeline's).
+    pub gradient_accumulation: usize,
+    /// Replicas.
+    pub replicas: usize,
+    /// IPUs per replica: the pipeline's stages (a power of two).
+    pub ipus_per_replica: usize,
+    /// The pipeline schedule (when `ipus_per_replica > 1`).
+    pub schedule: Schedule,
+    /// Recompute activations in the backward pass from checkpoints.
+    pub recompute: bool,
+    /// Shard optimizer state and master weights over the replicas of an
+    /// IPU-Link domain.
+    pub replicated_tensor_sharding: bool,
+    /// Keep optimizer state and master weights in streaming memory.
+    pub offload_optimizer_state: bool,
+    /// Efficiency factors and assumptions.
+    pub assumptions: PlanAssumptions,
+}
+
+impl PlanConfig {
+    /// `model` data-parallel over every IPU of `pod` (one replica per
+    /// IPU), its own IPU, `16.16`, LAMB, micro-batch 8, no accumulation,
+    /// no pipelining, recomputation, sharding or offloading, the
+    /// [`PlanAssumptions::ipu`] assumptions.
+    #[must_use]
+    pub fn new(model: ModelTable, pod: PodSpec) -> Self {
+        Self {
+            ipu: *pod.ipu(),
+            replicas: pod.ipus(),
+            model,
+            pod,
+            precision: Precision::Half,
+            optimizer: Optimizer::Lamb,
+            micro_batch: 8,
+            gradient_accumulation: 1,
+            ipus_per_replica: 1,
+            schedule: Schedule::Grouped,
+            recompute: false,
+            replicated_tensor_sharding: false,
+            offload_optimizer_state: false,
+            assumptions: PlanAssumptions::ipu(),
+        }
+    }
+
+    /// The plan of the trainer's run `config` on data of `inputs` features
+    /// and `classes` classes: its MLP ([`ModelTable::from_mlp`]), Pod,
+    /// precision, optimizer, batch arithmetic, replicas, sharding and
+    /// offloading, priced with [`PlanAssumptions::simulator`] so that
+    /// [`Plan::step`](super::Plan::step) is comparable with the trainer's
+    /// [`StepTime`](crate::train::StepTime). (IPUs per replica become
+    /// pipeline stages here, where the trainer spreads the MLP's tiles over
+    /// them; replicated tensor sharding shards over an IPU-Link domain
+    /// here, over an instance's replicas in the trainer.)
+    ///
+    /// # Errors
+    /// [`PlanError::Model`] for a zero width.
+    pub fn for_trainer(
+        config: &TrainConfig,
+        inputs: usize,
+        classes: usize,
+    ) -> Result<Self, PlanError> {
+        let model = ModelTable::from_mlp(&config.model(inputs, classes))?;
+        Ok(Self {
+            precision: config.precision.into(),
+            optimizer: (&config.optimizer).into(),
+            micro_batch: config.micro_batch,
+            gradient_accumulation: config.gradient_accumulation,
+            replicas: config.replicas,
+            ipus_per_replica: config.ipus_per_replica,
+            replicated_tensor_sharding: config.replicated_tensor_sharding,
+            offload_optimizer_state: config.offload_optimizer_state,
+            assumptions: PlanAssumptions::simulator(),
+            ..Self::new(model, config.pod.clone())
+        })
+    }
+
+    /// The Pod built of [`PlanConfig::ipu`].
+    #[must_use]
+    pub fn machine(&self) -> PodSpec {
+        self.pod.clone().with_ipu(self.ipu)
+    }
+
+    /// Checks the configuration and places the replicas.
+    ///
+    /// # Errors
+    /// In this order: [`PlanError::Zero`] (micro-batch, accumulation,
+    /// replicas, IPUs per replica); [`PlanError::Assumption`];
+    /// [`PlanError::Pod`] (too many IPUs for the Pod, IPUs per replica not a
+    /// power of two, a replica larger than an IPU-Link domain);
+    /// [`PlanError::MoreStagesThanLayers`];
+    /// [`PlanError::AccumulationBelowStages`] (pipelined schedules only).
+    pub fn validate(&self) -> Result<Layout, PlanError> {
+        for (value, field) in [
+            (self.micro_batch, "micro_batch"),
+            (self.gradient_accumulation, "gradient_accumulation"),
+            (self.replicas, "replicas"),
+            (self.ipus_per_replica, "ipus_per_replica"),
+        ] {
+            if value == 0 {
+                return Err(PlanError::Zero(field));
+            }
+        }
+        self.assumptions.validate()?;
+        let layout = Distribution {
+            instances: 1,
+            replicas: self.replicas,
+            ipus_per_replica: self.ipus_per_replica,
+        }
+        .layout(&self.machine())?;
+        let stages = self.ipus_per_replica;
+        let layers = self.model.layers().len();
+        if stages > layers {
+            return Err(PlanError::MoreStagesThanLayers { stages, layers });
+        }
+        if stages > 1
+            && self.schedule != Schedule::Sequential
+            && self.gradient_accumulation < stages
+        {
+            return Err(PlanError::AccumulationBelowStages {
+                accumulation: self.gradient_accumulation,
+                stages,
+            });
+        }
+        Ok(layout)
+    }
+}
+
+/// A name for `ipu`: `Mk2 GC200`, `Bow`, or `custom IPU`.
+#[must_use]
+pub fn ipu_name(ipu: &IpuSpec) -> &'static str {
+    if *ipu == IpuSpec::MK2_GC200 {
+        "Mk2 GC200"
+    } else if *ipu == IpuSpec::BOW {
+        "Bow"
+    } else {
+        "custom IPU"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Builtin;
+    use crate::pod::PodError;
+
+    #[test]
+    fn names_round_trip() {
+        for p in Precision::ALL {
+            assert_eq!(p.name().parse::<Precision>(), Ok(p));
+        }
+        assert_eq!("16.16-rn".parse::<Precision>(), Ok(Precision::Half));
+        assert!("16.8".parse::<Precision>().is_err());
+        for o in [
+            Optimizer::Sgd,
+            Optimizer::AdamW,
+            Optimizer::Lamb,
+            Optimizer::Lars,
+        ] {
+            assert_eq!(o.name().parse::<Optimizer>(), Ok(o));
+        }
+        assert!("adam".parse::<Optimizer>().is_err());
+        for s in [
+            Schedule::Grouped,
+            Schedule::Interleaved,
+            Schedule::Sequential,
+        ] {
+            assert_eq!(s.name().parse::<Schedule>(), Ok(s));
+        }
+        assert!("1f1b".parse::<Schedule>().is_err());
+        assert_eq!(Precision::from(PrecisionMode::HALF_SR), Precision::Half);
+        assert_eq!(Precision::from(PrecisionMode::Mixed), Precision::Mixed);
+        assert_eq!(
+            Optimizer::from(&OptimizerConfig::named("lars", 0.1).unwrap()),
+            Optimizer::Lars
+        );
+        assert_eq!(ipu_name(&IpuSpec::BOW), "Bow");
+    }
+
+    #[test]
+    fn validation_names_what_is_wrong() {
+        let ok = PlanConfig::new(Builtin::Resnet50.table(), PodSpec::pod16());
+        ok.validate().unwrap();
+        let zero = PlanConfig {
+            micro_batch: 0,
+            ..ok.clone()
+        };
+        assert_eq!(zero.validate(), Err(PlanError::Zero("micro_batch")));
+        let big = PlanConfig {
+            replicas: 8,
+            ipus_per_replica: 4,
+            gradient_accumulation: 4,
+            ..ok.clone()
+        };
+        assert_eq!(
+            big.validate(),
+            Err(PlanError::Pod(PodError::TooManyIpus {
+                replicas: 8,
+                ipus_per_replica: 4,
+                available: 16
+            }))
+        );
+        let few = PlanConfig {
+            replicas: 4,
+            ipus_per_replica: 4,
+            gradient_accumulation: 3,
+            ..ok.clone()
+        };
+        assert_eq!(
+            few.validate(),
+            Err(PlanError::AccumulationBelowStages {
+                accumulation: 3,
+                stages: 4
+            })
+        );
+        // Sequential does not pipeline: no minimum.
+        let seq = PlanConfig {
+            schedule: Schedule::Sequential,
+            ..few
+        };
+        assert!(seq.validate().is_ok());
+        let tiny = crate::plan::ModelTable::new(
+            "one",
+            4,
+            vec![Builtin::Resnet50.table().layers()[55].clone()],
+        )
+        .unwrap();
+        let stages = PlanConfig {
+            model: tiny,
+            replicas: 1,
+            ipus_per_replica: 2,
+            gradient_accumulation: 2,
+            ..ok
+        };
+        assert_eq!(
+            stages.validate(),
+            Err(PlanError::MoreStagesThanLayers {
+                stages: 2,
+                layers: 1
+            })
+        );
+    }
+}

@@ -1,0 +1,550 @@
+//! `tessera plan --model MODEL [OPTIONS]`: whether a model fits on a Pod
+//! and how fast it trains, before renting one ([`tessera_sim::plan`]).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use tessera_sim::IpuSpec;
+use tessera_sim::model::MlpConfig;
+use tessera_sim::plan::{
+    Builtin, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig, Precision, Schedule,
+};
+use tessera_sim::pod::PodSpec;
+use tessera_sim::train::TrainConfig;
+
+use super::Failure;
+use super::job::{self, one_line};
+use super::plot::{Series, line_chart};
+use super::train::{percent, seconds};
+
+/// The models `--model` takes besides a file, for messages.
+const MODELS: &str = "resnet50, bert-large-128, bert-large-384, mlp, \
+                      mlp:INPUTS:WIDTH,WIDTH:CLASSES or a FILE.toml layer table";
+
+/// The IPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum IpuArg {
+    /// Mk2 GC200: 1.33 GHz, 250 TFLOPS FP16.
+    Mk2,
+    /// Bow: the GC200 at 1.85 GHz, 350 TFLOPS FP16.
+    Bow,
+}
+
+/// Which assumptions price the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum AssumptionsArg {
+    /// A real IPU with Poplar: balanced matmul plans, FP16 exchange,
+    /// matmul efficiency 0.75.
+    Ipu,
+    /// The simulator's own MLP implementation, to compare with `tessera
+    /// train` (use with --model mlp).
+    Simulator,
+}
+
+/// Arguments of `tessera plan`.
+#[derive(Clone, Debug, Args)]
+pub(super) struct PlanArgs {
+    /// The model: resnet50 (v1.5, 224x224), bert-large-128, bert-large-384
+    /// (pre-training), mlp (the default job's digits MLP),
+    /// mlp:INPUTS:WIDTH,WIDTH:CLASSES, or a FILE.toml layer table
+    #[arg(long, value_name = "MODEL")]
+    model: String,
+
+    /// The Pod: m2000, pod16, pod64, pod128, pod256 or podN (N a multiple
+    /// of 64)
+    #[arg(long, default_value = "pod16", help_heading = "Machine")]
+    pod: PodSpec,
+
+    /// The IPU
+    #[arg(long, value_enum, default_value_t = IpuArg::Mk2, help_heading = "Machine")]
+    ipu: IpuArg,
+
+    /// Compute.weights precision: 32.32, 16.32 or 16.16
+    #[arg(long, default_value = "16.16", help_heading = "Numerics")]
+    precision: Precision,
+
+    /// The optimizer: sgd, adamw, lamb or lars
+    #[arg(long, default_value = "lamb", help_heading = "Numerics")]
+    optimizer: Optimizer,
+
+    /// Samples per micro-batch
+    #[arg(
+        long,
+        alias = "micro_batch",
+        value_name = "N",
+        default_value_t = 8,
+        help_heading = "Batch"
+    )]
+    micro_batch: usize,
+
+    /// Micro-batches per replica per step [default: 1; with pipelining, 4 x
+    /// the IPUs per replica]
+    #[arg(
+        long,
+        alias = "gradient_accumulation",
+        value_name = "N",
+        help_heading = "Batch"
+    )]
+    gradient_accumulation: Option<usize>,
+
+    /// Replicas [default: as many as fill the Pod]
+    #[arg(long, value_name = "N", help_heading = "Parallelism")]
+    replicas: Option<usize>,
+
+    /// IPUs per replica: the pipeline's stages, a power of two
+    #[arg(
+        long,
+        alias = "ipus_per_replica",
+        value_name = "N",
+        default_value_t = 1,
+        help_heading = "Parallelism"
+    )]
+    ipus_per_replica: usize,
+
+    /// The pipeline schedule: grouped, interleaved or sequential
+    #[arg(long, default_value = "grouped", help_heading = "Parallelism")]
+    schedule: Schedule,
+
+    /// Recompute activations in the backward pass from checkpoints
+    #[arg(long, help_heading = "Memory")]
+    recompute: bool,
+
+    /// Shard optimizer state and master weights over the replicas of an
+    /// IPU-Link domain
+    #[arg(long, alias = "replicated_tensor_sharding", help_heading = "Memory")]
+    replicated_tensor_sharding: bool,
+
+    /// Keep optimizer state and master weights in streaming memory
+    #[arg(long, alias = "offload_optimizer_state", help_heading = "Memory")]
+    offload_optimizer_state: bool,
+
+    /// The efficiency factors and assumptions
+    #[arg(long, value_enum, default_value_t = AssumptionsArg::Ipu)]
+    assumptions: AssumptionsArg,
+
+    /// Print the plan as one JSON object instead of a report
+    #[arg(long)]
+    json: bool,
+
+    /// Also draw the scaling curve (samples/s over IPUs) into this SVG file
+    #[arg(long, value_name = "PATH")]
+    svg: Option<PathBuf>,
+}
+
+impl PlanArgs {
+    pub(super) fn run(self) -> Result<(), Failure> {
+        let config = self.config()?;
+        let plan = config
+            .plan()
+            .map_err(|e| Failure::Usage(one_line(&e.to_string())))?;
+        if let Some(path) = &self.svg {
+            let ipus: Vec<f64> = plan
+                .scaling
+                .iter()
+                .map(|r| (r.replicas * r.ipus_per_replica) as f64)
+                .collect();
+            let per_step = plan.micro_batch as f64 * plan.gradient_accumulation as f64;
+            let planned: Vec<(f64, f64)> = plan
+                .scaling
+                .iter()
+                .zip(&ipus)
+                .map(|(r, &x)| (x, r.replicas as f64 * per_step / r.step_s))
+                .collect();
+            let linear: Vec<(f64, f64)> = planned
+                .first()
+                .map(|&(x0, y0)| ipus.iter().map(|&x| (x, y0 * x / x0)).collect())
+                .unwrap_or_default();
+            let series = [
+                Series {
+                    name: "planned".into(),
+                    points: planned,
+                },
+                Series {
+                    name: "linear".into(),
+                    points: linear,
+                },
+            ];
+            line_chart(
+                path,
+                &format!("{}: planned throughput", plan.model),
+                "IPUs",
+                "samples/s",
+                &series,
+                false,
+            )
+            .map_err(Failure::Job)?;
+        }
+        let out = if self.json {
+            let mut line = serde_json::to_string(&plan).expect("a plan serializes");
+            line.push('\n');
+            line
+        } else {
+            report(&plan, self.svg.as_ref())
+        };
+        job::print(&out)
+    }
+
+    /// The configuration the flags describe.
+    fn config(&self) -> Result<PlanConfig, Failure> {
+        let model = model(&self.model)?;
+        let stages = self.ipus_per_replica;
+        let accumulation = self.gradient_accumulation.unwrap_or(if stages > 1 {
+            stages.saturating_mul(4)
+        } else {
+            1
+        });
+        let replicas = self
+            .replicas
+            .unwrap_or_else(|| (self.pod.ipus() / stages.max(1)).max(1));
+        Ok(PlanConfig {
+            ipu: match self.ipu {
+                IpuArg::Mk2 => IpuSpec::MK2_GC200,
+                IpuArg::Bow => IpuSpec::BOW,
+            },
+            precision: self.precision,
+            optimizer: self.optimizer,
+            micro_batch: self.micro_batch,
+            gradient_accumulation: accumulation,
+            replicas,
+            ipus_per_replica: stages,
+            schedule: self.schedule,
+            recompute: self.recompute,
+            replicated_tensor_sharding: self.replicated_tensor_sharding,
+            offload_optimizer_state: self.offload_optimizer_state,
+            assumptions: match self.assumptions {
+                AssumptionsArg::Ipu => PlanAssumptions::ipu(),
+                AssumptionsArg::Simulator => PlanAssumptions::simulator(),
+            },
+            ..PlanConfig::new(model, self.pod.clone())
+        })
+    }
+}
+
+/// The model `--model` names.
+fn model(name: &str) -> Result<ModelTable, Failure> {
+    if let Some(b) = Builtin::named(name) {
+        return Ok(b.table());
+    }
+    let usage = |m: String| Failure::Usage(one_line(&m));
+    if name == "mlp" {
+        let digits = TrainConfig::default().model(64, 10);
+        return ModelTable::from_mlp(&digits).map_err(|e| usage(e.to_string()));
+    }
+    if let Some(spec) = name.strip_prefix("mlp:") {
+        let bad = || {
+            usage(format!(
+                "--model {name}: expected mlp:INPUTS:WIDTH,WIDTH:CLASSES with whole numbers"
+            ))
+        };
+        let parts: Vec<&str> = spec.split(':').collect();
+        let [inputs, hidden, classes] = parts[..] else {
+            return Err(bad());
+        };
+        let number = |s: &str| s.trim().parse::<usize>().map_err(|_| bad());
+        let hidden = if hidden.is_empty() {
+            Vec::new()
+        } else {
+            hidden.split(',').map(number).collect::<Result<_, _>>()?
+        };
+        let config = MlpConfig {
+            inputs: number(inputs)?,
+            hidden,
+            classes: number(classes)?,
+            ..TrainConfig::default().model(1, 1)
+        };
+        return ModelTable::from_mlp(&config).map_err(|e| usage(format!("--model {name}: {e}")));
+    }
+    let path = PathBuf::from(name);
+    if path.extension().is_some_and(|e| e == "toml") || path.exists() {
+        return ModelTable::read(&path).map_err(|e| usage(e.to_string()));
+    }
+    Err(usage(format!("unknown model `{name}`: expected {MODELS}")))
+}
+
+/// Bytes in decimal units (as "900 MB per IPU").
+fn bytes(b: u64) -> String {
+    let x = b as f64;
+    if x >= 1e9 {
+        format!("{:.2} GB", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.1} MB", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} kB", x / 1e3)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// `n` with thousands separated by commas.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A count with an SI suffix: `25.56 M`.
+fn count(n: u64) -> String {
+    let x = n as f64;
+    if x >= 1e9 {
+        format!("{:.2} G", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        n.to_string()
+    }
+}
+
+/// The plan as a readable report.
+fn report(p: &Plan, svg: Option<&PathBuf>) -> String {
+    let mut o = String::new();
+    let a = &p.assumptions;
+    let _ = writeln!(
+        o,
+        "plan         {} on {} ({} {} IPUs)",
+        p.model, p.pod, p.pod_ipus, p.ipu
+    );
+    let _ = writeln!(
+        o,
+        "model        {} parameters; {}FLOP forward, {}FLOP backward per sample",
+        count(p.params),
+        count(p.flops_per_sample.forward),
+        count(p.flops_per_sample.backward)
+    );
+    let _ = writeln!(
+        o,
+        "batch        micro-batch {} x accumulation {} x {} = global batch {}",
+        p.micro_batch,
+        p.gradient_accumulation,
+        job::plural(p.replicas as u64, "replica"),
+        p.global_batch
+    );
+    let mut how = vec![format!("{}, {}", p.precision, p.optimizer)];
+    if p.ipus_per_replica > 1 {
+        how.push(format!(
+            "{} IPUs per replica ({} pipeline)",
+            p.ipus_per_replica, p.schedule
+        ));
+    }
+    for (on, what) in [
+        (p.recompute, "recomputation"),
+        (p.replicated_tensor_sharding, "replicated tensor sharding"),
+        (p.offload_optimizer_state, "optimizer state offloaded"),
+    ] {
+        if on {
+            how.push(what.into());
+        }
+    }
+    let _ = writeln!(o, "numerics     {}", how.join(", "));
+    let _ = writeln!(
+        o,
+        "assumptions  {} matmul plans, matmul efficiency {:.0}%, tile imbalance {:.2}{}",
+        a.matmul_plan.name(),
+        100.0 * a.matmul_efficiency,
+        a.tile_imbalance,
+        a.exchange_element_bytes
+            .map_or_else(String::new, |b| format!(", {b}-byte exchange"))
+    );
+    let w = &p.worst;
+    if p.fits {
+        let _ = writeln!(
+            o,
+            "memory       FITS: fullest tile {} B of {} B ({:.1}%), stage {} (IPU {} of each replica)",
+            thousands(w.bytes),
+            thousands(w.capacity),
+            100.0 * w.fraction,
+            w.stage,
+            w.stage
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "memory       DOES NOT FIT: fullest tile {} B of {} B ({:.1}%), stage {}",
+            thousands(w.bytes),
+            thousands(w.capacity),
+            100.0 * w.fraction,
+            w.stage
+        );
+        for v in &p.overflows {
+            let ipu = if v.ipu_bytes_over > 0 {
+                format!(", its IPU {} over", bytes(v.ipu_bytes_over))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                o,
+                "  stage {}: a tile needs {} B more{ipu}; the largest part is {} ({})",
+                v.stage,
+                thousands(v.tile_bytes_over),
+                v.largest,
+                bytes(v.largest_bytes)
+            );
+        }
+    }
+    let layers: Vec<String> = p
+        .stages
+        .iter()
+        .map(|s| {
+            if s.layers == 1 {
+                s.first_layer.clone()
+            } else {
+                format!("{} .. {} ({})", s.first_layer, s.last_layer, s.layers)
+            }
+        })
+        .collect();
+    let width = layers.iter().map(String::len).max().unwrap_or(0).max(6);
+    let _ = writeln!(
+        o,
+        "  {:<5} {:<width$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>12}",
+        "stage",
+        "layers",
+        "params",
+        "weights",
+        "grads",
+        "master",
+        "opt state",
+        "activations",
+        "code+exch",
+        "IPU",
+        "fullest tile"
+    );
+    for (s, layers) in p.stages.iter().zip(&layers) {
+        let m = &s.memory;
+        let _ = writeln!(
+            o,
+            "  {:<5} {:<width$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>12}",
+            s.stage,
+            layers,
+            count(s.params),
+            bytes(m.weights),
+            bytes(m.gradients),
+            bytes(m.master_weights),
+            bytes(m.optimizer_state),
+            bytes(m.activations),
+            bytes(m.code_and_exchange),
+            bytes(m.total()),
+            if s.fits {
+                thousands(s.worst_tile_bytes)
+            } else {
+                format!("{} !", thousands(s.worst_tile_bytes))
+            }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "throughput   {:.0} samples/s; {:.1}% of the IPUs' FP16 peak",
+        p.samples_per_second,
+        100.0 * p.flops_utilisation
+    );
+    let _ = writeln!(
+        o,
+        "step time    {} per step (parts that take no time not shown)",
+        seconds(p.step_s)
+    );
+    for (part, t) in p.step.parts().into_iter().filter(|&(_, t)| t > 0.0) {
+        let _ = writeln!(
+            o,
+            "  {part:<24} {:>11} {:>6.1}%",
+            seconds(t),
+            percent(t, p.step_s)
+        );
+    }
+    let (stages, g) = (p.ipus_per_replica, p.gradient_accumulation);
+    let pipeline = if stages == 1 {
+        let n = p.pipeline_steps;
+        format!(
+            "none: {n} micro-batch{} one after the other",
+            if n == 1 { "" } else { "es" }
+        )
+    } else if p.schedule == Schedule::Sequential {
+        format!(
+            "{stages} stages run one at a time: {g} x {stages} = {} stage-steps",
+            p.pipeline_steps
+        )
+    } else {
+        format!(
+            "{stages} stages, {g} micro-batches: N = 2(P-1) + (G-(P-1)) = {} stage-steps",
+            p.pipeline_steps
+        )
+    };
+    let _ = writeln!(o, "pipeline     {pipeline}");
+    let per: Vec<String> = p
+        .stages
+        .iter()
+        .map(|s| format!("stage {} {}", s.stage, seconds(s.micro_batch_s)))
+        .collect();
+    let _ = writeln!(o, "  per micro-batch: {}", per.join(", "));
+    let _ = writeln!(
+        o,
+        "scaling      weak: every Pod filled with {}-IPU replicas, micro-batch {} x accumulation {} each",
+        p.ipus_per_replica, p.micro_batch, p.gradient_accumulation
+    );
+    let _ = writeln!(
+        o,
+        "  {:<8} {:>8} {:>12} {:>12} {:>10} {:>12} {:>10}",
+        "pod", "replicas", "all-reduce", "of which GW", "sync", "samples/s", "efficiency"
+    );
+    let per_step = p.micro_batch as f64 * p.gradient_accumulation as f64;
+    for r in &p.scaling {
+        let _ = writeln!(
+            o,
+            "  {:<8} {:>8} {:>12} {:>12} {:>10} {:>12.0} {:>9.1}%",
+            r.pod,
+            r.replicas,
+            seconds(r.all_reduce.total()),
+            seconds(r.all_reduce.gw_link_s),
+            seconds(r.sync_s),
+            r.replicas as f64 * per_step / r.step_s,
+            100.0 * r.efficiency
+        );
+    }
+    if let Some(path) = svg {
+        let _ = writeln!(o, "wrote        {}", path.display());
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_by_name() {
+        assert_eq!(model("resnet50").unwrap().params(), 25_557_032);
+        assert_eq!(model("mlp").unwrap().layers().len(), 3);
+        let m = model("mlp:256:256,256:16").unwrap();
+        assert_eq!(m.layers().len(), 3);
+        assert_eq!(m.layers()[0].params, 256 * 256 + 256);
+        assert_eq!(model("mlp:4::2").unwrap().layers().len(), 1);
+        for bad in [
+            "mlp:1:2",
+            "mlp:x:1:2",
+            "mlp:4:0:2",
+            "resnet",
+            "no-such-model",
+        ] {
+            assert!(matches!(model(bad), Err(Failure::Usage(_))), "{bad}");
+        }
+        assert!(matches!(
+            model("/no/such/dir/model.toml"),
+            Err(Failure::Usage(m)) if m.contains("cannot read")
+        ));
+    }
+
+    #[test]
+    fn number_formats() {
+        assert_eq!(thousands(638_976), "638,976");
+        assert_eq!(thousands(12), "12");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(bytes(940_572_672), "940.6 MB");
+        assert_eq!(count(25_557_032), "25.56 M");
+    }
+}

@@ -1,0 +1,294 @@
+//! Tests: `tessera plan`, run as a user would: the report, the JSON, the
+//! scaling chart, and every kind of bad input exiting with status 2 on one
+//! line.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .output()
+        .expect("the tessera binary runs")
+}
+
+fn stdout(out: &Output) -> &str {
+    std::str::from_utf8(&out.stdout).expect("stdout is UTF-8")
+}
+
+fn stderr(out: &Output) -> &str {
+    std::str::from_utf8(&out.stderr).expect("stderr is UTF-8")
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-plan-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// Runs `tessera plan ARGS --json` and parses its one line.
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["plan"];
+    all.extend(args);
+    all.push("--json");
+    let out = tessera(&all);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "one JSON object: {text}");
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+#[test]
+fn plan_cli_reports_resnet50() {
+    let out = tessera(&[
+        "plan",
+        "--model",
+        "resnet50",
+        "--micro-batch",
+        "16",
+        "--optimizer",
+        "sgd",
+        "--recompute",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "ResNet-50 v1.5",
+        "POD16",
+        "25.56 M parameters",
+        "memory       FITS",
+        "fullest tile",
+        "activations",
+        "throughput",
+        "samples/s",
+        "step time",
+        "compute",
+        "all-reduce (IPU-Links)",
+        "%",
+        "POD64",
+        "POD128",
+        "POD256",
+        "efficiency",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
+    }
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}
+
+#[test]
+fn plan_cli_json_is_one_object() {
+    let v = json(&[
+        "--model",
+        "bert-large-128",
+        "--pod",
+        "pod64",
+        "--precision",
+        "16.32",
+        "--ipus-per-replica",
+        "4",
+        "--gradient-accumulation",
+        "64",
+        "--recompute",
+        "--offload-optimizer-state",
+    ]);
+    assert_eq!(v["fits"], true);
+    assert_eq!(v["replicas"], 16, "the Pod filled by default");
+    assert_eq!(v["precision"], "16.32");
+    assert_eq!(v["schedule"], "grouped");
+    assert_eq!(v["pipeline_steps"], 2 * 3 + (64 - 3));
+    assert_eq!(v["stages"].as_array().unwrap().len(), 4);
+    assert!(v["samples_per_second"].as_f64().unwrap() > 0.0);
+    assert!(v["step"]["compute_s"].as_f64().unwrap() > 0.0);
+    assert!(v["step"]["bubble_s"].as_f64().unwrap() > 0.0);
+    let pods: Vec<&str> = v["scaling"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["pod"].as_str().unwrap())
+        .collect();
+    assert_eq!(pods, ["POD16", "POD64", "POD128", "POD256"]);
+    assert_eq!(v["assumptions"]["matmul_plan"], "balanced");
+}
+
+#[test]
+fn plan_cli_says_when_a_model_does_not_fit() {
+    let args = ["plan", "--model", "bert-large-128", "--precision", "16.32"];
+    let out = tessera(&args);
+    // Not fitting is an answer, not an error.
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("DOES NOT FIT"), "{text}");
+    assert!(text.contains("optimizer state"), "{text}");
+    let v = json(&args[1..]);
+    assert_eq!(v["fits"], false);
+    assert_eq!(v["overflows"][0]["largest"], "optimizer state");
+}
+
+#[test]
+fn plan_cli_draws_the_scaling_curve_and_reads_model_files() {
+    let dir = scratch("svg");
+    let svg = dir.join("scaling.svg");
+    let model = dir.join("model.toml");
+    std::fs::write(
+        &model,
+        "name = \"two layers\"\ninput_bytes = 1028\n\n[[layer]]\nname = \"fc1\"\nparams = 65792\n\
+         flops_forward = 131072\nflops_backward = 131072\nactivation_bytes = 1024\n\
+         gemm = { m = 1, k = 256, n = 256 }\n\n[[layer]]\nname = \"fc2\"\nparams = 2570\n\
+         flops_forward = 5120\nflops_backward = 10240\nactivation_bytes = 40\n",
+    )
+    .unwrap();
+    let out = tessera(&[
+        "plan",
+        "--model",
+        model.to_str().unwrap(),
+        "--ipu",
+        "bow",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains("two layers"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("Bow"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("scaling.svg"), "{}", stdout(&out));
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        chart.starts_with("<svg"),
+        "{}",
+        &chart[..chart.len().min(80)]
+    );
+    // The trainer's MLP, priced as the simulator prices it.
+    let v = json(&["--model", "mlp", "--assumptions", "simulator"]);
+    assert_eq!(v["assumptions"]["matmul_plan"], "simulator");
+    assert_eq!(v["replicas"], 16);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
+    let dir = scratch("bad");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    std::fs::write(
+        path("typo.toml"),
+        "input_bytes = 4\n[[layer]]\nname = \"fc\"\nparams = 1\nflops_forward = 2\n\
+         flops_backwards = 2\nactivation_bytes = 2\n",
+    )
+    .unwrap();
+    std::fs::write(path("broken.toml"), "input_bytes = [4,\n").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![], "--model"),
+        (vec!["--model".into(), "resnet".into()], "unknown model"),
+        (vec!["--model".into(), "mlp:1:2".into()], "mlp:INPUTS"),
+        (vec!["--model".into(), path("typo.toml")], "layer 0 (`fc`)"),
+        (vec!["--model".into(), path("typo.toml")], "flops_backwards"),
+        (vec!["--model".into(), path("broken.toml")], "broken.toml"),
+        (vec!["--model".into(), path("absent.toml")], "absent.toml"),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--replicas".into(),
+                "17".into(),
+            ],
+            "the Pod has 16",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--ipus-per-replica".into(),
+                "4".into(),
+                "--replicas".into(),
+                "8".into(),
+            ],
+            "32 IPUs",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "bert-large-128".into(),
+                "--ipus-per-replica".into(),
+                "4".into(),
+                "--gradient-accumulation".into(),
+                "2".into(),
+            ],
+            "pipeline stages",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "mlp".into(),
+                "--ipus-per-replica".into(),
+                "4".into(),
+            ],
+            "every stage needs a layer",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--ipus-per-replica".into(),
+                "3".into(),
+            ],
+            "power of two",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--micro-batch".into(),
+                "0".into(),
+            ],
+            "at least 1",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--precision".into(),
+                "8.8".into(),
+            ],
+            "8.8",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--pod".into(),
+                "pod100".into(),
+            ],
+            "100",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--schedule".into(),
+                "1f1b".into(),
+            ],
+            "1f1b",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["plan"];
+        args.extend(extra.iter().map(String::as_str));
+        let out = tessera(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{extra:?}: should mention {needle:?}: {err}"
+        );
+        assert!(err.starts_with("tessera: "), "{extra:?}: {err}");
+        assert!(err.contains("error"), "{extra:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{extra:?}: one line: {err}"
+        );
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        assert!(out.stdout.is_empty(), "{extra:?}: nothing on stdout");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
