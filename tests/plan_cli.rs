@@ -96,7 +96,7 @@ fn plan_cli_json_is_one_object() {
     assert_eq!(v["fits"], true);
     assert_eq!(v["replicas"], 16, "the Pod filled by default");
     assert_eq!(v["precision"], "16.32");
-    assert_eq!(v["schedule"], "grouped");
+    assert_eq!(v["schedule"], "interleaved");
     assert_eq!(v["pipeline_steps"], 2 * 3 + (64 - 3));
     assert_eq!(v["stages"].as_array().unwrap().len(), 4);
     assert!(v["samples_per_second"].as_f64().unwrap() > 0.0);

@@ -103,7 +103,7 @@ pub(super) struct PlanArgs {
     ipus_per_replica: usize,
 
     /// The pipeline schedule: grouped, interleaved or sequential
-    #[arg(long, default_value = "grouped", help_heading = "Parallelism")]
+    #[arg(long, default_value = "interleaved", help_heading = "Parallelism")]
     schedule: Schedule,
 
     /// Recompute activations in the backward pass from checkpoints

@@ -196,56 +196,10 @@ impl From<&OptimizerConfig> for Optimizer {
     }
 }
 
-/// The pipeline schedule (PopART's names), with its memory behaviour (see
-/// the [`assumptions`](super::assumptions) module).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Schedule {
-    /// Forward passes grouped, then backward passes: every stage stashes
-    /// the activations of all its in-flight micro-batches (the most
-    /// memory).
-    #[default]
-    Grouped,
-    /// A backward pass as soon as possible after each forward pass: fewer
-    /// micro-batches stashed.
-    Interleaved,
-    /// One stage at a time, as if the model were sharded: one micro-batch
-    /// stashed, no overlap (for debugging).
-    Sequential,
-}
-
-impl Schedule {
-    /// Its name: `grouped`, `interleaved`, `sequential`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Grouped => "grouped",
-            Self::Interleaved => "interleaved",
-            Self::Sequential => "sequential",
-        }
-    }
-}
-
-impl fmt::Display for Schedule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Schedule {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "grouped" => Ok(Self::Grouped),
-            "interleaved" => Ok(Self::Interleaved),
-            "sequential" => Ok(Self::Sequential),
-            _ => Err(format!(
-                "unknown schedule `{s}`: expected grouped, interleaved or sequential"
-            )),
-        }
-    }
-}
+/// The pipeline schedule: the trainer's ([`crate::train::Schedule`]),
+/// with its memory behaviour here in the [`assumptions`](super::assumptions)
+/// module.
+pub use crate::train::Schedule;
 
 /// What to plan. [`PlanConfig::new`] gives the defaults; change fields,
 /// then [`PlanConfig::plan`](super::PlanConfig::plan).
@@ -299,7 +253,7 @@ impl PlanConfig {
             micro_batch: 8,
             gradient_accumulation: 1,
             ipus_per_replica: 1,
-            schedule: Schedule::Grouped,
+            schedule: Schedule::default(),
             recompute: false,
             replicated_tensor_sharding: false,
             offload_optimizer_state: false,

@@ -29,6 +29,7 @@ use crate::model::{MlpConfig, Placement, StageCycles};
 
 /// PopART's pipeline schedules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Schedule {
     /// Every micro-batch's forward passes, then the backward passes: the
     /// simplest, and the most activation memory.
@@ -42,13 +43,21 @@ pub enum Schedule {
     Sequential,
 }
 
-impl fmt::Display for Schedule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Schedule {
+    /// Its name: `grouped`, `interleaved`, `sequential`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
             Self::Grouped => "grouped",
             Self::Interleaved => "interleaved",
             Self::Sequential => "sequential",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
