@@ -3,22 +3,9 @@
 //! These never assert on speed: only on the shape of the output and on exit
 //! statuses.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("the tessera binary runs")
-}
-
-fn stdout(out: &Output) -> &str {
-    std::str::from_utf8(&out.stdout).expect("stdout is UTF-8")
-}
-
-fn stderr(out: &Output) -> &str {
-    std::str::from_utf8(&out.stderr).expect("stderr is UTF-8")
-}
+use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
 
 const KERNELS: [&str; 6] = [
     "f32_to_f16_rn",
@@ -365,14 +352,6 @@ fn bench_allreduce_over_mpi_without_mpirun_exits_with_status_2() {
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
 
-/// A fresh scratch directory for one test.
-fn scratch(test: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-cli-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    dir
-}
-
 /// A small, quick job: 480 training samples (and 120 test), global batch
 /// 16 (2 instances x 2 replicas x micro-batch 4), 30 steps an epoch.
 const SMALL: [&str; 13] = [
@@ -644,20 +623,8 @@ fn train_bad_input_exits_with_status_2_and_one_line() {
         }
         args.extend(extra.iter().map(String::as_str));
         let out = tessera(&args);
-        let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
-        assert!(
-            err.contains(needle),
-            "{extra:?}: stderr should mention {needle:?}: {err}"
-        );
-        assert!(err.starts_with("tessera: error: "), "{extra:?}: {err}");
-        assert_eq!(
-            err.trim_end().lines().count(),
-            1,
-            "{extra:?}: one line: {err}"
-        );
-        assert!(!err.contains("panicked"), "{extra:?}: {err}");
-        assert!(out.stdout.is_empty(), "{extra:?}: nothing on stdout");
+        assert_usage_error(&out, &format!("{extra:?}"), needle);
+        assert!(stderr(&out).starts_with("tessera: error: "));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod collective;
+mod command;
 mod conversions;
 mod kernels;
 mod loss;

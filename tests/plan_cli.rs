@@ -2,31 +2,7 @@
 //! scaling chart, and every kind of bad input exiting with status 2 on one
 //! line.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .output()
-        .expect("the tessera binary runs")
-}
-
-fn stdout(out: &Output) -> &str {
-    std::str::from_utf8(&out.stdout).expect("stdout is UTF-8")
-}
-
-fn stderr(out: &Output) -> &str {
-    std::str::from_utf8(&out.stderr).expect("stderr is UTF-8")
-}
-
-/// A fresh scratch directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera-plan-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    dir
-}
+use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
 
 /// Runs `tessera plan ARGS --json` and parses its one line.
 fn json(args: &[&str]) -> serde_json::Value {
@@ -274,21 +250,7 @@ fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
         let mut args = vec!["plan"];
         args.extend(extra.iter().map(String::as_str));
         let out = tessera(&args);
-        let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
-        assert!(
-            err.contains(needle),
-            "{extra:?}: should mention {needle:?}: {err}"
-        );
-        assert!(err.starts_with("tessera: "), "{extra:?}: {err}");
-        assert!(err.contains("error"), "{extra:?}: {err}");
-        assert_eq!(
-            err.trim_end().lines().count(),
-            1,
-            "{extra:?}: one line: {err}"
-        );
-        assert!(!err.contains("panicked"), "{extra:?}: {err}");
-        assert!(out.stdout.is_empty(), "{extra:?}: nothing on stdout");
+        assert_usage_error(&out, &format!("{extra:?}"), needle);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -130,8 +130,8 @@ impl StepCycles {
     }
 }
 
-/// The cycles of `g` micro-batches over `stages` with `schedule` (`None`:
-/// not pipelined, one stage after the other as [`Schedule::Sequential`]).
+/// The cycles of `g` micro-batches over `stages` with `schedule` (a model
+/// that is not pipelined is one stage; no stages take no cycles).
 #[must_use]
 pub fn step_cycles(
     stages: &[StageCycles],
@@ -139,6 +139,9 @@ pub fn step_cycles(
     schedule: Schedule,
     recompute: bool,
 ) -> StepCycles {
+    if stages.is_empty() {
+        return StepCycles::default();
+    }
     let timed = |recompute: bool| -> (u64, u64) {
         let back = |s: &StageCycles| s.backward + if recompute { s.forward } else { 0 };
         let p = stages.len();

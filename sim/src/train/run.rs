@@ -15,12 +15,12 @@ use super::comm::{self, InstanceLink, ReplicaComm};
 use super::config::TrainConfig;
 use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
 use super::params::FlatParams;
-use super::pipeline::{Schedule, StageMemory, StepCycles, stage_memory, step_cycles};
+use super::pipeline::{Schedule, StageMemory, stage_memory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::checkpoint::Checkpoint;
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
-use crate::model::{Compute, Mlp, MlpConfig, Placement};
+use crate::model::{Compute, Mlp, MlpConfig, Placement, StageCycles};
 use crate::pod::Layout;
 
 /// One optimizer step as the host sees it.
@@ -559,7 +559,22 @@ impl RunContext<'_> {
         let spec = *t.layout.replica_target()?.spec();
         let mut report = Report::new(config);
         let mut batches = Vec::with_capacity(config.gradient_accumulation);
-        let mut time = StepTime::default();
+        // A step's simulated time from its stages' cycles per micro-batch.
+        let time_of = |stages: &[StageCycles]| {
+            let g = config.gradient_accumulation;
+            let cycles = step_cycles(stages, g, t.schedule(), config.recompute);
+            step_time(
+                config,
+                &t.layout,
+                &spec,
+                t.model.inputs,
+                elements,
+                shards,
+                cycles,
+            )
+        };
+        // Until a step has run (a resumed run with nothing left): no compute.
+        let mut time = time_of(&[]);
         for step in self.first_step..self.stop {
             batches.clear();
             for _ in 0..config.gradient_accumulation {
@@ -571,21 +586,7 @@ impl RunContext<'_> {
             let epoch = step / t.steps_per_epoch;
             let in_epoch = step % t.steps_per_epoch;
             if reporter {
-                let cycles = step_cycles(
-                    &outcome.stages,
-                    config.gradient_accumulation,
-                    t.schedule(),
-                    config.recompute,
-                );
-                time = step_time(
-                    config,
-                    &t.layout,
-                    &spec,
-                    t.model.inputs,
-                    elements,
-                    shards,
-                    cycles,
-                );
+                time = time_of(&outcome.stages);
                 if report.trace.is_none() {
                     report.trace = replica.mlp.last_profile().map(|p| p.chrome_trace());
                 }
@@ -628,17 +629,6 @@ impl RunContext<'_> {
             &t.test,
             self.stop / t.steps_per_epoch.max(1),
         )?;
-        if time == StepTime::default() {
-            time = step_time(
-                config,
-                &t.layout,
-                &spec,
-                t.model.inputs,
-                elements,
-                shards,
-                StepCycles::default(),
-            );
-        }
         let memory = t.memory_report(&replica.mlp, &t.layout.replica_target()?);
         Ok(Some(Summary {
             steps: report.steps,

@@ -457,3 +457,31 @@ fn impossible_model_parallelism_is_explained() {
     });
     assert!(e.contains("only 2 layers"), "{e}");
 }
+
+#[test]
+fn resuming_a_finished_run_runs_nothing_and_keeps_its_weights() {
+    let dir = std::env::temp_dir().join(format!("tessera-train-done-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ckpt.safetensors");
+    let c = deep(Some(Pipeline::default()), false);
+    let save = RunOptions {
+        checkpoint: Some(path.clone()),
+        ..RunOptions::default()
+    };
+    let done = Trainer::new(c.clone(), data())
+        .unwrap()
+        .run(&save, &|_| {})
+        .unwrap();
+    let resume = RunOptions {
+        resume: Some(path),
+        ..RunOptions::default()
+    };
+    let again = Trainer::new(c, data())
+        .unwrap()
+        .run(&resume, &|_| {})
+        .unwrap();
+    assert!(again.steps.is_empty());
+    assert_eq!(again.fingerprint, done.fingerprint);
+    assert_eq!(again.step_time.compute_s, 0.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
