@@ -594,6 +594,10 @@ fn train_bad_input_exits_with_status_2_and_one_line() {
         (vec!["--precision".into(), "8.8".into()], "8.8"),
         (vec!["--loss-scaling".into(), "static:0".into()], "static"),
         (
+            vec!["--test-fraction".into(), "0.0001".into()],
+            "no test sample",
+        ),
+        (
             vec!["--resume".into(), path("garbage.safetensors")],
             "garbage.safetensors",
         ),
@@ -739,4 +743,32 @@ fn train_pipelines_the_digits_mlp_bitwise_as_data_parallel() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("contiguous"), "{}", stderr(&out));
+}
+
+#[test]
+fn scale_takes_any_u64_seed_and_train_a_huge_device_iteration_count() {
+    let dir = scratch("huge");
+    let d = dir.to_str().expect("UTF-8 path");
+    let out = tessera(&[
+        "scale",
+        "--runs-dir",
+        d,
+        "--replicas",
+        "1,2",
+        "--epochs",
+        "1",
+        "--no-progress",
+        "--data",
+        "synthetic:200:4:2:1",
+        "--seed",
+        "18446744073709551615",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // More device iterations than steps: one host call per epoch, and no
+    // queue sized by the flag.
+    let out = train(
+        &dir,
+        &["--epochs", "1", "--device-iterations", "1000000000000"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
 }

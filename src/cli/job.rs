@@ -499,12 +499,34 @@ impl JobArgs {
 
     /// These options, with `base`'s where these have none.
     pub(super) fn over(self, base: Self) -> Self {
-        // Through TOML tables: every field is optional, so the union of
-        // the two tables (this one's keys last) is the merge.
-        let table = |args: &Self| toml::Table::try_from(args).expect("options serialize to TOML");
-        let mut merged = table(&base);
-        merged.extend(table(&self));
-        merged.try_into().expect("merged options deserialize")
+        // Through JSON objects (which hold any u64, unlike TOML): every
+        // field is optional, so the union of the two objects (this one's
+        // keys last) is the merge.
+        let object = |args: &Self| match serde_json::to_value(args) {
+            Ok(serde_json::Value::Object(o)) => o,
+            _ => unreachable!("options serialize to a JSON object"),
+        };
+        let mut merged = object(&base);
+        merged.extend(object(&self));
+        serde_json::from_value(serde_json::Value::Object(merged))
+            .unwrap_or_else(|e| unreachable!("merged options deserialize: {e}"))
+    }
+
+    /// The effective options as TOML, for `config.toml`, checked to read
+    /// back to the same options.
+    ///
+    /// # Errors
+    /// A usage error if they do not: found before the run, not after it.
+    pub(super) fn to_toml(&self) -> Result<String, Failure> {
+        let refused = |e: &dyn Display| {
+            Failure::Usage(format!(
+                "the options cannot be written to config.toml and read back: {}",
+                one_line(&e.to_string())
+            ))
+        };
+        let text = toml::to_string(self).map_err(|e| refused(&e))?;
+        toml::from_str::<Self>(&text).map_err(|e| refused(&e))?;
+        Ok(text)
     }
 
     /// The job: defaults from `base` where an option is absent; every
@@ -633,10 +655,7 @@ impl Job {
             gradient_accumulation: Some(c.gradient_accumulation),
             device_iterations: Some(c.device_iterations),
             precision: Some(c.precision.to_string()),
-            loss_scaling: Some(match c.loss_scaling {
-                LossScaling::Static(s) => format!("static:{s}"),
-                other => other.name().to_owned(),
-            }),
+            loss_scaling: Some(c.loss_scaling.describe()),
             reduction: Some(
                 match c.reduction {
                     GradReduction::Sum => "sum",

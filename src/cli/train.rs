@@ -82,6 +82,7 @@ impl TrainArgs {
             .clone()
             .over_file(self.output.config.as_deref())?
             .resolve(&TrainConfig::default())?;
+        let config_toml = job.effective().to_toml()?;
         let data = job.load()?;
         let trainer = Trainer::new(job.config.clone(), data.clone()).map_err(job::usage)?;
         let dir = self.output.run_dir(DEFAULT_NAME)?;
@@ -98,7 +99,7 @@ impl TrainArgs {
         let Some(summary) = result.map_err(job::usage)? else {
             return Ok(());
         };
-        self.write(&job, &trainer, &summary, &files)?;
+        self.write(&trainer, &summary, &files, &config_toml)?;
         let report = if self.output.json {
             let mut line =
                 serde_json::to_string(&self.json(&job, &data, &trainer, &summary, &files))
@@ -114,10 +115,10 @@ impl TrainArgs {
     /// Writes the run directory's files (the checkpoint is the trainer's).
     fn write(
         &self,
-        job: &Job,
         trainer: &Trainer,
         summary: &Summary,
         files: &Files,
+        config_toml: &str,
     ) -> Result<(), Failure> {
         let metrics = Metrics::new(
             summary,
@@ -140,10 +141,9 @@ impl TrainArgs {
             let bytes = serde_json::to_vec(trace).expect("a trace serializes");
             job::write_file(&files.trace, &bytes)?;
         }
-        let config = toml::to_string(&job.effective()).expect("options serialize to TOML");
         let text = format!(
             "# The effective configuration of this run: `tessera train --config {}`\n\
-             # runs it again.\n{config}",
+             # runs it again.\n{config_toml}",
             files.config.display()
         );
         job::write_file(&files.config, text.as_bytes())

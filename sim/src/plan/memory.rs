@@ -74,7 +74,11 @@ impl MemoryBreakdown {
     }
 }
 
-/// Micro-batches stage `stage` of `stages` stashes under `schedule`.
+/// Micro-batches stage `stage` of `stages` stashes under `schedule`: the
+/// trainer's [`crate::train::stashed`] with as many micro-batches as the
+/// pipeline holds at once (Interleaved's by the
+/// [`interleaved_stash_fraction`](PlanAssumptions::interleaved_stash_fraction)
+/// assumption, whose default 0.5 gives the trainer's `P - s`).
 #[must_use]
 pub(crate) fn stashed(
     schedule: Schedule,

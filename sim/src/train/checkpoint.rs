@@ -11,8 +11,11 @@
 //! | `progress` | `[steps run, optimizer steps applied]` (U64) |
 //!
 //! The metadata names the run (`model`, `optimizer`, `precision`,
-//! `loss_scaling`, `seed`, `data`, `global_batch`); resuming under a
-//! different one is an error naming the setting. The random bits of
+//! `loss_scaling`, `seed`, `data`, `test_fraction`, `global_batch`: what
+//! fixes the data order and the weights); resuming under a different one is
+//! an error naming the setting. Any split of the same global batch over
+//! instances, replicas and micro-batches may resume it. Progress counters
+//! that no run of this length could have reached are an error too. The random bits of
 //! stochastic rounding are addressed by (seed, applied step, parameter,
 //! position) and the data order by (seed, epoch), so the step counts are
 //! all the random state there is.
@@ -69,9 +72,14 @@ fn identity(config: &TrainConfig, data: &Dataset) -> Vec<(&'static str, String)>
         ),
         ("optimizer", config.optimizer.name().to_owned()),
         ("precision", config.precision.to_string()),
-        ("loss_scaling", config.loss_scaling.name().to_owned()),
+        ("loss_scaling", config.loss_scaling.describe()),
         ("seed", config.seed.to_string()),
         ("data", format!("{} ({} samples)", data.name(), data.len())),
+        ("test_fraction", config.test_fraction.to_string()),
+        (
+            "global_batch",
+            config.batch_plan().global_batch().to_string(),
+        ),
     ]
 }
 

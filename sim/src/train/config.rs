@@ -210,6 +210,16 @@ pub enum LossScaling {
 }
 
 impl LossScaling {
+    /// How the command line writes it: `off`, `static:S`, `dynamic`,
+    /// `automatic`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Static(s) => format!("static:{s}"),
+            other => other.name().to_owned(),
+        }
+    }
+
     /// Its name, as on the command line.
     #[must_use]
     pub const fn name(&self) -> &'static str {
@@ -442,6 +452,17 @@ impl TrainConfig {
         match self.replicas.checked_div(self.instances) {
             Some(r) => r,
             None => 0,
+        }
+    }
+
+    /// Replicas sharing the optimizer state: each instance's replicas with
+    /// replicated tensor sharding, else 1.
+    #[must_use]
+    pub const fn shards(&self) -> usize {
+        if self.replicated_tensor_sharding {
+            self.replicas_per_instance()
+        } else {
+            1
         }
     }
 

@@ -10,7 +10,7 @@
 //! | schedule | cycles of a step | micro-batches whose activations stage `s` keeps |
 //! |---|---|---|
 //! | [`Schedule::Sequential`] (sharding) | `G * sum_s (f_s + b_s)` | 1 |
-//! | [`Schedule::Grouped`] | `(G + P - 1) * (max_s f_s + max_s b_s)`: every forward pass first | `G` |
+//! | [`Schedule::Grouped`] | `(G + P - 1) * (max_s f_s + max_s b_s)`: each pipeline cycle runs its forward passes, then its backward passes | `min(2(P - s) - 1, G)` (PopART's stash: the cycles between a micro-batch's forward and backward pass on the stage) |
 //! | [`Schedule::Interleaved`] | `N * max_s (f_s + b_s)`, `N = 2(P - 1) + (G - (P - 1))` pipeline cycles | `P - s` |
 //!
 //! Recomputation keeps only each stage's input for the backward pass and
@@ -31,8 +31,8 @@ use crate::model::{MlpConfig, Placement, StageCycles};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Schedule {
-    /// Every micro-batch's forward passes, then the backward passes: the
-    /// simplest, and the most activation memory.
+    /// Each pipeline cycle's forward passes grouped, then its backward
+    /// passes: the most activation memory.
     Grouped,
     /// One forward and one backward per pipeline cycle once full
     /// ("1F1B"): the least memory of the overlapping schedules.
@@ -181,7 +181,7 @@ pub fn step_cycles(
 pub fn stashed(schedule: Schedule, s: usize, p: usize, g: usize) -> usize {
     match schedule {
         Schedule::Sequential => 1,
-        Schedule::Grouped => g,
+        Schedule::Grouped => (2 * (p - s) - 1).min(g),
         Schedule::Interleaved => (p - s).min(g),
     }
     .max(1)
@@ -275,7 +275,13 @@ mod tests {
 
     #[test]
     fn schedules_stash_as_documented() {
-        assert_eq!(stashed(Schedule::Grouped, 0, 4, 8), 8);
+        assert_eq!(
+            (0..4)
+                .map(|s| stashed(Schedule::Grouped, s, 4, 8))
+                .collect::<Vec<_>>(),
+            [7, 5, 3, 1]
+        );
+        assert_eq!(stashed(Schedule::Grouped, 0, 4, 4), 4);
         assert_eq!(
             (0..4)
                 .map(|s| stashed(Schedule::Interleaved, s, 4, 8))

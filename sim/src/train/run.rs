@@ -216,13 +216,21 @@ impl Trainer {
                 )));
             }
         }
-        let shards = if config.replicated_tensor_sharding {
-            config.replicas_per_instance()
-        } else {
-            1
-        };
-        let flat = FlatParams::new(model.params(), shards);
+        let flat = FlatParams::new(model.params(), config.shards());
         let steps_per_epoch = plan.steps_per_epoch(train.len()) as u64;
+        if test.is_empty() {
+            return Err(TrainError::Invalid(format!(
+                "test_fraction {} leaves no test sample of {}",
+                config.test_fraction,
+                data.len()
+            )));
+        }
+        if steps_per_epoch.checked_mul(config.epochs).is_none() {
+            return Err(TrainError::Invalid(format!(
+                "{} epochs of {steps_per_epoch} steps are more steps than can be counted",
+                config.epochs
+            )));
+        }
         Ok(Self {
             config,
             layout,
@@ -341,6 +349,15 @@ impl Trainer {
         };
         let first_step = resume.as_ref().map_or(0, |r| r.steps);
         let total = self.steps_per_epoch * config.epochs;
+        if let Some(r) = &resume
+            && (r.applied > r.steps || r.steps > total)
+        {
+            return Err(TrainError::CheckpointMismatch {
+                what: "progress".into(),
+                saved: format!("{} steps run, {} applied", r.steps, r.applied),
+                now: format!("a run of {total} steps"),
+            });
+        }
         let stop = options
             .stop_after_epochs
             .map_or(total, |e| total.min(self.steps_per_epoch * e));
@@ -351,7 +368,9 @@ impl Trainer {
         let mut senders = Vec::with_capacity(m);
         let mut receivers = Vec::with_capacity(m);
         for _ in 0..m {
-            let (tx, rx) = sync_channel::<MicroBatch>(a * config.device_iterations);
+            // A host call's micro-batches, at most an epoch's.
+            let calls = config.device_iterations.min(self.steps_per_epoch as usize);
+            let (tx, rx) = sync_channel::<MicroBatch>(a * calls.max(1));
             senders.push(tx);
             receivers.push(rx);
         }
@@ -451,11 +470,7 @@ impl Trainer {
     fn memory_report(&self, mlp: &Mlp, target: &crate::ipu::Target) -> MemoryReport {
         let config = &self.config;
         let spec = target.spec();
-        let shards = if config.replicated_tensor_sharding {
-            config.replicas_per_instance() as u64
-        } else {
-            1
-        };
+        let shards = config.shards() as u64;
         let tiles_per_stage = match self.placement {
             Placement::Spread => u64::from(target.tiles()),
             Placement::Ipus(_) => u64::from(spec.tiles()),
@@ -550,11 +565,7 @@ impl RunContext<'_> {
         let started = Instant::now();
         let mut replica = Replica::new(config, &t.flat, comm, mlp, self.init, self.resume)?;
         let reporter = global == 0;
-        let shards = if config.replicated_tensor_sharding {
-            config.replicas_per_instance() as u64
-        } else {
-            1
-        };
+        let shards = config.shards() as u64;
         let elements = t.flat.elements() as u64;
         let spec = *t.layout.replica_target()?.spec();
         let mut report = Report::new(config);
