@@ -266,10 +266,11 @@ impl PlanConfig {
     /// precision, optimizer, batch arithmetic, replicas, sharding and
     /// offloading, priced with [`PlanAssumptions::simulator`] so that
     /// [`Plan::step`](super::Plan::step) is comparable with the trainer's
-    /// [`StepTime`](crate::train::StepTime). (IPUs per replica become
-    /// pipeline stages here, where the trainer spreads the MLP's tiles over
-    /// them; replicated tensor sharding shards over an IPU-Link domain
-    /// here, over an instance's replicas in the trainer.)
+    /// [`StepTime`](crate::train::StepTime), with the trainer's pipeline
+    /// schedule and recomputation. (IPUs per replica are pipeline stages
+    /// here even when the trainer spreads every layer over them, without
+    /// [`TrainConfig::pipeline`]; replicated tensor sharding shards over an
+    /// IPU-Link domain here, over an instance's replicas in the trainer.)
     ///
     /// # Errors
     /// [`PlanError::Model`] for a zero width.
@@ -288,6 +289,11 @@ impl PlanConfig {
             ipus_per_replica: config.ipus_per_replica,
             replicated_tensor_sharding: config.replicated_tensor_sharding,
             offload_optimizer_state: config.offload_optimizer_state,
+            schedule: config
+                .pipeline
+                .as_ref()
+                .map_or_else(Schedule::default, |p| p.schedule),
+            recompute: config.recompute,
             assumptions: PlanAssumptions::simulator(),
             ..Self::new(model, config.pod.clone())
         })
