@@ -309,7 +309,8 @@ impl PlanConfig {
     ///
     /// # Errors
     /// In this order: [`PlanError::Zero`] (micro-batch, accumulation,
-    /// replicas, IPUs per replica); [`PlanError::Assumption`];
+    /// replicas, IPUs per replica); [`PlanError::GlobalBatchOverflow`];
+    /// [`PlanError::Assumption`];
     /// [`PlanError::Pod`] (too many IPUs for the Pod, IPUs per replica not a
     /// power of two, a replica larger than an IPU-Link domain);
     /// [`PlanError::MoreStagesThanLayers`];
@@ -324,6 +325,17 @@ impl PlanConfig {
             if value == 0 {
                 return Err(PlanError::Zero(field));
             }
+        }
+        let global = self
+            .micro_batch
+            .checked_mul(self.gradient_accumulation)
+            .and_then(|n| n.checked_mul(self.replicas));
+        if global.is_none() {
+            return Err(PlanError::GlobalBatchOverflow {
+                micro_batch: self.micro_batch,
+                accumulation: self.gradient_accumulation,
+                replicas: self.replicas,
+            });
         }
         self.assumptions.validate()?;
         let layout = Distribution {

@@ -42,6 +42,16 @@ pub enum PlanError {
     },
     /// The model table is invalid.
     Model(ModelTableError),
+    /// `micro_batch x gradient_accumulation x replicas` samples per step
+    /// cannot be counted (a 64-bit overflow).
+    GlobalBatchOverflow {
+        /// Samples per micro-batch.
+        micro_batch: usize,
+        /// Micro-batches per step.
+        accumulation: usize,
+        /// Replicas.
+        replicas: usize,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -66,6 +76,15 @@ impl fmt::Display for PlanError {
                 write!(f, "assumption {field} = {value} is out of range")
             }
             Self::Model(e) => write!(f, "{e}"),
+            Self::GlobalBatchOverflow {
+                micro_batch,
+                accumulation,
+                replicas,
+            } => write!(
+                f,
+                "micro-batch {micro_batch} x accumulation {accumulation} x {replicas} replicas \
+                 is more samples per step than can be counted"
+            ),
         }
     }
 }

@@ -455,6 +455,18 @@ fn plan_absurd_inputs_give_answers_not_panics() {
         assert!(!plan.fits);
         assert!(plan.step_s > 0.0);
     }
+    // A global batch beyond 64 bits is refused, not saturated.
+    let err = PlanConfig {
+        micro_batch: usize::MAX,
+        gradient_accumulation: 2,
+        ..PlanConfig::new(model.clone(), PodSpec::pod16())
+    }
+    .plan()
+    .unwrap_err();
+    assert!(
+        matches!(err, PlanError::GlobalBatchOverflow { .. }),
+        "{err}"
+    );
     let mlp = tessera_sim::model::MlpConfig {
         inputs: usize::MAX,
         hidden: vec![usize::MAX],
