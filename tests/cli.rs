@@ -211,49 +211,50 @@ fn bad_input_exits_with_status_2_and_says_why() {
 
 #[test]
 fn help_describes_the_commands() {
-    let out = tessera(&["--help"]);
-    assert!(out.status.success(), "stderr: {}", stderr(&out));
-    for needle in ["train", "scale", "bench", "default job"] {
-        assert!(
-            stdout(&out).contains(needle),
-            "{needle} in {}",
-            stdout(&out)
-        );
-    }
-
-    let out = tessera(&["train", "--help"]);
-    assert!(out.status.success(), "stderr: {}", stderr(&out));
-    for needle in [
-        "--device-iterations",
-        "--replication-factor",
-        "--gradient-accumulation",
-        "--precision",
-        "--loss-scaling",
-        "--config",
-        "--resume",
-        "--json",
-    ] {
-        assert!(
-            stdout(&out).contains(needle),
-            "{needle} in {}",
-            stdout(&out)
-        );
-    }
-
-    let out = tessera(&["bench", "--help"]);
-    assert!(out.status.success(), "stderr: {}", stderr(&out));
-    for needle in [
-        "conversions",
-        "optimizers",
-        "--quick",
-        "--json",
-        "--elements",
-    ] {
-        assert!(
-            stdout(&out).contains(needle),
-            "{needle} in {}",
-            stdout(&out)
-        );
+    let cases: [(&[&str], &[&str]); 4] = [
+        (
+            &["--help"],
+            &["train", "scale", "plan", "bench", "default job"],
+        ),
+        (
+            &["train", "--help"],
+            &[
+                "--device-iterations",
+                "--replication-factor",
+                "--gradient-accumulation",
+                "--precision",
+                "--loss-scaling",
+                "--pipeline-stages",
+                "--config",
+                "--resume",
+                "--json",
+            ],
+        ),
+        (
+            &["bench", "--help"],
+            &[
+                "conversions",
+                "optimizers",
+                "--quick",
+                "--json",
+                "--elements",
+            ],
+        ),
+        (
+            &["plan", "--help"],
+            &["--model", "--ipus-per-replica", "--json"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = tessera(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        for needle in needles {
+            assert!(
+                stdout(&out).contains(needle),
+                "{args:?}: {needle} in {}",
+                stdout(&out)
+            );
+        }
     }
 }
 
