@@ -375,10 +375,10 @@ fn the_split_is_free_where_it_keeps_the_summation_tree() {
     assert_eq!(rest.fingerprint, straight.fingerprint);
 }
 
-/// Why `micro_batch` and batch norm's split are trajectory settings: they
-/// change the bits at the same global batch.
+/// Why `micro_batch`, and the split with batch norm or the running mean,
+/// are trajectory settings: they change the bits at the same global batch.
 #[test]
-fn micro_batch_size_and_batch_norm_splits_change_the_bits() {
+fn micro_batch_size_and_batch_norm_or_running_mean_splits_change_the_bits() {
     let micro = |m, a| TrainConfig {
         micro_batch: m,
         ..config(1, 1, a)
@@ -398,4 +398,12 @@ fn micro_batch_size_and_batch_norm_splits_change_the_bits() {
     let one = run(bn(1, 1, 16));
     assert_ne!(run(bn(1, 2, 8)).fingerprint, one.fingerprint);
     assert_ne!(run(bn(2, 4, 4)).fingerprint, one.fingerprint);
+    let running = |i, r, a| TrainConfig {
+        reduction: GradReduction::RunningMean,
+        precision: PrecisionMode::Fp32,
+        ..config(i, r, a)
+    };
+    let one = run(running(1, 1, 16));
+    assert_ne!(run(running(1, 2, 8)).fingerprint, one.fingerprint);
+    assert_ne!(run(running(2, 4, 4)).fingerprint, one.fingerprint);
 }
