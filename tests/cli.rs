@@ -773,3 +773,49 @@ fn scale_takes_any_u64_seed_and_train_a_huge_device_iteration_count() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// A checkpoint with flipped bits in a weight tensor, and resuming with
+/// other epochs or learning rate: one line naming the tensor or each
+/// setting, status 2.
+#[test]
+fn train_refuses_damaged_checkpoints_and_other_settings_naming_them() {
+    let dir = scratch("train-refused");
+    let stopped = train(
+        &dir,
+        &["--epochs", "2", "--stop-after-epochs", "1", "--name", "run"],
+    );
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    let checkpoint = dir.join("run").join("checkpoint.safetensors");
+    let mut bytes = std::fs::read(&checkpoint).unwrap();
+    let n = usize::try_from(u64::from_le_bytes(bytes[..8].try_into().unwrap())).unwrap();
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let start = header["weights.layer0.weight"]["data_offsets"][0]
+        .as_u64()
+        .unwrap();
+    let start = 8 + n + usize::try_from(start).unwrap();
+    for k in 0..10 {
+        bytes[start + 7 * k] ^= 1 << (k % 8);
+    }
+    let damaged = dir.join("damaged.safetensors");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let checkpoint = checkpoint.to_str().unwrap();
+    for (name, resume, extra, needle) in [
+        (
+            "damaged",
+            damaged.to_str().unwrap(),
+            &["--epochs", "2"][..],
+            "tensor `weights.layer0.weight` does not match its digest",
+        ),
+        (
+            "epochs",
+            checkpoint,
+            &["--epochs", "3", "--lr", "0.01"][..],
+            "lr: checkpoint 0.005, now 0.01; epochs: checkpoint 2, now 3",
+        ),
+    ] {
+        let mut args = vec!["--resume", resume, "--name", name];
+        args.extend(extra);
+        assert_usage_error(&train(&dir, &args), name, needle);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

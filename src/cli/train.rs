@@ -28,8 +28,8 @@ pub(super) struct TrainArgs {
     #[command(flatten)]
     output: OutputArgs,
 
-    /// Resume from this checkpoint (a run's checkpoint.safetensors): the
-    /// same model, optimizer, precision, loss scaling, seed and data
+    /// Resume from this checkpoint (a run's checkpoint.safetensors): every
+    /// option that changes the result must be the same
     #[arg(long, value_name = "PATH")]
     resume: Option<PathBuf>,
 

@@ -1,6 +1,7 @@
 //! [`TrainError`]: why a training run could not start or did not finish.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use tessera_collectives::CommError;
 
@@ -35,17 +36,23 @@ pub enum TrainError {
         /// The step after which the check failed.
         step: u64,
     },
-    /// A checkpoint could not be written or read.
+    /// A checkpoint could not be written or read, or is damaged.
     Checkpoint(CheckpointError),
-    /// A checkpoint belongs to another run (different model, optimizer,
-    /// precision or data).
+    /// A checkpoint belongs to a run with other settings that change the
+    /// result (or holds progress this run cannot have made).
     CheckpointMismatch {
-        /// The setting that differs.
-        what: String,
-        /// The checkpoint's value.
-        saved: String,
-        /// This run's value.
-        now: String,
+        /// The checkpoint.
+        path: PathBuf,
+        /// Every setting that differs.
+        differences: Vec<Difference>,
+    },
+    /// A checkpoint does not hold the state this run needs: a tensor is
+    /// missing, extra, of another type or shape, or not finite.
+    Resume {
+        /// The checkpoint.
+        path: PathBuf,
+        /// What is wrong, naming the tensor.
+        source: CheckpointError,
     },
     /// A tile would not hold the model, the optimizer's share and the
     /// activation stashes of the pipeline schedule.
@@ -77,10 +84,20 @@ impl fmt::Display for TrainError {
                 "replicas hold different weights after step {step}: replicated weights must be bitwise identical"
             ),
             Self::Checkpoint(e) => write!(f, "{e}"),
-            Self::CheckpointMismatch { what, saved, now } => write!(
-                f,
-                "the checkpoint is from another run: its {what} is {saved}, this run's is {now}"
-            ),
+            Self::CheckpointMismatch { path, differences } => {
+                write!(
+                    f,
+                    "checkpoint {} is from another run, with settings that change the result: ",
+                    path.display()
+                )?;
+                for (i, d) in differences.iter().enumerate() {
+                    write!(f, "{}{d}", if i > 0 { "; " } else { "" })?;
+                }
+                Ok(())
+            }
+            Self::Resume { path, source } => {
+                write!(f, "cannot resume from {}: {source}", path.display())
+            }
             Self::OutOfTileMemory {
                 needed,
                 available,
@@ -105,9 +122,31 @@ impl std::error::Error for TrainError {
             Self::Optimizer(e) => Some(e),
             Self::LossScaling(e) => Some(e),
             Self::Collective(e) => Some(e),
-            Self::Checkpoint(e) => Some(e),
+            Self::Checkpoint(e) | Self::Resume { source: e, .. } => Some(e),
             _ => None,
         }
+    }
+}
+
+/// A setting whose value in a checkpoint differs from the resuming run's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    /// The setting, by its option name (`epochs`, `lr`).
+    pub setting: String,
+    /// The checkpoint's value (`none` when it has none).
+    pub checkpoint: String,
+    /// This run's value.
+    pub now: String,
+}
+
+impl fmt::Display for Difference {
+    /// `epochs: checkpoint 4, now 10`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: checkpoint {}, now {}",
+            self.setting, self.checkpoint, self.now
+        )
     }
 }
 

@@ -107,7 +107,7 @@ pub use config::{
     GradReduction, LossScaling, LrSchedule, OptimizerConfig, PrecisionMode, TrainConfig,
 };
 pub use cost::{OptimizerMemory, StepTime};
-pub use error::TrainError;
+pub use error::{Difference, TrainError};
 pub use pipeline::{
     Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
     step_cycles,

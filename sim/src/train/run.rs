@@ -17,7 +17,6 @@ use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
 use super::params::FlatParams;
 use super::pipeline::{Schedule, StageMemory, stage_memory, step_cycles};
 use super::replica::{Replica, StepOutcome};
-use crate::checkpoint::Checkpoint;
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
 use crate::model::{Compute, Mlp, MlpConfig, Placement, StageCycles};
@@ -337,27 +336,19 @@ impl Trainer {
             )?);
         }
         self.memory_report(&models[0], &target).check()?;
+        let total = self.steps_per_epoch * config.epochs;
         let resume = match &options.resume {
-            Some(path) => {
-                let c = Checkpoint::load(path)?;
-                let names = models[0].buffers();
-                Some(checkpoint::restore(
-                    &c, config, &self.data, &self.flat, &names,
-                )?)
-            }
+            Some(path) => Some(checkpoint::resume(
+                path,
+                config,
+                &self.data,
+                &self.flat,
+                &models[0].buffers(),
+                total,
+            )?),
             None => None,
         };
         let first_step = resume.as_ref().map_or(0, |r| r.steps);
-        let total = self.steps_per_epoch * config.epochs;
-        if let Some(r) = &resume
-            && (r.applied > r.steps || r.steps > total)
-        {
-            return Err(TrainError::CheckpointMismatch {
-                what: "progress".into(),
-                saved: format!("{} steps run, {} applied", r.steps, r.applied),
-                now: format!("a run of {total} steps"),
-            });
-        }
         let stop = options
             .stop_after_epochs
             .map_or(total, |e| total.min(self.steps_per_epoch * e));

@@ -10,22 +10,27 @@
 //! | `scaler.scale`, `scaler.counters` | the loss scaler's scale and counters |
 //! | `progress` | `[steps run, optimizer steps applied]` (U64) |
 //!
-//! The metadata names the run (`model`, `optimizer`, `precision`,
-//! `loss_scaling`, `seed`, `data`, `test_fraction`, `global_batch`: what
-//! fixes the data order and the weights); resuming under a different one is
-//! an error naming the setting. Any split of the same global batch over
-//! instances, replicas and micro-batches may resume it. Progress counters
-//! that no run of this length could have reached are an error too. The random bits of
-//! stochastic rounding are addressed by (seed, applied step, parameter,
-//! position) and the data order by (seed, epoch), so the step counts are
-//! all the random state there is.
+//! The metadata holds the settings that fix the run's trajectory (see
+//! `trajectory.rs`): resuming under other values of any of them is an
+//! error listing every difference, while the free settings (the Pod, the
+//! split over instances and replicas where it gives the same bits, outputs)
+//! may change. Progress counters that no run of this length could have
+//! reached are an error too, and so are weights, master weights, optimizer
+//! state, batch-norm statistics or a loss scale that are not finite. The
+//! random bits of stochastic rounding are addressed by (seed, applied step,
+//! parameter, position) and the data order by (seed, epoch), so the step
+//! counts are all the random state there is.
+
+mod trajectory;
+
+use std::path::Path;
 
 use tessera_core::fp::f16;
 
-use super::TrainError;
 use super::config::{PrecisionMode, TrainConfig};
+use super::error::{Difference, TrainError};
 use super::params::FlatParams;
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, CheckpointError, check_finite};
 use crate::data::Dataset;
 
 /// A loss scaler's saved state: its scale and up to three counters.
@@ -55,34 +60,6 @@ pub(crate) struct ResumeState {
     pub(crate) scaler: ScalerState,
 }
 
-/// The metadata that identifies a run.
-fn identity(config: &TrainConfig, data: &Dataset) -> Vec<(&'static str, String)> {
-    let model = config.model(data.features(), data.classes());
-    vec![
-        (
-            "model",
-            format!(
-                "mlp {} -> {:?} -> {} {:?}{}",
-                model.inputs,
-                model.hidden,
-                model.classes,
-                model.activation,
-                if model.batch_norm { " bn" } else { "" }
-            ),
-        ),
-        ("optimizer", config.optimizer.name().to_owned()),
-        ("precision", config.precision.to_string()),
-        ("loss_scaling", config.loss_scaling.describe()),
-        ("seed", config.seed.to_string()),
-        ("data", format!("{} ({} samples)", data.name(), data.len())),
-        ("test_fraction", config.test_fraction.to_string()),
-        (
-            "global_batch",
-            config.batch_plan().global_batch().to_string(),
-        ),
-    ]
-}
-
 /// A checkpoint of the state after `state.steps` steps.
 pub(crate) fn build(
     config: &TrainConfig,
@@ -91,10 +68,7 @@ pub(crate) fn build(
     state: &ResumeState,
 ) -> Checkpoint {
     let mut c = Checkpoint::new();
-    for (key, value) in identity(config, data) {
-        c.metadata.insert(key.into(), value);
-    }
-    c.metadata.insert("format".into(), "tessera-train-1".into());
+    c.metadata.extend(trajectory::settings(config, data));
     for (i, spec) in flat.specs().iter().enumerate() {
         let r = flat.range(i);
         match &state.weights16 {
@@ -133,24 +107,100 @@ pub(crate) fn build(
     c
 }
 
-/// The state to resume from `c`, checked against this run.
-pub(crate) fn restore(
-    c: &Checkpoint,
+/// The state to resume from the checkpoint at `path`, checked against
+/// this run of `total` steps.
+///
+/// # Errors
+/// [`TrainError::Checkpoint`] when the file cannot be read or is damaged;
+/// [`TrainError::CheckpointMismatch`] listing every setting that differs,
+/// or impossible progress counters; [`TrainError::Resume`] when a tensor
+/// is missing, extra, of another type or shape, or not finite.
+pub(crate) fn resume(
+    path: &Path,
     config: &TrainConfig,
     data: &Dataset,
     flat: &FlatParams,
-    buffer_names: &[(String, Vec<f32>)],
+    buffers: &[(String, Vec<f32>)],
+    total: u64,
 ) -> Result<ResumeState, TrainError> {
-    for (key, now) in identity(config, data) {
-        let saved = c.meta(key)?;
-        if saved != now {
-            return Err(TrainError::CheckpointMismatch {
-                what: key.into(),
-                saved: saved.into(),
-                now,
-            });
+    let c = Checkpoint::load(path)?;
+    let mismatch = |differences| TrainError::CheckpointMismatch {
+        path: path.to_path_buf(),
+        differences,
+    };
+    let differences = trajectory::differences(&c.metadata, &trajectory::settings(config, data));
+    if !differences.is_empty() {
+        return Err(mismatch(differences));
+    }
+    let state = restore(&c, config, flat, buffers).map_err(|source| TrainError::Resume {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if state.applied > state.steps || state.steps > total {
+        return Err(mismatch(vec![Difference {
+            setting: "progress".into(),
+            checkpoint: format!("{} steps run, {} applied", state.steps, state.applied),
+            now: format!("a run of {total} steps"),
+        }]));
+    }
+    Ok(state)
+}
+
+/// The tensors of a checkpoint as the trainer takes them: every float
+/// finite, and none left over.
+struct Reader<'c> {
+    c: &'c Checkpoint,
+    taken: Vec<String>,
+}
+
+impl Reader<'_> {
+    fn f32(&mut self, name: String, shape: &[usize]) -> Result<Vec<f32>, CheckpointError> {
+        let values = self.c.take_f32(&name, shape)?;
+        check_finite(&name, &values)?;
+        self.taken.push(name);
+        Ok(values)
+    }
+
+    fn f16(&mut self, name: String, shape: &[usize]) -> Result<Vec<f16>, CheckpointError> {
+        let values = self.c.take_f16(&name, shape)?;
+        check_finite(&name, &values)?;
+        self.taken.push(name);
+        Ok(values)
+    }
+
+    fn u64(&mut self, name: &str, shape: &[usize]) -> Result<Vec<u64>, CheckpointError> {
+        let values = self.c.take_u64(name, shape)?;
+        self.taken.push(name.to_owned());
+        Ok(values)
+    }
+
+    /// The first tensor not taken, as an error.
+    fn finish(self) -> Result<(), CheckpointError> {
+        match self
+            .c
+            .tensors
+            .iter()
+            .find(|t| !self.taken.contains(&t.name))
+        {
+            Some(t) => Err(CheckpointError::Unexpected {
+                name: t.name.clone(),
+            }),
+            None => Ok(()),
         }
     }
+}
+
+/// The state in `c`, in the layout of `flat` and `config`.
+fn restore(
+    c: &Checkpoint,
+    config: &TrainConfig,
+    flat: &FlatParams,
+    buffer_names: &[(String, Vec<f32>)],
+) -> Result<ResumeState, CheckpointError> {
+    let mut read = Reader {
+        c,
+        taken: Vec::new(),
+    };
     let n = flat.len();
     let mut master = vec![0.0f32; n];
     let sixteen = config.precision != PrecisionMode::Fp32;
@@ -161,10 +211,10 @@ pub(crate) fn restore(
         let name = &spec.name;
         match &mut weights16 {
             Some(w) => {
-                let saved = c.take_f16(&format!("weights.{name}"), &spec.shape)?;
+                let saved = read.f16(format!("weights.{name}"), &spec.shape)?;
                 w[r.clone()].copy_from_slice(&saved);
                 if config.precision == PrecisionMode::Mixed {
-                    let m = c.take_f32(&format!("master.{name}"), &spec.shape)?;
+                    let m = read.f32(format!("master.{name}"), &spec.shape)?;
                     master[r.clone()].copy_from_slice(&m);
                 } else {
                     for (m, h) in master[r.clone()].iter_mut().zip(&saved) {
@@ -173,22 +223,23 @@ pub(crate) fn restore(
                 }
             }
             None => {
-                let saved = c.take_f32(&format!("weights.{name}"), &spec.shape)?;
+                let saved = read.f32(format!("weights.{name}"), &spec.shape)?;
                 master[r.clone()].copy_from_slice(&saved);
             }
         }
         for (k, s) in state.iter_mut().enumerate() {
-            let saved = c.take_f32(&format!("state{k}.{name}"), &spec.shape)?;
+            let saved = read.f32(format!("state{k}.{name}"), &spec.shape)?;
             s[r.clone()].copy_from_slice(&saved);
         }
     }
     let mut buffers = Vec::new();
     for (name, values) in buffer_names {
-        buffers.push((name.clone(), c.take_f32(name, &[values.len()])?));
+        buffers.push((name.clone(), read.f32(name.clone(), &[values.len()])?));
     }
-    let scale = c.take_f32("scaler.scale", &[1])?[0];
-    let counters = c.take_u64("scaler.counters", &[3])?;
-    let progress = c.take_u64("progress", &[2])?;
+    let scale = read.f32("scaler.scale".into(), &[1])?[0];
+    let counters = read.u64("scaler.counters", &[3])?;
+    let progress = read.u64("progress", &[2])?;
+    read.finish()?;
     Ok(ResumeState {
         steps: progress[0],
         applied: progress[1],

@@ -1,15 +1,28 @@
 //! Training checkpoints: named tensors plus string metadata, stored as
-//! [safetensors](https://github.com/huggingface/safetensors) files and
-//! written atomically.
+//! [safetensors](https://github.com/huggingface/safetensors) files,
+//! verified by digests on load and written atomically.
 //!
 //! # File format
 //!
 //! A standard safetensors file: an 8-byte little-endian header length, a
 //! JSON header (padded with spaces to a multiple of 8 bytes) mapping each
-//! tensor name to its dtype, shape and byte range, an optional
-//! `__metadata__` map of strings, then the tensors' bytes, little-endian,
-//! row-major. Any safetensors reader (Python's `safetensors`, PyTorch,
-//! candle) opens a Tessera checkpoint.
+//! tensor name to its dtype, shape and byte range, a `__metadata__` map of
+//! strings, then the tensors' bytes, little-endian, row-major. Any
+//! safetensors reader (Python's `safetensors`, PyTorch, candle) opens a
+//! Tessera checkpoint.
+//!
+//! # Integrity
+//!
+//! The metadata holds two more keys than [`Checkpoint::metadata`]:
+//! `digest.tensors`, a JSON object giving each tensor's xxh3-128 digest
+//! (over its name, dtype, shape and bytes), and `digest.metadata`, the
+//! digest of the compact JSON of the rest of the metadata (keys in order,
+//! so `digest.tensors` included). [`Checkpoint::from_bytes`] checks both
+//! before it decodes a single element, and refuses a file that is cut
+//! short, that does not match its digests, or that has none
+//! ([`CheckpointError::Damaged`], naming the tensor). The digests catch
+//! accidents (bit rot, torn copies, edits), not an adversary: there is no
+//! key.
 //!
 //! # Determinism
 //!
@@ -25,19 +38,26 @@
 //!
 //! [`Checkpoint::save`] goes through [`write_atomic`]: a crash at any point
 //! leaves either the old file or the complete new one at the path, never a
-//! torn file.
+//! torn file, and the temporary files of writers killed mid-write are
+//! removed by the next write.
+
+mod atomic;
+mod digest;
+mod error;
+mod format;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::fs;
+use std::path::Path;
 
 use bytemuck::Pod;
 use half::{bf16, f16};
-use safetensors::{Dtype, SafeTensors};
+use safetensors::Dtype;
+
+pub use atomic::write_atomic;
+pub use error::{CheckpointError, Damage};
 
 /// The element types a checkpoint holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -127,7 +147,7 @@ impl TensorData {
     }
 
     /// The elements as little-endian bytes (borrowed on little-endian hosts).
-    fn le_bytes(&self) -> Cow<'_, [u8]> {
+    pub(crate) fn le_bytes(&self) -> Cow<'_, [u8]> {
         match self {
             Self::F32(v) => le_bytes(v),
             Self::F16(v) => le_bytes(v),
@@ -163,7 +183,7 @@ tensor_data_from!(f32 => F32, f16 => F16, bf16 => Bf16, u64 => U64, u32 => U32);
 
 /// `values` as little-endian bytes: a view on little-endian hosts, a
 /// byte-swapped copy on big-endian ones.
-fn le_bytes<T: Pod>(values: &[T]) -> Cow<'_, [u8]> {
+pub(crate) fn le_bytes<T: Pod>(values: &[T]) -> Cow<'_, [u8]> {
     let bytes: &[u8] = bytemuck::cast_slice(values);
     if cfg!(target_endian = "little") {
         Cow::Borrowed(bytes)
@@ -386,125 +406,13 @@ impl Checkpoint {
         })
     }
 
-    /// The file's bytes, in safetensors format.
-    ///
-    /// # Errors
-    ///
-    /// [`CheckpointError::Length`] when a tensor's element count is not its
-    /// shape's product.
-    pub fn to_bytes(&self) -> Result<Vec<u8>, CheckpointError> {
-        for tensor in &self.tensors {
-            let elements = tensor
-                .shape
-                .iter()
-                .try_fold(1usize, |n, &d| n.checked_mul(d));
-            if elements != Some(tensor.data.len()) {
-                return Err(CheckpointError::Length {
-                    name: tensor.name.clone(),
-                    shape: tensor.shape.clone(),
-                    elements: tensor.data.len(),
-                });
-            }
-        }
-        // The safetensors crate's order: larger alignment first, then name,
-        // so that every tensor starts aligned for its element type.
-        let mut order: Vec<&Tensor> = self.tensors.iter().collect();
-        order.sort_by(|a, b| {
-            let (a_type, b_type) = (a.data.dtype().safetensors(), b.data.dtype().safetensors());
-            b_type.cmp(&a_type).then_with(|| a.name.cmp(&b.name))
-        });
-
-        // The header, written as the crate writes it (compact JSON, the
-        // metadata first, tensors in data order).
-        let mut header = String::from("{");
-        if !self.metadata.is_empty() {
-            header.push_str("\"__metadata__\":");
-            header.push_str(&json(&self.metadata));
-        }
-        let mut offset = 0;
-        for tensor in &order {
-            let bytes = tensor.data.len() * tensor.data.dtype().safetensors().bitsize() / 8;
-            if header.len() > 1 {
-                header.push(',');
-            }
-            header.push_str(&json(&tensor.name));
-            header.push_str(":{\"dtype\":\"");
-            header.push_str(&tensor.data.dtype().to_string());
-            header.push_str("\",\"shape\":");
-            header.push_str(&json(&tensor.shape));
-            header.push_str(&format!(
-                ",\"data_offsets\":[{offset},{}]}}",
-                offset + bytes
-            ));
-            offset += bytes;
-        }
-        header.push('}');
-        // Data starts 8-aligned.
-        while header.len() % 8 != 0 {
-            header.push(' ');
-        }
-
-        let mut file = Vec::with_capacity(8 + header.len() + offset);
-        file.extend_from_slice(&(header.len() as u64).to_le_bytes());
-        file.extend_from_slice(header.as_bytes());
-        for tensor in order {
-            file.extend_from_slice(&tensor.data.le_bytes());
-        }
-        Ok(file)
-    }
-
-    /// Reads a checkpoint from the bytes of a safetensors file. `path` only
-    /// names the source in errors.
-    ///
-    /// # Errors
-    ///
-    /// [`CheckpointError::Corrupt`] when the bytes are not a valid
-    /// safetensors file or hold a type other than [`DType`]'s.
-    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self, CheckpointError> {
-        let corrupt = |reason: String| CheckpointError::Corrupt {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| corrupt(e.to_string()))?;
-        let file = SafeTensors::deserialize(bytes).map_err(|e| corrupt(e.to_string()))?;
-
-        let mut tensors = Vec::with_capacity(file.len());
-        for (name, view) in file.iter() {
-            let dtype = match view.dtype() {
-                Dtype::F32 => DType::F32,
-                Dtype::F16 => DType::F16,
-                Dtype::BF16 => DType::Bf16,
-                Dtype::U64 => DType::U64,
-                Dtype::U32 => DType::U32,
-                other => {
-                    return Err(corrupt(format!(
-                        "tensor `{name}` has type {other}, which Tessera does not read"
-                    )));
-                }
-            };
-            tensors.push(Tensor {
-                name: name.to_owned(),
-                shape: view.shape().to_vec(),
-                data: TensorData::from_le_bytes(dtype, view.data()),
-            });
-        }
-        tensors.sort_by(|a, b| a.name.cmp(&b.name));
-        let metadata = header
-            .metadata()
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        Ok(Self { tensors, metadata })
-    }
-
     /// Writes the checkpoint to `path` atomically ([`write_atomic`]).
     ///
     /// # Errors
     ///
     /// [`CheckpointError::Io`] when the file cannot be written, with the old
-    /// file (if any) left as it was; [`CheckpointError::Length`] as
-    /// [`to_bytes`](Self::to_bytes).
+    /// file (if any) left as it was; [`CheckpointError::Length`] and
+    /// [`CheckpointError::Reserved`] as [`to_bytes`](Self::to_bytes).
     pub fn save(&self, path: &Path) -> Result<(), CheckpointError> {
         write_atomic(path, &self.to_bytes()?)
     }
@@ -514,7 +422,8 @@ impl Checkpoint {
     /// # Errors
     ///
     /// [`CheckpointError::Io`] when the file cannot be read,
-    /// [`CheckpointError::Corrupt`] as [`from_bytes`](Self::from_bytes).
+    /// [`CheckpointError::Corrupt`] and [`CheckpointError::Damaged`] as
+    /// [`from_bytes`](Self::from_bytes).
     pub fn load(path: &Path) -> Result<Self, CheckpointError> {
         let bytes = fs::read(path).map_err(|source| CheckpointError::Io {
             path: path.to_path_buf(),
@@ -530,190 +439,24 @@ fn json<T: serde::Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).expect("strings, string maps and integers serialize")
 }
 
-/// Replaces the file at `path` with `bytes` so that a crash at any point
-/// leaves either the old file or the complete new one, never a torn file.
-///
-/// Writes a temporary file in the same directory (a rename is only atomic
-/// within a file system), flushes it to disk, renames it over `path`, then
-/// flushes the directory so that the rename itself is durable. On failure
-/// the temporary file is removed and `path` is untouched.
+/// Checks that the values of tensor `name` are finite (no NaN, no
+/// infinity), as weights and optimizer state must be.
 ///
 /// # Errors
-///
-/// [`CheckpointError::Io`], naming the path that failed.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
-    static NEXT_TEMPORARY: AtomicU64 = AtomicU64::new(0);
-
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CheckpointError::Io { path, source }
-    };
-    let file_name = path.file_name().ok_or_else(|| {
-        io(path)(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path does not name a file",
-        ))
-    })?;
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    // Unique per process and call, so concurrent saves never share one.
-    let mut temporary_name = std::ffi::OsString::from(".");
-    temporary_name.push(file_name);
-    temporary_name.push(format!(
-        ".{}.{}.tmp",
-        std::process::id(),
-        NEXT_TEMPORARY.fetch_add(1, Ordering::Relaxed)
-    ));
-    let temporary = directory.join(temporary_name);
-
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()
-    })();
-    if let Err(source) = written {
-        // Best effort: the write already failed, and that is what to report.
-        let _ = fs::remove_file(&temporary);
-        return Err(io(&temporary)(source));
-    }
-    if let Err(source) = fs::rename(&temporary, path) {
-        let _ = fs::remove_file(&temporary);
-        return Err(io(path)(source));
-    }
-    sync_directory(directory).map_err(io(directory))
-}
-
-/// Makes a rename in `directory` durable.
-#[cfg(unix)]
-fn sync_directory(directory: &Path) -> io::Result<()> {
-    File::open(directory)?.sync_all()
-}
-
-/// Directories cannot be opened for syncing here; NTFS journals renames.
-#[cfg(not(unix))]
-fn sync_directory(_directory: &Path) -> io::Result<()> {
-    Ok(())
-}
-
-/// Why a checkpoint could not be saved, loaded or read.
-#[derive(Debug)]
-pub enum CheckpointError {
-    /// A file operation failed.
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// What the system said.
-        source: io::Error,
-    },
-    /// The file is not a valid safetensors file Tessera reads.
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// No tensor has this name.
-    Missing {
-        /// The tensor asked for.
-        name: String,
-    },
-    /// The tensor has another element type than asked for.
-    DType {
-        /// The tensor.
-        name: String,
-        /// The type asked for.
-        expected: DType,
-        /// The tensor's type.
-        found: DType,
-    },
-    /// The tensor has another shape than asked for.
-    Shape {
-        /// The tensor.
-        name: String,
-        /// The shape asked for.
-        expected: Vec<usize>,
-        /// The tensor's shape.
-        found: Vec<usize>,
-    },
-    /// A tensor to save has another number of elements than its shape says.
-    Length {
-        /// The tensor.
-        name: String,
-        /// Its shape.
-        shape: Vec<usize>,
-        /// Its number of elements.
-        elements: usize,
-    },
-    /// A metadata key is absent or its value does not parse.
-    Metadata {
-        /// The key.
-        key: String,
-        /// The value, or `None` when the key is absent.
-        value: Option<String>,
-        /// What the value should have been (a type name).
-        expected: &'static str,
-    },
-}
-
-impl fmt::Display for CheckpointError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Io { path, source } => {
-                write!(f, "checkpoint I/O failed on {}: {source}", path.display())
-            }
-            Self::Corrupt { path, reason } => {
-                write!(f, "checkpoint {} is corrupt: {reason}", path.display())
-            }
-            Self::Missing { name } => write!(f, "the checkpoint has no tensor `{name}`"),
-            Self::DType {
-                name,
-                expected,
-                found,
-            } => write!(
-                f,
-                "checkpoint tensor `{name}` holds {found}, expected {expected}"
-            ),
-            Self::Shape {
-                name,
-                expected,
-                found,
-            } => write!(
-                f,
-                "checkpoint tensor `{name}` has shape {found:?}, expected {expected:?}"
-            ),
-            Self::Length {
-                name,
-                shape,
-                elements,
-            } => write!(
-                f,
-                "checkpoint tensor `{name}` of shape {shape:?} has {elements} elements"
-            ),
-            Self::Metadata {
-                key, value: None, ..
-            } => write!(f, "the checkpoint has no metadata `{key}`"),
-            Self::Metadata {
-                key,
-                value: Some(value),
-                expected,
-            } => write!(
-                f,
-                "checkpoint metadata `{key}` is {value:?}, expected {expected}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CheckpointError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Io { source, .. } => Some(source),
-            _ => None,
-        }
+/// [`CheckpointError::NonFinite`] naming the tensor and the first such
+/// element.
+pub fn check_finite<T: Copy + Into<f32>>(name: &str, values: &[T]) -> Result<(), CheckpointError> {
+    match values
+        .iter()
+        .map(|&v| v.into())
+        .enumerate()
+        .find(|(_, v)| !v.is_finite())
+    {
+        Some((index, value)) => Err(CheckpointError::NonFinite {
+            name: name.to_owned(),
+            index,
+            value,
+        }),
+        None => Ok(()),
     }
 }
