@@ -138,7 +138,9 @@ pub struct Summary {
     /// The final weights, per parameter (as f32), in
     /// [`MlpConfig::params`] order.
     pub weights: Vec<Vec<f32>>,
-    /// FNV-1a of the final weights' bits (as stored: f32 or f16).
+    /// FNV-1a of the final weights' bits as stored (f32, or f16 as a
+    /// zero-extended 32-bit little-endian word), parameter by parameter in
+    /// [`MlpConfig::params`] order: equal exactly when the weights are.
     pub fingerprint: u64,
     /// The final test set evaluation.
     pub test: EpochRecord,
@@ -645,7 +647,7 @@ impl RunContext<'_> {
             steps: report.steps,
             epochs: report.epochs,
             weights: t.flat.unflatten(&replica.weights.to_f32(), |x| x),
-            fingerprint: replica.weights.fingerprint(),
+            fingerprint: replica.weights.fingerprint(&t.flat),
             test,
             step_time: time,
             memory,
