@@ -207,12 +207,14 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) reduction: Option<String>,
 
-    /// sgd (momentum 0.9), adamw, lamb or lars [default: lamb]
+    /// sgd (momentum 0.9), adamw, lamb or lars (momentum 0.9), each with
+    /// its own defaults for --lr and --weight-decay [default: lamb]
     #[arg(long, value_parser = ["sgd", "adamw", "lamb", "lars"], help_heading = "Optimizer")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) optimizer: Option<String>,
 
-    /// Learning rate after the warm-up [default: 0.005]
+    /// Learning rate after the warm-up [default: the optimizer's: sgd 0.1,
+    /// adamw 0.005, lamb 0.005, lars 1]
     #[arg(
         long,
         value_name = "LR",
@@ -222,7 +224,8 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) lr: Option<f32>,
 
-    /// Weight decay [default: the optimizer's: 0.01 for adamw and lamb, 0 otherwise]
+    /// Weight decay [default: the optimizer's: sgd 0, adamw 0.01, lamb
+    /// 0.01, lars 0.0001]
     #[arg(
         long,
         alias = "weight_decay",
@@ -593,12 +596,16 @@ impl JobArgs {
         if let Some(s) = &self.reduction {
             c.reduction = parse("reduction", s)?;
         }
-        let lr = self.lr.unwrap_or(base.optimizer.lr());
-        c.optimizer = match self.optimizer.as_deref() {
-            Some(name) if name != base.optimizer.name() => OptimizerConfig::named(name, lr)
-                .map_err(|e| Failure::Usage(format!("optimizer: {e}")))?,
-            _ => base.optimizer.with_lr(lr),
-        };
+        // Another optimizer brings its own defaults; a given --lr wins.
+        if let Some(name) = self.optimizer.as_deref()
+            && name != base.optimizer.name()
+        {
+            c.optimizer = OptimizerConfig::default_named(name)
+                .map_err(|e| Failure::Usage(format!("optimizer: {e}")))?;
+        }
+        if let Some(lr) = self.lr {
+            c.optimizer = c.optimizer.with_lr(lr);
+        }
         if let Some(wd) = self.weight_decay {
             c.optimizer = with_weight_decay(c.optimizer, wd);
         }
@@ -1023,6 +1030,39 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 25, "{checked} defaults checked");
+    }
+
+    #[test]
+    fn each_optimizer_has_the_defaults_its_help_states_and_lr_wins() {
+        use clap::CommandFactory;
+
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            job: JobArgs,
+        }
+        let command = Wrapper::command();
+        let help = |id: &str| {
+            let arg = command.get_arguments().find(|a| a.get_id() == id);
+            one_line(&arg.and_then(|a| a.get_help()).unwrap().to_string())
+        };
+        let (lr_help, wd_help) = (help("lr"), help("weight_decay"));
+        for name in ["sgd", "adamw", "lamb", "lars"] {
+            let args = JobArgs {
+                optimizer: Some(name.into()),
+                ..JobArgs::default()
+            };
+            let o = job(&args).config.optimizer;
+            assert_eq!(o, OptimizerConfig::default_named(name).unwrap());
+            assert!(lr_help.contains(&format!("{name} {}", o.lr())), "{lr_help}");
+            let wd = weight_decay(&o);
+            assert!(wd_help.contains(&format!("{name} {wd}")), "{wd_help}");
+            let given = JobArgs {
+                lr: Some(0.25),
+                ..args
+            };
+            assert_eq!(job(&given).config.optimizer, o.with_lr(0.25));
+        }
     }
 
     #[test]

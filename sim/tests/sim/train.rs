@@ -396,6 +396,25 @@ fn the_digits_mlp_learns() {
 }
 
 #[test]
+fn every_optimizer_trains_the_default_job_with_its_defaults() {
+    // The default job (40 epochs of the digits on a POD16) with each
+    // optimizer's own defaults: LARS at LAMB's learning rate reached 71%.
+    let lamb = TrainConfig::default().optimizer;
+    assert_eq!(Ok(lamb), OptimizerConfig::default_named("lamb"));
+    for name in ["sgd", "adamw", "lars"] {
+        let config = TrainConfig {
+            optimizer: OptimizerConfig::default_named(name).unwrap(),
+            ..TrainConfig::default()
+        };
+        let s = Trainer::new(config, digits())
+            .unwrap()
+            .run(&RunOptions::default(), &|_| {})
+            .unwrap();
+        assert!(s.test.test_accuracy > 0.97, "{name}: {:?}", s.test);
+    }
+}
+
+#[test]
 fn a_small_run_is_pinned() {
     // Value stability: any change to these bits is a breaking change.
     let s = run(config(2, 4, 4));
