@@ -359,6 +359,12 @@ impl OutputArgs {
     /// The run directory, `RUNS_DIR/NAME`, created. A name that is empty
     /// or not one path component is refused.
     pub(super) fn run_dir(&self, default_name: &str) -> Result<PathBuf, Failure> {
+        create_dir(self.run_dir_path(default_name)?)
+    }
+
+    /// The run directory's path, `RUNS_DIR/NAME`. A name that is empty or
+    /// not one path component is refused.
+    pub(super) fn run_dir_path(&self, default_name: &str) -> Result<PathBuf, Failure> {
         let name = self.name.as_deref().unwrap_or(default_name);
         let plain = !name.is_empty()
             && name != "."
@@ -370,24 +376,28 @@ impl OutputArgs {
                 "--name `{name}` is not a plain directory name"
             )));
         }
-        let dir = self
+        Ok(self
             .runs_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from("runs"))
-            .join(name);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            Failure::Usage(format!(
-                "cannot create the run directory {}: {e}",
-                dir.display()
-            ))
-        })?;
-        Ok(dir)
+            .join(name))
     }
 
     /// Whether to draw a progress bar.
     pub(super) fn progress(&self) -> bool {
         !self.no_progress && !self.json && io::stderr().is_terminal()
     }
+}
+
+/// Creates the run directory `dir` (and its parents).
+pub(super) fn create_dir(dir: PathBuf) -> Result<PathBuf, Failure> {
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Failure::Usage(format!(
+            "cannot create the run directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(dir)
 }
 
 /// The hidden layers' activation, as named on the command line.
@@ -794,14 +804,16 @@ pub(super) fn one_line(text: &str) -> String {
 }
 
 /// A [`TrainError`] as a [`Failure`]: the job's own failures (a
-/// collective, drifting replicas, a panic) exit with status 1, everything
-/// the user can fix (the configuration, the data, a checkpoint) with 2.
+/// collective, drifting replicas, a panic) exit with status 1, a diverged
+/// run with 3, everything the user can fix (the configuration, the data,
+/// a checkpoint) with 2.
 pub(super) fn usage(e: TrainError) -> Failure {
     let message = one_line(&e.to_string());
     match e {
         TrainError::Collective(_) | TrainError::ReplicaDrift { .. } | TrainError::Panicked(_) => {
             Failure::Job(message)
         }
+        TrainError::Diverged { .. } => Failure::Diverged(message),
         _ => Failure::Usage(message),
     }
 }

@@ -141,16 +141,7 @@ pub(crate) fn restore(
     flat: &FlatParams,
     buffer_names: &[(String, Vec<f32>)],
 ) -> Result<ResumeState, TrainError> {
-    for (key, now) in identity(config, data) {
-        let saved = c.meta(key)?;
-        if saved != now {
-            return Err(TrainError::CheckpointMismatch {
-                what: key.into(),
-                saved: saved.into(),
-                now,
-            });
-        }
-    }
+    check_identity(c, config, data)?;
     let n = flat.len();
     let mut master = vec![0.0f32; n];
     let sixteen = config.precision != PrecisionMode::Fp32;
@@ -201,4 +192,28 @@ pub(crate) fn restore(
             counters: [counters[0], counters[1], counters[2]],
         },
     })
+}
+
+/// Checks that `c` is a checkpoint of this run (see [`identity`]).
+pub(crate) fn check_identity(
+    c: &Checkpoint,
+    config: &TrainConfig,
+    data: &Dataset,
+) -> Result<(), TrainError> {
+    for (key, now) in identity(config, data) {
+        let saved = c.meta(key)?;
+        if saved != now {
+            return Err(TrainError::CheckpointMismatch {
+                what: key.into(),
+                saved: saved.into(),
+                now,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Steps run before `c` was written: where a run resumed from it starts.
+pub(crate) fn saved_steps(c: &Checkpoint) -> Result<u64, TrainError> {
+    Ok(c.take_u64("progress", &[2])?[0])
 }

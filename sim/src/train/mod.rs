@@ -96,6 +96,7 @@ mod checkpoint;
 mod comm;
 mod config;
 mod cost;
+mod divergence;
 mod error;
 mod optimizer;
 mod params;
@@ -107,11 +108,13 @@ pub use config::{
     GradReduction, LossScaling, LrSchedule, OptimizerConfig, PrecisionMode, TrainConfig,
 };
 pub use cost::{OptimizerMemory, StepTime};
+pub use divergence::Divergence;
 pub use error::TrainError;
 pub use pipeline::{
     Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
     step_cycles,
 };
 pub use run::{
-    EpochRecord, Event, MemoryReport, Observer, RunOptions, StepRecord, Summary, Trainer,
+    Continuation, EpochRecord, Event, MemoryReport, Observer, RunOptions, StepRecord, Summary,
+    Trainer,
 };

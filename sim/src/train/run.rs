@@ -14,6 +14,7 @@ use super::checkpoint::{self, ResumeState};
 use super::comm::{self, InstanceLink, ReplicaComm};
 use super::config::TrainConfig;
 use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
+use super::divergence::{Divergence, Streak};
 use super::params::FlatParams;
 use super::pipeline::{Schedule, StageMemory, stage_memory, step_cycles};
 use super::replica::{Replica, StepOutcome};
@@ -40,9 +41,10 @@ pub struct StepRecord {
     pub lr: f32,
     /// Whether loss scaling skipped the update (an overflow).
     pub skipped: bool,
-    /// Simulated seconds on the Pod since the run (or resume) began.
+    /// Simulated seconds on the Pod since the run began (a resumed run
+    /// continues from [`Continuation::sim_seconds`]).
     pub sim_seconds: f64,
-    /// Host seconds since the run (or resume) began.
+    /// Host seconds since this process's run (or resume) began.
     pub wall_seconds: f64,
 }
 
@@ -67,8 +69,18 @@ pub enum Event<'a> {
     Epoch(&'a EpochRecord),
 }
 
+/// Where a resumed run's records continue from: how its history (the
+/// records of the steps before its checkpoint) ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Continuation {
+    /// The last step's [`StepRecord::sim_seconds`].
+    pub sim_seconds: f64,
+    /// Consecutive bad steps (see [`Divergence`]) at the end.
+    pub bad_steps: u64,
+}
+
 /// Where a run starts and what it writes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunOptions {
     /// Resume from this checkpoint.
     pub resume: Option<PathBuf>,
@@ -82,6 +94,11 @@ pub struct RunOptions {
     /// schedule is still the whole run's, so resuming gives bitwise the
     /// uninterrupted run.
     pub stop_after_epochs: Option<u64>,
+    /// When to stop the run as diverged (with [`TrainError::Diverged`],
+    /// writing no further checkpoint).
+    pub divergence: Divergence,
+    /// A resumed run's history, which its records continue.
+    pub continuation: Continuation,
 }
 
 /// Memory of one replica.
@@ -354,11 +371,7 @@ impl Trainer {
         if let Some(r) = &resume
             && (r.applied > r.steps || r.steps > total)
         {
-            return Err(TrainError::CheckpointMismatch {
-                what: "progress".into(),
-                saved: format!("{} steps run, {} applied", r.steps, r.applied),
-                now: format!("a run of {total} steps"),
-            });
+            return Err(self.impossible_progress(r.steps, r.applied));
         }
         let stop = options
             .stop_after_epochs
@@ -448,7 +461,11 @@ impl Trainer {
         if let Err(e) = served_result {
             results.push(Err(e.into()));
         }
-        if results.iter().any(Result::is_err)
+        // Divergence stops every replica of every instance at the same
+        // step, with no collective pending: nothing to abort.
+        let failed =
+            |r: &Result<_, _>| r.is_err() && !matches!(r, Err(TrainError::Diverged { .. }));
+        if results.iter().any(failed)
             && let Some(c) = &instances
         {
             // Let the other instances stop now rather than at a timeout.
@@ -459,6 +476,35 @@ impl Trainer {
 }
 
 impl Trainer {
+    /// The steps run before the checkpoint at `path`, checked to be of
+    /// this run: where a run resumed from it starts.
+    ///
+    /// # Errors
+    /// As resuming from it: [`TrainError::Checkpoint`] if it cannot be
+    /// read, [`TrainError::CheckpointMismatch`] if it is another run's or
+    /// beyond this run's end.
+    pub fn resume_point(&self, path: &std::path::Path) -> Result<u64, TrainError> {
+        let c = Checkpoint::load(path)?;
+        checkpoint::check_identity(&c, &self.config, &self.data)?;
+        let steps = checkpoint::saved_steps(&c)?;
+        if steps > self.steps_per_epoch * self.config.epochs {
+            return Err(self.impossible_progress(steps, 0));
+        }
+        Ok(steps)
+    }
+
+    /// A checkpoint's progress that no run of this length reaches.
+    fn impossible_progress(&self, steps: u64, applied: u64) -> TrainError {
+        TrainError::CheckpointMismatch {
+            what: "progress".into(),
+            saved: format!("{steps} steps run, {applied} applied"),
+            now: format!(
+                "a run of {} steps",
+                self.steps_per_epoch * self.config.epochs
+            ),
+        }
+    }
+
     /// The schedule of the replica's stages (sequential when not
     /// pipelined: one stage, or sharded).
     fn schedule(&self) -> Schedule {
@@ -466,6 +512,23 @@ impl Trainer {
             .pipeline
             .as_ref()
             .map_or(Schedule::Sequential, |p| p.schedule)
+    }
+
+    /// A step's simulated time on IPUs `spec` from its stages' cycles per
+    /// micro-batch.
+    fn step_time(&self, spec: &crate::ipu::IpuSpec, stages: &[StageCycles]) -> StepTime {
+        let config = &self.config;
+        let g = config.gradient_accumulation;
+        let cycles = step_cycles(stages, g, self.schedule(), config.recompute);
+        step_time(
+            config,
+            &self.layout,
+            spec,
+            self.model.inputs,
+            self.flat.elements() as u64,
+            config.shards() as u64,
+            cycles,
+        )
     }
 
     /// The memory of a replica whose model is `mlp`.
@@ -567,25 +630,11 @@ impl RunContext<'_> {
         let started = Instant::now();
         let mut replica = Replica::new(config, &t.flat, comm, mlp, self.init, self.resume)?;
         let reporter = global == 0;
-        let shards = config.shards() as u64;
-        let elements = t.flat.elements() as u64;
         let spec = *t.layout.replica_target()?.spec();
-        let mut report = Report::new(config);
+        let time_of = |stages: &[StageCycles]| t.step_time(&spec, stages);
+        let mut report = Report::new(config, self.options.continuation.sim_seconds);
+        let mut streak = Streak::new(self.options.divergence, self.options.continuation.bad_steps);
         let mut batches = Vec::with_capacity(config.gradient_accumulation);
-        // A step's simulated time from its stages' cycles per micro-batch.
-        let time_of = |stages: &[StageCycles]| {
-            let g = config.gradient_accumulation;
-            let cycles = step_cycles(stages, g, t.schedule(), config.recompute);
-            step_time(
-                config,
-                &t.layout,
-                &spec,
-                t.model.inputs,
-                elements,
-                shards,
-                cycles,
-            )
-        };
         // Until a step has run (a resumed run with nothing left): no compute.
         let mut time = time_of(&[]);
         for step in self.first_step..self.stop {
@@ -609,6 +658,11 @@ impl RunContext<'_> {
                 if call_ends {
                     report.flush(self.observer);
                 }
+            }
+            if let Err(diverged) = streak.observe(step, &outcome) {
+                // Every replica sees the same outcome and stops here.
+                report.flush(self.observer);
+                return Err(diverged);
             }
             let every = config.check_replicas_every;
             if every > 0 && (step + 1).is_multiple_of(every) && !replica.replicas_agree()? {
@@ -704,12 +758,13 @@ struct Report {
 }
 
 impl Report {
-    fn new(config: &TrainConfig) -> Self {
+    /// Records whose simulated time starts at `sim_seconds`.
+    fn new(config: &TrainConfig, sim_seconds: f64) -> Self {
         Self {
             steps: Vec::new(),
             epochs: Vec::new(),
             pending: 0,
-            sim_seconds: 0.0,
+            sim_seconds,
             trace: None,
             outfeed: Outfeed::new(config.output_mode),
         }

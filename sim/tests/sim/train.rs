@@ -10,8 +10,8 @@ use tessera_sim::data::{Dataset, OutputMode, Source, digits};
 use tessera_sim::model::Activation;
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
-    GradReduction, LossScaling, OptimizerConfig, Pipeline, PrecisionMode, RunOptions, Schedule,
-    Summary, TrainConfig, TrainError, Trainer,
+    Divergence, Event, GradReduction, LossScaling, OptimizerConfig, Pipeline, PrecisionMode,
+    RunOptions, Schedule, StepRecord, Summary, TrainConfig, TrainError, Trainer,
 };
 
 fn data() -> Dataset {
@@ -318,6 +318,57 @@ fn overflowing_steps_are_skipped_and_leave_the_weights_alone() {
         assert_eq!(w[1].loss_scale, w[0].loss_scale / 2.0);
     }
     assert!(s.steps[first_applied..].iter().all(|r| !r.skipped));
+}
+
+#[test]
+fn a_diverging_run_stops_and_keeps_its_last_checkpoint() {
+    let dir = std::env::temp_dir().join(format!("tessera-train-nan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ckpt.safetensors");
+    // A learning rate that blows the weights up: then every step's
+    // gradients overflow and loss scaling skips it. 8 epochs of 5 steps.
+    let trainer = Trainer::new(
+        TrainConfig {
+            optimizer: OptimizerConfig::named("lamb", 1e30).unwrap(),
+            epochs: 8,
+            ..config(2, 4, 4)
+        },
+        data(),
+    )
+    .unwrap();
+    let seen = std::sync::Mutex::new(Vec::<StepRecord>::new());
+    let observer = |e: Event<'_>| {
+        if let Event::Step(r) = e {
+            seen.lock().unwrap().push(*r);
+        }
+    };
+    let options = RunOptions {
+        checkpoint: Some(path.clone()),
+        checkpoint_every: 1,
+        ..RunOptions::default()
+    };
+    let err = trainer.run(&options, &observer).unwrap_err();
+    let TrainError::Diverged { step, steps, .. } = err else {
+        panic!("{err}")
+    };
+    assert_eq!(steps, Divergence::DEFAULT_STEPS);
+    assert!(step < 39, "stopped before the end: {err}");
+    // The observer saw every step up to it, the last `steps` of them bad.
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len() as u64, step + 1);
+    let bad = |r: &StepRecord| r.skipped || !r.loss.is_finite();
+    assert!(seen[(step + 1 - steps) as usize..].iter().all(bad));
+    assert!(!bad(&seen[(step - steps) as usize]));
+    // No checkpoint of the diverged state: the last epoch's is kept.
+    assert_eq!(trainer.resume_point(&path).unwrap(), (step + 1) / 5 * 5);
+    // Never stopping runs to the end, skipping almost every step.
+    let options = RunOptions {
+        divergence: Divergence::NEVER,
+        ..RunOptions::default()
+    };
+    let s = trainer.run(&options, &|_| {}).unwrap();
+    assert!(s.steps.iter().filter(|r| bad(r)).count() > 30);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
