@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tessera_sim::data::Dataset;
 use tessera_sim::model::Placement;
 use tessera_sim::train::{
-    Continuation, Divergence, Event, RunOptions, Summary, TrainConfig, TrainError, Trainer,
+    Divergence, Event, RunOptions, Summary, TrainConfig, TrainError, Trainer,
 };
 
 use super::history::{History, Metrics};
@@ -119,6 +119,13 @@ impl TrainArgs {
         let config_toml = job.effective().to_toml()?;
         let data = job.load()?;
         let trainer = Trainer::new(job.config.clone(), data.clone()).map_err(job::usage)?;
+        let history = match &self.resume {
+            Some(path) => {
+                let steps = trainer.resume_point(path).map_err(job::usage)?;
+                History::load(path, steps, trainer.steps_per_epoch())?
+            }
+            None => History::default(),
+        };
         let mut options = RunOptions {
             resume: self.resume.clone(),
             checkpoint: None,
@@ -127,25 +134,21 @@ impl TrainArgs {
             divergence: Divergence {
                 steps: self.diverged_after,
             },
-            continuation: Continuation::default(),
+            // Every MPI rank continues alike (they stop together).
+            continuation: history.continuation(),
         };
         if !launcher::reports(launcher::Launch::from_env()) {
-            // Another MPI rank than 0: the run without its files.
-            return job::run_job(&trainer, &options, &|_| {})
-                .map(drop)
-                .map_err(job::usage);
+            // Another MPI rank than 0: the run without its files. Rank 0
+            // reports a divergence (all stop at its step); exiting non-zero
+            // first would make mpirun kill it before it writes its files.
+            return match job::run_job(&trainer, &options, &|_| {}) {
+                Ok(_) | Err(TrainError::Diverged { .. }) => Ok(()),
+                Err(e) => Err(job::usage(e)),
+            };
         }
-        let history = match &self.resume {
-            Some(path) => {
-                let steps = trainer.resume_point(path).map_err(job::usage)?;
-                History::load(path, steps, trainer.steps_per_epoch())?
-            }
-            None => History::default(),
-        };
         let dir = self.run_dir()?;
         let files = Files::new(&dir);
         options.checkpoint = Some(files.checkpoint.clone());
-        options.continuation = history.continuation();
         let config = format!(
             "# The effective configuration of this run: `tessera train --config {}`\n\
              # runs it again.\n{config_toml}",

@@ -89,6 +89,20 @@ fn every_split_of_the_global_batch_gives_the_same_bits() {
 }
 
 #[test]
+fn any_instance_count_gives_the_same_bits() {
+    // A global batch of 6 micro-batches of 4: 6 or 3 instances, each with
+    // powers of two of replicas and micro-batches.
+    let with = |i, r, a| TrainConfig {
+        precision: PrecisionMode::Fp32,
+        ..config(i, r, a)
+    };
+    let reference = run(with(6, 6, 1));
+    for (i, r, a) in [(3, 6, 1), (3, 3, 2)] {
+        assert_same(&reference, &run(with(i, r, a)), &format!("{i} x {r} x {a}"));
+    }
+}
+
+#[test]
 fn replicated_tensor_sharding_is_bitwise_the_unsharded_run() {
     for (precision, optimizer) in [
         (PrecisionMode::Mixed, "lamb"),
