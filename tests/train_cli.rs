@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use crate::cli::{SMALL, fingerprint, report, train};
-use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera_with};
+use crate::cli::{fingerprint, report, train};
+use crate::command::{assert_usage_error, scratch, stderr, stdout};
 
 /// metrics.jsonl without its wall-clock field.
 fn records(run: &Path) -> Vec<serde_json::Value> {
@@ -197,6 +197,9 @@ fn a_diverging_run_stops_with_status_3_and_keeps_its_records() {
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn an_mpi_launch_of_a_binary_without_mpi_is_refused() {
+    use crate::cli::SMALL;
+    use crate::command::tessera_with;
+
     let dir = scratch("mpirun");
     let d = dir.to_str().unwrap();
     for (size, rank) in [
