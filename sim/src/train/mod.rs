@@ -85,12 +85,20 @@
 //!
 //! Final weights are bitwise the same for every number of instances,
 //! replicas (powers of two per instance) and micro-batches per replica
-//! holding the same global batch, with or without sharding, with
-//! [`GradReduction::Sum`] or [`GradReduction::PostMean`]; batch norm
-//! (whose statistics are per micro-batch) and
+//! (powers of two) holding the same global batch at the same micro-batch
+//! size, with or without sharding, with [`GradReduction::Sum`] or
+//! [`GradReduction::PostMean`]; the micro-batch size changes them (a
+//! micro-batch's gradient is one product over its samples, f16 in the
+//! 16-bit modes); batch norm (whose statistics are per micro-batch) and
 //! [`GradReduction::RunningMean`] (sequential by definition) are
 //! reproducible run to run but change with the split. A resumed run is
 //! bitwise the uninterrupted one.
+//!
+//! # Divergence
+//!
+//! After [`Divergence::steps`] consecutive steps that loss scaling skipped
+//! or whose loss was not finite, every replica stops with
+//! [`TrainError::Diverged`] (no checkpoint of that state is written).
 
 mod checkpoint;
 mod comm;
