@@ -177,6 +177,27 @@ fn a_diverging_run_stops_with_status_3_and_keeps_its_records() {
         "{}",
         stderr(&out)
     );
+    // Resumed from it, the run counts the bad steps before its checkpoint
+    // and stops where it did, with the same records.
+    let kept = dir.join("kept");
+    let diverged = records(&kept);
+    let ckpt = kept.join("checkpoint.safetensors");
+    let out = train(
+        &dir,
+        &[
+            "--lr",
+            "1e30",
+            "--epochs",
+            "3",
+            "--diverged-after",
+            "35",
+            "--resume",
+            ckpt.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("steps 1 to 35"), "{}", stderr(&out));
+    assert_eq!(records(&kept), diverged);
     let out = train(
         &dir,
         &[
