@@ -154,23 +154,13 @@ fn a_diverging_run_stops_with_status_3_and_keeps_its_records() {
     assert_eq!(steps, 21, "every step run is recorded");
     assert!(run.join("loss.svg").is_file() && run.join("config.toml").is_file());
     assert!(!run.join("checkpoint.safetensors").exists());
-    // With a checkpoint every epoch, the last before the divergence is
-    // kept; --diverged-after 0 never stops.
-    let out = train(
-        &dir,
-        &[
-            "--lr",
-            "1e30",
-            "--epochs",
-            "3",
-            "--name",
-            "kept",
-            "--checkpoint-every",
-            "1",
-            "--diverged-after",
-            "35",
-        ],
-    );
+    // With a checkpoint every epoch and 35 bad steps to stop, the last
+    // checkpoint before the divergence is kept.
+    let diverging = |extra: &[&str]| {
+        let args = ["--lr", "1e30", "--epochs", "3", "--diverged-after", "35"];
+        train(&dir, &[&args[..], extra].concat())
+    };
+    let out = diverging(&["--name", "kept", "--checkpoint-every", "1"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("checkpoint after 30 steps"),
@@ -182,34 +172,14 @@ fn a_diverging_run_stops_with_status_3_and_keeps_its_records() {
     let kept = dir.join("kept");
     let diverged = records(&kept);
     let ckpt = kept.join("checkpoint.safetensors");
-    let out = train(
-        &dir,
-        &[
-            "--lr",
-            "1e30",
-            "--epochs",
-            "3",
-            "--diverged-after",
-            "35",
-            "--resume",
-            ckpt.to_str().unwrap(),
-        ],
-    );
+    let out = diverging(&["--resume", ckpt.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("steps 1 to 35"), "{}", stderr(&out));
     assert_eq!(records(&kept), diverged);
+    // --diverged-after 0 never stops.
     let out = train(
         &dir,
-        &[
-            "--lr",
-            "1e30",
-            "--epochs",
-            "1",
-            "--name",
-            "on",
-            "--diverged-after",
-            "0",
-        ],
+        &["--lr", "1e30", "--name", "on", "--diverged-after", "0"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&dir);
