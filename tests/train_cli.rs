@@ -179,7 +179,16 @@ fn a_diverging_run_stops_with_status_3_and_keeps_its_records() {
     // --diverged-after 0 never stops.
     let out = train(
         &dir,
-        &["--lr", "1e30", "--name", "on", "--diverged-after", "0"],
+        &[
+            "--lr",
+            "1e30",
+            "--epochs",
+            "1",
+            "--name",
+            "on",
+            "--diverged-after",
+            "0",
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&dir);
