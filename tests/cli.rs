@@ -355,7 +355,7 @@ fn bench_allreduce_over_mpi_without_mpirun_exits_with_status_2() {
 
 /// A small, quick job: 480 training samples (and 120 test), global batch
 /// 16 (2 instances x 2 replicas x micro-batch 4), 30 steps an epoch.
-const SMALL: [&str; 13] = [
+pub(crate) const SMALL: [&str; 13] = [
     "--data",
     "synthetic:600:8:3:1",
     "--hidden",
@@ -372,7 +372,7 @@ const SMALL: [&str; 13] = [
 ];
 
 /// `tessera train` on the small job in `dir`, with `extra` arguments.
-fn train(dir: &std::path::Path, extra: &[&str]) -> Output {
+pub(crate) fn train(dir: &std::path::Path, extra: &[&str]) -> Output {
     let mut args = vec!["train", "--runs-dir", dir.to_str().expect("UTF-8 path")];
     args.extend(SMALL);
     args.extend(extra);
@@ -380,7 +380,7 @@ fn train(dir: &std::path::Path, extra: &[&str]) -> Output {
 }
 
 /// The JSON report of a successful `--json` run.
-fn report(out: &Output) -> serde_json::Value {
+pub(crate) fn report(out: &Output) -> serde_json::Value {
     assert!(
         out.status.success(),
         "status {:?}, stderr: {}",
@@ -391,7 +391,7 @@ fn report(out: &Output) -> serde_json::Value {
     serde_json::from_str(stdout(out)).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(out)))
 }
 
-fn fingerprint(out: &Output) -> String {
+pub(crate) fn fingerprint(out: &Output) -> String {
     report(out)["fingerprint"]
         .as_str()
         .expect("the fingerprint is a string")

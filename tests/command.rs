@@ -6,7 +6,13 @@ use std::process::{Command, Output};
 
 /// Runs `tessera args`.
 pub(crate) fn tessera(args: &[&str]) -> Output {
+    tessera_with(&[], args)
+}
+
+/// Runs `tessera args` with the environment variables `vars` set.
+pub(crate) fn tessera_with(vars: &[(&str, &str)], args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .envs(vars.iter().copied())
         .args(args)
         .output()
         .expect("the tessera binary runs")

@@ -11,3 +11,4 @@ mod plan_cli;
 mod rng;
 mod scale;
 mod support;
+mod train_cli;

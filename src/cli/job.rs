@@ -207,12 +207,14 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) reduction: Option<String>,
 
-    /// sgd (momentum 0.9), adamw, lamb or lars [default: lamb]
+    /// sgd (momentum 0.9), adamw, lamb or lars (momentum 0.9), each with
+    /// its own defaults for --lr and --weight-decay [default: lamb]
     #[arg(long, value_parser = ["sgd", "adamw", "lamb", "lars"], help_heading = "Optimizer")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) optimizer: Option<String>,
 
-    /// Learning rate after the warm-up [default: 0.005]
+    /// Learning rate after the warm-up [default: the optimizer's: sgd 0.1,
+    /// adamw 0.005, lamb 0.005, lars 1]
     #[arg(
         long,
         value_name = "LR",
@@ -222,7 +224,8 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) lr: Option<f32>,
 
-    /// Weight decay [default: the optimizer's: 0.01 for adamw and lamb, 0 otherwise]
+    /// Weight decay [default: the optimizer's: sgd 0, adamw 0.01, lamb
+    /// 0.01, lars 0.0001]
     #[arg(
         long,
         alias = "weight_decay",
@@ -356,6 +359,12 @@ impl OutputArgs {
     /// The run directory, `RUNS_DIR/NAME`, created. A name that is empty
     /// or not one path component is refused.
     pub(super) fn run_dir(&self, default_name: &str) -> Result<PathBuf, Failure> {
+        create_dir(self.run_dir_path(default_name)?)
+    }
+
+    /// The run directory's path, `RUNS_DIR/NAME`. A name that is empty or
+    /// not one path component is refused.
+    pub(super) fn run_dir_path(&self, default_name: &str) -> Result<PathBuf, Failure> {
         let name = self.name.as_deref().unwrap_or(default_name);
         let plain = !name.is_empty()
             && name != "."
@@ -367,24 +376,28 @@ impl OutputArgs {
                 "--name `{name}` is not a plain directory name"
             )));
         }
-        let dir = self
+        Ok(self
             .runs_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from("runs"))
-            .join(name);
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            Failure::Usage(format!(
-                "cannot create the run directory {}: {e}",
-                dir.display()
-            ))
-        })?;
-        Ok(dir)
+            .join(name))
     }
 
     /// Whether to draw a progress bar.
     pub(super) fn progress(&self) -> bool {
         !self.no_progress && !self.json && io::stderr().is_terminal()
     }
+}
+
+/// Creates the run directory `dir` (and its parents).
+pub(super) fn create_dir(dir: PathBuf) -> Result<PathBuf, Failure> {
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Failure::Usage(format!(
+            "cannot create the run directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(dir)
 }
 
 /// The hidden layers' activation, as named on the command line.
@@ -593,12 +606,16 @@ impl JobArgs {
         if let Some(s) = &self.reduction {
             c.reduction = parse("reduction", s)?;
         }
-        let lr = self.lr.unwrap_or(base.optimizer.lr());
-        c.optimizer = match self.optimizer.as_deref() {
-            Some(name) if name != base.optimizer.name() => OptimizerConfig::named(name, lr)
-                .map_err(|e| Failure::Usage(format!("optimizer: {e}")))?,
-            _ => base.optimizer.with_lr(lr),
-        };
+        // Another optimizer brings its own defaults; a given --lr wins.
+        if let Some(name) = self.optimizer.as_deref()
+            && name != base.optimizer.name()
+        {
+            c.optimizer = OptimizerConfig::default_named(name)
+                .map_err(|e| Failure::Usage(format!("optimizer: {e}")))?;
+        }
+        if let Some(lr) = self.lr {
+            c.optimizer = c.optimizer.with_lr(lr);
+        }
         if let Some(wd) = self.weight_decay {
             c.optimizer = with_weight_decay(c.optimizer, wd);
         }
@@ -787,14 +804,16 @@ pub(super) fn one_line(text: &str) -> String {
 }
 
 /// A [`TrainError`] as a [`Failure`]: the job's own failures (a
-/// collective, drifting replicas, a panic) exit with status 1, everything
-/// the user can fix (the configuration, the data, a checkpoint) with 2.
+/// collective, drifting replicas, a panic) exit with status 1, a diverged
+/// run with 3, everything the user can fix (the configuration, the data,
+/// a checkpoint) with 2.
 pub(super) fn usage(e: TrainError) -> Failure {
     let message = one_line(&e.to_string());
     match e {
         TrainError::Collective(_) | TrainError::ReplicaDrift { .. } | TrainError::Panicked(_) => {
             Failure::Job(message)
         }
+        TrainError::Diverged { .. } => Failure::Diverged(message),
         _ => Failure::Usage(message),
     }
 }
@@ -1023,6 +1042,39 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 25, "{checked} defaults checked");
+    }
+
+    #[test]
+    fn each_optimizer_has_the_defaults_its_help_states_and_lr_wins() {
+        use clap::CommandFactory;
+
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            job: JobArgs,
+        }
+        let command = Wrapper::command();
+        let help = |id: &str| {
+            let arg = command.get_arguments().find(|a| a.get_id() == id);
+            one_line(&arg.and_then(|a| a.get_help()).unwrap().to_string())
+        };
+        let (lr_help, wd_help) = (help("lr"), help("weight_decay"));
+        for name in ["sgd", "adamw", "lamb", "lars"] {
+            let args = JobArgs {
+                optimizer: Some(name.into()),
+                ..JobArgs::default()
+            };
+            let o = job(&args).config.optimizer;
+            assert_eq!(o, OptimizerConfig::default_named(name).unwrap());
+            assert!(lr_help.contains(&format!("{name} {}", o.lr())), "{lr_help}");
+            let wd = weight_decay(&o);
+            assert!(wd_help.contains(&format!("{name} {wd}")), "{wd_help}");
+            let given = JobArgs {
+                lr: Some(0.25),
+                ..args
+            };
+            assert_eq!(job(&given).config.optimizer, o.with_lr(0.25));
+        }
     }
 
     #[test]

@@ -2,11 +2,14 @@
 //! own module holding its arguments and its `run`.
 //!
 //! Exit status: 0 on success; 2 when the input was wrong (clap's parse
-//! errors, and [`Failure::Usage`] for what is only found out later); 1 when
-//! the job itself failed.
+//! errors, and [`Failure::Usage`] for what is only found out later); 3
+//! when a training run diverged ([`Failure::Diverged`]); 1 when the job
+//! itself failed.
 
 mod bench;
+mod history;
 mod job;
+mod launcher;
 mod plan;
 mod plot;
 mod scale;
@@ -55,6 +58,9 @@ impl Command {
     }
 
     fn run(self) -> Result<(), Failure> {
+        if matches!(self, Self::Train(_) | Self::Scale(_)) {
+            launcher::check(launcher::Launch::from_env())?;
+        }
         match self {
             Self::Train(args) => args.run(),
             Self::Scale(args) => args.run(),
@@ -71,6 +77,8 @@ pub(crate) enum Failure {
     Usage(String),
     /// The job failed (exit status 1).
     Job(String),
+    /// A training run diverged and was stopped (exit status 3).
+    Diverged(String),
     /// Stdout was closed by the reader (`tessera ... | head`): stop quietly.
     Closed,
 }
@@ -80,6 +88,7 @@ impl Failure {
         match self {
             Self::Usage(_) => ExitCode::from(2),
             Self::Job(_) => ExitCode::FAILURE,
+            Self::Diverged(_) => ExitCode::from(3),
             Self::Closed => ExitCode::SUCCESS,
         }
     }
@@ -88,7 +97,7 @@ impl Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Usage(m) | Self::Job(m) => f.write_str(m),
+            Self::Usage(m) | Self::Job(m) | Self::Diverged(m) => f.write_str(m),
             Self::Closed => f.write_str("output closed"),
         }
     }

@@ -160,6 +160,7 @@ impl ScaleArgs {
                     return Err(match job::usage(e) {
                         Failure::Usage(m) => Failure::Usage(format!("{r} replicas: {m}")),
                         Failure::Job(m) => Failure::Job(format!("{r} replicas: {m}")),
+                        Failure::Diverged(m) => Failure::Diverged(format!("{r} replicas: {m}")),
                         Failure::Closed => Failure::Closed,
                     });
                 }

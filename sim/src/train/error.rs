@@ -64,6 +64,19 @@ pub enum TrainError {
         /// Of `needed`, the activation stashes.
         stash: u64,
     },
+    /// The run diverged: `steps` consecutive steps up to `step` were
+    /// skipped by loss scaling or had a non-finite loss (see
+    /// [`Divergence`](super::Divergence)).
+    Diverged {
+        /// The step that made the count (0-based).
+        step: u64,
+        /// The consecutive bad steps.
+        steps: u64,
+        /// The loss of step `step`.
+        loss: f32,
+        /// The loss scale step `step` ran with.
+        loss_scale: f32,
+    },
     /// A replica thread panicked (a bug: please report it).
     Panicked(String),
 }
@@ -107,6 +120,18 @@ impl fmt::Display for TrainError {
                 "out of tile memory: the fullest tile needs {needed} bytes ({stash} of them \
                  activation stashes of the pipeline), a tile has {available}; try recomputation, \
                  the interleaved schedule, a smaller micro-batch or more IPUs per replica"
+            ),
+            Self::Diverged {
+                step,
+                steps,
+                loss,
+                loss_scale,
+            } => write!(
+                f,
+                "the run diverged: the {steps} steps {} to {step} were all skipped for \
+                 non-finite gradients or had a non-finite loss (step {step}: loss {loss}, \
+                 loss scale {loss_scale}); try a smaller learning rate or gradient clipping",
+                (step + 1).saturating_sub(*steps)
             ),
             Self::Panicked(what) => write!(f, "a replica thread panicked: {what}"),
         }

@@ -85,17 +85,26 @@
 //!
 //! Final weights are bitwise the same for every number of instances,
 //! replicas (powers of two per instance) and micro-batches per replica
-//! holding the same global batch, with or without sharding, with
-//! [`GradReduction::Sum`] or [`GradReduction::PostMean`]; batch norm
-//! (whose statistics are per micro-batch) and
+//! (powers of two) holding the same global batch at the same micro-batch
+//! size, with or without sharding, with [`GradReduction::Sum`] or
+//! [`GradReduction::PostMean`]; the micro-batch size changes them (a
+//! micro-batch's gradient is one product over its samples, f16 in the
+//! 16-bit modes); batch norm (whose statistics are per micro-batch) and
 //! [`GradReduction::RunningMean`] (sequential by definition) are
 //! reproducible run to run but change with the split. A resumed run is
 //! bitwise the uninterrupted one.
+//!
+//! # Divergence
+//!
+//! After [`Divergence::steps`] consecutive steps that loss scaling skipped
+//! or whose loss was not finite, every replica stops with
+//! [`TrainError::Diverged`] (no checkpoint of that state is written).
 
 mod checkpoint;
 mod comm;
 mod config;
 mod cost;
+mod divergence;
 mod error;
 mod optimizer;
 mod params;
@@ -107,11 +116,13 @@ pub use config::{
     GradReduction, LossScaling, LrSchedule, OptimizerConfig, PrecisionMode, TrainConfig,
 };
 pub use cost::{OptimizerMemory, StepTime};
+pub use divergence::Divergence;
 pub use error::{Difference, TrainError};
 pub use pipeline::{
     Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
     step_cycles,
 };
 pub use run::{
-    EpochRecord, Event, MemoryReport, Observer, RunOptions, StepRecord, Summary, Trainer,
+    Continuation, EpochRecord, Event, MemoryReport, Observer, RunOptions, StepRecord, Summary,
+    Trainer,
 };

@@ -156,13 +156,18 @@ impl Weights {
         }
     }
 
-    /// A 64-bit FNV-1a fingerprint of the bits.
-    pub(crate) fn fingerprint(&self) -> u64 {
-        let bits: Box<dyn Iterator<Item = u32>> = match self {
-            Self::F32(w) => Box::new(w.iter().map(|x| x.to_bits())),
-            Self::F16(w) => Box::new(w.iter().map(|x| u32::from(x.to_bits()))),
-        };
-        fingerprint(bits)
+    /// A 64-bit FNV-1a fingerprint of the parameters' bits as stored (an
+    /// f16 zero-extended to a 32-bit word), parameter by parameter in
+    /// `flat`'s order. The flat buffer's padding, whose length depends on
+    /// the sharding, is not part of it: equal weights, equal fingerprint.
+    pub(crate) fn fingerprint(&self, flat: &FlatParams) -> u64 {
+        let ranges = (0..flat.specs().len()).map(|i| flat.range(i));
+        match self {
+            Self::F32(w) => fingerprint(ranges.flat_map(|r| w[r].iter().map(|x| x.to_bits()))),
+            Self::F16(w) => {
+                fingerprint(ranges.flat_map(|r| w[r].iter().map(|x| u32::from(x.to_bits()))))
+            }
+        }
     }
 }
 
@@ -473,7 +478,7 @@ impl<'a> Replica<'a> {
 
     /// Whether every replica holds bitwise the same weights.
     pub(crate) fn replicas_agree(&mut self) -> Result<bool, CommError> {
-        let fp = self.weights.fingerprint();
+        let fp = self.weights.fingerprint(self.flat);
         self.comm.all_equal(&[fp])
     }
 

@@ -14,6 +14,7 @@ use super::checkpoint::{self, ResumeState};
 use super::comm::{self, InstanceLink, ReplicaComm};
 use super::config::TrainConfig;
 use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
+use super::divergence::{Divergence, Streak};
 use super::params::FlatParams;
 use super::pipeline::{Schedule, StageMemory, stage_memory, step_cycles};
 use super::replica::{Replica, StepOutcome};
@@ -39,9 +40,10 @@ pub struct StepRecord {
     pub lr: f32,
     /// Whether loss scaling skipped the update (an overflow).
     pub skipped: bool,
-    /// Simulated seconds on the Pod since the run (or resume) began.
+    /// Simulated seconds on the Pod since the run began (a resumed run
+    /// continues from [`Continuation::sim_seconds`]).
     pub sim_seconds: f64,
-    /// Host seconds since the run (or resume) began.
+    /// Host seconds since this process's run (or resume) began.
     pub wall_seconds: f64,
 }
 
@@ -66,8 +68,18 @@ pub enum Event<'a> {
     Epoch(&'a EpochRecord),
 }
 
+/// Where a resumed run's records continue from: how its history (the
+/// records of the steps before its checkpoint) ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Continuation {
+    /// The last step's [`StepRecord::sim_seconds`].
+    pub sim_seconds: f64,
+    /// Consecutive bad steps (see [`Divergence`]) at the end.
+    pub bad_steps: u64,
+}
+
 /// Where a run starts and what it writes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunOptions {
     /// Resume from this checkpoint.
     pub resume: Option<PathBuf>,
@@ -81,6 +93,11 @@ pub struct RunOptions {
     /// schedule is still the whole run's, so resuming gives bitwise the
     /// uninterrupted run.
     pub stop_after_epochs: Option<u64>,
+    /// When to stop the run as diverged (with [`TrainError::Diverged`],
+    /// writing no further checkpoint).
+    pub divergence: Divergence,
+    /// A resumed run's history, which its records continue.
+    pub continuation: Continuation,
 }
 
 /// Memory of one replica.
@@ -137,7 +154,9 @@ pub struct Summary {
     /// The final weights, per parameter (as f32), in
     /// [`MlpConfig::params`] order.
     pub weights: Vec<Vec<f32>>,
-    /// FNV-1a of the final weights' bits (as stored: f32 or f16).
+    /// FNV-1a of the final weights' bits as stored (f32, or f16 as a
+    /// zero-extended 32-bit little-endian word), parameter by parameter in
+    /// [`MlpConfig::params`] order: equal exactly when the weights are.
     pub fingerprint: u64,
     /// The final test set evaluation.
     pub test: EpochRecord,
@@ -437,7 +456,11 @@ impl Trainer {
         if let Err(e) = served_result {
             results.push(Err(e.into()));
         }
-        if results.iter().any(Result::is_err)
+        // Divergence stops every replica of every instance at the same
+        // step, with no collective pending: nothing to abort.
+        let failed =
+            |r: &Result<_, _>| r.is_err() && !matches!(r, Err(TrainError::Diverged { .. }));
+        if results.iter().any(failed)
             && let Some(c) = &instances
         {
             // Let the other instances stop now rather than at a timeout.
@@ -448,6 +471,18 @@ impl Trainer {
 }
 
 impl Trainer {
+    /// The steps run before the checkpoint at `path`, checked to be of
+    /// this run: where a run resumed from it starts.
+    ///
+    /// # Errors
+    /// As resuming from it: [`TrainError::Checkpoint`] if it cannot be
+    /// read, [`TrainError::CheckpointMismatch`] if it is another run's or
+    /// beyond this run's end.
+    pub fn resume_point(&self, path: &std::path::Path) -> Result<u64, TrainError> {
+        let total = self.steps_per_epoch * self.config.epochs;
+        checkpoint::resume_point(path, &self.config, &self.data, total)
+    }
+
     /// The schedule of the replica's stages (sequential when not
     /// pipelined: one stage, or sharded).
     fn schedule(&self) -> Schedule {
@@ -455,6 +490,23 @@ impl Trainer {
             .pipeline
             .as_ref()
             .map_or(Schedule::Sequential, |p| p.schedule)
+    }
+
+    /// A step's simulated time on IPUs `spec` from its stages' cycles per
+    /// micro-batch.
+    fn step_time(&self, spec: &crate::ipu::IpuSpec, stages: &[StageCycles]) -> StepTime {
+        let config = &self.config;
+        let g = config.gradient_accumulation;
+        let cycles = step_cycles(stages, g, self.schedule(), config.recompute);
+        step_time(
+            config,
+            &self.layout,
+            spec,
+            self.model.inputs,
+            self.flat.elements() as u64,
+            config.shards() as u64,
+            cycles,
+        )
     }
 
     /// The memory of a replica whose model is `mlp`.
@@ -556,25 +608,11 @@ impl RunContext<'_> {
         let started = Instant::now();
         let mut replica = Replica::new(config, &t.flat, comm, mlp, self.init, self.resume)?;
         let reporter = global == 0;
-        let shards = config.shards() as u64;
-        let elements = t.flat.elements() as u64;
         let spec = *t.layout.replica_target()?.spec();
-        let mut report = Report::new(config);
+        let time_of = |stages: &[StageCycles]| t.step_time(&spec, stages);
+        let mut report = Report::new(config, self.options.continuation.sim_seconds);
+        let mut streak = Streak::new(self.options.divergence, self.options.continuation.bad_steps);
         let mut batches = Vec::with_capacity(config.gradient_accumulation);
-        // A step's simulated time from its stages' cycles per micro-batch.
-        let time_of = |stages: &[StageCycles]| {
-            let g = config.gradient_accumulation;
-            let cycles = step_cycles(stages, g, t.schedule(), config.recompute);
-            step_time(
-                config,
-                &t.layout,
-                &spec,
-                t.model.inputs,
-                elements,
-                shards,
-                cycles,
-            )
-        };
         // Until a step has run (a resumed run with nothing left): no compute.
         let mut time = time_of(&[]);
         for step in self.first_step..self.stop {
@@ -598,6 +636,11 @@ impl RunContext<'_> {
                 if call_ends {
                     report.flush(self.observer);
                 }
+            }
+            if let Err(diverged) = streak.observe(step, &outcome) {
+                // Every replica sees the same outcome and stops here.
+                report.flush(self.observer);
+                return Err(diverged);
             }
             let every = config.check_replicas_every;
             if every > 0 && (step + 1).is_multiple_of(every) && !replica.replicas_agree()? {
@@ -636,7 +679,7 @@ impl RunContext<'_> {
             steps: report.steps,
             epochs: report.epochs,
             weights: t.flat.unflatten(&replica.weights.to_f32(), |x| x),
-            fingerprint: replica.weights.fingerprint(),
+            fingerprint: replica.weights.fingerprint(&t.flat),
             test,
             step_time: time,
             memory,
@@ -647,8 +690,8 @@ impl RunContext<'_> {
         }))
     }
 
-    /// Writes a checkpoint after `steps` steps if asked to (every replica
-    /// takes part: the state may be sharded).
+    /// Writes a checkpoint after `steps` steps if asked to and the state is
+    /// finite (every replica takes part: the state may be sharded).
     fn checkpoint(
         &self,
         replica: &mut Replica<'_>,
@@ -676,6 +719,10 @@ impl RunContext<'_> {
             buffers: replica.mlp.buffers(),
             scaler: replica.scaler.state(),
         };
+        if !saved.is_finite() {
+            // Keep the last finite checkpoint: this state cannot be resumed.
+            return Ok(());
+        }
         let t = self.trainer;
         checkpoint::build(&t.config, &t.data, &t.flat, &saved).save(path)?;
         Ok(())
@@ -693,12 +740,13 @@ struct Report {
 }
 
 impl Report {
-    fn new(config: &TrainConfig) -> Self {
+    /// Records whose simulated time starts at `sim_seconds`.
+    fn new(config: &TrainConfig, sim_seconds: f64) -> Self {
         Self {
             steps: Vec::new(),
             epochs: Vec::new(),
             pending: 0,
-            sim_seconds: 0.0,
+            sim_seconds,
             trace: None,
             outfeed: Outfeed::new(config.output_mode),
         }

@@ -10,8 +10,8 @@ use tessera_sim::data::{Dataset, OutputMode, Source, digits};
 use tessera_sim::model::Activation;
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
-    GradReduction, LossScaling, OptimizerConfig, Pipeline, PrecisionMode, RunOptions, Schedule,
-    Summary, TrainConfig, TrainError, Trainer,
+    Divergence, Event, GradReduction, LossScaling, OptimizerConfig, Pipeline, PrecisionMode,
+    RunOptions, Schedule, StepRecord, Summary, TrainConfig, TrainError, Trainer,
 };
 
 pub(crate) fn data() -> Dataset {
@@ -89,6 +89,20 @@ fn every_split_of_the_global_batch_gives_the_same_bits() {
 }
 
 #[test]
+fn any_instance_count_gives_the_same_bits() {
+    // A global batch of 6 micro-batches of 4: 6 or 3 instances, each with
+    // powers of two of replicas and micro-batches.
+    let with = |i, r, a| TrainConfig {
+        precision: PrecisionMode::Fp32,
+        ..config(i, r, a)
+    };
+    let reference = run(with(6, 6, 1));
+    for (i, r, a) in [(3, 6, 1), (3, 3, 2)] {
+        assert_same(&reference, &run(with(i, r, a)), &format!("{i} x {r} x {a}"));
+    }
+}
+
+#[test]
 fn replicated_tensor_sharding_is_bitwise_the_unsharded_run() {
     for (precision, optimizer) in [
         (PrecisionMode::Mixed, "lamb"),
@@ -114,6 +128,32 @@ fn replicated_tensor_sharding_is_bitwise_the_unsharded_run() {
             "{s:?} vs {p:?}"
         );
         assert!(s.per_tile_bytes < p.per_tile_bytes);
+    }
+}
+
+#[test]
+fn the_fingerprint_is_of_the_named_weights_whatever_the_sharding() {
+    // One hidden layer of 24: the parameters fill 5 blocks of 256, so the
+    // flat buffer is padded differently for 1, 4 and 16 shards.
+    let with = |i, r, a, rts| TrainConfig {
+        hidden: vec![24],
+        replicated_tensor_sharding: rts,
+        ..config(i, r, a)
+    };
+    let plain = run(with(2, 8, 2, false));
+    // FNV-1a over each parameter's stored bits (f16 here, as a 32-bit
+    // little-endian word), in the model's parameter order.
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for x in plain.weights.iter().flatten() {
+        let bits = u32::from(f16::from_f32(*x).to_bits());
+        for b in bits.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    assert_eq!(plain.fingerprint, h, "the documented definition");
+    for (i, r, a) in [(2, 8, 2), (1, 16, 1)] {
+        let sharded = run(with(i, r, a, true));
+        assert_same(&plain, &sharded, &format!("sharded {i} x {r} x {a}"));
     }
 }
 
@@ -297,6 +337,57 @@ fn overflowing_steps_are_skipped_and_leave_the_weights_alone() {
 }
 
 #[test]
+fn a_diverging_run_stops_and_keeps_its_last_checkpoint() {
+    let dir = std::env::temp_dir().join(format!("tessera-train-nan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ckpt.safetensors");
+    // A learning rate that blows the weights up: then every step's
+    // gradients overflow and loss scaling skips it. 8 epochs of 5 steps.
+    let trainer = Trainer::new(
+        TrainConfig {
+            optimizer: OptimizerConfig::named("lamb", 1e30).unwrap(),
+            epochs: 8,
+            ..config(2, 4, 4)
+        },
+        data(),
+    )
+    .unwrap();
+    let seen = std::sync::Mutex::new(Vec::<StepRecord>::new());
+    let observer = |e: Event<'_>| {
+        if let Event::Step(r) = e {
+            seen.lock().unwrap().push(*r);
+        }
+    };
+    let options = RunOptions {
+        checkpoint: Some(path.clone()),
+        checkpoint_every: 1,
+        ..RunOptions::default()
+    };
+    let err = trainer.run(&options, &observer).unwrap_err();
+    let TrainError::Diverged { step, steps, .. } = err else {
+        panic!("{err}")
+    };
+    assert_eq!(steps, Divergence::DEFAULT_STEPS);
+    assert!(step < 39, "stopped before the end: {err}");
+    // The observer saw every step up to it, the last `steps` of them bad.
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len() as u64, step + 1);
+    let bad = |r: &StepRecord| r.skipped || !r.loss.is_finite();
+    assert!(seen[(step + 1 - steps) as usize..].iter().all(bad));
+    assert!(!bad(&seen[(step - steps) as usize]));
+    // No checkpoint of the diverged state: the last epoch's is kept.
+    assert_eq!(trainer.resume_point(&path).unwrap(), (step + 1) / 5 * 5);
+    // Never stopping runs to the end, skipping almost every step.
+    let options = RunOptions {
+        divergence: Divergence::NEVER,
+        ..RunOptions::default()
+    };
+    let s = trainer.run(&options, &|_| {}).unwrap();
+    assert!(s.steps.iter().filter(|r| bad(r)).count() > 30);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn stochastic_rounding_keeps_updates_that_nearest_rounding_loses() {
     // SGD with updates mostly below half an f16 ulp of the weights: to
     // nearest, they are lost; stochastically, each moves a weight by an
@@ -372,10 +463,29 @@ fn the_digits_mlp_learns() {
 }
 
 #[test]
+fn every_optimizer_trains_the_default_job_with_its_defaults() {
+    // The default job (40 epochs of the digits on a POD16) with each
+    // optimizer's own defaults: LARS at LAMB's learning rate reached 71%.
+    let lamb = TrainConfig::default().optimizer;
+    assert_eq!(Ok(lamb), OptimizerConfig::default_named("lamb"));
+    for name in ["sgd", "adamw", "lars"] {
+        let config = TrainConfig {
+            optimizer: OptimizerConfig::default_named(name).unwrap(),
+            ..TrainConfig::default()
+        };
+        let s = Trainer::new(config, digits())
+            .unwrap()
+            .run(&RunOptions::default(), &|_| {})
+            .unwrap();
+        assert!(s.test.test_accuracy > 0.97, "{name}: {:?}", s.test);
+    }
+}
+
+#[test]
 fn a_small_run_is_pinned() {
     // Value stability: any change to these bits is a breaking change.
     let s = run(config(2, 4, 4));
-    assert_eq!(format!("{:016x}", s.fingerprint), "7516b9431a794569");
+    assert_eq!(format!("{:016x}", s.fingerprint), "6c0d0ca5c436b929");
     assert_eq!(s.steps.last().unwrap().loss.to_bits(), 1_067_968_766);
 }
 

@@ -60,6 +60,23 @@ pub(crate) struct ResumeState {
     pub(crate) scaler: ScalerState,
 }
 
+impl ResumeState {
+    /// Whether every float of the state is finite: only such a state is
+    /// checkpointed, since resuming refuses any other (a diverged run keeps
+    /// its last finite checkpoint instead of one it could not resume).
+    pub(crate) fn is_finite(&self) -> bool {
+        let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
+        finite(&self.master)
+            && self
+                .weights16
+                .as_ref()
+                .is_none_or(|w| w.iter().all(|x| x.is_finite()))
+            && self.state.iter().all(|v| finite(v))
+            && self.buffers.iter().all(|(_, v)| finite(v))
+            && self.scaler.scale.is_finite()
+    }
+}
+
 /// A checkpoint of the state after `state.steps` steps.
 pub(crate) fn build(
     config: &TrainConfig,
@@ -124,26 +141,63 @@ pub(crate) fn resume(
     total: u64,
 ) -> Result<ResumeState, TrainError> {
     let c = Checkpoint::load(path)?;
-    let mismatch = |differences| TrainError::CheckpointMismatch {
-        path: path.to_path_buf(),
-        differences,
-    };
-    let differences = trajectory::differences(&c.metadata, &trajectory::settings(config, data));
-    if !differences.is_empty() {
-        return Err(mismatch(differences));
-    }
+    check_settings(path, &c, config, data)?;
     let state = restore(&c, config, flat, buffers).map_err(|source| TrainError::Resume {
         path: path.to_path_buf(),
         source,
     })?;
-    if state.applied > state.steps || state.steps > total {
-        return Err(mismatch(vec![Difference {
-            setting: "progress".into(),
-            checkpoint: format!("{} steps run, {} applied", state.steps, state.applied),
-            now: format!("a run of {total} steps"),
-        }]));
-    }
+    check_progress(path, state.steps, state.applied, total)?;
     Ok(state)
+}
+
+/// Refuses `c` when any setting that changes the trajectory differs from
+/// this run's, listing every difference.
+fn check_settings(
+    path: &Path,
+    c: &Checkpoint,
+    config: &TrainConfig,
+    data: &Dataset,
+) -> Result<(), TrainError> {
+    let differences = trajectory::differences(&c.metadata, &trajectory::settings(config, data));
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(TrainError::CheckpointMismatch {
+            path: path.to_path_buf(),
+            differences,
+        })
+    }
+}
+
+/// Refuses progress counters that no run of `total` steps reaches.
+fn check_progress(path: &Path, steps: u64, applied: u64, total: u64) -> Result<(), TrainError> {
+    if applied > steps || steps > total {
+        return Err(TrainError::CheckpointMismatch {
+            path: path.to_path_buf(),
+            differences: vec![Difference {
+                setting: "progress".into(),
+                checkpoint: format!("{steps} steps run, {applied} applied"),
+                now: format!("a run of {total} steps"),
+            }],
+        });
+    }
+    Ok(())
+}
+
+/// The steps run before the checkpoint at `path`, checked to be of this
+/// run of `total` steps (its settings and progress, not its tensors):
+/// where a run resumed from it starts.
+pub(crate) fn resume_point(
+    path: &Path,
+    config: &TrainConfig,
+    data: &Dataset,
+    total: u64,
+) -> Result<u64, TrainError> {
+    let c = Checkpoint::load(path)?;
+    check_settings(path, &c, config, data)?;
+    let steps = c.take_u64("progress", &[2])?[0];
+    check_progress(path, steps, 0, total)?;
+    Ok(steps)
 }
 
 /// The tensors of a checkpoint as the trainer takes them: every float
