@@ -1213,7 +1213,7 @@ fn ctc_single_step_is_exact() {
 /// Uniform probabilities over the blank and one label, target `[1]`: the
 /// alignments are the `T (T + 1) / 2` runs of the label among `2^T`
 /// sequences, so the loss is known in closed form (`-ln 0.75` for `T =
-/// 3`). Built with rustc 1.95 at opt-level 2 or 3, the loss-only kernel
+/// 3`). Built with rustc 1.95 at opt-level 3, the loss-only kernel
 /// once gave `-ln(1 - 2^-T)` here (0.13353139 for `T = 3`): LLVM's GVN
 /// misread its rolling rows (see `read_write` in `loss/ctc.rs`). CI runs
 /// this in release.

@@ -748,10 +748,11 @@ fn log_sum_exp3(a: f32, b: f32, c: f32) -> f32 {
 /// The recursions keep their two rolling rows in one buffer and hand it
 /// whole, with offsets, to each step. Handing them over as two references
 /// that swap roles from one time step to the next is what rustc 1.95
-/// (LLVM 22) miscompiles at opt-level 2 and 3: once a step is inlined into
-/// the loop, its parameters' `noalias` scopes, valid within one call, are
-/// applied across the loop's back edge by GVN (llvm/llvm-project#223170),
-/// which then reads a row's entry from before the step rewrote it in place.
+/// (LLVM 22) miscompiled at opt-level 3 (a standalone copy at 2 as well,
+/// and nightly 1.97 likewise): once a step is inlined into the loop, its
+/// parameters' `noalias` scopes, valid within one call, are applied across
+/// the loop's back edge by GVN (llvm/llvm-project#223170), which then reads
+/// a row's entry from before the step rewrote it in place.
 fn read_write(rows: &mut [f32], from: usize, to: usize, len: usize) -> (&[f32], &mut [f32]) {
     if from < to {
         let (head, tail) = rows.split_at_mut(to);
