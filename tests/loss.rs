@@ -1210,6 +1210,44 @@ fn ctc_single_step_is_exact() {
     assert_eq!(grad, [math::exp(-0.25), math::exp(-1.5) - 1.0]);
 }
 
+/// Uniform probabilities over the blank and one label, target `[1]`: the
+/// alignments are the `T (T + 1) / 2` runs of the label among `2^T`
+/// sequences, so the loss is known in closed form (`-ln 0.75` for `T =
+/// 3`). Built with rustc 1.95 at opt-level 3, the loss-only kernel
+/// once gave `-ln(1 - 2^-T)` here (0.13353139 for `T = 3`): LLVM's GVN
+/// misread its rolling rows (see `read_write` in `loss/ctc.rs`). CI runs
+/// this in release.
+#[test]
+fn ctc_uniform_two_classes_has_a_closed_form() {
+    let params = ctc_params(2, 0, Reduction::Sum);
+    for time in 1..=9 {
+        let log_probs = vec![0.5f64.ln() as f32; 2 * time];
+        let input = CtcInput {
+            log_probs: &log_probs,
+            max_time: time,
+            input_lengths: &[time],
+            targets: &[1],
+            max_target_len: 1,
+            target_lengths: &[1],
+        };
+        let (mut only, mut with_grad) = ([0.0], [0.0]);
+        let mut scratch = vec![f32::NAN; loss::ctc_forward_scratch_len(1)];
+        loss::ctc_loss(&params, &input, &mut only, &mut scratch).unwrap();
+        let mut grad = vec![0.0f32; 2 * time];
+        let mut scratch = vec![f32::NAN; loss::ctc_scratch_len(time, 1, 2)];
+        loss::ctc_loss_with_grad(&params, &input, &mut with_grad, &mut grad, &mut scratch).unwrap();
+        let nll = -((time * (time + 1) / 2) as f64 / 2f64.powi(time as i32)).ln();
+        let tol = (4.0 + 2.0 * time as f64) * U * nll.max(1.0);
+        for (what, got) in [("ctc_loss", only[0]), ("ctc_loss_with_grad", with_grad[0])] {
+            let got = f64::from(got);
+            assert!(
+                (got - nll).abs() <= tol,
+                "T = {time}: {what} {got}, exact {nll}"
+            );
+        }
+    }
+}
+
 #[test]
 fn ctc_distinct_labels() {
     for reduction in [Reduction::None, Reduction::Sum, Reduction::Mean] {

@@ -503,8 +503,11 @@ impl<'a, L: Element> Item<'a, L> {
         self.add_log_probs_and_shift(row, 0)
     }
 
-    /// `alpha^_t` from `alpha^_(t-1)`; returns the shift `c_t`.
-    fn alpha_next(&self, prev: &[f32], row: &mut [f32], t: usize) -> f32 {
+    /// `alpha^_t` into `rows[to..]` from `alpha^_(t-1)` in `rows[from..]`;
+    /// returns the shift `c_t`. Both rows are in one buffer: see
+    /// [`read_write`].
+    fn alpha_next(&self, rows: &mut [f32], from: usize, to: usize, t: usize) -> f32 {
+        let (prev, row) = read_write(rows, from, to, self.states());
         for (s, alpha) in row.iter_mut().enumerate() {
             let stay = prev[s];
             let advance = if s > 0 { prev[s - 1] } else { NEG_INF };
@@ -525,8 +528,11 @@ impl<'a, L: Element> Item<'a, L> {
         self.add_log_probs_and_shift(row, self.time - 1)
     }
 
-    /// `beta^_t` from `beta^_(t+1)`; returns the shift `d_t`.
-    fn beta_prev(&self, next: &[f32], row: &mut [f32], t: usize) -> f32 {
+    /// `beta^_t` into `rows[to..]` from `beta^_(t+1)` in `rows[from..]`;
+    /// returns the shift `d_t`. Both rows are in one buffer: see
+    /// [`read_write`].
+    fn beta_prev(&self, rows: &mut [f32], from: usize, to: usize, t: usize) -> f32 {
+        let (next, row) = read_write(rows, from, to, self.states());
         let last = self.states() - 1;
         for (s, beta) in row.iter_mut().enumerate() {
             let stay = next[s];
@@ -593,14 +599,14 @@ impl<'a, L: Element> Item<'a, L> {
             return self.log_likelihood_empty_input();
         }
         let width = self.states();
-        let (mut prev, rest) = scratch.split_at_mut(width);
-        let mut row = &mut rest[..width];
-        let mut offset = f64::from(self.alpha_first(prev));
+        let rows = &mut scratch[..2 * width];
+        // Row `t` lives at `(t % 2) width`.
+        let at = |t: usize| (t % 2) * width;
+        let mut offset = f64::from(self.alpha_first(&mut rows[..width]));
         for t in 1..self.time {
-            offset += f64::from(self.alpha_next(prev, row, t));
-            core::mem::swap(&mut prev, &mut row);
+            offset += f64::from(self.alpha_next(rows, at(t - 1), at(t), t));
         }
-        self.log_likelihood(offset, prev)
+        self.log_likelihood(offset, &rows[at(self.time - 1)..][..width])
     }
 
     /// Alpha for every time step in `scratch[..T_b * (2L + 1)]` and the
@@ -615,10 +621,9 @@ impl<'a, L: Element> Item<'a, L> {
         let shifts = &mut rest[..self.time];
         shifts[0] = self.alpha_first(&mut alpha[..width]);
         let mut offset = f64::from(shifts[0]);
-        for t in 1..self.time {
-            let (done, rest) = alpha.split_at_mut(t * width);
-            shifts[t] = self.alpha_next(&done[(t - 1) * width..], &mut rest[..width], t);
-            offset += f64::from(shifts[t]);
+        for (t, shift) in shifts.iter_mut().enumerate().skip(1) {
+            *shift = self.alpha_next(alpha, (t - 1) * width, t * width, t);
+            offset += f64::from(*shift);
         }
         let ll = self.log_likelihood(offset, &alpha[(self.time - 1) * width..]);
         (ll, offset)
@@ -651,23 +656,21 @@ impl<'a, L: Element> Item<'a, L> {
             let (shifts, rest) = rest.split_at_mut(self.time);
             let (beta, rest) = rest.split_at_mut(2 * width);
             let occupancy = &mut rest[..self.classes];
-            let (mut next, mut row) = beta.split_at_mut(width);
+            // Row `t` of beta lives at `(t % 2) width`.
+            let at = |t: usize| (t % 2) * width;
             let last = self.time - 1;
             // A_t and B_t in f64: A_(t) = A_(t+1) - c_(t+1), B_t = B_(t+1) + d_t.
             let mut a_offset = alpha_offset;
-            let mut b_offset = f64::from(self.beta_last(next));
-            let grad_t = self.grad_at(grad, last);
-            let alpha_t = &alpha[last * width..][..width];
-            let shift = ((a_offset + b_offset) - ll) as f32;
-            self.write_grad(alpha_t, next, shift, weight, occupancy, grad_t, last);
-            for t in (0..last).rev() {
-                a_offset -= f64::from(shifts[t + 1]);
-                b_offset += f64::from(self.beta_prev(next, row, t));
-                let grad_t = self.grad_at(grad, t);
-                let alpha_t = &alpha[t * width..][..width];
+            let mut b_offset = f64::from(self.beta_last(&mut beta[at(last)..][..width]));
+            for t in (0..self.time).rev() {
+                if t < last {
+                    a_offset -= f64::from(shifts[t + 1]);
+                    b_offset += f64::from(self.beta_prev(beta, at(t + 1), at(t), t));
+                }
                 let shift = ((a_offset + b_offset) - ll) as f32;
-                self.write_grad(alpha_t, row, shift, weight, occupancy, grad_t, t);
-                core::mem::swap(&mut next, &mut row);
+                let (alpha_t, beta_t) = (&alpha[t * width..][..width], &beta[at(t)..][..width]);
+                let grad_t = self.grad_at(grad, t);
+                self.write_grad(alpha_t, beta_t, shift, weight, occupancy, grad_t, t);
             }
         }
         for t in self.time..self.max_time {
@@ -737,6 +740,27 @@ fn log_sum_exp3(a: f32, b: f32, c: f32) -> f32 {
         return NEG_INF;
     }
     ln((exp(a - m) + exp(b - m)) + exp(c - m)) + m
+}
+
+/// `rows[from..][..len]` to read and the disjoint `rows[to..][..len]` to
+/// write.
+///
+/// The recursions keep their two rolling rows in one buffer and hand it
+/// whole, with offsets, to each step. Handing them over as two references
+/// that swap roles from one time step to the next is what rustc 1.95
+/// (LLVM 22) miscompiled at opt-level 3 (a standalone copy at 2 as well,
+/// and nightly 1.97 likewise): once a step is inlined into the loop, its
+/// parameters' `noalias` scopes, valid within one call, are applied across
+/// the loop's back edge by GVN (llvm/llvm-project#223170), which then reads
+/// a row's entry from before the step rewrote it in place.
+fn read_write(rows: &mut [f32], from: usize, to: usize, len: usize) -> (&[f32], &mut [f32]) {
+    if from < to {
+        let (head, tail) = rows.split_at_mut(to);
+        (&head[from..][..len], &mut tail[..len])
+    } else {
+        let (head, tail) = rows.split_at_mut(from);
+        (&tail[..len], &mut head[to..][..len])
+    }
 }
 
 /// The returned reduction: losses added in f64 in batch order.

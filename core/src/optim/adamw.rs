@@ -109,6 +109,9 @@ impl AdamW {
         let (b1, b2) = c.betas;
         Apply {
             grad_scale: step.grad_scale,
+            // torch.optim.AdamW's `param.mul_(1 - lr * weight_decay)`
+            // (torch/optim/adamw.py), the factor a Python float (f64)
+            // rounded once to f32.
             decay: (1.0 - f64::from(c.lr) * f64::from(c.weight_decay)) as f32,
             b1,
             c1: 1.0 - b1,

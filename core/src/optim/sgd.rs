@@ -144,6 +144,10 @@ impl Decay {
     #[inline(always)]
     fn direction<T: Real>(&self, w: T, g: T) -> T {
         let g = g * T::splat(self.grad_scale);
+        // torch.optim.SGD's `grad.add(param, alpha=weight_decay)`
+        // (torch/optim/sgd.py) and timm's Lars `grad.add(p,
+        // alpha=weight_decay).mul_(trust_ratio)` (timm/optim/lars.py):
+        // ATen's add is `g + wd w` (unfused, as every path here).
         let d = if self.weight_decay != 0.0 {
             g + T::splat(self.weight_decay) * w
         } else {
