@@ -216,7 +216,7 @@ fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
                 "--micro-batch".into(),
                 "0".into(),
             ],
-            "at least 1",
+            "invalid value '0' for '--micro-batch <N>': expected a whole number >= 1",
         ),
         (
             vec![
