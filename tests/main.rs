@@ -4,6 +4,7 @@ mod cli;
 mod collective;
 mod command;
 mod conversions;
+mod fit_cli;
 mod kernels;
 mod loss;
 mod optim;

@@ -57,6 +57,18 @@ pub enum TrainError {
         /// Of `needed`, the activation stashes.
         stash: u64,
     },
+    /// This process's replicas would need more host memory than there is
+    /// (found before allocating it).
+    OutOfHostMemory {
+        /// Bytes they would allocate, at least.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+        /// Where `available` comes from.
+        source: &'static str,
+        /// Replicas in this process.
+        replicas: usize,
+    },
     /// A replica thread panicked (a bug: please report it).
     Panicked(String),
 }
@@ -90,6 +102,22 @@ impl fmt::Display for TrainError {
                 "out of tile memory: the fullest tile needs {needed} bytes ({stash} of them \
                  activation stashes of the pipeline), a tile has {available}; try recomputation, \
                  the interleaved schedule, a smaller micro-batch or more IPUs per replica"
+            ),
+            Self::OutOfHostMemory {
+                needed,
+                available,
+                source,
+                replicas,
+            } => write!(
+                f,
+                "out of host memory: the {replicas} replicas of this process need at least \
+                 {needed} bytes ({:.1} GB: their engines' tensors, weights, gradients and \
+                 optimizer state), {available} bytes ({:.1} GB) are available ({source}); use \
+                 fewer replicas per process, a smaller model or micro-batch, or set {} to \
+                 another cap",
+                *needed as f64 / 1e9,
+                *available as f64 / 1e9,
+                super::HOST_MEMORY_VARIABLE
             ),
             Self::Panicked(what) => write!(f, "a replica thread panicked: {what}"),
         }

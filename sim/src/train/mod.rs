@@ -97,6 +97,7 @@ mod comm;
 mod config;
 mod cost;
 mod error;
+mod fit;
 mod optimizer;
 mod params;
 mod pipeline;
@@ -108,6 +109,7 @@ pub use config::{
 };
 pub use cost::{OptimizerMemory, StepTime};
 pub use error::TrainError;
+pub use fit::{HOST_MEMORY_VARIABLE, available_host_memory};
 pub use pipeline::{
     Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
     step_cycles,

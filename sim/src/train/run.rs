@@ -13,9 +13,9 @@ use super::TrainError;
 use super::checkpoint::{self, ResumeState};
 use super::comm::{self, InstanceLink, ReplicaComm};
 use super::config::TrainConfig;
-use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
+use super::cost::{OptimizerMemory, StepTime, step_time};
 use super::params::FlatParams;
-use super::pipeline::{Schedule, StageMemory, stage_memory, step_cycles};
+use super::pipeline::{Schedule, StageMemory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::checkpoint::Checkpoint;
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
@@ -115,7 +115,7 @@ impl MemoryReport {
     }
 
     /// Whether it fits a tile.
-    fn check(&self) -> Result<(), TrainError> {
+    pub(crate) fn check(&self) -> Result<(), TrainError> {
         let needed = self.max_tile_bytes();
         if needed > self.model.capacity {
             return Err(TrainError::OutOfTileMemory {
@@ -206,6 +206,7 @@ impl Trainer {
             Some(p) => p.placement(&model, config.ipus_per_replica as u32)?,
         };
         placement.validate(&model, &layout.replica_target()?)?;
+        super::fit::check(&config, &layout, &model, &placement)?;
         if let Some(p) = &config.pipeline {
             let stages = placement.stages();
             let g = config.gradient_accumulation;
@@ -468,26 +469,14 @@ impl Trainer {
 
     /// The memory of a replica whose model is `mlp`.
     fn memory_report(&self, mlp: &Mlp, target: &crate::ipu::Target) -> MemoryReport {
-        let config = &self.config;
-        let spec = target.spec();
-        let shards = config.shards() as u64;
-        let tiles_per_stage = match self.placement {
-            Placement::Spread => u64::from(target.tiles()),
-            Placement::Ipus(_) => u64::from(spec.tiles()),
-        };
-        MemoryReport {
-            model: mlp.memory().summary(10),
-            optimizer: optimizer_memory(config, spec, self.flat.elements() as u64, shards),
-            activations: stage_memory(
-                &self.model,
-                &self.placement,
-                config.micro_batch,
-                config.gradient_accumulation,
-                self.schedule(),
-                config.recompute,
-                tiles_per_stage,
-            ),
-        }
+        super::fit::memory_report(
+            &self.config,
+            &self.model,
+            &self.placement,
+            self.flat.elements() as u64,
+            mlp.memory().summary(10),
+            target,
+        )
     }
 }
 
