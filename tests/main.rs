@@ -5,6 +5,7 @@ mod collective;
 mod command;
 mod conversions;
 mod fit_cli;
+mod fuzz;
 mod kernels;
 mod loss;
 mod optim;

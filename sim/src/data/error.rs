@@ -167,9 +167,12 @@ impl fmt::Display for FileProblem {
                 f,
                 "the header implies {expected} bytes but the file has {found}"
             ),
-            Self::UnsupportedDtype { found, supported } => {
-                write!(f, "unsupported element type {found} (expected {supported})")
-            }
+            Self::UnsupportedDtype { found, supported } => write!(
+                f,
+                "unsupported element type {} (expected {supported})",
+                // The file's text: its control characters escaped.
+                found.escape_debug()
+            ),
             Self::WrongRank { expected, found } => {
                 write!(f, "expected a {expected}-D array, found {found}-D")
             }
