@@ -1,7 +1,8 @@
 //! A model's memory, found before it is built: the same graphs as
-//! [`Mlp::placed`](super::Mlp::placed) builds, as [`Graph::sizing`] graphs
-//! (no copies stored, no tensor allocated), measured by the engine's own
-//! accounting ([`MemoryUsage::of`]).
+//! [`Mlp::placed`](super::Mlp::placed) builds, as
+//! [`Graph::sizing`](crate::ipu::Graph::sizing) graphs (no copies stored,
+//! no tensor allocated), measured by the engine's own accounting
+//! ([`MemoryUsage::of`]).
 //!
 //! Per tile, the tensors, the vertex state and the code are the engine's
 //! to the byte; the exchange code counts the receiving side of a
