@@ -73,6 +73,15 @@ impl MemoryEstimate {
 /// overflow 64 bits.
 pub const MAX_TENSOR_BYTES: u64 = 1 << 58;
 
+/// The bytes of a `rows x cols` f32 tensor, if at most
+/// [`MAX_TENSOR_BYTES`].
+pub(super) fn fits(rows: usize, cols: usize) -> Option<u64> {
+    (rows as u64)
+        .checked_mul(cols as u64)
+        .and_then(|n| n.checked_mul(4))
+        .filter(|&n| n <= MAX_TENSOR_BYTES)
+}
+
 /// Checks that every tensor of the model (a layer's weights, a
 /// micro-batch's activations) has at most [`MAX_TENSOR_BYTES`], before
 /// anything multiplies its sizes.
@@ -80,12 +89,7 @@ pub const MAX_TENSOR_BYTES: u64 = 1 << 58;
 /// # Errors
 /// [`ModelError::TooLarge`] naming the first tensor that does not.
 pub fn check_sizes(config: &MlpConfig, micro_batch: usize) -> Result<(), ModelError> {
-    let fits = |dims: [usize; 2]| {
-        (dims[0] as u64)
-            .checked_mul(dims[1] as u64)
-            .and_then(|n| n.checked_mul(4))
-            .is_some_and(|n| n <= MAX_TENSOR_BYTES)
-    };
+    let fits = |dims: [usize; 2]| fits(dims[0], dims[1]).is_some();
     let mut tensors = vec![("x".to_owned(), [micro_batch, config.inputs])];
     for (l, (fan_in, width)) in config.layers().into_iter().enumerate() {
         tensors.push((format!("layer{l}.weight"), [fan_in, width]));

@@ -206,7 +206,6 @@ impl Trainer {
             Some(p) => p.placement(&model, config.ipus_per_replica as u32)?,
         };
         placement.validate(&model, &layout.replica_target()?)?;
-        super::fit::check(&config, &layout, &model, &placement)?;
         if let Some(p) = &config.pipeline {
             let stages = placement.stages();
             let g = config.gradient_accumulation;
@@ -217,6 +216,7 @@ impl Trainer {
                 )));
             }
         }
+        super::fit::check(&config, &layout, &model, &placement)?;
         let flat = FlatParams::new(model.params(), config.shards());
         let steps_per_epoch = plan.steps_per_epoch(train.len()) as u64;
         if test.is_empty() {

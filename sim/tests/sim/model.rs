@@ -734,4 +734,14 @@ fn the_estimate_refuses_what_the_engine_refuses_without_building_it() {
         Mlp::new(&absurd, Target::single(spec), 8, Compute::F16),
         Err(ModelError::TooLarge { .. })
     ));
+    assert!(matches!(
+        absurd.validate(),
+        Err(ModelError::TooLarge { .. })
+    ));
+    // Placing it by memory (before it is validated) does not overflow.
+    let deep = config(64, &[usize::MAX, 4], 10, Activation::Relu, false);
+    assert_eq!(
+        Placement::by_memory(&deep, 2).unwrap(),
+        Placement::Ipus(vec![0, 1, 1])
+    );
 }
