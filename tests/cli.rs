@@ -819,3 +819,49 @@ fn train_refuses_damaged_checkpoints_and_other_settings_naming_them() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Each message names the input, the value and what is allowed, on one
+/// line with status 2 (issue 12's list of misleading messages).
+#[test]
+fn messages_name_the_input_the_value_and_what_is_allowed() {
+    let dir = scratch("messages");
+    let runs = dir.to_str().unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["scale", "--global-batch", "0"],
+            "tessera: error: invalid value '0' for '--global-batch <N>': expected a whole number >= 1",
+        ),
+        (
+            &["train", "--epochs", "-1"],
+            "tessera: error: invalid value '-1' for '--epochs <N>': expected a whole number >= 1",
+        ),
+        (
+            &["train", "--hidden", "64,-3"],
+            "tessera: error: invalid value '-3' for '--hidden <W,W>': expected a whole number >= 1",
+        ),
+        (
+            &["train", "--device-mapping", "0,99999999999"],
+            "tessera: error: invalid value '99999999999' for '--device-mapping <I,I>': \
+             expected a whole number from 0 to 4294967295",
+        ),
+        (
+            &["train", "--lr", "-1", "--runs-dir", runs],
+            "tessera: error: optimizer: lr must be finite and >= 0, got -1",
+        ),
+        (
+            &["plan", "--model", "mlp", "--svg", "/nonexistent/dir/x.svg"],
+            "tessera: error: --svg /nonexistent/dir/x.svg: its directory /nonexistent/dir \
+             cannot be used: No such file or directory (os error 2)",
+        ),
+        (
+            &["plan", "--model", "mlp", "--svg", runs],
+            &format!("tessera: error: --svg {runs}: is a directory; give a file name"),
+        ),
+    ];
+    for (args, line) in cases {
+        let out = tessera(args);
+        assert_usage_error(&out, &format!("{args:?}"), line);
+        assert_eq!(stderr(&out).trim_end(), line, "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,6 +4,8 @@ mod cli;
 mod collective;
 mod command;
 mod conversions;
+mod fit_cli;
+mod fuzz;
 mod kernels;
 mod loss;
 mod optim;

@@ -830,7 +830,7 @@ fn bad_configs_are_errors_not_nans_later() {
     .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "weight_decay must be in [0, 340282350000000000000000000000000000000], got -1"
+        "weight_decay must be finite and >= 0, got -1"
     );
 }
 

@@ -216,7 +216,7 @@ fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
                 "--micro-batch".into(),
                 "0".into(),
             ],
-            "at least 1",
+            "invalid value '0' for '--micro-batch <N>': expected a whole number >= 1",
         ),
         (
             vec![
@@ -251,6 +251,63 @@ fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
         args.extend(extra.iter().map(String::as_str));
         let out = tessera(&args);
         assert_usage_error(&out, &format!("{extra:?}"), needle);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 12: a layer of 2^64 - 1 parameters and FLOPs printed "inf s",
+/// "NaN%" and an efficiency of 100% with status 0; FLOPs that contradict
+/// the layer's gemm were taken silently.
+#[test]
+fn plan_cli_refuses_overflowing_and_contradictory_tables() {
+    let dir = scratch("overflow");
+    let max = u64::MAX;
+    let table = |fields: &str| {
+        format!(
+            "input_bytes = 1028\n[[layer]]\nname = \"fc1\"\n{fields}\n\
+             gemm = {{ m = 1, k = 256, n = 256 }}\n"
+        )
+    };
+    let huge = dir.join("huge.toml");
+    std::fs::write(
+        &huge,
+        table(&format!(
+            "params = {max}\nflops_forward = {max}\nflops_backward = {max}\n\
+             activation_bytes = 1024"
+        )),
+    )
+    .unwrap();
+    let contradicts = dir.join("contradicts.toml");
+    std::fs::write(
+        &contradicts,
+        table("params = 65792\nflops_forward = 5\nflops_backward = 5\nactivation_bytes = 1024"),
+    )
+    .unwrap();
+    for (path, needle) in [
+        (
+            &huge,
+            format!(
+                "{}: layer 0 (`fc1`): field `params` is {max}, above the planner's limit of \
+                 2^53 = 9007199254740992",
+                huge.display()
+            ),
+        ),
+        (
+            &contradicts,
+            format!(
+                "{}: layer 0 (`fc1`): field `flops_forward` is 5, but its gemm (m 1, k 256, \
+                 n 256) is 2 m k n = 131072 FLOPs",
+                contradicts.display()
+            ),
+        ),
+    ] {
+        for json in [false, true] {
+            let mut args = vec!["plan", "--model", path.to_str().unwrap()];
+            if json {
+                args.push("--json");
+            }
+            assert_usage_error(&tessera(&args), &needle, &needle);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -57,6 +57,7 @@ pub(super) struct JobArgs {
         long,
         value_name = "W,W",
         value_delimiter = ',',
+        value_parser = whole::<usize, 1>,
         help_heading = "Model"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,7 +88,7 @@ pub(super) struct JobArgs {
     pub(super) pod: Option<String>,
 
     /// Host processes (PopRun's --num-instances) [default: 4]
-    #[arg(long, value_name = "N", help_heading = "Pod")]
+    #[arg(long, value_name = "N", value_parser = whole::<usize, 1>, help_heading = "Pod")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) instances: Option<usize>,
 
@@ -96,6 +97,7 @@ pub(super) struct JobArgs {
         long,
         alias = "replication_factor",
         value_name = "N",
+        value_parser = whole::<usize, 1>,
         help_heading = "Pod"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +108,7 @@ pub(super) struct JobArgs {
         long,
         alias = "ipus_per_replica",
         value_name = "N",
+        value_parser = whole::<usize, 1>,
         help_heading = "Pod"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -118,6 +121,7 @@ pub(super) struct JobArgs {
         long,
         alias = "pipeline_stages",
         value_name = "P",
+        value_parser = whole::<usize, 1>,
         help_heading = "Model parallelism"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -140,6 +144,7 @@ pub(super) struct JobArgs {
         alias = "device_mapping",
         value_name = "I,I",
         value_delimiter = ',',
+        value_parser = whole::<u32, 0>,
         help_heading = "Model parallelism"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -159,7 +164,13 @@ pub(super) struct JobArgs {
     pub(super) recompute: Option<bool>,
 
     /// Samples per micro-batch [default: 8]
-    #[arg(long, alias = "micro_batch", value_name = "N", help_heading = "Batch")]
+    #[arg(
+        long,
+        alias = "micro_batch",
+        value_name = "N",
+        value_parser = whole::<usize, 1>,
+        help_heading = "Batch"
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) micro_batch: Option<usize>,
 
@@ -168,6 +179,7 @@ pub(super) struct JobArgs {
         long,
         alias = "gradient_accumulation",
         value_name = "N",
+        value_parser = whole::<usize, 1>,
         help_heading = "Batch"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,6 +190,7 @@ pub(super) struct JobArgs {
         long,
         alias = "device_iterations",
         value_name = "N",
+        value_parser = whole::<usize, 1>,
         help_heading = "Batch"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -252,6 +265,7 @@ pub(super) struct JobArgs {
         long,
         alias = "warmup_steps",
         value_name = "STEPS",
+        value_parser = whole::<u64, 0>,
         help_heading = "Optimizer"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -270,12 +284,12 @@ pub(super) struct JobArgs {
     pub(super) lr_schedule: Option<String>,
 
     /// Passes over the training set [default: 40; scale: 5]
-    #[arg(long, value_name = "N", help_heading = "Run")]
+    #[arg(long, value_name = "N", value_parser = whole::<u64, 1>, help_heading = "Run")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) epochs: Option<u64>,
 
     /// Seed of the weights, the shuffles and stochastic rounding [default: 42]
-    #[arg(long, value_name = "N", help_heading = "Run")]
+    #[arg(long, value_name = "N", value_parser = whole::<u64, 0>, help_heading = "Run")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) seed: Option<u64>,
 
@@ -323,6 +337,7 @@ pub(super) struct JobArgs {
         long,
         alias = "check_replicas_every",
         value_name = "N",
+        value_parser = whole::<u64, 0>,
         help_heading = "Run"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -474,6 +489,48 @@ where
     s.parse::<T>()
         .map(|_| s.to_owned())
         .map_err(|e| e.to_string())
+}
+
+/// A whole-number type a [`whole`] value parser can produce.
+pub(super) trait Whole: TryFrom<u64> + Clone + Send + Sync + 'static {
+    /// The largest value.
+    const MAX: u64;
+}
+
+impl Whole for u32 {
+    const MAX: u64 = u32::MAX as u64;
+}
+
+impl Whole for u64 {
+    const MAX: u64 = u64::MAX;
+}
+
+impl Whole for usize {
+    const MAX: u64 = usize::MAX as u64;
+}
+
+/// The value parser of a count, a width or a seed: a whole number of at
+/// least `MIN` that fits `T`. Its message says what is allowed, as clap
+/// shows it: `invalid value '-1' for '--epochs <N>': expected a whole
+/// number >= 1`.
+pub(super) fn whole<T: Whole, const MIN: u64>(s: &str) -> Result<T, String> {
+    let range = if T::MAX == u64::MAX {
+        format!("expected a whole number >= {MIN}")
+    } else {
+        format!("expected a whole number from {MIN} to {}", T::MAX)
+    };
+    let t = s.trim();
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(range);
+    }
+    match digits.parse::<u64>() {
+        Ok(n) if n >= MIN => {
+            T::try_from(n).map_err(|_| format!("expected a whole number from {MIN} to {}", T::MAX))
+        }
+        Ok(_) => Err(range),
+        Err(_) => Err(format!("expected a whole number from {MIN} to {}", T::MAX)),
+    }
 }
 
 /// Parses option `name`'s text, naming the option on failure (flags are
@@ -939,7 +996,41 @@ pub(super) fn print(text: &str) -> Result<(), Failure> {
 
 /// Writes `bytes` to `path` atomically.
 pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    write_atomic(path, bytes).map_err(|e| Failure::Job(one_line(&e.to_string())))
+    write_atomic(path, bytes).map_err(|e| Failure::Job(write_failed(path, &e)))
+}
+
+/// `cannot write PATH: WHY` for a failed [`write_atomic`] of `path`: the
+/// file the user named and what the system said (the error's own text
+/// names the temporary file and the checkpoint module it comes from).
+pub(crate) fn write_failed(path: &Path, e: &(dyn std::error::Error + 'static)) -> String {
+    let why = e
+        .source()
+        .map_or_else(|| e.to_string(), ToString::to_string);
+    one_line(&format!("cannot write {}: {why}", path.display()))
+}
+
+/// Checks, before any work, that `flag`'s output file `path` can be
+/// created: its directory exists, and the path is not a directory.
+///
+/// # Errors
+/// A usage error naming the flag, the path and what is wrong.
+pub(super) fn output_file(flag: &str, path: &Path) -> Result<(), Failure> {
+    let bad = |why: String| Err(Failure::Usage(format!("{flag} {}: {why}", path.display())));
+    if path.is_dir() || path.file_name().is_none() {
+        return bad("is a directory; give a file name".into());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bad(format!("{} is not a directory", dir.display())),
+        Err(e) => bad(format!(
+            "its directory {} cannot be used: {e}",
+            dir.display()
+        )),
+    }
 }
 
 /// A JSON line of `record` with `"kind": kind` first.

@@ -18,7 +18,7 @@ mod train;
 use std::fmt;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// The `tessera` command.
 #[derive(Debug, Parser)]
@@ -105,7 +105,10 @@ impl fmt::Display for Failure {
 
 /// Parses the arguments, runs the command and returns the exit status.
 pub(crate) fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         // Help and version (status 0).
         Err(e) if !e.use_stderr() => e.exit(),
@@ -130,6 +133,24 @@ pub(crate) fn main() -> ExitCode {
             failure.exit_code()
         }
     }
+}
+
+/// The command line, every option that takes a value allowed a negative
+/// number as its value: `--epochs -1` then reaches the option's value
+/// parser (`invalid value '-1' for '--epochs <N>': expected a whole number
+/// >= 1`) instead of reading as an unknown flag `-1`.
+fn command() -> clap::Command {
+    fn negatives(cmd: clap::Command) -> clap::Command {
+        cmd.mut_args(|a| {
+            if a.get_action().takes_values() {
+                a.allow_negative_numbers(true)
+            } else {
+                a
+            }
+        })
+        .mut_subcommands(negatives)
+    }
+    negatives(Cli::command())
 }
 
 /// clap's message on one line, without the usage and the hint to try
@@ -158,7 +179,6 @@ fn parse_error(e: &clap::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_line_definition_is_consistent() {

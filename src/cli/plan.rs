@@ -73,6 +73,7 @@ pub(super) struct PlanArgs {
         long,
         alias = "micro_batch",
         value_name = "N",
+        value_parser = job::whole::<usize, 1>,
         default_value_t = 8,
         help_heading = "Batch"
     )]
@@ -84,12 +85,18 @@ pub(super) struct PlanArgs {
         long,
         alias = "gradient_accumulation",
         value_name = "N",
+        value_parser = job::whole::<usize, 1>,
         help_heading = "Batch"
     )]
     gradient_accumulation: Option<usize>,
 
     /// Replicas [default: as many as fill the Pod]
-    #[arg(long, value_name = "N", help_heading = "Parallelism")]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = job::whole::<usize, 1>,
+        help_heading = "Parallelism"
+    )]
     replicas: Option<usize>,
 
     /// IPUs per replica: the pipeline's stages, a power of two
@@ -97,6 +104,7 @@ pub(super) struct PlanArgs {
         long,
         alias = "ipus_per_replica",
         value_name = "N",
+        value_parser = job::whole::<usize, 1>,
         default_value_t = 1,
         help_heading = "Parallelism"
     )]
@@ -134,6 +142,9 @@ pub(super) struct PlanArgs {
 
 impl PlanArgs {
     pub(super) fn run(self) -> Result<(), Failure> {
+        if let Some(path) = &self.svg {
+            job::output_file("--svg", path)?;
+        }
         let config = self.config()?;
         let plan = config
             .plan()

@@ -98,7 +98,7 @@ pub(crate) fn line_chart(
         .map_err(|e| failed(&e))?;
         root.present().map_err(|e| failed(&e))?;
     }
-    write_atomic(path, svg.as_bytes()).map_err(|e| format!("cannot write chart: {e}"))
+    write_atomic(path, svg.as_bytes()).map_err(|e| super::job::write_failed(path, &e))
 }
 
 /// The texts around a chart.
@@ -342,7 +342,9 @@ mod tests {
         let path = dir.join("absent").join("chart.svg");
         let err = line_chart(&path, "t", "x", "y", &curves(), false).unwrap_err();
         assert!(
-            err.starts_with("cannot write chart:") && err.contains("absent"),
+            err.starts_with(&format!("cannot write {}: ", path.display()))
+                && err.contains("No such file")
+                && !err.contains("checkpoint"),
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -28,12 +28,23 @@ const DEFAULT_INSTANCES: usize = 4;
 #[derive(Clone, Debug, Args)]
 pub(super) struct ScaleArgs {
     /// The replica counts to run, comma separated
-    #[arg(long, value_name = "N,N", value_delimiter = ',', default_values_t = [1, 2, 4, 8, 16])]
+    #[arg(
+        long,
+        value_name = "N,N",
+        value_delimiter = ',',
+        value_parser = job::whole::<usize, 1>,
+        default_values_t = [1, 2, 4, 8, 16]
+    )]
     replicas: Vec<usize>,
 
     /// Samples per optimizer step, on every replica count [default:
     /// micro-batch x the largest replica count: 8 x 16 = 128]
-    #[arg(long, alias = "global_batch", value_name = "N")]
+    #[arg(
+        long,
+        alias = "global_batch",
+        value_name = "N",
+        value_parser = job::whole::<usize, 1>
+    )]
     global_batch: Option<usize>,
 
     #[command(flatten)]

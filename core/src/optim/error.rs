@@ -44,8 +44,21 @@ impl fmt::Display for ConfigError {
                 max,
                 max_exclusive,
             } => {
-                let close = if max_exclusive { ')' } else { ']' };
-                write!(f, "{field} must be in [{min}, {max}{close}, got {value}")
+                write!(f, "{field} must be ")?;
+                // `f32::MAX` stands for "no bound but finiteness", and
+                // `f32::MIN_POSITIVE` for "above 0": say so, not the digits.
+                if max == f32::MAX && !max_exclusive {
+                    f.write_str("finite and ")?;
+                    if min == f32::MIN_POSITIVE {
+                        f.write_str("> 0")?;
+                    } else {
+                        write!(f, ">= {}", Shown(min))?;
+                    }
+                } else {
+                    let close = if max_exclusive { ')' } else { ']' };
+                    write!(f, "in [{}, {}{close}", Shown(min), Shown(max))?;
+                }
+                write!(f, ", got {}", Shown(value))
             }
             Self::Conflict { reason } => f.write_str(reason),
         }
@@ -53,6 +66,22 @@ impl fmt::Display for ConfigError {
 }
 
 impl core::error::Error for ConfigError {}
+
+/// A value in a message: plain decimals for everyday magnitudes, the
+/// exponent form for very large and very small ones (`3.4028235e38`, not
+/// 39 digits).
+struct Shown(f32);
+
+impl fmt::Display for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = self.0.abs();
+        if a == 0.0 || !a.is_finite() || (1e-4..1e9).contains(&a) {
+            write!(f, "{}", self.0)
+        } else {
+            write!(f, "{:e}", self.0)
+        }
+    }
+}
 
 /// Checks `min <= value <= max` (or `< max`), and finiteness.
 pub(crate) fn check(
@@ -90,4 +119,28 @@ pub(crate) fn non_negative(field: &'static str, value: f32) -> Result<(), Config
 /// A value in `[0, 1)`, like Adam's betas and momentum.
 pub(crate) fn unit(field: &'static str, value: f32) -> Result<(), ConfigError> {
     check(field, value, 0.0, 1.0, true)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn ranges_read_as_what_is_allowed() {
+        let lr = non_negative("lr", -1.0).unwrap_err();
+        assert_eq!(lr.to_string(), "lr must be finite and >= 0, got -1");
+        let big = non_negative("lr", -3e38).unwrap_err();
+        assert_eq!(big.to_string(), "lr must be finite and >= 0, got -3e38");
+        let positive = check("lr", 0.0, f32::MIN_POSITIVE, f32::MAX, false).unwrap_err();
+        assert_eq!(positive.to_string(), "lr must be finite and > 0, got 0");
+        let beta = unit("beta1", 1.0).unwrap_err();
+        assert_eq!(beta.to_string(), "beta1 must be in [0, 1), got 1");
+        let tiny = check("eps", 1e-30, 1e-20, 1.0, false).unwrap_err();
+        assert_eq!(tiny.to_string(), "eps must be in [1e-20, 1], got 1e-30");
+        let nan = non_negative("lr", f32::NAN).unwrap_err();
+        assert_eq!(nan.to_string(), "lr must be finite, got NaN");
+    }
 }

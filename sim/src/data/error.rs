@@ -76,12 +76,12 @@ pub enum FileProblem {
         /// Labels must be below this.
         limit: u64,
     },
-    /// A binary file's magic number is not the expected one.
+    /// A binary file does not start with its format's magic bytes.
     WrongMagic {
-        /// The magic number the format requires.
-        expected: u32,
-        /// The first four bytes, big-endian.
-        found: u32,
+        /// The bytes the format requires.
+        expected: Vec<u8>,
+        /// The file's first bytes (as many, or all if it is shorter).
+        found: Vec<u8>,
     },
     /// A binary file is shorter than its header says.
     Truncated {
@@ -102,6 +102,8 @@ pub enum FileProblem {
         /// The type as the file names it (an npy `descr`, or an idx type
         /// code in hex).
         found: String,
+        /// The types this file may hold, for the message.
+        supported: &'static str,
     },
     /// The array has another number of dimensions than required.
     WrongRank {
@@ -152,7 +154,9 @@ impl fmt::Display for FileProblem {
             Self::WrongMagic { expected, found } => {
                 write!(
                     f,
-                    "expected magic number {expected:#010x}, found {found:#010x}"
+                    "expected the magic bytes {}, found {}",
+                    Hex(expected),
+                    Hex(found)
                 )
             }
             Self::Truncated { expected, found } => write!(
@@ -163,10 +167,11 @@ impl fmt::Display for FileProblem {
                 f,
                 "the header implies {expected} bytes but the file has {found}"
             ),
-            Self::UnsupportedDtype { found } => write!(
+            Self::UnsupportedDtype { found, supported } => write!(
                 f,
-                "unsupported element type {found} (inputs: f32, f64 or u8; labels: integers; \
-                 little-endian)"
+                "unsupported element type {} (expected {supported})",
+                // The file's text: its control characters escaped.
+                found.escape_debug()
             ),
             Self::WrongRank { expected, found } => {
                 write!(f, "expected a {expected}-D array, found {found}-D")
@@ -177,6 +182,22 @@ impl fmt::Display for FileProblem {
             Self::BadNpyHeader { reason } => write!(f, "bad npy header: {reason}"),
             Self::TooLarge => f.write_str("the array sizes overflow"),
         }
+    }
+}
+
+/// Bytes in hex, space separated (`93 4e 55 4d 50 59`); `nothing` for none.
+struct Hex<'a>(&'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("nothing");
+        }
+        for (i, b) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            write!(f, "{sep}{b:02x}")?;
+        }
+        Ok(())
     }
 }
 

@@ -54,6 +54,7 @@ fn parse<'a>(
             2,
             FileProblem::UnsupportedDtype {
                 found: format!("{:#04x}", (magic >> 8) & 0xff),
+                supported: "0x08, unsigned bytes: the only IDX element type read",
             },
         ));
     }
@@ -61,8 +62,8 @@ fn parse<'a>(
         return Err(malformed(
             0,
             FileProblem::WrongMagic {
-                expected,
-                found: magic,
+                expected: expected.to_be_bytes().to_vec(),
+                found: bytes[..4].to_vec(),
             },
         ));
     }
@@ -110,7 +111,16 @@ pub(crate) fn parse_pair(
     let images = parse(images_path, images, IMAGES_MAGIC, 3)?;
     let labels = parse(labels_path, labels, LABELS_MAGIC, 1)?;
     let samples = images.dims[0];
-    let features = images.dims[1] * images.dims[2];
+    // The product of all three sizes was checked, but with no samples the
+    // other two may still overflow a 32-bit usize.
+    let features =
+        images.dims[1]
+            .checked_mul(images.dims[2])
+            .ok_or_else(|| DataError::Malformed {
+                path: images_path.to_path_buf(),
+                at: Position::Offset(8),
+                problem: FileProblem::TooLarge,
+            })?;
     if samples != labels.dims[0] {
         return Err(DataError::SampleCountMismatch {
             inputs: Some(images_path.to_path_buf()),

@@ -13,9 +13,14 @@ use std::path::Path;
 use super::file::shown;
 use super::{DataError, Dataset, FileProblem, MAX_CLASSES, Position};
 
-/// The first six bytes of every npy file ([`FileProblem::WrongMagic`]
-/// shows the first four).
+/// The first six bytes of every npy file.
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
+
+/// The inputs' element types, for messages.
+const INPUT_TYPES: &str = "inputs of '<f4', '<f8' or '|u1': f32, f64 or u8, little-endian";
+
+/// The labels' element types, for messages.
+const LABEL_TYPES: &str = "labels of an integer type, '|i1', '|u1', '<i2' .. '<u8', little-endian";
 
 /// An element type this loader knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +85,14 @@ fn value_of<'h>(header: &'h str, key: &str) -> Option<&'h str> {
     Some(rest.trim_start().strip_prefix(':')?.trim_start())
 }
 
-fn parse<'a>(path: &Path, bytes: &'a [u8], rank: usize) -> Result<Array<'a>, DataError> {
+/// Parses an npy array of `rank` dimensions; `supported` names the
+/// element types the caller takes, for messages.
+fn parse<'a>(
+    path: &Path,
+    bytes: &'a [u8],
+    rank: usize,
+    supported: &'static str,
+) -> Result<Array<'a>, DataError> {
     let malformed = |offset: u64, problem| DataError::Malformed {
         path: path.to_path_buf(),
         at: Position::Offset(offset),
@@ -88,15 +100,11 @@ fn parse<'a>(path: &Path, bytes: &'a [u8], rank: usize) -> Result<Array<'a>, Dat
     };
     let bad = |reason| malformed(8, FileProblem::BadNpyHeader { reason });
     if !bytes.starts_with(MAGIC) {
-        let mut first = [0u8; 4];
-        for (d, s) in first.iter_mut().zip(bytes) {
-            *d = *s;
-        }
         return Err(malformed(
             0,
             FileProblem::WrongMagic {
-                expected: u32::from_be_bytes([MAGIC[0], MAGIC[1], MAGIC[2], MAGIC[3]]),
-                found: u32::from_be_bytes(first),
+                expected: MAGIC.to_vec(),
+                found: bytes[..bytes.len().min(MAGIC.len())].to_vec(),
             },
         ));
     }
@@ -145,6 +153,7 @@ fn parse<'a>(path: &Path, bytes: &'a [u8], rank: usize) -> Result<Array<'a>, Dat
             header_start as u64,
             FileProblem::UnsupportedDtype {
                 found: shown(descr),
+                supported,
             },
         )
     })?;
@@ -213,17 +222,18 @@ pub(crate) fn parse_pair(
     labels: &[u8],
     name: &str,
 ) -> Result<Dataset, DataError> {
-    let x = parse(inputs_path, inputs, 2)?;
+    let x = parse(inputs_path, inputs, 2, INPUT_TYPES)?;
     if matches!(x.dtype, Dtype::Int { bytes, signed } if bytes > 1 || signed) {
         return Err(DataError::Malformed {
             path: inputs_path.to_path_buf(),
             at: Position::Offset(8),
             problem: FileProblem::UnsupportedDtype {
                 found: shown(&x.descr),
+                supported: INPUT_TYPES,
             },
         });
     }
-    let y = parse(labels_path, labels, 1)?;
+    let y = parse(labels_path, labels, 1, LABEL_TYPES)?;
     let (samples, features) = (x.shape[0], x.shape[1]);
     if samples != y.shape[0] {
         return Err(DataError::SampleCountMismatch {
@@ -268,6 +278,7 @@ pub(crate) fn parse_pair(
             at: Position::Offset(8),
             problem: FileProblem::UnsupportedDtype {
                 found: shown(&y.descr),
+                supported: LABEL_TYPES,
             },
         });
     };

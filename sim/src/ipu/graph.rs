@@ -303,13 +303,21 @@ pub struct Graph {
     pub(crate) compute_sets: Vec<ComputeSetInfo>,
     pub(crate) exchanges: Vec<ExchangeInfo>,
     pub(crate) streams: Vec<StreamInfo>,
+    /// Whether the graph is only measured ([`Graph::sizing`]).
+    pub(crate) sizing: bool,
+    /// Per tile, the exchange runs it receives that were counted instead
+    /// of added ([`Graph::count_received_runs`]).
+    pub(crate) counted_runs: Vec<u64>,
 }
 
 /// Bytes a piece of `len` elements of `dtype` takes: rounded up to 8 (the
-/// alignment of 64-bit loads).
+/// alignment of 64-bit loads); saturating (a sizing graph may hold pieces
+/// no machine has the bytes for).
 #[must_use]
 pub(crate) const fn piece_bytes(dtype: DType, len: u64) -> u64 {
-    (len * dtype.size()).div_ceil(8) * 8
+    len.saturating_mul(dtype.size())
+        .div_ceil(8)
+        .saturating_mul(8)
 }
 
 impl Graph {
@@ -325,6 +333,69 @@ impl Graph {
             compute_sets: Vec::new(),
             exchanges: Vec::new(),
             streams: Vec::new(),
+            sizing: false,
+            counted_runs: vec![0; tiles],
+        }
+    }
+
+    /// An empty graph on `target` that is only measured
+    /// ([`MemoryUsage::of`](super::MemoryUsage::of)), never run: kernels
+    /// whose exchanges are many small copies (a product's gathers) count
+    /// the runs each tile receives ([`Graph::count_received_runs`]) instead
+    /// of adding them. Its tensors, vertices and code are those of the
+    /// graph [`Graph::new`] would get, so their memory is the same to the
+    /// byte; its exchange code counts the receiving side of the counted
+    /// runs only (a lower bound). Building it needs no more host memory
+    /// than the tiles' tensors have blocks, so the memory of a model far
+    /// beyond the tiles is known before anything is allocated for it.
+    #[must_use]
+    pub fn sizing(target: Target) -> Self {
+        Self {
+            sizing: true,
+            ..Self::new(target)
+        }
+    }
+
+    /// Whether this is a [`Graph::sizing`] graph.
+    #[must_use]
+    pub const fn is_sizing(&self) -> bool {
+        self.sizing
+    }
+
+    /// Bytes an [`Engine`](super::Engine) of this graph holds on the host,
+    /// at least: every tensor's values and every host stream's buffer, and
+    /// the exchanges' segments (kept by the graph and, compiled, by the
+    /// engine; in a [`Graph::sizing`] graph, the counted runs as
+    /// segments). Saturating.
+    #[must_use]
+    pub fn host_bytes(&self) -> u64 {
+        let values = |dtype: DType, len: u64| len.saturating_mul(dtype.size());
+        let pieces = self
+            .tiles
+            .iter()
+            .flatten()
+            .fold(0u64, |a, p| a.saturating_add(values(p.dtype, p.len)));
+        let streams = self.streams.iter().fold(0u64, |a, s| {
+            let t = &self.tensors[s.tensor.index()];
+            a.saturating_add(values(t.dtype, t.len))
+        });
+        let segments = self
+            .exchanges
+            .iter()
+            .map(|e| e.segments.len() as u64)
+            .chain(self.counted_runs.iter().copied())
+            .fold(0u64, u64::saturating_add);
+        let per_segment = 2 * core::mem::size_of::<Segment>() as u64;
+        pieces
+            .saturating_add(streams)
+            .saturating_add(segments.saturating_mul(per_segment))
+    }
+
+    /// Charges `tile` the exchange code of receiving `runs` contiguous
+    /// runs, in a [`Graph::sizing`] graph instead of adding their copies.
+    pub fn count_received_runs(&mut self, tile: Tile, runs: u64) {
+        if let Some(n) = self.counted_runs.get_mut(tile as usize) {
+            *n = n.saturating_add(runs);
         }
     }
 
@@ -424,7 +495,8 @@ impl Graph {
                     dtype,
                     len: i.len(),
                 });
-                self.tensor_bytes[i.tile as usize] += piece_bytes(dtype, i.len());
+                let bytes = &mut self.tensor_bytes[i.tile as usize];
+                *bytes = bytes.saturating_add(piece_bytes(dtype, i.len()));
                 Placed {
                     tile: i.tile,
                     range: i.range,

@@ -17,7 +17,8 @@
 //!   beyond the tensors the graph declares.
 //!
 //! Every compute set and exchange of the graph is counted, whether or not
-//! the program uses it (as Poplar compiles the whole graph).
+//! the program uses it (as Poplar compiles the whole graph); in a
+//! [`Graph::sizing`] graph, so are the runs counted instead of added.
 //!
 //! [`vertex_bytes`]: super::IpuParams::vertex_bytes
 //! [`vertex_field_bytes`]: super::IpuParams::vertex_field_bytes
@@ -50,7 +51,10 @@ impl TileMemory {
     /// All categories.
     #[must_use]
     pub const fn total(&self) -> u64 {
-        self.tensors + self.vertex_state + self.code + self.exchange
+        self.tensors
+            .saturating_add(self.vertex_state)
+            .saturating_add(self.code)
+            .saturating_add(self.exchange)
     }
 }
 
@@ -122,10 +126,9 @@ impl MemoryUsage {
         let p = graph.target.spec().params();
         let mut tiles = vec![TileMemory::default(); graph.tiles.len()];
         for (t, m) in tiles.iter_mut().enumerate() {
-            m.tensors = graph.tiles[t]
-                .iter()
-                .map(|pi| piece_bytes(pi.dtype, pi.len))
-                .sum();
+            m.tensors = graph.tiles[t].iter().fold(0u64, |a, pi| {
+                a.saturating_add(piece_bytes(pi.dtype, pi.len))
+            });
         }
         let mut codelets: BTreeSet<(Tile, &str)> = BTreeSet::new();
         for cs in &graph.compute_sets {
@@ -140,6 +143,9 @@ impl MemoryUsage {
             tiles[tile as usize].code += u64::from(p.codelet_code_bytes);
         }
         let code = u64::from(p.exchange_code_bytes);
+        for (m, &runs) in tiles.iter_mut().zip(&graph.counted_runs) {
+            m.exchange = m.exchange.saturating_add(code.saturating_mul(runs));
+        }
         for ex in &graph.exchanges {
             // A run sent to several tiles is sent once (multicast).
             let mut sent = std::collections::HashSet::new();

@@ -239,10 +239,31 @@ impl BlockLayout {
         cols: &Range<usize>,
         tile: Tile,
     ) -> Option<Range<u64>> {
-        self.blocks()
-            .into_iter()
-            .find(|b| b.rows == *rows && b.cols == *cols && b.tile == tile)
-            .map(|b| b.elements)
+        // The block whose bounds are exactly these (found by search: a
+        // product asks this of every block of its output).
+        let exact = |bounds: &[usize], r: &Range<usize>| {
+            let i = bounds.partition_point(|&b| b < r.start);
+            (bounds.get(i) == Some(&r.start) && bounds.get(i + 1) == Some(&r.end)).then_some(i)
+        };
+        let i = exact(&self.row_bounds, rows)?;
+        let j = exact(&self.col_bounds, cols)?;
+        (self.tiles[i * self.col_blocks() + j] == tile).then(|| {
+            let at = self.offset(rows.start, cols.start);
+            at..at + (rows.len() * cols.len()) as u64
+        })
+    }
+
+    /// The contiguous runs [`gather_copies`] makes of rows `rows` and
+    /// columns `cols` of a matrix in this layout: per row, one per column
+    /// block the columns touch.
+    #[must_use]
+    pub fn runs(&self, rows: &Range<usize>, cols: &Range<usize>) -> u64 {
+        if cols.is_empty() {
+            return 0;
+        }
+        let first = self.col_bounds.partition_point(|&b| b <= cols.start) - 1;
+        let end = self.col_bounds.partition_point(|&b| b < cols.end);
+        (rows.len() as u64).saturating_mul((end - first) as u64)
     }
 
     /// Rows of the matrix.
@@ -533,7 +554,12 @@ pub fn matmul(
                 &[len],
                 Mapping::one_tile(tile, len),
             )?;
-            gather_copies(&mut copies, op.tensor, &op.layout, rows, cols, staged, 0);
+            if graph.is_sizing() {
+                let runs = op.layout.runs(&rows, &cols);
+                graph.count_received_runs(tile, runs);
+            } else {
+                gather_copies(&mut copies, op.tensor, &op.layout, rows, cols, staged, 0);
+            }
             fields.push(graph.all(staged));
         }
         let shape = GemmShape {
@@ -579,4 +605,76 @@ pub fn matmul(
         Program::Exchange(ex),
         Program::Execute(cs),
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Layouts of a few shapes and grids, also shifted and column-like.
+    fn layouts() -> Vec<BlockLayout> {
+        let mut out = Vec::new();
+        for (rows, cols) in [(1, 1), (3, 7), (8, 64), (5, 33)] {
+            for (rb, cb) in [(1, 1), (2, 3), (3, 8), (8, 64)] {
+                let l = BlockLayout::grid(rows, cols, rb, cb, 7);
+                out.push(l.columns_like(4));
+                out.push(l.clone().shifted(2));
+                out.push(l);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn runs_count_the_copies_a_gather_makes() {
+        for layout in layouts() {
+            let (rows, cols) = (layout.rows(), layout.cols());
+            for r in [0..rows, 0..rows.div_ceil(2), rows / 2..rows, 0..0] {
+                for c in [
+                    0..cols,
+                    1.min(cols)..cols,
+                    0..cols / 2,
+                    cols / 3..cols / 3 + 1,
+                ] {
+                    let c = c.start.min(cols)..c.end.min(cols);
+                    let mut copies = Vec::new();
+                    gather_copies(
+                        &mut copies,
+                        TensorId(0),
+                        &layout,
+                        r.clone(),
+                        c.clone(),
+                        TensorId(1),
+                        0,
+                    );
+                    assert_eq!(
+                        layout.runs(&r, &c),
+                        copies.len() as u64,
+                        "{layout:?} {r:?} {c:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn block_on_finds_exactly_the_block_on_its_tile() {
+        for layout in layouts() {
+            let blocks = layout.blocks();
+            for b in &blocks {
+                for tile in [b.tile, b.tile + 1] {
+                    let slow = blocks
+                        .iter()
+                        .find(|o| o.rows == b.rows && o.cols == b.cols && o.tile == tile)
+                        .map(|o| o.elements.clone());
+                    assert_eq!(layout.block_on(&b.rows, &b.cols, tile), slow, "{layout:?}");
+                }
+                // A sub-range of a block is not a block.
+                if b.cols.len() > 1 {
+                    let part = b.cols.start..b.cols.end - 1;
+                    assert_eq!(layout.block_on(&b.rows, &part, b.tile), None);
+                }
+            }
+        }
+    }
 }

@@ -148,10 +148,12 @@ impl MlpConfig {
         out
     }
 
-    /// Checks that every width is at least 1.
+    /// Checks that every width is at least 1 and every weight matrix has
+    /// at most [`MAX_TENSOR_BYTES`](super::MAX_TENSOR_BYTES).
     ///
     /// # Errors
-    /// [`ModelError::ZeroWidth`] naming the first zero width.
+    /// [`ModelError::ZeroWidth`] naming the first zero width;
+    /// [`ModelError::TooLarge`] naming the first weight matrix too large.
     pub fn validate(&self) -> Result<(), ModelError> {
         let zero = |what: String| Err(ModelError::ZeroWidth { what });
         if self.inputs == 0 {
@@ -162,6 +164,12 @@ impl MlpConfig {
         }
         if self.classes == 0 {
             return zero("classes".into());
+        }
+        for (l, (fan_in, width)) in self.layers().into_iter().enumerate() {
+            super::estimate::fits(fan_in, width).ok_or_else(|| ModelError::TooLarge {
+                tensor: format!("layer{l}.weight"),
+                shape: [fan_in, width],
+            })?;
         }
         Ok(())
     }

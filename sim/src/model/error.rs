@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::ipu::{BuildError, GraphError};
+use crate::ipu::{BuildError, GraphError, OutOfMemory};
 
 /// Why a model could not be built or run.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,6 +18,16 @@ pub enum ModelError {
     Graph(GraphError),
     /// The engine could not be built: a tile is out of memory.
     Build(BuildError),
+    /// The model's measured graph puts a tile over its memory: found
+    /// before anything was built ([`MemoryEstimate`](super::MemoryEstimate)).
+    OutOfTileMemory(Box<OutOfMemory>),
+    /// A tensor above [`MAX_TENSOR_BYTES`](super::MAX_TENSOR_BYTES).
+    TooLarge {
+        /// The tensor (`layer1.weight`).
+        tensor: String,
+        /// Its shape.
+        shape: [usize; 2],
+    },
     /// The wrong number of parameter (or gradient, buffer) tensors.
     ParamCount {
         /// Tensors the model has.
@@ -85,6 +95,14 @@ impl fmt::Display for ModelError {
             Self::ZeroMicroBatch => f.write_str("the micro-batch size is zero"),
             Self::Graph(e) => write!(f, "building the model's graph: {e}"),
             Self::Build(e) => write!(f, "building the model's engine: {e}"),
+            Self::OutOfTileMemory(e) => write!(f, "the model does not fit: {e}"),
+            Self::TooLarge { tensor, shape } => write!(
+                f,
+                "tensor {tensor} of {} x {} f32 values is above the {} bytes a tensor may have",
+                shape[0],
+                shape[1],
+                super::MAX_TENSOR_BYTES
+            ),
             Self::ParamCount { expected, got } => {
                 write!(f, "the model has {expected} parameter tensors, {got} given")
             }

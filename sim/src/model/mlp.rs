@@ -92,10 +92,11 @@ struct Acts {
     fwd_stage: Option<TensorId>,
 }
 
-/// One engine and where its tensors are.
+/// One engine (or, before it is built, its graph: [`Unbuilt`]) and where
+/// its tensors are.
 #[derive(Debug)]
-struct Net {
-    engine: Engine,
+pub(super) struct Net<E = Engine> {
+    pub(super) engine: E,
     x: StreamId,
     labels: StreamId,
     scale: TensorId,
@@ -105,6 +106,32 @@ struct Net {
     layers: Vec<LayerIds>,
     /// Group sums per run (two per batch-norm layer when training).
     group_calls: usize,
+}
+
+/// A [`Net`]'s graph and program, before its engine is built.
+#[derive(Debug)]
+pub(super) struct Unbuilt {
+    pub(super) graph: Graph,
+    program: Program,
+    /// The ones of `db = 1^T dZ` (training graphs), to write once.
+    ones: Option<TensorId>,
+}
+
+impl<E> Net<E> {
+    /// The same net over `make(its engine)`.
+    fn try_map<F, X>(self, make: impl FnOnce(E) -> Result<F, X>) -> Result<Net<F>, X> {
+        Ok(Net {
+            engine: make(self.engine)?,
+            x: self.x,
+            labels: self.labels,
+            scale: self.scale,
+            scale_len: self.scale_len,
+            losses: self.losses,
+            correct: self.correct,
+            layers: self.layers,
+            group_calls: self.group_calls,
+        })
+    }
 }
 
 /// A tensor of a piece per block of `layout` (`len(block)` elements each,
@@ -160,17 +187,74 @@ fn vertex(
     Ok(graph.add_vertex(cs, tile, codelet.clone(), fields)?)
 }
 
-/// Builds the training (`train`) or inference graph and its engine.
+/// What a replica's graphs are built from.
+#[derive(Clone, Copy)]
+pub(super) struct Recipe<'a> {
+    pub(super) config: &'a MlpConfig,
+    pub(super) target: &'a ipu::Target,
+    pub(super) placement: &'a Placement,
+    pub(super) batch: usize,
+    pub(super) compute: Compute,
+    pub(super) link: &'a GroupLink,
+}
+
+impl<'a> Recipe<'a> {
+    /// The recipe of [`Mlp::placed`]'s arguments, checked.
+    pub(super) fn checked(
+        config: &'a MlpConfig,
+        target: &'a ipu::Target,
+        placement: &'a Placement,
+        batch: usize,
+        compute: Compute,
+        link: &'a GroupLink,
+    ) -> Result<Self, ModelError> {
+        config.validate()?;
+        placement.validate(config, target)?;
+        if batch == 0 {
+            return Err(ModelError::ZeroMicroBatch);
+        }
+        super::check_sizes(config, batch)?;
+        Ok(Self {
+            config,
+            target,
+            placement,
+            batch,
+            compute,
+            link,
+        })
+    }
+
+    /// Builds the training (`train`) or inference graph and its engine.
+    fn net(self, train: bool) -> Result<Net, ModelError> {
+        self.graph(train, false)?.try_map(|u| {
+            let mut engine = Engine::new(u.graph, u.program, EngineOptions::default())?;
+            if let Some(ones) = u.ones {
+                engine
+                    .write_tensor(ones, &vec![1.0f32; self.batch])
+                    .expect("ones tensor");
+            }
+            Ok(engine)
+        })
+    }
+
+    /// The training (`train`) or inference graph, a [`Graph::sizing`] one
+    /// if `sizing`.
+    pub(super) fn graph(self, train: bool, sizing: bool) -> Result<Net<Unbuilt>, ModelError> {
+        graph(self, train, sizing)
+    }
+}
+
+/// [`Recipe::graph`].
 #[allow(clippy::too_many_lines)]
-fn build(
-    config: &MlpConfig,
-    target: &ipu::Target,
-    placement: &Placement,
-    batch: usize,
-    compute: Compute,
-    train: bool,
-    link: &GroupLink,
-) -> Result<Net, ModelError> {
+fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, ModelError> {
+    let Recipe {
+        config,
+        target,
+        placement,
+        batch,
+        compute,
+        link,
+    } = recipe;
     let f16 = compute == Compute::F16;
     let kernel = if f16 {
         Kernel::MatmulF16
@@ -180,7 +264,11 @@ fn build(
     // Gradients come out of their products rounded (the AMP writes f16).
     let grad_output = if f16 { Output::F16 } else { Output::F32 };
     let grain = NonZeroU64::new(PARAM_GRAIN).expect("nonzero");
-    let mut g = Graph::new(*target);
+    let mut g = if sizing {
+        Graph::sizing(*target)
+    } else {
+        Graph::new(*target)
+    };
     // A product of layer `l` over the tiles of its placement.
     let plan = |l: usize, rows, cols, k, full_rows, full_cols| {
         let tiles = placement.tiles(l, target);
@@ -559,8 +647,9 @@ fn build(
     }
     programs.push(Program::Execute(cs));
 
+    let mut ones = None;
     if train {
-        let ones = g.add_tensor(
+        let one = g.add_tensor(
             "ones",
             DType::F32,
             &[f(batch)],
@@ -613,7 +702,7 @@ fn build(
                 db_layout.mapping(),
             )?;
             let ones_op = Operand {
-                tensor: ones,
+                tensor: one,
                 layout: BlockLayout::dense(1, batch, 0),
                 transposed: false,
             };
@@ -766,27 +855,15 @@ fn build(
             }
             dz = dzp;
         }
-        // The ones of db = 1^T dZ are written once, below.
-        let engine = Engine::new(g, Program::Sequence(programs), EngineOptions::default())?;
-        let mut net = Net {
-            engine,
-            x: x_stream,
-            labels: label_stream,
-            scale,
-            scale_len: rows.len(),
-            losses,
-            correct,
-            layers: ids,
-            group_calls,
-        };
-        net.engine
-            .write_tensor(ones, &vec![1.0f32; batch])
-            .expect("ones tensor");
-        return Ok(net);
+        // The ones of db = 1^T dZ are written once, by `build`.
+        ones = Some(one);
     }
-    let engine = Engine::new(g, Program::Sequence(programs), EngineOptions::default())?;
     Ok(Net {
-        engine,
+        engine: Unbuilt {
+            graph: g,
+            program: Program::Sequence(programs),
+            ones,
+        },
         x: x_stream,
         labels: label_stream,
         scale,
@@ -794,7 +871,7 @@ fn build(
         losses,
         correct,
         layers: ids,
-        group_calls: 0,
+        group_calls,
     })
 }
 
@@ -881,7 +958,8 @@ impl Mlp {
     /// program. Parameters start at zero: call [`Mlp::set_params`].
     ///
     /// # Errors
-    /// [`ModelError::ZeroWidth`], [`ModelError::ZeroMicroBatch`];
+    /// [`ModelError::ZeroWidth`], [`ModelError::ZeroMicroBatch`],
+    /// [`ModelError::TooLarge`];
     /// [`ModelError::Build`] carrying [`BuildError::OutOfTileMemory`](ipu::BuildError::OutOfTileMemory)
     /// if a tile does not have the memory.
     pub fn new(
@@ -906,30 +984,10 @@ impl Mlp {
         micro_batch: usize,
         compute: Compute,
     ) -> Result<Self, ModelError> {
-        config.validate()?;
-        placement.validate(config, &target)?;
-        if micro_batch == 0 {
-            return Err(ModelError::ZeroMicroBatch);
-        }
         let link: GroupLink = Arc::new(Mutex::new(None));
-        let train = build(
-            config,
-            &target,
-            placement,
-            micro_batch,
-            compute,
-            true,
-            &link,
-        )?;
-        let eval = build(
-            config,
-            &target,
-            placement,
-            micro_batch,
-            compute,
-            false,
-            &link,
-        )?;
+        let recipe = Recipe::checked(config, &target, placement, micro_batch, compute, &link)?;
+        let train = recipe.net(true)?;
+        let eval = recipe.net(false)?;
         let running = train
             .layers
             .iter()
@@ -1254,6 +1312,12 @@ impl Mlp {
     #[must_use]
     pub fn memory(&self) -> ipu::MemoryUsage {
         self.train.engine.memory().clone()
+    }
+
+    /// Every tile's memory in the inference program.
+    #[must_use]
+    pub fn inference_memory(&self) -> ipu::MemoryUsage {
+        self.eval.engine.memory().clone()
     }
 
     /// Floating-point operations of the matrix products per sample:

@@ -78,11 +78,13 @@
 mod codelets;
 mod config;
 mod error;
+mod estimate;
 mod mlp;
 mod placement;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
 pub use error::ModelError;
+pub use estimate::{MAX_TENSOR_BYTES, MemoryEstimate, check_sizes};
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
 pub use placement::{Placement, StageCycles};
 

@@ -37,27 +37,32 @@ impl Placement {
                 reason: format!("{ipus} IPUs but only {n} layers: every IPU needs a layer"),
             });
         }
-        let weight: Vec<u64> = layers.iter().map(|&(i, o)| (i * o + o) as u64).collect();
+        // In u128 (saturating), so that no config, validated or not, can
+        // overflow.
+        let weight: Vec<u128> = layers
+            .iter()
+            .map(|&(i, o)| (i as u128 * o as u128).saturating_add(o as u128))
+            .collect();
         // The contiguous split minimising the largest stage (n and ipus are
-        // small: dynamic programming over split points).
-        let mut best = vec![vec![(u64::MAX, 0usize); n + 1]; ipus + 1];
-        best[0][0] = (0, 0);
-        let prefix: Vec<u64> = core::iter::once(0)
-            .chain(weight.iter().scan(0, |s, &w| {
-                *s += w;
+        // small: dynamic programming over split points); `None` where no
+        // split reaches.
+        let mut best: Vec<Vec<Option<(u128, usize)>>> = vec![vec![None; n + 1]; ipus + 1];
+        best[0][0] = Some((0, 0));
+        let prefix: Vec<u128> = core::iter::once(0)
+            .chain(weight.iter().scan(0u128, |s, &w| {
+                *s = s.saturating_add(w);
                 Some(*s)
             }))
             .collect();
         for k in 1..=ipus {
             for end in k..=n {
                 for start in (k - 1)..end {
-                    let (prev, _) = best[k - 1][start];
-                    if prev == u64::MAX {
+                    let Some((prev, _)) = best[k - 1][start] else {
                         continue;
-                    }
+                    };
                     let cost = prev.max(prefix[end] - prefix[start]);
-                    if cost < best[k][end].0 {
-                        best[k][end] = (cost, start);
+                    if best[k][end].is_none_or(|(b, _)| cost < b) {
+                        best[k][end] = Some((cost, start));
                     }
                 }
             }
@@ -65,7 +70,8 @@ impl Placement {
         let mut ipu_of = vec![0u32; n];
         let mut end = n;
         for k in (1..=ipus).rev() {
-            let start = best[k][end].1;
+            // Reached: every k <= n layers split into k non-empty stages.
+            let (_, start) = best[k][end].expect("a split of n >= ipus layers");
             ipu_of[start..end].fill((k - 1) as u32);
             end = start;
         }

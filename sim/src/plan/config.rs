@@ -310,7 +310,7 @@ impl PlanConfig {
     /// # Errors
     /// In this order: [`PlanError::Zero`] (micro-batch, accumulation,
     /// replicas, IPUs per replica); [`PlanError::GlobalBatchOverflow`];
-    /// [`PlanError::Assumption`];
+    /// [`PlanError::MicroBatchTooLarge`]; [`PlanError::Assumption`];
     /// [`PlanError::Pod`] (too many IPUs for the Pod, IPUs per replica not a
     /// power of two, a replica larger than an IPU-Link domain);
     /// [`PlanError::MoreStagesThanLayers`];
@@ -337,6 +337,7 @@ impl PlanConfig {
                 replicas: self.replicas,
             });
         }
+        self.check_micro_batch()?;
         self.assumptions.validate()?;
         let layout = Distribution {
             instances: 1,
@@ -359,6 +360,39 @@ impl PlanConfig {
             });
         }
         Ok(layout)
+    }
+}
+
+impl PlanConfig {
+    /// Checks that a micro-batch's figures stay within
+    /// [`ModelTable::LIMIT`]: with the table's own numbers within it, the
+    /// planner's arithmetic then neither overflows nor loses its integers.
+    fn check_micro_batch(&self) -> Result<(), PlanError> {
+        let model = &self.model;
+        let (fwd, bwd) = model.flops_per_sample();
+        let mut figures: Vec<(&'static str, Option<&str>, u64)> = vec![
+            ("input_bytes", None, model.input_bytes()),
+            ("flops_forward", None, fwd),
+            ("flops_backward", None, bwd),
+            ("activation_bytes", None, model.activation_bytes()),
+        ];
+        for l in model.layers() {
+            figures.push(("output bytes", Some(&l.name), l.boundary_bytes()));
+            figures.push(("output elements", Some(&l.name), l.output_elements()));
+        }
+        let batch = self.micro_batch as u64;
+        match figures
+            .into_iter()
+            .find(|f| batch.checked_mul(f.2).is_none_or(|b| b > ModelTable::LIMIT))
+        {
+            Some((field, layer, per_sample)) => Err(PlanError::MicroBatchTooLarge {
+                micro_batch: self.micro_batch,
+                field,
+                layer: layer.map(str::to_owned),
+                per_sample,
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -411,6 +445,45 @@ mod tests {
             Optimizer::Lars
         );
         assert_eq!(ipu_name(&IpuSpec::BOW), "Bow");
+    }
+
+    #[test]
+    fn a_micro_batch_beyond_the_limit_is_a_typed_error() {
+        let resnet = Builtin::Resnet50.table();
+        let (_, bwd) = resnet.flops_per_sample();
+        // The largest micro-batch whose backward FLOPs (its largest
+        // figure) are within 2^53 plans, with finite figures; one more
+        // sample is refused.
+        let most = (ModelTable::LIMIT / bwd) as usize;
+        let ok = PlanConfig {
+            micro_batch: most,
+            replicas: 1,
+            ..PlanConfig::new(resnet.clone(), PodSpec::pod16())
+        };
+        let plan = ok.plan().unwrap();
+        assert!(plan.step_s.is_finite() && plan.samples_per_second.is_finite());
+        let e = PlanConfig {
+            micro_batch: most + 1,
+            ..ok
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e,
+            PlanError::MicroBatchTooLarge {
+                micro_batch: most + 1,
+                field: "flops_backward",
+                layer: None,
+                per_sample: bwd,
+            }
+        );
+        assert!(
+            e.to_string().starts_with(&format!(
+                "micro-batch {} x flops_backward {bwd} per sample is above the planner's limit",
+                most + 1
+            )),
+            "{e}"
+        );
     }
 
     #[test]

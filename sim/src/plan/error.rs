@@ -52,6 +52,19 @@ pub enum PlanError {
         /// Replicas.
         replicas: usize,
     },
+    /// A micro-batch's figure (`micro_batch` times a per-sample figure of
+    /// the model: its total FLOPs or stashed bytes, the host's input, a
+    /// layer's output) above [`ModelTable::LIMIT`](super::ModelTable::LIMIT).
+    MicroBatchTooLarge {
+        /// Samples per micro-batch.
+        micro_batch: usize,
+        /// The per-sample figure.
+        field: &'static str,
+        /// The layer it is of, if one layer's.
+        layer: Option<String>,
+        /// Its value per sample.
+        per_sample: u64,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -85,6 +98,23 @@ impl fmt::Display for PlanError {
                 "micro-batch {micro_batch} x accumulation {accumulation} x {replicas} replicas \
                  is more samples per step than can be counted"
             ),
+            Self::MicroBatchTooLarge {
+                micro_batch,
+                field,
+                layer,
+                per_sample,
+            } => {
+                write!(f, "micro-batch {micro_batch} x ")?;
+                if let Some(layer) = layer {
+                    write!(f, "layer `{layer}`'s ")?;
+                }
+                write!(
+                    f,
+                    "{field} {per_sample} per sample is above the planner's limit of 2^53 = {} \
+                     per micro-batch",
+                    super::ModelTable::LIMIT
+                )
+            }
         }
     }
 }

@@ -31,7 +31,11 @@
 //!
 //! Every key is checked: an unknown or missing one, a negative number or a
 //! wrong type is an error naming the file, the line, the layer and the
-//! field ([`ModelTableError`]).
+//! field ([`ModelTableError`]). So are the values: every number, and every
+//! sum over the layers, at most [`ModelTable::LIMIT`] (2^53); with a
+//! `gemm`, `flops_forward` between 1% below and 4 times its `2 m k n`
+//! ([`ModelTable::GEMM_FLOPS_BELOW`], [`ModelTable::GEMM_FLOPS_ABOVE`])
+//! and `flops_backward` at most twice `flops_forward`.
 //!
 //! # Conventions
 //!
@@ -224,6 +228,19 @@ pub enum ModelTableError {
         /// The field summed.
         field: &'static str,
     },
+    /// A number above [`ModelTable::LIMIT`]: a layer's field (`gemm`: its
+    /// `2 m k n`), the table's `input_bytes`, or (no layer) a field summed
+    /// over the layers.
+    TooLarge {
+        /// The table's origin.
+        origin: String,
+        /// The layer, if the number is one layer's.
+        layer: Option<LayerRef>,
+        /// The field.
+        field: &'static str,
+        /// Its value (a sum saturates at `u64::MAX`).
+        value: u64,
+    },
 }
 
 impl fmt::Display for ModelTableError {
@@ -265,6 +282,20 @@ impl fmt::Display for ModelTableError {
             ),
             Self::Overflow { origin, field } => {
                 write!(f, "{origin}: the model's total `{field}` overflows 64 bits")
+            }
+            Self::TooLarge {
+                origin,
+                layer,
+                field,
+                value,
+            } => {
+                let limit = ModelTable::LIMIT;
+                match layer {
+                    Some(layer) => write!(f, "{origin}: {layer}: field `{field}` is {value}")?,
+                    None if *field == "input_bytes" => write!(f, "{origin}: `{field}` is {value}")?,
+                    None => write!(f, "{origin}: the layers' total `{field}` is {value}")?,
+                }
+                write!(f, ", above the planner's limit of 2^53 = {limit}")
             }
         }
     }
@@ -314,9 +345,11 @@ impl ModelTable {
     ///
     /// # Errors
     /// [`ModelTableError::NoLayers`]; [`ModelTableError::Field`] for an
-    /// empty name, a `gemm` with a zero dimension, a `tied` naming no
+    /// empty name, a `gemm` with a zero dimension or FLOPs that contradict
+    /// it (see [`ModelTable::GEMM_FLOPS_BELOW`]), a `tied` naming no
     /// earlier layer or more parameters than it owns;
-    /// [`ModelTableError::DuplicateName`]; [`ModelTableError::Overflow`].
+    /// [`ModelTableError::DuplicateName`]; [`ModelTableError::TooLarge`]
+    /// for a number or a total above [`ModelTable::LIMIT`].
     pub fn new(
         name: impl Into<String>,
         input_bytes: u64,
@@ -340,6 +373,23 @@ impl ModelTable {
         }
     }
 
+    /// The largest number a table may hold, in a field of a layer, in
+    /// `input_bytes` or summed over the layers: 2^53, the largest integer
+    /// below which f64 (the time model's arithmetic) holds every integer.
+    /// No model comes near it (GPT-3's 175 G parameters are 2^37.4), and
+    /// sums and products of such numbers stay far from 64-bit overflow.
+    pub const LIMIT: u64 = 1 << 53;
+
+    /// The tolerance of the check of a layer's FLOPs against its `gemm`:
+    /// `flops_forward` may be this fraction below the product's `2 m k n`
+    /// (counts rounded by hand) ...
+    pub const GEMM_FLOPS_BELOW: f64 = 0.01;
+
+    /// ... and up to this many times above it (a layer of several products
+    /// of its shape: BERT's attention has two; its pre-training heads add
+    /// 4% to the decoder's product).
+    pub const GEMM_FLOPS_ABOVE: u64 = 4;
+
     /// [`ModelTable::new`], errors naming `origin`.
     fn checked(
         name: String,
@@ -347,82 +397,38 @@ impl ModelTable {
         input_bytes: u64,
         layers: Vec<Layer>,
     ) -> Result<Self, ModelTableError> {
-        let origin = || origin.to_owned();
+        let too_large = |layer, field, value| ModelTableError::TooLarge {
+            origin: origin.to_owned(),
+            layer,
+            field,
+            value,
+        };
         if layers.is_empty() {
-            return Err(ModelTableError::NoLayers { origin: origin() });
+            return Err(ModelTableError::NoLayers {
+                origin: origin.to_owned(),
+            });
         }
-        let at = |index: usize| LayerRef {
-            index,
-            name: Some(layers[index].name.clone()),
-        };
-        let field = |index: usize, field: &'static str, problem: String| ModelTableError::Field {
-            origin: origin(),
-            layer: at(index),
-            field,
-            problem,
-        };
-        let (mut params, mut fwd, mut bwd) = (0u64, 0u64, 0u64);
-        let overflow = |field| ModelTableError::Overflow {
-            origin: origin(),
-            field,
-        };
-        for (i, layer) in layers.iter().enumerate() {
-            if layer.name.trim().is_empty() {
-                return Err(ModelTableError::Field {
-                    origin: origin(),
-                    layer: LayerRef {
-                        index: i,
-                        name: None,
-                    },
-                    field: "name",
-                    problem: "is empty".into(),
-                });
+        if input_bytes > Self::LIMIT {
+            return Err(too_large(None, "input_bytes", input_bytes));
+        }
+        for i in 0..layers.len() {
+            check_layer(&layers, i, origin)?;
+        }
+        let sum = |f: fn(&Layer) -> u64| layers.iter().fold(0u64, |a, l| a.saturating_add(f(l)));
+        let (params, fwd, bwd) = (
+            sum(|l| l.params),
+            sum(|l| l.flops_forward),
+            sum(|l| l.flops_backward),
+        );
+        for (field, total) in [
+            ("params", params),
+            ("flops_forward", fwd),
+            ("flops_backward", bwd),
+            ("activation_bytes", sum(|l| l.activation_bytes)),
+        ] {
+            if total > Self::LIMIT {
+                return Err(too_large(None, field, total));
             }
-            if let Some(first) = layers[..i].iter().position(|l| l.name == layer.name) {
-                return Err(ModelTableError::DuplicateName {
-                    origin: origin(),
-                    name: layer.name.clone(),
-                    first,
-                    second: i,
-                });
-            }
-            if let Some(g) = layer.gemm
-                && (g.m == 0 || g.k == 0 || g.n == 0)
-            {
-                return Err(field(
-                    i,
-                    "gemm",
-                    format!("has a zero dimension (m {}, k {}, n {})", g.m, g.k, g.n),
-                ));
-            }
-            if let Some(t) = &layer.tied {
-                let Some(owner) = layers[..i].iter().find(|l| l.name == t.layer) else {
-                    return Err(field(
-                        i,
-                        "tied.layer",
-                        format!("names no earlier layer: `{}`", t.layer),
-                    ));
-                };
-                if t.params > owner.params {
-                    return Err(field(
-                        i,
-                        "tied.params",
-                        format!(
-                            "is {}, more than the {} parameters of `{}`",
-                            t.params, owner.params, owner.name
-                        ),
-                    ));
-                }
-            }
-            params = params
-                .checked_add(layer.params)
-                .ok_or_else(|| overflow("params"))?;
-            fwd = fwd
-                .checked_add(layer.flops_forward)
-                .ok_or_else(|| overflow("flops_forward"))?;
-            bwd = bwd
-                .checked_add(layer.flops_backward)
-                .ok_or_else(|| overflow("flops_backward"))?;
         }
         Ok(Self {
             name,
@@ -560,6 +566,124 @@ impl ModelTable {
             .iter()
             .fold(0u64, |a, l| a.saturating_add(l.activation_bytes))
     }
+}
+
+/// Checks layer `i` of `layers` (a table from `origin`): its name, its
+/// numbers against [`ModelTable::LIMIT`], its `gemm` against its FLOPs, its
+/// `tied` against the earlier layers.
+fn check_layer(layers: &[Layer], i: usize, origin: &str) -> Result<(), ModelTableError> {
+    let layer = &layers[i];
+    let at = || LayerRef {
+        index: i,
+        name: Some(layer.name.clone()),
+    };
+    let field = |field: &'static str, problem: String| ModelTableError::Field {
+        origin: origin.to_owned(),
+        layer: at(),
+        field,
+        problem,
+    };
+    if layer.name.trim().is_empty() {
+        return Err(ModelTableError::Field {
+            origin: origin.to_owned(),
+            layer: LayerRef {
+                index: i,
+                name: None,
+            },
+            field: "name",
+            problem: "is empty".into(),
+        });
+    }
+    if let Some(first) = layers[..i].iter().position(|l| l.name == layer.name) {
+        return Err(ModelTableError::DuplicateName {
+            origin: origin.to_owned(),
+            name: layer.name.clone(),
+            first,
+            second: i,
+        });
+    }
+    let gemm = layer.gemm.map(|g| g.flops());
+    for (name, value) in [
+        ("params", Some(layer.params)),
+        ("flops_forward", Some(layer.flops_forward)),
+        ("flops_backward", Some(layer.flops_backward)),
+        ("activation_bytes", Some(layer.activation_bytes)),
+        ("output_bytes", layer.output_bytes),
+        ("gemm", gemm),
+        ("tied.params", layer.tied.as_ref().map(|t| t.params)),
+    ] {
+        if let Some(value) = value.filter(|&v| v > ModelTable::LIMIT) {
+            return Err(ModelTableError::TooLarge {
+                origin: origin.to_owned(),
+                layer: Some(at()),
+                field: name,
+                value,
+            });
+        }
+    }
+    if let Some(g) = layer.gemm {
+        check_gemm(layer, &g).map_err(|(name, problem)| field(name, problem))?;
+    }
+    if let Some(t) = &layer.tied {
+        let Some(owner) = layers[..i].iter().find(|l| l.name == t.layer) else {
+            return Err(field(
+                "tied.layer",
+                format!("names no earlier layer: `{}`", t.layer),
+            ));
+        };
+        if t.params > owner.params {
+            return Err(field(
+                "tied.params",
+                format!(
+                    "is {}, more than the {} parameters of `{}`",
+                    t.params, owner.params, owner.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `layer`'s FLOPs agree with its product `g` (within
+/// [`ModelTable::GEMM_FLOPS_BELOW`] and [`ModelTable::GEMM_FLOPS_ABOVE`]
+/// forward, at most twice the forward FLOPs backward: the weight and the
+/// input gradient each cost a forward pass), else the field and the
+/// problem. All numbers are at most [`ModelTable::LIMIT`] here.
+fn check_gemm(layer: &Layer, g: &Gemm) -> Result<(), (&'static str, String)> {
+    if g.m == 0 || g.k == 0 || g.n == 0 {
+        return Err((
+            "gemm",
+            format!("has a zero dimension (m {}, k {}, n {})", g.m, g.k, g.n),
+        ));
+    }
+    let product = g.flops();
+    let (fwd, bwd) = (layer.flops_forward, layer.flops_backward);
+    let low = (product as f64 * (1.0 - ModelTable::GEMM_FLOPS_BELOW)).ceil() as u64;
+    let high = product * ModelTable::GEMM_FLOPS_ABOVE;
+    if fwd < low || fwd > high {
+        return Err((
+            "flops_forward",
+            format!(
+                "is {fwd}, but its gemm (m {}, k {}, n {}) is 2 m k n = {product} FLOPs: \
+                 expected {low} to {high} ({}% below to {}x the product)",
+                g.m,
+                g.k,
+                g.n,
+                ModelTable::GEMM_FLOPS_BELOW * 100.0,
+                ModelTable::GEMM_FLOPS_ABOVE
+            ),
+        ));
+    }
+    if bwd > 2 * fwd {
+        return Err((
+            "flops_backward",
+            format!(
+                "is {bwd}, more than twice flops_forward ({fwd}): with a gemm, the backward \
+                 pass is its weight and input gradients, a forward pass each"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `64-128-64-10`.
@@ -769,14 +893,124 @@ output_bytes = 20
         let e = ModelTable::from_toml_str(&big, "m.toml").unwrap_err();
         assert!(
             matches!(
-                e,
-                ModelTableError::Overflow {
+                &e,
+                ModelTableError::TooLarge {
                     field: "params",
+                    layer: Some(LayerRef { index: 1, .. }),
+                    value,
+                    ..
+                } if *value == i64::MAX as u64
+            ),
+            "{e:?}"
+        );
+    }
+
+    /// A table with `fc1`'s `from` replaced by `to`.
+    fn edited(from: &str, to: &str) -> Result<ModelTable, ModelTableError> {
+        assert!(GOOD.contains(from), "{from}");
+        ModelTable::from_toml_str(&GOOD.replacen(from, to, 1), "m.toml")
+    }
+
+    #[test]
+    fn numbers_beyond_the_limit_are_refused_with_the_layer_field_and_value() {
+        let max = u64::MAX.to_string();
+        for field in [
+            "params",
+            "flops_forward",
+            "flops_backward",
+            "activation_bytes",
+        ] {
+            let line = GOOD
+                .lines()
+                .find(|l| l.starts_with(field))
+                .unwrap()
+                .to_owned();
+            let e = edited(&line, &format!("{field} = {max}")).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "m.toml: layer 0 (`fc1`): field `{field}` is {max}, above the planner's \
+                     limit of 2^53 = 9007199254740992"
+                )
+            );
+        }
+        // Up to 2^53 in all is allowed.
+        let limit = ModelTable::LIMIT;
+        let t = edited("params = 65792", &format!("params = {}", limit - 2570)).unwrap();
+        assert_eq!(t.params(), limit);
+        let e = edited(
+            "input_bytes = 1028",
+            &format!("input_bytes = {}", limit + 1),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "m.toml: `input_bytes` is 9007199254740993, above the planner's limit of 2^53 = \
+             9007199254740992"
+        );
+        // Each layer within the limit, the sum not.
+        let half = limit / 2 + 1;
+        let text = GOOD
+            .replace("params = 65792", &format!("params = {half}"))
+            .replace("params = 2570", &format!("params = {half}"));
+        let e = ModelTable::from_toml_str(&text, "m.toml").unwrap_err();
+        assert_eq!(
+            e,
+            ModelTableError::TooLarge {
+                origin: "m.toml".into(),
+                layer: None,
+                field: "params",
+                value: 2 * half,
+            }
+        );
+        assert!(e.to_string().contains("the layers' total `params`"), "{e}");
+        // A gemm whose 2 m k n is beyond it.
+        let e = edited("m = 1, k = 256", &format!("m = {limit}, k = 256")).unwrap_err();
+        assert!(
+            matches!(e, ModelTableError::TooLarge { field: "gemm", .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn flops_that_contradict_the_gemm_are_refused_with_both_numbers() {
+        // fc1: gemm 1 x 256 x 256 is 131072 FLOPs.
+        let e = edited("flops_forward = 131072", "flops_forward = 1").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "m.toml: layer 0 (`fc1`): field `flops_forward` is 1, but its gemm (m 1, k 256, \
+             n 256) is 2 m k n = 131072 FLOPs: expected 129762 to 524288 (1% below to 4x the \
+             product)"
+        );
+        // The tolerance's edges are accepted, one past them is not.
+        for (fwd, ok) in [
+            (129_762, true),
+            (129_761, false),
+            (524_288, true),
+            (524_289, false),
+        ] {
+            let r = edited(
+                "flops_forward = 131072\nflops_backward = 131072",
+                &format!("flops_forward = {fwd}\nflops_backward = {fwd}"),
+            );
+            assert_eq!(r.is_ok(), ok, "{fwd}: {r:?}");
+        }
+        let e = edited("flops_backward = 131072", "flops_backward = 262145").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                ModelTableError::Field {
+                    field: "flops_backward",
                     ..
                 }
             ),
             "{e:?}"
         );
+        assert!(
+            e.to_string().contains("262145") && e.to_string().contains("131072"),
+            "{e}"
+        );
+        edited("flops_backward = 131072", "flops_backward = 262144").unwrap();
     }
 
     #[test]

@@ -77,6 +77,18 @@ pub enum TrainError {
         /// The loss scale step `step` ran with.
         loss_scale: f32,
     },
+    /// This process's replicas would need more host memory than there is
+    /// (found before allocating it).
+    OutOfHostMemory {
+        /// Bytes they would allocate, at least.
+        needed: u64,
+        /// Bytes available.
+        available: u64,
+        /// Where `available` comes from.
+        source: &'static str,
+        /// Replicas in this process.
+        replicas: usize,
+    },
     /// A replica thread panicked (a bug: please report it).
     Panicked(String),
 }
@@ -132,6 +144,22 @@ impl fmt::Display for TrainError {
                  non-finite gradients or had a non-finite loss (step {step}: loss {loss}, \
                  loss scale {loss_scale}); try a smaller learning rate or gradient clipping",
                 (step + 1).saturating_sub(*steps)
+            ),
+            Self::OutOfHostMemory {
+                needed,
+                available,
+                source,
+                replicas,
+            } => write!(
+                f,
+                "out of host memory: the {replicas} replicas of this process need at least \
+                 {needed} bytes ({:.1} GB: their engines' tensors, weights, gradients and \
+                 optimizer state), {available} bytes ({:.1} GB) are available ({source}); use \
+                 fewer replicas per process, a smaller model or micro-batch, or set {} to \
+                 another cap",
+                *needed as f64 / 1e9,
+                *available as f64 / 1e9,
+                super::HOST_MEMORY_VARIABLE
             ),
             Self::Panicked(what) => write!(f, "a replica thread panicked: {what}"),
         }

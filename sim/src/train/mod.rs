@@ -106,6 +106,7 @@ mod config;
 mod cost;
 mod divergence;
 mod error;
+mod fit;
 mod optimizer;
 mod params;
 mod pipeline;
@@ -118,6 +119,7 @@ pub use config::{
 pub use cost::{OptimizerMemory, StepTime};
 pub use divergence::Divergence;
 pub use error::{Difference, TrainError};
+pub use fit::{HOST_MEMORY_VARIABLE, available_host_memory};
 pub use pipeline::{
     Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
     step_cycles,

@@ -13,10 +13,10 @@ use super::TrainError;
 use super::checkpoint::{self, ResumeState};
 use super::comm::{self, InstanceLink, ReplicaComm};
 use super::config::TrainConfig;
-use super::cost::{OptimizerMemory, StepTime, optimizer_memory, step_time};
+use super::cost::{OptimizerMemory, StepTime, step_time};
 use super::divergence::{Divergence, Streak};
 use super::params::FlatParams;
-use super::pipeline::{Schedule, StageMemory, stage_memory, step_cycles};
+use super::pipeline::{Schedule, StageMemory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
@@ -131,7 +131,7 @@ impl MemoryReport {
     }
 
     /// Whether it fits a tile.
-    fn check(&self) -> Result<(), TrainError> {
+    pub(crate) fn check(&self) -> Result<(), TrainError> {
         let needed = self.max_tile_bytes();
         if needed > self.model.capacity {
             return Err(TrainError::OutOfTileMemory {
@@ -234,6 +234,7 @@ impl Trainer {
                 )));
             }
         }
+        super::fit::check(&config, &layout, &model, &placement)?;
         let flat = FlatParams::new(model.params(), config.shards());
         let steps_per_epoch = plan.steps_per_epoch(train.len()) as u64;
         if test.is_empty() {
@@ -511,26 +512,14 @@ impl Trainer {
 
     /// The memory of a replica whose model is `mlp`.
     fn memory_report(&self, mlp: &Mlp, target: &crate::ipu::Target) -> MemoryReport {
-        let config = &self.config;
-        let spec = target.spec();
-        let shards = config.shards() as u64;
-        let tiles_per_stage = match self.placement {
-            Placement::Spread => u64::from(target.tiles()),
-            Placement::Ipus(_) => u64::from(spec.tiles()),
-        };
-        MemoryReport {
-            model: mlp.memory().summary(10),
-            optimizer: optimizer_memory(config, spec, self.flat.elements() as u64, shards),
-            activations: stage_memory(
-                &self.model,
-                &self.placement,
-                config.micro_batch,
-                config.gradient_accumulation,
-                self.schedule(),
-                config.recompute,
-                tiles_per_stage,
-            ),
-        }
+        super::fit::memory_report(
+            &self.config,
+            &self.model,
+            &self.placement,
+            self.flat.elements() as u64,
+            mlp.memory().summary(10),
+            target,
+        )
     }
 }
 

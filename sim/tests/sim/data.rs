@@ -458,18 +458,25 @@ fn idx_errors_name_the_offset_and_problem() {
         (
             Position::Offset(0),
             FileProblem::WrongMagic {
-                expected: IMAGES_MAGIC,
-                found: LABELS_MAGIC
+                expected: IMAGES_MAGIC.to_be_bytes().to_vec(),
+                found: LABELS_MAGIC.to_be_bytes().to_vec()
             }
         )
     );
     let mut floats = images.clone();
     floats[2] = 0x0d;
-    assert_eq!(
-        malformed(load(&floats).unwrap_err()).1,
-        FileProblem::UnsupportedDtype {
-            found: "0x0d".into()
-        }
+    let e = load(&floats).unwrap_err();
+    assert!(matches!(
+        &malformed(e.clone()).1,
+        FileProblem::UnsupportedDtype { found, .. } if found == "0x0d"
+    ));
+    // The message lists IDX's element types, not npy's.
+    let text = e.to_string();
+    assert!(
+        text.contains("unsupported element type 0x0d")
+            && text.contains("0x08, unsigned bytes")
+            && !text.contains("f64"),
+        "{text}"
     );
     let mut longer = images.clone();
     longer.push(0);
@@ -600,13 +607,12 @@ fn npy_rejects_fortran_order_unsupported_dtypes_and_bad_labels() {
         FileProblem::FortranOrder
     );
     for descr in ["<f2", ">f4", "<c8", "<i4"] {
-        assert_eq!(
-            malformed(load(&npy(descr, false, &[2, 2], &data), &labels).unwrap_err()).1,
-            FileProblem::UnsupportedDtype {
-                found: descr.into()
-            },
+        let e = load(&npy(descr, false, &[2, 2], &data), &labels).unwrap_err();
+        assert!(
+            matches!(&malformed(e.clone()).1, FileProblem::UnsupportedDtype { found, .. } if found == descr),
             "{descr}"
         );
+        assert!(e.to_string().contains("expected inputs of '<f4'"), "{e}");
     }
     assert_eq!(
         malformed(load(&npy("<f4", false, &[4], &data), &labels).unwrap_err()).1,
@@ -619,19 +625,32 @@ fn npy_rejects_fortran_order_unsupported_dtypes_and_bad_labels() {
         malformed(load(&npy("<f4", false, &[2, 2], &data[..15]), &labels).unwrap_err()).1,
         FileProblem::Truncated { found, .. } if found == 128 + 15
     ));
-    assert!(matches!(
+    assert_eq!(
         malformed(load(b"PK\x03\x04 not npy", &labels).unwrap_err()).1,
         FileProblem::WrongMagic {
-            found: 0x504b_0304,
-            ..
+            expected: b"\x93NUMPY".to_vec(),
+            found: b"PK\x03\x04 n".to_vec(),
         }
-    ));
+    );
+    // The first four bytes right, the next two wrong: the message shows all
+    // six, so the two numbers differ (they read 0x934e554d twice before).
+    let mut almost = npy("<f4", false, &[2, 2], &data);
+    almost[4..6].copy_from_slice(b"XX");
+    let e = load(&almost, &labels).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: byte 0: expected the magic bytes 93 4e 55 4d 50 59, found 93 4e 55 4d 58 58",
+            dir.0.join("x.npy").display()
+        )
+    );
     let x = npy("<f4", false, &[2, 2], &data);
     let float_labels = dir.write("yf.npy", &npy("<f4", false, &[2], &[0; 8]));
     assert_eq!(
         malformed(load(&x, &float_labels).unwrap_err()).1,
         FileProblem::UnsupportedDtype {
-            found: "<f4".into()
+            found: "<f4".into(),
+            supported: "labels of an integer type, '|i1', '|u1', '<i2' .. '<u8', little-endian",
         }
     );
     let negative = dir.write("yn.npy", &npy("<i2", false, &[2], &[1, 0, 0xff, 0xff]));

@@ -5,10 +5,11 @@
 use core::num::NonZeroU64;
 
 use tessera_core::fp::{HalfFloat, f16};
-use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Target};
+use tessera_sim::ipu::{self, DType, Engine, EngineOptions, Graph, Mapping, Target};
 use tessera_sim::kernels::matmul::{BlockLayout, GemmShape, Operand, Output, gemm, matmul};
 use tessera_sim::model::{
-    Activation, Compute, GroupSum, Mlp, MlpConfig, ModelError, NoGroup, ParamKind,
+    Activation, Compute, GroupSum, MemoryEstimate, Mlp, MlpConfig, ModelError, NoGroup, ParamKind,
+    Placement,
 };
 use tessera_sim::{IpuParams, IpuSpec};
 
@@ -624,4 +625,123 @@ fn matmul_reads_resident_blocks_in_place() {
     // Only A (480 B) moves, multicast to the four tiles other than its
     // own (where it is read in place too).
     assert_eq!(profile.cycles.exchange, 480 / 4);
+}
+
+/// The estimate's memory against the built engines': per tile, the
+/// tensors, the vertex state and the code equal, the exchange code at most
+/// the engine's (only the receiving side of a product's gathers counted).
+fn assert_estimate_bounds_engine(
+    cfg: &MlpConfig,
+    target: Target,
+    placement: &Placement,
+    batch: usize,
+    compute: Compute,
+) {
+    let estimate = MemoryEstimate::of(cfg, target, placement, batch, compute).unwrap();
+    let mlp = Mlp::placed(cfg, target, placement, batch, compute).unwrap();
+    let what = format!("{cfg:?} {placement:?} batch {batch} {compute:?}");
+    for (measured, built) in [
+        (&estimate.train, mlp.memory()),
+        (&estimate.eval, mlp.inference_memory()),
+    ] {
+        assert_eq!(measured.capacity, built.capacity);
+        assert_eq!(measured.tiles.len(), built.tiles.len());
+        for (t, (m, b)) in measured.tiles.iter().zip(&built.tiles).enumerate() {
+            assert_eq!(m.tensors, b.tensors, "tile {t}: {what}");
+            assert_eq!(m.vertex_state, b.vertex_state, "tile {t}: {what}");
+            assert_eq!(m.code, b.code, "tile {t}: {what}");
+            assert!(m.exchange <= b.exchange, "tile {t}: {what}");
+        }
+        assert!(measured.summary(1).max <= built.summary(1).max, "{what}");
+    }
+    // The engines hold at least every tensor's values on the host.
+    let tensors: u64 = [mlp.memory(), mlp.inference_memory()]
+        .iter()
+        .flat_map(|m| m.tiles.iter().map(|t| t.tensors))
+        .sum();
+    assert!(estimate.host_bytes >= tensors / 2, "{what}");
+}
+
+#[test]
+fn the_memory_estimate_agrees_with_the_engines_accounting() {
+    let digits = config(64, &[128, 64], 10, Activation::Relu, false);
+    let bn = config(64, &[128, 64], 10, Activation::Gelu, true);
+    let wide = config(300, &[512, 256], 17, Activation::Relu, false);
+    let spec = IpuSpec::MK2_GC200;
+    let one = Target::single(spec);
+    let two = Target::new(spec, 2).unwrap();
+    assert_estimate_bounds_engine(&digits, one, &Placement::Spread, 8, Compute::F16);
+    assert_estimate_bounds_engine(&bn, one, &Placement::Spread, 8, Compute::F32);
+    assert_estimate_bounds_engine(&wide, one, &Placement::Spread, 16, Compute::F16);
+    assert_estimate_bounds_engine(&wide, two, &Placement::Spread, 4, Compute::F32);
+    assert_estimate_bounds_engine(&bn, two, &Placement::Ipus(vec![0, 0, 1]), 8, Compute::F16);
+    assert_estimate_bounds_engine(&digits, target(16), &Placement::Spread, 5, Compute::F32);
+}
+
+#[test]
+fn the_estimate_refuses_what_the_engine_refuses_without_building_it() {
+    // Wider and wider single hidden layers: the engine runs out of tile
+    // memory from some width on. The estimate refuses a subset of those
+    // (it never refuses a model the engine accepts), and its tile is one
+    // the engine finds over too.
+    let spec = IpuSpec::MK2_GC200;
+    let (mut both, mut neither) = (0, 0);
+    for width in [512, 4096, 16_384, 65_536] {
+        let cfg = config(64, &[width], 10, Activation::Relu, false);
+        let target = Target::single(spec);
+        let estimate = MemoryEstimate::of(&cfg, target, &Placement::Spread, 8, Compute::F16);
+        let built = Mlp::placed(&cfg, target, &Placement::Spread, 8, Compute::F16);
+        match (estimate, built) {
+            (Ok(_), Ok(_)) => neither += 1,
+            (Err(ModelError::OutOfTileMemory(e)), Err(ModelError::Build(b))) => {
+                let ipu::BuildError::OutOfTileMemory(b) = b else {
+                    panic!("{width}: {b:?}");
+                };
+                // Every tile's estimate is at most its bytes in the engine:
+                // the engine's first tile over comes no later.
+                assert!(b.tile < e.tile || (b.tile == e.tile && e.needed <= b.needed));
+                assert!(e.tiles_over <= b.tiles_over, "{width}");
+                both += 1;
+            }
+            (Ok(_), Err(_)) => {} // over only by the uncounted exchange code
+            (e, b) => panic!("{width}: the estimate {e:?}, the engine {b:?}"),
+        }
+    }
+    assert!(both > 0 && neither > 0, "both {both}, neither {neither}");
+    // Far beyond the tiles: refused from the shapes, with the numbers.
+    let huge = config(64, &[100_000_000], 10, Activation::Relu, false);
+    let e = MemoryEstimate::of(
+        &huge,
+        Target::single(spec),
+        &Placement::Spread,
+        8,
+        Compute::F16,
+    )
+    .unwrap_err();
+    let ModelError::OutOfTileMemory(e) = e else {
+        panic!("{e:?}");
+    };
+    assert_eq!((e.tile, e.available), (0, spec.memory_per_tile()));
+    assert!(e.breakdown.tensors >= 4_000_000_000, "{e:?}");
+    assert_eq!(&*e.largest[0].0, "layer1.weight");
+    // Beyond what 2^58 bytes hold: a typed error, not an overflow.
+    let absurd = config(64, &[usize::MAX], 10, Activation::Relu, false);
+    assert!(matches!(
+        MemoryEstimate::of(&absurd, Target::single(spec), &Placement::Spread, 8, Compute::F16),
+        Err(ModelError::TooLarge { ref tensor, .. }) if tensor == "layer0.weight"
+    ));
+    assert!(matches!(
+        Mlp::new(&absurd, Target::single(spec), 8, Compute::F16),
+        Err(ModelError::TooLarge { .. })
+    ));
+    assert!(matches!(
+        absurd.validate(),
+        Err(ModelError::TooLarge { .. })
+    ));
+    // Placing it by memory (before it is validated) does not overflow.
+    let deep = config(64, &[usize::MAX, 4], 10, Activation::Relu, false);
+    assert_eq!(
+        Placement::by_memory(&deep, 2).unwrap(),
+        Placement::Ipus(vec![0, 1, 1])
+    );
 }

@@ -427,9 +427,9 @@ fn plan_reads_model_files() {
 }
 
 #[test]
-fn plan_absurd_inputs_give_answers_not_panics() {
-    // A layer at the limits of 64 bits, a huge micro-batch: saturated
-    // figures (and no fit), never an overflow.
+fn plan_absurd_inputs_are_typed_errors_not_saturated_answers() {
+    // Numbers at the limits of 64 bits: refused where the table is read,
+    // naming the field (saturated figures were wrong answers: "inf s").
     let huge = (i64::MAX / 4) as u64;
     let text = format!(
         "input_bytes = {huge}\n[[layer]]\nname = \"x\"\nparams = {huge}\nflops_forward = {huge}\n\
@@ -438,8 +438,29 @@ fn plan_absurd_inputs_give_answers_not_panics() {
          [[layer]]\nname = \"y\"\nparams = 0\nflops_forward = {huge}\nflops_backward = 0\n\
          activation_bytes = {huge}\n"
     );
-    let model = ModelTable::from_toml_str(&text, "huge.toml").unwrap();
-    for (micro_batch, stages, recompute) in [(1, 1, false), (usize::MAX / 2, 2, true)] {
+    let e = ModelTable::from_toml_str(&text, "huge.toml").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ModelTableError::TooLarge {
+                field: "input_bytes",
+                layer: None,
+                value,
+                ..
+            } if value == huge
+        ),
+        "{e:?}"
+    );
+    // Layers near the limit plan, with finite figures (and no fit) ...
+    let big = 1u64 << 50;
+    let text = format!(
+        "input_bytes = 4\n[[layer]]\nname = \"x\"\nparams = {big}\nflops_forward = {big}\n\
+         flops_backward = {big}\nactivation_bytes = {big}\n\
+         [[layer]]\nname = \"y\"\nparams = 0\nflops_forward = {big}\nflops_backward = 0\n\
+         activation_bytes = {big}\n"
+    );
+    let model = ModelTable::from_toml_str(&text, "big.toml").unwrap();
+    for (micro_batch, stages, recompute) in [(1, 1, false), (2, 2, true)] {
         let plan = PlanConfig {
             micro_batch,
             ipus_per_replica: stages,
@@ -453,8 +474,18 @@ fn plan_absurd_inputs_give_answers_not_panics() {
         .plan()
         .unwrap();
         assert!(!plan.fits);
-        assert!(plan.step_s > 0.0);
+        assert!(plan.step_s.is_finite() && plan.step_s > 0.0);
+        assert!(plan.samples_per_second.is_finite() && plan.flops_utilisation.is_finite());
+        assert!(plan.scaling.iter().all(|r| r.efficiency.is_finite()));
     }
+    // ... and a micro-batch that takes them beyond it is refused.
+    let err = PlanConfig {
+        micro_batch: 1 << 20,
+        ..PlanConfig::new(model.clone(), PodSpec::pod16())
+    }
+    .plan()
+    .unwrap_err();
+    assert!(matches!(err, PlanError::MicroBatchTooLarge { .. }), "{err}");
     // A global batch beyond 64 bits is refused, not saturated.
     let err = PlanConfig {
         micro_batch: usize::MAX,

@@ -1,0 +1,238 @@
+//! Whether a run fits, decided before anything is allocated for it.
+//!
+//! - The tiles: the replica's model measured without building it
+//!   ([`MemoryEstimate`]: tensors, vertex state and code to the byte, the
+//!   exchange code at most the engine's), then the run's own check
+//!   ([`MemoryReport`]: the fullest tile with the optimizer's share and the
+//!   pipeline's stashes) on those figures. A run refused here would be
+//!   refused by the engines and the run's check, after minutes and
+//!   gigabytes of building.
+//! - The host: what the replicas of this process allocate, at least: their
+//!   two engines ([`MemoryEstimate::host_bytes`]) and their buffers (the
+//!   weights, the master copy, the master's full copy while starting, the
+//!   optimizer state, a gradient buffer per micro-batch of a step and the
+//!   reduced one), and each instance's initial weights, against the memory
+//!   available ([`available_host_memory`]).
+
+use tessera_core::kernels::BLOCK;
+
+use super::TrainError;
+use super::config::{PrecisionMode, TrainConfig};
+use super::cost::optimizer_memory;
+use super::pipeline::{Schedule, stage_memory};
+use super::run::MemoryReport;
+use crate::ipu::{MemorySummary, Target};
+use crate::model::{Compute, MemoryEstimate, MlpConfig, Placement};
+use crate::pod::{Layout, ProcessId};
+
+/// The variable that caps the host memory a run may use, in bytes (it
+/// replaces what the system says is available).
+pub const HOST_MEMORY_VARIABLE: &str = "TESSERA_HOST_MEMORY";
+
+/// The memory of a replica whose model's tiles are `model`: the figures
+/// the run checks before it starts stepping.
+pub(crate) fn memory_report(
+    config: &TrainConfig,
+    model: &MlpConfig,
+    placement: &Placement,
+    elements: u64,
+    summary: MemorySummary,
+    target: &Target,
+) -> MemoryReport {
+    let spec = target.spec();
+    let tiles_per_stage = match placement {
+        Placement::Spread => u64::from(target.tiles()),
+        Placement::Ipus(_) => u64::from(spec.tiles()),
+    };
+    let schedule = config
+        .pipeline
+        .as_ref()
+        .map_or(Schedule::Sequential, |p| p.schedule);
+    MemoryReport {
+        model: summary,
+        optimizer: optimizer_memory(config, spec, elements, config.shards() as u64),
+        activations: stage_memory(
+            model,
+            placement,
+            config.micro_batch,
+            config.gradient_accumulation,
+            schedule,
+            config.recompute,
+            tiles_per_stage,
+        ),
+    }
+}
+
+/// Checks that the run fits the tiles and this process's host memory.
+///
+/// # Errors
+/// [`TrainError::Model`] with [`ModelError::TooLarge`] or
+/// [`ModelError::OutOfTileMemory`] (the tile, its bytes, the largest
+/// tensors); [`TrainError::OutOfTileMemory`] (with the optimizer's share
+/// and the stashes); [`TrainError::OutOfHostMemory`].
+///
+/// [`ModelError::TooLarge`]: crate::model::ModelError::TooLarge
+/// [`ModelError::OutOfTileMemory`]: crate::model::ModelError::OutOfTileMemory
+pub(crate) fn check(
+    config: &TrainConfig,
+    layout: &Layout,
+    model: &MlpConfig,
+    placement: &Placement,
+) -> Result<(), TrainError> {
+    crate::model::check_sizes(model, config.micro_batch)?;
+    let target = layout.replica_target()?;
+    let compute = if config.precision.f16_compute() {
+        Compute::F16
+    } else {
+        Compute::F32
+    };
+    let estimate = MemoryEstimate::of(model, target, placement, config.micro_batch, compute)?;
+    let elements = model
+        .params()
+        .iter()
+        .fold(0u64, |a, p| a.saturating_add(p.len() as u64));
+    memory_report(
+        config,
+        model,
+        placement,
+        elements,
+        estimate.train.summary(10),
+        &target,
+    )
+    .check()?;
+    // Under mpirun this process runs one instance; else all of them.
+    let (replicas, instances) = if matches!(ProcessId::from_env(), Ok(Some(_))) {
+        (config.replicas_per_instance(), 1)
+    } else {
+        (config.replicas, config.instances)
+    };
+    let needed = host_bytes(config, &estimate, model, replicas, instances);
+    match available_host_memory().map_err(TrainError::Invalid)? {
+        Some((bytes, source)) if needed > bytes => Err(TrainError::OutOfHostMemory {
+            needed,
+            available: bytes,
+            source,
+            replicas,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Bytes `replicas` replicas of `instances` instances allocate on the
+/// host, at least (see the [module docs](self)). Saturating.
+fn host_bytes(
+    config: &TrainConfig,
+    estimate: &MemoryEstimate,
+    model: &MlpConfig,
+    replicas: usize,
+    instances: usize,
+) -> u64 {
+    // The flat buffer: every parameter from a block boundary, the whole
+    // in blocks of every shard (as `FlatParams` lays it out).
+    let shards = config.shards().max(1) as u64;
+    let block = BLOCK as u64;
+    let n = model
+        .params()
+        .iter()
+        .fold(0u64, |a, p| {
+            a.saturating_add((p.len() as u64).div_ceil(block).saturating_mul(block))
+        })
+        .div_ceil(block.saturating_mul(shards))
+        .saturating_mul(block.saturating_mul(shards));
+    let shard = n.div_ceil(shards);
+    let weights = if config.precision == PrecisionMode::Fp32 {
+        4
+    } else {
+        2
+    };
+    let master = if config.precision == PrecisionMode::Mixed {
+        4
+    } else {
+        0
+    };
+    let state = config.optimizer.state_tensors() as u64 * 4;
+    let accumulation = config.gradient_accumulation as u64;
+    // Per element of the flat buffer: weights, the master's full copy,
+    // and the gradients of every micro-batch of a step and their sum;
+    // per element of the shard: the master and the optimizer state.
+    let per_replica = n
+        .saturating_mul(weights + 4 + 4 * accumulation.saturating_add(1))
+        .saturating_add(shard.saturating_mul(master + state))
+        .saturating_add(estimate.host_bytes);
+    (replicas as u64)
+        .saturating_mul(per_replica)
+        .saturating_add((instances as u64).saturating_mul(n.saturating_mul(4)))
+}
+
+/// Bytes of host memory this process may still allocate, and where the
+/// figure comes from: [`HOST_MEMORY_VARIABLE`] if set (a cap, in bytes),
+/// else the system's available memory (`MemAvailable` of
+/// `/proc/meminfo`), lowered to what the address-space limit (`ulimit
+/// -v`) leaves this process; `None` where neither is known.
+///
+/// # Errors
+/// A message if [`HOST_MEMORY_VARIABLE`] is set but not a whole number.
+pub fn available_host_memory() -> Result<Option<(u64, &'static str)>, String> {
+    if let Some(cap) = std::env::var_os(HOST_MEMORY_VARIABLE) {
+        return match cap.to_str().and_then(|c| c.trim().parse().ok()) {
+            Some(c) => Ok(Some((c, HOST_MEMORY_VARIABLE))),
+            None => Err(format!(
+                "{HOST_MEMORY_VARIABLE}={cap:?} is not a whole number of bytes"
+            )),
+        };
+    }
+    let proc = |path| std::fs::read_to_string(path).ok();
+    let system = proc("/proc/meminfo")
+        .and_then(|t| kib(&t, "MemAvailable:"))
+        .map(|b| (b, "MemAvailable in /proc/meminfo"));
+    let address_space = proc("/proc/self/limits")
+        .and_then(|t| address_space_limit(&t))
+        .map(|limit| {
+            let used = proc("/proc/self/status")
+                .and_then(|t| kib(&t, "VmSize:"))
+                .unwrap_or(0);
+            (
+                limit.saturating_sub(used),
+                "the address-space limit (ulimit -v) less what the process maps",
+            )
+        });
+    Ok(match (system, address_space) {
+        (Some(s), Some(a)) => Some(if a.0 < s.0 { a } else { s }),
+        (s, a) => s.or(a),
+    })
+}
+
+/// The value of a `KEY:   123 kB` line of `text`, in bytes.
+fn kib(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let kb: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// The soft `Max address space` of a `/proc/self/limits` text, in bytes
+/// (`None` when unlimited).
+fn address_space_limit(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("Max address space"))?;
+    line["Max address space".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_files_parse() {
+        let meminfo = "MemTotal:       24000000 kB\nMemAvailable:   12345678 kB\n";
+        assert_eq!(kib(meminfo, "MemAvailable:"), Some(12_345_678 * 1024));
+        assert_eq!(kib(meminfo, "VmSize:"), None);
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
+                      Max address space         4294967296           unlimited            bytes\n";
+        assert_eq!(address_space_limit(limits), Some(4_294_967_296));
+        let unlimited = limits.replace("4294967296", "unlimited");
+        assert_eq!(address_space_limit(&unlimited), None);
+    }
+}
