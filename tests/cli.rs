@@ -826,7 +826,7 @@ fn train_refuses_damaged_checkpoints_and_other_settings_naming_them() {
 fn messages_name_the_input_the_value_and_what_is_allowed() {
     let dir = scratch("messages");
     let runs = dir.to_str().unwrap();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["scale", "--global-batch", "0"],
             "tessera: error: invalid value '0' for '--global-batch <N>': expected a whole number >= 1",
@@ -843,6 +843,11 @@ fn messages_name_the_input_the_value_and_what_is_allowed() {
             &["train", "--device-mapping", "0,99999999999"],
             "tessera: error: invalid value '99999999999' for '--device-mapping <I,I>': \
              expected a whole number from 0 to 4294967295",
+        ),
+        (
+            &["train", "--checkpoint-every", "-1"],
+            "tessera: error: invalid value '-1' for '--checkpoint-every <N>': \
+             expected a whole number >= 0",
         ),
         (
             &["train", "--lr", "-1", "--runs-dir", runs],

@@ -38,6 +38,7 @@ pub(super) struct TrainArgs {
         long,
         alias = "checkpoint_every",
         value_name = "N",
+        value_parser = job::whole::<u64, 0>,
         default_value_t = 0
     )]
     checkpoint_every: u64,
@@ -45,7 +46,12 @@ pub(super) struct TrainArgs {
     /// Stop after N epochs with a checkpoint, as if interrupted (the
     /// learning-rate schedule stays the whole run's): `--resume` then
     /// finishes bitwise as the uninterrupted run
-    #[arg(long, alias = "stop_after_epochs", value_name = "N")]
+    #[arg(
+        long,
+        alias = "stop_after_epochs",
+        value_name = "N",
+        value_parser = job::whole::<u64, 0>
+    )]
     stop_after_epochs: Option<u64>,
 
     /// Stop the run as diverged (exit status 3) after N consecutive steps
@@ -54,6 +60,7 @@ pub(super) struct TrainArgs {
         long,
         alias = "diverged_after",
         value_name = "N",
+        value_parser = job::whole::<u64, 0>,
         default_value_t = Divergence::DEFAULT_STEPS
     )]
     diverged_after: u64,

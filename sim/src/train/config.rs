@@ -537,7 +537,10 @@ impl TrainConfig {
             return Err(TrainError::Zero("epochs"));
         }
         if let Some(i) = self.hidden.iter().position(|&h| h == 0) {
-            return Err(TrainError::Invalid(format!("hidden width {i} is 0")));
+            return Err(TrainError::Invalid(format!(
+                "hidden = {:?}: hidden layer {i} has width 0; every width must be >= 1",
+                self.hidden
+            )));
         }
         if !(self.test_fraction > 0.0 && self.test_fraction < 1.0) {
             return Err(TrainError::Invalid(format!(

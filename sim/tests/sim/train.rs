@@ -375,8 +375,26 @@ fn a_diverging_run_stops_and_keeps_its_last_checkpoint() {
     let bad = |r: &StepRecord| r.skipped || !r.loss.is_finite();
     assert!(seen[(step + 1 - steps) as usize..].iter().all(bad));
     assert!(!bad(&seen[(step - steps) as usize]));
-    // No checkpoint of the diverged state: the last epoch's is kept.
-    assert_eq!(trainer.resume_point(&path).unwrap(), (step + 1) / 5 * 5);
+    // A non-finite state is never checkpointed (resuming would refuse it):
+    // LAMB at 1e30 blows the weights up in the first epoch, so there is none.
+    assert!(!path.exists(), "a checkpoint of non-finite weights");
+    // An overflowing static scale skips every step and keeps the weights
+    // finite: no checkpoint of the diverged state, the last epoch's is kept.
+    let overflowing = Trainer::new(
+        TrainConfig {
+            loss_scaling: LossScaling::Static(1.0e38),
+            epochs: 8,
+            ..config(2, 4, 4)
+        },
+        data(),
+    )
+    .unwrap();
+    let err = overflowing.run(&options, &|_| {}).unwrap_err();
+    let TrainError::Diverged { step, .. } = err else {
+        panic!("{err}")
+    };
+    assert_eq!(step, Divergence::DEFAULT_STEPS - 1, "every step is bad");
+    assert_eq!(overflowing.resume_point(&path).unwrap(), step / 5 * 5);
     // Never stopping runs to the end, skipping almost every step.
     let options = RunOptions {
         divergence: Divergence::NEVER,
