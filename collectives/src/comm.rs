@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::cost::Topology;
 use crate::error::{Cause, CommError, Failure};
 
 /// A message tag. Messages from one rank to another with the same tag
@@ -212,6 +213,14 @@ pub trait Communicator {
     /// pipelines large messages itself, as MPI's do.
     fn piece_elements(&self) -> Option<usize> {
         None
+    }
+
+    /// The topology that [`Collectives::new`](crate::Collectives::new)
+    /// costs this transport's collectives on, to choose their algorithms:
+    /// [`Topology::shared_memory`] (the thread transport's measured costs)
+    /// unless the transport says otherwise.
+    fn topology(&self) -> Topology {
+        Topology::shared_memory()
     }
 
     /// Aborts the world on this rank's behalf ([`Cause::Aborted`]): this
@@ -437,6 +446,9 @@ macro_rules! forward_communicator {
             }
             fn piece_elements(&self) -> Option<usize> {
                 (**self).piece_elements()
+            }
+            fn topology(&self) -> Topology {
+                (**self).topology()
             }
         }
     )*};

@@ -30,6 +30,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use crate::comm::{Apply, Communicator, Incoming, Outgoing};
+use crate::cost::Topology;
 use crate::error::{CommError, Failure};
 
 /// What goes wrong.
@@ -155,5 +156,9 @@ impl<C: Communicator> Communicator for Faulty<C> {
 
     fn piece_elements(&self) -> Option<usize> {
         self.inner.piece_elements()
+    }
+
+    fn topology(&self) -> Topology {
+        self.inner.topology()
     }
 }

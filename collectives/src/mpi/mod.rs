@@ -69,6 +69,7 @@ use ::mpi::topology::{Communicator as _, SimpleCommunicator};
 use ::mpi::traits::Equivalence;
 
 use crate::comm::{Communicator, Incoming, Outgoing, failure_error, peers_in_range};
+use crate::cost::Topology;
 use crate::error::{Cause, CommError, Failure};
 
 pub use ::mpi::environment::Universe;
@@ -459,6 +460,12 @@ impl Communicator for MpiCommunicator {
     fn failure(&self) -> Option<Failure> {
         self.poll_notices();
         self.failure.get()
+    }
+
+    /// [`Topology::processes`]: the thread transport's measured costs do
+    /// not hold for processes.
+    fn topology(&self) -> Topology {
+        Topology::processes()
     }
 }
 
