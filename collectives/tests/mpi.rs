@@ -537,6 +537,35 @@ fn faults(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
             comm = c.into_inner().into_inner().duplicate();
         }
     }
+    if r == 0 {
+        println!("faults: aborts at random steps of every algorithm fail every rank cleanly");
+    }
+    *passed += 1;
+    comm
+}
+
+/// Whether `e` names `rank` as the one that stopped responding.
+fn names_unresponsive(e: &CommError, rank: usize) -> bool {
+    match *e {
+        CommError::Timeout { peer, .. } => peer == Some(rank),
+        CommError::PeerFailed {
+            rank: failed,
+            cause: Cause::Unresponsive,
+        } => failed == rank,
+        _ => false,
+    }
+}
+
+/// A rank that stops responding: the others time out within the deadline,
+/// naming it. Then rank 2 stalls while rank `first` starts the all-reduce
+/// before the others, so that its deadline passes first (rank 0 waits for
+/// 3, which waits for 2): every error names rank 2, whichever rank times
+/// out first, and no live rank is told that it failed.
+fn stalls_are_blamed_on_the_rank_that_stopped(
+    comm: MpiCommunicator,
+    passed: &mut usize,
+) -> MpiCommunicator {
+    let (p, r) = (comm.size(), comm.rank());
     // A rank that stops responding: the others time out within the
     // deadline; it finds the world aborted when it wakes.
     let timeout = Duration::from_millis(500);
@@ -568,37 +597,7 @@ fn faults(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
         "rank {r}: {:?}",
         start.elapsed()
     );
-    let comm = c.into_inner().into_inner().duplicate();
-    if r == 0 {
-        println!(
-            "faults: aborts at random steps of every algorithm and a stall fail every rank cleanly"
-        );
-    }
-    *passed += 1;
-    comm
-}
-
-/// Whether `e` names `rank` as the one that stopped responding.
-fn names_unresponsive(e: &CommError, rank: usize) -> bool {
-    match *e {
-        CommError::Timeout { peer, .. } => peer == Some(rank),
-        CommError::PeerFailed {
-            rank: failed,
-            cause: Cause::Unresponsive,
-        } => failed == rank,
-        _ => false,
-    }
-}
-
-/// Rank 2 stalls while rank `first` starts the all-reduce before the
-/// others, so that its deadline passes first (rank 0 waits for 3, which
-/// waits for 2): every error names rank 2, whichever rank times out
-/// first, and no live rank is told that it failed.
-fn stalls_are_blamed_on_the_rank_that_stopped(
-    mut comm: MpiCommunicator,
-    passed: &mut usize,
-) -> MpiCommunicator {
-    let (p, r) = (comm.size(), comm.rank());
+    let mut comm = c.into_inner().into_inner().duplicate();
     let stalled = 2 % p;
     for first in (0..p).filter(|&q| q != stalled) {
         comm.barrier(LONG).unwrap();
