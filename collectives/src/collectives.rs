@@ -183,14 +183,16 @@ pub struct Collectives<C> {
 }
 
 impl<C: Communicator> Collectives<C> {
-    /// Collectives over `comm` with default [`Options`] and the default
-    /// [`CostModel`].
+    /// Collectives over `comm` with default [`Options`] and the
+    /// [`CostModel`] of its transport's topology
+    /// ([`Communicator::topology`]).
     #[must_use]
     pub fn new(comm: C) -> Self {
+        let model = CostModel::new(comm.topology());
         Self {
             comm,
             options: Options::new(),
-            model: CostModel::default(),
+            model,
             seq: 0,
             group_seq: HashMap::new(),
             scratch: Scratch::default(),

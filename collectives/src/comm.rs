@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::cost::Topology;
 use crate::error::{Cause, CommError, Failure};
 
 /// A message tag. Messages from one rank to another with the same tag
@@ -113,11 +114,18 @@ impl Incoming {
 /// Every operation takes a timeout. An operation that cannot complete
 /// because a peer failed, or that waits longer than its timeout, returns
 /// an error and *aborts the world*: every operation pending on any rank
-/// returns [`CommError::PeerFailed`] naming the failed rank (or the rank
-/// that did not answer), promptly and not at its own deadline, and every
-/// later operation fails the same way. This is NCCL's rule (after an
-/// asynchronous error every rank must abort) with Gloo's per-operation
-/// timeout.
+/// returns [`CommError::PeerFailed`] naming the failed rank, promptly and
+/// not at its own deadline, and every later operation fails the same way.
+/// This is NCCL's rule (after an asynchronous error every rank must abort)
+/// with Gloo's per-operation timeout.
+///
+/// After a timeout the error names the rank that stopped, never a live
+/// one: the rank that timed out follows the waits from the rank it waited
+/// for (which may itself wait for another) to a rank that waits for
+/// nobody and shows no sign of life. If there is none (the waits form a
+/// cycle, or the ranks keep moving) it names nobody:
+/// [`CommError::Timeout`] with no `peer`, [`CommError::Stalled`] on the
+/// others.
 ///
 /// # Implementing
 ///
@@ -207,14 +215,19 @@ pub trait Communicator {
         None
     }
 
+    /// The topology that [`Collectives::new`](crate::Collectives::new)
+    /// costs this transport's collectives on, to choose their algorithms:
+    /// [`Topology::shared_memory`] (the thread transport's measured costs)
+    /// unless the transport says otherwise.
+    fn topology(&self) -> Topology {
+        Topology::shared_memory()
+    }
+
     /// Aborts the world on this rank's behalf ([`Cause::Aborted`]): this
     /// rank's operations then fail with [`CommError::Aborted`], every other
     /// rank's with [`CommError::PeerFailed`] naming it.
     fn abort(&self) {
-        self.fail(Failure {
-            rank: self.world_rank(self.rank()),
-            cause: Cause::Aborted,
-        });
+        self.fail(Failure::of(self.world_rank(self.rank()), Cause::Aborted));
     }
 
     /// `Ok` unless the world is aborted; then the error an operation
@@ -357,19 +370,38 @@ pub trait Communicator {
     }
 }
 
+/// [`CommError::RankOutOfRange`] for the first peer of `sends` or `recvs`
+/// that is not below `size`.
+pub(crate) fn peers_in_range(
+    sends: &[Outgoing<'_>],
+    recvs: &[Incoming],
+    size: usize,
+) -> Result<(), CommError> {
+    match sends
+        .iter()
+        .map(|o| o.to)
+        .chain(recvs.iter().map(|i| i.from))
+        .find(|&r| r >= size)
+    {
+        Some(rank) => Err(CommError::RankOutOfRange { rank, size }),
+        None => Ok(()),
+    }
+}
+
 /// The error an operation returns on `rank` (a world rank) once the world
 /// has failed with `f`: [`CommError::Aborted`] if `rank` aborted it itself,
 /// else [`CommError::PeerFailed`] naming the failed rank (which is `rank`
 /// itself when another rank declared it unresponsive, or when it found its
-/// own call mismatched).
+/// own call mismatched), or [`CommError::Stalled`] if no rank could be
+/// named.
 pub(crate) fn failure_error(rank: usize, f: Failure) -> CommError {
-    if f.rank == rank && f.cause == Cause::Aborted {
-        CommError::Aborted { rank }
-    } else {
-        CommError::PeerFailed {
-            rank: f.rank,
+    match f.rank {
+        Some(failed) if failed == rank && f.cause == Cause::Aborted => CommError::Aborted { rank },
+        Some(failed) => CommError::PeerFailed {
+            rank: failed,
             cause: f.cause,
-        }
+        },
+        None => CommError::Stalled { rank },
     }
 }
 
@@ -414,6 +446,9 @@ macro_rules! forward_communicator {
             }
             fn piece_elements(&self) -> Option<usize> {
                 (**self).piece_elements()
+            }
+            fn topology(&self) -> Topology {
+                (**self).topology()
             }
         }
     )*};

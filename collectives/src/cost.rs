@@ -26,6 +26,18 @@
 //! off, [`CostModel::schedule_time`] charges every message of the actual
 //! schedule.
 //!
+//! A link may carry [`Fitted`] costs: alpha and beta per algorithm and
+//! rank count, fitted to a transport's measured all-reduce times (with
+//! [`crate::fit`]), for transports whose algorithms do not share one
+//! alpha and beta. The thread transport's ring, for one, moves through
+//! the buffer piece by piece with each piece in cache, while its
+//! halving-doubling streams every step from memory: at 4 ranks on 2 cores
+//! the ring was 1.6 to 2.4x faster from 4 MiB up, against the single
+//! link's prediction that halving-doubling's fewer steps always win. Then an
+//! algorithm's time is its terms' `latency` times its alpha plus their
+//! `bandwidth` times its beta, reductions included (the fits fold them in),
+//! with one beta while the buffer stays in cache and another beyond.
+//!
 //! [`Order::Deterministic`]: tessera_core::collective::Order::Deterministic
 
 use tessera_core::collective::{Algorithm, Collective, ReduceOp, Schedule};
@@ -44,13 +56,92 @@ pub enum Ports {
     PerPeer,
 }
 
-/// One kind of link: latency, bandwidth and efficiency.
+/// One kind of link: latency, bandwidth and efficiency, and possibly the
+/// costs of each algorithm measured over it ([`Fitted`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Link {
     latency: f64,
     bandwidth: f64,
     efficiency: f64,
     ports: Ports,
+    fitted: Option<Fitted>,
+}
+
+/// One algorithm's cost on a transport, fitted to measured all-reduce
+/// times ([`crate::fit::fit_algorithm`]): seconds per step, and seconds per
+/// byte of the algorithm's bandwidth term ([`Terms::bandwidth`]),
+/// reductions included, while a rank's buffer fits in [`Fitted::cache`]
+/// and for the bytes beyond.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AlgorithmCost {
+    /// Seconds per step.
+    pub alpha: f64,
+    /// Seconds per byte of a buffer that stays in cache.
+    pub beta_cached: f64,
+    /// Seconds per byte beyond [`Fitted::cache`].
+    pub beta_streamed: f64,
+}
+
+/// A transport's measured costs: per rank count measured, each
+/// algorithm's [`AlgorithmCost`], in [`Algorithm::ALL`]'s order. A rank
+/// count between two measured ones takes the lower one's costs (fewer
+/// than the first, the first's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fitted {
+    /// Bytes of a rank's buffer charged at `beta_cached`: of a buffer of
+    /// `b` bytes, the bandwidth term's share `min(1, cache / b)`.
+    pub cache: f64,
+    /// `(ranks, costs)`, ranks increasing.
+    pub ranks: &'static [(usize, [AlgorithmCost; 4])],
+}
+
+impl Fitted {
+    /// The thread transport ([`crate::ThreadWorld`]) on the 2-core machine
+    /// of the README's figures, 2 and 4 ranks, in cache up to 1 MiB per
+    /// rank: fitted by
+    /// `cargo run --release -p tessera-collectives --example fit -- --terms`
+    /// to the best times of 8 runs of `tessera bench allreduce --json` (f32
+    /// Sum, every algorithm, 4 KiB to 256 MiB) on a machine shared with
+    /// other jobs, so noisy: root-mean-square relative errors of 17 to 22%
+    /// at 2 ranks, 24 to 27% at 4. What matters is the choice, and in those
+    /// runs every pick was within 3.2% of the fastest algorithm: at 4 ranks
+    /// halving-doubling up to 64 KiB, the ring from 256 KiB.
+    pub const THREADS: Self = Self {
+        cache: THREADS_CACHE,
+        ranks: THREADS_RANKS,
+    };
+
+    /// The costs for `p` ranks.
+    fn costs(&self, p: usize) -> Option<&[AlgorithmCost; 4]> {
+        let mut found = self.ranks.first().map(|(_, c)| c);
+        for (ranks, costs) in self.ranks {
+            if *ranks <= p {
+                found = Some(costs);
+            }
+        }
+        found
+    }
+
+    /// The fitted time of `algorithm` over `p` ranks with these `terms`, on
+    /// a buffer of `bytes` per rank; `None` if nothing was fitted.
+    #[must_use]
+    pub fn seconds(
+        &self,
+        algorithm: Algorithm,
+        p: usize,
+        bytes: usize,
+        terms: &Terms,
+    ) -> Option<f64> {
+        let i = Algorithm::ALL.iter().position(|&a| a == algorithm)?;
+        let c = self.costs(p)?[i];
+        let cached = if bytes == 0 {
+            1.0
+        } else {
+            (self.cache / bytes as f64).min(1.0)
+        };
+        let beta = cached * c.beta_cached + (1.0 - cached) * c.beta_streamed;
+        Some(terms.latency * c.alpha + terms.bandwidth * beta)
+    }
 }
 
 impl Link {
@@ -86,7 +177,25 @@ impl Link {
             bandwidth,
             efficiency,
             ports,
+            fitted: None,
         })
+    }
+
+    /// The same link with each algorithm's cost over it measured:
+    /// estimates then use `fitted`, not this link's alpha, beta and the
+    /// topology's gamma.
+    #[must_use]
+    pub const fn with_fitted(self, fitted: Fitted) -> Self {
+        Self {
+            fitted: Some(fitted),
+            ..self
+        }
+    }
+
+    /// The measured costs of the algorithms over this link, if any.
+    #[must_use]
+    pub const fn fitted(&self) -> Option<&Fitted> {
+        self.fitted.as_ref()
     }
 
     /// A link from fitted `alpha` (seconds) and `beta` (seconds per byte),
@@ -190,20 +299,15 @@ impl Topology {
     }
 
     /// Threads of one process on the 2-core machines Tessera is developed
-    /// on: round numbers from fits of the thread transport's all-reduce
-    /// (`examples/fit.rs`, 2 and 4 ranks, 4 KiB to 64 MiB): alpha about
-    /// 10 us per step (a condition-variable wake-up), beta about 0.33 ns
-    /// per byte (0.14 in cache, 0.3 to 0.5 streaming from memory), with
-    /// reductions folded into beta by those fits and charged here at
+    /// on, as the thread transport ([`crate::ThreadWorld`]) runs them: each
+    /// algorithm's measured cost ([`Fitted::THREADS`]). Its link's own
+    /// alpha and beta (what [`CostModel::schedule_time`] charges) are the
+    /// round numbers of the earlier single fit: 10 us per step (a
+    /// condition-variable wake-up) and 0.33 ns per byte, reductions at
     /// 4 GB/s. Measure your own machine with [`crate::fit`].
     #[must_use]
     pub fn shared_memory() -> Self {
-        let link = Link {
-            latency: 10.0e-6,
-            bandwidth: 3.0e9,
-            efficiency: 1.0,
-            ports: Ports::Single,
-        };
+        let link = Self::SHARED_MEMORY.with_fitted(Fitted::THREADS);
         Self {
             domain: usize::MAX,
             intra: link,
@@ -211,6 +315,31 @@ impl Topology {
             reduce_bandwidth: 4.0e9,
         }
     }
+
+    /// MPI processes on one machine: [`Topology::shared_memory`]'s link
+    /// without the thread transport's measured costs (the MPI transport's
+    /// have not been fitted: on the shared 2-core machine its times varied
+    /// by more than the algorithms differ), so every algorithm is charged
+    /// the closed forms over that one link.
+    #[must_use]
+    pub const fn processes() -> Self {
+        Self {
+            domain: usize::MAX,
+            intra: Self::SHARED_MEMORY,
+            inter: Self::SHARED_MEMORY,
+            reduce_bandwidth: 4.0e9,
+        }
+    }
+
+    /// The shared-memory link's own alpha and beta: 10 us, 3 GB/s, one
+    /// port.
+    const SHARED_MEMORY: Link = Link {
+        latency: 10.0e-6,
+        bandwidth: 3.0e9,
+        efficiency: 1.0,
+        ports: Ports::Single,
+        fitted: None,
+    };
 
     /// Graphcore Mk2 IPUs, one rank per IPU, in IPU-Link domains of
     /// `domain` IPUs (64 for a POD64) joined by GW-Links (SEMANTICS.md
@@ -243,6 +372,7 @@ impl Topology {
         bandwidth: 16.0e9,
         efficiency: 0.85,
         ports: Ports::PerPeer,
+        fitted: None,
     };
 
     /// The GW-Link share of one IPU in [`Topology::ipu_pod`]: 10 us,
@@ -252,6 +382,7 @@ impl Topology {
         bandwidth: 2.0 * 100.0e9 / 8.0 / 4.0,
         efficiency: 1.0,
         ports: Ports::Single,
+        fitted: None,
     };
 
     /// The IPUs' reduction rate in [`Topology::ipu_pod`], bytes of
@@ -447,7 +578,9 @@ impl CostModel {
         &self.topology
     }
 
-    /// The closed-form time of one algorithm on `link`.
+    /// The closed-form time of one algorithm on `link`: with the link's
+    /// [`Fitted`] costs if it has them, else with its alpha and beta and
+    /// the topology's gamma.
     ///
     /// # Errors
     /// As [`terms`].
@@ -461,9 +594,14 @@ impl CostModel {
         link: &Link,
     ) -> Result<Estimate, tessera_core::collective::Error> {
         let terms = terms(algorithm, collective, p, len, elem_bytes, link.ports())?;
+        let bytes = len.saturating_mul(elem_bytes);
+        let seconds = link
+            .fitted()
+            .and_then(|f| f.seconds(algorithm, p, bytes, &terms))
+            .unwrap_or_else(|| terms.seconds(link, self.topology.gamma()));
         Ok(Estimate {
             algorithm,
-            seconds: terms.seconds(link, self.topology.gamma()),
+            seconds,
             terms,
         })
     }
@@ -612,6 +750,43 @@ pub fn busbw(collective: Collective, p: usize, bytes: usize, seconds: f64) -> f6
     algbw(bytes, seconds) * bus_factor(collective, p)
 }
 
+/// Bytes of a rank's buffer that [`Fitted::THREADS`] charges at
+/// `beta_cached`: the 1 MiB L2 of a core on the machine it was fitted on.
+const THREADS_CACHE: f64 = 1_048_576.0;
+
+/// [`Fitted::THREADS`]' costs: `(ranks, [ring, bidirectional ring, double
+/// binary tree, halving-doubling])`, alpha in seconds, betas in seconds per
+/// byte, as the fit example prints them (4 of its 8 runs measured 1 MiB and
+/// up only).
+const THREADS_RANKS: &[(usize, [AlgorithmCost; 4])] = &[
+    (
+        2,
+        [
+            cost(1.565e-6, 9.675e-11, 2.246e-10),
+            cost(2.067e-6, 1.167e-10, 4.268e-10),
+            cost(1.731e-6, 6.382e-11, 1.873e-10),
+            cost(1.574e-6, 9.303e-11, 2.325e-10),
+        ],
+    ),
+    (
+        4,
+        [
+            cost(3.645e-6, 2.614e-10, 2.477e-10),
+            cost(5.976e-6, 2.787e-10, 4.810e-10),
+            cost(6.099e-6, 2.075e-10, 3.677e-10),
+            cost(4.314e-6, 2.892e-10, 4.866e-10),
+        ],
+    ),
+];
+
+const fn cost(alpha: f64, beta_cached: f64, beta_streamed: f64) -> AlgorithmCost {
+    AlgorithmCost {
+        alpha,
+        beta_cached,
+        beta_streamed,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,6 +896,104 @@ mod tests {
             ),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn a_fitted_link_is_charged_each_algorithms_measured_cost() {
+        const RANKS: &[(usize, [AlgorithmCost; 4])] = &[
+            (2, [cost(1e-6, 1e-10, 2e-10); 4]),
+            (
+                4,
+                [
+                    cost(2e-6, 3e-10, 4e-10),
+                    cost(5e-6, 1e-10, 1e-10),
+                    cost(5e-6, 1e-10, 1e-10),
+                    cost(7e-6, 5e-10, 6e-10),
+                ],
+            ),
+        ];
+        let fitted = Fitted {
+            cache: 4096.0,
+            ranks: RANKS,
+        };
+        let link = link(Ports::Single).with_fitted(fitted);
+        let m = model();
+        for (p, len, ring) in [
+            // In cache: alpha and beta_cached.
+            (4, 1024, (2e-6, 3e-10, 0.0)),
+            // A 16 KiB buffer: a quarter of its bandwidth term in cache.
+            (4, 4096, (2e-6, 0.25 * 3e-10, 0.75 * 4e-10)),
+            // 5 and 8 ranks take the 4-rank costs.
+            (5, 1024, (2e-6, 3e-10, 0.0)),
+            (8, 1024, (2e-6, 3e-10, 0.0)),
+        ] {
+            let t = terms(
+                Algorithm::Ring,
+                Collective::AllReduce,
+                p,
+                len,
+                4,
+                Ports::Single,
+            )
+            .unwrap();
+            let e = m
+                .estimate(Algorithm::Ring, Collective::AllReduce, p, len, 4, &link)
+                .unwrap();
+            let want = t.latency * ring.0 + t.bandwidth * (ring.1 + ring.2);
+            assert!(
+                (e.seconds - want).abs() <= 1e-12 * want,
+                "p={p} n={len}: {e:?}"
+            );
+        }
+        let two = m
+            .estimate(
+                Algorithm::HalvingDoubling,
+                Collective::AllReduce,
+                2,
+                64,
+                4,
+                &link,
+            )
+            .unwrap();
+        assert!(
+            (two.seconds - (2.0 * 1e-6 + 256.0 * 1e-10)).abs() < 1e-15,
+            "{two:?}"
+        );
+        // The fitted costs, not the link's alpha and beta, choose.
+        let pick = m
+            .select(Collective::AllReduce, 4, 1 << 20, 4, &link, &Algorithm::ALL)
+            .unwrap();
+        assert_eq!(pick.algorithm, Algorithm::BidirectionalRing);
+    }
+
+    #[test]
+    fn the_thread_transport_is_costed_as_measured() {
+        // `tessera bench allreduce` at 4 thread ranks: halving-doubling's
+        // fewer steps win small buffers, the ring (1.6 to 2.4x faster from
+        // 4 MiB) large ones, which one link's alpha and beta cannot say.
+        let m = CostModel::default();
+        let link = *m.topology().intra();
+        assert!(link.fitted().is_some());
+        let pick = |p, bytes: usize| {
+            m.select(
+                Collective::AllReduce,
+                p,
+                bytes / 4,
+                4,
+                &link,
+                &Algorithm::ALL,
+            )
+            .unwrap()
+            .algorithm
+        };
+        for bytes in [4 << 10, 16 << 10, 64 << 10] {
+            assert_eq!(pick(4, bytes), Algorithm::HalvingDoubling, "{bytes} B");
+        }
+        for bytes in [256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20] {
+            assert_eq!(pick(4, bytes), Algorithm::Ring, "{bytes} B");
+        }
+        // MPI processes keep one link's closed forms.
+        assert!(Topology::processes().intra().fitted().is_none());
     }
 
     #[test]

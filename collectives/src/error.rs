@@ -16,7 +16,9 @@ pub enum Cause {
     /// It dropped its communicator (its thread or process ended) while a
     /// peer still waited for a message from it.
     Exited,
-    /// A peer waited for it past the deadline.
+    /// A peer waited for it past the deadline (directly, or through
+    /// ranks that waited for it), while it waited for nobody and did
+    /// nothing.
     Unresponsive,
     /// It called a collective with parameters that differ from a peer's
     /// (length, element type, operation, algorithm, root, ...), or out of
@@ -43,10 +45,23 @@ impl fmt::Display for Cause {
 /// communicator knows of one, every operation on it fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Failure {
-    /// The failed rank (a rank of the world, see [`CommError`]).
-    pub rank: usize,
+    /// The failed rank (a rank of the world, see [`CommError`]); `None`
+    /// when a rank timed out and no single rank could be found to have
+    /// stopped ([`CommError::Stalled`]).
+    pub rank: Option<usize>,
     /// Why it is taken to have failed.
     pub cause: Cause,
+}
+
+impl Failure {
+    /// `rank` failed for `cause`.
+    #[must_use]
+    pub const fn of(rank: usize, cause: Cause) -> Self {
+        Self {
+            rank: Some(rank),
+            cause,
+        }
+    }
 }
 
 /// Which parameter of a collective call differs between two ranks.
@@ -123,14 +138,24 @@ impl fmt::Display for Mismatch {
 /// [`ThreadWorld`]: crate::ThreadWorld
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CommError {
-    /// `rank` waited for a message from `peer` for `waited` (the operation's
-    /// whole timeout) without one arriving. `rank` aborts the world, naming
-    /// `peer` ([`Cause::Unresponsive`]).
+    /// `rank` waited `waited` (the operation's whole timeout) without the
+    /// message it waited for arriving. `rank` aborts the world, naming
+    /// `peer` ([`Cause::Unresponsive`]), or naming nobody
+    /// ([`Stalled`](Self::Stalled)) if `peer` is `None`.
+    ///
+    /// `peer` is the rank that stopped, found by following the waits: the
+    /// rank `rank` waited for, unless that one itself waited for another
+    /// (rank 0 waits for 3, which waits for 2, which waits for nobody and
+    /// does nothing: 2 is named, not 3). A rank is named only if it waits
+    /// for nobody and shows no sign of life for a while; `peer` is `None`
+    /// if the waits lead back to a rank already on the chain (each waits
+    /// for another: the calls do not match) or the ranks keep moving (the
+    /// collective is slower than its timeout). A live rank is never named.
     Timeout {
         /// The rank that waited.
         rank: usize,
-        /// The rank it waited for.
-        peer: usize,
+        /// The rank found to have stopped, if one could be told.
+        peer: Option<usize>,
         /// How long it waited.
         waited: Duration,
     },
@@ -143,6 +168,13 @@ pub enum CommError {
         rank: usize,
         /// Why.
         cause: Cause,
+    },
+    /// A rank timed out and no single rank could be found to have stopped
+    /// (see [`Timeout`](Self::Timeout)): the world is aborted, naming
+    /// nobody. `rank` is this rank.
+    Stalled {
+        /// This rank.
+        rank: usize,
     },
     /// This rank aborted the world itself (through
     /// [`abort`](crate::Communicator::abort) or an
@@ -261,12 +293,26 @@ impl core::error::Error for ConfigError {}
 impl fmt::Display for CommError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::Timeout { rank, peer, waited } => write!(
-                f,
-                "rank {rank} timed out after {:.3} s waiting for rank {peer}",
-                waited.as_secs_f64()
-            ),
+            Self::Timeout { rank, peer, waited } => {
+                let waited = waited.as_secs_f64();
+                match peer {
+                    Some(peer) => write!(
+                        f,
+                        "rank {rank} timed out after {waited:.3} s waiting for rank {peer}"
+                    ),
+                    None => write!(
+                        f,
+                        "rank {rank} timed out after {waited:.3} s; no single rank stopped \
+                         (the ranks waited for each other, or kept moving)"
+                    ),
+                }
+            }
             Self::PeerFailed { rank, cause } => write!(f, "rank {rank} failed: it {cause}"),
+            Self::Stalled { rank } => write!(
+                f,
+                "rank {rank}'s communicator is aborted: a rank timed out, and no single rank \
+                 was found to have stopped"
+            ),
             Self::Aborted { rank } => write!(f, "rank {rank}'s communicator is aborted"),
             Self::LengthMismatch {
                 rank,
@@ -340,19 +386,16 @@ impl CommError {
                 rank: peer,
                 cause: Cause::Unresponsive,
             }),
-            Self::PeerFailed { rank, cause } => Some(Failure { rank, cause }),
-            Self::Aborted { rank } => Some(Failure {
-                rank,
-                cause: Cause::Aborted,
+            Self::Stalled { .. } => Some(Failure {
+                rank: None,
+                cause: Cause::Unresponsive,
             }),
-            Self::LengthMismatch { .. } | Self::CallMismatch { .. } => Some(Failure {
-                rank,
-                cause: Cause::Mismatch,
-            }),
-            Self::Transport { rank, .. } => Some(Failure {
-                rank,
-                cause: Cause::Transport,
-            }),
+            Self::PeerFailed { rank, cause } => Some(Failure::of(rank, cause)),
+            Self::Aborted { rank } => Some(Failure::of(rank, Cause::Aborted)),
+            Self::LengthMismatch { .. } | Self::CallMismatch { .. } => {
+                Some(Failure::of(rank, Cause::Mismatch))
+            }
+            Self::Transport { rank, .. } => Some(Failure::of(rank, Cause::Transport)),
             Self::RankOutOfRange { .. }
             | Self::TooLarge { .. }
             | Self::Group(_)

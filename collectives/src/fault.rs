@@ -30,6 +30,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use crate::comm::{Apply, Communicator, Incoming, Outgoing};
+use crate::cost::Topology;
 use crate::error::{CommError, Failure};
 
 /// What goes wrong.
@@ -37,8 +38,10 @@ use crate::error::{CommError, Failure};
 pub enum Fault {
     /// The rank calls [`Communicator::abort`] instead of exchanging.
     Abort,
-    /// The rank's thread panics (a process would die: under MPI the job is
-    /// taken down by `mpirun`).
+    /// The rank's thread panics. The world is aborted naming it
+    /// ([`Cause::Panicked`](crate::Cause::Panicked)) as the panic unwinds
+    /// out of the collective; under MPI the rank then calls `MPI_Abort`,
+    /// which ends the job within seconds, as a dying process would.
     Panic,
     /// The rank stops responding for this long, then carries on.
     Stall(Duration),
@@ -153,5 +156,9 @@ impl<C: Communicator> Communicator for Faulty<C> {
 
     fn piece_elements(&self) -> Option<usize> {
         self.inner.piece_elements()
+    }
+
+    fn topology(&self) -> Topology {
+        self.inner.topology()
     }
 }

@@ -25,7 +25,7 @@ use tessera_core::collective::{Algorithm, Collective, ReduceOp, Reduction};
 
 use crate::collectives::{Collectives, Options};
 use crate::comm::Communicator;
-use crate::cost::{Ports, Terms, terms};
+use crate::cost::{AlgorithmCost, Ports, Terms, terms};
 use crate::error::{CommError, ConfigError};
 use crate::thread::ThreadWorld;
 
@@ -88,11 +88,84 @@ impl Fit {
 /// zero measured time ([`ConfigError::NotPositive`]).
 pub fn fit(samples: &[Sample], with_gamma: bool) -> Result<Fit, ConfigError> {
     let k = if with_gamma { 3 } else { 2 };
+    let row = |s: &Sample| -> [f64; 3] {
+        [
+            s.terms.latency,
+            s.terms.bandwidth,
+            if with_gamma { s.terms.reduce } else { 0.0 },
+        ]
+    };
+    let (coef, rms_error, max_error) = least_squares(samples, k, row)?;
+    Ok(Fit {
+        alpha: coef[0],
+        beta: coef[1],
+        gamma: with_gamma.then_some(coef[2]),
+        rms_error,
+        max_error,
+        samples: samples.len(),
+    })
+}
+
+/// One algorithm's fitted [`AlgorithmCost`] and how well it fits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostFit {
+    /// The cost.
+    pub cost: AlgorithmCost,
+    /// Root-mean-square relative error of the fitted times.
+    pub rms_error: f64,
+    /// Largest relative error.
+    pub max_error: f64,
+}
+
+/// Fits one algorithm's [`AlgorithmCost`] to `samples` of it (f32
+/// all-reduces over one rank count) as [`fit`] does alpha and beta, with
+/// the bandwidth term split: the share `c = min(1, cache / bytes)` of a
+/// buffer of `bytes` per rank at `beta_cached`, the rest at
+/// `beta_streamed` ([`crate::cost::Fitted`]).
+///
+/// # Errors
+/// As [`fit`]; [`ConfigError::Samples`] also when the samples do not span
+/// both sides of `cache`.
+pub fn fit_algorithm(samples: &[Sample], cache: f64) -> Result<CostFit, ConfigError> {
+    let row = |s: &Sample| -> [f64; 3] {
+        let bytes = (s.len * 4) as f64;
+        let cached = if bytes > 0.0 {
+            (cache / bytes).min(1.0)
+        } else {
+            1.0
+        };
+        [
+            s.terms.latency,
+            s.terms.bandwidth * cached,
+            s.terms.bandwidth * (1.0 - cached),
+        ]
+    };
+    let (coef, rms_error, max_error) = least_squares(samples, 3, row)?;
+    Ok(CostFit {
+        cost: AlgorithmCost {
+            alpha: coef[0],
+            beta_cached: coef[1],
+            beta_streamed: coef[2],
+        },
+        rms_error,
+        max_error,
+    })
+}
+
+/// The coefficients `x` (the first `k` of three, each at least zero) that
+/// minimise `sum ((row(s) . x - s.seconds) / s.seconds)^2`, with the
+/// root-mean-square and largest relative error.
+fn least_squares(
+    samples: &[Sample],
+    k: usize,
+    row: impl Fn(&Sample) -> [f64; 3],
+) -> Result<([f64; 3], f64, f64), ConfigError> {
+    let singular = ConfigError::Samples {
+        found: samples.len(),
+        needed: k,
+    };
     if samples.len() < k {
-        return Err(ConfigError::Samples {
-            found: samples.len(),
-            needed: k,
-        });
+        return Err(singular);
     }
     if let Some(bad) = samples
         .iter()
@@ -103,13 +176,6 @@ pub fn fit(samples: &[Sample], with_gamma: bool) -> Result<Fit, ConfigError> {
             value: bad.seconds,
         });
     }
-    let row = |s: &Sample| -> [f64; 3] {
-        [
-            s.terms.latency,
-            s.terms.bandwidth,
-            if with_gamma { s.terms.reduce } else { 0.0 },
-        ]
-    };
     // Normal equations of the weighted problem: rows and target divided by
     // the measured time. Columns are scaled to unit size first so that
     // latencies (~1) and byte counts (~1e8) do not ruin the conditioning.
@@ -121,10 +187,7 @@ pub fn fit(samples: &[Sample], with_gamma: bool) -> Result<Fit, ConfigError> {
         }
     }
     if scale[..k].contains(&0.0) {
-        return Err(ConfigError::Samples {
-            found: samples.len(),
-            needed: k,
-        });
+        return Err(singular);
     }
     let mut a = [[0.0f64; 3]; 3];
     let mut b = [0.0f64; 3];
@@ -138,66 +201,58 @@ pub fn fit(samples: &[Sample], with_gamma: bool) -> Result<Fit, ConfigError> {
             b[i] += w[i];
         }
     }
-    let singular = ConfigError::Samples {
-        found: samples.len(),
-        needed: k,
-    };
     solve(a, b, k).ok_or(singular)?;
     // Times cannot have negative parts: least squares with every
     // coefficient >= 0, by trying each set of coefficients held at zero
     // (at most 7 for three unknowns) and keeping the best feasible fit.
-    let mut best: Option<Fit> = None;
+    let mut best: Option<([f64; 3], f64, f64)> = None;
     for zero in 0u32..(1 << k) {
         let free: Vec<usize> = (0..k).filter(|j| zero & (1 << j) == 0).collect();
-        if free.is_empty() {
-            continue;
-        }
-        let mut a2 = [[0.0f64; 3]; 3];
-        let mut b2 = [0.0f64; 3];
-        for (i, &fi) in free.iter().enumerate() {
-            for (j, &fj) in free.iter().enumerate() {
-                a2[i][j] = a[fi][fj];
-            }
-            b2[i] = b[fi];
-        }
-        let Some(x) = solve(a2, b2, free.len()) else {
+        let Some(x) = restricted(&a, &b, &free) else {
             continue;
         };
-        if x[..free.len()].iter().any(|&v| v < 0.0) {
-            continue;
-        }
         let mut coef = [0.0f64; 3];
         for (i, &fi) in free.iter().enumerate() {
             coef[fi] = x[i] / scale[fi];
         }
-        let f = errors(
-            Fit {
-                alpha: coef[0],
-                beta: coef[1],
-                gamma: with_gamma.then_some(coef[2]),
-                rms_error: 0.0,
-                max_error: 0.0,
-                samples: samples.len(),
-            },
-            samples,
-        );
-        if best.is_none_or(|b| f.rms_error < b.rms_error) {
-            best = Some(f);
+        let (rms, max) = errors(samples, &coef, &row);
+        if best.is_none_or(|(_, r, _)| rms < r) {
+            best = Some((coef, rms, max));
         }
     }
     best.ok_or(singular)
 }
 
-/// `f` with its relative errors over `samples` filled in.
-fn errors(mut f: Fit, samples: &[Sample]) -> Fit {
-    let mut sq = 0.0;
-    for s in samples {
-        let e = (f.seconds(&s.terms) - s.seconds) / s.seconds;
-        sq += e * e;
-        f.max_error = f.max_error.max(e.abs());
+/// The solution of the normal equations `a x = b` restricted to the
+/// columns `free`, if it exists and is at least zero.
+fn restricted(a: &[[f64; 3]; 3], b: &[f64; 3], free: &[usize]) -> Option<[f64; 3]> {
+    if free.is_empty() {
+        return None;
     }
-    f.rms_error = (sq / samples.len() as f64).sqrt();
-    f
+    let mut a2 = [[0.0f64; 3]; 3];
+    let mut b2 = [0.0f64; 3];
+    for (i, &fi) in free.iter().enumerate() {
+        for (j, &fj) in free.iter().enumerate() {
+            a2[i][j] = a[fi][fj];
+        }
+        b2[i] = b[fi];
+    }
+    let x = solve(a2, b2, free.len())?;
+    x[..free.len()].iter().all(|&v| v >= 0.0).then_some(x)
+}
+
+/// The root-mean-square and largest relative error of `row(s) . coef`.
+fn errors(samples: &[Sample], coef: &[f64; 3], row: &impl Fn(&Sample) -> [f64; 3]) -> (f64, f64) {
+    let mut sq = 0.0;
+    let mut max = 0.0f64;
+    for s in samples {
+        let x = row(s);
+        let predicted: f64 = (0..3).map(|j| x[j] * coef[j]).sum();
+        let e = (predicted - s.seconds) / s.seconds;
+        sq += e * e;
+        max = max.max(e.abs());
+    }
+    ((sq / samples.len() as f64).sqrt(), max)
 }
 
 /// Solves the `k x k` system by Gaussian elimination with partial
@@ -382,6 +437,40 @@ mod tests {
         assert!((f.alpha / alpha - 1.0).abs() < 0.1, "{f:?}");
         assert!((f.beta / beta - 1.0).abs() < 0.1, "{f:?}");
         assert!(f.rms_error > 0.01 && f.max_error <= 0.11, "{f:?}");
+    }
+
+    #[test]
+    fn an_algorithms_cost_is_recovered_on_both_sides_of_the_cache() {
+        let (alpha, cached, streamed, cache) = (3e-6, 0.2e-9, 0.5e-9, 1_048_576.0);
+        let samples: Vec<Sample> = (10..=26)
+            .step_by(2)
+            .map(|k| {
+                let len = 1usize << k;
+                let t = terms(
+                    Algorithm::Ring,
+                    Collective::AllReduce,
+                    4,
+                    len,
+                    4,
+                    Ports::Single,
+                )
+                .unwrap();
+                let c = (cache / (len * 4) as f64).min(1.0);
+                Sample {
+                    len,
+                    terms: t,
+                    seconds: t.latency * alpha + t.bandwidth * (c * cached + (1.0 - c) * streamed),
+                }
+            })
+            .collect();
+        let f = fit_algorithm(&samples, cache).unwrap();
+        let close = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-6;
+        assert!(close(f.cost.alpha, alpha), "{f:?}");
+        assert!(close(f.cost.beta_cached, cached), "{f:?}");
+        assert!(close(f.cost.beta_streamed, streamed), "{f:?}");
+        assert!(f.rms_error < 1e-6 && f.max_error < 1e-6, "{f:?}");
+        // All in cache: beta_streamed is undetermined.
+        assert!(fit_algorithm(&samples[..3], cache).is_err());
     }
 
     #[test]

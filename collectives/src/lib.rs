@@ -82,7 +82,12 @@
 //! while awaited, sends a mismatched message or does not answer in time
 //! aborts the world: every rank's pending and later operations return an
 //! error naming it ([`CommError::PeerFailed`]), promptly, not at their own
-//! deadlines. See [`Communicator`] and the transports for details.
+//! deadlines. A timeout names the rank that stopped, found by following
+//! the waits, or nobody if it cannot tell ([`CommError::Stalled`]); never
+//! a live rank. A zero-length call meets its peers like any other, so a
+//! length mismatch involving one is found at the first message. Under MPI
+//! a rank that panics inside a collective ends the job (`MPI_Abort`). See
+//! [`Communicator`] and the transports for details.
 
 // No unsafe code, except in `loan` (the thread transport's zero-copy
 // bodies), which allows it and argues its soundness.

@@ -39,6 +39,7 @@ pub(crate) struct Loan {
     len: usize,
     state: AtomicU8,
     lender: usize,
+    borrower: usize,
 }
 
 impl Loan {
@@ -107,22 +108,27 @@ pub(crate) struct Lent<'a> {
 }
 
 impl<'a> Lent<'a> {
-    /// Lends `body` on behalf of rank `lender`: the loan to hand to the
-    /// receiver.
-    pub(crate) fn lend(&mut self, body: &'a [u8], lender: usize) -> Arc<Loan> {
+    /// Lends `body` on behalf of rank `lender` to rank `borrower`: the
+    /// loan to hand to the receiver.
+    pub(crate) fn lend(&mut self, body: &'a [u8], lender: usize, borrower: usize) -> Arc<Loan> {
         let loan = Arc::new(Loan {
             addr: body.as_ptr().expose_provenance(),
             len: body.len(),
             state: AtomicU8::new(POSTED),
             lender,
+            borrower,
         });
         self.loans.push(Arc::clone(&loan));
         loan
     }
 
-    /// Whether every loan has been returned.
-    pub(crate) fn all_returned(&self) -> bool {
-        self.loans.iter().all(|l| l.returned())
+    /// The borrower of the first loan not yet returned; `None` once every
+    /// loan has been.
+    pub(crate) fn outstanding(&self) -> Option<usize> {
+        self.loans
+            .iter()
+            .find(|l| !l.returned())
+            .map(|l| l.borrower)
     }
 }
 

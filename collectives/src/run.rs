@@ -47,7 +47,7 @@ use tessera_core::collective::{
 };
 use tessera_core::fp::{Element, Rounding};
 
-use crate::comm::{Communicator, Incoming, Outgoing, collective_tag};
+use crate::comm::{Communicator, Incoming, Outgoing, Tag, collective_tag};
 use crate::error::{Cause, CommError, Failure, Mismatch};
 use tessera_core::collective::{Node, SumTree};
 
@@ -199,6 +199,12 @@ impl Call {
 }
 
 impl Message {
+    /// Whether this is the message `expect` describes (its body aside).
+    fn is(&self, expect: &Self) -> bool {
+        (self.step, self.span, self.kind, self.covers)
+            == (expect.step, expect.span, expect.kind, expect.covers)
+    }
+
     fn new(step: usize, span: Span, kind: Kind, body: usize) -> Self {
         let (kind, covers) = match kind {
             Kind::Copy => (0, (0, 0)),
@@ -369,10 +375,16 @@ enum Body {
     Staged(usize),
 }
 
+/// The step named in the headers of a zero-length call's messages
+/// ([`Runner::handshake`]): no schedule has that many steps.
+const HANDSHAKE_STEP: usize = u32::MAX as usize;
+
 /// Runs this rank's part of `s` on `buf`, in place.
 ///
 /// `seq` numbers the call (every rank passes the same); `deadline` bounds
-/// the whole run. On any error the world is aborted before returning.
+/// the whole run. On any error the world is aborted before returning; if
+/// the rank panics inside the run, it is aborted naming this rank
+/// ([`Cause::Panicked`]) as the panic unwinds out of it.
 pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     comm: &C,
     s: &Schedule,
@@ -382,26 +394,7 @@ pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     deadline: Instant,
     scratch: &mut Scratch,
 ) -> Result<Traffic, CommError> {
-    let result = run_inner(comm, s, reduction, buf, seq, deadline, scratch);
-    if let Err(e) = &result {
-        let me = comm.world_rank(comm.rank());
-        if let Some(f) = e.failure(me) {
-            comm.fail(f);
-        }
-    }
-    result
-}
-
-fn run_inner<T: Element, C: Communicator + ?Sized>(
-    comm: &C,
-    s: &Schedule,
-    reduction: &Reduction,
-    buf: &mut [T],
-    seq: u32,
-    deadline: Instant,
-    scratch: &mut Scratch,
-) -> Result<Traffic, CommError> {
-    let (p, n, r) = (s.size(), s.len(), comm.rank());
+    let (p, n) = (s.size(), s.len());
     assert_eq!(
         p,
         comm.size(),
@@ -414,372 +407,644 @@ fn run_inner<T: Element, C: Communicator + ?Sized>(
         "buffer of {} for a schedule of {n}",
         buf.len()
     );
-    let op = reduction.op;
-    let frontiers = carries_frontiers(s, op);
-    let wide = size_of::<T>() != size_of::<f32>();
-    let use_acc = s.collective().reduces() && !frontiers && wide && p > 1;
-    let Scratch {
-        acc,
-        staged,
-        incoming,
-        headers,
-        piece,
-    } = scratch;
-    let piece = match *piece {
-        0 => comm.piece_elements().map_or(usize::MAX, |k| k.max(1)),
-        k => k,
-    };
-    if use_acc {
-        acc.clear();
-        acc.resize(n, 0.0);
+    let me = comm.world_rank(comm.rank());
+    let _unwind = AbortOnUnwind::new(comm, me);
+    let runner = Runner::new::<T>(comm, s, reduction.op, seq, deadline);
+    let result = runner.run(reduction.rounding, buf, scratch);
+    if let Err(e) = &result
+        && let Some(f) = e.failure(me)
+    {
+        comm.fail(f);
     }
-    let tree = SumTree::new(p);
-    let mut held: HashMap<Span, Held> = HashMap::new();
-    let tag = collective_tag(comm.context());
-    let call = Call::new::<T>(s, op, seq);
-    let me = comm.world_rank(r);
-    let mut traffic = Traffic::default();
-    let mut tmp_f32 = Vec::new();
-    let mut tmp_t = Vec::new();
+    result
+}
 
-    for (step, ops) in exchanges(s, r, n, piece, frontiers) {
-        // 1. What to send.
-        headers.clear();
+/// Aborts the world naming this rank ([`Cause::Panicked`]) if a panic
+/// unwinds through the collective, so that its peers fail at once instead
+/// of waiting for their deadlines; the MPI transport then ends the job
+/// (`MPI_Abort`), as a dying process would.
+struct AbortOnUnwind<'a, C: Communicator + ?Sized> {
+    comm: &'a C,
+    me: usize,
+    /// Already unwinding when the run started (a collective called from a
+    /// destructor during a panic): not this run's panic.
+    before: bool,
+}
+
+impl<'a, C: Communicator + ?Sized> AbortOnUnwind<'a, C> {
+    fn new(comm: &'a C, me: usize) -> Self {
+        Self {
+            comm,
+            me,
+            before: std::thread::panicking(),
+        }
+    }
+}
+
+impl<C: Communicator + ?Sized> Drop for AbortOnUnwind<'_, C> {
+    fn drop(&mut self) {
+        if std::thread::panicking() && !self.before {
+            self.comm.fail(Failure::of(self.me, Cause::Panicked));
+        }
+    }
+}
+
+/// One rank's run of a schedule: what every exchange needs to know.
+struct Runner<'a, C: ?Sized> {
+    comm: &'a C,
+    s: &'a Schedule,
+    op: ReduceOp,
+    call: Call,
+    tag: Tag,
+    /// This rank, in the communicator and in the world.
+    r: usize,
+    me: usize,
+    n: usize,
+    frontiers: bool,
+    /// 16-bit elements.
+    wide: bool,
+    /// Reductions go into an f32 accumulator beside the buffer.
+    use_acc: bool,
+    tree: SumTree,
+    deadline: Instant,
+}
+
+/// A run's buffers: the [`Scratch`] kept between calls, and what one run
+/// holds.
+struct State<'a, T> {
+    acc: &'a mut Vec<f32>,
+    staged: &'a mut Vec<Vec<u8>>,
+    incoming: &'a mut Vec<Incoming>,
+    headers: &'a mut Vec<[u8; HEADER]>,
+    held: HashMap<Span, Held>,
+    tmp_f32: Vec<f32>,
+    tmp_t: Vec<T>,
+    traffic: Traffic,
+}
+
+/// A received message's fields, and whether a receive has used it.
+type Got = (usize, Message, bool);
+
+impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
+    fn new<T: Element>(
+        comm: &'a C,
+        s: &'a Schedule,
+        op: ReduceOp,
+        seq: u32,
+        deadline: Instant,
+    ) -> Self {
+        let (p, r) = (s.size(), comm.rank());
+        let frontiers = carries_frontiers(s, op);
+        let wide = size_of::<T>() != size_of::<f32>();
+        Self {
+            comm,
+            s,
+            op,
+            call: Call::new::<T>(s, op, seq),
+            tag: collective_tag(comm.context()),
+            r,
+            me: comm.world_rank(r),
+            n: s.len(),
+            frontiers,
+            wide,
+            use_acc: s.collective().reduces() && !frontiers && wide && p > 1,
+            tree: SumTree::new(p),
+            deadline,
+        }
+    }
+
+    fn run<T: Element>(
+        &self,
+        rounding: Rounding,
+        buf: &mut [T],
+        scratch: &mut Scratch,
+    ) -> Result<Traffic, CommError> {
+        let piece = match scratch.piece {
+            0 => self.comm.piece_elements().map_or(usize::MAX, |k| k.max(1)),
+            k => k,
+        };
+        let mut st = State {
+            acc: &mut scratch.acc,
+            staged: &mut scratch.staged,
+            incoming: &mut scratch.incoming,
+            headers: &mut scratch.headers,
+            held: HashMap::new(),
+            tmp_f32: Vec::new(),
+            tmp_t: Vec::new(),
+            traffic: Traffic::default(),
+        };
+        if self.n == 0 && self.s.size() > 1 {
+            return self.handshake(&mut st);
+        }
+        if self.use_acc {
+            st.acc.clear();
+            st.acc.resize(self.n, 0.0);
+        }
+        for (step, ops) in exchanges(self.s, self.r, self.n, piece, self.frontiers) {
+            let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
+            let excluded = self.frontiers || self.use_acc;
+            if let Some((send, recv)) = direct_runs(&ops, &bodies, self.n, excluded) {
+                self.direct(step, &ops, sends[0], send, recv, buf, &mut st)?;
+            } else {
+                let got = self.exchange(&ops, &bodies, &sends, buf, &mut st)?;
+                self.apply(step, &ops, got, buf, &mut st)?;
+            }
+            self.finalize(&ops, rounding, buf, &mut st);
+        }
+        Ok(st.traffic)
+    }
+
+    /// The run of a zero-length call of several ranks, whose schedule has
+    /// no messages: this call's header to every other rank, and theirs
+    /// checked, each as it is taken ([`handshake_order`](Self::handshake_order)),
+    /// so that a rank called with another length finds the mismatch at
+    /// its first message as with any other length, and none returns `Ok`
+    /// while its peers wait for it.
+    fn handshake<T: Element>(&self, st: &mut State<'_, T>) -> Result<Traffic, CommError> {
+        let p = self.s.size();
+        let header = encode(
+            &self.call,
+            &Message::new(HANDSHAKE_STEP, Span::new(0, 0), Kind::Copy, 0),
+        );
+        let peers = self.handshake_order();
+        let out: Vec<Outgoing<'_>> = peers
+            .iter()
+            .map(|&to| Outgoing {
+                to,
+                tag: self.tag,
+                header: &header,
+                body: &[],
+            })
+            .collect();
+        st.incoming
+            .resize_with(st.incoming.len().max(p - 1), Incoming::default);
+        for (i, &from) in peers.iter().enumerate() {
+            st.incoming[i].from = from;
+            st.incoming[i].tag = self.tag;
+        }
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let mut check = |i: usize, head: &[u8], tail: &[u8]| {
+            let peer = self.comm.world_rank(peers[i]);
+            let (header, body) =
+                split_header(head, tail).ok_or(self.mismatch(peer, Mismatch::Format))?;
+            let m = self.header(peer, header, body.len())?;
+            if m.step as usize != HANDSHAKE_STEP {
+                return Err(self.mismatch(peer, Mismatch::Sequence));
+            }
+            Ok(())
+        };
+        self.comm
+            .exchange_apply(&out, &mut st.incoming[..p - 1], left, &mut check)?;
+        Ok(Traffic {
+            messages: p - 1,
+            bytes: (p - 1) * HEADER,
+        })
+    }
+
+    /// The peers whose headers a zero-length call takes, in order: first
+    /// those this rank hears from in the same schedule on a buffer long
+    /// enough to leave no message out, in the order it would (so that
+    /// among ranks called with a non-zero length, the first peer it waits
+    /// for is one that sends to it), then the others.
+    fn handshake_order(&self) -> Vec<usize> {
+        let p = self.s.size();
+        let mut seen = vec![false; p];
+        seen[self.r] = true;
+        let mut order = Vec::with_capacity(p - 1);
+        let mut hear = |q: usize| {
+            if !std::mem::replace(&mut seen[q], true) {
+                order.push(q);
+            }
+        };
+        if let Ok(full) = Schedule::new(self.s.algorithm(), self.s.collective(), p, 2 * p) {
+            for step in 0..full.steps() {
+                for o in full.ops(self.r, step).iter() {
+                    if let Op::Recv { from, .. } = *o {
+                        hear(from);
+                    }
+                }
+            }
+        }
+        for k in 1..p {
+            hear((self.r + p - k) % p);
+        }
+        order
+    }
+
+    /// Step 1: the bodies of this step's sends (runs of the buffer or the
+    /// accumulator, or copies staged in `st.staged`), their headers in
+    /// `st.headers`, and their receivers.
+    fn stage<T: Element>(
+        &self,
+        step: usize,
+        ops: &[Op],
+        buf: &[T],
+        st: &mut State<'_, T>,
+    ) -> (Vec<Body>, Vec<usize>) {
+        st.headers.clear();
         let mut bodies = Vec::new();
         let mut sends = Vec::new();
-        let mut used_staged = 0;
-        for o in &ops {
+        let mut used = 0;
+        for o in ops {
             let Op::Send { to, span, kind } = *o else {
                 continue;
             };
-            let runs: Vec<Range<usize>> = span.runs_below(n).collect();
-            let single = (runs.len() == 1).then(|| runs[0].clone());
-            let mut stage = |fill: &mut dyn FnMut(&mut Vec<u8>)| {
-                if staged.len() == used_staged {
-                    staged.push(Vec::new());
-                }
-                let v = &mut staged[used_staged];
-                v.clear();
-                fill(v);
-                used_staged += 1;
-                Body::Staged(used_staged - 1)
-            };
-            let push_t = |v: &mut Vec<u8>, buf: &[T]| {
-                for run in &runs {
-                    v.extend_from_slice(bytemuck::cast_slice(&buf[run.clone()]));
-                }
-            };
-            let body = match kind {
-                Kind::Copy => match single {
-                    Some(run) => Body::Buf(run),
-                    None => stage(&mut |v| push_t(v, buf)),
-                },
-                Kind::Reduce { covers, .. } if frontiers => {
-                    let state = held.get(&span);
-                    let body = stage(&mut |v| {
-                        pack_frontier(&tree, covers, r, state, &runs, buf, v);
-                    });
-                    if state.is_some_and(|h| h.set == covers) {
-                        held.remove(&span);
-                    }
-                    body
-                }
-                Kind::Reduce { covers, .. } => {
-                    if covers.len == 1 || !wide {
-                        // Its own contribution, or an f32 partial in place.
-                        match single {
-                            Some(run) => Body::Buf(run),
-                            None => stage(&mut |v| push_t(v, buf)),
-                        }
-                    } else if native_wire(op, covers) {
-                        // A 16-bit Max/Min partial: exact in the format.
-                        stage(&mut |v| {
-                            for run in &runs {
-                                for &x in &acc[run.clone()] {
-                                    let t = T::store(x, Rounding::Nearest, 0);
-                                    v.extend_from_slice(bytemuck::bytes_of(&t));
-                                }
-                            }
-                        })
-                    } else {
-                        match single {
-                            Some(run) => Body::Acc(run),
-                            None => stage(&mut |v| {
-                                for run in &runs {
-                                    v.extend_from_slice(bytemuck::cast_slice(&acc[run.clone()]));
-                                }
-                            }),
-                        }
-                    }
-                }
-            };
+            let body = self.body(span, kind, buf, st, &mut used);
             let len = match &body {
                 Body::Buf(run) => run.len() * size_of::<T>(),
                 Body::Acc(run) => run.len() * size_of::<f32>(),
-                Body::Staged(i) => staged[*i].len(),
+                Body::Staged(i) => st.staged[*i].len(),
             };
-            headers.push(encode(&call, &Message::new(step, span, kind, len)));
+            st.headers
+                .push(encode(&self.call, &Message::new(step, span, kind, len)));
             bodies.push(body);
             sends.push(to);
         }
+        (bodies, sends)
+    }
 
-        // 2. Exchange.
-        let recvs = ops.iter().filter(|o| matches!(o, Op::Recv { .. })).count();
-        if incoming.len() < recvs {
-            incoming.resize_with(recvs, Incoming::default);
+    /// Where the body of a send of `span` comes from: in place when it is
+    /// one run of the buffer (or of the f32 accumulator), else copied into
+    /// `st.staged[*used]` in its wire format ([`Transfer::bytes`]).
+    ///
+    /// [`Transfer::bytes`]: tessera_core::collective::Transfer::bytes
+    fn body<T: Element>(
+        &self,
+        span: Span,
+        kind: Kind,
+        buf: &[T],
+        st: &mut State<'_, T>,
+        used: &mut usize,
+    ) -> Body {
+        let State {
+            acc, staged, held, ..
+        } = st;
+        let runs: Vec<Range<usize>> = span.runs_below(self.n).collect();
+        let single = (runs.len() == 1).then(|| runs[0].clone());
+        let mut stage = |fill: &mut dyn FnMut(&mut Vec<u8>)| {
+            if staged.len() == *used {
+                staged.push(Vec::new());
+            }
+            let v = &mut staged[*used];
+            v.clear();
+            fill(v);
+            *used += 1;
+            Body::Staged(*used - 1)
+        };
+        let mut copy = |v: &mut Vec<u8>| {
+            for run in &runs {
+                v.extend_from_slice(bytemuck::cast_slice(&buf[run.clone()]));
+            }
+        };
+        let Kind::Reduce { covers, .. } = kind else {
+            return match single {
+                Some(run) => Body::Buf(run),
+                None => stage(&mut copy),
+            };
+        };
+        if self.frontiers {
+            let state = held.get(&span);
+            let body = stage(&mut |v| {
+                pack_frontier(&self.tree, covers, self.r, state, &runs, buf, v);
+            });
+            if state.is_some_and(|h| h.set == covers) {
+                held.remove(&span);
+            }
+            return body;
         }
-        for (i, o) in ops
+        if covers.len == 1 || !self.wide {
+            // Its own contribution, or an f32 partial in place.
+            match single {
+                Some(run) => Body::Buf(run),
+                None => stage(&mut copy),
+            }
+        } else if native_wire(self.op, covers) {
+            // A 16-bit Max/Min partial: exact in the format.
+            stage(&mut |v| {
+                for run in &runs {
+                    for &x in &acc[run.clone()] {
+                        let t = T::store(x, Rounding::Nearest, 0);
+                        v.extend_from_slice(bytemuck::bytes_of(&t));
+                    }
+                }
+            })
+        } else {
+            match single {
+                Some(run) => Body::Acc(run),
+                None => stage(&mut |v| {
+                    for run in &runs {
+                        v.extend_from_slice(bytemuck::cast_slice(&acc[run.clone()]));
+                    }
+                }),
+            }
+        }
+    }
+
+    /// Sets `incoming` up for the step's receives, in the order listed;
+    /// returns how many.
+    fn expect_receives(&self, ops: &[Op], incoming: &mut Vec<Incoming>) -> usize {
+        let froms: Vec<usize> = ops
             .iter()
-            .filter(|o| matches!(o, Op::Recv { .. }))
-            .enumerate()
-        {
-            let Op::Recv { from, .. } = *o else {
-                unreachable!("filtered")
-            };
-            incoming[i].from = from;
-            incoming[i].tag = tag;
+            .filter_map(|o| match *o {
+                Op::Recv { from, .. } => Some(from),
+                _ => None,
+            })
+            .collect();
+        if incoming.len() < froms.len() {
+            incoming.resize_with(froms.len(), Incoming::default);
         }
-        if let Some((send_run, recv_run)) = direct_runs(&ops, &bodies, n, frontiers || use_acc) {
-            // One send from the buffer and one receive into another part
-            // of it: the transport may let the peer read the body in
-            // place while this rank applies its own receive.
-            let Some(&Op::Recv { from, span, kind }) =
-                ops.iter().find(|o| matches!(o, Op::Recv { .. }))
-            else {
-                unreachable!("direct_runs found one receive")
-            };
-            let (body, into): (&[T], &mut [T]) = if send_run.end <= recv_run.start {
-                let (low, high) = buf.split_at_mut(recv_run.start);
-                (&low[send_run.clone()], &mut high[..recv_run.len()])
-            } else {
-                let (low, high) = buf.split_at_mut(send_run.start);
-                (&high[..send_run.len()], &mut low[recv_run.clone()])
-            };
-            let out = [Outgoing {
-                to: sends[0],
-                tag,
-                header: &headers[0],
-                body: bytemuck::cast_slice(body),
-            }];
-            traffic.messages += 1;
-            traffic.bytes += out[0].len();
-            let peer = comm.world_rank(from);
-            let expect = Message::new(step, span, kind, 0);
-            let payload = recv_run.len();
-            let expected = payload
-                * match kind {
-                    Kind::Reduce { covers, .. } if !native_wire(op, covers) => 4,
-                    _ => size_of::<T>(),
-                };
-            let left = deadline.saturating_duration_since(Instant::now());
-            comm.exchange_apply(&out, &mut incoming[..1], left, &mut |_, head, tail| {
-                let mismatch = |what| CommError::CallMismatch {
-                    rank: me,
-                    peer,
-                    what,
-                };
-                let (header, body) = if tail.is_empty() && head.len() >= HEADER {
-                    head.split_at(HEADER)
-                } else if head.len() == HEADER {
-                    (head, tail)
-                } else {
-                    return Err(mismatch(Mismatch::Format));
-                };
-                let Some((theirs, m)) = decode(header) else {
-                    return Err(mismatch(Mismatch::Format));
-                };
-                if let Some(what) = call.mismatch(&theirs) {
-                    return Err(mismatch(what));
+        for (i, &from) in froms.iter().enumerate() {
+            incoming[i].from = from;
+            incoming[i].tag = self.tag;
+        }
+        froms.len()
+    }
+
+    /// Steps 2 to 4 for a step of one send from the buffer and one receive
+    /// into another run of it ([`direct_runs`]): through
+    /// [`Communicator::exchange_apply`], so that the transport may let the
+    /// peer read the body in place while this rank applies its own
+    /// receive, checked as at step 3.
+    #[allow(clippy::too_many_arguments)]
+    fn direct<T: Element>(
+        &self,
+        step: usize,
+        ops: &[Op],
+        to: usize,
+        send_run: Range<usize>,
+        recv_run: Range<usize>,
+        buf: &mut [T],
+        st: &mut State<'_, T>,
+    ) -> Result<(), CommError> {
+        self.expect_receives(ops, st.incoming);
+        let Some(&Op::Recv { from, span, kind }) =
+            ops.iter().find(|o| matches!(o, Op::Recv { .. }))
+        else {
+            unreachable!("direct_runs found one receive")
+        };
+        let (body, into): (&[T], &mut [T]) = if send_run.end <= recv_run.start {
+            let (low, high) = buf.split_at_mut(recv_run.start);
+            (&low[send_run.clone()], &mut high[..recv_run.len()])
+        } else {
+            let (low, high) = buf.split_at_mut(send_run.start);
+            (&high[..send_run.len()], &mut low[recv_run.clone()])
+        };
+        let out = [Outgoing {
+            to,
+            tag: self.tag,
+            header: &st.headers[0],
+            body: bytemuck::cast_slice(body),
+        }];
+        st.traffic.messages += 1;
+        st.traffic.bytes += out[0].len();
+        let peer = self.comm.world_rank(from);
+        let expect = Message::new(step, span, kind, 0);
+        let payload = recv_run.len();
+        let expected = self.expected_bytes::<T>(kind, payload);
+        let (op, tmp_t, tmp_f32) = (self.op, &mut st.tmp_t, &mut st.tmp_f32);
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        self.comm
+            .exchange_apply(&out, &mut st.incoming[..1], left, &mut |_, head, tail| {
+                let (header, body) =
+                    split_header(head, tail).ok_or(self.mismatch(peer, Mismatch::Format))?;
+                let m = self.header(peer, header, body.len())?;
+                if !m.is(&expect) {
+                    return Err(self.mismatch(peer, Mismatch::Sequence));
                 }
-                if m.body != body.len() as u64 {
-                    return Err(mismatch(Mismatch::Format));
-                }
-                if (m.step, m.span, m.kind, m.covers)
-                    != (expect.step, expect.span, expect.kind, expect.covers)
-                {
-                    return Err(mismatch(Mismatch::Sequence));
-                }
-                if body.len() != expected {
-                    return Err(CommError::LengthMismatch {
-                        rank: me,
-                        peer,
-                        expected,
-                        found: body.len(),
-                    });
-                }
+                self.body_length(peer, expected, body.len())?;
                 let whole = Span::new(0, payload);
                 match kind {
-                    Kind::Copy => into.copy_from_slice(values::<T>(body, &mut tmp_t)),
+                    Kind::Copy => into.copy_from_slice(values::<T>(body, tmp_t)),
                     Kind::Reduce { covers, .. } if native_wire(op, covers) => {
-                        let vals = values::<T>(body, &mut tmp_t);
+                        let vals = values::<T>(body, tmp_t);
                         reduce_into(op, into, &mut [], false, false, whole, payload, vals);
                     }
                     Kind::Reduce { .. } => {
-                        let vals = values::<f32>(body, &mut tmp_f32);
+                        let vals = values::<f32>(body, tmp_f32);
                         reduce_into(op, into, &mut [], false, false, whole, payload, vals);
                     }
                 }
                 Ok(())
-            })?;
-        } else {
-            if !sends.is_empty() || recvs > 0 {
-                let out: Vec<Outgoing<'_>> = sends
-                    .iter()
-                    .zip(&bodies)
-                    .zip(headers.iter())
-                    .map(|((&to, body), header)| Outgoing {
-                        to,
-                        tag,
-                        header,
-                        body: match body {
-                            Body::Buf(run) => bytemuck::cast_slice(&buf[run.clone()]),
-                            Body::Acc(run) => bytemuck::cast_slice(&acc[run.clone()]),
-                            Body::Staged(i) => &staged[*i],
-                        },
-                    })
-                    .collect();
-                traffic.messages += out.len();
-                traffic.bytes += out.iter().map(Outgoing::len).sum::<usize>();
-                let left = deadline.saturating_duration_since(Instant::now());
-                comm.exchange(&out, &mut incoming[..recvs], left)?;
-            }
+            })
+    }
 
-            // 3. Check every header against this call.
-            let mut got: Vec<(usize, Message, bool)> = Vec::with_capacity(recvs);
-            for inc in &incoming[..recvs] {
-                let peer = comm.world_rank(inc.from);
-                let mismatch = |what| CommError::CallMismatch {
-                    rank: me,
-                    peer,
-                    what,
-                };
-                let Some((theirs, m)) = decode(&inc.message) else {
-                    return Err(mismatch(Mismatch::Format));
-                };
-                if let Some(what) = call.mismatch(&theirs) {
-                    return Err(mismatch(what));
-                }
-                if m.body != (inc.message.len() - HEADER) as u64 {
-                    return Err(mismatch(Mismatch::Format));
-                }
-                got.push((inc.from, m, false));
-            }
+    /// Steps 2 and 3 otherwise: sends the step's bodies and receives its
+    /// messages whole, then checks every header against this call. Returns
+    /// the messages' fields, in the order of `st.incoming`.
+    fn exchange<T: Element>(
+        &self,
+        ops: &[Op],
+        bodies: &[Body],
+        sends: &[usize],
+        buf: &[T],
+        st: &mut State<'_, T>,
+    ) -> Result<Vec<Got>, CommError> {
+        let recvs = self.expect_receives(ops, st.incoming);
+        if !sends.is_empty() || recvs > 0 {
+            let out: Vec<Outgoing<'_>> = sends
+                .iter()
+                .zip(bodies)
+                .zip(st.headers.iter())
+                .map(|((&to, body), header)| Outgoing {
+                    to,
+                    tag: self.tag,
+                    header,
+                    body: match body {
+                        Body::Buf(run) => bytemuck::cast_slice(&buf[run.clone()]),
+                        Body::Acc(run) => bytemuck::cast_slice(&st.acc[run.clone()]),
+                        Body::Staged(i) => &st.staged[*i],
+                    },
+                })
+                .collect();
+            st.traffic.messages += out.len();
+            st.traffic.bytes += out.iter().map(Outgoing::len).sum::<usize>();
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            self.comm.exchange(&out, &mut st.incoming[..recvs], left)?;
+        }
+        st.incoming[..recvs]
+            .iter()
+            .map(|inc| {
+                let peer = self.comm.world_rank(inc.from);
+                let body = inc.message.len().saturating_sub(HEADER);
+                Ok((inc.from, self.header(peer, &inc.message, body)?, false))
+            })
+            .collect()
+    }
 
-            // 4. Apply the receives in the order listed.
-            for o in &ops {
-                let Op::Recv { from, span, kind } = *o else {
-                    continue;
-                };
-                let peer = comm.world_rank(from);
-                let payload = span.elements_below(n);
-                let expect = Message::new(step, span, kind, 0);
-                let Some(j) = got.iter().position(|(f, m, used)| {
-                    !used
-                        && *f == from
-                        && (m.step, m.span, m.kind, m.covers)
-                            == (expect.step, expect.span, expect.kind, expect.covers)
-                }) else {
-                    return Err(CommError::CallMismatch {
-                        rank: me,
-                        peer,
-                        what: Mismatch::Sequence,
-                    });
-                };
-                got[j].2 = true;
-                let body = &incoming[j].message[HEADER..];
-                let expected = match kind {
-                    Kind::Copy => payload * size_of::<T>(),
-                    Kind::Reduce { covers, .. } if frontiers => {
-                        let mut bytes = 0;
-                        tree.frontier(covers, &mut |node| {
-                            bytes += payload
-                                * if tree.leaf(node).is_some() {
-                                    size_of::<T>()
-                                } else {
-                                    4
-                                };
-                        });
-                        bytes
+    /// Step 4: applies the received messages `got` (from [`exchange`]) in
+    /// the order the step's receives list them, each checked to be the
+    /// message the receive expects, of the length it expects.
+    ///
+    /// [`exchange`]: Self::exchange
+    fn apply<T: Element>(
+        &self,
+        step: usize,
+        ops: &[Op],
+        mut got: Vec<Got>,
+        buf: &mut [T],
+        st: &mut State<'_, T>,
+    ) -> Result<(), CommError> {
+        let n = self.n;
+        for o in ops {
+            let Op::Recv { from, span, kind } = *o else {
+                continue;
+            };
+            let peer = self.comm.world_rank(from);
+            let expect = Message::new(step, span, kind, 0);
+            let j = got
+                .iter()
+                .position(|(f, m, used)| !used && *f == from && m.is(&expect))
+                .ok_or(self.mismatch(peer, Mismatch::Sequence))?;
+            got[j].2 = true;
+            let body = &st.incoming[j].message[HEADER..];
+            let payload = span.elements_below(n);
+            self.body_length(peer, self.expected_bytes::<T>(kind, payload), body.len())?;
+            let (op, use_acc) = (self.op, self.use_acc);
+            match kind {
+                Kind::Copy => {
+                    let vals = values::<T>(body, &mut st.tmp_t);
+                    let mut k = 0;
+                    for run in span.runs_below(n) {
+                        let len = run.len();
+                        buf[run].copy_from_slice(&vals[k..k + len]);
+                        k += len;
                     }
-                    Kind::Reduce { covers, .. } => {
-                        payload
-                            * if native_wire(op, covers) {
-                                size_of::<T>()
-                            } else {
-                                4
-                            }
-                    }
-                };
-                if body.len() != expected {
-                    return Err(CommError::LengthMismatch {
-                        rank: me,
-                        peer,
-                        expected,
-                        found: body.len(),
-                    });
                 }
-                match kind {
-                    Kind::Copy => {
-                        let vals = values::<T>(body, &mut tmp_t);
-                        let mut k = 0;
-                        for run in span.runs_below(n) {
-                            let len = run.len();
-                            buf[run].copy_from_slice(&vals[k..k + len]);
-                            k += len;
-                        }
-                    }
-                    Kind::Reduce { covers, onto } if frontiers => {
-                        merge_frontier(&tree, op, r, &mut held, span, covers, onto, body, buf, n);
-                    }
-                    Kind::Reduce { covers, onto } => {
-                        let held_single = onto.len == 1;
-                        if native_wire(op, covers) {
-                            let vals = values::<T>(body, &mut tmp_t);
-                            reduce_into(op, buf, acc, use_acc, held_single, span, n, vals);
-                        } else {
-                            let vals = values::<f32>(body, &mut tmp_f32);
-                            reduce_into(op, buf, acc, use_acc, held_single, span, n, vals);
-                        }
+                Kind::Reduce { covers, onto } if self.frontiers => {
+                    let held = &mut st.held;
+                    merge_frontier(
+                        &self.tree, op, self.r, held, span, covers, onto, body, buf, n,
+                    );
+                }
+                Kind::Reduce { covers, onto } => {
+                    let single = onto.len == 1;
+                    if native_wire(op, covers) {
+                        let vals = values::<T>(body, &mut st.tmp_t);
+                        reduce_into(op, buf, st.acc, use_acc, single, span, n, vals);
+                    } else {
+                        let vals = values::<f32>(body, &mut st.tmp_f32);
+                        reduce_into(op, buf, st.acc, use_acc, single, span, n, vals);
                     }
                 }
             }
         }
+        Ok(())
+    }
 
-        // 5. Finalize.
-        for o in &ops {
+    /// Step 5: finalizes the spans the step's ops name (rounded once, with
+    /// `rounding` at the element's position).
+    fn finalize<T: Element>(
+        &self,
+        ops: &[Op],
+        rounding: Rounding,
+        buf: &mut [T],
+        st: &mut State<'_, T>,
+    ) {
+        let (p, op) = (self.s.size(), self.op);
+        for o in ops {
             let Op::Finalize { span } = *o else {
                 continue;
             };
-            if frontiers {
-                let h = held
+            if self.frontiers {
+                let h = st
+                    .held
                     .remove(&span)
                     .expect("a finalized span holds the whole tree");
                 debug_assert_eq!(h.set.len, p);
                 let (node, root) = &h.nodes[0];
-                debug_assert_eq!(*node, tree.root());
+                debug_assert_eq!(*node, self.tree.root());
                 let mut k = 0;
-                for run in span.runs_below(n) {
+                for run in span.runs_below(self.n) {
                     for i in run {
-                        buf[i] = T::store(op.finish(root[k], p), reduction.rounding, i);
+                        buf[i] = T::store(op.finish(root[k], p), rounding, i);
                         k += 1;
                     }
                 }
             } else {
-                for run in span.runs_below(n) {
-                    if use_acc {
-                        for i in run {
-                            buf[i] = T::store(op.finish(acc[i], p), reduction.rounding, i);
-                        }
+                for i in span.runs_below(self.n).flatten() {
+                    let x = if self.use_acc {
+                        st.acc[i]
                     } else {
-                        for i in run {
-                            buf[i] = T::store(op.finish(buf[i].load(), p), reduction.rounding, i);
-                        }
-                    }
+                        buf[i].load()
+                    };
+                    buf[i] = T::store(op.finish(x, p), rounding, i);
                 }
             }
         }
     }
-    Ok(traffic)
+
+    /// The fields of a message from `peer` whose header is `header` and
+    /// whose body has `body` bytes, checked against this call: a header of
+    /// this call, stating the body's length.
+    fn header(&self, peer: usize, header: &[u8], body: usize) -> Result<Message, CommError> {
+        let Some((theirs, m)) = decode(header) else {
+            return Err(self.mismatch(peer, Mismatch::Format));
+        };
+        if let Some(what) = self.call.mismatch(&theirs) {
+            return Err(self.mismatch(peer, what));
+        }
+        if m.body != body as u64 {
+            return Err(self.mismatch(peer, Mismatch::Format));
+        }
+        Ok(m)
+    }
+
+    /// Bytes of the body of a received message of `payload` elements:
+    /// values in the buffer's format, partial sums in f32, or a frontier's
+    /// vectors (leaves in the buffer's format, inner nodes in f32).
+    fn expected_bytes<T: Element>(&self, kind: Kind, payload: usize) -> usize {
+        let per_element = match kind {
+            Kind::Copy => size_of::<T>(),
+            Kind::Reduce { covers, .. } if self.frontiers => {
+                let mut bytes = 0;
+                self.tree.frontier(covers, &mut |node| {
+                    bytes += if self.tree.leaf(node).is_some() {
+                        size_of::<T>()
+                    } else {
+                        4
+                    };
+                });
+                bytes
+            }
+            Kind::Reduce { covers, .. } if native_wire(self.op, covers) => size_of::<T>(),
+            Kind::Reduce { .. } => 4,
+        };
+        payload * per_element
+    }
+
+    fn body_length(&self, peer: usize, expected: usize, found: usize) -> Result<(), CommError> {
+        if found == expected {
+            Ok(())
+        } else {
+            Err(CommError::LengthMismatch {
+                rank: self.me,
+                peer,
+                expected,
+                found,
+            })
+        }
+    }
+
+    const fn mismatch(&self, peer: usize, what: Mismatch) -> CommError {
+        CommError::CallMismatch {
+            rank: self.me,
+            peer,
+            what,
+        }
+    }
+}
+
+/// A received message's header and body from the two parts a transport
+/// hands to [`Communicator::exchange_apply`]'s `apply`: one part holding
+/// both, or the header then the body. `None` if neither.
+fn split_header<'m>(head: &'m [u8], tail: &'m [u8]) -> Option<(&'m [u8], &'m [u8])> {
+    if tail.is_empty() && head.len() >= HEADER {
+        Some(head.split_at(HEADER))
+    } else if head.len() == HEADER {
+        Some((head, tail))
+    } else {
+        None
+    }
 }
 
 /// The most elements a message of the thread transport carries
@@ -1139,10 +1404,7 @@ fn merge_frontier<T: Element>(
 
 /// A failure recorded for this rank's own invalid call.
 pub(crate) fn own_failure<C: Communicator + ?Sized>(comm: &C) -> Failure {
-    Failure {
-        rank: comm.world_rank(comm.rank()),
-        cause: Cause::Mismatch,
-    }
+    Failure::of(comm.world_rank(comm.rank()), Cause::Mismatch)
 }
 
 /// The union of two disjoint, adjacent sets (one ends where the other

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::comm::{Communicator, Incoming, Outgoing};
+use crate::cost::Topology;
 use crate::error::{CommError, Failure};
 use crate::group::ReplicaGroup;
 
@@ -136,5 +137,9 @@ impl<C: Communicator> Communicator for GroupComm<C> {
 
     fn piece_elements(&self) -> Option<usize> {
         self.inner.piece_elements()
+    }
+
+    fn topology(&self) -> Topology {
+        self.inner.topology()
     }
 }

@@ -19,6 +19,12 @@
 //! [`Communicator::piece_elements`] elements travel as pieces, so the ranks
 //! move through a large buffer together, piece by piece.
 //!
+//! Every rank publishes whom it waits for. A wait that reaches its deadline
+//! follows those waits from the rank it waited for to one that waits for
+//! nobody, and names it ([`Cause::Unresponsive`]) only if that rank then
+//! neither waits nor sends for 200 ms; a chain that comes back on itself,
+//! or ranks that keep moving, name nobody ([`CommError::Stalled`]).
+//!
 //! ```
 //! use std::time::Duration;
 //! use tessera_collectives::{Communicator, ThreadWorld};
@@ -38,14 +44,14 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::comm::{Apply, Communicator, Incoming, Outgoing, Tag, failure_error};
+use crate::comm::{Apply, Communicator, Incoming, Outgoing, Tag, failure_error, peers_in_range};
 use crate::error::{Cause, CommError, Failure};
 use crate::group::GroupError;
-use crate::loan::{Loan, with_loans};
+use crate::loan::{Lent, Loan, with_loans};
 use crate::run::PIECE_ELEMENTS;
 
 /// A world of ranks that are threads of this process: its
@@ -76,6 +82,8 @@ impl ThreadWorld {
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             departed: (0..size).map(|_| AtomicBool::new(false)).collect(),
+            waits: (0..size).map(|_| AtomicUsize::new(NOBODY)).collect(),
+            moves: (0..size).map(|_| AtomicU64::new(0)).collect(),
             pool: Mutex::new(Vec::new()),
             spin: if std::thread::available_parallelism().is_ok_and(|c| size <= c.get()) {
                 SPIN
@@ -151,6 +159,13 @@ struct Shared {
     failed: AtomicBool,
     failure: Mutex<Option<Failure>>,
     departed: Vec<AtomicBool>,
+    /// The rank each rank waits for ([`NOBODY`]: it is not waiting), to
+    /// find the rank that stopped when a wait times out
+    /// ([`Shared::culprit`]).
+    waits: Vec<AtomicUsize>,
+    /// How many times each rank has started or ended a wait or sent: a
+    /// rank whose count changes is alive.
+    moves: Vec<AtomicU64>,
     /// Spare message vectors.
     pool: Mutex<Vec<Vec<u8>>>,
     /// How long a receive of a small exchange polls before it blocks:
@@ -180,6 +195,19 @@ struct Envelope {
     /// The rest of the message, lent in place by the sender.
     loan: Option<Arc<Loan>>,
 }
+
+/// In [`Shared::waits`]: not waiting.
+const NOBODY: usize = usize::MAX;
+
+/// How long a rank that waits for nobody must show no sign of life to be
+/// named as the one that stopped ([`Shared::culprit`]): far longer than a
+/// live rank spends between two waits of a collective (reducing or copying
+/// one piece takes about a millisecond), even with more ranks than cores.
+const PROBE: Duration = Duration::from_millis(200);
+
+/// How long [`Shared::culprit`] looks for a rank that stopped while the
+/// ranks keep moving, before it concludes that none did.
+const PROBE_ALL: Duration = Duration::from_secs(1);
 
 /// Bodies from this size on are lent in place by
 /// [`Communicator::exchange_apply`] rather than copied: below it, the
@@ -211,6 +239,60 @@ impl Shared {
             *lock(&self.failure)
         } else {
             None
+        }
+    }
+
+    /// Marks `rank` as waiting for `peer` until the guard is dropped.
+    fn waiting(&self, rank: usize, peer: usize) -> Waiting<'_> {
+        self.waits[rank].store(peer, Ordering::SeqCst);
+        self.moves[rank].fetch_add(1, Ordering::SeqCst);
+        Waiting { shared: self, rank }
+    }
+
+    /// The rank that stopped, as seen by `me`, whose wait for `peer` has
+    /// timed out: follow the waits from `peer` to a rank that waits for
+    /// nobody, and name it if it then shows no sign of life (no wait, no
+    /// send) for [`PROBE`]. `None` if the waits lead back to a rank
+    /// already on the chain (every rank on it waits for another: no rank
+    /// stopped, the calls do not match), or if the ranks keep moving for
+    /// [`PROBE_ALL`] (the collective is just slower than its timeout).
+    fn culprit(&self, me: usize, peer: usize) -> Option<usize> {
+        let give_up = Instant::now() + PROBE_ALL;
+        loop {
+            let end = self.end_of_waits(me, peer)?;
+            let moves = self.moves[end].load(Ordering::SeqCst);
+            let quiet = Instant::now() + PROBE;
+            let still = || {
+                self.moves[end].load(Ordering::SeqCst) == moves
+                    && self.waits[end].load(Ordering::SeqCst) == NOBODY
+            };
+            while still() && Instant::now() < quiet && self.failure().is_none() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if still() {
+                return Some(end);
+            }
+            if Instant::now() >= give_up || self.failure().is_some() {
+                return None;
+            }
+        }
+    }
+
+    /// The rank at the end of the chain of waits from `peer` (`me` waits
+    /// for `peer`): the first that waits for nobody, `None` if the chain
+    /// comes back to a rank on it.
+    fn end_of_waits(&self, me: usize, peer: usize) -> Option<usize> {
+        let mut seen = vec![false; self.size];
+        seen[me] = true;
+        let mut rank = peer;
+        loop {
+            if std::mem::replace(&mut seen[rank], true) {
+                return None;
+            }
+            match self.waits[rank].load(Ordering::SeqCst) {
+                NOBODY => return Some(rank),
+                next => rank = next,
+            }
         }
     }
 
@@ -259,6 +341,19 @@ impl Shared {
     }
 }
 
+/// A rank's mark in [`Shared::waits`], cleared on drop.
+struct Waiting<'a> {
+    shared: &'a Shared,
+    rank: usize,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.shared.waits[self.rank].store(NOBODY, Ordering::SeqCst);
+        self.shared.moves[self.rank].fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 impl ThreadCommunicator {
     /// What every exchange checks and derives first: its start and
     /// deadline, how long a receive polls before blocking (only when every
@@ -277,14 +372,7 @@ impl ThreadCommunicator {
         } else {
             Duration::ZERO
         };
-        if let Some(bad) = sends
-            .iter()
-            .map(|o| o.to)
-            .chain(recvs.iter().map(|i| i.from))
-            .find(|&r| r >= size)
-        {
-            return Err(CommError::RankOutOfRange { rank: bad, size });
-        }
+        peers_in_range(sends, recvs, size)?;
         if let Some(f) = s.failure() {
             return Err(self.error(f));
         }
@@ -304,8 +392,31 @@ impl ThreadCommunicator {
         failure_error(self.rank, f)
     }
 
+    /// The error of a wait for `peer` that reached its deadline after
+    /// `waited`: aborts the world naming the rank that stopped (or nobody,
+    /// see [`Shared::culprit`]). If another rank's failure came first, its
+    /// error.
+    fn timed_out(&self, peer: usize, waited: Duration) -> CommError {
+        let s = &*self.shared;
+        let culprit = s.culprit(self.rank, peer);
+        let ours = Failure {
+            rank: culprit,
+            cause: Cause::Unresponsive,
+        };
+        s.fail(ours);
+        match s.failure() {
+            Some(first) if first != ours => self.error(first),
+            _ => CommError::Timeout {
+                rank: self.rank,
+                peer: culprit,
+                waited,
+            },
+        }
+    }
+
     /// Queues a message for rank `to` and wakes it.
     fn post(&self, to: usize, tag: Tag, data: Vec<u8>, loan: Option<Arc<Loan>>) {
+        self.shared.moves[self.rank].fetch_add(1, Ordering::SeqCst);
         let b = &self.shared.boxes[to];
         lock(&b.queue).push_back(Envelope {
             from: self.rank,
@@ -324,6 +435,38 @@ impl ThreadCommunicator {
         b.ready.notify_all();
     }
 
+    /// Waits until the receivers have returned every loan of `lent`.
+    fn await_loans(
+        &self,
+        lent: &Lent<'_>,
+        deadline: Instant,
+        start: Instant,
+    ) -> Result<(), CommError> {
+        let s = &*self.shared;
+        let b = &s.boxes[self.rank];
+        let mut queue = lock(&b.queue);
+        loop {
+            let Some(borrower) = lent.outstanding() else {
+                return Ok(());
+            };
+            if let Some(f) = s.failure() {
+                return Err(self.error(f));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                drop(queue);
+                let _waiting = s.waiting(self.rank, borrower);
+                return Err(self.timed_out(borrower, now - start));
+            }
+            let _waiting = s.waiting(self.rank, borrower);
+            queue = b
+                .ready
+                .wait_timeout(queue, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
     /// Waits for the next message from `from` with `tag`.
     fn wait(
         &self,
@@ -335,6 +478,7 @@ impl ThreadCommunicator {
     ) -> Result<Envelope, CommError> {
         let s = &*self.shared;
         let b = &s.boxes[self.rank];
+        let _waiting = s.waiting(self.rank, from);
         let poll_until = Instant::now() + spin;
         let mut queue = lock(&b.queue);
         loop {
@@ -347,10 +491,7 @@ impl ThreadCommunicator {
             }
             if s.departed[from].load(Ordering::SeqCst) {
                 drop(queue);
-                let f = Failure {
-                    rank: from,
-                    cause: Cause::Exited,
-                };
+                let f = Failure::of(from, Cause::Exited);
                 s.fail(f);
                 return Err(self.error(s.failure().unwrap_or(f)));
             }
@@ -363,15 +504,7 @@ impl ThreadCommunicator {
             }
             if now >= deadline {
                 drop(queue);
-                s.fail(Failure {
-                    rank: from,
-                    cause: Cause::Unresponsive,
-                });
-                return Err(CommError::Timeout {
-                    rank: self.rank,
-                    peer: from,
-                    waited: now - start,
-                });
+                return Err(self.timed_out(from, now - start));
             }
             queue = b
                 .ready
@@ -443,7 +576,7 @@ impl Communicator for ThreadCommunicator {
                 if o.body.len() >= LEND_MIN {
                     let mut data = s.take_vec(o.header.len());
                     data.extend_from_slice(o.header);
-                    let loan = lent.lend(o.body, self.rank);
+                    let loan = lent.lend(o.body, self.rank, o.to);
                     self.post(o.to, o.tag, data, Some(loan));
                 } else {
                     let mut data = s.take_vec(o.len());
@@ -469,36 +602,7 @@ impl Communicator for ThreadCommunicator {
                     }
                 }
             }
-            // Wait for the receivers to return the loans.
-            let b = &s.boxes[self.rank];
-            let mut queue = lock(&b.queue);
-            loop {
-                if lent.all_returned() {
-                    return Ok(());
-                }
-                if let Some(f) = s.failure() {
-                    return Err(self.error(f));
-                }
-                let now = Instant::now();
-                if now >= deadline {
-                    drop(queue);
-                    let peer = sends.first().map_or(self.rank, |o| o.to);
-                    s.fail(Failure {
-                        rank: peer,
-                        cause: Cause::Unresponsive,
-                    });
-                    return Err(CommError::Timeout {
-                        rank: self.rank,
-                        peer,
-                        waited: now - start,
-                    });
-                }
-                queue = b
-                    .ready
-                    .wait_timeout(queue, deadline - now)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-            }
+            self.await_loans(lent, deadline, start)
         })
     }
 
@@ -521,10 +625,7 @@ impl Communicator for ThreadCommunicator {
 impl Drop for ThreadCommunicator {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.shared.fail(Failure {
-                rank: self.rank,
-                cause: Cause::Panicked,
-            });
+            self.shared.fail(Failure::of(self.rank, Cause::Panicked));
         } else {
             self.shared.departed[self.rank].store(true, Ordering::SeqCst);
             self.shared.wake_all();
@@ -536,10 +637,7 @@ impl AbortHandle {
     /// Aborts the world on behalf of this handle's rank
     /// ([`Cause::Aborted`]).
     pub fn abort(&self) {
-        self.shared.fail(Failure {
-            rank: self.rank,
-            cause: Cause::Aborted,
-        });
+        self.shared.fail(Failure::of(self.rank, Cause::Aborted));
     }
 }
 

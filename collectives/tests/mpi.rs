@@ -10,8 +10,11 @@
 //! sums; deterministic mode against the executor and across algorithms;
 //! groups and the hierarchical all-reduce; point-to-point; aborts,
 //! timeouts and mismatched calls at random steps (every rank must fail or
-//! be right, none may hang); then the cost model's alpha and beta fitted to
-//! this transport's timings.
+//! be right, none may hang); a stall blamed on the rank that stopped
+//! whichever rank times out first, and on no rank when ranks wait for each
+//! other; a rank that panics in a collective ending the job at once (an
+//! inner `mpirun` job started by rank 0); then the cost model's alpha and
+//! beta fitted to this transport's timings.
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -39,6 +42,9 @@ fn main() -> ExitCode {
     }
     let universe = mpi::initialize().expect("MPI initialises once");
     let comm = MpiCommunicator::world(&universe);
+    if std::env::var(INNER_JOB).as_deref() == Ok("panic") {
+        return panicking_job(comm);
+    }
     let rank = comm.rank();
     let start = Instant::now();
     let mut passed = 0;
@@ -54,13 +60,16 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Starts this binary under mpirun and returns its status.
-fn launch() -> ExitCode {
+/// The environment variable that makes this binary run an inner job's
+/// case instead of the checks (see [`panic_ends_the_job`]).
+const INNER_JOB: &str = "TESSERA_MPI_INNER_JOB";
+
+/// `mpirun -n RANKS --oversubscribe [--allow-run-as-root] THIS-BINARY`.
+fn mpirun(ranks: &str) -> Command {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let ranks = std::env::var("TESSERA_MPI_RANKS").unwrap_or_else(|_| "4".into());
     let mpirun = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
     let mut cmd = Command::new(&mpirun);
-    cmd.args(["-n", &ranks, "--oversubscribe"]);
+    cmd.args(["-n", ranks, "--oversubscribe"]);
     // Open MPI refuses root without this (CI runs as root).
     if std::env::var("USER").as_deref() == Ok("root")
         || Command::new("id")
@@ -70,7 +79,16 @@ fn launch() -> ExitCode {
     {
         cmd.arg("--allow-run-as-root");
     }
-    cmd.arg(exe).args(std::env::args_os().skip(1));
+    cmd.arg(exe);
+    cmd
+}
+
+/// Starts this binary under mpirun and returns its status.
+fn launch() -> ExitCode {
+    let ranks = std::env::var("TESSERA_MPI_RANKS").unwrap_or_else(|_| "4".into());
+    let mpirun = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let mut cmd = self::mpirun(&ranks);
+    cmd.args(std::env::args_os().skip(1));
     eprintln!("mpi tests: running {cmd:?}");
     match cmd.status() {
         Ok(s) if s.success() => ExitCode::SUCCESS,
@@ -160,7 +178,10 @@ fn run_all(comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
     point_to_point(&c, passed);
     let mut comm = c.into_inner();
     comm = faults(comm, passed);
+    comm = stalls_are_blamed_on_the_rank_that_stopped(comm, passed);
+    comm = waits_in_a_cycle_name_nobody(comm, passed);
     comm = mismatches(comm, passed);
+    panic_ends_the_job(&comm, passed);
     fit_model(&comm, passed);
     comm
 }
@@ -516,6 +537,35 @@ fn faults(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
             comm = c.into_inner().into_inner().duplicate();
         }
     }
+    if r == 0 {
+        println!("faults: aborts at random steps of every algorithm fail every rank cleanly");
+    }
+    *passed += 1;
+    comm
+}
+
+/// Whether `e` names `rank` as the one that stopped responding.
+fn names_unresponsive(e: &CommError, rank: usize) -> bool {
+    match *e {
+        CommError::Timeout { peer, .. } => peer == Some(rank),
+        CommError::PeerFailed {
+            rank: failed,
+            cause: Cause::Unresponsive,
+        } => failed == rank,
+        _ => false,
+    }
+}
+
+/// A rank that stops responding: the others time out within the deadline,
+/// naming it. Then rank 2 stalls while rank `first` starts the all-reduce
+/// before the others, so that its deadline passes first (rank 0 waits for
+/// 3, which waits for 2): every error names rank 2, whichever rank times
+/// out first, and no live rank is told that it failed.
+fn stalls_are_blamed_on_the_rank_that_stopped(
+    comm: MpiCommunicator,
+    passed: &mut usize,
+) -> MpiCommunicator {
+    let (p, r) = (comm.size(), comm.rank());
     // A rank that stops responding: the others time out within the
     // deadline; it finds the world aborted when it wakes.
     let timeout = Duration::from_millis(500);
@@ -529,17 +579,17 @@ fn faults(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
     let start = Instant::now();
     let result = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum));
     match result {
-        Err(CommError::Timeout { rank, waited, .. }) => {
-            assert_eq!(rank, r);
+        Err(CommError::Timeout { rank, peer, waited }) => {
+            assert_eq!((rank, peer), (r, Some(p - 1)));
             assert!(
                 waited < timeout + Duration::from_secs(2),
                 "rank {r}: waited {waited:?}"
             );
         }
         Err(CommError::PeerFailed {
+            rank,
             cause: Cause::Unresponsive,
-            ..
-        }) => {}
+        }) => assert_eq!(rank, p - 1, "rank {r}"),
         other => panic!("rank {r}: a stalled peer gave {other:?}"),
     }
     assert!(
@@ -547,34 +597,139 @@ fn faults(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
         "rank {r}: {:?}",
         start.elapsed()
     );
-    let comm = c.into_inner().into_inner().duplicate();
+    let mut comm = c.into_inner().into_inner().duplicate();
+    let stalled = 2 % p;
+    for first in (0..p).filter(|&q| q != stalled) {
+        comm.barrier(LONG).unwrap();
+        if r != first {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let fault = (r == stalled).then_some((1, Fault::Stall(Duration::from_secs(3))));
+        let opts = Options::new()
+            .with_algorithm(Algorithm::Ring)
+            .with_timeout(Duration::from_secs(1));
+        let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
+        let mut x: Vec<f32> = input(Values::Exact, r, 1000);
+        let e = c
+            .all_reduce(&mut x, Reduction::new(ReduceOp::Sum))
+            .expect_err("a stalled ring cannot finish");
+        let ctx = format!("rank {r}, rank {first} first, rank {stalled} stalled");
+        assert!(names_unresponsive(&e, stalled), "{ctx}: {e:?}");
+        let next = c.barrier().expect_err("aborted");
+        assert!(names_unresponsive(&next, stalled), "{ctx}: then {next:?}");
+        comm = c.into_inner().into_inner().duplicate();
+    }
     if r == 0 {
-        println!(
-            "faults: aborts at random steps of every algorithm and a stall fail every rank cleanly"
-        );
+        println!("stalls: every error names the stalled rank, whichever rank times out first");
     }
     *passed += 1;
     comm
 }
 
-/// Ranks called with different lengths or element types: an error on
-/// every rank.
+/// Every rank waits for the next and none sends: no rank stopped, so
+/// every error names nobody.
+fn waits_in_a_cycle_name_nobody(comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
+    let (p, r) = (comm.size(), comm.rank());
+    let e = comm
+        .recv_vec((r + 1) % p, 5, Duration::from_millis(500))
+        .expect_err("nothing was sent");
+    match e {
+        CommError::Timeout { rank, peer, .. } => assert_eq!((rank, peer), (r, None), "{e}"),
+        CommError::Stalled { rank } => assert_eq!(rank, r),
+        other => panic!("rank {r}: {other:?}"),
+    }
+    assert_eq!(comm.check(), Err(CommError::Stalled { rank: r }));
+    if r == 0 {
+        println!("waits in a cycle: no rank is named");
+    }
+    *passed += 1;
+    comm.duplicate()
+}
+
+/// Runs an inner job of 4 ranks (`mpirun` from rank 0, with this job's
+/// MPI environment removed) in which rank 2 panics inside an all-reduce
+/// whose timeout is a minute ([`panicking_job`]): the job must end, with
+/// an error, within seconds (it took 70 s when the panicking rank waited
+/// in `MPI_Finalize` for peers that waited for it).
+fn panic_ends_the_job(comm: &MpiCommunicator, passed: &mut usize) {
+    if comm.rank() == 0 {
+        // `timeout` ends a job that hangs, so that the check fails rather
+        // than blocks.
+        let inner = mpirun("4");
+        let mut cmd = Command::new("timeout");
+        cmd.arg("40")
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if ["OMPI_", "PMIX_", "PMI_", "OPAL_"]
+                .iter()
+                .any(|p| name.starts_with(p))
+            {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.env(INNER_JOB, "panic");
+        let start = Instant::now();
+        let out = cmd.output().expect("runs mpirun for the inner job");
+        let took = start.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "the inner job succeeded: {stderr}");
+        assert!(
+            stderr.contains("injected fault: rank 2 panics"),
+            "the inner job did not panic: {stderr}"
+        );
+        assert!(
+            took < Duration::from_secs(20),
+            "the inner job took {took:?} to end after rank 2 panicked: {stderr}"
+        );
+        println!(
+            "panic: a rank that panics in an all-reduce ends a job of 4 in {:.1} s",
+            took.as_secs_f64()
+        );
+    }
+    comm.barrier(LONG)
+        .expect("every rank waits for the inner job");
+    *passed += 1;
+}
+
+/// The inner job of [`panic_ends_the_job`]: rank 2 panics at its second
+/// exchange of a ring all-reduce; the others wait for it (a minute's
+/// timeout). Only the job's end ends them.
+fn panicking_job(comm: MpiCommunicator) -> ExitCode {
+    let r = comm.rank();
+    let fault = (r == 2).then_some((1, Fault::Panic));
+    let opts = Options::new()
+        .with_algorithm(Algorithm::Ring)
+        .with_timeout(LONG);
+    let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
+    let mut x: Vec<f32> = input(Values::Exact, r, 1000);
+    let result = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum));
+    eprintln!("inner job: rank {r}: {result:?}");
+    ExitCode::FAILURE
+}
+
+/// Ranks called with different lengths (one of them zero) or element
+/// types: an error on every rank.
 fn mismatches(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
     let r = comm.rank();
-    for what in 0..2 {
+    for what in 0..3 {
         let mut c = Collectives::new(comm).with_options(
             Options::new()
                 .with_algorithm(Algorithm::Ring)
                 .with_timeout(Duration::from_secs(20)),
         );
         let odd = r == 1;
+        let start = Instant::now();
         let result = match what {
-            0 => c
-                .all_reduce(
-                    &mut vec![1.0f32; if odd { 11 } else { 10 }],
+            0 | 2 => {
+                let odd_len = if what == 0 { 11 } else { 0 };
+                c.all_reduce(
+                    &mut vec![1.0f32; if odd { odd_len } else { 10 }],
                     Reduction::new(ReduceOp::Sum),
                 )
-                .map(|_| ()),
+                .map(|_| ())
+            }
             _ if odd => c
                 .all_reduce(&mut [f16::ONE; 10], Reduction::new(ReduceOp::Sum))
                 .map(|_| ()),
@@ -583,6 +738,11 @@ fn mismatches(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator 
                 .map(|_| ()),
         };
         let e = result.expect_err("a mismatched call succeeded");
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "rank {r}, case {what}: {e:?} after {:?}",
+            start.elapsed()
+        );
         assert!(
             matches!(
                 e,

@@ -803,6 +803,18 @@ fn deterministic_mode_fails_cleanly_too() {
     }
 }
 
+/// Whether `e` names `rank` as the one that stopped responding.
+fn names_unresponsive(e: &CommError, rank: usize) -> bool {
+    match *e {
+        CommError::Timeout { peer, .. } => peer == Some(rank),
+        CommError::PeerFailed {
+            rank: failed,
+            cause: Cause::Unresponsive,
+        } => failed == rank,
+        _ => false,
+    }
+}
+
 #[test]
 fn a_rank_that_stops_responding_times_out_every_rank_within_the_deadline() {
     let timeout = Duration::from_millis(300);
@@ -822,30 +834,144 @@ fn a_rank_that_stops_responding_times_out_every_rank_within_the_deadline() {
     let mut timeouts = 0;
     for (r, o) in out.into_iter().enumerate() {
         let (result, next) = o.unwrap();
-        match result {
-            Err(CommError::Timeout { rank, peer, waited }) => {
-                assert_eq!(rank, r);
-                // The deadline, plus scheduling delays on a loaded machine.
-                assert!(waited <= timeout + Duration::from_secs(2), "{waited:?}");
-                assert_ne!(peer, r);
-                timeouts += 1;
-            }
-            // The others, the stalled rank when it wakes, and a rank that
-            // another declared unresponsive (in a chain of waits, the first
-            // to time out names the rank it waited for).
-            Err(CommError::PeerFailed {
-                cause: Cause::Unresponsive,
-                ..
-            }) => {}
-            other => panic!("rank {r}: {other:?}"),
+        let e = result.expect_err("a stalled ring cannot finish");
+        // Every error names the stalled rank: the others', its own when it
+        // wakes, and those of the ranks that time out first, whichever
+        // rank they waited for.
+        assert!(names_unresponsive(&e, 2), "rank {r}: {e:?}");
+        if let CommError::Timeout { rank, waited, .. } = e {
+            assert_eq!(rank, r);
+            // The deadline, plus scheduling delays on a loaded machine.
+            assert!(waited <= timeout + Duration::from_secs(2), "{waited:?}");
+            timeouts += 1;
         }
-        assert!(next.is_some(), "rank {r}");
+        assert!(
+            next.is_some_and(|e| names_unresponsive(&e, 2)),
+            "rank {r}: {next:?}"
+        );
     }
     assert!(timeouts >= 1);
     // Everyone is done when the staller wakes, not much later.
     assert!(
         elapsed < Duration::from_millis(1500) + Duration::from_secs(5),
         "{elapsed:?}"
+    );
+}
+
+/// Rank 2 stalls in a world of 4 while rank `first` starts the
+/// all-reduce `delay` before the others, so that `first`'s deadline
+/// passes first: the race in which the first rank to time out used to
+/// name the live rank it waited for (rank 0 waits for 3, 3 for 2).
+/// Returns each rank's error (`None`: it finished) and its next
+/// operation's.
+fn stall_with_first(
+    first: usize,
+    algorithm: Algorithm,
+) -> Vec<(Option<CommError>, Option<CommError>)> {
+    let delay = Duration::from_millis(150);
+    let stall = Fault::Stall(Duration::from_millis(1500));
+    ThreadWorld::run(4, |comm| {
+        let r = comm.rank();
+        if r != first {
+            std::thread::sleep(delay);
+        }
+        let fault = (r == 2).then_some((1, stall));
+        let opts = Options::new()
+            .with_algorithm(algorithm)
+            .with_timeout(Duration::from_millis(400));
+        let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
+        let mut x: Vec<f32> = input(Values::Exact, r, 1001);
+        let result = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).err();
+        (result, c.barrier().err())
+    })
+    .unwrap()
+    .into_iter()
+    .map(|r| r.expect("no rank panics"))
+    .collect()
+}
+
+#[test]
+fn a_stall_is_blamed_on_the_rank_that_stopped_whichever_rank_times_out_first() {
+    for algorithm in [Algorithm::Ring, Algorithm::HalvingDoubling] {
+        for first in [0, 1, 3] {
+            for (r, (result, next)) in stall_with_first(first, algorithm).into_iter().enumerate() {
+                let ctx = format!("{algorithm:?}, rank {first} first: rank {r}");
+                if let Some(e) = result {
+                    assert!(names_unresponsive(&e, 2), "{ctx}: {e:?}");
+                }
+                let next = next.unwrap_or_else(|| panic!("{ctx}: not aborted"));
+                assert!(names_unresponsive(&next, 2), "{ctx}: then {next:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn ranks_that_wait_for_each_other_name_nobody() {
+    // Every rank waits for the next, none sends: no rank stopped, so no
+    // rank may be named.
+    let results = ThreadWorld::run(3, |comm| {
+        let (r, p) = (comm.rank(), comm.size());
+        let e = comm
+            .recv_vec((r + 1) % p, 5, Duration::from_millis(300))
+            .expect_err("nothing was sent");
+        (e, comm.check().expect_err("aborted"))
+    })
+    .unwrap();
+    let mut timeouts = 0;
+    for (r, result) in results.into_iter().enumerate() {
+        let (e, next) = result.unwrap();
+        match e {
+            CommError::Timeout { rank, peer, .. } => {
+                assert_eq!((rank, peer), (r, None), "{e}");
+                timeouts += 1;
+            }
+            CommError::Stalled { rank } => assert_eq!(rank, r),
+            other => panic!("rank {r}: {other:?}"),
+        }
+        assert_eq!(next, CommError::Stalled { rank: r });
+    }
+    assert!(timeouts >= 1);
+}
+
+#[test]
+fn a_rank_that_panics_inside_a_collective_fails_the_others_at_once() {
+    // The panicking rank's communicator outlives the panic (borrowed, the
+    // panic caught): the others must not wait for its drop or their
+    // deadlines.
+    let start = Instant::now();
+    let results = ThreadWorld::run(3, |comm| {
+        let r = comm.rank();
+        let fault = (r == 1).then_some((0, Fault::Panic));
+        let opts = Options::new().with_timeout(LONG);
+        let mut c = Collectives::new(Faulty::new(&comm, fault)).with_options(opts);
+        let mut x = vec![1.0f32; 100];
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).err()
+        }));
+        if r == 1 {
+            assert!(caught.is_err(), "rank 1 panics");
+            // Still holding its communicator, it waits for the others.
+            std::thread::sleep(Duration::from_secs(3));
+            return None;
+        }
+        caught.expect("only rank 1 panics")
+    })
+    .unwrap();
+    for (r, e) in results.into_iter().enumerate() {
+        if r != 1 {
+            let failed = CommError::PeerFailed {
+                rank: 1,
+                cause: Cause::Panicked,
+            };
+            assert_eq!(e.unwrap(), Some(failed), "rank {r}");
+        }
+    }
+    // The panicking rank's 3 s, not a minute's deadline.
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
     );
 }
 
@@ -936,6 +1062,57 @@ fn mismatched_calls_fail_on_every_rank() {
                 )),
                 "{errors:?}"
             );
+        }
+    }
+}
+
+#[test]
+fn a_zero_length_call_among_longer_ones_is_a_length_mismatch() {
+    // A zero-length call sends nothing of its own; it must still meet the
+    // others' first messages, and they its, like any other length.
+    let p = 4;
+    for algorithm in Algorithm::ALL {
+        for collective in collectives(p) {
+            for zero in [0, 2, 3] {
+                let start = Instant::now();
+                let results = ThreadWorld::run(p, |comm| {
+                    let len = if comm.rank() == zero { 0 } else { 10 };
+                    let opts = Options::new().with_algorithm(algorithm).with_timeout(LONG);
+                    let mut c = Collectives::new(comm).with_options(opts);
+                    let mut x = vec![1.0f32; len];
+                    c.run(collective, &mut x, Reduction::new(ReduceOp::Sum))
+                        .err()
+                })
+                .unwrap();
+                let ctx = format!("{algorithm:?} {collective:?}, rank {zero} zero-length");
+                let errors: Vec<Option<CommError>> =
+                    results.into_iter().map(|r| r.unwrap()).collect();
+                // The zero-length rank fails, and a rank that fails does so
+                // on the mismatch, not on a peer's exit or a deadline. (A
+                // rank that needs nothing from the zero-length one may
+                // finish, as with any mismatch it does not meet.)
+                assert!(errors[zero].is_some(), "{ctx}: {errors:?}");
+                for e in errors.iter().flatten() {
+                    assert!(
+                        matches!(
+                            e,
+                            CommError::CallMismatch {
+                                what: Mismatch::Length { .. },
+                                ..
+                            } | CommError::PeerFailed {
+                                cause: Cause::Mismatch,
+                                ..
+                            }
+                        ),
+                        "{ctx}: {errors:?}"
+                    );
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "{ctx}: {:?}",
+                    start.elapsed()
+                );
+            }
         }
     }
 }
@@ -1048,12 +1225,25 @@ fn point_to_point_messages_keep_order_per_tag_and_check_lengths() {
 fn errors_display_their_data() {
     let e = CommError::Timeout {
         rank: 3,
-        peer: 1,
+        peer: Some(1),
         waited: Duration::from_millis(1500),
     };
     assert_eq!(
         e.to_string(),
         "rank 3 timed out after 1.500 s waiting for rank 1"
+    );
+    let e = CommError::Timeout {
+        rank: 3,
+        peer: None,
+        waited: Duration::from_millis(1500),
+    };
+    assert_eq!(
+        e.to_string(),
+        "rank 3 timed out after 1.500 s; no single rank stopped (the ranks waited for each other, or kept moving)"
+    );
+    assert_eq!(
+        CommError::Stalled { rank: 2 }.to_string(),
+        "rank 2's communicator is aborted: a rank timed out, and no single rank was found to have stopped"
     );
     assert_eq!(
         CommError::PeerFailed {

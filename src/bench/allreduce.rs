@@ -21,6 +21,8 @@
 //! all-reduce issued by the caller as consecutive calls on slices of
 //! `p` x [`MESSAGE_BYTES`], so that every message is [`MESSAGE_BYTES`] and
 //! stays in cache between the sender's copy and the receiver's reduction.
+//! The table gives `auto`'s time over the best of the four algorithms'
+//! (`auto/best`): how well the cost model chose.
 //!
 //! Timing: one warm-up call per variant (whose result is checked: rank `r`
 //! contributes `r + 1`, every element must be `p (p + 1) / 2`), then
@@ -37,7 +39,7 @@ use std::time::Instant;
 use tessera_collectives::cost::{CostModel, bus_factor};
 use tessera_collectives::{
     Algorithm, Collective, Collectives, CommError, Communicator, Options, ReduceOp, Reduction,
-    ThreadCommunicator, ThreadWorld,
+    ThreadCommunicator, ThreadWorld, Topology,
 };
 
 use super::report::Sink;
@@ -164,10 +166,15 @@ fn kernel_name(v: Variant, p: usize, mpi: bool) -> &'static str {
     Box::leak(name.into_boxed_str())
 }
 
-/// The algorithm `auto` runs on `p` ranks for `n` f32 elements: the default
-/// cost model's cheapest, as `Collectives` chooses with default options.
-fn auto_choice(p: usize, n: usize) -> Option<Algorithm> {
-    let model = CostModel::default();
+/// The algorithm `auto` runs on `p` ranks for `n` f32 elements: the
+/// cheapest by the cost model of the transport's topology, as
+/// `Collectives` chooses with default options.
+fn auto_choice(p: usize, n: usize, mpi: bool) -> Option<Algorithm> {
+    let model = CostModel::new(if mpi {
+        Topology::processes()
+    } else {
+        Topology::shared_memory()
+    });
     let link = model.topology().link_for(0..p);
     model
         .select(Collective::AllReduce, p, n, 4, link, &Algorithm::ALL)
@@ -570,13 +577,40 @@ fn mpi_transport(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
 }
 
 /// An nccl-tests-like table for people: size, count, ranks, algorithm,
-/// time, algbw, busbw, then the reference and the ratio.
-pub(crate) struct NcclTable<W: Write>(pub(crate) W);
+/// time, algbw, busbw, then the reference and the ratio, and on `auto`'s
+/// rows its time over the best algorithm's at the same size and ranks.
+pub(crate) struct NcclTable<W: Write> {
+    out: W,
+    /// The fastest of the four algorithms so far: where (ranks, elements,
+    /// over MPI), and its seconds.
+    best: Option<((usize, usize, bool), f64)>,
+}
 
 impl<W: Write> NcclTable<W> {
+    pub(crate) const fn new(out: W) -> Self {
+        Self { out, best: None }
+    }
+
     fn line(&mut self, text: &str) -> Result<(), BenchError> {
-        writeln!(self.0, "{text}").map_err(|e| BenchError::Output(e.kind()))?;
-        self.0.flush().map_err(|e| BenchError::Output(e.kind()))
+        writeln!(self.out, "{text}").map_err(|e| BenchError::Output(e.kind()))?;
+        self.out.flush().map_err(|e| BenchError::Output(e.kind()))
+    }
+
+    /// Notes record `r` of `label` at `at`; for `auto`, its time over the
+    /// best algorithm's there (`None` if none was measured).
+    fn versus_best(&mut self, label: &str, at: (usize, usize, bool), seconds: f64) -> Option<f64> {
+        let best = self.best.filter(|(w, _)| *w == at).map(|(_, t)| t);
+        if Algorithm::ALL
+            .iter()
+            .any(|&a| Variant::Use(a).label() == label)
+        {
+            self.best = Some((at, best.map_or(seconds, |t| t.min(seconds))));
+            return None;
+        }
+        if label != Variant::Auto.label() {
+            return None;
+        }
+        best.map(|t| seconds / t)
     }
 }
 
@@ -595,7 +629,7 @@ impl<W: Write> Sink for NcclTable<W> {
     fn start(&mut self, heading: &str) -> Result<(), BenchError> {
         self.line(&format!("{heading}\n"))?;
         self.line(&format!(
-            "{:>12} {:>10} {:>5}  {:<26} {:>11} {:>7} {:>7}   {:<13} {:>11} {:>8} {:>7}",
+            "{:>12} {:>10} {:>5}  {:<32} {:>11} {:>7} {:>7}   {:<13} {:>11} {:>8} {:>7} {:>9}",
             "size",
             "count",
             "ranks",
@@ -606,19 +640,23 @@ impl<W: Write> Sink for NcclTable<W> {
             "reference",
             "ref time",
             "ref",
-            "ratio"
+            "ratio",
+            "auto/best"
         ))?;
         self.line(&format!(
-            "{:>12} {:>10} {:>5}  {:<26} {:>11} {:>7} {:>7}   {:<13} {:>11} {:>8} {:>7}",
-            "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", ""
+            "{:>12} {:>10} {:>5}  {:<32} {:>11} {:>7} {:>7}   {:<13} {:>11} {:>8} {:>7} {:>9}",
+            "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "", ""
         ))
     }
 
     fn record(&mut self, r: &Record) -> Result<(), BenchError> {
         let (label, p, mpi) = parse_kernel(r.kernel).unwrap_or((r.kernel, 0, false));
+        let versus = self
+            .versus_best(label, (p, r.elements, mpi), r.seconds)
+            .map_or_else(String::new, |x| format!("{x:.2}x"));
         let mut algorithm = label.to_owned();
         if label == "auto"
-            && let Some(a) = auto_choice(p, r.elements)
+            && let Some(a) = auto_choice(p, r.elements, mpi)
         {
             let _ = write!(algorithm, " ({})", Variant::Use(a).label());
         }
@@ -628,7 +666,7 @@ impl<W: Write> Sink for NcclTable<W> {
         let factor = bus_factor(Collective::AllReduce, p);
         let algbw = if factor > 0.0 { r.gbps / factor } else { 0.0 };
         self.line(&format!(
-            "{:>12} {:>10} {:>5}  {:<26} {:>11.2} {:>7.2} {:>7.2}   {:<13} {:>11.2} {:>8.2} {:>6.2}x",
+            "{:>12} {:>10} {:>5}  {:<32} {:>11.2} {:>7.2} {:>7.2}   {:<13} {:>11.2} {:>8.2} {:>6.2}x {versus:>9}",
             r.elements * 4,
             r.elements,
             p,
@@ -673,6 +711,52 @@ mod tests {
                 assert!((p as f64).powf(s.calls as f64) < 2f64.powi(100), "p {p}");
             }
         }
+    }
+
+    #[test]
+    fn the_table_gives_autos_time_over_the_best_algorithms() {
+        let mut table = NcclTable::new(Vec::new());
+        let record = |v: Variant, p: usize, seconds: f64| Record {
+            suite: SUITE.name,
+            kernel: kernel_name(v, p, false),
+            elements: 1024,
+            seconds,
+            gbps: 1.0,
+            reference: "memcpy",
+            ratio: 1.0,
+            reference_seconds: 1.0,
+            reference_gbps: 1.0,
+        };
+        let times = [(Algorithm::Ring, 4.0), (Algorithm::BidirectionalRing, 3.0)];
+        for (a, t) in times {
+            table.record(&record(Variant::Use(a), 2, t)).unwrap();
+        }
+        table.record(&record(Variant::Auto, 2, 3.3)).unwrap();
+        table.record(&record(Variant::RingChunked, 2, 1.0)).unwrap();
+        // Another rank count: the best so far does not carry over.
+        table.record(&record(Variant::Auto, 4, 2.0)).unwrap();
+        let text = String::from_utf8(table.out).unwrap();
+        // The last two columns: ref GB/s and ratio, or ratio and auto/best.
+        let last: Vec<[&str; 2]> = text
+            .lines()
+            .map(|l| {
+                let mut w = l.split_whitespace().rev();
+                let last = w.next().unwrap();
+                [w.next().unwrap(), last]
+            })
+            .collect();
+        assert_eq!(last[0], ["1.00", "1.00x"], "{text}");
+        assert_eq!(last[2], ["1.00x", "1.10x"], "auto: 3.3 / 3.0\n{text}");
+        assert_eq!(
+            last[3],
+            ["1.00", "1.00x"],
+            "ring_chunked is not an algorithm\n{text}"
+        );
+        assert_eq!(
+            last[4],
+            ["1.00", "1.00x"],
+            "no algorithm at 4 ranks\n{text}"
+        );
     }
 
     #[test]

@@ -65,7 +65,7 @@ impl BenchArgs {
             Box::new(JsonLines(stdout))
         } else if suite.name == allreduce::SUITE.name {
             // nccl-tests' columns: size, algorithm, time, algbw, busbw.
-            Box::new(NcclTable(stdout))
+            Box::new(NcclTable::new(stdout))
         } else {
             Box::new(Table(stdout))
         };
