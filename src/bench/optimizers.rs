@@ -209,7 +209,7 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
          ratio vs triad = GB/s / triad GB/s, vs naive = naive time / step time",
         settings.samples,
         settings.min_sample.as_millis(),
-        build_note(),
+        super::build_note(),
     ))?;
     for n in sizes {
         for kernel in Kernel::all() {
@@ -221,24 +221,6 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
         }
     }
     Ok(())
-}
-
-/// Which SIMD width this binary was built for. Tessera's kernels use eight
-/// f32 lanes (AVX2); where the target has AVX-512 the compiler may vectorise
-/// the triad and the naive steps sixteen lanes wide.
-fn build_note() -> String {
-    let mut note = if cfg!(target_feature = "avx512f") {
-        "built with avx2+avx512f (Tessera: 8 lanes; naive and triad: as the compiler vectorises)"
-            .to_owned()
-    } else if cfg!(target_feature = "avx2") {
-        "built with avx2".to_owned()
-    } else {
-        "portable build (no avx2; see README for target-cpu=native)".to_owned()
-    };
-    if cfg!(debug_assertions) {
-        note.push_str("; DEBUG build, use --release for meaningful numbers");
-    }
-    note
 }
 
 /// Passes the kernel's two records to the sink.

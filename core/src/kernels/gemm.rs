@@ -49,9 +49,11 @@ impl GemmShape {
         }
     }
 
+    /// Checks that `a`, `b` and `c` hold the product's matrices.
+    ///
     /// # Panics
     /// If a slice's length is not its matrix's.
-    pub(crate) fn check(&self, a: &[f32], b: &[f32], c: &[f32]) {
+    pub fn assert_lengths(&self, a: &[f32], b: &[f32], c: &[f32]) {
         let Self { m, k, n, .. } = *self;
         let check = |what: &str, len: usize, rows: usize, cols: usize| {
             assert_eq!(
@@ -96,12 +98,13 @@ pub const fn gemm_scratch_len(shape: &GemmShape) -> usize {
 /// # Panics
 /// If a slice's length is not its matrix's, or `scratch` is too short.
 pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32], scratch: &mut [f32]) {
-    shape.check(a, b, c);
+    shape.assert_lengths(a, b, c);
     let b = if shape.b_transposed {
         let packed = &mut scratch[..shape.k * shape.n];
-        for (p, row) in packed.chunks_exact_mut(shape.n.max(1)).enumerate() {
-            for (j, x) in row.iter_mut().enumerate() {
-                *x = b[shape.b_index(p, j)];
+        // Column j of op(B) is row j of `b`.
+        for (j, column) in b.chunks_exact(shape.k.max(1)).enumerate() {
+            for (p, &x) in column.iter().enumerate() {
+                packed[p * shape.n + j] = x;
             }
         }
         &*packed

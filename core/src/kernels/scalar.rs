@@ -252,7 +252,7 @@ pub fn max_abs_half<H: HalfFloat>(x: &[H]) -> f32 {
 /// # Panics
 /// If a slice's length is not its matrix's.
 pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    shape.check(a, b, c);
+    shape.assert_lengths(a, b, c);
     for i in 0..shape.m {
         for j in 0..shape.n {
             let mut acc = 0.0f32;
