@@ -77,6 +77,19 @@ impl Backend {
         }
     }
 
+    /// The `#[target_feature]`s its kernels are compiled with (empty for
+    /// the scalar and portable backends, which use the build's).
+    #[must_use]
+    pub const fn target_features(self) -> &'static str {
+        match self {
+            Self::Scalar | Self::Portable => "",
+            Self::Sse2 => "sse2",
+            Self::Avx2 => "avx2,f16c",
+            Self::Avx512 => "avx2,f16c,avx512f,avx512bw,avx512vl",
+            Self::Avx512Bf16 => "avx2,f16c,avx512f,avx512bw,avx512vl,avx512bf16",
+        }
+    }
+
     const fn index(self) -> u8 {
         self as u8
     }

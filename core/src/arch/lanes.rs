@@ -248,6 +248,28 @@ pub(crate) fn dispatch<K: Kernel>(kernel: K) -> K::Output {
     }
 }
 
+/// Runs `f` inside the [active](super::active) backend's entry function,
+/// compiled with its target features ([`Backend::target_features`]): a
+/// plain loop in `f`, if the closure is `#[inline(always)]` and everything
+/// it calls is inlined too, is then vectorised for this CPU as
+/// `-C target-cpu=native` would (the benchmarks' naive references use it).
+/// The scalar and portable backends run `f` as the build compiled it.
+#[inline]
+pub fn with_backend_features<R>(f: impl FnOnce() -> R) -> R {
+    struct Call<F>(F);
+    impl<R, F: FnOnce() -> R> Kernel for Call<F> {
+        type Output = R;
+        #[inline(always)]
+        fn run<S: Simd>(self) -> R {
+            (self.0)()
+        }
+        fn scalar(self) -> R {
+            (self.0)()
+        }
+    }
+    dispatch(Call(f))
+}
+
 /// Defines a [`Kernel`]: a struct of the kernel's arguments, its body on
 /// backend `S` (always inlined) and its scalar twin.
 ///

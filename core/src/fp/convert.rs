@@ -34,11 +34,16 @@ impl<H: HalfFloat> Kernel for Narrow<'_, H> {
 
     #[inline(always)]
     fn run<S: Simd>(self) {
-        let lanes = |s: &[f32], d: &mut [H]| {
-            let h = narrow_rn::<S>(H::FORMAT, S::F::load(s));
-            S::store_h(h, bytemuck::cast_slice_mut(d));
-        };
-        convert::<S, _, _>(self.src, self.dst, lanes, H::from_f32);
+        convert::<S, _, _>(
+            self.src,
+            self.dst,
+            #[inline(always)]
+            |s: &[f32], d: &mut [H]| {
+                let h = narrow_rn::<S>(H::FORMAT, S::F::load(s));
+                S::store_h(h, bytemuck::cast_slice_mut(d));
+            },
+            H::from_f32,
+        );
     }
 
     fn scalar(self) {
@@ -58,8 +63,13 @@ impl<H: HalfFloat> Kernel for Widen<'_, H> {
 
     #[inline(always)]
     fn run<S: Simd>(self) {
-        let lanes = |s: &[H], d: &mut [f32]| super::load::<S, H>(s).store(d);
-        convert::<S, _, _>(self.src, self.dst, lanes, H::to_f32);
+        convert::<S, _, _>(
+            self.src,
+            self.dst,
+            #[inline(always)]
+            |s: &[H], d: &mut [f32]| super::load::<S, H>(s).store(d),
+            H::to_f32,
+        );
     }
 
     fn scalar(self) {

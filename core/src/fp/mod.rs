@@ -147,8 +147,14 @@ impl Rounding {
                 let index = first_index.wrapping_add(at as u64);
                 if index.is_multiple_of(8) {
                     let half = S::halves(sr.stream, index);
-                    let word1 = || S::words(sr.stream, index, 1);
-                    narrow_sr::<S>(format, x, half, word1, sr.overflow)
+                    narrow_sr::<S>(
+                        format,
+                        x,
+                        half,
+                        #[inline(always)]
+                        || S::words(sr.stream, index, 1),
+                        sr.overflow,
+                    )
                 } else {
                     None
                 }

@@ -109,9 +109,16 @@ impl Bits {
                 let lanes = k * S::LANES..(k + 1) * S::LANES;
                 let (s, d) = (&s[lanes.clone()], &mut d[lanes]);
                 let index = self.first_index.wrapping_add(at as u64);
-                let word1 = || S::words(self.sr.stream, index, 1);
                 let half = S::group_halves(words, k);
-                match narrow_sr::<S>(H::FORMAT, S::F::load(s), half, word1, self.sr.overflow) {
+                let rounded = narrow_sr::<S>(
+                    H::FORMAT,
+                    S::F::load(s),
+                    half,
+                    #[inline(always)]
+                    || S::words(self.sr.stream, index, 1),
+                    self.sr.overflow,
+                );
+                match rounded {
                     Some(v) if STREAMING => {
                         S::store_h(v, bytemuck::cast_slice_mut(&mut buf));
                         arch::store_streaming(d, &buf[..S::LANES]);

@@ -45,7 +45,7 @@ kernel! {
     Axpy<'a> { a: f32, x: &'a [f32], y: &'a mut [f32] } -> ();
     run<S>(k) {
         let av = S::F::splat(k.a);
-        map2::<S>(k.x, k.y, |x, y| y + av * x, |x, y| y + k.a * x);
+        map2::<S>(k.x, k.y, #[inline(always)] |x, y| y + av * x, #[inline(always)] |x, y| y + k.a * x);
     }
     scalar(k) { scalar::axpy(k.a, k.x, k.y) }
 }
@@ -81,7 +81,7 @@ pub fn add(x: &[f32], y: &mut [f32]) {
 
 kernel! {
     Add<'a> { x: &'a [f32], y: &'a mut [f32] } -> ();
-    run<S>(k) { map2::<S>(k.x, k.y, |x, y| y + x, |x, y| y + x) }
+    run<S>(k) { map2::<S>(k.x, k.y, #[inline(always)] |x, y| y + x, #[inline(always)] |x, y| y + x) }
     scalar(k) { scalar::add(k.x, k.y) }
 }
 
@@ -191,8 +191,8 @@ kernel! {
         map_half::<S, H>(
             k.y,
             k.rounding,
-            |at, y| y + av * fp::load::<S, H>(&x[at..]),
-            |at, y| y + a * x[at].to_f32(),
+            #[inline(always)] |at, y| y + av * fp::load::<S, H>(&x[at..]),
+            #[inline(always)] |at, y| y + a * x[at].to_f32(),
         );
     }
     scalar(k) { scalar::axpy_half(k.a, k.x, k.y, k.rounding) }
@@ -207,7 +207,7 @@ kernel! {
     ScaleHalf<'a, H: HalfFloat> { a: f32, x: &'a mut [H], rounding: Rounding } -> ();
     run<S>(k) {
         let (a, av) = (k.a, S::F::splat(k.a));
-        map_half::<S, H>(k.x, k.rounding, |_, x| x * av, |_, x| x * a);
+        map_half::<S, H>(k.x, k.rounding, #[inline(always)] |_, x| x * av, #[inline(always)] |_, x| x * a);
     }
     scalar(k) { scalar::scale_half(k.a, k.x, k.rounding) }
 }
@@ -229,8 +229,8 @@ kernel! {
         map_half::<S, H>(
             k.y,
             k.rounding,
-            |at, y| y + fp::load::<S, H>(&x[at..]),
-            |at, y| y + x[at].to_f32(),
+            #[inline(always)] |at, y| y + fp::load::<S, H>(&x[at..]),
+            #[inline(always)] |at, y| y + x[at].to_f32(),
         );
     }
     scalar(k) { scalar::add_half(k.x, k.y, k.rounding) }

@@ -180,7 +180,10 @@ fn block<S: Simd, const R: usize, const V: usize>(
     let n = shape.n;
     let mut acc = [[S::F::splat(0.0); V]; R];
     for (p, b_row) in b.chunks_exact(n).enumerate() {
-        let bv: [S::F; V] = core::array::from_fn(|v| S::F::load(&b_row[j + v * S::LANES..]));
+        let bv: [S::F; V] = core::array::from_fn(
+            #[inline(always)]
+            |v| S::F::load(&b_row[j + v * S::LANES..]),
+        );
         for (r, acc) in acc.iter_mut().enumerate() {
             let av = S::F::splat(a[shape.a_index(i + r, p)]);
             for (acc, bv) in acc.iter_mut().zip(bv) {

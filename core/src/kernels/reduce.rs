@@ -112,8 +112,8 @@ kernel! {
         let (x, y) = (k.x, k.y);
         block_sums::<S>(
             x.len(),
-            |at| fp::load::<S, T>(&x[at..]) * fp::load::<S, T>(&y[at..]),
-            |at| x[at].load() * y[at].load(),
+            #[inline(always)] |at| fp::load::<S, T>(&x[at..]) * fp::load::<S, T>(&y[at..]),
+            #[inline(always)] |at| x[at].load() * y[at].load(),
         )
     }
     scalar(k) { scalar::block_sums(k.x.len(), |i| k.x[i].load() * k.y[i].load()) }
@@ -125,11 +125,11 @@ kernel! {
         let x = k.x;
         block_sums::<S>(
             x.len(),
-            |at| {
+            #[inline(always)] |at| {
                 let v = fp::load::<S, T>(&x[at..]);
                 v * v
             },
-            |at| x[at].load() * x[at].load(),
+            #[inline(always)] |at| x[at].load() * x[at].load(),
         )
     }
     scalar(k) { scalar::block_sums(k.x.len(), |i| k.x[i].load() * k.x[i].load()) }

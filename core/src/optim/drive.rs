@@ -74,7 +74,10 @@ where
     #[inline(always)]
     fn one(&mut self, at: usize) {
         let p = &mut *self.p;
-        let s = core::array::from_fn(|k| p.state[k][at].load());
+        let s = core::array::from_fn(
+            #[inline(always)]
+            |k| p.state[k][at].load(),
+        );
         let (w_new, s_new) = self.u.update(p.weights[at].load(), p.grads[at].load(), s);
         p.weights[at] = W::store(w_new, self.w_round, at);
         for (k, s) in s_new.into_iter().enumerate() {
@@ -99,7 +102,10 @@ where
         for at in (0..vector_len).step_by(V::LANES) {
             let p = &mut *self.p;
             prefetch_streams(p.weights, p.grads, &p.state, at);
-            let s = core::array::from_fn(|k| fp::load::<V, S>(&p.state[k][at..]));
+            let s = core::array::from_fn(
+                #[inline(always)]
+                |k| fp::load::<V, S>(&p.state[k][at..]),
+            );
             let (w_new, s_new) = self.u.update(
                 fp::load::<V, W>(&p.weights[at..]),
                 fp::load::<V, G>(&p.grads[at..]),
@@ -224,29 +230,37 @@ where
             p.weights.len(),
             scalar,
             &mut (),
+            #[inline(always)]
             |(), at| {
                 prefetch_streams(p.weights, p.grads, state, at);
-                let s = core::array::from_fn(|k| {
-                    if U::READS_STATE {
-                        fp::load::<V, S>(&p.state[k][at..])
-                    } else {
-                        V::F::splat(0.0)
-                    }
-                });
+                let s = core::array::from_fn(
+                    #[inline(always)]
+                    |k| {
+                        if U::READS_STATE {
+                            fp::load::<V, S>(&p.state[k][at..])
+                        } else {
+                            V::F::splat(0.0)
+                        }
+                    },
+                );
                 u.terms(
                     fp::load::<V, W>(&p.weights[at..]),
                     fp::load::<V, G>(&p.grads[at..]),
                     s,
                 )
             },
+            #[inline(always)]
             |(), at| {
-                let s = core::array::from_fn(|k| {
-                    if U::READS_STATE {
-                        p.state[k][at].load()
-                    } else {
-                        0.0
-                    }
-                });
+                let s = core::array::from_fn(
+                    #[inline(always)]
+                    |k| {
+                        if U::READS_STATE {
+                            p.state[k][at].load()
+                        } else {
+                            0.0
+                        }
+                    },
+                );
                 u.terms(p.weights[at].load(), p.grads[at].load(), s)
             },
         )
@@ -309,9 +323,13 @@ where
             weights.len(),
             scalar,
             &mut out,
+            #[inline(always)]
             |(state, update), at| {
                 prefetch_streams(weights, grads, &state[..], at);
-                let s = core::array::from_fn(|k| fp::load::<V, S>(&state[k][at..]));
+                let s = core::array::from_fn(
+                    #[inline(always)]
+                    |k| fp::load::<V, S>(&state[k][at..]),
+                );
                 let (s_new, u_new, terms) = u.fused(
                     fp::load::<V, W>(&weights[at..]),
                     fp::load::<V, G>(&grads[at..]),
@@ -323,8 +341,12 @@ where
                 u_new.store(&mut update[at..]);
                 terms
             },
+            #[inline(always)]
             |(state, update), at| {
-                let s = core::array::from_fn(|k| state[k][at].load());
+                let s = core::array::from_fn(
+                    #[inline(always)]
+                    |k| state[k][at].load(),
+                );
                 let (s_new, u_new, terms) = u.fused(weights[at].load(), grads[at].load(), s);
                 for (k, s) in s_new.into_iter().enumerate() {
                     state[k][at] = S::store(s, s_round[k], at);

@@ -251,12 +251,15 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
 
     #[inline(always)]
     fn halves(stream: RandomStream, index: u64) -> U {
-        let group = |index: u64| stream.words_lanes::<avx2::U>(index >> 1, 0);
         if index & 8 == 0 {
-            Self::group_halves(group(index), 0)
+            Self::group_halves(stream.words_lanes(index >> 1, 0), 0)
         } else {
             // The second half of one group, then the first of the next.
-            U::concat(group(index & !15) >> 16, group(index.wrapping_add(8)))
+            let first: avx2::U = stream.words_lanes((index & !15) >> 1, 0);
+            U::concat(
+                first >> 16,
+                stream.words_lanes(index.wrapping_add(8) >> 1, 0),
+            )
         }
     }
 
@@ -281,18 +284,14 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
     #[inline(always)]
     fn f32_to_bf16(x: F) -> __m256i {
         let bits = x.to_bits();
-        let formula = || Self::pack(formulas::f32_to_bf16_bits::<F>(bits));
-        if !BF16 {
-            return formula();
-        }
         // `vcvtneps2bf16` rounds to nearest even and quiets NaN as the twin
         // does, but reads f32 subnormals as zero: those chunks take the
         // formula.
         let exp = bits & U::splat(0x7f80_0000);
         let subnormal =
             exp.simd_eq(U::splat(0)) & (bits & U::splat(0x007f_ffff)).simd_ne(U::splat(0));
-        if subnormal.any() {
-            return formula();
+        if !BF16 || subnormal.any() {
+            return Self::pack(formulas::f32_to_bf16_bits::<F>(bits));
         }
         // SAFETY: the module invariant (BF16 is set only for the backend
         // whose entry function enables AVX512-BF16).

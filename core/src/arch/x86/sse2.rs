@@ -88,7 +88,10 @@ impl U {
     #[inline(always)]
     fn zip_lanes(self, rhs: Self, f: impl Fn(u32, u32) -> u32) -> Self {
         let (a, b) = (self.lanes(), rhs.lanes());
-        Self::from_slice(&core::array::from_fn::<u32, 8, _>(|i| f(a[i], b[i])))
+        Self::from_slice(&core::array::from_fn::<u32, 8, _>(
+            #[inline(always)]
+            |i| f(a[i], b[i]),
+        ))
     }
 
     /// The sign bits of the eight lanes.
@@ -117,7 +120,10 @@ impl core::ops::Shl<u32> for U {
         // SAFETY: SSE2 is part of every x86-64 target.
         unsafe {
             let count = _mm_cvtsi32_si128(n as i32);
-            self.map(|v| _mm_sll_epi32(v, count))
+            self.map(
+                #[inline(always)]
+                |v| _mm_sll_epi32(v, count),
+            )
         }
     }
 }
@@ -129,7 +135,10 @@ impl core::ops::Shr<u32> for U {
         // SAFETY: SSE2 is part of every x86-64 target.
         unsafe {
             let count = _mm_cvtsi32_si128(n as i32);
-            self.map(|v| _mm_srl_epi32(v, count))
+            self.map(
+                #[inline(always)]
+                |v| _mm_srl_epi32(v, count),
+            )
         }
     }
 }
@@ -206,15 +215,13 @@ impl U32s for U {
 
     #[inline(always)]
     fn select(self, if_true: Self, if_false: Self) -> Self {
+        let (m, t, f) = (self.0, if_true.0, if_false.0);
         // SAFETY: SSE2 is part of every x86-64 target.
         unsafe {
-            let pick = |k: usize| {
-                _mm_or_si128(
-                    _mm_and_si128(self.0[k], if_true.0[k]),
-                    _mm_andnot_si128(self.0[k], if_false.0[k]),
-                )
-            };
-            Self([pick(0), pick(1)])
+            Self([
+                _mm_or_si128(_mm_and_si128(m[0], t[0]), _mm_andnot_si128(m[0], f[0])),
+                _mm_or_si128(_mm_and_si128(m[1], t[1]), _mm_andnot_si128(m[1], f[1])),
+            ])
         }
     }
 
@@ -230,12 +237,20 @@ impl U32s for U {
 
     #[inline(always)]
     fn unbounded_shl(self, rhs: Self) -> Self {
-        self.zip_lanes(rhs, |a, s| a.checked_shl(s).unwrap_or(0))
+        self.zip_lanes(
+            rhs,
+            #[inline(always)]
+            |a, s| a.checked_shl(s).unwrap_or(0),
+        )
     }
 
     #[inline(always)]
     fn unbounded_shr(self, rhs: Self) -> Self {
-        self.zip_lanes(rhs, |a, s| a.checked_shr(s).unwrap_or(0))
+        self.zip_lanes(
+            rhs,
+            #[inline(always)]
+            |a, s| a.checked_shr(s).unwrap_or(0),
+        )
     }
 
     #[inline(always)]
