@@ -44,7 +44,6 @@ pub(crate) trait U32s:
     fn simd_eq(self, rhs: Self) -> Self;
     fn simd_lt(self, rhs: Self) -> Self;
     fn simd_gt(self, rhs: Self) -> Self;
-    /// `self` lanes where the mask `self` is set... (see [`U32s::select`]).
     #[inline(always)]
     fn simd_ne(self, rhs: Self) -> Self {
         !self.simd_eq(rhs)
@@ -65,6 +64,12 @@ pub(crate) trait U32s:
     fn unbounded_shl(self, rhs: Self) -> Self;
     /// Per-lane shift; counts of 32 or more give 0.
     fn unbounded_shr(self, rhs: Self) -> Self;
+    /// Whether every lane is at most `limit` (unsigned).
+    #[inline(always)]
+    fn all_le(self, limit: u32) -> bool {
+        let limit = Self::splat(limit);
+        self.max(limit).simd_eq(limit).all()
+    }
     /// Whether any lane of the mask is set.
     fn any(self) -> bool;
     /// Whether every lane of the mask is set.

@@ -140,3 +140,15 @@ pub(crate) fn prefetch<T>(x: &[T], at: usize) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (x, at);
 }
+
+/// How far ahead streaming kernels prefetch: far enough to cover memory
+/// latency at memory bandwidth, near enough to stay in L1.
+pub(crate) const PREFETCH_BYTES: usize = 2048;
+
+/// Prefetches the line [`PREFETCH_BYTES`] after element `at` of `x`:
+/// kernels whose arithmetic per vector is long enough that the hardware
+/// prefetcher alone falls behind call it once per vector.
+#[inline(always)]
+pub(crate) fn prefetch_ahead<T>(x: &[T], at: usize) {
+    prefetch(x, at + PREFETCH_BYTES / size_of::<T>().max(1));
+}

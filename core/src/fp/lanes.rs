@@ -85,8 +85,7 @@ pub(crate) fn bf16_to_f32_bits<F: F32s>(h: F::Bits) -> F::Bits {
 #[must_use]
 #[inline(always)]
 pub(crate) fn all_within<U: U32s>(abs: U, low: u32, span: u32) -> bool {
-    let offset = abs - U::splat(low);
-    offset.max(U::splat(span)).simd_eq(U::splat(span)).all()
+    (abs - U::splat(low)).all_le(span)
 }
 
 /// The f32 magnitudes whose f16 stochastic rounding is plain: f16 normal

@@ -402,23 +402,25 @@ fn narrow_sr<S: Simd>(
 ) -> Option<S::H> {
     let splat = <S::U as U32s>::splat;
     let bits = x.to_bits();
-    let sign = bits & splat(0x8000_0000);
-    let abs = bits ^ sign;
-    let finite = abs.simd_lt(splat(0x7f80_0000));
-    if format == Format::Bf16 {
-        if lanes::all_within(abs, 0, BF16_PLAIN_MAX) {
-            // Finite and no carry past the largest bf16: the sign is safe.
-            return Some(S::pack((bits + (half & splat(0xffff))) >> 16));
-        }
-        let rounded = lanes::bf16_sr_magnitudes(abs, half, overflow);
-        let nearest = lanes::f32_to_bf16_bits::<S::F>(bits);
-        return Some(S::pack(finite.select((sign | rounded) >> 16, nearest)));
+    let abs = bits & splat(0x7fff_ffff);
+    // The common cases first, on as few instructions as possible.
+    if format == Format::Bf16 && abs.all_le(BF16_PLAIN_MAX) {
+        // Finite and no carry past the largest bf16: the sign is safe.
+        return Some(S::pack((bits + (half & splat(0xffff))) >> 16));
     }
-    if lanes::all_within(abs, lanes::F16_PLAIN_LOW, lanes::F16_PLAIN_SPAN) {
-        // The common case: 13 random bits added below the kept ones
+    if format == Format::F16 && lanes::all_within(abs, lanes::F16_PLAIN_LOW, lanes::F16_PLAIN_SPAN)
+    {
+        // f16 normal results: 13 random bits added below the kept ones
         // cannot carry into the sign, so round the signed pattern.
         let noisy = bits + (half & splat(0x1fff));
         return Some(S::f16_truncate_normal(S::F::from_bits(noisy)));
+    }
+    let sign = bits ^ abs;
+    let finite = abs.simd_lt(splat(0x7f80_0000));
+    if format == Format::Bf16 {
+        let rounded = lanes::bf16_sr_magnitudes(abs, half, overflow);
+        let nearest = lanes::f32_to_bf16_bits::<S::F>(bits);
+        return Some(S::pack(finite.select((sign | rounded) >> 16, nearest)));
     }
     let (rounded, undecided) = lanes::f16_sr_magnitudes(abs, half, word1, overflow);
     if undecided.any() {

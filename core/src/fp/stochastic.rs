@@ -103,6 +103,9 @@ impl Bits {
             .zip(dst.chunks_exact_mut(16))
             .enumerate()
         {
+            // The generator's arithmetic is long enough per group that the
+            // loads need a prefetch to overlap with it.
+            arch::prefetch_ahead(src, 16 * g);
             let words = groups.next_words();
             for k in 0..16 / S::LANES {
                 let at = head + 16 * g + k * S::LANES;

@@ -21,12 +21,14 @@ fn map2<S: Simd>(
     f: impl Fn(S::F, S::F) -> S::F,
     f1: impl Fn(f32, f32) -> f32,
 ) {
-    let mut xs = x.chunks_exact(S::LANES);
-    let mut ys = y.chunks_exact_mut(S::LANES);
-    for (x, y) in (&mut xs).zip(&mut ys) {
-        f(S::F::load(x), S::F::load(y)).canonical().store(y);
+    let body = x.len() / S::LANES * S::LANES;
+    for at in (0..body).step_by(S::LANES) {
+        arch::prefetch_ahead(x, at);
+        arch::prefetch_ahead(y, at);
+        let v = f(S::F::load(&x[at..]), S::F::load(&y[at..]));
+        v.canonical().store(&mut y[at..]);
     }
-    for (x, y) in xs.remainder().iter().zip(ys.into_remainder()) {
+    for (x, y) in x[body..].iter().zip(&mut y[body..]) {
         *y = canonical(f1(*x, *y));
     }
 }

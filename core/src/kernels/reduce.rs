@@ -112,7 +112,12 @@ kernel! {
         let (x, y) = (k.x, k.y);
         block_sums::<S>(
             x.len(),
-            #[inline(always)] |at| fp::load::<S, T>(&x[at..]) * fp::load::<S, T>(&y[at..]),
+            #[inline(always)]
+            |at| {
+                arch::prefetch_ahead(x, at);
+                arch::prefetch_ahead(y, at);
+                fp::load::<S, T>(&x[at..]) * fp::load::<S, T>(&y[at..])
+            },
             #[inline(always)] |at| x[at].load() * y[at].load(),
         )
     }
@@ -125,7 +130,9 @@ kernel! {
         let x = k.x;
         block_sums::<S>(
             x.len(),
-            #[inline(always)] |at| {
+            #[inline(always)]
+            |at| {
+                arch::prefetch_ahead(x, at);
                 let v = fp::load::<S, T>(&x[at..]);
                 v * v
             },
@@ -197,7 +204,8 @@ kernel! {
         let magnitude = S::U::splat(0x7fff_ffff);
         let mut acc = S::U::splat(0);
         let mut xs = k.x.chunks_exact(S::LANES);
-        for c in &mut xs {
+        for (i, c) in (&mut xs).enumerate() {
+            arch::prefetch_ahead(k.x, i * S::LANES);
             acc = acc.max(fp::load::<S, T>(c).to_bits() & magnitude);
         }
         let mut lanes = [0u32; 16];

@@ -129,6 +129,12 @@ impl U32s for U {
     lane_fns!(min _mm512_min_epu32, max _mm512_max_epu32,
         unbounded_shl _mm512_sllv_epi32, unbounded_shr _mm512_srlv_epi32);
     #[inline(always)]
+    fn all_le(self, limit: u32) -> bool {
+        // SAFETY: the module invariant.
+        unsafe { _mm512_cmpgt_epu32_mask(self.0, Self::splat(limit).0) == 0 }
+    }
+
+    #[inline(always)]
     fn any(self) -> bool {
         self.to_mask() != 0
     }
