@@ -123,18 +123,29 @@ fn read_sum(x: &[f32], y: &[f32]) -> f32 {
 /// Times the vector kernels at `n` elements against their references.
 fn vector_kernels(n: usize, settings: Settings, sink: &mut dyn Sink) -> Result<(), BenchError> {
     let (x, y) = (values(n, 0)?, values(n, 1)?);
-    let (x, y) = (&x[..], &y[..]);
-    let mut h = try_zeroed::<f16>(n)?;
-    fp::f32_to_half_slice(x, &mut h);
-    let h = &h[..];
-    let (mut out, mut theirs) = (try_zeroed::<f32>(n)?, try_zeroed::<f32>(n)?);
-    let f32s = size_of::<f32>() * n;
     let mut emit = |kernel, bytes: usize, m: &[Measurement], references: &[&'static str]| {
         for (k, reference) in references.iter().enumerate() {
             sink.record(&record(kernel, n, bytes, m[0], reference, m[k + 1]))?;
         }
         Ok::<(), BenchError>(())
     };
+    reductions(&x, &y, settings, &mut emit)?;
+    elementwise(&x, &y, settings, &mut emit)
+}
+
+/// Passes a kernel's measurements (kernel first, then each reference's)
+/// on as records: `(kernel, bytes, measurements, reference names)`.
+type Emit<'e> =
+    dyn FnMut(&'static str, usize, &[Measurement], &[&'static str]) -> Result<(), BenchError> + 'e;
+
+/// dot, sum of squares and max-abs against naive loops and the read sum.
+fn reductions(
+    x: &[f32],
+    y: &[f32],
+    settings: Settings,
+    emit: &mut Emit<'_>,
+) -> Result<(), BenchError> {
+    let f32s = size_of_val(x);
 
     let m = timing::compare(
         settings,
@@ -194,7 +205,21 @@ fn vector_kernels(n: usize, settings: Settings, sink: &mut dyn Sink) -> Result<(
             },
         ],
     );
-    emit("max_abs", f32s, &m, &["naive"])?;
+    emit("max_abs", f32s, &m, &["naive"])
+}
+
+/// axpy, unscale-and-check and f16 accumulation against naive loops.
+fn elementwise(
+    x: &[f32],
+    y: &[f32],
+    settings: Settings,
+    emit: &mut Emit<'_>,
+) -> Result<(), BenchError> {
+    let (n, f32s) = (x.len(), size_of_val(x));
+    let mut h = try_zeroed::<f16>(n)?;
+    fp::f32_to_half_slice(x, &mut h);
+    let h = &h[..];
+    let (mut out, mut theirs) = (try_zeroed::<f32>(n)?, try_zeroed::<f32>(n)?);
 
     // y = y + a x with a = 0 keeps the values from drifting over calls.
     out.copy_from_slice(y);

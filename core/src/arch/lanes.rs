@@ -231,6 +231,33 @@ macro_rules! eight_lane_items {
 }
 pub(crate) use eight_lane_items;
 
+/// Calls `f(at)` for the start `at` of every full vector of `S` in a slice
+/// of `len` elements, in increasing order, four vectors per iteration, and
+/// returns where the full vectors end (the tail is the caller's).
+///
+/// The unrolling is explicit because a `#[target_feature]` entry function
+/// keeps the build's generic tuning: a `target-cpu=native` build unrolled
+/// these loops itself and ran 10-20% faster in cache.
+#[inline(always)]
+pub(crate) fn each_vector<S: Simd>(len: usize, mut f: impl FnMut(usize)) -> usize {
+    let body = len / S::LANES * S::LANES;
+    let step = 4 * S::LANES;
+    let unrolled = body / step * step;
+    let mut at = 0;
+    while at < unrolled {
+        f(at);
+        f(at + S::LANES);
+        f(at + 2 * S::LANES);
+        f(at + 3 * S::LANES);
+        at += step;
+    }
+    while at < body {
+        f(at);
+        at += S::LANES;
+    }
+    body
+}
+
 /// A kernel written once for every backend.
 pub(crate) trait Kernel: Sized {
     type Output;

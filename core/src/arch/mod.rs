@@ -39,6 +39,6 @@ pub use backend::with_backend;
 pub use backend::{Backend, BackendError, active, backend_from_env, best, force};
 
 pub use lanes::with_backend_features;
-pub(crate) use lanes::{F32s, Kernel, Real, Simd, U32s, dispatch, kernel};
+pub(crate) use lanes::{F32s, Kernel, Real, Simd, U32s, dispatch, each_vector, kernel};
 pub(crate) use memory::{prefetch, prefetch_ahead, store_fence, store_streaming, wants_streaming};
 pub(crate) use portable::Portable;

@@ -103,20 +103,23 @@ fn convert<S: Simd, A: Copy, B: bytemuck::Pod>(
     for (s, d) in src_head.iter().zip(dst_head) {
         *d = scalar(*s);
     }
-    let chunks = src_body
-        .chunks_exact(S::LANES)
-        .zip(dst_body.chunks_exact_mut(S::LANES));
     if streaming {
         let mut buf = [B::zeroed(); 16];
-        for (s, d) in chunks {
-            lanes(s, &mut buf);
-            arch::store_streaming(d, &buf[..S::LANES]);
-        }
+        arch::each_vector::<S>(
+            body,
+            #[inline(always)]
+            |at| {
+                lanes(&src_body[at..], &mut buf);
+                arch::store_streaming(&mut dst_body[at..at + S::LANES], &buf[..S::LANES]);
+            },
+        );
         arch::store_fence();
     } else {
-        for (s, d) in chunks {
-            lanes(s, d);
-        }
+        arch::each_vector::<S>(
+            body,
+            #[inline(always)]
+            |at| lanes(&src_body[at..], &mut dst_body[at..]),
+        );
     }
     for (s, d) in src_tail.iter().zip(dst_tail) {
         *d = scalar(*s);

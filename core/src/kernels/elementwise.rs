@@ -21,13 +21,16 @@ fn map2<S: Simd>(
     f: impl Fn(S::F, S::F) -> S::F,
     f1: impl Fn(f32, f32) -> f32,
 ) {
-    let body = x.len() / S::LANES * S::LANES;
-    for at in (0..body).step_by(S::LANES) {
-        arch::prefetch_ahead(x, at);
-        arch::prefetch_ahead(y, at);
-        let v = f(S::F::load(&x[at..]), S::F::load(&y[at..]));
-        v.canonical().store(&mut y[at..]);
-    }
+    let body = arch::each_vector::<S>(
+        x.len(),
+        #[inline(always)]
+        |at| {
+            arch::prefetch_ahead(x, at);
+            arch::prefetch_ahead(y, at);
+            let v = f(S::F::load(&x[at..]), S::F::load(&y[at..]));
+            v.canonical().store(&mut y[at..]);
+        },
+    );
     for (x, y) in x[body..].iter().zip(&mut y[body..]) {
         *y = canonical(f1(*x, *y));
     }
@@ -60,12 +63,12 @@ pub fn scale(a: f32, x: &mut [f32]) {
 kernel! {
     Scale<'a> { a: f32, x: &'a mut [f32] } -> ();
     run<S>(k) {
-        let av = S::F::splat(k.a);
-        let mut xs = k.x.chunks_exact_mut(S::LANES);
-        for x in &mut xs {
-            (S::F::load(x) * av).canonical().store(x);
-        }
-        for x in xs.into_remainder() {
+        let (av, x) = (S::F::splat(k.a), k.x);
+        let body = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
+            arch::prefetch_ahead(x, at);
+            (S::F::load(&x[at..]) * av).canonical().store(&mut x[at..]);
+        });
+        for x in &mut x[body..] {
             *x = canonical(*x * k.a);
         }
     }
@@ -108,16 +111,16 @@ pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
 kernel! {
     Unscale<'a> { x: &'a mut [f32], inv_scale: f32 } -> bool;
     run<S>(k) {
-        let s = S::F::splat(k.inv_scale);
+        let (s, x) = (S::F::splat(k.inv_scale), k.x);
         let mut bad = S::U::splat(0);
-        let mut xs = k.x.chunks_exact_mut(S::LANES);
-        for x in &mut xs {
-            let r = (S::F::load(x) * s).canonical();
+        let body = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
+            arch::prefetch_ahead(x, at);
+            let r = (S::F::load(&x[at..]) * s).canonical();
             bad |= non_finite::<S>(r);
-            r.store(x);
-        }
+            r.store(&mut x[at..]);
+        });
         let mut found = bad.any();
-        for x in xs.into_remainder() {
+        for x in &mut x[body..] {
             *x = canonical(*x * k.inv_scale);
             found |= !x.is_finite();
         }
@@ -139,12 +142,14 @@ pub fn accumulate<H: HalfFloat>(src: &[H], acc: &mut [f32]) {
 kernel! {
     Accumulate<'a, H: HalfFloat> { src: &'a [H], acc: &'a mut [f32] } -> ();
     run<S>(k) {
-        let mut ss = k.src.chunks_exact(S::LANES);
-        let mut accs = k.acc.chunks_exact_mut(S::LANES);
-        for (s, a) in (&mut ss).zip(&mut accs) {
-            (S::F::load(a) + fp::load::<S, H>(s)).canonical().store(a);
-        }
-        for (s, a) in ss.remainder().iter().zip(accs.into_remainder()) {
+        let (src, acc) = (k.src, k.acc);
+        let body = arch::each_vector::<S>(src.len(), #[inline(always)] |at| {
+            arch::prefetch_ahead(src, at);
+            arch::prefetch_ahead(acc, at);
+            let sum = S::F::load(&acc[at..]) + fp::load::<S, H>(&src[at..]);
+            sum.canonical().store(&mut acc[at..]);
+        });
+        for (s, a) in src[body..].iter().zip(&mut acc[body..]) {
             *a = canonical(*a + s.to_f32());
         }
     }
@@ -161,14 +166,16 @@ fn map_half<S: Simd, H: HalfFloat>(
     f: impl Fn(usize, S::F) -> S::F,
     f1: impl Fn(usize, f32) -> f32,
 ) {
-    let done = x.len() / S::LANES * S::LANES;
-    let mut xs = x.chunks_exact_mut(S::LANES);
-    for (k, x) in (&mut xs).enumerate() {
-        let at = k * S::LANES;
-        fp::store::<S, H>(f(at, fp::load::<S, H>(x)), rounding, at, x);
-    }
-    let tail = xs.into_remainder();
-    for (k, x) in tail.iter_mut().enumerate() {
+    let done = arch::each_vector::<S>(
+        x.len(),
+        #[inline(always)]
+        |at| {
+            arch::prefetch_ahead(x, at);
+            let v = f(at, fp::load::<S, H>(&x[at..]));
+            fp::store::<S, H>(v, rounding, at, &mut x[at..]);
+        },
+    );
+    for (k, x) in x[done..].iter_mut().enumerate() {
         let at = done + k;
         *x = rounding.round(canonical(f1(at, x.to_f32())), at);
     }
@@ -261,16 +268,16 @@ pub fn unscale_and_check_half<H: HalfFloat>(
 kernel! {
     UnscaleHalf<'a, H: HalfFloat> { x: &'a mut [H], inv_scale: f32, rounding: Rounding } -> bool;
     run<S>(k) {
-        let s = S::F::splat(k.inv_scale);
+        let (s, x, rounding) = (S::F::splat(k.inv_scale), k.x, k.rounding);
         let mut bad = S::U::splat(0);
-        let done = k.x.len() / S::LANES * S::LANES;
-        let mut xs = k.x.chunks_exact_mut(S::LANES);
-        for (c, x) in (&mut xs).enumerate() {
-            fp::store::<S, H>(fp::load::<S, H>(x) * s, k.rounding, c * S::LANES, x);
-            bad |= non_finite::<S>(fp::load::<S, H>(x));
-        }
+        let done = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
+            arch::prefetch_ahead(x, at);
+            let v = fp::load::<S, H>(&x[at..]) * s;
+            fp::store::<S, H>(v, rounding, at, &mut x[at..]);
+            bad |= non_finite::<S>(fp::load::<S, H>(&x[at..]));
+        });
         let mut found = bad.any();
-        for (i, x) in xs.into_remainder().iter_mut().enumerate() {
+        for (i, x) in x[done..].iter_mut().enumerate() {
             *x = k.rounding.round(canonical(x.to_f32() * k.inv_scale), done + i);
             found |= !x.to_f32().is_finite();
         }
