@@ -143,7 +143,7 @@ pub(crate) fn prefetch<T>(x: &[T], at: usize) {
 
 /// How far ahead streaming kernels prefetch: far enough to cover memory
 /// latency at memory bandwidth, near enough to stay in L1.
-pub(crate) const PREFETCH_BYTES: usize = 2048;
+pub(crate) const PREFETCH_BYTES: usize = 4096;
 
 /// Prefetches the line [`PREFETCH_BYTES`] after element `at` of `x`:
 /// kernels whose arithmetic per vector is long enough that the hardware

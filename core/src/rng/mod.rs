@@ -76,11 +76,11 @@ const fn mix32(lo: u32, k0: u32, k1: u32) -> u32 {
 /// The same as [`mix32`] on each lane.
 #[must_use]
 #[inline(always)]
-fn mix32_lanes<U: U32s>(lo: U, k0: u32, k1: u32) -> U {
-    let mut x = lo ^ U::splat(k0);
+fn mix32_lanes<U: U32s>(lo: U, k0: U, k1: U) -> U {
+    let mut x = lo ^ k0;
     x = x ^ (x >> 16);
     x = x * U::splat(0x21f0_aaad);
-    x += U::splat(k1);
+    x += k1;
     x = x ^ (x >> 15);
     x = x * U::splat(0x735a_2d97);
     x ^ (x >> 15)
@@ -173,6 +173,7 @@ impl RandomStream {
     pub(crate) fn half_bit_groups<U: U32s>(self, index: u64) -> HalfBitGroups<U> {
         let position = index >> 1;
         let (k0, k1) = self.block_keys((position >> 32) as u32, 0);
+        let (k0, k1) = (U::splat(k0), U::splat(k1));
         HalfBitGroups {
             stream: self,
             position,
@@ -189,7 +190,7 @@ impl RandomStream {
         let lo = index as u32;
         if lo <= u32::MAX - (U::LANES as u32 - 1) {
             let (k0, k1) = self.block_keys((index >> 32) as u32, word);
-            mix32_lanes(U::splat(lo) + U::iota(), k0, k1)
+            mix32_lanes(U::splat(lo) + U::iota(), U::splat(k0), U::splat(k1))
         } else {
             let mut words = [0; 16];
             for (lane, w) in words.iter_mut().enumerate().take(U::LANES) {
@@ -207,8 +208,9 @@ pub(crate) struct HalfBitGroups<U> {
     /// Position of the next group's first word.
     position: u64,
     counter: U,
-    k0: u32,
-    k1: u32,
+    /// The block keys in every lane (splatted once per 2^32 positions).
+    k0: U,
+    k1: U,
 }
 
 impl<U: U32s> HalfBitGroups<U> {
@@ -219,7 +221,8 @@ impl<U: U32s> HalfBitGroups<U> {
             // A new 2^32 block of positions (groups never straddle one);
             // element indices wrap at 2^64, so positions wrap at 2^63.
             self.position &= u64::MAX >> 1;
-            (self.k0, self.k1) = self.stream.block_keys((self.position >> 32) as u32, 0);
+            let (k0, k1) = self.stream.block_keys((self.position >> 32) as u32, 0);
+            (self.k0, self.k1) = (U::splat(k0), U::splat(k1));
         }
         let words = mix32_lanes(self.counter, self.k0, self.k1);
         self.counter += U::splat(8);
