@@ -1,7 +1,7 @@
-//! Vector kernels: every SIMD kernel against its scalar twin bit for bit,
-//! `ExactSum` against a big-integer reference, partition invariance of the
-//! reductions, the documented semantics (order, NaN, found_inf) and pinned
-//! outputs.
+//! Vector kernels: every SIMD kernel against its scalar twin bit for bit
+//! on every backend the CPU can run, `ExactSum` against a big-integer
+//! reference, partition invariance of the reductions, the documented
+//! semantics (order, NaN, found_inf) and pinned outputs.
 
 use std::cmp::Ordering;
 
@@ -9,6 +9,70 @@ use proptest::prelude::*;
 use tessera_core::fp::{HalfFloat, Overflow, Rounding, Stochastic, bf16, f16};
 use tessera_core::kernels::{self, BLOCK, ExactSum, LANES, MaxAbs, scalar};
 use tessera_core::rng::RandomStream;
+
+// ---------------------------------------------------------------------------
+// Backends.
+
+use tessera_core::arch::{self, Backend};
+
+/// Runs `check` on every backend this CPU can run, forced on this thread,
+/// and prints which ran; backends the CPU lacks are skipped with a printed
+/// line (forcing one is an error, which is how they are found).
+pub(crate) fn on_every_backend(test: &str, check: impl Fn()) {
+    let mut ran = Vec::new();
+    for backend in Backend::ALL {
+        // Printed first, so a failure's captured output names the backend.
+        println!("{test}: {backend}");
+        match arch::with_backend(backend, &check) {
+            Ok(()) => ran.push(backend.name()),
+            Err(e) => println!("{test}: skipped {backend}: {e}"),
+        }
+    }
+    println!("{test}: ran on {}", ran.join(", "));
+}
+
+#[test]
+fn forcing_a_backend_the_cpu_lacks_is_an_error() {
+    for backend in Backend::ALL {
+        let result = arch::with_backend(backend, || kernels::sum_of_squares(&[3.0]));
+        if backend.is_available() {
+            assert_eq!(result, Ok(9.0));
+        } else {
+            assert_eq!(result, Err(arch::BackendError::Unavailable(backend)));
+            assert_eq!(
+                arch::force(Some(backend)),
+                Err(arch::BackendError::Unavailable(backend))
+            );
+        }
+        assert_eq!(Backend::from_name(backend.name()), Ok(backend));
+    }
+    assert_eq!(Backend::from_name("avx3"), Err(arch::BackendError::Unknown));
+    assert!(Backend::Scalar.is_available() && arch::best().is_available());
+}
+
+#[test]
+fn the_command_refuses_a_bad_tessera_backend() {
+    let run = |value: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args(["bench", "conversions", "--quick", "--elements", "64"])
+            .env("TESSERA_BACKEND", value)
+            .output()
+            .expect("the tessera binary runs")
+    };
+    let mut values = vec!["avx3".to_string()];
+    values.extend(
+        Backend::ALL
+            .iter()
+            .filter(|b| !b.is_available())
+            .map(|b| b.to_string()),
+    );
+    for value in values {
+        let out = run(&value);
+        crate::command::assert_usage_error(&out, &value, &format!("TESSERA_BACKEND={value}"));
+    }
+    let out = run("scalar");
+    assert!(out.status.success(), "{}", crate::command::stderr(&out));
+}
 
 // ---------------------------------------------------------------------------
 // Data.
@@ -563,36 +627,38 @@ proptest! {
 
 #[test]
 fn f32_elementwise_kernels_match_scalar_twins() {
-    for n in lengths() {
-        for (k, kind) in KINDS.into_iter().enumerate() {
-            let x = f32_data(kind, n, 100 + k as u64);
-            let y = f32_data(kind, n, 200 + n as u64);
-            let ctx = |what: &str| format!("{what} n={n} {kind:?}");
-            for a in FACTORS {
+    on_every_backend("f32_elementwise_kernels_match_scalar_twins", || {
+        for n in lengths() {
+            for (k, kind) in KINDS.into_iter().enumerate() {
+                let x = f32_data(kind, n, 100 + k as u64);
+                let y = f32_data(kind, n, 200 + n as u64);
+                let ctx = |what: &str| format!("{what} n={n} {kind:?}");
+                for a in FACTORS {
+                    let (mut s, mut r) = (y.clone(), y.clone());
+                    kernels::axpy(a, &x, &mut s);
+                    scalar::axpy(a, &x, &mut r);
+                    assert_bits_eq(&s, &r, &ctx(&format!("axpy a={a}")));
+
+                    let (mut s, mut r) = (x.clone(), x.clone());
+                    kernels::scale(a, &mut s);
+                    scalar::scale(a, &mut r);
+                    assert_bits_eq(&s, &r, &ctx(&format!("scale a={a}")));
+                }
                 let (mut s, mut r) = (y.clone(), y.clone());
-                kernels::axpy(a, &x, &mut s);
-                scalar::axpy(a, &x, &mut r);
-                assert_bits_eq(&s, &r, &ctx(&format!("axpy a={a}")));
+                kernels::add(&x, &mut s);
+                scalar::add(&x, &mut r);
+                assert_bits_eq(&s, &r, &ctx("add"));
 
-                let (mut s, mut r) = (x.clone(), x.clone());
-                kernels::scale(a, &mut s);
-                scalar::scale(a, &mut r);
-                assert_bits_eq(&s, &r, &ctx(&format!("scale a={a}")));
-            }
-            let (mut s, mut r) = (y.clone(), y.clone());
-            kernels::add(&x, &mut s);
-            scalar::add(&x, &mut r);
-            assert_bits_eq(&s, &r, &ctx("add"));
-
-            for inv in INV_SCALES {
-                let (mut s, mut r) = (x.clone(), x.clone());
-                let fs = kernels::unscale_and_check(&mut s, inv);
-                let fr = scalar::unscale_and_check(&mut r, inv);
-                assert_eq!(fs, fr, "{}", ctx(&format!("unscale_and_check inv={inv}")));
-                assert_bits_eq(&s, &r, &ctx(&format!("unscale_and_check inv={inv}")));
+                for inv in INV_SCALES {
+                    let (mut s, mut r) = (x.clone(), x.clone());
+                    let fs = kernels::unscale_and_check(&mut s, inv);
+                    let fr = scalar::unscale_and_check(&mut r, inv);
+                    assert_eq!(fs, fr, "{}", ctx(&format!("unscale_and_check inv={inv}")));
+                    assert_bits_eq(&s, &r, &ctx(&format!("unscale_and_check inv={inv}")));
+                }
             }
         }
-    }
+    });
 }
 
 fn check_half_elementwise<H: Bits16>() {
@@ -640,50 +706,56 @@ fn check_half_elementwise<H: Bits16>() {
 
 #[test]
 fn f16_elementwise_kernels_match_scalar_twins() {
-    check_half_elementwise::<f16>();
+    on_every_backend("f16_elementwise_kernels_match_scalar_twins", || {
+        check_half_elementwise::<f16>();
+    });
 }
 
 #[test]
 fn bf16_elementwise_kernels_match_scalar_twins() {
-    check_half_elementwise::<bf16>();
+    on_every_backend("bf16_elementwise_kernels_match_scalar_twins", || {
+        check_half_elementwise::<bf16>();
+    });
 }
 
 #[test]
 fn f32_reductions_match_scalar_twins() {
-    for n in lengths() {
-        for (k, kind) in KINDS.into_iter().enumerate() {
-            let x = f32_data(kind, n, 600 + k as u64);
-            let y = f32_data(kind, n, 700 + n as u64);
-            let ctx = format!("n={n} {kind:?}");
-            assert_eq!(
-                kernels::dot_partial(&x, &y),
-                scalar::dot_partial(&x, &y),
-                "dot {ctx}"
-            );
-            assert!(
-                same_f32(kernels::dot(&x, &y), scalar::dot(&x, &y)),
-                "dot {ctx}"
-            );
-            assert_eq!(
-                kernels::sum_of_squares_partial(&x),
-                scalar::sum_of_squares_partial(&x),
-                "sum_of_squares {ctx}"
-            );
-            assert!(
-                same_f32(kernels::sum_of_squares(&x), scalar::sum_of_squares(&x)),
-                "sum_of_squares {ctx}"
-            );
-            assert_eq!(
-                kernels::max_abs_partial(&x),
-                scalar::max_abs_partial(&x),
-                "max_abs {ctx}"
-            );
-            assert!(
-                same_f32(kernels::max_abs(&x), scalar::max_abs(&x)),
-                "max_abs {ctx}"
-            );
+    on_every_backend("f32_reductions_match_scalar_twins", || {
+        for n in lengths() {
+            for (k, kind) in KINDS.into_iter().enumerate() {
+                let x = f32_data(kind, n, 600 + k as u64);
+                let y = f32_data(kind, n, 700 + n as u64);
+                let ctx = format!("n={n} {kind:?}");
+                assert_eq!(
+                    kernels::dot_partial(&x, &y),
+                    scalar::dot_partial(&x, &y),
+                    "dot {ctx}"
+                );
+                assert!(
+                    same_f32(kernels::dot(&x, &y), scalar::dot(&x, &y)),
+                    "dot {ctx}"
+                );
+                assert_eq!(
+                    kernels::sum_of_squares_partial(&x),
+                    scalar::sum_of_squares_partial(&x),
+                    "sum_of_squares {ctx}"
+                );
+                assert!(
+                    same_f32(kernels::sum_of_squares(&x), scalar::sum_of_squares(&x)),
+                    "sum_of_squares {ctx}"
+                );
+                assert_eq!(
+                    kernels::max_abs_partial(&x),
+                    scalar::max_abs_partial(&x),
+                    "max_abs {ctx}"
+                );
+                assert!(
+                    same_f32(kernels::max_abs(&x), scalar::max_abs(&x)),
+                    "max_abs {ctx}"
+                );
+            }
         }
-    }
+    });
 }
 
 fn check_half_reductions<H: Bits16>() {
@@ -728,52 +800,58 @@ fn check_half_reductions<H: Bits16>() {
 
 #[test]
 fn f16_reductions_match_scalar_twins() {
-    check_half_reductions::<f16>();
+    on_every_backend("f16_reductions_match_scalar_twins", || {
+        check_half_reductions::<f16>();
+    });
 }
 
 #[test]
 fn bf16_reductions_match_scalar_twins() {
-    check_half_reductions::<bf16>();
+    on_every_backend("bf16_reductions_match_scalar_twins", || {
+        check_half_reductions::<bf16>();
+    });
 }
 
 /// Every one of the 65,536 values of each format through the element-wise
 /// kernels (lengths cover SIMD chunks and the scalar tail).
 #[test]
 fn every_half_value_through_the_kernels() {
-    fn check<H: Bits16>() {
-        let all: Vec<H> = (0..=u16::MAX)
-            .map(H::from_bits16)
-            .chain([H::from_bits16(0x3c00)])
-            .collect();
-        let rev: Vec<H> = all.iter().rev().copied().collect();
-        let sr = Rounding::Stochastic {
-            sr: Stochastic::new(RandomStream::new(9, 9), Overflow::Infinity),
-            first_index: 77,
-        };
-        for rounding in [Rounding::Nearest, sr] {
-            let (mut s, mut r) = (rev.clone(), rev.clone());
-            kernels::axpy_half(0.75, &all, &mut s, rounding);
-            scalar::axpy_half(0.75, &all, &mut r, rounding);
-            assert_half_eq(&s, &r, &format!("axpy_half {}", H::NAME));
-            let (mut s, mut r) = (all.clone(), all.clone());
-            let fs = kernels::unscale_and_check_half(&mut s, 0.5, rounding);
-            let fr = scalar::unscale_and_check_half(&mut r, 0.5, rounding);
-            assert!(fs && fr);
-            assert_half_eq(&s, &r, &format!("unscale_and_check_half {}", H::NAME));
+    on_every_backend("every_half_value_through_the_kernels", || {
+        fn check<H: Bits16>() {
+            let all: Vec<H> = (0..=u16::MAX)
+                .map(H::from_bits16)
+                .chain([H::from_bits16(0x3c00)])
+                .collect();
+            let rev: Vec<H> = all.iter().rev().copied().collect();
+            let sr = Rounding::Stochastic {
+                sr: Stochastic::new(RandomStream::new(9, 9), Overflow::Infinity),
+                first_index: 77,
+            };
+            for rounding in [Rounding::Nearest, sr] {
+                let (mut s, mut r) = (rev.clone(), rev.clone());
+                kernels::axpy_half(0.75, &all, &mut s, rounding);
+                scalar::axpy_half(0.75, &all, &mut r, rounding);
+                assert_half_eq(&s, &r, &format!("axpy_half {}", H::NAME));
+                let (mut s, mut r) = (all.clone(), all.clone());
+                let fs = kernels::unscale_and_check_half(&mut s, 0.5, rounding);
+                let fr = scalar::unscale_and_check_half(&mut r, 0.5, rounding);
+                assert!(fs && fr);
+                assert_half_eq(&s, &r, &format!("unscale_and_check_half {}", H::NAME));
+            }
+            let acc: Vec<f32> = (0..all.len()).map(|i| i as f32 * 0.5 - 3000.0).collect();
+            let (mut s, mut r) = (acc.clone(), acc);
+            kernels::accumulate(&all, &mut s);
+            scalar::accumulate(&all, &mut r);
+            assert_bits_eq(&s, &r, &format!("accumulate {}", H::NAME));
+            assert!(same_f32(
+                kernels::dot_half(&all, &rev),
+                scalar::dot_half(&all, &rev)
+            ));
+            assert!(kernels::max_abs_half(&all).is_nan());
         }
-        let acc: Vec<f32> = (0..all.len()).map(|i| i as f32 * 0.5 - 3000.0).collect();
-        let (mut s, mut r) = (acc.clone(), acc);
-        kernels::accumulate(&all, &mut s);
-        scalar::accumulate(&all, &mut r);
-        assert_bits_eq(&s, &r, &format!("accumulate {}", H::NAME));
-        assert!(same_f32(
-            kernels::dot_half(&all, &rev),
-            scalar::dot_half(&all, &rev)
-        ));
-        assert!(kernels::max_abs_half(&all).is_nan());
-    }
-    check::<f16>();
-    check::<bf16>();
+        check::<f16>();
+        check::<bf16>();
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -944,193 +1022,209 @@ proptest! {
 
 #[test]
 fn reduction_order_is_lanes_then_tree_then_exact_blocks() {
-    // Elements 0, 8 and 16 share lane 0 of block 0: 2^24 + 1 rounds to 2^24
-    // twice.
-    let mut x = vec![0.0f32; 3 * BLOCK];
-    x[0] = 16_777_216.0;
-    x[8] = 1.0;
-    x[16] = 1.0;
-    let ones = vec![1.0f32; x.len()];
-    assert!(same_f32(kernels::dot(&x, &ones), 16_777_216.0));
-    // Lanes 0, 1 and 2 meet in the tree: (2^24 + 1) + (1 + 0) rounds twice
-    // too.
-    let mut x = vec![0.0f32; 3 * BLOCK];
-    x[0] = 16_777_216.0;
-    x[1] = 1.0;
-    x[2] = 1.0;
-    assert!(same_f32(kernels::dot(&x, &ones), 16_777_216.0));
-    // Lanes 0 and 2 meet only at the root: 2^24 + (1 + 1) is exact.
-    x[1] = 0.0;
-    x[3] = 1.0;
-    assert!(same_f32(kernels::dot(&x, &ones), 16_777_218.0));
-    // In different blocks the partials add exactly.
-    let mut x = vec![0.0f32; 3 * BLOCK];
-    x[0] = 16_777_216.0;
-    x[BLOCK] = 1.0;
-    x[2 * BLOCK] = 1.0;
-    assert!(same_f32(kernels::dot(&x, &ones), 16_777_218.0));
-    assert!(same_f32(
-        kernels::sum_of_squares(&[1.0e30, 1.0]),
-        f32::INFINITY
-    )); // 1e60 overflows f32
-    // Cancellation across blocks is exact.
-    let mut x = vec![0.0f32; 2 * BLOCK + 1];
-    x[0] = 1.0e30;
-    x[BLOCK] = 1.0;
-    x[2 * BLOCK] = -1.0e30;
-    assert!(same_f32(kernels::dot(&x, &vec![1.0; x.len()]), 1.0));
+    on_every_backend(
+        "reduction_order_is_lanes_then_tree_then_exact_blocks",
+        || {
+            // Elements 0, 8 and 16 share lane 0 of block 0: 2^24 + 1 rounds to 2^24
+            // twice.
+            let mut x = vec![0.0f32; 3 * BLOCK];
+            x[0] = 16_777_216.0;
+            x[8] = 1.0;
+            x[16] = 1.0;
+            let ones = vec![1.0f32; x.len()];
+            assert!(same_f32(kernels::dot(&x, &ones), 16_777_216.0));
+            // Lanes 0, 1 and 2 meet in the tree: (2^24 + 1) + (1 + 0) rounds twice
+            // too.
+            let mut x = vec![0.0f32; 3 * BLOCK];
+            x[0] = 16_777_216.0;
+            x[1] = 1.0;
+            x[2] = 1.0;
+            assert!(same_f32(kernels::dot(&x, &ones), 16_777_216.0));
+            // Lanes 0 and 2 meet only at the root: 2^24 + (1 + 1) is exact.
+            x[1] = 0.0;
+            x[3] = 1.0;
+            assert!(same_f32(kernels::dot(&x, &ones), 16_777_218.0));
+            // In different blocks the partials add exactly.
+            let mut x = vec![0.0f32; 3 * BLOCK];
+            x[0] = 16_777_216.0;
+            x[BLOCK] = 1.0;
+            x[2 * BLOCK] = 1.0;
+            assert!(same_f32(kernels::dot(&x, &ones), 16_777_218.0));
+            assert!(same_f32(
+                kernels::sum_of_squares(&[1.0e30, 1.0]),
+                f32::INFINITY
+            )); // 1e60 overflows f32
+            // Cancellation across blocks is exact.
+            let mut x = vec![0.0f32; 2 * BLOCK + 1];
+            x[0] = 1.0e30;
+            x[BLOCK] = 1.0;
+            x[2 * BLOCK] = -1.0e30;
+            assert!(same_f32(kernels::dot(&x, &vec![1.0; x.len()]), 1.0));
+        },
+    );
 }
 
 #[test]
 fn reductions_handle_special_values() {
-    assert!(same_f32(kernels::dot(&[], &[]), 0.0));
-    assert!(same_f32(kernels::sum_of_squares(&[]), 0.0));
-    assert!(same_f32(kernels::max_abs(&[]), 0.0));
-    assert!(same_f32(kernels::dot(&[-0.0; 20], &[1.0; 20]), 0.0));
-    assert!(same_f32(kernels::max_abs(&[-0.0]), 0.0));
-    assert!(same_f32(
-        kernels::max_abs(&[-3.0, 2.0, f32::from_bits(1)]),
-        3.0
-    ));
-    assert!(same_f32(
-        kernels::max_abs(&[1.0, f32::NEG_INFINITY]),
-        f32::INFINITY
-    ));
-    // NaN propagates, as the canonical NaN, wherever it sits.
-    for at in [0, 7, 8, 300] {
-        let mut x = vec![1.0f32; 301];
-        x[at] = f32::from_bits(0xffc0_1234);
-        assert_eq!(kernels::max_abs(&x).to_bits(), 0x7fc0_0000);
-        assert_eq!(kernels::dot(&x, &x).to_bits(), 0x7fc0_0000);
-        assert_eq!(kernels::sum_of_squares(&x).to_bits(), 0x7fc0_0000);
-    }
-    // +inf and -inf in different blocks: NaN; in one: inf.
-    let mut x = vec![0.0f32; 2 * BLOCK];
-    x[0] = f32::INFINITY;
-    x[BLOCK] = f32::NEG_INFINITY;
-    assert!(kernels::dot(&x, &vec![1.0; x.len()]).is_nan());
-    assert_eq!(kernels::dot(&[f32::MAX; 4], &[2.0; 4]), f32::INFINITY);
-    assert_eq!(kernels::dot(&[f32::MAX; 4], &[-2.0; 4]), f32::NEG_INFINITY);
-    // Inf * 0 is NaN.
-    assert!(kernels::dot(&[f32::INFINITY], &[0.0]).is_nan());
-    let h = [f16::from_f32(-2.0), f16::from_f32(3.0), f16::NAN];
-    assert!(same_f32(kernels::max_abs_half(&h[..2]), 3.0));
-    assert!(kernels::max_abs_half(&h).is_nan());
-    assert!(same_f32(kernels::sum_of_squares_half(&h[..2]), 13.0));
-    // f16 squares are exact in f32: 65504^2 does not overflow.
-    assert!(same_f32(
-        kernels::sum_of_squares_half(&[f16::MAX]),
-        65504.0 * 65504.0
-    ));
+    on_every_backend("reductions_handle_special_values", || {
+        assert!(same_f32(kernels::dot(&[], &[]), 0.0));
+        assert!(same_f32(kernels::sum_of_squares(&[]), 0.0));
+        assert!(same_f32(kernels::max_abs(&[]), 0.0));
+        assert!(same_f32(kernels::dot(&[-0.0; 20], &[1.0; 20]), 0.0));
+        assert!(same_f32(kernels::max_abs(&[-0.0]), 0.0));
+        assert!(same_f32(
+            kernels::max_abs(&[-3.0, 2.0, f32::from_bits(1)]),
+            3.0
+        ));
+        assert!(same_f32(
+            kernels::max_abs(&[1.0, f32::NEG_INFINITY]),
+            f32::INFINITY
+        ));
+        // NaN propagates, as the canonical NaN, wherever it sits.
+        for at in [0, 7, 8, 300] {
+            let mut x = vec![1.0f32; 301];
+            x[at] = f32::from_bits(0xffc0_1234);
+            assert_eq!(kernels::max_abs(&x).to_bits(), 0x7fc0_0000);
+            assert_eq!(kernels::dot(&x, &x).to_bits(), 0x7fc0_0000);
+            assert_eq!(kernels::sum_of_squares(&x).to_bits(), 0x7fc0_0000);
+        }
+        // +inf and -inf in different blocks: NaN; in one: inf.
+        let mut x = vec![0.0f32; 2 * BLOCK];
+        x[0] = f32::INFINITY;
+        x[BLOCK] = f32::NEG_INFINITY;
+        assert!(kernels::dot(&x, &vec![1.0; x.len()]).is_nan());
+        assert_eq!(kernels::dot(&[f32::MAX; 4], &[2.0; 4]), f32::INFINITY);
+        assert_eq!(kernels::dot(&[f32::MAX; 4], &[-2.0; 4]), f32::NEG_INFINITY);
+        // Inf * 0 is NaN.
+        assert!(kernels::dot(&[f32::INFINITY], &[0.0]).is_nan());
+        let h = [f16::from_f32(-2.0), f16::from_f32(3.0), f16::NAN];
+        assert!(same_f32(kernels::max_abs_half(&h[..2]), 3.0));
+        assert!(kernels::max_abs_half(&h).is_nan());
+        assert!(same_f32(kernels::sum_of_squares_half(&h[..2]), 13.0));
+        // f16 squares are exact in f32: 65504^2 does not overflow.
+        assert!(same_f32(
+            kernels::sum_of_squares_half(&[f16::MAX]),
+            65504.0 * 65504.0
+        ));
+    });
 }
 
 #[test]
 fn elementwise_nan_is_canonical_and_signed_zero_is_kept() {
-    let payload = f32::from_bits(0xffc0_1234);
-    let x = vec![payload; 19];
-    let mut y = vec![f32::from_bits(0x7f80_0001); 19];
-    kernels::axpy(2.0, &x, &mut y);
-    assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
-    let mut y = x.clone();
-    kernels::scale(3.0, &mut y);
-    assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
-    let mut y = vec![f32::INFINITY; 19];
-    kernels::add(&[f32::NEG_INFINITY; 19], &mut y);
-    assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
+    on_every_backend(
+        "elementwise_nan_is_canonical_and_signed_zero_is_kept",
+        || {
+            let payload = f32::from_bits(0xffc0_1234);
+            let x = vec![payload; 19];
+            let mut y = vec![f32::from_bits(0x7f80_0001); 19];
+            kernels::axpy(2.0, &x, &mut y);
+            assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
+            let mut y = x.clone();
+            kernels::scale(3.0, &mut y);
+            assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
+            let mut y = vec![f32::INFINITY; 19];
+            kernels::add(&[f32::NEG_INFINITY; 19], &mut y);
+            assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
 
-    let mut y = vec![-0.0f32; 19];
-    kernels::add(&[-0.0; 19], &mut y);
-    assert!(y.iter().all(|v| v.to_bits() == 0x8000_0000));
-    let mut y = vec![-0.0f32; 19];
-    kernels::axpy(-1.0, &[0.0; 19], &mut y);
-    assert!(y.iter().all(|v| v.to_bits() == 0x8000_0000));
+            let mut y = vec![-0.0f32; 19];
+            kernels::add(&[-0.0; 19], &mut y);
+            assert!(y.iter().all(|v| v.to_bits() == 0x8000_0000));
+            let mut y = vec![-0.0f32; 19];
+            kernels::axpy(-1.0, &[0.0; 19], &mut y);
+            assert!(y.iter().all(|v| v.to_bits() == 0x8000_0000));
 
-    let mut h = vec![f16::from_bits(0xfe55); 19];
-    kernels::scale_half(1.0, &mut h, Rounding::Nearest);
-    assert!(h.iter().all(|v| v.to_bits() == 0x7e00));
-    let mut b = vec![bf16::from_bits(0xffd5); 19];
-    kernels::scale_half(1.0, &mut b, Rounding::Nearest);
-    assert!(b.iter().all(|v| v.to_bits() == 0x7fc0));
+            let mut h = vec![f16::from_bits(0xfe55); 19];
+            kernels::scale_half(1.0, &mut h, Rounding::Nearest);
+            assert!(h.iter().all(|v| v.to_bits() == 0x7e00));
+            let mut b = vec![bf16::from_bits(0xffd5); 19];
+            kernels::scale_half(1.0, &mut b, Rounding::Nearest);
+            assert!(b.iter().all(|v| v.to_bits() == 0x7fc0));
+        },
+    );
 }
 
 #[test]
 fn unscale_and_check_reports_non_finite_results() {
-    let check = |x: &[f32], inv: f32| {
-        let mut y = x.to_vec();
-        let found = kernels::unscale_and_check(&mut y, inv);
-        (found, y)
-    };
-    for n in [1, 8, 9, 40] {
-        let mut x: Vec<f32> = (0..n).map(|i| i as f32 - 4.5).collect();
-        assert!(!check(&x, 0.5).0);
-        assert_eq!(check(&x, 0.5).1[0], -2.25);
-        x[n - 1] = f32::INFINITY;
-        let (found, y) = check(&x, 0.5);
-        assert!(found);
-        assert_eq!(y[n - 1], f32::INFINITY);
-        x[n - 1] = f32::NAN;
-        assert!(check(&x, 1.0).0);
-        // Inf * 0 = NaN: flagged.
-        x[n - 1] = f32::INFINITY;
-        let (found, y) = check(&x, 0.0);
-        assert!(found);
-        assert_eq!(y[n - 1].to_bits(), 0x7fc0_0000);
-        // A finite value that overflows when unscaled with inv_scale > 1:
-        // flagged here (PyTorch checks the inputs and would not flag it).
-        x[n - 1] = f32::MAX;
-        assert!(check(&x, 2.0).0);
-        x[n - 1] = 1.0e38;
-        assert!(!check(&x, 2.0).0);
-        // A non-finite inv_scale makes every result non-finite.
-        assert!(check(&x, f32::INFINITY).0);
-        assert!(check(&x, f32::NAN).0);
-    }
-    assert!(!check(&[], f32::NAN).0);
+    on_every_backend("unscale_and_check_reports_non_finite_results", || {
+        let check = |x: &[f32], inv: f32| {
+            let mut y = x.to_vec();
+            let found = kernels::unscale_and_check(&mut y, inv);
+            (found, y)
+        };
+        for n in [1, 8, 9, 40] {
+            let mut x: Vec<f32> = (0..n).map(|i| i as f32 - 4.5).collect();
+            assert!(!check(&x, 0.5).0);
+            assert_eq!(check(&x, 0.5).1[0], -2.25);
+            x[n - 1] = f32::INFINITY;
+            let (found, y) = check(&x, 0.5);
+            assert!(found);
+            assert_eq!(y[n - 1], f32::INFINITY);
+            x[n - 1] = f32::NAN;
+            assert!(check(&x, 1.0).0);
+            // Inf * 0 = NaN: flagged.
+            x[n - 1] = f32::INFINITY;
+            let (found, y) = check(&x, 0.0);
+            assert!(found);
+            assert_eq!(y[n - 1].to_bits(), 0x7fc0_0000);
+            // A finite value that overflows when unscaled with inv_scale > 1:
+            // flagged here (PyTorch checks the inputs and would not flag it).
+            x[n - 1] = f32::MAX;
+            assert!(check(&x, 2.0).0);
+            x[n - 1] = 1.0e38;
+            assert!(!check(&x, 2.0).0);
+            // A non-finite inv_scale makes every result non-finite.
+            assert!(check(&x, f32::INFINITY).0);
+            assert!(check(&x, f32::NAN).0);
+        }
+        assert!(!check(&[], f32::NAN).0);
 
-    // 16-bit storage: the stored value is checked, so f16 overflow counts.
-    let mut h = vec![f16::from_f32(1000.0); 11];
-    assert!(!kernels::unscale_and_check_half(
-        &mut h,
-        2.0,
-        Rounding::Nearest
-    ));
-    assert!(h.iter().all(|v| v.to_f32() == 2000.0));
-    let mut h = vec![f16::from_f32(40000.0); 11];
-    assert!(kernels::unscale_and_check_half(
-        &mut h,
-        2.0,
-        Rounding::Nearest
-    ));
-    assert!(h.iter().all(|v| v.is_infinite()));
-    let sat = Rounding::Stochastic {
-        sr: Stochastic::new(RandomStream::new(1, 1), Overflow::Saturate),
-        first_index: 0,
-    };
-    let mut h = vec![f16::from_f32(40000.0); 11];
-    assert!(!kernels::unscale_and_check_half(&mut h, 2.0, sat));
-    assert!(h.iter().all(|v| *v == f16::MAX));
-    let mut b = vec![bf16::from_f32(3.0e38); 11];
-    assert!(kernels::unscale_and_check_half(
-        &mut b,
-        2.0,
-        Rounding::Nearest
-    ));
+        // 16-bit storage: the stored value is checked, so f16 overflow counts.
+        let mut h = vec![f16::from_f32(1000.0); 11];
+        assert!(!kernels::unscale_and_check_half(
+            &mut h,
+            2.0,
+            Rounding::Nearest
+        ));
+        assert!(h.iter().all(|v| v.to_f32() == 2000.0));
+        let mut h = vec![f16::from_f32(40000.0); 11];
+        assert!(kernels::unscale_and_check_half(
+            &mut h,
+            2.0,
+            Rounding::Nearest
+        ));
+        assert!(h.iter().all(|v| v.is_infinite()));
+        let sat = Rounding::Stochastic {
+            sr: Stochastic::new(RandomStream::new(1, 1), Overflow::Saturate),
+            first_index: 0,
+        };
+        let mut h = vec![f16::from_f32(40000.0); 11];
+        assert!(!kernels::unscale_and_check_half(&mut h, 2.0, sat));
+        assert!(h.iter().all(|v| *v == f16::MAX));
+        let mut b = vec![bf16::from_f32(3.0e38); 11];
+        assert!(kernels::unscale_and_check_half(
+            &mut b,
+            2.0,
+            Rounding::Nearest
+        ));
+    });
 }
 
 #[test]
 fn accumulate_widens_exactly() {
-    let src: Vec<f16> = (0..37)
-        .map(|i| f16::from_f32(i as f32 * 0.125 - 2.0))
-        .collect();
-    let mut acc = vec![1.0f32; 37];
-    kernels::accumulate(&src, &mut acc);
-    for (i, a) in acc.iter().enumerate() {
-        assert_eq!(*a, i as f32 * 0.125 - 1.0);
-    }
-    let sub = [f16::from_bits(1); 9]; // 2^-24
-    let mut acc = [0.0f32; 9];
-    kernels::accumulate(&sub, &mut acc);
-    assert!(acc.iter().all(|&a| a == pow2(-24)));
+    on_every_backend("accumulate_widens_exactly", || {
+        let src: Vec<f16> = (0..37)
+            .map(|i| f16::from_f32(i as f32 * 0.125 - 2.0))
+            .collect();
+        let mut acc = vec![1.0f32; 37];
+        kernels::accumulate(&src, &mut acc);
+        for (i, a) in acc.iter().enumerate() {
+            assert_eq!(*a, i as f32 * 0.125 - 1.0);
+        }
+        let sub = [f16::from_bits(1); 9]; // 2^-24
+        let mut acc = [0.0f32; 9];
+        kernels::accumulate(&sub, &mut acc);
+        assert!(acc.iter().all(|&a| a == pow2(-24)));
+    });
 }
 
 #[test]
@@ -1193,48 +1287,330 @@ fn fnv(words: impl IntoIterator<Item = u32>) -> u64 {
 
 #[test]
 fn pinned_outputs() {
-    let n = 1000;
-    let x: Vec<f32> = (0..n)
-        .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
-        .collect();
-    let y: Vec<f32> = (0..n).map(|i| 1.0 / (i as f32 + 0.5)).collect();
-    let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
-    let b: Vec<bf16> = y.iter().map(|&v| bf16::from_f32(v)).collect();
-    let sr = Rounding::Stochastic {
-        sr: Stochastic::new(RandomStream::new(2024, 7), Overflow::Infinity),
-        first_index: 5,
-    };
-    let mut axpy_sr = b.clone();
-    kernels::axpy_half(0.37, &b, &mut axpy_sr, sr);
-    let mut axpy_f32 = y.clone();
-    kernels::axpy(-1.25, &x, &mut axpy_f32);
+    on_every_backend("pinned_outputs", || {
+        let n = 1000;
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+            .collect();
+        let y: Vec<f32> = (0..n).map(|i| 1.0 / (i as f32 + 0.5)).collect();
+        let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+        let b: Vec<bf16> = y.iter().map(|&v| bf16::from_f32(v)).collect();
+        let sr = Rounding::Stochastic {
+            sr: Stochastic::new(RandomStream::new(2024, 7), Overflow::Infinity),
+            first_index: 5,
+        };
+        let mut axpy_sr = b.clone();
+        kernels::axpy_half(0.37, &b, &mut axpy_sr, sr);
+        let mut axpy_f32 = y.clone();
+        kernels::axpy(-1.25, &x, &mut axpy_f32);
 
-    let got = [
-        u64::from(kernels::dot(&x, &y).to_bits()),
-        u64::from(kernels::sum_of_squares(&x).to_bits()),
-        u64::from(kernels::max_abs(&x).to_bits()),
-        u64::from(kernels::dot_half(&h, &h).to_bits()),
-        u64::from(kernels::sum_of_squares_half(&b).to_bits()),
-        fnv(axpy_sr.iter().map(|v| u32::from(v.to_bits()))),
-        fnv(axpy_f32.iter().map(|v| v.to_bits())),
-        fnv(kernels::dot_partial(&x, &y)
-            .limbs()
-            .iter()
-            .flat_map(|&l| [l as u32, (l >> 32) as u32])),
-    ];
-    let pinned: [u64; 8] = [
-        0xbfb0_6f8d,
-        0x430f_e4f7,
-        0x3f26_6667,
-        0x430f_e248,
-        0x409d_f355,
-        0x8557_89ea_5ee8_f19a,
-        0x575d_0f86_af77_a404,
-        0xe938_d411_1d22_5997,
-    ];
-    assert_eq!(got, pinned, "got {got:#x?}");
-    // The twins give the same, by construction and by the tests above.
-    assert_eq!(u64::from(scalar::dot(&x, &y).to_bits()), pinned[0]);
-    assert_eq!(LANES, 8);
-    assert_eq!(BLOCK, 256);
+        let got = [
+            u64::from(kernels::dot(&x, &y).to_bits()),
+            u64::from(kernels::sum_of_squares(&x).to_bits()),
+            u64::from(kernels::max_abs(&x).to_bits()),
+            u64::from(kernels::dot_half(&h, &h).to_bits()),
+            u64::from(kernels::sum_of_squares_half(&b).to_bits()),
+            fnv(axpy_sr.iter().map(|v| u32::from(v.to_bits()))),
+            fnv(axpy_f32.iter().map(|v| v.to_bits())),
+            fnv(kernels::dot_partial(&x, &y)
+                .limbs()
+                .iter()
+                .flat_map(|&l| [l as u32, (l >> 32) as u32])),
+        ];
+        let pinned: [u64; 8] = [
+            0xbfb0_6f8d,
+            0x430f_e4f7,
+            0x3f26_6667,
+            0x430f_e248,
+            0x409d_f355,
+            0x8557_89ea_5ee8_f19a,
+            0x575d_0f86_af77_a404,
+            0xe938_d411_1d22_5997,
+        ];
+        assert_eq!(got, pinned, "got {got:#x?}");
+        // The twins give the same, by construction and by the tests above.
+        assert_eq!(u64::from(scalar::dot(&x, &y).to_bits()), pinned[0]);
+        assert_eq!(LANES, 8);
+        assert_eq!(BLOCK, 256);
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Optimizers on every backend: each step, forced onto a backend, gives
+// bitwise the scalar backend's (the scalar twins') weights and state.
+
+use tessera_core::fp::Element;
+use tessera_core::optim::{
+    Accumulation, AdamW, AdamWConfig, Lamb, LambConfig, Lars, LarsConfig, Param, Partials,
+    Precision, Sgd, SgdConfig, Step, StoreRounding,
+};
+
+/// Weights, gradients and state with special values mixed in.
+fn optimizer_data<E: Element>(n: usize, seed: u64, scale: f32) -> Vec<E> {
+    f32_data(Kind::Special, n, seed)
+        .into_iter()
+        .map(|v| E::store(v * scale, Rounding::Nearest, 0))
+        .collect()
+}
+
+fn bytes<E: Element>(x: &[E]) -> Vec<u8> {
+    bytemuck::cast_slice(x).to_vec()
+}
+
+/// Runs `step` over fresh copies of one parameter's data (weights,
+/// gradients, `N` state tensors, as a piece at `offset`) and returns the
+/// bytes of the weights and state afterwards.
+fn after_step<W: Element, G: Element, S: Element, const N: usize>(
+    n: usize,
+    offset: u64,
+    step: &dyn Fn(&mut Param<'_, W, G, S, N>),
+) -> Vec<Vec<u8>> {
+    let mut w: Vec<W> = optimizer_data(n, 1, 1.0);
+    let g: Vec<G> = optimizer_data(n, 2, 0.1);
+    let mut state: [Vec<S>; N] = core::array::from_fn(|k| optimizer_data(n, 3 + k as u64, 0.01));
+    let mut p = Param::new(9, &mut w, &g, state.each_mut().map(|s| &mut s[..])).at_offset(offset);
+    step(&mut p);
+    let mut out = vec![bytes(&w)];
+    out.extend(state.iter().map(|s| bytes(s)));
+    out
+}
+
+/// Every optimizer's step with storage `W`, `G`, `S`.
+fn optimizer_steps<W: Element, G: Element, S: Element>(precision: Precision) -> Vec<Vec<u8>> {
+    let step = Step::new(3).with_grad_scale(0.5);
+    let sgd = |momentum, nesterov, weight_decay| {
+        Sgd::new(SgdConfig {
+            lr: 0.1,
+            momentum,
+            nesterov,
+            weight_decay,
+            ..SgdConfig::default()
+        })
+        .unwrap()
+    };
+    let adamw = AdamW::new(AdamWConfig::default()).unwrap();
+    let lamb = Lamb::new(LambConfig::default()).unwrap();
+    let lars = Lars::new(LarsConfig {
+        momentum: 0.9,
+        weight_decay: 1e-4,
+        ..LarsConfig::default()
+    })
+    .unwrap();
+    let mut out = Vec::new();
+    for (n, offset) in [(37, 0), (1000, 512), (300, 5)] {
+        for (momentum, nesterov, wd) in [(0.0, false, 0.0), (0.9, true, 1e-4), (0.9, false, 0.0)] {
+            let sgd = sgd(momentum, nesterov, wd);
+            out.extend(after_step::<W, G, S, 1>(n, offset, &|p| {
+                sgd.step(step, &precision, p);
+            }));
+        }
+        out.extend(after_step::<W, G, S, 2>(n, offset, &|p| {
+            adamw.step(step, &precision, p);
+        }));
+        let aligned = offset / BLOCK as u64 * BLOCK as u64;
+        out.extend(after_step::<W, G, S, 2>(n, aligned, &|p| {
+            lamb.step(step, &precision, p);
+        }));
+        out.extend(after_step::<W, G, S, 2>(n, aligned, &|p| {
+            let mut update = vec![0.0f32; p.weights.len()];
+            let totals: Partials = lamb.partials_into(step, &precision, p, &mut update);
+            lamb.apply_update(step, &totals, &precision, p, &update);
+        }));
+        out.extend(after_step::<W, G, S, 1>(n, aligned, &|p| {
+            lars.step(step, &precision, p);
+        }));
+        out.extend(after_step::<W, G, W, 0>(n, offset, &|p| {
+            for mode in [Accumulation::RunningMean, Accumulation::PostMean] {
+                mode.add(2, p.grads, p.weights, &precision, p.id);
+                mode.finish(3, p.weights, &precision, p.id);
+            }
+        }));
+    }
+    out
+}
+
+#[test]
+fn optimizers_match_the_scalar_backend_on_every_backend() {
+    fn check<W: Element, G: Element, S: Element>() {
+        for rounding in [
+            StoreRounding::Nearest,
+            StoreRounding::Stochastic(Overflow::Infinity),
+            StoreRounding::Stochastic(Overflow::Saturate),
+        ] {
+            let precision = Precision {
+                weights: rounding,
+                state: rounding,
+                seed: 11,
+            };
+            let scalar =
+                arch::with_backend(Backend::Scalar, || optimizer_steps::<W, G, S>(precision))
+                    .unwrap();
+            let what = format!("{} {} {} {rounding:?}", W::NAME, G::NAME, S::NAME);
+            on_every_backend(&format!("optimizers {what}"), || {
+                assert!(optimizer_steps::<W, G, S>(precision) == scalar, "{what}");
+            });
+        }
+    }
+    check::<f32, f32, f32>();
+    check::<f16, f16, f16>();
+    check::<bf16, bf16, bf16>();
+    check::<f32, f16, bf16>();
+    check::<bf16, f32, f16>();
+}
+
+// ---------------------------------------------------------------------------
+// Matrix products on every backend.
+
+use tessera_core::kernels::GemmShape;
+
+/// `kernels::gemm` on fresh output and scratch.
+fn gemm_of(shape: GemmShape, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut c = vec![f32::from_bits(0x7fc0_0001); shape.m * shape.n];
+    let mut scratch = vec![0.0; kernels::gemm_scratch_len(&shape)];
+    kernels::gemm(shape, a, b, &mut c, &mut scratch);
+    c
+}
+
+#[test]
+fn gemm_matches_its_scalar_twin_on_every_backend() {
+    let mut g = Gen(77);
+    let mut cases = Vec::new();
+    for (m, k, n) in [
+        (0, 3, 4),
+        (3, 0, 5),
+        (1, 1, 1),
+        (5, 7, 33),
+        (9, 64, 70),
+        (4, 300, 17),
+    ] {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            cases.push((m, k, n, ta, tb));
+        }
+    }
+    for _ in 0..40 {
+        let dim = |g: &mut Gen| g.below(40) as usize + 1;
+        cases.push((
+            dim(&mut g),
+            dim(&mut g),
+            dim(&mut g),
+            g.below(2) == 0,
+            g.below(2) == 0,
+        ));
+    }
+    let inputs: Vec<_> = cases
+        .into_iter()
+        .enumerate()
+        .map(|(c, (m, k, n, a_transposed, b_transposed))| {
+            let shape = GemmShape {
+                m,
+                k,
+                n,
+                a_transposed,
+                b_transposed,
+            };
+            let kind = KINDS[c % KINDS.len()];
+            let (a, b) = (
+                f32_data(kind, m * k, c as u64),
+                f32_data(kind, k * n, 1000 + c as u64),
+            );
+            let mut twin = vec![0.0; m * n];
+            scalar::gemm(shape, &a, &b, &mut twin);
+            (shape, a, b, twin)
+        })
+        .collect();
+    on_every_backend("gemm", || {
+        for (shape, a, b, twin) in &inputs {
+            assert_bits_eq(&gemm_of(*shape, a, b), twin, &format!("gemm {shape:?}"));
+        }
+    });
+}
+
+#[test]
+fn gemm_sums_in_increasing_p_without_fma() {
+    // 1 + 2^-24 products: (0 + 1) + 2^-24 rounds back to 1 each time in
+    // increasing p, where an FMA or another order would keep them.
+    let k = 5;
+    let a = vec![1.0f32; 3 * k];
+    let mut b = vec![pow2(-24); k * 17];
+    b[..17].fill(1.0);
+    let shape = GemmShape {
+        m: 3,
+        k,
+        n: 17,
+        a_transposed: false,
+        b_transposed: false,
+    };
+    on_every_backend("gemm order", || {
+        assert!(gemm_of(shape, &a, &b).iter().all(|&c| c == 1.0));
+        // With the small terms first they add up before meeting 1.
+        let mut b2 = vec![pow2(-24); k * 17];
+        b2[(k - 1) * 17..].fill(1.0);
+        let want = 1.0 + 4.0 * pow2(-24);
+        assert!(gemm_of(shape, &a, &b2).iter().all(|&c| c == want));
+    });
+    // x * y + z with an FMA differs from the rounded product added:
+    // 1 + 2^-12 squared is 1 + 2^-11 + 2^-24; minus (1 + 2^-11) that is 0
+    // after rounding the product, 2^-24 with an FMA.
+    let x = 1.0 + pow2(-12);
+    let shape = GemmShape {
+        m: 1,
+        k: 2,
+        n: 16,
+        a_transposed: false,
+        b_transposed: true,
+    };
+    let a = [-(1.0 + pow2(-11)), x];
+    let b: Vec<f32> = (0..16).flat_map(|_| [1.0, x]).collect();
+    on_every_backend("gemm without fma", || {
+        assert!(gemm_of(shape, &a, &b).iter().all(|&c| c == 0.0));
+        // The simulator's products are this kernel (matrixmultiply's FMA
+        // kernels give 2^-24 on CPUs with FMA).
+        let mut c = vec![1.0; 16];
+        tessera::sim::kernels::matmul::gemm(shape, &a, &b, &mut c);
+        assert!(c.iter().all(|&c| c == 0.0), "{c:?}");
+    });
+}
+
+/// The default job (`tessera train`, here 2 epochs) forced onto each
+/// backend: the same final weights. In `16.16` the products are of
+/// 16-bit values, exact in f32; in `32.32` they are rounded, so an FMA
+/// anywhere in the matrix products would change the weights.
+#[test]
+fn the_default_job_trains_the_same_weights_on_every_backend() {
+    let dir = crate::command::scratch("backend-fingerprints");
+    for precision in ["16.16", "32.32"] {
+        let mut fingerprints = Vec::new();
+        for backend in Backend::ALL.into_iter().filter(|b| b.is_available()) {
+            let name = format!("{backend}-{precision}");
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+                .args([
+                    "train",
+                    "--epochs",
+                    "2",
+                    "--precision",
+                    precision,
+                    "--no-progress",
+                ])
+                .args(["--json", "--name", &name, "--runs-dir"])
+                .arg(&dir)
+                .env("TESSERA_BACKEND", backend.name())
+                .output()
+                .expect("the tessera binary runs");
+            let err = crate::command::stderr(&out);
+            assert!(out.status.success(), "{name}: {err}");
+            let report: serde_json::Value =
+                serde_json::from_str(crate::command::stdout(&out)).expect("one JSON report");
+            let fingerprint = report["fingerprint"]
+                .as_str()
+                .expect("a fingerprint")
+                .to_owned();
+            println!("default job, {precision}, {backend}: {fingerprint}");
+            fingerprints.push((backend, fingerprint));
+        }
+        let (first, want) = &fingerprints[0];
+        for (backend, got) in &fingerprints {
+            assert_eq!(got, want, "{precision}: {backend} against {first}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,9 +28,9 @@
 //!
 //! # Determinism
 //!
-//! Every kernel gives bitwise the same result on every CPU path (AVX2, F16C,
-//! SSE2, plain scalar): each SIMD kernel has a scalar twin that defines it,
-//! and the tests compare them bit for bit. No kernel uses fused
+//! Every kernel gives bitwise the same result on every backend (scalar,
+//! portable, SSE2, AVX2 + F16C, AVX-512): each SIMD kernel has a scalar
+//! twin that defines it, and the tests compare them bit for bit. No kernel uses fused
 //! multiply-add on any path. Reductions use one fixed order (see
 //! [`kernels`]) and combine block partials exactly, so a block-aligned split
 //! of a slice over threads, tiles or replicas gives the same bits as one
@@ -50,9 +50,12 @@
 //!
 //! # Fast paths
 //!
-//! SIMD width and F16C are chosen at compile time. Build with
-//! `RUSTFLAGS="-C target-cpu=native"` (or `-C target-feature=+avx2,+f16c`)
-//! to get them; the portable build gives the same bits, slower.
+//! [`arch`]: under `std` the CPU is detected on the first kernel call and
+//! the fastest backend it can run is used (SSE2, AVX2 + F16C, AVX-512 with
+//! its BF16 conversion where present); without `std`, or when the build's
+//! target features already include the best backend, the choice is made
+//! at compile time. No `RUSTFLAGS` are needed, and every backend gives the
+//! same bits.
 
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
@@ -63,7 +66,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
-mod arch;
+pub mod arch;
 pub mod collective;
 pub mod fp;
 pub mod kernels;

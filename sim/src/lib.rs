@@ -22,8 +22,9 @@
 //!   tensor, a LAMB step (phase 1 per tile, a tree of exact partial
 //!   statistics over the exchange, phase 2 per tile), and within-IPU
 //!   reductions (sum of squares, dot); matrix products over output
-//!   blocks ([`kernels::matmul`](mod@kernels::matmul), `matrixmultiply`'s
-//!   `sgemm` per block, bitwise one whole-matrix call).
+//!   blocks ([`kernels::matmul`](mod@kernels::matmul), Tessera's own
+//!   fixed-order GEMM per block, bitwise one whole-matrix call on every
+//!   CPU).
 //! - [`model`]: the trainer's MLP (ReLU/GELU, batch norm, softmax
 //!   cross-entropy), forward and backward passes as vertices on one
 //!   replica's tiles, in f32 or f16 mixed precision.
@@ -59,7 +60,8 @@
 //! identical or differing across replicas ([`ipu::Seeds`]).
 
 // One `unsafe` block, allowed where it is: the call of `matrixmultiply`'s
-// raw-pointer `sgemm` in `kernels::matmul::gemm`.
+// raw-pointer `sgemm` in `kernels::matmul::gemm_matrixmultiply`, the
+// benchmarks' reference.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

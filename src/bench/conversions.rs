@@ -97,7 +97,7 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
          interleaved; {}; ratio = reference time / kernel time",
         settings.samples,
         settings.min_sample.as_millis(),
-        build_note(),
+        super::build_note(),
     ))?;
     for n in sizes {
         let x = inputs(n)?;
@@ -106,26 +106,6 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
         }
     }
     Ok(())
-}
-
-/// Which of the compiled-in fast paths this binary has.
-fn build_note() -> String {
-    let mut features = Vec::new();
-    if cfg!(target_feature = "avx2") {
-        features.push("avx2");
-    }
-    if cfg!(target_feature = "f16c") {
-        features.push("f16c");
-    }
-    let mut note = if features.is_empty() {
-        "portable build (no avx2/f16c; see README for target-cpu=native)".to_owned()
-    } else {
-        format!("built with {}", features.join("+"))
-    };
-    if cfg!(debug_assertions) {
-        note.push_str("; DEBUG build, use --release for meaningful numbers");
-    }
-    note
 }
 
 /// `n` f32 inputs: random sign, magnitude log-uniform in `[2^-12, 2^12)`.

@@ -10,6 +10,7 @@
 pub(crate) mod allreduce;
 pub(crate) mod conversions;
 pub(crate) mod data;
+pub(crate) mod kernels;
 pub(crate) mod optimizers;
 pub(crate) mod report;
 pub(crate) mod sim;
@@ -35,6 +36,7 @@ pub(crate) struct Suite {
 pub(crate) const SUITES: &[Suite] = &[
     conversions::SUITE,
     optimizers::SUITE,
+    kernels::SUITE,
     sim::SUITE,
     allreduce::SUITE,
     data::SUITE,
@@ -124,6 +126,37 @@ impl fmt::Display for BenchError {
 }
 
 impl std::error::Error for BenchError {}
+
+/// The kernels' backend and how it was chosen, and the build's target
+/// features, for the suites' headings.
+pub(crate) fn build_note() -> String {
+    use tessera_core::arch;
+    let backend = arch::active();
+    let how = if arch::backend_from_env().ok().flatten().is_some() {
+        "forced by TESSERA_BACKEND"
+    } else {
+        "detected"
+    };
+    let features: Vec<&str> = [
+        ("avx2", cfg!(target_feature = "avx2")),
+        ("f16c", cfg!(target_feature = "f16c")),
+        ("avx512f", cfg!(target_feature = "avx512f")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect();
+    let mut note = format!("kernels on the {backend} backend ({how})");
+    if !features.is_empty() {
+        note.push_str(&format!(
+            "; built with target features {}",
+            features.join("+")
+        ));
+    }
+    if cfg!(debug_assertions) {
+        note.push_str("; DEBUG build, use --release for meaningful numbers");
+    }
+    note
+}
 
 /// A zeroed `Vec` of `len` elements, or [`BenchError::OutOfMemory`].
 pub(crate) fn try_zeroed<T: Clone + Default>(len: usize) -> Result<Vec<T>, BenchError> {

@@ -42,6 +42,7 @@ use std::hint::black_box;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use tessera_core::arch;
 use tessera_core::fp::{Element, f16};
 use tessera_core::optim::{
     AdamW, AdamWConfig, Lamb, LambConfig, Lars, LarsConfig, Param, Precision, Sgd, SgdConfig, Step,
@@ -184,6 +185,20 @@ impl Kernel {
         }
     }
 
+    /// The bytes per parameter Tessera's step moves in each pass over the
+    /// tensor (reads plus writes; LAMB in its fused form, whose first pass
+    /// also writes the update to f32 scratch).
+    const fn pass_bytes(self) -> (usize, usize) {
+        let (w, f) = (self.storage.bytes(), size_of::<f32>());
+        match self.optimizer {
+            // Read w, g, m, v; write m, v, u. Then read w, u; write w.
+            Optimizer::Lamb => (2 * w + 5 * f, 2 * w + f),
+            // Read w, g. Then read w, g, buf; write w, buf.
+            Optimizer::Lars => (2 * w, 3 * w + 2 * f),
+            Optimizer::AdamW | Optimizer::Sgd => (self.bytes_per_element(), 0),
+        }
+    }
+
     /// The least a step can move per parameter: read the weight, the
     /// gradient and each state element once, write the weight and each
     /// state element once.
@@ -203,13 +218,24 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
         None if plan.quick => QUICK_SIZES.to_vec(),
         None => SIZES.to_vec(),
     };
+    let passes: Vec<String> = Kernel::all()
+        .map(|k| match k.pass_bytes() {
+            (one, 0) => format!("{} {one}", k.name()),
+            (one, two) => format!("{} {one}+{two}", k.name()),
+        })
+        .collect();
     sink.start(&format!(
         "optimizers: best of {} samples (each >= {} ms) per step and reference, interleaved; \
-         {}; GB/s = minimum bytes per step / time (triad: 12 B per element); \
-         ratio vs triad = GB/s / triad GB/s, vs naive = naive time / step time",
+         {}; naive and triad compiled with the {} backend's target features ({}); \
+         GB/s = minimum bytes per step / time (triad: 12 B per element); \
+         ratio vs triad = GB/s / triad GB/s, vs naive = naive time / step time; \
+         bytes per parameter Tessera moves, by pass: {}",
         settings.samples,
         settings.min_sample.as_millis(),
-        build_note(),
+        super::build_note(),
+        arch::active(),
+        arch::active().target_features(),
+        passes.join(", "),
     ))?;
     for n in sizes {
         for kernel in Kernel::all() {
@@ -221,24 +247,6 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
         }
     }
     Ok(())
-}
-
-/// Which SIMD width this binary was built for. Tessera's kernels use eight
-/// f32 lanes (AVX2); where the target has AVX-512 the compiler may vectorise
-/// the triad and the naive steps sixteen lanes wide.
-fn build_note() -> String {
-    let mut note = if cfg!(target_feature = "avx512f") {
-        "built with avx2+avx512f (Tessera: 8 lanes; naive and triad: as the compiler vectorises)"
-            .to_owned()
-    } else if cfg!(target_feature = "avx2") {
-        "built with avx2".to_owned()
-    } else {
-        "portable build (no avx2; see README for target-cpu=native)".to_owned()
-    };
-    if cfg!(debug_assertions) {
-        note.push_str("; DEBUG build, use --release for meaningful numbers");
-    }
-    note
 }
 
 /// Passes the kernel's two records to the sink.
@@ -373,6 +381,7 @@ impl Steps {
 
     /// One step of the naive `optimizer` over `b`; f16 weights round with
     /// the stream Tessera uses.
+    #[inline(always)]
     fn naive<W: naive::Weight>(&self, optimizer: Optimizer, b: &mut Buffers<W>) {
         let sr = naive::Sr(self.precision.weight_stream(ID, STEP));
         let Buffers { w, g, s0, s1, .. } = b;
@@ -397,13 +406,25 @@ fn time_kernel<W: naive::Weight + Element>(
     let mut theirs = Buffers::<W>::new(n, optimizer)?;
     let (mut a, b, c) = (try_zeroed::<f32>(n)?, vec_of(n, 1.0)?, vec_of(n, 2.0)?);
     let mut ours_fn = || steps.tessera(optimizer, black_box(&mut ours));
-    let mut naive_fn = || steps.naive(optimizer, black_box(&mut theirs));
+    // The references are compiled with the kernels' backend's target
+    // features: what the compiler makes of a plain loop on this CPU.
+    let mut naive_fn = || {
+        arch::with_backend_features(
+            #[inline(always)]
+            || steps.naive(optimizer, black_box(&mut theirs)),
+        );
+    };
     let mut triad_fn = || {
-        triad(
-            black_box(&mut a),
-            black_box(&b),
-            black_box(&c),
-            TRIAD_SCALAR,
+        arch::with_backend_features(
+            #[inline(always)]
+            || {
+                triad(
+                    black_box(&mut a),
+                    black_box(&b),
+                    black_box(&c),
+                    TRIAD_SCALAR,
+                )
+            },
         );
         black_box(&mut a);
     };
@@ -423,6 +444,7 @@ fn vec_of(n: usize, x: f32) -> Result<Vec<f32>, BenchError> {
 ///
 /// # Panics
 /// Never; the shortest slice sets the length.
+#[inline(always)]
 fn triad(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
     for (a, (b, c)) in a.iter_mut().zip(b.iter().zip(c)) {
         *a = b + s * c;
@@ -458,39 +480,47 @@ pub(crate) mod naive {
     }
 
     impl Weight for f32 {
+        #[inline(always)]
         fn get(self) -> f32 {
             self
         }
 
+        #[inline(always)]
         fn put(x: f32, _: Sr, _: usize) -> Self {
             x
         }
 
+        #[inline(always)]
         fn round(x: f32) -> Self {
             x
         }
     }
 
     impl Weight for f16 {
+        #[inline(always)]
         fn get(self) -> f32 {
             self.to_f32()
         }
 
+        #[inline(always)]
         fn put(x: f32, sr: Sr, i: usize) -> Self {
             fp::scalar::f32_to_f16_sr(x, sr.0, i as u64, Overflow::Infinity)
         }
 
+        #[inline(always)]
         fn round(x: f32) -> Self {
             f16::from_f32(x)
         }
     }
 
     /// `1 - beta^t`.
+    #[inline(always)]
     fn bias_correction(beta: f32, t: u64) -> f32 {
         1.0 - beta.powi(i32::try_from(t).unwrap_or(i32::MAX))
     }
 
     /// LAMB: pass 1 sums `||w||^2` and `||u||^2`, pass 2 updates `w`, `m`, `v`.
+    #[inline(always)]
     pub(crate) fn lamb<W: Weight>(
         c: &LambConfig,
         t: u64,
@@ -536,6 +566,7 @@ pub(crate) mod naive {
 
     /// LARS with momentum: pass 1 sums `||w||^2` and `||g||^2`, pass 2
     /// updates `w` and the buffer (not step 1).
+    #[inline(always)]
     pub(crate) fn lars<W: Weight>(c: &LarsConfig, w: &mut [W], g: &[W], buf: &mut [f32], sr: Sr) {
         let mut w_sq = 0.0f64;
         let mut g_sq = 0.0f64;
@@ -560,6 +591,7 @@ pub(crate) mod naive {
     }
 
     /// AdamW: one pass (no norms).
+    #[inline(always)]
     pub(crate) fn adamw<W: Weight>(
         c: &AdamWConfig,
         t: u64,
@@ -583,6 +615,7 @@ pub(crate) mod naive {
     }
 
     /// SGD with momentum and weight decay: one pass (not step 1).
+    #[inline(always)]
     pub(crate) fn sgd<W: Weight>(c: &SgdConfig, w: &mut [W], g: &[W], buf: &mut [f32], sr: Sr) {
         for (i, ((w, g), buf)) in w.iter_mut().zip(g).zip(buf).enumerate() {
             let d = g.get() + c.weight_decay * w.get();
@@ -648,6 +681,19 @@ mod tests {
         assert_eq!(bytes(Optimizer::AdamW, Storage::F16Sr), 22);
         assert_eq!(bytes(Optimizer::Lars, Storage::F16Sr), 14);
         assert_eq!(bytes(Optimizer::Sgd, Storage::F16Sr), 14);
+    }
+
+    #[test]
+    fn passes_move_at_least_the_minimum() {
+        for k in Kernel::all() {
+            let (one, two) = k.pass_bytes();
+            assert!(one + two >= k.bytes_per_element(), "{}", k.name());
+        }
+        let lamb = Kernel {
+            optimizer: Optimizer::Lamb,
+            storage: Storage::F32,
+        };
+        assert_eq!(lamb.pass_bytes(), (28, 12));
     }
 
     #[test]

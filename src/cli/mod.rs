@@ -118,6 +118,15 @@ pub(crate) fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A bad TESSERA_BACKEND is the user's error, found before any kernel runs.
+    if let Err(e) = tessera::core::arch::backend_from_env() {
+        let value = std::env::var_os("TESSERA_BACKEND").unwrap_or_default();
+        eprintln!(
+            "tessera: error: TESSERA_BACKEND={}: {e}",
+            value.to_string_lossy()
+        );
+        return ExitCode::from(2);
+    }
     let command = cli.command.unwrap_or_else(|| {
         eprintln!(
             "tessera: no command given; running the default job, \

@@ -1,20 +1,18 @@
 //! Round-to-nearest slice conversions.
 
-use wide::f32x8;
-
-use super::HalfFloat;
-use crate::arch;
+use super::{HalfFloat, narrow_rn};
+use crate::arch::{self, F32s, Kernel, Simd};
 
 /// Rounds every f32 in `src` to the nearest `H` (ties to even) into `dst`.
 ///
 /// Bitwise equal to [`HalfFloat::from_f32`] (and to `half`) element by
-/// element, on every CPU path.
+/// element, on every backend.
 ///
 /// # Panics
 /// If `src` and `dst` differ in length.
 pub fn f32_to_half_slice<H: HalfFloat>(src: &[f32], dst: &mut [H]) {
     assert_eq!(src.len(), dst.len(), "f32_to_half_slice: length mismatch");
-    convert(src, dst, |s| H::narrow_rn_x8(f32x8::from(s)), H::from_f32);
+    arch::dispatch(Narrow { src, dst });
 }
 
 /// Widens every `H` in `src` to f32 (exactly; NaN is quieted) into `dst`.
@@ -23,18 +21,73 @@ pub fn f32_to_half_slice<H: HalfFloat>(src: &[f32], dst: &mut [H]) {
 /// If `src` and `dst` differ in length.
 pub fn half_to_f32_slice<H: HalfFloat>(src: &[H], dst: &mut [f32]) {
     assert_eq!(src.len(), dst.len(), "half_to_f32_slice: length mismatch");
-    convert(src, dst, |s| H::widen_x8(s).to_array(), H::to_f32);
+    arch::dispatch(Widen { src, dst });
 }
 
-/// Converts eight at a time with `lanes` and one at a time with `scalar`.
-/// Large outputs are written with streaming stores from the first 16-byte
-/// aligned element on (see `arch::STREAMING_BYTES`).
+struct Narrow<'a, H> {
+    src: &'a [f32],
+    dst: &'a mut [H],
+}
+
+impl<H: HalfFloat> Kernel for Narrow<'_, H> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        convert::<S, _, _>(
+            self.src,
+            self.dst,
+            #[inline(always)]
+            |s: &[f32], d: &mut [H]| {
+                let h = narrow_rn::<S>(H::FORMAT, S::F::load(s));
+                S::store_h(h, bytemuck::cast_slice_mut(d));
+            },
+            H::from_f32,
+        );
+    }
+
+    fn scalar(self) {
+        for (s, d) in self.src.iter().zip(self.dst) {
+            *d = H::from_f32(*s);
+        }
+    }
+}
+
+struct Widen<'a, H> {
+    src: &'a [H],
+    dst: &'a mut [f32],
+}
+
+impl<H: HalfFloat> Kernel for Widen<'_, H> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        convert::<S, _, _>(
+            self.src,
+            self.dst,
+            #[inline(always)]
+            |s: &[H], d: &mut [f32]| super::load::<S, H>(s).store(d),
+            H::to_f32,
+        );
+    }
+
+    fn scalar(self) {
+        for (s, d) in self.src.iter().zip(self.dst) {
+            *d = s.to_f32();
+        }
+    }
+}
+
+/// Converts `S::LANES` at a time with `lanes` and one at a time with
+/// `scalar`. Large outputs are written with streaming stores from the
+/// first 16-byte aligned element on (see `arch::STREAMING_BYTES`).
 #[inline(always)]
-fn convert<S: Copy, D: bytemuck::Pod>(
-    src: &[S],
-    dst: &mut [D],
-    lanes: impl Fn([S; 8]) -> [D; 8],
-    scalar: impl Fn(S) -> D,
+fn convert<S: Simd, A: Copy, B: bytemuck::Pod>(
+    src: &[A],
+    dst: &mut [B],
+    lanes: impl Fn(&[A], &mut [B]),
+    scalar: impl Fn(A) -> B,
 ) {
     let streaming = arch::wants_streaming(dst);
     let head = if streaming {
@@ -42,20 +95,31 @@ fn convert<S: Copy, D: bytemuck::Pod>(
     } else {
         0
     };
-    for (s, d) in src[..head].iter().zip(&mut dst[..head]) {
+    let body = (src.len() - head) / S::LANES * S::LANES;
+    let (src_head, src) = src.split_at(head);
+    let (dst_head, dst) = dst.split_at_mut(head);
+    let (src_body, src_tail) = src.split_at(body);
+    let (dst_body, dst_tail) = dst.split_at_mut(body);
+    for (s, d) in src_head.iter().zip(dst_head) {
         *d = scalar(*s);
     }
-    let (src8, src_tail) = src[head..].as_chunks::<8>();
-    let (dst8, dst_tail) = dst[head..].as_chunks_mut::<8>();
     if streaming {
-        for (s, d) in src8.iter().zip(dst8) {
-            arch::store_streaming(d, lanes(*s));
-        }
+        let mut buf = [B::zeroed(); 16];
+        arch::each_vector::<S>(
+            body,
+            #[inline(always)]
+            |at| {
+                lanes(&src_body[at..], &mut buf);
+                arch::store_streaming(&mut dst_body[at..at + S::LANES], &buf[..S::LANES]);
+            },
+        );
         arch::store_fence();
     } else {
-        for (s, d) in src8.iter().zip(dst8) {
-            *d = lanes(*s);
-        }
+        arch::each_vector::<S>(
+            body,
+            #[inline(always)]
+            |at| lanes(&src_body[at..], &mut dst_body[at..]),
+        );
     }
     for (s, d) in src_tail.iter().zip(dst_tail) {
         *d = scalar(*s);

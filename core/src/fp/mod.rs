@@ -61,7 +61,7 @@
 //! [`RandomStream::word`]: crate::rng::RandomStream::word
 
 mod convert;
-mod lanes;
+pub(crate) mod lanes;
 pub mod scalar;
 mod stochastic;
 
@@ -70,8 +70,8 @@ pub use half::{bf16, f16};
 pub use convert::{f32_to_half_slice, half_to_f32_slice};
 pub use stochastic::f32_to_half_sr_slice;
 
+use crate::arch::{F32s, Portable, Simd, U32s};
 use crate::rng::RandomStream;
-use wide::{f32x8, u32x8};
 
 /// What stochastic rounding does with magnitudes above the format's largest
 /// finite value (`MAX`: 65504 for f16, about 3.39e38 for bf16).
@@ -135,25 +135,39 @@ impl Rounding {
         }
     }
 
-    /// Rounds eight values, elements `at..at + 8` of the slice being
-    /// written; bitwise equal to [`Rounding::round`] lane by lane.
+    /// Rounds `S::LANES` values, elements `at..` of the slice being
+    /// written, into `out` (a 16-bit format); bitwise equal to
+    /// [`Rounding::round`] lane by lane.
     #[inline(always)]
-    pub(crate) fn round_x8<H: HalfFloat>(self, x: f32x8, at: usize) -> [H; 8] {
-        match self {
-            Self::Nearest => H::narrow_rn_x8(x),
+    pub(crate) fn round_lanes<S: Simd, T: Element>(self, x: S::F, at: usize, out: &mut [T]) {
+        let format = T::FORMAT;
+        let packed = match self {
+            Self::Nearest => Some(narrow_rn::<S>(format, x)),
             Self::Stochastic { sr, first_index } => {
                 let index = first_index.wrapping_add(at as u64);
-                let scalar = || {
-                    let x = x.to_array();
-                    core::array::from_fn(|lane| self.round(x[lane], at + lane))
-                };
-                if !index.is_multiple_of(8) {
-                    return scalar();
+                if index.is_multiple_of(8) {
+                    let half = S::halves(sr.stream, index);
+                    narrow_sr::<S>(
+                        format,
+                        x,
+                        half,
+                        #[inline(always)]
+                        || S::words(sr.stream, index, 1),
+                        sr.overflow,
+                    )
+                } else {
+                    None
                 }
-                let words = sr.stream.group_words_x8(index & !15);
-                let half = if index & 8 == 0 { words } else { words >> 16 };
-                let word1 = || sr.stream.words_x8(index, 1);
-                H::narrow_sr_x8(x, half, word1, sr.overflow).unwrap_or_else(scalar)
+            }
+        };
+        match packed {
+            Some(h) => S::store_h(h, bytemuck::cast_slice_mut(out)),
+            None => {
+                let mut lanes = [0.0f32; 16];
+                x.store(&mut lanes);
+                for (i, (v, o)) in lanes.iter().zip(&mut out[..S::LANES]).enumerate() {
+                    *o = T::store(*v, self, at + i);
+                }
             }
         }
     }
@@ -271,34 +285,20 @@ fn canonical(x: f32) -> f32 {
     if x.is_nan() { f32::NAN } else { x }
 }
 
-/// [`canonical`] on eight lanes.
-#[inline(always)]
-fn canonical_x8(x: f32x8) -> f32x8 {
-    x.is_nan().select(f32x8::splat(f32::NAN), x)
-}
-
 impl sealed::Store for f32 {
-    #[inline(always)]
-    fn load_x8(x: [Self; 8]) -> f32x8 {
-        f32x8::from(x)
-    }
-
-    #[inline(always)]
-    fn store_x8(x: f32x8, _: Rounding, _: usize) -> [Self; 8] {
-        canonical_x8(x).to_array()
-    }
+    const FORMAT: Format = Format::F32;
 }
 
 impl<H: HalfFloat> sealed::Store for H {
-    #[inline(always)]
-    fn load_x8(x: [Self; 8]) -> f32x8 {
-        H::widen_x8(x)
-    }
+    const FORMAT: Format = <H as sealed::Lanes>::FORMAT;
+}
 
-    #[inline(always)]
-    fn store_x8(x: f32x8, rounding: Rounding, at: usize) -> [Self; 8] {
-        rounding.round_x8(canonical_x8(x), at)
-    }
+impl sealed::Lanes for f16 {
+    const FORMAT: Format = Format::F16;
+}
+
+impl sealed::Lanes for bf16 {
+    const FORMAT: Format = Format::Bf16;
 }
 
 /// Below this f32 magnitude pattern (the largest finite bf16) bf16
@@ -306,127 +306,129 @@ impl<H: HalfFloat> sealed::Store for H {
 const BF16_PLAIN_MAX: u32 = 0x7f7f_0000;
 
 pub(crate) mod sealed {
-    use super::{Rounding, f32x8, u32x8};
+    /// The storage formats, for the kernels' lane code.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Format {
+        /// `f32`.
+        F32,
+        /// [`half::f16`].
+        F16,
+        /// [`half::bf16`].
+        Bf16,
+    }
 
-    /// Eight-lane loads and stores of an [`super::Element`].
+    use super::{Element, Portable, Rounding};
+
+    /// The format of an [`super::Element`], and eight-lane loads and
+    /// stores for code outside the dispatched kernels.
     pub trait Store: Sized {
-        /// Loads eight values as f32.
-        fn load_x8(x: [Self; 8]) -> f32x8;
-        /// Stores eight values as elements `at..at + 8` of the slice being
+        /// Which one.
+        const FORMAT: Format;
+
+        /// Eight elements as f32 lanes (the portable backend's).
+        #[inline(always)]
+        fn load_x8(x: [Self; 8]) -> wide::f32x8
+        where
+            Self: Element,
+        {
+            super::load::<Portable, Self>(&x)
+        }
+
+        /// Stores eight lanes as elements `at..at + 8` of the slice being
         /// written; bitwise equal to `Element::store` lane by lane.
-        fn store_x8(x: f32x8, rounding: Rounding, at: usize) -> [Self; 8];
+        #[inline(always)]
+        fn store_x8(x: wide::f32x8, rounding: Rounding, at: usize) -> [Self; 8]
+        where
+            Self: Element,
+        {
+            let mut out = [Self::default(); 8];
+            super::store::<Portable, Self>(x, rounding, at, &mut out);
+            out
+        }
     }
 
-    /// Eight-lane steps of a [`super::HalfFloat`], for the crate's kernels.
+    /// The format of a [`super::HalfFloat`].
     pub trait Lanes: Sized {
-        /// Widens eight values to f32.
-        fn widen_x8(h: [Self; 8]) -> f32x8;
-        /// Rounds eight f32 to nearest even.
-        fn narrow_rn_x8(x: f32x8) -> [Self; 8];
-        /// Stochastically rounds eight f32 with each lane's 16 random bits
-        /// in the low half of `half` and its word 1 from `word1` (called
-        /// only when needed); `None` if a lane needs the scalar rule
-        /// (probability 2^-16 per f16 lane below 2^-24; never for bf16).
-        fn narrow_sr_x8(
-            x: f32x8,
-            half: u32x8,
-            word1: impl FnOnce() -> u32x8,
-            overflow: super::Overflow,
-        ) -> Option<[Self; 8]>;
+        /// Which one.
+        const FORMAT: Format;
     }
 }
 
-impl sealed::Lanes for f16 {
-    #[inline(always)]
-    fn widen_x8(h: [Self; 8]) -> f32x8 {
-        let bits: [u16; 8] = bytemuck::cast(h);
-        #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
-        {
-            crate::arch::f16c::f16_to_f32(bits)
-        }
-        #[cfg(not(all(target_arch = "x86_64", target_feature = "f16c")))]
-        {
-            f32x8::from_bits(lanes::f16_to_f32_portable(crate::arch::widen_u16(bits)))
-        }
-    }
+use sealed::Format;
 
-    #[inline(always)]
-    fn narrow_rn_x8(x: f32x8) -> [Self; 8] {
-        #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
-        let bits = crate::arch::f16c::f32_to_f16(x);
-        #[cfg(not(all(target_arch = "x86_64", target_feature = "f16c")))]
-        let bits = crate::arch::narrow_u16(lanes::f32_to_f16_portable(x.to_bits()));
-        bytemuck::cast(bits)
-    }
-
-    #[inline(always)]
-    fn narrow_sr_x8(
-        x: f32x8,
-        half: u32x8,
-        word1: impl FnOnce() -> u32x8,
-        overflow: Overflow,
-    ) -> Option<[Self; 8]> {
-        let bits = x.to_bits();
-        let sign = bits & u32x8::splat(0x8000_0000);
-        let abs = bits ^ sign;
-        if lanes::all_within(abs, lanes::F16_PLAIN_LOW, lanes::F16_PLAIN_SPAN) {
-            // The common case: 13 random bits added below the kept ones
-            // cannot carry into the sign, so round the signed pattern.
-            let mask = u32x8::splat(0x1fff);
-            let noisy = bits + (half & mask);
-            #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
-            let out = bytemuck::cast(crate::arch::f16c::f32_to_f16_truncate(f32x8::from_bits(
-                noisy,
-            )));
-            #[cfg(not(all(target_arch = "x86_64", target_feature = "f16c")))]
-            let out = Self::narrow_rn_x8(f32x8::from_bits(noisy & !mask));
-            return Some(out);
-        }
-        let (rounded, undecided) = lanes::f16_sr_magnitudes(abs, half, word1, overflow);
-        if undecided.any() {
-            return None;
-        }
-        // NaN and infinity take round to nearest's result.
-        let finite = abs.simd_lt(u32x8::splat(0x7f80_0000));
-        let on_grid = finite.select(sign | rounded, bits);
-        Some(Self::narrow_rn_x8(f32x8::from_bits(on_grid)))
+/// Loads `S::LANES` elements of `x` as f32 lanes (exactly).
+#[inline(always)]
+pub(crate) fn load<S: Simd, T: Element>(x: &[T]) -> S::F {
+    match T::FORMAT {
+        Format::F32 => S::F::load(bytemuck::cast_slice(x)),
+        Format::F16 => S::f16_to_f32(S::load_h(bytemuck::cast_slice(x))),
+        Format::Bf16 => S::bf16_to_f32(S::load_h(bytemuck::cast_slice(x))),
     }
 }
 
-impl sealed::Lanes for bf16 {
-    #[inline(always)]
-    fn widen_x8(h: [Self; 8]) -> f32x8 {
-        let bits: [u16; 8] = bytemuck::cast(h);
-        f32x8::from_bits(lanes::bf16_to_f32_lanes(crate::arch::widen_u16(bits)))
+/// Stores `x` as elements `at..at + S::LANES` of the slice being written
+/// (the first `S::LANES` of `out`): bitwise [`Element::store`] lane by
+/// lane, NaN canonicalised first.
+#[inline(always)]
+pub(crate) fn store<S: Simd, T: Element>(x: S::F, rounding: Rounding, at: usize, out: &mut [T]) {
+    let x = x.canonical();
+    match T::FORMAT {
+        Format::F32 => x.store(bytemuck::cast_slice_mut(out)),
+        Format::F16 | Format::Bf16 => rounding.round_lanes::<S, T>(x, at, out),
     }
+}
 
-    #[inline(always)]
-    fn narrow_rn_x8(x: f32x8) -> [Self; 8] {
-        bytemuck::cast(crate::arch::narrow_u16(lanes::f32_to_bf16_lanes(
-            x.to_bits(),
-        )))
+/// Rounds to nearest even into 16-bit `format`.
+#[inline(always)]
+fn narrow_rn<S: Simd>(format: Format, x: S::F) -> S::H {
+    if format == Format::F16 {
+        S::f32_to_f16(x)
+    } else {
+        S::f32_to_bf16(x)
     }
+}
 
-    #[inline(always)]
-    fn narrow_sr_x8(
-        x: f32x8,
-        half: u32x8,
-        _word1: impl FnOnce() -> u32x8,
-        overflow: Overflow,
-    ) -> Option<[Self; 8]> {
-        let bits = x.to_bits();
-        let sign = bits & u32x8::splat(0x8000_0000);
-        let abs = bits ^ sign;
-        if lanes::all_within(abs, 0, BF16_PLAIN_MAX) {
-            // Finite and no carry past the largest bf16: the sign is safe.
-            let rounded = (bits + (half & u32x8::splat(0xffff))) >> 16;
-            return Some(bytemuck::cast(crate::arch::narrow_u16(rounded)));
-        }
+/// Rounds stochastically into 16-bit `format`, with each lane's 16 random
+/// bits in the low half of `half` and its word 1 from `word1` (called only
+/// when needed); `None` if a lane needs the scalar rule (probability 2^-16
+/// per f16 lane below 2^-24; never for bf16).
+#[inline(always)]
+fn narrow_sr<S: Simd>(
+    format: Format,
+    x: S::F,
+    half: S::U,
+    word1: impl FnOnce() -> S::U,
+    overflow: Overflow,
+) -> Option<S::H> {
+    let splat = <S::U as U32s>::splat;
+    let bits = x.to_bits();
+    let abs = bits & splat(0x7fff_ffff);
+    // The common cases first, on as few instructions as possible.
+    if format == Format::Bf16 && abs.all_le(BF16_PLAIN_MAX) {
+        // Finite and no carry past the largest bf16: the sign is safe.
+        return Some(S::pack((bits + (half & splat(0xffff))) >> 16));
+    }
+    if format == Format::F16 && lanes::all_within(abs, lanes::F16_PLAIN_LOW, lanes::F16_PLAIN_SPAN)
+    {
+        // f16 normal results: 13 random bits added below the kept ones
+        // cannot carry into the sign, so round the signed pattern.
+        let noisy = bits + (half & splat(0x1fff));
+        return Some(S::f16_truncate_normal(S::F::from_bits(noisy)));
+    }
+    let sign = bits ^ abs;
+    let finite = abs.simd_lt(splat(0x7f80_0000));
+    if format == Format::Bf16 {
         let rounded = lanes::bf16_sr_magnitudes(abs, half, overflow);
-        let finite = abs.simd_lt(u32x8::splat(0x7f80_0000));
-        let out = finite.select((sign | rounded) >> 16, lanes::f32_to_bf16_lanes(bits));
-        Some(bytemuck::cast(crate::arch::narrow_u16(out)))
+        let nearest = lanes::f32_to_bf16_bits::<S::F>(bits);
+        return Some(S::pack(finite.select((sign | rounded) >> 16, nearest)));
     }
+    let (rounded, undecided) = lanes::f16_sr_magnitudes(abs, half, word1, overflow);
+    if undecided.any() {
+        return None;
+    }
+    // NaN and infinity take round to nearest's result.
+    let on_grid = finite.select(sign | rounded, bits);
+    Some(S::f32_to_f16(S::F::from_bits(on_grid)))
 }
 
 #[cfg(test)]

@@ -1,16 +1,14 @@
 //! Stochastic-rounding slice conversions.
 
-use wide::{f32x8, u32x8};
-
-use super::{HalfFloat, Stochastic};
-use crate::arch;
+use super::{HalfFloat, Stochastic, narrow_sr};
+use crate::arch::{self, F32s, Kernel, Simd};
 use crate::rng::HalfBitGroups;
 
 /// Rounds every f32 in `src` stochastically into `dst`; element `i` uses the
 /// random bits of element `first_index + i` of `sr.stream`.
 ///
 /// Bitwise equal to [`HalfFloat::from_f32_sr`] element by element, on every
-/// CPU path, so converting a slice whole or in pieces (passing each piece's
+/// backend, so converting a slice whole or in pieces (passing each piece's
 /// offset) gives the same result. See [the module docs](super) for the
 /// rounding rule.
 ///
@@ -27,69 +25,110 @@ pub fn f32_to_half_sr_slice<H: HalfFloat>(
         dst.len(),
         "f32_to_half_sr_slice: length mismatch"
     );
-    let scalar = |src: &[f32], dst: &mut [H], at: usize| {
-        for (i, (s, d)) in src.iter().zip(dst).enumerate() {
-            *d = H::from_f32_sr(*s, sr, first_index.wrapping_add((at + i) as u64));
-        }
-    };
-    // Up to the first element whose index is a multiple of 16: from there,
-    // groups of 16 share one eight-word draw of random bits.
-    let head = ((16 - first_index % 16) % 16).min(src.len() as u64) as usize;
-    scalar(&src[..head], &mut dst[..head], 0);
-    let (src16, src_tail) = src[head..].as_chunks::<16>();
-    let (dst16, dst_tail) = dst[head..].as_chunks_mut::<16>();
-    let groups = sr
-        .stream
-        .half_bit_groups(first_index.wrapping_add(head as u64));
-    let at = (head, first_index);
-    // Two copies of the loop, so the streaming choice is not a branch per chunk.
-    if arch::wants_streaming(dst16) {
-        convert_groups::<H, true>(src16, dst16, groups, sr, at);
-        arch::store_fence();
-    } else {
-        convert_groups::<H, false>(src16, dst16, groups, sr, at);
-    }
-    let done = src.len() - src_tail.len();
-    scalar(src_tail, dst_tail, done);
+    let bits = Bits { sr, first_index };
+    arch::dispatch(NarrowSr { src, dst, bits });
 }
 
-/// Groups of 16 elements from element `head` of the conversion (`at` is
-/// `(head, first_index)`), each with one eight-word draw.
-#[inline(always)]
-fn convert_groups<H: HalfFloat, const STREAMING: bool>(
-    src: &[[f32; 16]],
-    dst: &mut [[H; 16]],
-    mut groups: HalfBitGroups,
-    sr: Stochastic,
-    (head, first_index): (usize, u64),
-) {
-    for (g, (s, d)) in src.iter().zip(dst).enumerate() {
-        let at = head + 16 * g;
-        let words = groups.next_words();
-        let (s, d) = (s.as_chunks::<8>().0, d.as_chunks_mut::<8>().0);
-        eight::<H, STREAMING>(&s[0], &mut d[0], words, sr, first_index, at);
-        eight::<H, STREAMING>(&s[1], &mut d[1], words >> 16, sr, first_index, at + 8);
-    }
+struct NarrowSr<'a, H> {
+    src: &'a [f32],
+    dst: &'a mut [H],
+    bits: Bits,
 }
 
-/// Elements `at..at + 8` of a conversion, with their 16-bit random halves
-/// in the low halves of `half`.
-#[inline(always)]
-fn eight<H: HalfFloat, const STREAMING: bool>(
-    src: &[f32; 8],
-    dst: &mut [H; 8],
-    half: u32x8,
+/// Where a conversion's random bits come from.
+#[derive(Clone, Copy)]
+struct Bits {
     sr: Stochastic,
     first_index: u64,
-    at: usize,
-) {
-    let word1 = || sr.stream.words_x8(first_index.wrapping_add(at as u64), 1);
-    match H::narrow_sr_x8(f32x8::from(*src), half, word1, sr.overflow) {
-        Some(v) if STREAMING => arch::store_streaming(dst, v),
-        Some(v) => *dst = v,
-        None => {
-            for (i, (s, d)) in src.iter().zip(dst).enumerate() {
-                *d = H::from_f32_sr(*s, sr, first_index.wrapping_add((at + i) as u64));
+}
+
+impl<H: HalfFloat> Kernel for NarrowSr<'_, H> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        let Self { src, dst, bits } = self;
+        let (sr, first_index) = (bits.sr, bits.first_index);
+        // Up to the first element whose index is a multiple of 16: from
+        // there, groups of 16 share one eight-word draw of random bits.
+        let head = ((16 - first_index % 16) % 16).min(src.len() as u64) as usize;
+        let body = (src.len() - head) / 16 * 16;
+        let (src_head, src) = src.split_at(head);
+        let (dst_head, dst) = dst.split_at_mut(head);
+        let (src_body, src_tail) = src.split_at(body);
+        let (dst_body, dst_tail) = dst.split_at_mut(body);
+        bits.one_by_one(src_head, dst_head, 0);
+        let groups = sr
+            .stream
+            .half_bit_groups::<S::U8>(first_index.wrapping_add(head as u64));
+        // Two copies of the loop, so the streaming choice is not a branch
+        // per chunk.
+        if arch::wants_streaming(dst_body) {
+            bits.groups::<S, H, true>(src_body, dst_body, groups, head);
+            arch::store_fence();
+        } else {
+            bits.groups::<S, H, false>(src_body, dst_body, groups, head);
+        }
+        bits.one_by_one(src_tail, dst_tail, head + body);
+    }
+
+    fn scalar(self) {
+        self.bits.one_by_one(self.src, self.dst, 0);
+    }
+}
+
+impl Bits {
+    /// Elements `at..at + src.len()` one at a time.
+    #[inline(always)]
+    fn one_by_one<H: HalfFloat>(self, src: &[f32], dst: &mut [H], at: usize) {
+        for (i, (s, d)) in src.iter().zip(dst).enumerate() {
+            let index = self.first_index.wrapping_add((at + i) as u64);
+            *d = H::from_f32_sr(*s, self.sr, index);
+        }
+    }
+
+    /// Groups of 16 elements from element `head` of the conversion, each
+    /// with one eight-word draw.
+    #[inline(always)]
+    fn groups<S: Simd, H: HalfFloat, const STREAMING: bool>(
+        self,
+        src: &[f32],
+        dst: &mut [H],
+        mut groups: HalfBitGroups<S::U8>,
+        head: usize,
+    ) {
+        let mut buf = [H::default(); 16];
+        for (g, (s, d)) in src
+            .chunks_exact(16)
+            .zip(dst.chunks_exact_mut(16))
+            .enumerate()
+        {
+            // The generator's arithmetic is long enough per group that the
+            // loads need a prefetch to overlap with it.
+            arch::prefetch_ahead(src, 16 * g);
+            let words = groups.next_words();
+            for k in 0..16 / S::LANES {
+                let at = head + 16 * g + k * S::LANES;
+                let lanes = k * S::LANES..(k + 1) * S::LANES;
+                let (s, d) = (&s[lanes.clone()], &mut d[lanes]);
+                let index = self.first_index.wrapping_add(at as u64);
+                let half = S::group_halves(words, k);
+                let rounded = narrow_sr::<S>(
+                    H::FORMAT,
+                    S::F::load(s),
+                    half,
+                    #[inline(always)]
+                    || S::words(self.sr.stream, index, 1),
+                    self.sr.overflow,
+                );
+                match rounded {
+                    Some(v) if STREAMING => {
+                        S::store_h(v, bytemuck::cast_slice_mut(&mut buf));
+                        arch::store_streaming(d, &buf[..S::LANES]);
+                    }
+                    Some(v) => S::store_h(v, bytemuck::cast_slice_mut(d)),
+                    None => self.one_by_one(s, d, at),
+                }
             }
         }
     }

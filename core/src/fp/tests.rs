@@ -1,11 +1,10 @@
-//! The portable eight-lane steps against the scalar twins. (The dispatched
-//! kernels are tested from the root package's integration tests; this
-//! module reaches the portable forms even in builds where F16C replaces
-//! them.)
+//! The portable lane formulas against the scalar twins. (The dispatched
+//! kernels are tested on every backend from the root package's integration
+//! tests; this module reaches the formulas even where F16C replaces them.)
 
-use wide::u32x8;
+use wide::{f32x8, u32x8};
 
-use super::lanes::{f16_to_f32_portable, f32_to_f16_portable};
+use super::lanes::{f16_to_f32_bits, f32_to_f16_bits};
 use super::scalar::{f16_bits_to_f32_bits, f32_bits_to_f16_bits};
 
 fn check_f32_to_f16(inputs: impl Iterator<Item = u32>) {
@@ -15,7 +14,7 @@ fn check_f32_to_f16(inputs: impl Iterator<Item = u32>) {
         batch[filled] = bits;
         filled += 1;
         if filled == 8 {
-            let got = f32_to_f16_portable(u32x8::new(batch)).to_array();
+            let got = f32_to_f16_bits::<f32x8>(u32x8::new(batch)).to_array();
             for (x, h) in batch.iter().zip(got) {
                 assert_eq!(h, u32::from(f32_bits_to_f16_bits(*x)), "input {x:#010x}");
             }
@@ -28,7 +27,7 @@ fn check_f32_to_f16(inputs: impl Iterator<Item = u32>) {
 fn portable_f16_to_f32_matches_scalar_for_all_inputs() {
     for start in (0..=u16::MAX).step_by(8) {
         let h = u32x8::new(core::array::from_fn(|i| u32::from(start) + i as u32));
-        let got = f16_to_f32_portable(h).to_array();
+        let got = f16_to_f32_bits::<f32x8>(h).to_array();
         for (i, bits) in got.iter().enumerate() {
             let input = start + i as u16;
             assert_eq!(*bits, f16_bits_to_f32_bits(input), "input {input:#06x}");

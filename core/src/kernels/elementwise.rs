@@ -1,23 +1,39 @@
 //! Element-wise kernels: axpy, scale, add, unscale-and-check, accumulate.
 
-use wide::{f32x8, u32x8};
+use crate::arch::{self, F32s, Real, Simd, U32s, kernel};
+use crate::fp::{self, HalfFloat, Rounding};
 
-use crate::fp::{HalfFloat, Rounding};
+use super::scalar::{self, canonical};
 
-use super::LANES;
-use super::scalar::canonical;
-
-/// [`canonical`] on eight lanes.
+/// Lanes holding infinity or NaN, as a mask.
 #[inline(always)]
-fn canonical_x8(v: f32x8) -> f32x8 {
-    v.is_nan().select(f32x8::splat(f32::NAN), v)
+fn non_finite<S: Simd>(v: S::F) -> S::U {
+    let exp = S::U::splat(0x7f80_0000);
+    (v.to_bits() & exp).simd_eq(exp)
 }
 
-/// Lanes holding infinity or NaN, as an all-ones/all-zeros mask.
+/// `y[i] = canonical(f(x[i], y[i]))`, `S::LANES` at a time, the tail one
+/// at a time through `f1`.
 #[inline(always)]
-fn non_finite_x8(v: f32x8) -> u32x8 {
-    let exp = u32x8::splat(0x7f80_0000);
-    (v.to_bits() & exp).simd_eq(exp)
+fn map2<S: Simd>(
+    x: &[f32],
+    y: &mut [f32],
+    f: impl Fn(S::F, S::F) -> S::F,
+    f1: impl Fn(f32, f32) -> f32,
+) {
+    let body = arch::each_vector::<S>(
+        x.len(),
+        #[inline(always)]
+        |at| {
+            arch::prefetch_ahead(x, at);
+            arch::prefetch_ahead(y, at);
+            let v = f(S::F::load(&x[at..]), S::F::load(&y[at..]));
+            v.canonical().store(&mut y[at..]);
+        },
+    );
+    for (x, y) in x[body..].iter().zip(&mut y[body..]) {
+        *y = canonical(f1(*x, *y));
+    }
 }
 
 /// `y[i] = y[i] + a * x[i]`: the product is rounded to f32, then added (no
@@ -27,27 +43,36 @@ fn non_finite_x8(v: f32x8) -> u32x8 {
 /// If `x` and `y` differ in length.
 pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), y.len(), "axpy: length mismatch");
-    let (x8, xt) = x.as_chunks::<LANES>();
-    let (y8, yt) = y.as_chunks_mut::<LANES>();
-    let av = f32x8::splat(a);
-    for (x, y) in x8.iter().zip(y8) {
-        *y = canonical_x8(f32x8::from(*y) + av * f32x8::from(*x)).to_array();
+    arch::dispatch(Axpy { a, x, y });
+}
+
+kernel! {
+    Axpy<'a> { a: f32, x: &'a [f32], y: &'a mut [f32] } -> ();
+    run<S>(k) {
+        let av = S::F::splat(k.a);
+        map2::<S>(k.x, k.y, #[inline(always)] |x, y| y + av * x, #[inline(always)] |x, y| y + k.a * x);
     }
-    for (x, y) in xt.iter().zip(yt) {
-        *y = canonical(*y + a * *x);
-    }
+    scalar(k) { scalar::axpy(k.a, k.x, k.y) }
 }
 
 /// `x[i] = x[i] * a`.
 pub fn scale(a: f32, x: &mut [f32]) {
-    let (x8, xt) = x.as_chunks_mut::<LANES>();
-    let av = f32x8::splat(a);
-    for x in x8 {
-        *x = canonical_x8(f32x8::from(*x) * av).to_array();
+    arch::dispatch(Scale { a, x });
+}
+
+kernel! {
+    Scale<'a> { a: f32, x: &'a mut [f32] } -> ();
+    run<S>(k) {
+        let (av, x) = (S::F::splat(k.a), k.x);
+        let body = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
+            arch::prefetch_ahead(x, at);
+            (S::F::load(&x[at..]) * av).canonical().store(&mut x[at..]);
+        });
+        for x in &mut x[body..] {
+            *x = canonical(*x * k.a);
+        }
     }
-    for x in xt {
-        *x = canonical(*x * a);
-    }
+    scalar(k) { scalar::scale(k.a, k.x) }
 }
 
 /// `y[i] = y[i] + x[i]`.
@@ -56,14 +81,13 @@ pub fn scale(a: f32, x: &mut [f32]) {
 /// If `x` and `y` differ in length.
 pub fn add(x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), y.len(), "add: length mismatch");
-    let (x8, xt) = x.as_chunks::<LANES>();
-    let (y8, yt) = y.as_chunks_mut::<LANES>();
-    for (x, y) in x8.iter().zip(y8) {
-        *y = canonical_x8(f32x8::from(*y) + f32x8::from(*x)).to_array();
-    }
-    for (x, y) in xt.iter().zip(yt) {
-        *y = canonical(*y + *x);
-    }
+    arch::dispatch(Add { x, y });
+}
+
+kernel! {
+    Add<'a> { x: &'a [f32], y: &'a mut [f32] } -> ();
+    run<S>(k) { map2::<S>(k.x, k.y, #[inline(always)] |x, y| y + x, #[inline(always)] |x, y| y + x) }
+    scalar(k) { scalar::add(k.x, k.y) }
 }
 
 /// Unscales gradients in place, `x[i] = x[i] * inv_scale`, and returns
@@ -81,20 +105,28 @@ pub fn add(x: &[f32], y: &mut [f32]) {
 /// never consumes an infinite gradient, where PyTorch would not report them.
 #[must_use]
 pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
-    let (x8, xt) = x.as_chunks_mut::<LANES>();
-    let s = f32x8::splat(inv_scale);
-    let mut bad = u32x8::ZERO;
-    for x in x8 {
-        let r = canonical_x8(f32x8::from(*x) * s);
-        bad |= non_finite_x8(r);
-        *x = r.to_array();
+    arch::dispatch(Unscale { x, inv_scale })
+}
+
+kernel! {
+    Unscale<'a> { x: &'a mut [f32], inv_scale: f32 } -> bool;
+    run<S>(k) {
+        let (s, x) = (S::F::splat(k.inv_scale), k.x);
+        let mut bad = S::U::splat(0);
+        let body = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
+            arch::prefetch_ahead(x, at);
+            let r = (S::F::load(&x[at..]) * s).canonical();
+            bad |= non_finite::<S>(r);
+            r.store(&mut x[at..]);
+        });
+        let mut found = bad.any();
+        for x in &mut x[body..] {
+            *x = canonical(*x * k.inv_scale);
+            found |= !x.is_finite();
+        }
+        found
     }
-    let mut found = bad.any();
-    for x in xt {
-        *x = canonical(*x * inv_scale);
-        found |= !x.is_finite();
-    }
-    found
+    scalar(k) { scalar::unscale_and_check(k.x, k.inv_scale) }
 }
 
 /// Accumulates 16-bit values into f32: `acc[i] = acc[i] + widen(src[i])`
@@ -104,33 +136,46 @@ pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
 /// If `src` and `acc` differ in length.
 pub fn accumulate<H: HalfFloat>(src: &[H], acc: &mut [f32]) {
     assert_eq!(src.len(), acc.len(), "accumulate: length mismatch");
-    let (s8, st) = src.as_chunks::<LANES>();
-    let (a8, at) = acc.as_chunks_mut::<LANES>();
-    for (s, a) in s8.iter().zip(a8) {
-        *a = canonical_x8(f32x8::from(*a) + H::widen_x8(*s)).to_array();
-    }
-    for (s, a) in st.iter().zip(at) {
-        *a = canonical(*a + s.to_f32());
-    }
+    arch::dispatch(Accumulate { src, acc });
 }
 
-/// Applies `f` to eight widened lanes at a time (element offsets `0, 8,
-/// ...`) and stores the results with `rounding`; the tail goes one element
-/// at a time through `f1` and [`Rounding::round`].
+kernel! {
+    Accumulate<'a, H: HalfFloat> { src: &'a [H], acc: &'a mut [f32] } -> ();
+    run<S>(k) {
+        let (src, acc) = (k.src, k.acc);
+        let body = arch::each_vector::<S>(src.len(), #[inline(always)] |at| {
+            arch::prefetch_ahead(src, at);
+            arch::prefetch_ahead(acc, at);
+            let sum = S::F::load(&acc[at..]) + fp::load::<S, H>(&src[at..]);
+            sum.canonical().store(&mut acc[at..]);
+        });
+        for (s, a) in src[body..].iter().zip(&mut acc[body..]) {
+            *a = canonical(*a + s.to_f32());
+        }
+    }
+    scalar(k) { scalar::accumulate(k.src, k.acc) }
+}
+
+/// Applies `f` to `S::LANES` widened lanes at a time (element offsets `0,
+/// S::LANES, ...`) and stores the results with `rounding`; the tail goes
+/// one element at a time through `f1` and [`Rounding::round`].
 #[inline(always)]
-fn map_half<H: HalfFloat>(
+fn map_half<S: Simd, H: HalfFloat>(
     x: &mut [H],
     rounding: Rounding,
-    mut f: impl FnMut(usize, f32x8) -> f32x8,
-    mut f1: impl FnMut(usize, f32) -> f32,
+    f: impl Fn(usize, S::F) -> S::F,
+    f1: impl Fn(usize, f32) -> f32,
 ) {
-    let (x8, xt) = x.as_chunks_mut::<LANES>();
-    let done = x8.len() * LANES;
-    for (k, x) in x8.iter_mut().enumerate() {
-        let at = k * LANES;
-        *x = rounding.round_x8(canonical_x8(f(at, H::widen_x8(*x))), at);
-    }
-    for (k, x) in xt.iter_mut().enumerate() {
+    let done = arch::each_vector::<S>(
+        x.len(),
+        #[inline(always)]
+        |at| {
+            arch::prefetch_ahead(x, at);
+            let v = f(at, fp::load::<S, H>(&x[at..]));
+            fp::store::<S, H>(v, rounding, at, &mut x[at..]);
+        },
+    );
+    for (k, x) in x[done..].iter_mut().enumerate() {
         let at = done + k;
         *x = rounding.round(canonical(f1(at, x.to_f32())), at);
     }
@@ -144,20 +189,36 @@ fn map_half<H: HalfFloat>(
 /// If `x` and `y` differ in length.
 pub fn axpy_half<H: HalfFloat>(a: f32, x: &[H], y: &mut [H], rounding: Rounding) {
     assert_eq!(x.len(), y.len(), "axpy_half: length mismatch");
-    let (x8, _) = x.as_chunks::<LANES>();
-    let av = f32x8::splat(a);
-    map_half(
-        y,
-        rounding,
-        |at, y| y + av * H::widen_x8(x8[at / LANES]),
-        |at, y| y + a * x[at].to_f32(),
-    );
+    arch::dispatch(AxpyHalf { a, x, y, rounding });
+}
+
+kernel! {
+    AxpyHalf<'a, H: HalfFloat> { a: f32, x: &'a [H], y: &'a mut [H], rounding: Rounding } -> ();
+    run<S>(k) {
+        let (a, x) = (k.a, k.x);
+        let av = S::F::splat(a);
+        map_half::<S, H>(
+            k.y,
+            k.rounding,
+            #[inline(always)] |at, y| y + av * fp::load::<S, H>(&x[at..]),
+            #[inline(always)] |at, y| y + a * x[at].to_f32(),
+        );
+    }
+    scalar(k) { scalar::axpy_half(k.a, k.x, k.y, k.rounding) }
 }
 
 /// `x[i] = round(widen(x[i]) * a)`, element `i` rounded at position `i`.
 pub fn scale_half<H: HalfFloat>(a: f32, x: &mut [H], rounding: Rounding) {
-    let av = f32x8::splat(a);
-    map_half(x, rounding, |_, x| x * av, |_, x| x * a);
+    arch::dispatch(ScaleHalf { a, x, rounding });
+}
+
+kernel! {
+    ScaleHalf<'a, H: HalfFloat> { a: f32, x: &'a mut [H], rounding: Rounding } -> ();
+    run<S>(k) {
+        let (a, av) = (k.a, S::F::splat(k.a));
+        map_half::<S, H>(k.x, k.rounding, #[inline(always)] |_, x| x * av, #[inline(always)] |_, x| x * a);
+    }
+    scalar(k) { scalar::scale_half(k.a, k.x, k.rounding) }
 }
 
 /// `y[i] = round(widen(y[i]) + widen(x[i]))`, element `i` rounded at
@@ -167,13 +228,21 @@ pub fn scale_half<H: HalfFloat>(a: f32, x: &mut [H], rounding: Rounding) {
 /// If `x` and `y` differ in length.
 pub fn add_half<H: HalfFloat>(x: &[H], y: &mut [H], rounding: Rounding) {
     assert_eq!(x.len(), y.len(), "add_half: length mismatch");
-    let (x8, _) = x.as_chunks::<LANES>();
-    map_half(
-        y,
-        rounding,
-        |at, y| y + H::widen_x8(x8[at / LANES]),
-        |at, y| y + x[at].to_f32(),
-    );
+    arch::dispatch(AddHalf { x, y, rounding });
+}
+
+kernel! {
+    AddHalf<'a, H: HalfFloat> { x: &'a [H], y: &'a mut [H], rounding: Rounding } -> ();
+    run<S>(k) {
+        let x = k.x;
+        map_half::<S, H>(
+            k.y,
+            k.rounding,
+            #[inline(always)] |at, y| y + fp::load::<S, H>(&x[at..]),
+            #[inline(always)] |at, y| y + x[at].to_f32(),
+        );
+    }
+    scalar(k) { scalar::add_half(k.x, k.y, k.rounding) }
 }
 
 /// Unscales 16-bit gradients in place, `x[i] = round(widen(x[i]) *
@@ -189,18 +258,30 @@ pub fn unscale_and_check_half<H: HalfFloat>(
     inv_scale: f32,
     rounding: Rounding,
 ) -> bool {
-    let done = x.len() / LANES * LANES;
-    let (x8, xt) = x.as_chunks_mut::<LANES>();
-    let s = f32x8::splat(inv_scale);
-    let mut bad = u32x8::ZERO;
-    for (k, x) in x8.iter_mut().enumerate() {
-        *x = rounding.round_x8(canonical_x8(H::widen_x8(*x) * s), k * LANES);
-        bad |= non_finite_x8(H::widen_x8(*x));
+    arch::dispatch(UnscaleHalf {
+        x,
+        inv_scale,
+        rounding,
+    })
+}
+
+kernel! {
+    UnscaleHalf<'a, H: HalfFloat> { x: &'a mut [H], inv_scale: f32, rounding: Rounding } -> bool;
+    run<S>(k) {
+        let (s, x, rounding) = (S::F::splat(k.inv_scale), k.x, k.rounding);
+        let mut bad = S::U::splat(0);
+        let done = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
+            arch::prefetch_ahead(x, at);
+            let v = fp::load::<S, H>(&x[at..]) * s;
+            fp::store::<S, H>(v, rounding, at, &mut x[at..]);
+            bad |= non_finite::<S>(fp::load::<S, H>(&x[at..]));
+        });
+        let mut found = bad.any();
+        for (i, x) in x[done..].iter_mut().enumerate() {
+            *x = k.rounding.round(canonical(x.to_f32() * k.inv_scale), done + i);
+            found |= !x.to_f32().is_finite();
+        }
+        found
     }
-    let mut found = bad.any();
-    for (k, x) in xt.iter_mut().enumerate() {
-        *x = rounding.round(canonical(x.to_f32() * inv_scale), done + k);
-        found |= !x.to_f32().is_finite();
-    }
-    found
+    scalar(k) { scalar::unscale_and_check_half(k.x, k.inv_scale, k.rounding) }
 }

@@ -85,6 +85,7 @@ impl ExactSum {
     }
 
     /// Adds `x` exactly.
+    #[inline]
     pub fn add(&mut self, x: f32) {
         let bits = x.to_bits();
         let abs = bits & 0x7fff_ffff;
@@ -118,7 +119,7 @@ impl ExactSum {
             self.digits[k] += low;
             self.digits[k + 1] += high;
         }
-        self.carry();
+        self.carry_from(k);
     }
 
     /// Adds every value of `other` (exactly).
@@ -214,6 +215,28 @@ impl ExactSum {
     }
 
     /// Propagates carries so digits `0..TOP` are in `0..2^32`.
+    /// [`Self::carry`] after a change to digits `k` and `k + 1` only: the
+    /// digits below `k` are normalised already, and the carry stops at the
+    /// first digit above `k + 1` it leaves unchanged (it is one of the
+    /// normalised digits above). The result is the same canonical state.
+    #[inline]
+    fn carry_from(&mut self, k: usize) {
+        let mut i = k;
+        while i < TOP {
+            let c = self.digits[i] >> 32;
+            self.digits[i] &= DIGIT_MASK;
+            if i + 1 == TOP {
+                self.digits[TOP] = self.digits[TOP].wrapping_add(c);
+                return;
+            }
+            self.digits[i + 1] += c;
+            if c == 0 && i > k {
+                return;
+            }
+            i += 1;
+        }
+    }
+
     fn carry(&mut self) {
         for i in 0..TOP {
             let c = self.digits[i] >> 32;

@@ -1,6 +1,7 @@
 //! Vector kernels over slices: axpy, scale, add, fused unscale-and-check,
 //! f16/bf16 accumulation, and dot, sum of squares and max-abs reductions
-//! with a fixed order and exactly combined partials.
+//! with a fixed order and exactly combined partials; matrix products
+//! ([`gemm`]) in a fixed order.
 //!
 //! Every kernel comes in an f32 form and, where it makes sense, a form over
 //! 16-bit storage (`*_half`, generic over [`HalfFloat`]) that widens to f32,
@@ -23,8 +24,8 @@
 //!
 //! # Determinism
 //!
-//! The SIMD kernels equal their [`scalar`] twins bit for bit on every CPU
-//! path (AVX2, SSE2, portable); the tests compare them. No kernel uses a
+//! The SIMD kernels equal their [`scalar`] twins bit for bit on every
+//! backend ([`crate::arch`]); the tests compare them. No kernel uses a
 //! fused multiply-add: a product is rounded to f32, then added.
 //!
 //! Reductions (`dot`, `sum_of_squares` and their `_half` forms) use this
@@ -85,6 +86,7 @@
 
 mod elementwise;
 mod exact;
+mod gemm;
 mod reduce;
 pub mod scalar;
 
@@ -93,6 +95,7 @@ pub use elementwise::{
     unscale_and_check_half,
 };
 pub use exact::ExactSum;
+pub use gemm::{GemmShape, gemm, gemm_scratch_len};
 pub use reduce::{
     MaxAbs, dot, dot_half, dot_half_partial, dot_partial, max_abs, max_abs_half,
     max_abs_half_partial, max_abs_partial, sum_of_squares, sum_of_squares_half,

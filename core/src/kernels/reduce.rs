@@ -1,18 +1,15 @@
 //! Reductions: dot, sum of squares and max-abs, f32 and 16-bit storage.
 
-use wide::{f32x8, u32x8};
+use crate::arch::{self, F32s, Simd, U32s, kernel};
+use crate::fp::{self, Element, HalfFloat};
 
-use crate::fp::HalfFloat;
-
-use super::scalar::combine_lanes;
+use super::scalar::{self, combine_lanes};
 use super::{BLOCK, ExactSum, LANES};
 
-/// Eight-lane chunks per block.
-const CHUNKS: usize = BLOCK / LANES;
-
-/// The SIMD form of the reference `block_sums` over `full` chunks of eight
-/// terms (`term(c)` for elements `8c..8c + 8`) and, if `tail` is given, one
-/// last partial chunk padded with `+0.0` terms.
+/// The SIMD form of the reference `block_sums` over `n` elements:
+/// `term(at)` gives the terms of elements `at..at + S::LANES`, `one(at)`
+/// the term of element `at` (for the elements after a block's last full
+/// vector).
 ///
 /// Blocks run one after another: a block's eight lane sums are one chain of
 /// 32 additions, about 0.4 cycles per element, which is already faster
@@ -20,41 +17,26 @@ const CHUNKS: usize = BLOCK / LANES;
 /// adder's latency made small slices faster but large ones three times
 /// slower, by defeating the hardware prefetcher's sequential streams.)
 #[inline(always)]
-fn block_sums(full: usize, term: impl Fn(usize) -> f32x8, tail: Option<f32x8>) -> ExactSum {
+fn block_sums<S: Simd>(
+    n: usize,
+    term: impl Fn(usize) -> S::F,
+    one: impl Fn(usize) -> f32,
+) -> ExactSum {
     let mut sum = ExactSum::new();
-    let mut tail = tail;
-    let mut c = 0;
-    while c < full {
-        let end = full.min(c + CHUNKS);
-        let mut acc = f32x8::ZERO;
-        for k in c..end {
-            acc += term(k);
+    for start in (0..n).step_by(BLOCK) {
+        let end = n.min(start + BLOCK);
+        let vector_end = start + (end - start) / S::LANES * S::LANES;
+        let mut acc = S::acc_zero();
+        for at in (start..vector_end).step_by(S::LANES) {
+            acc = S::accumulate(acc, term(at));
         }
-        if end - c < CHUNKS {
-            // A short block is the last one and holds the tail chunk too.
-            if let Some(t) = tail.take() {
-                acc += t;
-            }
+        let mut lanes = S::acc_lanes(acc);
+        for at in vector_end..end {
+            lanes[(at - start) % LANES] += one(at);
         }
-        sum.add(combine_lanes(acc.to_array()));
-        c = end;
-    }
-    if let Some(t) = tail {
-        // The tail chunk starts a block of its own.
-        sum.add(combine_lanes(t.to_array()));
+        sum.add(combine_lanes(lanes));
     }
     sum
-}
-
-/// The last `len % 8` elements of `x`, padded with `pad` to eight.
-#[inline(always)]
-fn padded<T: Copy>(tail: &[T], pad: T) -> Option<[T; LANES]> {
-    if tail.is_empty() {
-        return None;
-    }
-    let mut out = [pad; LANES];
-    out[..tail.len()].copy_from_slice(tail);
-    Some(out)
 }
 
 /// The exact sum of the block partials of `x * y` (see
@@ -66,12 +48,7 @@ fn padded<T: Copy>(tail: &[T], pad: T) -> Option<[T; LANES]> {
 #[must_use]
 pub fn dot_partial(x: &[f32], y: &[f32]) -> ExactSum {
     assert_eq!(x.len(), y.len(), "dot: length mismatch");
-    let (x8, xt) = x.as_chunks::<LANES>();
-    let (y8, yt) = y.as_chunks::<LANES>();
-    let tail = padded(xt, 0.0)
-        .zip(padded(yt, 0.0))
-        .map(|(a, b)| f32x8::from(a) * f32x8::from(b));
-    block_sums(x8.len(), |c| f32x8::from(x8[c]) * f32x8::from(y8[c]), tail)
+    arch::dispatch(Dot { x, y })
 }
 
 /// The dot product `sum(x[i] * y[i])`, in the fixed order, rounded once.
@@ -86,16 +63,7 @@ pub fn dot(x: &[f32], y: &[f32]) -> f32 {
 /// The exact sum of the block partials of `x * x`.
 #[must_use]
 pub fn sum_of_squares_partial(x: &[f32]) -> ExactSum {
-    let (x8, xt) = x.as_chunks::<LANES>();
-    let tail = padded(xt, 0.0).map(|a| f32x8::from(a) * f32x8::from(a));
-    block_sums(
-        x8.len(),
-        |c| {
-            let v = f32x8::from(x8[c]);
-            v * v
-        },
-        tail,
-    )
+    arch::dispatch(SumOfSquares { x })
 }
 
 /// The sum of squares `sum(x[i] * x[i])`, in the fixed order, rounded once.
@@ -112,13 +80,7 @@ pub fn sum_of_squares(x: &[f32]) -> f32 {
 #[must_use]
 pub fn dot_half_partial<H: HalfFloat>(x: &[H], y: &[H]) -> ExactSum {
     assert_eq!(x.len(), y.len(), "dot_half: length mismatch");
-    let (x8, xt) = x.as_chunks::<LANES>();
-    let (y8, yt) = y.as_chunks::<LANES>();
-    // H::default() is +0, which widens to +0.0.
-    let tail = padded(xt, H::default())
-        .zip(padded(yt, H::default()))
-        .map(|(a, b)| H::widen_x8(a) * H::widen_x8(b));
-    block_sums(x8.len(), |c| H::widen_x8(x8[c]) * H::widen_x8(y8[c]), tail)
+    arch::dispatch(Dot { x, y })
 }
 
 /// The dot product of 16-bit vectors with f32 products and accumulation,
@@ -134,19 +96,7 @@ pub fn dot_half<H: HalfFloat>(x: &[H], y: &[H]) -> f32 {
 /// The sum of squares of a 16-bit vector as an exact partial.
 #[must_use]
 pub fn sum_of_squares_half_partial<H: HalfFloat>(x: &[H]) -> ExactSum {
-    let (x8, xt) = x.as_chunks::<LANES>();
-    let tail = padded(xt, H::default()).map(|a| {
-        let v = H::widen_x8(a);
-        v * v
-    });
-    block_sums(
-        x8.len(),
-        |c| {
-            let v = H::widen_x8(x8[c]);
-            v * v
-        },
-        tail,
-    )
+    arch::dispatch(SumOfSquares { x })
 }
 
 /// The sum of squares of a 16-bit vector with f32 squares and
@@ -154,6 +104,42 @@ pub fn sum_of_squares_half_partial<H: HalfFloat>(x: &[H]) -> ExactSum {
 #[must_use]
 pub fn sum_of_squares_half<H: HalfFloat>(x: &[H]) -> f32 {
     sum_of_squares_half_partial(x).to_f32()
+}
+
+kernel! {
+    Dot<'a, T: Element> { x: &'a [T], y: &'a [T] } -> ExactSum;
+    run<S>(k) {
+        let (x, y) = (k.x, k.y);
+        block_sums::<S>(
+            x.len(),
+            #[inline(always)]
+            |at| {
+                arch::prefetch_ahead(x, at);
+                arch::prefetch_ahead(y, at);
+                fp::load::<S, T>(&x[at..]) * fp::load::<S, T>(&y[at..])
+            },
+            #[inline(always)] |at| x[at].load() * y[at].load(),
+        )
+    }
+    scalar(k) { scalar::block_sums(k.x.len(), |i| k.x[i].load() * k.y[i].load()) }
+}
+
+kernel! {
+    SumOfSquares<'a, T: Element> { x: &'a [T] } -> ExactSum;
+    run<S>(k) {
+        let x = k.x;
+        block_sums::<S>(
+            x.len(),
+            #[inline(always)]
+            |at| {
+                arch::prefetch_ahead(x, at);
+                let v = fp::load::<S, T>(&x[at..]);
+                v * v
+            },
+            #[inline(always)] |at| x[at].load() * x[at].load(),
+        )
+    }
+    scalar(k) { scalar::block_sums(k.x.len(), |i| k.x[i].load() * k.x[i].load()) }
 }
 
 /// The running maximum magnitude of f32 values: a combinable, order-free
@@ -212,32 +198,38 @@ impl MaxAbs {
     }
 }
 
-/// The maximum of `bits & 0x7fff_ffff` over the f32 lanes `v`, folded into
-/// `acc`.
-#[inline(always)]
-fn max_bits(acc: u32x8, v: f32x8) -> u32x8 {
-    acc.max(v.to_bits() & u32x8::splat(0x7fff_ffff))
-}
-
-/// Finishes a lane-wise maximum, then adds the scalar tail.
-#[inline(always)]
-fn finish_max(acc: u32x8, tail: impl Iterator<Item = f32>) -> MaxAbs {
-    let mut m = MaxAbs::from_bits(acc.to_array().into_iter().max().unwrap_or(0));
-    for v in tail {
-        m.add(v);
+kernel! {
+    MaxAbsOf<'a, T: Element> { x: &'a [T] } -> MaxAbs;
+    run<S>(k) {
+        let magnitude = S::U::splat(0x7fff_ffff);
+        let mut acc = S::U::splat(0);
+        let mut xs = k.x.chunks_exact(S::LANES);
+        for (i, c) in (&mut xs).enumerate() {
+            arch::prefetch_ahead(k.x, i * S::LANES);
+            acc = acc.max(fp::load::<S, T>(c).to_bits() & magnitude);
+        }
+        let mut lanes = [0u32; 16];
+        acc.write_to(&mut lanes);
+        let mut m = MaxAbs::from_bits(lanes.into_iter().max().unwrap_or(0));
+        for v in xs.remainder() {
+            m.add(v.load());
+        }
+        m
     }
-    m
+    scalar(k) {
+        let mut m = MaxAbs::new();
+        for v in k.x {
+            m.add(v.load());
+        }
+        m
+    }
 }
 
 /// The largest magnitude of `x` as a combinable partial (any split works,
 /// block-aligned or not).
 #[must_use]
 pub fn max_abs_partial(x: &[f32]) -> MaxAbs {
-    let (x8, xt) = x.as_chunks::<LANES>();
-    let acc = x8
-        .iter()
-        .fold(u32x8::ZERO, |acc, c| max_bits(acc, f32x8::from(*c)));
-    finish_max(acc, xt.iter().copied())
+    arch::dispatch(MaxAbsOf { x })
 }
 
 /// The largest `|x[i]|`: NaN (`f32::NAN`) if any element is NaN, `0.0` for
@@ -251,11 +243,7 @@ pub fn max_abs(x: &[f32]) -> f32 {
 /// combinable partial.
 #[must_use]
 pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
-    let (x8, xt) = x.as_chunks::<LANES>();
-    let acc = x8
-        .iter()
-        .fold(u32x8::ZERO, |acc, c| max_bits(acc, H::widen_x8(*c)));
-    finish_max(acc, xt.iter().map(|v| v.to_f32()))
+    arch::dispatch(MaxAbsOf { x })
 }
 
 /// The largest `|x[i]|` of a 16-bit vector as f32: NaN if any element is

@@ -8,7 +8,7 @@
 
 use crate::fp::{HalfFloat, Rounding};
 
-use super::{BLOCK, ExactSum, LANES, MaxAbs};
+use super::{BLOCK, ExactSum, GemmShape, LANES, MaxAbs};
 
 /// Canonicalises a NaN to `f32::NAN` (see [the numerics](super#numerics)).
 #[must_use]
@@ -26,7 +26,7 @@ pub(crate) fn combine_lanes(l: [f32; LANES]) -> f32 {
 
 /// The block partials of `n` terms, `term(i)` for element `i`, added into
 /// an [`ExactSum`]: the definition of every sum-like reduction.
-fn block_sums(n: usize, term: impl Fn(usize) -> f32) -> ExactSum {
+pub(crate) fn block_sums(n: usize, term: impl Fn(usize) -> f32) -> ExactSum {
     let mut sum = ExactSum::new();
     for start in (0..n).step_by(BLOCK) {
         let mut lanes = [0.0f32; LANES];
@@ -240,4 +240,26 @@ pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
 #[must_use]
 pub fn max_abs_half<H: HalfFloat>(x: &[H]) -> f32 {
     max_abs_half_partial(x).to_f32()
+}
+
+// ---------------------------------------------------------------------------
+// Matrix products.
+
+/// `c = op(a) op(b)`: each element the sum of its products in increasing
+/// `p` from `0.0`, each product rounded, then added (see
+/// [`gemm`](super::gemm)).
+///
+/// # Panics
+/// If a slice's length is not its matrix's.
+pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    shape.assert_lengths(a, b, c);
+    for i in 0..shape.m {
+        for j in 0..shape.n {
+            let mut acc = 0.0f32;
+            for p in 0..shape.k {
+                acc += a[shape.a_index(i, p)] * b[shape.b_index(p, j)];
+            }
+            c[i * shape.n + j] = canonical(acc);
+        }
+    }
 }

@@ -48,7 +48,7 @@ mod sequential;
 
 pub use sequential::StreamRng;
 
-use wide::u32x8;
+use crate::arch::U32s;
 
 /// The SplitMix64 finaliser (Steele, Lea and Flood, OOPSLA 2014): a bijection
 /// on `u64` with full avalanche.
@@ -73,21 +73,18 @@ const fn mix32(lo: u32, k0: u32, k1: u32) -> u32 {
     x ^ (x >> 15)
 }
 
-/// The same as [`mix32`] on eight lanes.
+/// The same as [`mix32`] on each lane.
 #[must_use]
 #[inline(always)]
-fn mix32x8(lo: u32x8, k0: u32, k1: u32) -> u32x8 {
-    let mut x = lo ^ u32x8::splat(k0);
-    x ^= x >> 16;
-    x *= u32x8::splat(0x21f0_aaad);
-    x += u32x8::splat(k1);
-    x ^= x >> 15;
-    x *= u32x8::splat(0x735a_2d97);
+fn mix32_lanes<U: U32s>(lo: U, k0: U, k1: U) -> U {
+    let mut x = lo ^ k0;
+    x = x ^ (x >> 16);
+    x = x * U::splat(0x21f0_aaad);
+    x += k1;
+    x = x ^ (x >> 15);
+    x = x * U::splat(0x735a_2d97);
     x ^ (x >> 15)
 }
-
-/// Lane offsets 0..8.
-const LANES: u32x8 = u32x8::new([0, 1, 2, 3, 4, 5, 6, 7]);
 
 /// A keyed family of random words addressed by position.
 ///
@@ -165,73 +162,70 @@ impl RandomStream {
         (word >> ((lane >> 3) * 16)) as u16
     }
 
-    /// Word 0 of the eight positions `index / 2..index / 2 + 8` for an
-    /// `index` that is a multiple of 16: the [`RandomStream::half_bits`] of
-    /// elements `index..index + 16` (low halves, then high halves).
-    #[must_use]
-    #[inline]
-    pub(crate) fn group_words_x8(self, index: u64) -> u32x8 {
-        debug_assert!(index.is_multiple_of(16));
-        self.words_x8(index >> 1, 0)
-    }
-
     /// The [`RandomStream::half_bits`] of elements `index..` in groups of
     /// 16, for an `index` that is a multiple of 16: each item is word 0 of
     /// eight consecutive positions (low halves for the group's first eight
     /// elements, high halves for the next eight). The block keys are
     /// derived once per 2^32 positions instead of once per group.
+    /// `U` has eight lanes.
     #[must_use]
-    pub(crate) fn half_bit_groups(self, index: u64) -> HalfBitGroups {
+    #[inline(always)]
+    pub(crate) fn half_bit_groups<U: U32s>(self, index: u64) -> HalfBitGroups<U> {
         let position = index >> 1;
         let (k0, k1) = self.block_keys((position >> 32) as u32, 0);
+        let (k0, k1) = (U::splat(k0), U::splat(k1));
         HalfBitGroups {
             stream: self,
             position,
-            counter: u32x8::splat(position as u32) + LANES,
+            counter: U::splat(position as u32) + U::iota(),
             k0,
             k1,
         }
     }
 
-    /// Word `word` of the eight positions `index..index + 8`.
+    /// Word `word` of the positions `index..index + U::LANES`.
     #[must_use]
-    #[inline]
-    pub(crate) fn words_x8(self, index: u64, word: u32) -> u32x8 {
+    #[inline(always)]
+    pub(crate) fn words_lanes<U: U32s>(self, index: u64, word: u32) -> U {
         let lo = index as u32;
-        if lo <= u32::MAX - 7 {
+        if lo <= u32::MAX - (U::LANES as u32 - 1) {
             let (k0, k1) = self.block_keys((index >> 32) as u32, word);
-            mix32x8(u32x8::splat(lo) + LANES, k0, k1)
+            mix32_lanes(U::splat(lo) + U::iota(), U::splat(k0), U::splat(k1))
         } else {
-            u32x8::new(core::array::from_fn(|lane| {
-                self.word(index.wrapping_add(lane as u64), word)
-            }))
+            let mut words = [0; 16];
+            for (lane, w) in words.iter_mut().enumerate().take(U::LANES) {
+                *w = self.word(index.wrapping_add(lane as u64), word);
+            }
+            U::from_slice(&words)
         }
     }
 }
 
 /// See [`RandomStream::half_bit_groups`].
 #[derive(Clone, Debug)]
-pub(crate) struct HalfBitGroups {
+pub(crate) struct HalfBitGroups<U> {
     stream: RandomStream,
     /// Position of the next group's first word.
     position: u64,
-    counter: u32x8,
-    k0: u32,
-    k1: u32,
+    counter: U,
+    /// The block keys in every lane (splatted once per 2^32 positions).
+    k0: U,
+    k1: U,
 }
 
-impl HalfBitGroups {
+impl<U: U32s> HalfBitGroups<U> {
     /// The next group's eight words.
     #[inline(always)]
-    pub(crate) fn next_words(&mut self) -> u32x8 {
+    pub(crate) fn next_words(&mut self) -> U {
         if self.position as u32 == 0 {
             // A new 2^32 block of positions (groups never straddle one);
             // element indices wrap at 2^64, so positions wrap at 2^63.
             self.position &= u64::MAX >> 1;
-            (self.k0, self.k1) = self.stream.block_keys((self.position >> 32) as u32, 0);
+            let (k0, k1) = self.stream.block_keys((self.position >> 32) as u32, 0);
+            (self.k0, self.k1) = (U::splat(k0), U::splat(k1));
         }
-        let words = mix32x8(self.counter, self.k0, self.k1);
-        self.counter += u32x8::splat(8);
+        let words = mix32_lanes(self.counter, self.k0, self.k1);
+        self.counter += U::splat(8);
         self.position = self.position.wrapping_add(8);
         words
     }

@@ -1,14 +1,16 @@
 //! Tile-parallel matrix products: `C = op(A) op(B)` with the output cut
 //! into blocks (rows x columns), one vertex per block on its tile calling
-//! [`matrixmultiply::sgemm`] on operands exchanged to that tile.
+//! [`gemm`] on operands exchanged to that tile.
 //!
-//! The reduction dimension is never split: every element of `C` is
-//! computed by one `sgemm` call over the whole of `k`, and `sgemm`
-//! computes an element from its row of `op(A)` and column of `op(B)` in an
-//! order that depends on `k` only (packing into panels does not change the
-//! order of the products it sums). So the result is bitwise that of one
-//! whole-matrix `sgemm` call, for every blocking and every number of tiles
-//! (the tests check it for many shapes).
+//! The reduction dimension is never split, and [`gemm`] (Tessera's own,
+//! `tessera_core::kernels::gemm`) computes an element as the sum of its
+//! products in increasing `p`, each product rounded, then added, with no
+//! fused multiply-add, on every CPU backend. So the result is bitwise that
+//! of one whole-matrix call, for every blocking and every number of tiles
+//! (the tests check it for many shapes), and the same on every CPU. (The
+//! simulator first used `matrixmultiply::sgemm`, which picks FMA kernels at
+//! run time, so trained weights differed between CPUs with and without
+//! FMA; [`gemm_matrixmultiply`] remains as the benchmarks' reference.)
 //!
 //! Matrices live in tensors in a [`BlockLayout`]: a grid of row and
 //! column blocks, each block stored contiguously (row-major inside it) on
@@ -19,64 +21,37 @@ use core::ops::Range;
 use std::sync::Arc;
 
 use tessera_core::fp::{HalfFloat, f16};
+use tessera_core::kernels;
 
 use crate::ipu::{
     Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
     Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
 };
 
-/// The shape of one product `C [m, n] = op(A) [m, k] op(B) [k, n]`, all
-/// dense row-major: `A` is stored `[m, k]`, or `[k, m]` if `a_transposed`;
-/// `B` is stored `[k, n]`, or `[n, k]` if `b_transposed`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct GemmShape {
-    /// Rows of `C`.
-    pub m: usize,
-    /// The reduction dimension.
-    pub k: usize,
-    /// Columns of `C`.
-    pub n: usize,
-    /// `op(A) = A^T`.
-    pub a_transposed: bool,
-    /// `op(B) = B^T`.
-    pub b_transposed: bool,
+pub use tessera_core::kernels::GemmShape;
+
+/// `c = op(a) op(b)` by [`tessera_core::kernels::gemm`] (see [`GemmShape`]
+/// for the layouts): the same bits on every CPU.
+///
+/// # Panics
+/// If a slice's length is not its matrix's.
+pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let mut scratch = vec![0.0f32; kernels::gemm_scratch_len(&shape)];
+    kernels::gemm(shape, a, b, c, &mut scratch);
 }
 
-impl GemmShape {
-    /// Floating-point operations of the product (a multiply-add is two).
-    #[must_use]
-    pub const fn flops(&self) -> u64 {
-        2 * self.m as u64 * self.k as u64 * self.n as u64
-    }
-}
-
-/// `c = op(a) op(b)` by one [`matrixmultiply::sgemm`] call (see
-/// [`GemmShape`] for the layouts).
+/// `c = op(a) op(b)` by one [`matrixmultiply::sgemm`] call: the reference
+/// `tessera bench` measures [`gemm`] against. Its bits depend on the CPU
+/// (`sgemm` uses FMA where the CPU has it), so the simulator does not use
+/// it.
 ///
 /// # Panics
 /// If a slice's length is not its matrix's.
 // The one `unsafe` of the crate: `sgemm` takes raw pointers and strides.
 #[allow(unsafe_code)]
-pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+pub fn gemm_matrixmultiply(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    shape.assert_lengths(a, b, c);
     let GemmShape { m, k, n, .. } = shape;
-    assert_eq!(
-        a.len(),
-        m * k,
-        "gemm: A has {} elements, not {m} x {k}",
-        a.len()
-    );
-    assert_eq!(
-        b.len(),
-        k * n,
-        "gemm: B has {} elements, not {k} x {n}",
-        b.len()
-    );
-    assert_eq!(
-        c.len(),
-        m * n,
-        "gemm: C has {} elements, not {m} x {n}",
-        c.len()
-    );
     if m == 0 || n == 0 {
         return;
     }

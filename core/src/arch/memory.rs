@@ -1,7 +1,6 @@
-//! Architecture-specific steps, chosen at compile time by
-//! `cfg(target_feature)`; each has a portable fallback with the same results.
-//!
-//! All `unsafe` in the crate lives here.
+//! Memory steps every backend shares (streaming stores, prefetches), and
+//! the portable backend's steps chosen at compile time by
+//! `cfg(target_feature)`.
 
 use wide::u32x8;
 
@@ -30,13 +29,6 @@ pub(crate) fn narrow_u16(v: u32x8) -> [u16; 8] {
         let a = v.to_array();
         core::array::from_fn(|i| a[i] as u16)
     }
-}
-
-/// Widens `[u16; 8]` to eight 32-bit lanes.
-#[must_use]
-#[inline(always)]
-pub(crate) fn widen_u16(h: [u16; 8]) -> u32x8 {
-    u32x8::from(wide::u16x8::new(h))
 }
 
 /// F16C conversions: one instruction each way for eight lanes.
@@ -93,29 +85,33 @@ pub(crate) fn wants_streaming<T>(dst: &[T]) -> bool {
     cfg!(target_arch = "x86_64") && size_of_val(dst) >= STREAMING_BYTES
 }
 
-/// Writes `v` to `dst`: with non-temporal stores if `dst` is 16-byte
-/// aligned on x86_64, with an ordinary store otherwise. A kernel that
-/// streams calls [`store_fence`] before it returns.
+/// Copies `src` to `dst` (of the same length, a multiple of 16 bytes):
+/// with non-temporal stores if `dst` is 16-byte aligned on x86_64, with
+/// ordinary stores otherwise. A kernel that streams calls [`store_fence`]
+/// before it returns.
+///
+/// # Panics
+/// If the lengths differ or are not a multiple of 16 bytes.
 #[inline(always)]
-pub(crate) fn store_streaming<T: bytemuck::Pod, const N: usize>(dst: &mut [T; N], v: [T; N]) {
+pub(crate) fn store_streaming<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
+    assert!(dst.len() == src.len() && size_of_val(dst).is_multiple_of(16));
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        const { assert!(size_of::<[T; N]>().is_multiple_of(16)) };
         let out = dst.as_mut_ptr().cast::<__m128i>();
         if out.is_aligned() {
-            let src = (&raw const v).cast::<__m128i>();
-            for k in 0..size_of::<[T; N]>() / 16 {
-                // SAFETY: `src` points to `v`, readable for the whole array
-                // (loadu needs no alignment); `out` points to `dst`, valid for
-                // writes of the same size and 16-byte aligned (just checked);
-                // SSE2 is part of every x86_64 target.
-                unsafe { _mm_stream_si128(out.add(k), _mm_loadu_si128(src.add(k))) };
+            let from = src.as_ptr().cast::<__m128i>();
+            for k in 0..size_of_val(src) / 16 {
+                // SAFETY: `from` points to `src`, readable for its whole
+                // length (loadu needs no alignment); `out` points to `dst`,
+                // valid for writes of the same size and 16-byte aligned
+                // (just checked); SSE2 is part of every x86_64 target.
+                unsafe { _mm_stream_si128(out.add(k), _mm_loadu_si128(from.add(k))) };
             }
             return;
         }
     }
-    *dst = v;
+    dst.copy_from_slice(src);
 }
 
 /// Orders earlier streaming stores before any later store, so another
@@ -143,4 +139,16 @@ pub(crate) fn prefetch<T>(x: &[T], at: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (x, at);
+}
+
+/// How far ahead streaming kernels prefetch: far enough to cover memory
+/// latency at memory bandwidth, near enough to stay in L1.
+pub(crate) const PREFETCH_BYTES: usize = 4096;
+
+/// Prefetches the line [`PREFETCH_BYTES`] after element `at` of `x`:
+/// kernels whose arithmetic per vector is long enough that the hardware
+/// prefetcher alone falls behind call it once per vector.
+#[inline(always)]
+pub(crate) fn prefetch_ahead<T>(x: &[T], at: usize) {
+    prefetch(x, at + PREFETCH_BYTES / size_of::<T>().max(1));
 }

@@ -1,0 +1,341 @@
+//! What every vector backend provides: u32 and f32 lanes with the
+//! operations the kernels use, 16-bit packing and conversions, and the
+//! dispatcher that runs a kernel on the active backend.
+//!
+//! Kernels are written once, generic over [`Simd`], and must be
+//! `#[inline(always)]` all the way down: a backend's operations compile to
+//! its instructions only once inlined into the backend's entry function,
+//! which carries the `#[target_feature]`s (the model of `pulp`'s
+//! `WithSimd`, which faer uses).
+
+use core::ops::{Add, AddAssign, BitAnd, BitOr, BitOrAssign, BitXor, Div, Mul, Not, Shl, Shr, Sub};
+
+use crate::fp::lanes as formulas;
+use crate::rng::RandomStream;
+
+use super::Backend;
+
+/// u32 lanes. Comparisons are unsigned and give masks (all ones or all
+/// zeros per lane); `select`, `any` and `all` take masks.
+pub(crate) trait U32s:
+    Copy
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + BitAnd<Output = Self>
+    + BitOr<Output = Self>
+    + BitXor<Output = Self>
+    + Not<Output = Self>
+    + Shl<u32, Output = Self>
+    + Shr<u32, Output = Self>
+    + AddAssign
+    + BitOrAssign
+{
+    /// The number of lanes.
+    const LANES: usize;
+    /// `x` in every lane.
+    fn splat(x: u32) -> Self;
+    /// Lane `i` holds `i`.
+    fn iota() -> Self;
+    /// The first `LANES` values of `x`.
+    fn from_slice(x: &[u32]) -> Self;
+    /// Writes the lanes to the first `LANES` values of `out`.
+    fn write_to(self, out: &mut [u32]);
+    fn simd_eq(self, rhs: Self) -> Self;
+    fn simd_lt(self, rhs: Self) -> Self;
+    fn simd_gt(self, rhs: Self) -> Self;
+    #[inline(always)]
+    fn simd_ne(self, rhs: Self) -> Self {
+        !self.simd_eq(rhs)
+    }
+    #[inline(always)]
+    fn simd_le(self, rhs: Self) -> Self {
+        !self.simd_gt(rhs)
+    }
+    #[inline(always)]
+    fn simd_ge(self, rhs: Self) -> Self {
+        !self.simd_lt(rhs)
+    }
+    /// `if_true` where the mask `self` is set, else `if_false`.
+    fn select(self, if_true: Self, if_false: Self) -> Self;
+    fn min(self, rhs: Self) -> Self;
+    fn max(self, rhs: Self) -> Self;
+    /// Per-lane shift; counts of 32 or more give 0.
+    fn unbounded_shl(self, rhs: Self) -> Self;
+    /// Per-lane shift; counts of 32 or more give 0.
+    fn unbounded_shr(self, rhs: Self) -> Self;
+    /// Whether every lane is at most `limit` (unsigned).
+    #[inline(always)]
+    fn all_le(self, limit: u32) -> bool {
+        let limit = Self::splat(limit);
+        self.max(limit).simd_eq(limit).all()
+    }
+    /// Whether any lane of the mask is set.
+    fn any(self) -> bool;
+    /// Whether every lane of the mask is set.
+    fn all(self) -> bool;
+}
+
+/// f32 arithmetic on one lane or many: IEEE operations, correctly
+/// rounded, never fused, so one formula written over `Real` gives the same
+/// bits on `f32` and on every backend's lanes.
+pub(crate) trait Real:
+    Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self>
+{
+    /// `x` in every lane.
+    fn splat(x: f32) -> Self;
+    /// Correctly rounded square root.
+    fn sqrt(self) -> Self;
+}
+
+/// f32 lanes.
+pub(crate) trait F32s: Real + AddAssign {
+    /// The lanes' bit patterns.
+    type Bits: U32s;
+    fn to_bits(self) -> Self::Bits;
+    fn from_bits(bits: Self::Bits) -> Self;
+    /// The mask of NaN lanes.
+    fn is_nan(self) -> Self::Bits;
+    /// The first `LANES` values of `x`.
+    fn load(x: &[f32]) -> Self;
+    /// Writes the lanes to the first `LANES` values of `out`.
+    fn store(self, out: &mut [f32]);
+
+    /// NaN lanes as `f32::NAN`, the others unchanged.
+    #[inline(always)]
+    fn canonical(self) -> Self {
+        let bits = self.to_bits();
+        Self::from_bits(
+            self.is_nan()
+                .select(Self::Bits::splat(f32::NAN.to_bits()), bits),
+        )
+    }
+}
+
+/// A backend: lane types and the steps whose best instructions differ
+/// between instruction sets. The provided methods are the portable
+/// formulas, bitwise equal to the scalar twins; backends override them
+/// with instructions that give the same bits.
+pub(crate) trait Simd: Copy + 'static {
+    /// Lanes per vector: 8 or 16.
+    const LANES: usize;
+    type F: F32s<Bits = Self::U>;
+    type U: U32s;
+    /// Eight u32 lanes: one draw of random words, which serves 16
+    /// elements.
+    type U8: U32s;
+    /// `LANES` packed 16-bit values.
+    type H: Copy;
+    /// The reduction accumulator: eight f32 lane sums.
+    type Acc: Copy;
+
+    fn load_h(x: &[u16]) -> Self::H;
+    fn store_h(h: Self::H, out: &mut [u16]);
+    /// The low 16 bits of every lane (each lane below 2^16).
+    fn pack(u: Self::U) -> Self::H;
+    /// Zero-extends to 32 bits.
+    fn unpack(h: Self::H) -> Self::U;
+
+    /// Eight lane sums of `+0.0`.
+    fn acc_zero() -> Self::Acc;
+    /// Adds `LANES` terms to the eight lane sums in index order: lane `j`
+    /// adds term `j`, then (for 16 lanes) term `j + 8`.
+    fn accumulate(acc: Self::Acc, terms: Self::F) -> Self::Acc;
+    /// The eight lane sums.
+    fn acc_lanes(acc: Self::Acc) -> [f32; 8];
+
+    /// Word `word` of the random positions `index..index + LANES`.
+    fn words(stream: RandomStream, index: u64, word: u32) -> Self::U;
+    /// Vector `k` (below `16 / LANES`) of a 16-element group's random
+    /// halves, from the group's eight words (the low halves serve elements
+    /// 0 to 7, the high halves 8 to 15; the high 16 bits of a lane are
+    /// not cleared).
+    fn group_halves(words: Self::U8, k: usize) -> Self::U;
+    /// The random halves of elements `index..index + LANES` (`index` a
+    /// multiple of 8), as [`RandomStream::half_bits`] lays them out.
+    fn halves(stream: RandomStream, index: u64) -> Self::U;
+
+    /// f16 -> f32, exact (NaN quieted).
+    #[inline(always)]
+    fn f16_to_f32(h: Self::H) -> Self::F {
+        Self::F::from_bits(formulas::f16_to_f32_bits::<Self::F>(Self::unpack(h)))
+    }
+    /// f32 -> f16, round to nearest even.
+    #[inline(always)]
+    fn f32_to_f16(x: Self::F) -> Self::H {
+        Self::pack(formulas::f32_to_f16_bits::<Self::F>(x.to_bits()))
+    }
+    /// f32 -> f16 for lanes in f16's normal range: drops the 13 low bits
+    /// of the significand (rounds toward zero).
+    #[inline(always)]
+    fn f16_truncate_normal(x: Self::F) -> Self::H {
+        let kept = x.to_bits() & !Self::U::splat(0x1fff);
+        Self::f32_to_f16(Self::F::from_bits(kept))
+    }
+    /// bf16 -> f32, exact (NaN quieted).
+    #[inline(always)]
+    fn bf16_to_f32(h: Self::H) -> Self::F {
+        Self::F::from_bits(formulas::bf16_to_f32_bits::<Self::F>(Self::unpack(h)))
+    }
+    /// f32 -> bf16, round to nearest even.
+    #[inline(always)]
+    fn f32_to_bf16(x: Self::F) -> Self::H {
+        Self::pack(formulas::f32_to_bf16_bits::<Self::F>(x.to_bits()))
+    }
+}
+
+/// The [`Simd`] items every eight-lane backend shares: its f32 lanes `$F`
+/// are the accumulator, and one draw of random words fills its u32 lanes
+/// `$U`.
+macro_rules! eight_lane_items {
+    ($F:ty, $U:ty) => {
+        const LANES: usize = 8;
+        type F = $F;
+        type U = $U;
+        type U8 = $U;
+        type Acc = $F;
+
+        #[inline(always)]
+        fn acc_zero() -> $F {
+            <$F as $crate::arch::Real>::splat(0.0)
+        }
+
+        #[inline(always)]
+        fn accumulate(acc: $F, terms: $F) -> $F {
+            acc + terms
+        }
+
+        #[inline(always)]
+        fn acc_lanes(acc: $F) -> [f32; 8] {
+            let mut out = [0.0; 8];
+            $crate::arch::F32s::store(acc, &mut out);
+            out
+        }
+
+        #[inline(always)]
+        fn words(stream: $crate::rng::RandomStream, index: u64, word: u32) -> Self::U {
+            stream.words_lanes(index, word)
+        }
+
+        #[inline(always)]
+        fn group_halves(words: Self::U, k: usize) -> Self::U {
+            if k == 0 { words } else { words >> 16 }
+        }
+
+        #[inline(always)]
+        fn halves(stream: $crate::rng::RandomStream, index: u64) -> Self::U {
+            let words = stream.words_lanes::<Self::U>((index & !15) >> 1, 0);
+            if index & 8 == 0 { words } else { words >> 16 }
+        }
+    };
+}
+pub(crate) use eight_lane_items;
+
+/// Calls `f(at)` for the start `at` of every full vector of `S` in a slice
+/// of `len` elements, in increasing order, four vectors per iteration, and
+/// returns where the full vectors end (the tail is the caller's).
+///
+/// The unrolling is explicit because a `#[target_feature]` entry function
+/// keeps the build's generic tuning: a `target-cpu=native` build unrolled
+/// these loops itself and ran 10-20% faster in cache.
+#[inline(always)]
+pub(crate) fn each_vector<S: Simd>(len: usize, mut f: impl FnMut(usize)) -> usize {
+    let body = len / S::LANES * S::LANES;
+    let step = 4 * S::LANES;
+    let unrolled = body / step * step;
+    let mut at = 0;
+    while at < unrolled {
+        f(at);
+        f(at + S::LANES);
+        f(at + 2 * S::LANES);
+        f(at + 3 * S::LANES);
+        at += step;
+    }
+    while at < body {
+        f(at);
+        at += S::LANES;
+    }
+    body
+}
+
+/// A kernel written once for every backend.
+pub(crate) trait Kernel: Sized {
+    type Output;
+    /// The kernel on backend `S`. Implementations must be
+    /// `#[inline(always)]` (see the module docs).
+    fn run<S: Simd>(self) -> Self::Output;
+    /// The scalar twin.
+    fn scalar(self) -> Self::Output;
+}
+
+/// Runs `kernel` on the [active](super::active) backend.
+#[inline]
+pub(crate) fn dispatch<K: Kernel>(kernel: K) -> K::Output {
+    match super::active() {
+        Backend::Scalar => kernel.scalar(),
+        #[cfg(target_arch = "x86_64")]
+        backend => super::x86::dispatch(backend, kernel),
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => kernel.run::<super::portable::Portable>(),
+    }
+}
+
+/// Runs `f` inside the [active](super::active) backend's entry function,
+/// compiled with its target features ([`Backend::target_features`]): a
+/// plain loop in `f`, if the closure is `#[inline(always)]` and everything
+/// it calls is inlined too, is then vectorised for this CPU as
+/// `-C target-cpu=native` would (the benchmarks' naive references use it).
+/// The scalar and portable backends run `f` as the build compiled it.
+#[inline]
+pub fn with_backend_features<R>(f: impl FnOnce() -> R) -> R {
+    struct Call<F>(F);
+    impl<R, F: FnOnce() -> R> Kernel for Call<F> {
+        type Output = R;
+        #[inline(always)]
+        fn run<S: Simd>(self) -> R {
+            (self.0)()
+        }
+        fn scalar(self) -> R {
+            (self.0)()
+        }
+    }
+    dispatch(Call(f))
+}
+
+/// Defines a [`Kernel`]: a struct of the kernel's arguments, its body on
+/// backend `S` (always inlined) and its scalar twin.
+///
+/// ```ignore
+/// kernel! {
+///     Scale<'a> { a: f32, x: &'a mut [f32] } -> ();
+///     run<S>(k) { /* k.a, k.x, lanes of S */ }
+///     scalar(k) { scalar::scale(k.a, k.x) }
+/// }
+/// ```
+macro_rules! kernel {
+    (
+        $Name:ident<'a $(, $G:ident: $Bound:path)*> { $($field:ident: $ty:ty),* $(,)? } -> $Out:ty;
+        run<$S:ident>($k:ident) $run:block
+        scalar($k2:ident) $scalar:block
+    ) => {
+        struct $Name<'a $(, $G)*> {
+            $($field: $ty),*
+        }
+
+        impl<'a $(, $G: $Bound)*> $crate::arch::Kernel for $Name<'a $(, $G)*> {
+            type Output = $Out;
+
+            #[inline(always)]
+            fn run<$S: $crate::arch::Simd>(self) -> $Out {
+                let $k = self;
+                $run
+            }
+
+            fn scalar(self) -> $Out {
+                let $k2 = self;
+                $scalar
+            }
+        }
+    };
+}
+pub(crate) use kernel;

@@ -1,0 +1,44 @@
+//! CPU backends and how one is chosen.
+//!
+//! Every kernel exists once, written over lane types ([`Backend`]s differ
+//! only in which instructions implement them), plus its scalar twin. Under
+//! `std` the CPU's features are detected once, on the first kernel call,
+//! and the fastest backend it can run is cached; without `std`, or when
+//! the build's target features already guarantee the best backend, the
+//! choice is made at compile time. Every backend gives bitwise the scalar
+//! twin's results, so the choice changes speed only.
+//!
+//! A backend can be forced, for tests and comparisons: process-wide with
+//! [`force`] or the environment variable `TESSERA_BACKEND` (read once, on
+//! the first kernel call: `scalar`, `portable`, `sse2`, `avx2`, `avx512`,
+//! `avx512bf16`), or on one thread with [`with_backend`]. Forcing a backend
+//! the CPU cannot run is an error, never a silent fallback.
+//!
+//! ```
+//! use tessera_core::arch::{self, Backend};
+//! use tessera_core::kernels;
+//!
+//! let x = [0.5f32; 1000];
+//! let fast = kernels::sum_of_squares(&x);
+//! let twin = arch::with_backend(Backend::Scalar, || kernels::sum_of_squares(&x)).unwrap();
+//! assert_eq!(fast.to_bits(), twin.to_bits());
+//! assert!(Backend::ALL.iter().any(|b| b.is_available() && *b == arch::best()));
+//! ```
+//!
+//! All `unsafe` in the crate lives in this module.
+
+mod backend;
+pub(crate) mod lanes;
+pub(crate) mod memory;
+mod portable;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+#[cfg(feature = "std")]
+pub use backend::with_backend;
+pub use backend::{Backend, BackendError, active, backend_from_env, best, force};
+
+pub use lanes::with_backend_features;
+pub(crate) use lanes::{F32s, Kernel, Real, Simd, U32s, dispatch, each_vector, kernel};
+pub(crate) use memory::{prefetch, prefetch_ahead, store_fence, store_streaming, wants_streaming};
+pub(crate) use portable::Portable;

@@ -1,0 +1,306 @@
+//! AVX-512 (F, BW, VL): sixteen lanes in one 512-bit register; f16
+//! conversions by `vcvtph2ps`/`vcvtps2ph` on 512 bits; with `BF16`, f32 ->
+//! bf16 rounding by AVX512-BF16's `vcvtneps2bf16`. Every `unsafe` block
+//! here relies on the module invariant of [`super`].
+//!
+//! Reductions keep the eight-lane order (see `crate::kernels`): sixteen
+//! terms are added to the eight lane sums as two 256-bit halves, in index
+//! order.
+
+use core::arch::x86_64::{
+    __m256, __m256i, __m512, __m512i, __mmask16, _CMP_UNORD_Q, _MM_FROUND_NO_EXC,
+    _MM_FROUND_TO_NEAREST_INT, _MM_FROUND_TO_ZERO, _mm256_castpd_ps, _mm256_loadu_si256,
+    _mm256_storeu_si256, _mm512_add_epi32, _mm512_add_ps, _mm512_and_si512, _mm512_castps_pd,
+    _mm512_castps_si512, _mm512_castps512_ps256, _mm512_castsi256_si512, _mm512_castsi512_ps,
+    _mm512_cmp_ps_mask, _mm512_cmpeq_epu32_mask, _mm512_cmpgt_epu32_mask, _mm512_cmplt_epu32_mask,
+    _mm512_cvtepi32_epi16, _mm512_cvtepu16_epi32, _mm512_cvtneps_pbh, _mm512_cvtph_ps,
+    _mm512_cvtps_ph, _mm512_div_ps, _mm512_extractf64x4_pd, _mm512_inserti64x4, _mm512_loadu_ps,
+    _mm512_loadu_si512, _mm512_mask_blend_epi32, _mm512_maskz_set1_epi32, _mm512_max_epu32,
+    _mm512_min_epu32, _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512, _mm512_set1_epi32,
+    _mm512_set1_ps, _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps,
+    _mm512_srl_epi32, _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32,
+    _mm512_sub_ps, _mm512_test_epi32_mask, _mm512_xor_si512,
+};
+
+use super::super::lanes::{F32s, Real, Simd, U32s};
+use super::avx2;
+use super::{assign_ops, binary_ops, lane_fns, not_and_shifts, packed_io};
+use crate::fp::lanes as formulas;
+use crate::rng::RandomStream;
+
+/// The backend; `BF16` selects the bf16 conversion instruction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx512<const BF16: bool>;
+
+/// Sixteen f32 lanes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct F(__m512);
+
+/// Sixteen u32 lanes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct U(__m512i);
+
+binary_ops!(F: Add add _mm512_add_ps, Sub sub _mm512_sub_ps, Mul mul _mm512_mul_ps,
+    Div div _mm512_div_ps);
+binary_ops!(U: Add add _mm512_add_epi32, Sub sub _mm512_sub_epi32, Mul mul _mm512_mullo_epi32,
+    BitAnd bitand _mm512_and_si512, BitOr bitor _mm512_or_si512,
+    BitXor bitxor _mm512_xor_si512);
+assign_ops!(F);
+assign_ops!(U, bitor);
+not_and_shifts!(U, _mm512_sll_epi32, _mm512_srl_epi32);
+
+impl U {
+    /// The mask of lanes set in `k`, as lanes.
+    #[inline(always)]
+    fn from_mask(k: __mmask16) -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm512_maskz_set1_epi32(k, -1) })
+    }
+
+    /// The lanes of the mask `self` that are set, as a mask register.
+    #[inline(always)]
+    fn to_mask(self) -> __mmask16 {
+        // SAFETY: the module invariant.
+        unsafe { _mm512_test_epi32_mask(self.0, self.0) }
+    }
+
+    /// Lanes 0 to 7 from `lo`, 8 to 15 from `hi`.
+    #[inline(always)]
+    fn concat(lo: avx2::U, hi: avx2::U) -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo.0), hi.0) })
+    }
+}
+
+impl U32s for U {
+    const LANES: usize = 16;
+
+    #[inline(always)]
+    fn splat(x: u32) -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm512_set1_epi32(x as i32) })
+    }
+
+    #[inline(always)]
+    fn iota() -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) })
+    }
+
+    #[inline(always)]
+    fn from_slice(x: &[u32]) -> Self {
+        let x = &x[..16];
+        // SAFETY: the module invariant; `x` holds the 64 bytes read.
+        Self(unsafe { _mm512_loadu_si512(x.as_ptr().cast()) })
+    }
+
+    #[inline(always)]
+    fn write_to(self, out: &mut [u32]) {
+        let out = &mut out[..16];
+        // SAFETY: the module invariant; `out` holds the 64 bytes written.
+        unsafe { _mm512_storeu_si512(out.as_mut_ptr().cast(), self.0) }
+    }
+
+    #[inline(always)]
+    fn simd_eq(self, rhs: Self) -> Self {
+        // SAFETY: the module invariant.
+        Self::from_mask(unsafe { _mm512_cmpeq_epu32_mask(self.0, rhs.0) })
+    }
+
+    #[inline(always)]
+    fn simd_lt(self, rhs: Self) -> Self {
+        // SAFETY: the module invariant.
+        Self::from_mask(unsafe { _mm512_cmplt_epu32_mask(self.0, rhs.0) })
+    }
+
+    #[inline(always)]
+    fn simd_gt(self, rhs: Self) -> Self {
+        // SAFETY: the module invariant.
+        Self::from_mask(unsafe { _mm512_cmpgt_epu32_mask(self.0, rhs.0) })
+    }
+
+    #[inline(always)]
+    fn select(self, if_true: Self, if_false: Self) -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm512_mask_blend_epi32(self.to_mask(), if_false.0, if_true.0) })
+    }
+
+    // `vpsllvd` and `vpsrlvd` give 0 for counts from 32 on.
+    lane_fns!(min _mm512_min_epu32, max _mm512_max_epu32,
+        unbounded_shl _mm512_sllv_epi32, unbounded_shr _mm512_srlv_epi32);
+    #[inline(always)]
+    fn all_le(self, limit: u32) -> bool {
+        // SAFETY: the module invariant.
+        unsafe { _mm512_cmpgt_epu32_mask(self.0, Self::splat(limit).0) == 0 }
+    }
+
+    #[inline(always)]
+    fn any(self) -> bool {
+        self.to_mask() != 0
+    }
+
+    #[inline(always)]
+    fn all(self) -> bool {
+        self.to_mask() == 0xffff
+    }
+}
+
+impl Real for F {
+    #[inline(always)]
+    fn splat(x: f32) -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm512_set1_ps(x) })
+    }
+
+    #[inline(always)]
+    fn sqrt(self) -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm512_sqrt_ps(self.0) })
+    }
+}
+
+impl F32s for F {
+    type Bits = U;
+
+    #[inline(always)]
+    fn to_bits(self) -> U {
+        // SAFETY: the module invariant.
+        U(unsafe { _mm512_castps_si512(self.0) })
+    }
+
+    #[inline(always)]
+    fn from_bits(bits: U) -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm512_castsi512_ps(bits.0) })
+    }
+
+    #[inline(always)]
+    fn is_nan(self) -> U {
+        // SAFETY: the module invariant.
+        U::from_mask(unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0) })
+    }
+
+    #[inline(always)]
+    fn load(x: &[f32]) -> Self {
+        let x = &x[..16];
+        // SAFETY: the module invariant; `x` holds the 64 bytes read.
+        Self(unsafe { _mm512_loadu_ps(x.as_ptr()) })
+    }
+
+    #[inline(always)]
+    fn store(self, out: &mut [f32]) {
+        let out = &mut out[..16];
+        // SAFETY: the module invariant; `out` holds the 64 bytes written.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), self.0) }
+    }
+}
+
+impl<const BF16: bool> Simd for Avx512<BF16> {
+    const LANES: usize = 16;
+    type F = F;
+    type U = U;
+    type U8 = avx2::U;
+    type H = __m256i;
+    type Acc = avx2::F;
+
+    packed_io!(__m256i, 16, _mm256_loadu_si256, _mm256_storeu_si256);
+
+    #[inline(always)]
+    fn pack(u: U) -> __m256i {
+        // SAFETY: the module invariant. (`vpmovdw` truncates each lane.)
+        unsafe { _mm512_cvtepi32_epi16(u.0) }
+    }
+
+    #[inline(always)]
+    fn unpack(h: __m256i) -> U {
+        // SAFETY: the module invariant.
+        U(unsafe { _mm512_cvtepu16_epi32(h) })
+    }
+
+    #[inline(always)]
+    fn acc_zero() -> avx2::F {
+        <avx2::F as Real>::splat(0.0)
+    }
+
+    #[inline(always)]
+    fn accumulate(acc: avx2::F, terms: F) -> avx2::F {
+        // SAFETY: the module invariant.
+        let (lo, hi): (__m256, __m256) = unsafe {
+            (
+                _mm512_castps512_ps256(terms.0),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(terms.0))),
+            )
+        };
+        (acc + avx2::F(lo)) + avx2::F(hi)
+    }
+
+    #[inline(always)]
+    fn acc_lanes(acc: avx2::F) -> [f32; 8] {
+        let mut out = [0.0; 8];
+        acc.store(&mut out);
+        out
+    }
+
+    #[inline(always)]
+    fn words(stream: RandomStream, index: u64, word: u32) -> U {
+        U::concat(
+            stream.words_lanes(index, word),
+            stream.words_lanes(index.wrapping_add(8), word),
+        )
+    }
+
+    #[inline(always)]
+    fn group_halves(words: avx2::U, k: usize) -> U {
+        debug_assert_eq!(k, 0, "one vector per group of 16");
+        U::concat(words, words >> 16)
+    }
+
+    #[inline(always)]
+    fn halves(stream: RandomStream, index: u64) -> U {
+        if index & 8 == 0 {
+            Self::group_halves(stream.words_lanes(index >> 1, 0), 0)
+        } else {
+            // The second half of one group, then the first of the next.
+            let first: avx2::U = stream.words_lanes((index & !15) >> 1, 0);
+            U::concat(
+                first >> 16,
+                stream.words_lanes(index.wrapping_add(8) >> 1, 0),
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn f16_to_f32(h: __m256i) -> F {
+        // SAFETY: the module invariant.
+        F(unsafe { _mm512_cvtph_ps(h) })
+    }
+
+    #[inline(always)]
+    fn f32_to_f16(x: F) -> __m256i {
+        // SAFETY: the module invariant.
+        unsafe { _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x.0) }
+    }
+
+    #[inline(always)]
+    fn f16_truncate_normal(x: F) -> __m256i {
+        // SAFETY: the module invariant.
+        unsafe { _mm512_cvtps_ph::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(x.0) }
+    }
+
+    #[inline(always)]
+    fn f32_to_bf16(x: F) -> __m256i {
+        let bits = x.to_bits();
+        // `vcvtneps2bf16` rounds to nearest even and quiets NaN as the twin
+        // does, but reads f32 subnormals as zero: those chunks take the
+        // formula.
+        let exp = bits & U::splat(0x7f80_0000);
+        let subnormal =
+            exp.simd_eq(U::splat(0)) & (bits & U::splat(0x007f_ffff)).simd_ne(U::splat(0));
+        if !BF16 || subnormal.any() {
+            return Self::pack(formulas::f32_to_bf16_bits::<F>(bits));
+        }
+        // SAFETY: the module invariant (BF16 is set only for the backend
+        // whose entry function enables AVX512-BF16).
+        unsafe { core::mem::transmute::<_, __m256i>(_mm512_cvtneps_pbh(x.0)) }
+    }
+}
