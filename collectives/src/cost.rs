@@ -112,7 +112,7 @@ impl Fitted {
     };
 
     /// MPI processes on the same machine as [`Self::THREADS`] (Open MPI
-    /// 4.1 over shared memory, [`crate::mpi`]), 2 and 4 ranks: fitted as
+    /// 4.1 over shared memory, the `mpi` feature), 2 and 4 ranks: fitted as
     /// it is, by `fit -- --terms --mpi`, to 3 runs each of `mpirun -n 2`
     /// and `mpirun -n 4 --oversubscribe tessera bench allreduce --transport
     /// mpi --json`, noisier still (root-mean-square relative errors 31 to
