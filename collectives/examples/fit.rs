@@ -17,7 +17,9 @@
 //! `tessera bench allreduce --json` runs (the best of the files for each
 //! algorithm, rank count and size), prints the table for
 //! `cost::Fitted::THREADS`, and for every size and rank count the
-//! algorithm the fitted model picks and its measured time over the best:
+//! algorithm the fitted model picks and its measured time over the best;
+//! `--terms --mpi FILE...` does the same with the MPI transport's times
+//! (`--transport mpi` runs) for `cost::Fitted::PROCESSES`:
 //!
 //! ```text
 //! for i in 1 2 3; do target/release/tessera bench allreduce --json > run$i.jsonl; done
@@ -100,15 +102,21 @@ const CACHE: f64 = 1_048_576.0;
 /// the best seconds over the files.
 type Times = BTreeMap<(usize, usize, usize), f64>;
 
-/// Reads `allreduce_<algorithm>_p<ranks>` records (not `_mpi`) of
-/// `tessera bench allreduce --json` output.
-fn read_bench(files: &[String]) -> Times {
+/// Reads `allreduce_<algorithm>_p<ranks>` records of `tessera bench
+/// allreduce --json` output: those over MPI (`_mpi`) if `mpi`, else the
+/// others.
+fn read_bench(files: &[String], mpi: bool) -> Times {
     let mut times = Times::new();
     for file in files {
         let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}"));
         for line in text.lines().filter(|l| l.starts_with('{')) {
             let v: serde_json::Value = serde_json::from_str(line).expect("a JSON record");
             let kernel = v["kernel"].as_str().unwrap_or_default();
+            let kernel = match kernel.strip_suffix("_mpi") {
+                Some(k) if mpi => k,
+                None if !mpi => kernel,
+                _ => continue,
+            };
             let Some((label, p)) = kernel
                 .strip_prefix("allreduce_")
                 .and_then(|k| k.rsplit_once("_p"))
@@ -140,8 +148,8 @@ const fn name(a: Algorithm) -> &'static str {
 
 /// Fits every algorithm per rank count, prints the table and how the
 /// fitted model's choice compares with the measured best.
-fn terms_main(files: &[String]) {
-    let times = read_bench(files);
+fn terms_main(files: &[String], mpi: bool) {
+    let times = read_bench(files, mpi);
     let ranks: BTreeSet<usize> = times.keys().map(|k| k.1).collect();
     let mut table = Vec::new();
     for &p in &ranks {
@@ -171,7 +179,8 @@ fn terms_main(files: &[String]) {
         }
         table.push((p, costs));
     }
-    println!("\nconst THREADS_RANKS: &[(usize, [AlgorithmCost; 4])] = &[");
+    let table_name = if mpi { "PROCESSES" } else { "THREADS" };
+    println!("\nconst {table_name}_RANKS: &[(usize, [AlgorithmCost; 4])] = &[");
     for (p, costs) in &table {
         println!("    (\n        {p},\n        [");
         for c in costs {
@@ -233,7 +242,8 @@ fn main() {
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--terms") {
-        terms_main(&args[1..]);
+        let mpi = args.get(1).map(String::as_str) == Some("--mpi");
+        terms_main(&args[1 + usize::from(mpi)..], mpi);
         return;
     }
     let ranks: Vec<usize> = std::env::args()

@@ -23,10 +23,12 @@
 //! - [`group`]: replica groups ([`ReplicaGroup`]: All, Consecutive(k),
 //!   Orthogonal(k), Graphcore's `CommGroup`).
 //! - [`cost`]: the alpha-beta-gamma model over a [`Topology`] of link kinds,
-//!   NCCL-style selection per message size, nccl-tests' bus bandwidth; the
-//!   simulator charges communication with the same numbers.
-//! - [`fit`]: time collectives on this machine and fit alpha and beta by
-//!   least squares, with the fit's error.
+//!   with costs fitted per algorithm for the thread and MPI transports
+//!   ([`cost::Fitted`]), NCCL-style selection per message size, nccl-tests'
+//!   bus bandwidth; the simulator charges communication with the same
+//!   numbers.
+//! - [`fit`]: time collectives on this machine and fit alpha and beta (or
+//!   an algorithm's cost) by least squares, with the fit's error.
 //! - [`fault`]: fault injection for tests.
 //!
 //! ```

@@ -462,8 +462,8 @@ impl Communicator for MpiCommunicator {
         self.failure.get()
     }
 
-    /// [`Topology::processes`]: the thread transport's measured costs do
-    /// not hold for processes.
+    /// [`Topology::processes`]: this transport's measured costs, not the
+    /// thread transport's.
     fn topology(&self) -> Topology {
         Topology::processes()
     }
