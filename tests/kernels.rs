@@ -1482,6 +1482,7 @@ fn gemm_matches_its_scalar_twin_on_every_backend() {
         (5, 7, 33),
         (9, 64, 70),
         (4, 300, 17),
+        (6, 600, 70),
     ] {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             cases.push((m, k, n, ta, tb));

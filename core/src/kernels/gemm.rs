@@ -68,15 +68,17 @@ impl GemmShape {
     }
 }
 
-/// The scratch [`gemm`] needs for `shape`, in f32 elements: `k * n` when
-/// `B` is transposed (it is first copied to `[k, n]`), else 0.
+/// The scratch [`gemm`] needs for `shape`, in f32 elements: `k * n` for
+/// `op(B)` copied into column panels, plus `m * k` when `A` is transposed
+/// (it is first copied to `[m, k]`).
 #[must_use]
 pub const fn gemm_scratch_len(shape: &GemmShape) -> usize {
-    if shape.b_transposed {
-        shape.k * shape.n
+    let a = if shape.a_transposed {
+        shape.m * shape.k
     } else {
         0
-    }
+    };
+    shape.k * shape.n + a
 }
 
 /// `c = op(a) op(b)` (see [`GemmShape`] for the layouts), in the order
@@ -90,102 +92,170 @@ pub const fn gemm_scratch_len(shape: &GemmShape) -> usize {
 /// NaN result written as `f32::NAN`. So the result is the same on every
 /// backend, for any split of the rows or columns of `C` over tiles, and
 /// does not depend on the CPU (an FMA kernel, such as `matrixmultiply`'s,
-/// gives different bits on CPUs with and without FMA). The backends
-/// compute `2 x LANES` columns of four rows at a time, each lane one
-/// element of `C` with its own sum. `scratch` holds at least
-/// [`gemm_scratch_len`] elements.
+/// gives different bits on CPUs with and without FMA). The backends copy
+/// `op(B)` into panels of `2 x LANES` contiguous columns and compute four
+/// rows of a panel at a time, each lane one element of `C` with its own
+/// sum, over 256 values of `p` at a time (a sum continues from the
+/// f32 stored in `c`, so the blocking does not change it). `scratch` holds
+/// at least [`gemm_scratch_len`] elements.
 ///
 /// # Panics
 /// If a slice's length is not its matrix's, or `scratch` is too short.
 pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32], scratch: &mut [f32]) {
     shape.assert_lengths(a, b, c);
-    let b = if shape.b_transposed {
-        let packed = &mut scratch[..shape.k * shape.n];
-        // Column j of op(B) is row j of `b`.
-        for (j, column) in b.chunks_exact(shape.k.max(1)).enumerate() {
-            for (p, &x) in column.iter().enumerate() {
-                packed[p * shape.n + j] = x;
+    let (panels, rest) = scratch.split_at_mut(shape.k * shape.n);
+    let a = if shape.a_transposed {
+        let rows = &mut rest[..shape.m * shape.k];
+        for (i, row) in rows.chunks_exact_mut(shape.k.max(1)).enumerate() {
+            for (p, x) in row.iter_mut().enumerate() {
+                *x = a[shape.a_index(i, p)];
             }
         }
-        &*packed
+        &*rows
     } else {
-        b
+        a
     };
     let shape = GemmShape {
-        b_transposed: false,
+        a_transposed: false,
         ..shape
     };
-    arch::dispatch(Gemm { shape, a, b, c });
+    arch::dispatch(Gemm {
+        shape,
+        a,
+        b,
+        panels,
+        c,
+    });
 }
 
 kernel! {
-    Gemm<'a> { shape: GemmShape, a: &'a [f32], b: &'a [f32], c: &'a mut [f32] } -> ();
-    run<S>(k) { columns::<S>(k.shape, k.a, k.b, k.c) }
+    Gemm<'a> {
+        shape: GemmShape,
+        a: &'a [f32],
+        b: &'a [f32],
+        panels: &'a mut [f32],
+        c: &'a mut [f32],
+    } -> ();
+    run<S>(k) { columns::<S>(k.shape, k.a, k.b, k.panels, k.c) }
     scalar(k) { scalar::gemm(k.shape, k.a, k.b, k.c) }
 }
 
 /// Rows of `C` a block computes at once.
 const ROWS: usize = 4;
 
-/// Every column of `c`: blocks of two vectors, then of one, then single
-/// columns by the scalar formula. `b` is `[k, n]`.
+/// Values of `p` a block sums before moving on: a panel's slice of them
+/// (32 KiB at 16 lanes) stays in the level-1 cache while every row block
+/// uses it. Without it a column of `B` walked with a stride of `n` floats
+/// (4 KiB at `n = 1024`) maps every row to the same cache set.
+const K_BLOCK: usize = 256;
+
+/// Every column of `c`: panels of two vectors, then one of one vector,
+/// each copied from `op(B)` into `panels`, then single columns by the
+/// scalar formula. `a` is `[m, k]`.
 #[inline(always)]
-fn columns<S: Simd>(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let n = shape.n;
+fn columns<S: Simd>(shape: GemmShape, a: &[f32], b: &[f32], panels: &mut [f32], c: &mut [f32]) {
+    let GemmShape { m, k, n, .. } = shape;
     let mut j = 0;
     while j + 2 * S::LANES <= n {
-        rows::<S, 2>(shape, a, b, c, j);
+        let panel = pack::<S>(shape, b, j, 2 * S::LANES, panels);
+        rows::<S, 2>(shape, a, panel, c, j);
         j += 2 * S::LANES;
     }
     if j + S::LANES <= n {
-        rows::<S, 1>(shape, a, b, c, j);
+        let panel = pack::<S>(shape, b, j, S::LANES, panels);
+        rows::<S, 1>(shape, a, panel, c, j);
         j += S::LANES;
     }
     for j in j..n {
-        for i in 0..shape.m {
+        for i in 0..m {
             let mut acc = 0.0f32;
-            for p in 0..shape.k {
-                acc += a[shape.a_index(i, p)] * b[p * n + j];
+            for p in 0..k {
+                acc += a[i * k + p] * b[shape.b_index(p, j)];
             }
             c[i * n + j] = scalar::canonical(acc);
         }
     }
 }
 
-/// Columns `j..j + V * S::LANES` of every row of `c`, [`ROWS`] rows at a
-/// time, then one.
+/// Columns `j..j + width` of `op(B)` copied to `[k, width]` at the start of
+/// `panels` (each panel is used for every row before the next is copied).
 #[inline(always)]
-fn rows<S: Simd, const V: usize>(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32], j: usize) {
-    let mut i = 0;
-    while i + ROWS <= shape.m {
-        block::<S, ROWS, V>(shape, a, b, c, i, j);
-        i += ROWS;
+fn pack<'p, S: Simd>(
+    shape: GemmShape,
+    b: &[f32],
+    j: usize,
+    width: usize,
+    panels: &'p mut [f32],
+) -> &'p [f32] {
+    let panel = &mut panels[..shape.k * width];
+    for (p, row) in panel.chunks_exact_mut(width).enumerate() {
+        if shape.b_transposed {
+            for (v, x) in row.iter_mut().enumerate() {
+                *x = b[shape.b_index(p, j + v)];
+            }
+        } else {
+            let start = shape.b_index(p, j);
+            row.copy_from_slice(&b[start..start + width]);
+        }
     }
-    for i in i..shape.m {
-        block::<S, 1, V>(shape, a, b, c, i, j);
+    panel
+}
+
+/// Columns `j..j + V * S::LANES` of every row of `c` from their `panel`,
+/// [`K_BLOCK`] values of `p` at a time, [`ROWS`] rows at a time, then one.
+#[inline(always)]
+fn rows<S: Simd, const V: usize>(
+    shape: GemmShape,
+    a: &[f32],
+    panel: &[f32],
+    c: &mut [f32],
+    j: usize,
+) {
+    let mut p0 = 0;
+    while p0 < shape.k.max(1) {
+        let p1 = (p0 + K_BLOCK).min(shape.k);
+        let mut i = 0;
+        while i + ROWS <= shape.m {
+            block::<S, ROWS, V>(shape, a, panel, c, [i, j], p0..p1);
+            i += ROWS;
+        }
+        for i in i..shape.m {
+            block::<S, 1, V>(shape, a, panel, c, [i, j], p0..p1);
+        }
+        p0 = p1.max(1);
     }
 }
 
-/// Rows `i..i + R`, columns `j..j + V * S::LANES` of `c`: `R x V` vectors
-/// of sums in registers, each lane adding its products in increasing `p`.
+/// Rows `i..i + R`, columns `j..j + V * S::LANES` of `c`, over `ps`: `R x V`
+/// vectors of sums in registers, starting from zero at `p = 0` and from
+/// `c` after, each lane adding its products in increasing `p`.
 #[inline(always)]
 fn block<S: Simd, const R: usize, const V: usize>(
     shape: GemmShape,
     a: &[f32],
-    b: &[f32],
+    panel: &[f32],
     c: &mut [f32],
-    i: usize,
-    j: usize,
+    [i, j]: [usize; 2],
+    ps: core::ops::Range<usize>,
 ) {
-    let n = shape.n;
+    let (n, k, width) = (shape.n, shape.k, V * S::LANES);
+    let at = |r: usize, v: usize| (i + r) * n + j + v * S::LANES;
     let mut acc = [[S::F::splat(0.0); V]; R];
-    for (p, b_row) in b.chunks_exact(n).enumerate() {
+    if ps.start > 0 {
+        for (r, acc) in acc.iter_mut().enumerate() {
+            for (v, acc) in acc.iter_mut().enumerate() {
+                *acc = S::F::load(&c[at(r, v)..]);
+            }
+        }
+    }
+    let panel = &panel[ps.start * width..ps.end * width];
+    for (p, b_row) in ps.zip(panel.chunks_exact(width)) {
         let bv: [S::F; V] = core::array::from_fn(
             #[inline(always)]
-            |v| S::F::load(&b_row[j + v * S::LANES..]),
+            |v| S::F::load(&b_row[v * S::LANES..]),
         );
         for (r, acc) in acc.iter_mut().enumerate() {
-            let av = S::F::splat(a[shape.a_index(i + r, p)]);
+            let av = S::F::splat(a[(i + r) * k + p]);
             for (acc, bv) in acc.iter_mut().zip(bv) {
                 *acc += av * bv;
             }
@@ -193,8 +263,7 @@ fn block<S: Simd, const R: usize, const V: usize>(
     }
     for (r, acc) in acc.into_iter().enumerate() {
         for (v, acc) in acc.into_iter().enumerate() {
-            acc.canonical()
-                .store(&mut c[(i + r) * n + j + v * S::LANES..]);
+            acc.canonical().store(&mut c[at(r, v)..]);
         }
     }
 }
