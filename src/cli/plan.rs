@@ -10,7 +10,7 @@ use tessera_sim::model::MlpConfig;
 use tessera_sim::plan::{
     Builtin, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig, Precision, Schedule,
 };
-use tessera_sim::pod::PodSpec;
+use tessera_sim::pod::{Algorithms, PodSpec};
 use tessera_sim::train::TrainConfig;
 
 use super::Failure;
@@ -40,6 +40,37 @@ enum AssumptionsArg {
     /// The simulator's own MLP implementation, to compare with `tessera
     /// train` (use with --model mlp).
     Simulator,
+}
+
+/// Which algorithms price the Pod's collectives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CollectivesArg {
+    /// Graphcore GCL's rings, one way or both, whichever is cheaper.
+    Gcl,
+    /// The cheapest algorithm, each routed over the Pod's links.
+    Auto,
+    /// The ring.
+    Ring,
+    /// The bidirectional ring.
+    BidirectionalRing,
+    /// Halving-doubling.
+    HalvingDoubling,
+    /// The double binary tree.
+    DoubleBinaryTree,
+}
+
+impl From<CollectivesArg> for Algorithms {
+    fn from(c: CollectivesArg) -> Self {
+        use tessera_collectives::Algorithm as A;
+        match c {
+            CollectivesArg::Gcl => Self::Gcl,
+            CollectivesArg::Auto => Self::Auto,
+            CollectivesArg::Ring => Self::Only(A::Ring),
+            CollectivesArg::BidirectionalRing => Self::Only(A::BidirectionalRing),
+            CollectivesArg::HalvingDoubling => Self::Only(A::HalvingDoubling),
+            CollectivesArg::DoubleBinaryTree => Self::Only(A::DoubleBinaryTree),
+        }
+    }
 }
 
 /// Arguments of `tessera plan`.
@@ -90,6 +121,18 @@ pub(super) struct PlanArgs {
     )]
     gradient_accumulation: Option<usize>,
 
+    /// Steps per run of the device: host input streams ahead of compute
+    /// within a run (as `tessera train`)
+    #[arg(
+        long,
+        alias = "device_iterations",
+        value_name = "N",
+        value_parser = job::whole::<usize, 1>,
+        default_value_t = tessera_sim::plan::DEFAULT_DEVICE_ITERATIONS,
+        help_heading = "Batch"
+    )]
+    device_iterations: usize,
+
     /// Replicas [default: as many as fill the Pod]
     #[arg(
         long,
@@ -130,6 +173,11 @@ pub(super) struct PlanArgs {
     /// The efficiency factors and assumptions
     #[arg(long, value_enum, default_value_t = AssumptionsArg::Ipu)]
     assumptions: AssumptionsArg,
+
+    /// The collectives' algorithms, routed over the Pod's IPU-Links and
+    /// GW-Links
+    #[arg(long, value_enum, default_value_t = CollectivesArg::Gcl, help_heading = "Machine")]
+    collectives: CollectivesArg,
 
     /// Print the plan as one JSON object instead of a report
     #[arg(long)]
@@ -217,6 +265,8 @@ impl PlanArgs {
             optimizer: self.optimizer,
             micro_batch: self.micro_batch,
             gradient_accumulation: accumulation,
+            device_iterations: self.device_iterations,
+            collectives: self.collectives.into(),
             replicas,
             ipus_per_replica: stages,
             schedule: self.schedule,

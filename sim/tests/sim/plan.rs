@@ -9,7 +9,7 @@ use tessera_sim::plan::{
     Builtin, ModelTable, ModelTableError, Optimizer, Plan, PlanAssumptions, PlanConfig, PlanError,
     Precision, Schedule,
 };
-use tessera_sim::pod::{PodError, PodSpec, scaling_table_with};
+use tessera_sim::pod::{Algorithms, PodError, PodSpec, scaling_table_with};
 use tessera_sim::train::{Pipeline, RunOptions, StepTime, TrainConfig, Trainer};
 
 /// The trainer's simulated step time of `config` on `source`, one epoch.
@@ -308,7 +308,7 @@ fn plan_scaling_table_extends_the_pods() {
     assert!(close(r.scaling[1].step_s, r.step_s, 1e-9));
     // scaling_table_with refuses replicas larger than a Pod's domain.
     assert!(matches!(
-        scaling_table_with(&[PodSpec::pod16()], 32, 1, 1.0),
+        scaling_table_with(&[PodSpec::pod16()], 32, Algorithms::Gcl, 1, 1.0),
         Err(PodError::ReplicaLargerThanDomain { .. })
     ));
 }
