@@ -32,11 +32,13 @@ pub const POD64_IPUS: usize = IPUS_PER_M2000 * M2000S_PER_POD64;
 /// datasheets).
 pub const GW_LINKS_PER_M2000: u32 = 2;
 
-/// The smallest IPU-Link domain whose ladder is closed into a ring: the
-/// IPU-POD64 datasheet gives a "2D-torus IPU-Link topology"; that a POD16
-/// is cabled the same way, its top IPU-M2000 looped back to the bottom one,
-/// is an assumption. A lone IPU-M2000 has no loop-back cables.
-pub const CLOSED_LADDER_IPUS: usize = 16;
+/// The smallest IPU-Link domain whose ladder's rails are closed into
+/// rings: the IPU-POD64 datasheet gives a "2D-torus IPU-Link topology",
+/// and Graphcore's GCL needs a ring of every power-of-two partition (the
+/// reason replica counts are powers of two); that partitions of 8 and 16
+/// IPUs (a POD16) loop back the same way is an assumption. A lone
+/// IPU-M2000's ring closes through its own rungs.
+pub const CLOSED_LADDER_IPUS: usize = 8;
 
 /// One kind of link of a Pod, with the source of its figures in the
 /// [`pod`](super) module's table.
