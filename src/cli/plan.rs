@@ -10,12 +10,12 @@ use tessera_sim::model::MlpConfig;
 use tessera_sim::plan::{
     Builtin, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig, Precision, Schedule,
 };
-use tessera_sim::pod::{Algorithms, PodSpec};
+use tessera_sim::pod::{Algorithms, PodSpec, ScalingRow};
 use tessera_sim::train::TrainConfig;
 
 use super::Failure;
 use super::job::{self, one_line};
-use super::plot::{Series, line_chart};
+use super::plot::{Series, stacked_bars};
 use super::train::{percent, seconds};
 
 /// The models `--model` takes besides a file, for messages.
@@ -198,41 +198,7 @@ impl PlanArgs {
             .plan()
             .map_err(|e| Failure::Usage(one_line(&e.to_string())))?;
         if let Some(path) = &self.svg {
-            let ipus: Vec<f64> = plan
-                .scaling
-                .iter()
-                .map(|r| (r.replicas * r.ipus_per_replica) as f64)
-                .collect();
-            let per_step = plan.micro_batch as f64 * plan.gradient_accumulation as f64;
-            let planned: Vec<(f64, f64)> = plan
-                .scaling
-                .iter()
-                .zip(&ipus)
-                .map(|(r, &x)| (x, r.replicas as f64 * per_step / r.step_s))
-                .collect();
-            let linear: Vec<(f64, f64)> = planned
-                .first()
-                .map(|&(x0, y0)| ipus.iter().map(|&x| (x, y0 * x / x0)).collect())
-                .unwrap_or_default();
-            let series = [
-                Series {
-                    name: "planned".into(),
-                    points: planned,
-                },
-                Series {
-                    name: "linear".into(),
-                    points: linear,
-                },
-            ];
-            line_chart(
-                path,
-                &format!("{}: planned throughput", plan.model),
-                "IPUs",
-                "samples/s",
-                &series,
-                false,
-            )
-            .map_err(Failure::Job)?;
+            scaling_chart(&plan, path)?;
         }
         let out = if self.json {
             let mut line = serde_json::to_string(&plan).expect("a plan serializes");
@@ -280,6 +246,40 @@ impl PlanArgs {
             ..PlanConfig::new(model, self.pod.clone())
         })
     }
+}
+
+/// The step's parts per Pod size of the plan's scaling table, in
+/// milliseconds, as stacked bars: what does not depend on the Pod
+/// (compute, optimizer, host input, ...), the all-reduce over IPU-Links and
+/// over GW-Links, and the sync.
+fn scaling_chart(plan: &Plan, path: &std::path::Path) -> Result<(), Failure> {
+    let rows = &plan.scaling;
+    let categories: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{} ({:.1}%)", r.pod, 100.0 * r.efficiency))
+        .collect();
+    let part = |name: &str, f: &dyn Fn(&ScalingRow) -> f64| Series {
+        name: name.into(),
+        points: rows.iter().map(|r| (0.0, 1e3 * f(r))).collect(),
+    };
+    let parts = [
+        part("compute and the rest", &|r| {
+            r.step_s - r.all_reduce.total() - r.sync_s
+        }),
+        part("all-reduce (IPU-Links)", &|r| r.all_reduce.ipu_link_s),
+        part("all-reduce (GW-Links)", &|r| r.all_reduce.gw_link_s),
+        part("sync", &|r| r.sync_s),
+    ];
+    stacked_bars(
+        path,
+        (
+            &format!("{}: step time by Pod (efficiency per IPU)", plan.model),
+            "ms per step",
+        ),
+        &categories,
+        &parts,
+    )
+    .map_err(Failure::Job)
 }
 
 /// The model `--model` names.
