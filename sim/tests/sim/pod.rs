@@ -8,7 +8,8 @@ use tessera_sim::IpuSpec;
 use tessera_sim::ipu::TargetError;
 use tessera_sim::pod::{
     Algorithms, CollectiveTime, Distribution, DistributionField, GW_LINKS_PER_M2000, LinkSpec,
-    POD64_IPUS, PodError, PodSpec, ProcessId, RANK_VARIABLE, SIZE_VARIABLE, scaling_table,
+    POD64_IPUS, PodError, PodSpec, Prefetch, ProcessId, RANK_VARIABLE, SIZE_VARIABLE,
+    scaling_table,
 };
 
 fn dist(instances: usize, replicas: usize, ipus_per_replica: usize) -> Distribution {
@@ -576,6 +577,39 @@ fn host_io_shares_each_m2000_link() {
     let l = dist(1, 16, 4).layout(&pod).unwrap();
     let ipu = pod.ipu();
     assert_eq!(l.host_io_time(bytes), ipu.seconds(ipu.host_cycles(bytes)));
+}
+
+#[test]
+fn host_input_streams_ahead_of_compute() {
+    let l = dist(1, 64, 1).layout(&PodSpec::pod64()).unwrap();
+    let bytes = 1u64 << 24;
+    let io = l.host_io_time(bytes);
+    let ahead = |g, n| Prefetch {
+        micro_batches_per_step: g,
+        steps_per_run: n,
+        depth: 1,
+    };
+    // No prefetch: all of it, in series with compute.
+    let none = Prefetch {
+        depth: 0,
+        ..ahead(4, 8)
+    };
+    assert_eq!(l.host_input_wait(bytes, 10.0 * io, none), io);
+    // Compute hides all but the first micro-batch of each run: of 4
+    // micro-batches a step and 8 steps a run, a 32nd.
+    assert!(close(
+        l.host_input_wait(bytes, 10.0 * io, ahead(4, 8)),
+        io / 32.0
+    ));
+    assert!(close(l.host_input_wait(bytes, io, ahead(1, 1)), io));
+    // A link slower than compute: the excess too, never more than all.
+    let busy = 0.5 * io;
+    assert!(close(
+        l.host_input_wait(bytes, busy, ahead(4, 8)),
+        io - busy + io / 32.0
+    ));
+    assert!(l.host_input_wait(bytes, 0.0, ahead(4, 8)) <= io);
+    assert_eq!(l.host_input_wait(0, 1.0, ahead(4, 8)), 0.0);
 }
 
 #[test]
