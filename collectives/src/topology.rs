@@ -193,7 +193,8 @@ impl Fabric {
     /// PopLibs' multi-IPU test model routes it (`poplibs_test/Util.cpp`,
     /// `addGlobalExchangeConstraints`): IPUs `2r` and `2r + 1` are a rung,
     /// joined by 6 links (4 for their own traffic and 2 that cross the
-    /// rung; the IPU-M2000's block diagram joins each pair of IPUs by six
+    /// rung; the block diagram of Graphcore's IPU-M2000 BMC user guide, as
+    /// vengineer.hatenablog.com quotes it, joins each pair of IPUs by six
     /// PCIe Gen4 x8 ports); each IPU joins the IPU two above it by 2 links
     /// (its "up" links, the other's "down"). That is 10 links per IPU,
     /// Graphcore's figure for the GC200. `closed`: the rails wrap round

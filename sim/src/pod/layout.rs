@@ -294,8 +294,10 @@ impl Layout {
         self.domains
     }
 
-    /// The collectives cost model of one orthogonal group: ranks are
-    /// replicas, [`Topology::domain`] the replicas per IPU-Link domain.
+    /// The links' figures and the reduction rate of one orthogonal group
+    /// (ranks are replicas, [`Topology::domain`] the replicas per IPU-Link
+    /// domain). Its collectives are priced by routing over the Pod's
+    /// [`Fabric`] and the GW-Links' ring, not by this model's closed forms.
     #[must_use]
     pub const fn cost_model(&self) -> &CostModel {
         &self.model
