@@ -134,6 +134,10 @@ fn plan_cli_draws_the_scaling_curve_and_reads_model_files() {
         "{}",
         &chart[..chart.len().min(80)]
     );
+    // The step's parts per Pod size, stacked.
+    for text in ["POD16 (100.0%)", "POD256", "all-reduce (IPU-Links)", "sync"] {
+        assert!(chart.contains(text), "{text}");
+    }
     // The trainer's MLP, priced as the simulator prices it.
     let v = json(&["--model", "mlp", "--assumptions", "simulator"]);
     assert_eq!(v["assumptions"]["matmul_plan"], "simulator");
@@ -160,6 +164,24 @@ fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
         (vec!["--model".into(), path("typo.toml")], "flops_backwards"),
         (vec!["--model".into(), path("broken.toml")], "broken.toml"),
         (vec!["--model".into(), path("absent.toml")], "absent.toml"),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--device-iterations".into(),
+                "0".into(),
+            ],
+            "--device-iterations",
+        ),
+        (
+            vec![
+                "--model".into(),
+                "resnet50".into(),
+                "--collectives".into(),
+                "fastest".into(),
+            ],
+            "gcl",
+        ),
         (
             vec![
                 "--model".into(),

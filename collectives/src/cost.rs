@@ -357,14 +357,18 @@ impl Topology {
 
     /// Graphcore Mk2 IPUs, one rank per IPU, in IPU-Link domains of
     /// `domain` IPUs (64 for a POD64) joined by GW-Links (SEMANTICS.md
-    /// section 5):
+    /// section 5). Only the links' figures: where they run, and what a
+    /// collective costs on them, is [`crate::topology::Fabric`] and
+    /// [`crate::route`].
     ///
-    /// - IPU-Links: PopLibs' test model, 128 Gbit/s (16 GB/s) per link at
-    ///   0.85 efficiency, a link per peer ([`Ports::PerPeer`]; an IPU has 10);
-    /// - GW-Links: 2 x 100 Gbit/s per IPU-M2000 shared by its 4 IPUs, so
-    ///   6.25 GB/s per IPU, one port;
-    /// - latencies are assumptions, not measurements: 1 us per IPU-Link
-    ///   message, 10 us per GW-Link message;
+    /// - IPU-Links: 128 Gbit/s (16 GB/s) each way per link (Graphcore's
+    ///   GC200: 10 IPU-Links, 320 GB/s in all) at 0.85 efficiency
+    ///   (PopLibs' test model);
+    /// - GW-Links: 100 Gbit/s each way per link, 2 per IPU-M2000
+    ///   (IPU-M2000 and Bow-2000 datasheets), each shared by its 4 IPUs;
+    /// - latencies are assumptions, not measurements (Graphcore publishes
+    ///   none): 1 us per IPU-Link hop, 10 us per GW-Link message (a RoCE
+    ///   round through two IPU-Gateways);
     /// - reductions at 1 TB/s (the tiles' aggregate f32 add rate is far
     ///   above the links' bandwidth, so gamma hardly matters).
     ///
@@ -379,8 +383,9 @@ impl Topology {
         )
     }
 
-    /// The IPU-Link of [`Topology::ipu_pod`]: 1 us, 16 GB/s, 0.85,
-    /// [`Ports::PerPeer`].
+    /// One IPU-Link of [`Topology::ipu_pod`]: 1 us, 16 GB/s each way
+    /// (128 Gbit/s, as `tessera-sim`'s `IpuParams::link_bits_per_second`),
+    /// 0.85, [`Ports::PerPeer`].
     pub const IPU_LINK: Link = Link {
         latency: 1.0e-6,
         bandwidth: 16.0e9,
@@ -389,11 +394,11 @@ impl Topology {
         fitted: None,
     };
 
-    /// The GW-Link share of one IPU in [`Topology::ipu_pod`]: 10 us,
-    /// 2 x 100 Gbit/s per IPU-M2000 over its 4 IPUs, [`Ports::Single`].
+    /// One IPU's share of one GW-Link in [`Topology::ipu_pod`]: 10 us,
+    /// 100 Gbit/s over the IPU-M2000's 4 IPUs, [`Ports::Single`].
     pub const GW_LINK_PER_IPU: Link = Link {
         latency: 10.0e-6,
-        bandwidth: 2.0 * 100.0e9 / 8.0 / 4.0,
+        bandwidth: 100.0e9 / 8.0 / 4.0,
         efficiency: 1.0,
         ports: Ports::Single,
         fitted: None,

@@ -106,9 +106,11 @@ pub mod group;
 mod loan;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod route;
 mod run;
 pub mod subgroup;
 pub mod thread;
+pub mod topology;
 
 pub use collectives::{
     AlgorithmChoice, Collectives, DEFAULT_TIMEOUT, HierarchicalReport, Options, OrderChoice,
@@ -121,3 +123,4 @@ pub use group::{GroupError, Members, ReplicaGroup};
 pub use subgroup::GroupComm;
 pub use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reduction};
 pub use thread::{AbortHandle, ThreadCommunicator, ThreadWorld};
+pub use topology::{Edge, Fabric, FabricError};

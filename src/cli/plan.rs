@@ -10,12 +10,12 @@ use tessera_sim::model::MlpConfig;
 use tessera_sim::plan::{
     Builtin, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig, Precision, Schedule,
 };
-use tessera_sim::pod::PodSpec;
+use tessera_sim::pod::{Algorithms, PodSpec, ScalingRow};
 use tessera_sim::train::TrainConfig;
 
 use super::Failure;
 use super::job::{self, one_line};
-use super::plot::{Series, line_chart};
+use super::plot::{Series, stacked_bars};
 use super::train::{percent, seconds};
 
 /// The models `--model` takes besides a file, for messages.
@@ -40,6 +40,37 @@ enum AssumptionsArg {
     /// The simulator's own MLP implementation, to compare with `tessera
     /// train` (use with --model mlp).
     Simulator,
+}
+
+/// Which algorithms price the Pod's collectives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CollectivesArg {
+    /// Graphcore GCL's rings, one way or both, whichever is cheaper.
+    Gcl,
+    /// The cheapest algorithm, each routed over the Pod's links.
+    Auto,
+    /// The ring.
+    Ring,
+    /// The bidirectional ring.
+    BidirectionalRing,
+    /// Halving-doubling.
+    HalvingDoubling,
+    /// The double binary tree.
+    DoubleBinaryTree,
+}
+
+impl From<CollectivesArg> for Algorithms {
+    fn from(c: CollectivesArg) -> Self {
+        use tessera_collectives::Algorithm as A;
+        match c {
+            CollectivesArg::Gcl => Self::Gcl,
+            CollectivesArg::Auto => Self::Auto,
+            CollectivesArg::Ring => Self::Only(A::Ring),
+            CollectivesArg::BidirectionalRing => Self::Only(A::BidirectionalRing),
+            CollectivesArg::HalvingDoubling => Self::Only(A::HalvingDoubling),
+            CollectivesArg::DoubleBinaryTree => Self::Only(A::DoubleBinaryTree),
+        }
+    }
 }
 
 /// Arguments of `tessera plan`.
@@ -90,6 +121,18 @@ pub(super) struct PlanArgs {
     )]
     gradient_accumulation: Option<usize>,
 
+    /// Steps per run of the device: host input streams ahead of compute
+    /// within a run (as `tessera train`)
+    #[arg(
+        long,
+        alias = "device_iterations",
+        value_name = "N",
+        value_parser = job::whole::<usize, 1>,
+        default_value_t = tessera_sim::plan::DEFAULT_DEVICE_ITERATIONS,
+        help_heading = "Batch"
+    )]
+    device_iterations: usize,
+
     /// Replicas [default: as many as fill the Pod]
     #[arg(
         long,
@@ -131,6 +174,11 @@ pub(super) struct PlanArgs {
     #[arg(long, value_enum, default_value_t = AssumptionsArg::Ipu)]
     assumptions: AssumptionsArg,
 
+    /// The collectives' algorithms, routed over the Pod's IPU-Links and
+    /// GW-Links
+    #[arg(long, value_enum, default_value_t = CollectivesArg::Gcl, help_heading = "Machine")]
+    collectives: CollectivesArg,
+
     /// Print the plan as one JSON object instead of a report
     #[arg(long)]
     json: bool,
@@ -150,41 +198,7 @@ impl PlanArgs {
             .plan()
             .map_err(|e| Failure::Usage(one_line(&e.to_string())))?;
         if let Some(path) = &self.svg {
-            let ipus: Vec<f64> = plan
-                .scaling
-                .iter()
-                .map(|r| (r.replicas * r.ipus_per_replica) as f64)
-                .collect();
-            let per_step = plan.micro_batch as f64 * plan.gradient_accumulation as f64;
-            let planned: Vec<(f64, f64)> = plan
-                .scaling
-                .iter()
-                .zip(&ipus)
-                .map(|(r, &x)| (x, r.replicas as f64 * per_step / r.step_s))
-                .collect();
-            let linear: Vec<(f64, f64)> = planned
-                .first()
-                .map(|&(x0, y0)| ipus.iter().map(|&x| (x, y0 * x / x0)).collect())
-                .unwrap_or_default();
-            let series = [
-                Series {
-                    name: "planned".into(),
-                    points: planned,
-                },
-                Series {
-                    name: "linear".into(),
-                    points: linear,
-                },
-            ];
-            line_chart(
-                path,
-                &format!("{}: planned throughput", plan.model),
-                "IPUs",
-                "samples/s",
-                &series,
-                false,
-            )
-            .map_err(Failure::Job)?;
+            scaling_chart(&plan, path)?;
         }
         let out = if self.json {
             let mut line = serde_json::to_string(&plan).expect("a plan serializes");
@@ -217,6 +231,8 @@ impl PlanArgs {
             optimizer: self.optimizer,
             micro_batch: self.micro_batch,
             gradient_accumulation: accumulation,
+            device_iterations: self.device_iterations,
+            collectives: self.collectives.into(),
             replicas,
             ipus_per_replica: stages,
             schedule: self.schedule,
@@ -230,6 +246,40 @@ impl PlanArgs {
             ..PlanConfig::new(model, self.pod.clone())
         })
     }
+}
+
+/// The step's parts per Pod size of the plan's scaling table, in
+/// milliseconds, as stacked bars: what does not depend on the Pod
+/// (compute, optimizer, host input, ...), the all-reduce over IPU-Links and
+/// over GW-Links, and the sync.
+fn scaling_chart(plan: &Plan, path: &std::path::Path) -> Result<(), Failure> {
+    let rows = &plan.scaling;
+    let categories: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{} ({:.1}%)", r.pod, 100.0 * r.efficiency))
+        .collect();
+    let part = |name: &str, f: &dyn Fn(&ScalingRow) -> f64| Series {
+        name: name.into(),
+        points: rows.iter().map(|r| (0.0, 1e3 * f(r))).collect(),
+    };
+    let parts = [
+        part("compute and the rest", &|r| {
+            r.step_s - r.all_reduce.total() - r.sync_s
+        }),
+        part("all-reduce (IPU-Links)", &|r| r.all_reduce.ipu_link_s),
+        part("all-reduce (GW-Links)", &|r| r.all_reduce.gw_link_s),
+        part("sync", &|r| r.sync_s),
+    ];
+    stacked_bars(
+        path,
+        (
+            &format!("{}: step time by Pod (efficiency per IPU)", plan.model),
+            "ms per step",
+        ),
+        &categories,
+        &parts,
+    )
+    .map_err(Failure::Job)
 }
 
 /// The model `--model` names.

@@ -1,5 +1,5 @@
 //! SVG line charts of training curves (loss, learning rate, loss scale
-//! against step), drawn with `plotters`' SVG backend and no font files:
+//! against step) and stacked bar charts (the planner's step by Pod), drawn with `plotters`' SVG backend and no font files:
 //! text is left to the SVG viewer.
 
 use std::ops::Range;
@@ -99,6 +99,108 @@ pub(crate) fn line_chart(
         root.present().map_err(|e| failed(&e))?;
     }
     write_atomic(path, svg.as_bytes()).map_err(|e| super::job::write_failed(path, &e))
+}
+
+/// Draws one bar per category, stacked from `parts` (each part's value
+/// per category, in the categories' order, bottom first), into an SVG file
+/// at `path`, replacing it atomically. Non-finite or negative values draw
+/// as 0.
+///
+/// # Errors
+///
+/// A message naming the file when the chart cannot be drawn or written.
+pub(crate) fn stacked_bars(
+    path: &Path,
+    labels: (&str, &str),
+    categories: &[String],
+    parts: &[Series],
+) -> Result<(), String> {
+    let value = |v: f64| {
+        if v.is_finite() && v > 0.0 {
+            v.min(LIMIT)
+        } else {
+            0.0
+        }
+    };
+    let total = |c: usize| {
+        parts
+            .iter()
+            .map(|p| p.points.get(c).map_or(0.0, |&(_, y)| value(y)))
+            .sum::<f64>()
+    };
+    let top = (0..categories.len()).map(total).fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.05 } else { 1.0 };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let failed =
+            |e: &dyn std::fmt::Display| format!("cannot draw chart {}: {e}", path.display());
+        root.fill(&WHITE).map_err(|e| failed(&e))?;
+        draw_bars(&root, labels, categories, parts, top, &value).map_err(|e| failed(&e))?;
+        root.present().map_err(|e| failed(&e))?;
+    }
+    write_atomic(path, svg.as_bytes()).map_err(|e| super::job::write_failed(path, &e))
+}
+
+/// The mesh, bars and legend of [`stacked_bars`].
+fn draw_bars<'a>(
+    root: &DrawingArea<SVGBackend<'a>, Shift>,
+    (title, y_label): (&str, &str),
+    categories: &[String],
+    parts: &[Series],
+    top: f64,
+    value: &dyn Fn(f64) -> f64,
+) -> Result<(), DrawingAreaErrorKind<<SVGBackend<'a> as DrawingBackend>::ErrorType>> {
+    let n = categories.len().max(1);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d((0..n).into_segmented(), 0.0..top)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc(y_label)
+        .x_label_formatter(&|v| match *v {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                categories.get(i).cloned().unwrap_or_default()
+            }
+            SegmentValue::Last => String::new(),
+        })
+        .y_label_formatter(&|&y| tick(y))
+        .draw()?;
+    let mut bottom = vec![0.0; n];
+    for (k, part) in parts.iter().enumerate() {
+        let colour = PALETTE[k % PALETTE.len()];
+        let bars = (0..categories.len()).map(|c| {
+            let y = value(part.points.get(c).map_or(0.0, |&(_, y)| y));
+            let (lo, hi) = (bottom[c], bottom[c] + y);
+            bottom[c] = hi;
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(c), lo),
+                    (SegmentValue::Exact(c + 1), hi),
+                ],
+                colour.filled(),
+            );
+            bar.set_margin(0, 0, 12, 12);
+            bar
+        });
+        chart
+            .draw_series(bars.collect::<Vec<_>>())?
+            .label(part.name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], colour.filled()));
+    }
+    if !parts.is_empty() {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
 }
 
 /// The texts around a chart.

@@ -54,9 +54,9 @@
 //! | `sync_cycles` (one IPU) | 40 (56) | PopLibs test model with one hop: ceil(2 x 15 ns x clock) |
 //! | sync of `n` IPUs | ceil(2 x hops x 15 ns x clock), hops = 1 + n / 4 | PopLibs test model (`setGlobalSyncLatency`); 200 cycles for 16 Mk2 IPUs |
 //! | `hop_latency_ps` | 15,000 | PopLibs test model (sync latency per hop); also charged once per hop of a message's route between IPUs (assumption) |
-//! | `link_bits_per_second` | 128 x 2^30 per link and direction | PopLibs test model (`128.0 * 1024 * 1024 * 1024`) |
-//! | `link_efficiency_percent` | 85 | PopLibs test model (0.85): 14.6 GB/s of data per link |
-//! | links between IPUs | 4 to the card partner; 2 across the rung; 2 up and 2 down the ladder | PopLibs test model (ladder); [`Target::route`]. Graphcore quotes 64 GB/s bidirectional per IPU pair (10 links per IPU); the model's 4 card links carry 58 GB/s each way |
+//! | `link_bits_per_second` | 128 Gbit/s per link and direction | Graphcore's GC200: 10 IPU-Links, 320 GB/s in all (16 GB/s each way per link); PopLibs' test model uses 128 x 2^30, 7% more |
+//! | `link_efficiency_percent` | 85 | PopLibs test model (0.85): 13.6 GB/s of data per link |
+//! | links between IPUs | 4 to the card partner; 2 across the rung; 2 up and 2 down the ladder | PopLibs test model (ladder); [`Target::route`]. Graphcore quotes 64 GB/s bidirectional per IPU pair (10 links per IPU); the model's 4 card links carry 54.4 GB/s of data each way (4 x 16 GB/s x 0.85) |
 //! | `host_bytes_per_second` | 16 GB/s per IPU | assumption: of the order of a PCIe Gen4 x8 link; no latency |
 //! | `compute_set_cycles` | 50 | assumption: the supervisor's start of a compute set and its workers |
 //! | `vertex_bytes`, `vertex_field_bytes` | 16, 8 | assumption: a vertex header, and a pointer and a size per field (Poplar's vertex state) |

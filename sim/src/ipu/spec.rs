@@ -246,7 +246,10 @@ const MK2_GC200: IpuParams = IpuParams {
     local_copy_bytes_per_cycle: 8,
     sync_cycles: 40,
     compute_set_cycles: 50,
-    link_bits_per_second: 128 << 30,
+    // 128 Gbit/s per link and direction: the GC200's 10 IPU-Links carry
+    // 320 GB/s (Graphcore's Mk2 figures), 16 GB/s each way per link. The
+    // same rate as collectives' `Topology::IPU_LINK`.
+    link_bits_per_second: 128_000_000_000,
     link_efficiency_percent: 85,
     hop_latency_ps: 15_000,
     host_bytes_per_second: 16_000_000_000,
@@ -827,10 +830,10 @@ mod tests {
         assert_eq!(s.exchange_cycles(10, 3), 3);
         assert_eq!(s.exchange_cycles(3, 16), 4);
         assert_eq!(s.local_copy_cycles(17), 3);
-        // One link: 128 Gibit/s x 0.85 = 14.6 GB/s; 1 MiB takes 71.8 us
-        // = 95,502.6 cycles at 1.33 GHz.
+        // One link: 128 Gbit/s x 0.85 = 13.6 GB/s; 1 MiB takes 77.1 us
+        // = 102,545.6 cycles at 1.33 GHz.
         let one = s.link_cycles(1 << 20, 1);
-        let expect: f64 = (8.0 * 1_048_576.0 * 1.33e9) / (137_438_953_472.0 * 0.85);
+        let expect: f64 = (8.0 * 1_048_576.0 * 1.33e9) / (128.0e9 * 0.85);
         assert_eq!(one, expect.ceil() as u64);
         assert_eq!(s.link_cycles(1 << 20, 2), (expect / 2.0).ceil() as u64);
         assert_eq!(s.link_cycles(0, 2), 0);

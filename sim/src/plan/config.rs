@@ -10,7 +10,7 @@ use super::PlanError;
 use super::assumptions::PlanAssumptions;
 use super::model::ModelTable;
 use crate::IpuSpec;
-use crate::pod::{Distribution, Layout, PodSpec};
+use crate::pod::{Algorithms, Distribution, Layout, PodSpec};
 use crate::train::{OptimizerConfig, PrecisionMode, TrainConfig};
 
 /// Compute and weight precision, as Graphcore names them: `compute.weights`.
@@ -201,6 +201,9 @@ impl From<&OptimizerConfig> for Optimizer {
 /// module.
 pub use crate::train::Schedule;
 
+/// [`PlanConfig::device_iterations`] unless set: the trainer's default.
+pub const DEFAULT_DEVICE_ITERATIONS: usize = 4;
+
 /// What to plan. [`PlanConfig::new`] gives the defaults; change fields,
 /// then [`PlanConfig::plan`](super::PlanConfig::plan).
 #[derive(Clone, Debug, PartialEq)]
@@ -219,6 +222,12 @@ pub struct PlanConfig {
     pub micro_batch: usize,
     /// Micro-batches per replica per step (also the pipeline's).
     pub gradient_accumulation: usize,
+    /// Steps per run of the device (PopTorch's `device_iterations`): input
+    /// streams ahead of compute within a run, so only each run's first
+    /// micro-batch waits for all of its input.
+    pub device_iterations: usize,
+    /// The algorithms the Pod's collectives are priced with.
+    pub collectives: Algorithms,
     /// Replicas.
     pub replicas: usize,
     /// IPUs per replica: the pipeline's stages (a power of two).
@@ -252,6 +261,8 @@ impl PlanConfig {
             optimizer: Optimizer::Lamb,
             micro_batch: 8,
             gradient_accumulation: 1,
+            device_iterations: DEFAULT_DEVICE_ITERATIONS,
+            collectives: Algorithms::Gcl,
             ipus_per_replica: 1,
             schedule: Schedule::default(),
             recompute: false,
@@ -285,6 +296,7 @@ impl PlanConfig {
             optimizer: (&config.optimizer).into(),
             micro_batch: config.micro_batch,
             gradient_accumulation: config.gradient_accumulation,
+            device_iterations: config.device_iterations,
             replicas: config.replicas,
             ipus_per_replica: config.ipus_per_replica,
             replicated_tensor_sharding: config.replicated_tensor_sharding,
@@ -321,6 +333,7 @@ impl PlanConfig {
             (self.gradient_accumulation, "gradient_accumulation"),
             (self.replicas, "replicas"),
             (self.ipus_per_replica, "ipus_per_replica"),
+            (self.device_iterations, "device_iterations"),
         ] {
             if value == 0 {
                 return Err(PlanError::Zero(field));
@@ -344,7 +357,8 @@ impl PlanConfig {
             replicas: self.replicas,
             ipus_per_replica: self.ipus_per_replica,
         }
-        .layout(&self.machine())?;
+        .layout(&self.machine())?
+        .with_algorithms(self.collectives);
         let stages = self.ipus_per_replica;
         let layers = self.model.layers().len();
         if stages > layers {

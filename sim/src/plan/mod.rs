@@ -86,13 +86,19 @@ use serde::Serialize;
 
 pub use assumptions::{MatmulPlan, PlanAssumptions};
 pub use builtin::{Builtin, bert_large, resnet50};
-pub use config::{Optimizer, PlanConfig, Precision, PrecisionBytes, Schedule, ipu_name};
+pub use config::{
+    DEFAULT_DEVICE_ITERATIONS, Optimizer, PlanConfig, Precision, PrecisionBytes, Schedule, ipu_name,
+};
 pub use error::PlanError;
 pub use memory::MemoryBreakdown;
 pub use model::{Gemm, Layer, LayerRef, ModelTable, ModelTableError, Tied};
 pub use time::StepBreakdown;
 
-use crate::pod::{CollectiveTime, PodSpec, ScalingRow, scaling_table_with};
+use crate::pod::{CollectiveTime, PodSpec, Prefetch, ScalingRow, scaling_table_with};
+
+/// Micro-batches Poplar's host streams prefetch ahead of compute (its
+/// `exchange.enablePrefetch` engine option is on by default).
+const POPLAR_PREFETCH_DEPTH: usize = 1;
 use memory::{StageShape, stage_memory, stage_params, stashed};
 use time::{CostModel, LayerCost};
 
@@ -413,10 +419,16 @@ impl PlanConfig {
             all_reduce,
             optimizer_s: spec.seconds(optimizer_cycles),
             offload_s,
-            host_io_s: layout.host_io_time(
+            host_io_s: layout.host_input_wait(
                 batch
                     .saturating_mul(accumulation)
                     .saturating_mul(model.input_bytes()),
+                compute_s + bubble_s + stage_exchange_s,
+                Prefetch {
+                    micro_batches_per_step: self.gradient_accumulation,
+                    steps_per_run: self.device_iterations,
+                    depth: POPLAR_PREFETCH_DEPTH,
+                },
             ),
         };
         let step_s = step.total();
@@ -433,7 +445,8 @@ impl PlanConfig {
             .into_iter()
             .filter(|pod| pod.ipus() >= stages && pod.domain_ipus() >= stages)
             .collect();
-        let scaling = scaling_table_with(&pods, stages, grad_bytes, pod_independent)?;
+        let scaling =
+            scaling_table_with(&pods, stages, self.collectives, grad_bytes, pod_independent)?;
         let worst = plans
             .iter()
             .fold(None::<&StagePlan>, |w, p| match w {

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use tessera_collectives::ConfigError;
+use tessera_collectives::{ConfigError, FabricError};
 
 use crate::ipu::TargetError;
 
@@ -47,6 +47,16 @@ pub enum PodError {
         link: &'static str,
         /// What is wrong.
         error: ConfigError,
+    },
+    /// An IPU-Link or GW-Link topology that cannot be built (a link to a
+    /// missing IPU, an IPU no link reaches, see [`FabricError`]).
+    Fabric(FabricError),
+    /// An IPU-Link topology whose IPUs are not the Pod's IPU-Link domain.
+    FabricSize {
+        /// IPUs the topology joins.
+        nodes: usize,
+        /// IPUs of the Pod's IPU-Link domain.
+        domain_ipus: usize,
     },
     /// A count of the distribution is 0.
     Zero(DistributionField),
@@ -129,6 +139,11 @@ impl fmt::Display for PodError {
                 "a Pod of {ipus} IPUs: a Pod has a power of two of at most 64 IPUs or whole POD64s"
             ),
             Self::Link { link, error } => write!(f, "{link}: {error}"),
+            Self::Fabric(e) => write!(f, "IPU-Link topology: {e}"),
+            Self::FabricSize { nodes, domain_ipus } => write!(
+                f,
+                "an IPU-Link topology of {nodes} IPUs for an IPU-Link domain of {domain_ipus} IPUs"
+            ),
             Self::Zero(field) => write!(f, "{} must be at least 1", field.name()),
             Self::InstancesDoNotDivideReplicas {
                 instances,
@@ -184,9 +199,16 @@ impl core::error::Error for PodError {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             Self::Link { error, .. } => Some(error),
+            Self::Fabric(e) => Some(e),
             Self::Target(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl From<FabricError> for PodError {
+    fn from(e: FabricError) -> Self {
+        Self::Fabric(e)
     }
 }
 

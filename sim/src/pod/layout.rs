@@ -5,13 +5,41 @@ use core::ops::Range;
 
 use serde::Serialize;
 
-use tessera_collectives::cost::Estimate;
-use tessera_collectives::{Algorithm, Collective, CostModel, Link, Ports, Topology};
+use tessera_collectives::route::{GCL, cheapest};
+use tessera_collectives::{Algorithm, Collective, CostModel, Fabric, Ports, Topology};
 
 use super::error::{DistributionField, PodError};
 use super::process::ProcessId;
-use super::spec::PodSpec;
+use super::spec::{GW_LINKS_PER_M2000, PodSpec};
 use crate::ipu::Target;
+
+/// Which algorithms a [`Layout`] prices its collectives with, each phase
+/// taking the cheapest of them on the Pod's links.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Algorithms {
+    /// Graphcore's GCL: rings, one way or both ([`GCL`]).
+    #[default]
+    Gcl,
+    /// Any of [`Algorithm::ALL`], each at its routed cost.
+    Auto,
+    /// One algorithm.
+    Only(Algorithm),
+}
+
+impl Algorithms {
+    /// The candidates.
+    #[must_use]
+    pub fn candidates(self) -> &'static [Algorithm] {
+        match self {
+            Self::Gcl => &GCL,
+            Self::Auto => &Algorithm::ALL,
+            Self::Only(a) => match Algorithm::ALL.iter().position(|&b| b == a) {
+                Some(i) => &Algorithm::ALL[i..=i],
+                None => &GCL,
+            },
+        }
+    }
+}
 
 /// How a run is spread over a Pod, as PopRun/PopDist and PopTorch say it:
 /// `instances` processes, `replicas` replicas in all (the total
@@ -146,6 +174,9 @@ pub struct Layout {
     /// IPU-Link domains used.
     domains: usize,
     model: CostModel,
+    /// The POD64s' GW-Links: a ring of the domains, each IPU's share.
+    gw: Fabric,
+    algorithms: Algorithms,
 }
 
 impl Layout {
@@ -162,13 +193,18 @@ impl Layout {
         // the same position form `ipus_per_replica` orthogonal groups that
         // run at once on their own links. The GW-Links of an IPU-M2000 are
         // shared by its IPUs.
-        let intra = pod.ipu_link().link(1, Ports::PerPeer)?;
+        let intra = *pod.fabric().link();
         let inter = pod.gw_link().link(pod.ipus_per_m2000(), Ports::Single)?;
         let topology = Topology::two_level(group, intra, inter, Topology::IPU_REDUCE_BANDWIDTH)
             .map_err(|error| PodError::Link {
                 link: "reduction",
                 error,
             })?;
+        // Each IPU-M2000's GW-Links go one to each neighbouring POD64 of
+        // a ring of them (both to the other of two: the IPU-POD128
+        // datasheet's cross-connected racks); that POD256 and larger are
+        // cabled as a ring is an assumption.
+        let gw = Fabric::ring(domains, GW_LINKS_PER_M2000 / 2, inter)?;
         Ok(Self {
             pod: pod.clone(),
             instances,
@@ -177,6 +213,8 @@ impl Layout {
             group,
             domains,
             model: CostModel::new(topology),
+            gw,
+            algorithms: Algorithms::default(),
         })
     }
 
@@ -191,15 +229,21 @@ impl Layout {
         };
         // Every PodSpec has a valid size and links (checked when made), so
         // this layout exists; the fallback is never taken.
-        d.layout(pod).unwrap_or_else(|_| Self {
-            pod: pod.clone(),
-            instances: 1,
-            replicas: pod.ipus(),
-            ipus_per_replica: 1,
-            group: pod.domain_ipus(),
-            domains: pod.pod64s(),
-            model: CostModel::new(Topology::default()),
-        })
+        d.layout(pod)
+            .expect("one replica per IPU of a valid Pod is a valid layout")
+    }
+
+    /// The same layout with its collectives priced over `algorithms`.
+    #[must_use]
+    pub const fn with_algorithms(mut self, algorithms: Algorithms) -> Self {
+        self.algorithms = algorithms;
+        self
+    }
+
+    /// The algorithms its collectives are priced with.
+    #[must_use]
+    pub const fn algorithms(&self) -> Algorithms {
+        self.algorithms
     }
 
     /// The Pod.
@@ -250,8 +294,10 @@ impl Layout {
         self.domains
     }
 
-    /// The collectives cost model of one orthogonal group: ranks are
-    /// replicas, [`Topology::domain`] the replicas per IPU-Link domain.
+    /// The links' figures and the reduction rate of one orthogonal group
+    /// (ranks are replicas, [`Topology::domain`] the replicas per IPU-Link
+    /// domain). Its collectives are priced by routing over the Pod's
+    /// [`Fabric`] and the GW-Links' ring, not by this model's closed forms.
     #[must_use]
     pub const fn cost_model(&self) -> &CostModel {
         &self.model
@@ -341,25 +387,46 @@ impl Layout {
         usize::try_from(b).unwrap_or(usize::MAX)
     }
 
-    /// The cheapest algorithm's seconds for `collective` over `p` ranks
-    /// with buffers of `len` bytes on `link`: 0 for no bytes (nothing is
-    /// sent), infinite for a buffer too long to schedule (`p * len` bytes
-    /// overflow).
-    fn phase(&self, collective: Collective, p: usize, len: usize, link: &Link) -> f64 {
+    /// Seconds of `collective` on buffers of `len` bytes in every IPU-Link
+    /// domain at once, routed over the Pod's IPU-Links: the replicas'
+    /// IPUs at each position `j` of a replica form a group (a ring in the
+    /// fabric's ring order), the groups running together and sharing
+    /// links. 0 for no bytes; infinite for a buffer too long to schedule.
+    fn inside(&self, collective: Collective, len: usize) -> f64 {
+        let k = self.ipus_per_replica;
+        let fabric = self.pod.fabric();
+        let groups: Vec<Vec<usize>> = (0..k)
+            .map(|j| {
+                let members: Vec<usize> = (0..self.group).map(|r| r * k + j).collect();
+                fabric.in_ring_order(&members)
+            })
+            .collect();
+        self.cheapest(fabric, collective, &groups, len)
+    }
+
+    /// Seconds of `collective` on buffers of `len` bytes among the IPUs
+    /// at one place of every domain, over the ring of POD64s' GW-Links
+    /// (each IPU's share of its IPU-M2000's links).
+    fn across(&self, collective: Collective, len: usize) -> f64 {
+        let ring = vec![(0..self.domains).collect::<Vec<_>>()];
+        self.cheapest(&self.gw, collective, &ring, len)
+    }
+
+    fn cheapest(&self, fabric: &Fabric, c: Collective, groups: &[Vec<usize>], len: usize) -> f64 {
         if len == 0 {
             return 0.0;
         }
-        self.model
-            .select(collective, p, len, 1, link, &Algorithm::ALL)
-            .map_or(f64::INFINITY, |e: Estimate| e.seconds)
-    }
-
-    fn intra(&self) -> &Link {
-        self.model.topology().intra()
-    }
-
-    fn inter(&self) -> &Link {
-        self.model.topology().inter()
+        let gamma = self.model.topology().gamma();
+        cheapest(
+            fabric,
+            self.algorithms.candidates(),
+            c,
+            groups,
+            len,
+            1,
+            gamma,
+        )
+        .map_or(f64::INFINITY, |e| e.seconds)
     }
 
     /// Simulated seconds of an all-reduce of `bytes` (per replica) over all
@@ -369,26 +436,23 @@ impl Layout {
     /// reduce-scatter in each domain, all-reduce of the fragments over
     /// GW-Links, all-gather in each domain (as
     /// [`CostModel::hierarchical_all_reduce`]). Each phase takes the
-    /// cheapest algorithm of [`Algorithm::ALL`]. No bytes take no time
-    /// (no collective runs).
+    /// cheapest of the layout's [`Algorithms`] (GCL's rings by default),
+    /// each priced by routing its schedule over the Pod's links
+    /// ([`tessera_collectives::route`]). No bytes take no time (no
+    /// collective runs).
     #[must_use]
     pub fn all_reduce_time(&self, bytes: u64) -> CollectiveTime {
         let len = self.share(bytes);
         if self.domains == 1 {
             return CollectiveTime {
-                ipu_link_s: self.phase(Collective::AllReduce, self.replicas, len, self.intra()),
+                ipu_link_s: self.inside(Collective::AllReduce, len),
                 gw_link_s: 0.0,
             };
         }
         let g = self.group;
-        let rs = self.phase(Collective::ReduceScatter, g, len, self.intra());
-        let ar = self.phase(
-            Collective::AllReduce,
-            self.domains,
-            len.div_ceil(g),
-            self.inter(),
-        );
-        let ag = self.phase(Collective::AllGather, g, len, self.intra());
+        let rs = self.inside(Collective::ReduceScatter, len);
+        let ar = self.across(Collective::AllReduce, len.div_ceil(g));
+        let ag = self.inside(Collective::AllGather, len);
         CollectiveTime {
             ipu_link_s: rs + ag,
             gw_link_s: ar,
@@ -404,19 +468,14 @@ impl Layout {
         let len = self.share(bytes);
         if self.domains == 1 {
             return CollectiveTime {
-                ipu_link_s: self.phase(Collective::ReduceScatter, self.replicas, len, self.intra()),
+                ipu_link_s: self.inside(Collective::ReduceScatter, len),
                 gw_link_s: 0.0,
             };
         }
         let g = self.group;
         CollectiveTime {
-            ipu_link_s: self.phase(Collective::ReduceScatter, g, len, self.intra()),
-            gw_link_s: self.phase(
-                Collective::ReduceScatter,
-                self.domains,
-                len.div_ceil(g),
-                self.inter(),
-            ),
+            ipu_link_s: self.inside(Collective::ReduceScatter, len),
+            gw_link_s: self.across(Collective::ReduceScatter, len.div_ceil(g)),
         }
     }
 
@@ -428,19 +487,14 @@ impl Layout {
         let len = self.share(bytes);
         if self.domains == 1 {
             return CollectiveTime {
-                ipu_link_s: self.phase(Collective::AllGather, self.replicas, len, self.intra()),
+                ipu_link_s: self.inside(Collective::AllGather, len),
                 gw_link_s: 0.0,
             };
         }
         let g = self.group;
         CollectiveTime {
-            ipu_link_s: self.phase(Collective::AllGather, g, len, self.intra()),
-            gw_link_s: self.phase(
-                Collective::AllGather,
-                self.domains,
-                len.div_ceil(g),
-                self.inter(),
-            ),
+            ipu_link_s: self.inside(Collective::AllGather, len),
+            gw_link_s: self.across(Collective::AllGather, len.div_ceil(g)),
         }
     }
 
@@ -453,13 +507,13 @@ impl Layout {
         let bcast = Collective::Broadcast { root: 0 };
         if self.domains == 1 {
             return CollectiveTime {
-                ipu_link_s: self.phase(bcast, self.replicas, len, self.intra()),
+                ipu_link_s: self.inside(bcast, len),
                 gw_link_s: 0.0,
             };
         }
         CollectiveTime {
-            ipu_link_s: self.phase(bcast, self.group, len, self.intra()),
-            gw_link_s: self.phase(bcast, self.domains, len, self.inter()),
+            ipu_link_s: self.inside(bcast, len),
+            gw_link_s: self.across(bcast, len),
         }
     }
 
@@ -496,4 +550,35 @@ impl Layout {
         let own = ipu.seconds(ipu.host_cycles(bytes_per_replica));
         link.latency_s + shared.max(own)
     }
+
+    /// Simulated seconds a step waits for its input, `bytes_per_replica`
+    /// of it, when input streams ahead of the `busy_s` seconds the IPUs
+    /// compute (Poplar prefetches host streams; PopTorch feeds
+    /// `device_iterations` steps per run). With `prefetch.depth` of at
+    /// least one micro-batch, a micro-batch's input arrives while the one
+    /// before computes: only the first micro-batch of each run waits for
+    /// all of its input, and the rest waits only where the link is slower
+    /// than compute. Without prefetch, all of it ([`Layout::host_io_time`]).
+    #[must_use]
+    pub fn host_input_wait(&self, bytes_per_replica: u64, busy_s: f64, prefetch: Prefetch) -> f64 {
+        let io = self.host_io_time(bytes_per_replica);
+        if prefetch.depth == 0 || io == 0.0 {
+            return io;
+        }
+        let per_step = prefetch.micro_batches_per_step.max(1);
+        let first = io / (per_step.saturating_mul(prefetch.steps_per_run.max(1))) as f64;
+        ((io - busy_s).max(0.0) + first).min(io)
+    }
+}
+
+/// How input streams ahead of compute: see [`Layout::host_input_wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Prefetch {
+    /// Micro-batches per replica per step (the gradient accumulation).
+    pub micro_batches_per_step: usize,
+    /// Steps per run of the device (PopTorch's `device_iterations`).
+    pub steps_per_run: usize,
+    /// Micro-batches the input runs ahead (the infeed's capacity; Poplar's
+    /// stream prefetch is one). 0: none, input in series with compute.
+    pub depth: usize,
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::error::PodError;
-use super::layout::{CollectiveTime, Distribution, Layout};
+use super::layout::{Algorithms, CollectiveTime, Distribution, Layout};
 use super::spec::PodSpec;
 
 /// One Pod size of [`scaling_table`].
@@ -21,17 +21,21 @@ pub struct ScalingRow {
     pub sync_s: f64,
     /// Seconds per step: compute, then all-reduce, then sync (no overlap).
     pub step_s: f64,
-    /// Compute over step time: the fraction of perfect scaling reached.
+    /// Throughput per IPU relative to the first (smallest) Pod's: the
+    /// fraction of linear scaling reached (1 for the first row).
     pub efficiency: f64,
-    /// Samples per step relative to one replica without communication:
-    /// `replicas * efficiency`.
+    /// Throughput relative to the first Pod's: its IPUs over the first
+    /// Pod's, times `efficiency`.
     pub speedup: f64,
 }
 
-/// Weak scaling of data parallelism over `pods`: one replica per IPU
-/// ([`Layout::data_parallel`]), each step `compute_s` seconds of compute
-/// per replica and an all-reduce of `gradient_bytes`. `compute_s` is
-/// taken as given (a negative or NaN figure gives meaningless rows).
+/// Weak scaling of data parallelism over `pods` (smallest first): one
+/// replica per IPU ([`Layout::data_parallel`]), each step `compute_s`
+/// seconds of compute per replica and an all-reduce of `gradient_bytes`.
+/// Every replica does the same work, so throughput per IPU goes as
+/// `1 / step_s`: a row's efficiency is the first row's step time over its
+/// own. `compute_s` is taken as given (a negative or NaN figure gives
+/// meaningless rows).
 ///
 /// ```
 /// use tessera_sim::pod::{scaling_table, PodSpec};
@@ -41,27 +45,30 @@ pub struct ScalingRow {
 /// assert_eq!(rows.iter().map(|r| r.replicas).collect::<Vec<_>>(), [16, 64, 256]);
 /// assert_eq!(rows[1].all_reduce.gw_link_s, 0.0);
 /// assert!(rows[2].all_reduce.gw_link_s > 0.0);
+/// assert_eq!(rows[0].efficiency, 1.0); // relative to the smallest Pod
 /// assert!(rows.iter().all(|r| r.efficiency > 0.0 && r.efficiency <= 1.0));
 /// # Ok::<(), tessera_sim::pod::PodError>(())
 /// ```
 #[must_use]
 pub fn scaling_table(pods: &[PodSpec], gradient_bytes: u64, compute_s: f64) -> Vec<ScalingRow> {
-    pods.iter()
-        .map(|pod| row(pod, &Layout::data_parallel(pod), gradient_bytes, compute_s))
-        .collect()
+    relative(
+        pods.iter()
+            .map(|pod| row(pod, &Layout::data_parallel(pod), gradient_bytes, compute_s))
+            .collect(),
+    )
 }
 
 /// [`scaling_table`] for replicas of `ipus_per_replica` IPUs each (a
-/// pipelined model): every Pod filled with `pod.ipus() / ipus_per_replica`
+/// pipelined model), collectives priced over `algorithms`: every Pod filled with `pod.ipus() / ipus_per_replica`
 /// replicas (at least one), one instance; `gradient_bytes` per replica,
 /// spread over its IPUs as [`Layout::all_reduce_time`] says; `compute_s`
 /// everything of a step that does not depend on the Pod's size.
 ///
 /// ```
-/// use tessera_sim::pod::{scaling_table_with, PodSpec};
+/// use tessera_sim::pod::{scaling_table_with, Algorithms, PodSpec};
 ///
 /// let pods = [PodSpec::pod16(), PodSpec::pod64()];
-/// let rows = scaling_table_with(&pods, 4, 2 * 340_000_000, 0.5)?;
+/// let rows = scaling_table_with(&pods, 4, Algorithms::Gcl, 2 * 340_000_000, 0.5)?;
 /// assert_eq!(rows.iter().map(|r| r.replicas).collect::<Vec<_>>(), [4, 16]);
 /// assert!(rows.iter().all(|r| r.ipus_per_replica == 4));
 /// # Ok::<(), tessera_sim::pod::PodError>(())
@@ -74,6 +81,7 @@ pub fn scaling_table(pods: &[PodSpec], gradient_bytes: u64, compute_s: f64) -> V
 pub fn scaling_table_with(
     pods: &[PodSpec],
     ipus_per_replica: usize,
+    algorithms: Algorithms,
     gradient_bytes: u64,
     compute_s: f64,
 ) -> Result<Vec<ScalingRow>, PodError> {
@@ -84,22 +92,41 @@ pub fn scaling_table_with(
                 replicas: (pod.ipus() / ipus_per_replica.max(1)).max(1),
                 ipus_per_replica,
             }
-            .layout(pod)?;
+            .layout(pod)?
+            .with_algorithms(algorithms);
             Ok(row(pod, &layout, gradient_bytes, compute_s))
         })
-        .collect()
+        .collect::<Result<_, _>>()
+        .map(relative)
 }
 
-/// One row: `compute_s`, then the all-reduce and a sync of `layout`.
+/// Efficiency and speedup relative to the first row: per-IPU throughput
+/// (same work per replica, so `1 / step_s`) and throughput.
+fn relative(mut rows: Vec<ScalingRow>) -> Vec<ScalingRow> {
+    let Some(first) = rows.first() else {
+        return rows;
+    };
+    let (step0, ipus0) = (
+        first.step_s,
+        (first.replicas * first.ipus_per_replica) as f64,
+    );
+    for r in &mut rows {
+        r.efficiency = if r.step_s > 0.0 {
+            step0 / r.step_s
+        } else {
+            1.0
+        };
+        r.speedup = (r.replicas * r.ipus_per_replica) as f64 / ipus0 * r.efficiency;
+    }
+    rows
+}
+
+/// One row: `compute_s`, then the all-reduce and a sync of `layout`
+/// (efficiency and speedup filled in by [`relative`]).
 fn row(pod: &PodSpec, layout: &Layout, gradient_bytes: u64, compute_s: f64) -> ScalingRow {
     let all_reduce = layout.all_reduce_time(gradient_bytes);
     let sync_s = layout.sync_time();
     let step_s = compute_s + all_reduce.total() + sync_s;
-    let efficiency = if step_s > 0.0 {
-        compute_s / step_s
-    } else {
-        1.0
-    };
     ScalingRow {
         pod: pod.name().to_owned(),
         replicas: layout.replicas(),
@@ -107,7 +134,7 @@ fn row(pod: &PodSpec, layout: &Layout, gradient_bytes: u64, compute_s: f64) -> S
         all_reduce,
         sync_s,
         step_s,
-        efficiency,
-        speedup: layout.replicas() as f64 * efficiency,
+        efficiency: 1.0,
+        speedup: 1.0,
     }
 }

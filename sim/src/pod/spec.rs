@@ -10,7 +10,7 @@ use core::fmt;
 use core::str::FromStr;
 
 use serde::Serialize;
-use tessera_collectives::{ConfigError, Link, Ports, Topology};
+use tessera_collectives::{ConfigError, Fabric, Link, Ports, Topology};
 
 use super::error::PodError;
 use crate::ipu::IpuSpec;
@@ -27,6 +27,18 @@ pub const M2000S_PER_POD64: usize = 16;
 /// IPUs of one IPU-Link domain: a POD64. Larger Pods join POD64s over
 /// GW-Links.
 pub const POD64_IPUS: usize = IPUS_PER_M2000 * M2000S_PER_POD64;
+
+/// GW-Links per IPU-M2000: 2 x 100 Gbit/s (IPU-M2000 and Bow-2000
+/// datasheets).
+pub const GW_LINKS_PER_M2000: u32 = 2;
+
+/// The smallest IPU-Link domain whose ladder's rails are closed into
+/// rings: the IPU-POD64 datasheet gives a "2D-torus IPU-Link topology",
+/// and Graphcore's GCL needs a ring of every power-of-two partition (the
+/// reason replica counts are powers of two); that partitions of 8 and 16
+/// IPUs (a POD16) loop back the same way is an assumption. A lone
+/// IPU-M2000's ring closes through its own rungs.
+pub const CLOSED_LADDER_IPUS: usize = 8;
 
 /// One kind of link of a Pod, with the source of its figures in the
 /// [`pod`](super) module's table.
@@ -62,7 +74,8 @@ impl LinkSpec {
         }
     }
 
-    /// The GW-Links of one IPU-M2000 (2 x 100 Gbit/s): the per-IPU share of
+    /// One GW-Link of an IPU-M2000 (100 Gbit/s each way; an IPU-M2000 has
+    /// [`GW_LINKS_PER_M2000`]): the per-IPU share of
     /// [`Topology::GW_LINK_PER_IPU`] times [`IPUS_PER_M2000`], its latency
     /// also charged per hop of a sync across POD64s.
     #[must_use]
@@ -155,17 +168,32 @@ pub struct PodSpec {
     ipu_link: LinkSpec,
     gw_link: LinkSpec,
     host_link: LinkSpec,
+    /// The IPU-Links of one IPU-Link domain.
+    fabric: Fabric,
+}
+
+/// Graphcore's IPU-Link ladder ([`Fabric::ladder`]) of a domain of
+/// `domain_ipus` IPUs over `link`, closed from [`CLOSED_LADDER_IPUS`] up.
+fn ladder(domain_ipus: usize, link: &LinkSpec) -> Result<Fabric, PodError> {
+    let l = link.link(1, Ports::PerPeer)?;
+    Ok(Fabric::ladder(
+        domain_ipus,
+        domain_ipus >= CLOSED_LADDER_IPUS,
+        l,
+    )?)
 }
 
 impl PodSpec {
     /// A preset of `ipus` Mk2 GC200 IPUs (valid by construction).
     fn mk2(name: String, ipus: usize) -> Self {
         let ipu = IpuSpec::MK2_GC200;
+        let ipu_link = LinkSpec::ipu_link(&ipu);
         Self {
             name,
             ipus,
             ipu,
-            ipu_link: LinkSpec::ipu_link(&ipu),
+            fabric: preset_ladder(ipus.min(POD64_IPUS), &ipu_link),
+            ipu_link,
             gw_link: LinkSpec::gw_link(),
             host_link: LinkSpec::host_link(),
         }
@@ -222,16 +250,48 @@ impl PodSpec {
         if !valid {
             return Err(PodError::PodSize { ipus });
         }
-        ipu_link.link(1, Ports::PerPeer)?;
         gw_link.link(1, Ports::Single)?;
         Ok(Self {
             name: name.into(),
             ipus,
             ipu,
+            fabric: ladder(ipus.min(POD64_IPUS), &ipu_link)?,
             ipu_link,
             gw_link,
             host_link: LinkSpec::host_link(),
         })
+    }
+
+    /// The same Pod with the IPUs of each IPU-Link domain joined as
+    /// `fabric` says instead of Graphcore's ladder (its link's figures
+    /// replace the IPU-Link's rate, efficiency and latency in collectives).
+    ///
+    /// ```
+    /// use tessera_collectives::{Edge, Fabric, Link, Ports};
+    /// use tessera_sim::pod::{PodError, PodSpec};
+    ///
+    /// let link = Link::new(1e-6, 16e9, 0.85, Ports::PerPeer).unwrap();
+    /// let ring = Fabric::ring(16, 2, link).unwrap();
+    /// assert!(PodSpec::pod16().with_fabric(ring).is_ok());
+    /// let small = Fabric::ring(8, 2, link).unwrap();
+    /// assert_eq!(
+    ///     PodSpec::pod16().with_fabric(small),
+    ///     Err(PodError::FabricSize { nodes: 8, domain_ipus: 16 })
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    /// [`PodError::FabricSize`] unless `fabric` joins exactly the IPUs of
+    /// one domain ([`PodSpec::domain_ipus`]).
+    pub fn with_fabric(mut self, fabric: Fabric) -> Result<Self, PodError> {
+        if fabric.nodes() != self.domain_ipus() {
+            return Err(PodError::FabricSize {
+                nodes: fabric.nodes(),
+                domain_ipus: self.domain_ipus(),
+            });
+        }
+        self.fabric = fabric;
+        Ok(self)
     }
 
     /// The same Pod with hosts reaching each IPU-M2000 over `host_link`.
@@ -260,6 +320,7 @@ impl PodSpec {
     #[must_use]
     pub fn with_ipu(mut self, ipu: IpuSpec) -> Self {
         self.ipu_link = LinkSpec::ipu_link(&ipu);
+        self.fabric = preset_ladder(self.domain_ipus(), &self.ipu_link);
         self.ipu = ipu;
         self
     }
@@ -288,7 +349,14 @@ impl PodSpec {
         &self.ipu_link
     }
 
-    /// The GW-Links of one IPU-M2000 (between POD64s).
+    /// The IPU-Links of one IPU-Link domain: which IPUs they join, how
+    /// many, at what rate and latency.
+    #[must_use]
+    pub const fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// One GW-Link of an IPU-M2000 (between POD64s).
     #[must_use]
     pub const fn gw_link(&self) -> &LinkSpec {
         &self.gw_link
@@ -327,6 +395,13 @@ impl PodSpec {
     pub const fn pod64s(&self) -> usize {
         self.ipus / self.domain_ipus()
     }
+}
+
+/// [`ladder`] of figures valid by construction: a power of two of IPUs up
+/// to a POD64 (1 or even), and an [`IpuSpec`]'s link, whose rate and
+/// efficiency `IpuSpec` validates as nonzero and at most 100%.
+fn preset_ladder(domain_ipus: usize, link: &LinkSpec) -> Fabric {
+    ladder(domain_ipus, link).expect("a preset Pod's ladder is valid")
 }
 
 impl fmt::Display for PodSpec {

@@ -8,14 +8,14 @@
 //! | optimizer | the LAMB kernels' costs (`lamb_partials` + `lamb_apply`) over the elements a tile owns, the replica's tiles sharing its parameters (or its shard) evenly; SGD and AdamW charged `lamb_apply` only |
 //! | offload | optimizer state (and f32 master weights) read from and written back to streaming memory every step at the host link's rate ([`IpuParams::host_bytes_per_second`](crate::IpuParams::host_bytes_per_second)), not overlapped with compute (assumption) |
 //! | sync | one Pod-wide sync per step ([`Layout::sync_time`]) |
-//! | host IO | the step's samples (f32 inputs, u32 labels) through [`Layout::host_io_time`], not overlapped (assumption: the infeed's prefetch hides the host's work, not the link's) |
+//! | host IO | the step's samples (f32 inputs, u32 labels) through [`Layout::host_io_time`], streamed ahead of compute by the infeed ([`Layout::host_input_wait`]): charged for the first micro-batch of each run of `device_iterations` steps, and where the link is slower than compute |
 
 use serde::Serialize;
 
 use super::config::{OptimizerConfig, PrecisionMode, TrainConfig};
 use super::pipeline::StepCycles;
 use crate::IpuSpec;
-use crate::pod::Layout;
+use crate::pod::{Layout, Prefetch};
 
 /// Simulated seconds of one optimizer step, by part.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -164,6 +164,12 @@ pub(crate) fn step_time(
     };
     let samples = (config.micro_batch * config.gradient_accumulation) as u64;
     let io_bytes = samples * (4 * features as u64 + 4);
+    let busy = spec.seconds(cycles.compute + cycles.bubble + cycles.recompute);
+    let prefetch = Prefetch {
+        micro_batches_per_step: config.gradient_accumulation,
+        steps_per_run: config.device_iterations,
+        depth: config.infeed_capacity,
+    };
     StepTime {
         compute_s: spec.seconds(cycles.compute),
         bubble_s: spec.seconds(cycles.bubble),
@@ -173,6 +179,6 @@ pub(crate) fn step_time(
         optimizer_s: spec.seconds(optimizer_cycles),
         offload_s,
         sync_s: layout.sync_time(),
-        host_io_s: layout.host_io_time(io_bytes),
+        host_io_s: layout.host_input_wait(io_bytes, busy, prefetch),
     }
 }

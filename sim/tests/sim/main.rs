@@ -10,5 +10,6 @@ mod kernels;
 mod model;
 mod plan;
 mod pod;
+mod scaling;
 mod support;
 mod train;
