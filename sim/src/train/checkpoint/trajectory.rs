@@ -107,7 +107,8 @@ fn optimizer_fields(optimizer: &OptimizerConfig, s: &mut Vec<(String, String)>) 
                 momentum,
                 dampening,
                 weight_decay,
-                nesterov
+                nesterov,
+                maximize
             }
         ),
         OptimizerConfig::AdamW(c) => fields!(
@@ -118,7 +119,9 @@ fn optimizer_fields(optimizer: &OptimizerConfig, s: &mut Vec<(String, String)>) 
                 lr,
                 betas,
                 eps,
-                weight_decay
+                weight_decay,
+                amsgrad,
+                maximize
             }
         ),
         OptimizerConfig::Lamb(c) => fields!(
