@@ -118,6 +118,29 @@ impl Schedule {
 mod tests {
     use super::*;
 
+    /// Settings, schedules and the step counter survive a JSON round trip.
+    #[cfg(feature = "serde")]
+    #[test]
+    fn state_round_trips_through_serde() {
+        use crate::optim::{AdamWConfig, OptimizerConfig, StepCounter};
+        let config = OptimizerConfig::from(AdamWConfig {
+            amsgrad: true,
+            ..AdamWConfig::default()
+        });
+        let schedule = Schedule {
+            warmup: 3,
+            decay: Decay::Polynomial {
+                power: 2.0,
+                final_factor: 0.5,
+            },
+            total: 9,
+        };
+        let saved = (config, schedule, StepCounter::resumed(12));
+        let text = serde_json::to_string(&saved).unwrap();
+        let back: (OptimizerConfig, Schedule, StepCounter) = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, saved);
+    }
+
     #[test]
     fn polynomial_decay_is_linear_at_power_one_and_holds_its_end() {
         let s = Schedule {
