@@ -327,7 +327,8 @@ const fn states(max_target_len: usize) -> usize {
 /// [`ctc_loss_with_grad`]. `scratch` takes [`ctc_scratch_len`] elements
 /// (it needs only `2 (2 max_target_len + 1)` of them); its contents on
 /// entry do not matter and on return are unspecified. For PyTorch's
-/// layouts (`i64` lengths, concatenated targets), see [`CtcTargets`](super::CtcTargets).
+/// layouts (`i64` lengths, concatenated targets), see `CtcTargets` (feature
+/// `alloc`).
 ///
 /// # Errors
 ///

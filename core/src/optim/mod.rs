@@ -66,6 +66,20 @@
 //!
 //! When loss scaling finds an overflow the caller does not call the
 //! optimizer at all; nothing here is touched, and `t` counts applied steps.
+//! [`StepCounter::step_for`] turns a scaler's decision into the next step
+//! or none, and `OwnedOptimizer::step_on` skips by itself.
+//!
+//! # One interface
+//!
+//! - [`Optimizer`] (with [`OptimizerConfig`]) runs any of the four,
+//!   chosen at run time; the typed optimizers stay for callers that know
+//!   theirs.
+//! - [`Step`] carries the step number and the learning-rate factor of a
+//!   [`Schedule`]; [`GradNorm`] gives timm's `max_grad_norm` clip as its
+//!   gradient multiplier.
+//! - `OwnedOptimizer` (feature `alloc`) keeps the state and the counter
+//!   for parameter groups (`Group`), checking the parameters' ids.
+//! - [`reference`](mod@reference) holds the kernels' scalar twins.
 
 mod accumulate;
 mod adamw;
