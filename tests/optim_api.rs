@@ -446,3 +446,46 @@ fn the_optimizer_enum_checks_state_tensors() {
     assert_eq!(w, [1.0; 4]);
     assert_eq!(Step::after(u64::MAX).t(), u64::MAX, "no overflow panic");
 }
+
+/// A restored optimizer continues bitwise as the one it was saved from.
+#[test]
+fn the_owned_optimizer_resumes() {
+    let groups = vec![Group {
+        config: AdamWConfig::default().into(),
+        params: vec![(4, 30)],
+    }];
+    let mut first = OwnedOptimizer::new(groups.clone(), Precision::default(), None).unwrap();
+    let (mut w, g) = (values(30, 1, 1.0), values(30, 2, 0.1));
+    for _ in 0..3 {
+        first.step(1.0, &mut [Tensor::new(4, &mut w, &g)]).unwrap();
+    }
+    let saved = (first.counter(), vec![(4, first.state(4).unwrap().to_vec())]);
+    let mut resumed = OwnedOptimizer::new(groups, Precision::default(), None).unwrap();
+    resumed.restore(saved.0, saved.1.clone()).unwrap();
+    let mut w2 = w.clone();
+    let a = first.step(1.0, &mut [Tensor::new(4, &mut w, &g)]).unwrap();
+    let b = resumed
+        .step(1.0, &mut [Tensor::new(4, &mut w2, &g)])
+        .unwrap();
+    assert_eq!((a, w), (b, w2));
+    assert_eq!(a.t(), 4);
+
+    let wrong = vec![(4, vec![vec![0.0; 30]])];
+    let e = resumed.restore(saved.0, wrong).unwrap_err();
+    assert_eq!(
+        e,
+        StepError::StateTensors {
+            id: 4,
+            expected: 2,
+            got: 1
+        }
+    );
+    // A refused restore changes nothing, not even the parameters before
+    // the bad one.
+    let before = resumed.state(4).unwrap().to_vec();
+    let partly = vec![(4, vec![vec![9.0; 30]; 2]), (5, Vec::new())];
+    let e = resumed.restore(saved.0, partly).unwrap_err();
+    assert_eq!(e, StepError::UnknownId { id: 5 });
+    assert_eq!(resumed.state(4).unwrap(), &before[..]);
+    assert_eq!(resumed.applied_steps(), 4);
+}

@@ -200,25 +200,29 @@ impl OwnedOptimizer {
     ///
     /// # Errors
     /// [`StepError::UnknownId`], or [`StepError::Length`] /
-    /// [`StepError::StateTensors`] if the shapes differ.
+    /// [`StepError::StateTensors`] if the shapes differ; then nothing is
+    /// changed.
     pub fn restore(
         &mut self,
         counter: StepCounter,
         state: Vec<(u64, Vec<Vec<f32>>)>,
     ) -> Result<(), StepError> {
-        for (id, tensors) in state {
+        for (id, tensors) in &state {
+            let id = *id;
             let slot = self.slot(id)?;
             let (expected, got) = (slot.len(), tensors.len());
             if expected != got {
                 return Err(StepError::StateTensors { id, expected, got });
             }
-            for (s, t) in slot.iter_mut().zip(tensors) {
+            for (s, t) in slot.iter().zip(tensors) {
                 if s.len() != t.len() {
                     let (expected, got) = (s.len(), t.len());
                     return Err(StepError::Length { id, expected, got });
                 }
-                *s = t;
             }
+        }
+        for (id, tensors) in state {
+            *self.slot(id)? = tensors;
         }
         self.counter = counter;
         Ok(())
