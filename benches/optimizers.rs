@@ -107,7 +107,7 @@ fn optimizers(c: &mut Criterion) {
         seed: SEED,
         ..Precision::default()
     };
-    let t = Step::new(STEP);
+    let t = Step::after(STEP - 1);
     let lamb = Lamb::new(LambConfig::default()).expect("valid");
     let lars = Lars::new(LarsConfig {
         lr: 0.1,

@@ -1377,7 +1377,7 @@ fn after_step<W: Element, G: Element, S: Element, const N: usize>(
 
 /// Every optimizer's step with storage `W`, `G`, `S`.
 fn optimizer_steps<W: Element, G: Element, S: Element>(precision: Precision) -> Vec<Vec<u8>> {
-    let step = Step::new(3).with_grad_scale(0.5);
+    let step = Step::after(2).with_grad_scale(0.5);
     let sgd = |momentum, nesterov, weight_decay| {
         Sgd::new(SgdConfig {
             lr: 0.1,

@@ -1038,7 +1038,7 @@ fn run_ctc<L: Element, G: Element>(
     let total = loss::ctc_loss_with_grad(params, &input, &mut losses, &mut grad, &mut scratch)?;
     // The loss-only kernel agrees bit for bit, in its smaller scratch.
     let mut only = vec![-7.0; case.batch()];
-    let mut small = vec![f32::NAN; loss::ctc_forward_scratch_len(case.max_target_len)];
+    let mut small = vec![f32::NAN; 2 * (2 * case.max_target_len + 1)];
     let only_total = loss::ctc_loss(params, &input, &mut only, &mut small).unwrap();
     assert_eq!(only_total.to_bits(), total.to_bits());
     assert_eq!(bits(&only), bits(&losses));
@@ -1231,7 +1231,7 @@ fn ctc_uniform_two_classes_has_a_closed_form() {
             target_lengths: &[1],
         };
         let (mut only, mut with_grad) = ([0.0], [0.0]);
-        let mut scratch = vec![f32::NAN; loss::ctc_forward_scratch_len(1)];
+        let mut scratch = vec![f32::NAN; 6]; // 2 (2 S + 1) for S = 1
         loss::ctc_loss(&params, &input, &mut only, &mut scratch).unwrap();
         let mut grad = vec![0.0f32; 2 * time];
         let mut scratch = vec![f32::NAN; loss::ctc_scratch_len(time, 1, 2)];
@@ -1542,7 +1542,7 @@ fn ctc_bad_data_are_errors_and_write_nothing() {
             assert_eq!(got, Err(want));
             assert_eq!(losses, [9.0; 2]);
             assert!(grad.iter().all(|&g| g == 9.0));
-            let mut small = vec![0.0; loss::ctc_forward_scratch_len(2)];
+            let mut small = vec![0.0; 2 * (2 * 2 + 1)];
             assert_eq!(
                 loss::ctc_loss(&params, &input, &mut losses, &mut small),
                 Err(want)
@@ -1629,8 +1629,6 @@ fn ctc_short_scratch_panics() {
 
 #[test]
 fn ctc_scratch_lengths() {
-    assert_eq!(loss::ctc_forward_scratch_len(0), 2);
-    assert_eq!(loss::ctc_forward_scratch_len(5), 22);
     assert_eq!(loss::ctc_scratch_len(10, 5, 7), 12 * 11 + 10 + 7);
     assert_eq!(loss::ctc_scratch_len(0, 0, 1), 3);
 }
@@ -1669,4 +1667,68 @@ fn ctc_pinned() -> (u32, Vec<u32>, Vec<u32>) {
             0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000, 0x00000000,
         ],
     )
+}
+
+/// PyTorch's layouts: `i64` lengths and concatenated or padded targets
+/// give bitwise the losses and gradient of the padded `u32` input.
+#[test]
+fn ctc_takes_torch_layouts() {
+    use tessera_core::loss::CtcTargets;
+    let (time, classes) = (6, 4);
+    let log_probs: Vec<f32> = (0..time * 3 * classes)
+        .map(|i| -1.0 - (i % 7) as f32 * 0.25)
+        .collect();
+    let padded = [1u32, 2, 3, 3, 0, 0, 2, 0, 0];
+    let want = CtcInput {
+        log_probs: &log_probs,
+        max_time: time,
+        input_lengths: &[6, 5, 4],
+        targets: &padded,
+        max_target_len: 3,
+        target_lengths: &[3, 1, 1],
+    };
+    let run = |input: &CtcInput<'_, f32>| {
+        let params = ctc_params(classes, 0, Reduction::Mean);
+        let mut losses = [0.0f32; 3];
+        let mut grad = vec![0.0f32; log_probs.len()];
+        let mut scratch = vec![0.0; loss::ctc_scratch_len(time, input.max_target_len, classes)];
+        let total = loss::ctc_loss_with_grad(&params, input, &mut losses, &mut grad, &mut scratch);
+        (total.unwrap().to_bits(), bits(&losses), bits(&grad))
+    };
+    let concatenated = CtcTargets::from_torch(&[6, 5, 4], &[1, 2, 3, 3, 2], &[3, 1, 1]).unwrap();
+    let torch_padded =
+        CtcTargets::from_torch(&[6, 5, 4], &[1, 2, 3, 3, -1, -1, 2, -1, -1], &[3, 1, 1]).unwrap();
+    assert_eq!(run(&concatenated.input(&log_probs, time)), run(&want));
+    assert_eq!(run(&torch_padded.input(&log_probs, time)), run(&want));
+
+    assert_eq!(
+        CtcTargets::from_torch(&[6, -5], &[1, 2], &[1, 1]),
+        Err(CtcError::Length {
+            batch: 1,
+            length: -5
+        })
+    );
+    assert_eq!(
+        CtcTargets::from_torch(&[6], &[1, 2], &[1, 1]),
+        Err(CtcError::BatchSize {
+            input_lengths: 1,
+            target_lengths: 2
+        })
+    );
+    assert_eq!(
+        CtcTargets::from_torch(&[6, 6], &[1, 2, 3], &[1, 1]),
+        Err(CtcError::TargetsLayout {
+            targets: 3,
+            batch: 2,
+            total: 2
+        })
+    );
+    assert_eq!(
+        CtcTargets::from_torch(&[6], &[1 << 40], &[1]),
+        Err(CtcError::Label {
+            batch: 0,
+            position: 0,
+            label: 1 << 40
+        })
+    );
 }

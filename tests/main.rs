@@ -9,6 +9,7 @@ mod fuzz;
 mod kernels;
 mod loss;
 mod optim;
+mod optim_api;
 mod plan_cli;
 mod rng;
 mod scale;

@@ -7,11 +7,11 @@ use tessera_core::fp::Element;
 use tessera_core::kernels::{BLOCK, ExactSum};
 use tessera_core::optim::{
     AdamW, AdamWConfig, ConfigError, Lamb, LambConfig, Lars, LarsConfig, Param, Partials,
-    Precision, Sgd, SgdConfig, Step, StoreRounding, clip_scale, is_bias_or_norm,
+    Precision, Sgd, SgdConfig, Step, StoreRounding, clip_scale, is_bias_or_norm, reference,
 };
 
 /// Deterministic pseudo-random values in about [-scale, scale].
-fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+pub(crate) fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
     (0..n as u32)
         .map(|i| {
             let h = (i ^ seed.rotate_left(7))
@@ -76,17 +76,17 @@ fn lamb_twins<W: Element, G: Element, S: Element>(n: usize, precision: Precision
         });
         for t in 1..=3 {
             let g: Vec<G> = convert(&values(n, 10 + t as u32, 0.1));
-            let step = Step::new(t).with_grad_scale(0.5);
+            let step = Step::after(t - 1).with_grad_scale(0.5);
             let [w0, w1] = &mut w;
             let [m0, m1] = &mut m;
             let [v0, v1] = &mut v;
             let mut simd = Param::new(7, w0, &g, [m0, v0]);
             let mut scalar = Param::new(7, w1, &g, [m1, v1]);
             let a = lamb.partials(step, &simd);
-            let b = lamb.partials_scalar(step, &scalar);
+            let b = reference::lamb_partials(&lamb, step, &scalar);
             assert_eq!(a, b, "partials, {}", W::NAME);
             lamb.apply(step, &a, &precision, &mut simd);
-            lamb.apply_scalar(step, &b, &precision, &mut scalar);
+            reference::lamb_apply(&lamb, step, &b, &precision, &mut scalar);
         }
         assert_eq!(bits(&w[0]), bits(&w[1]), "weights {config:?}");
         assert_eq!(bits(&m[0]), bits(&m[1]));
@@ -138,7 +138,7 @@ fn sgd_adamw_lars_simd_match_scalar() {
     let precision = Precision::default();
     for n in [0, 5, 8, 100, 513] {
         for t in [1, 2] {
-            let step = Step::new(t);
+            let step = Step::after(t - 1);
             for config in [
                 SgdConfig::default(),
                 SgdConfig {
@@ -157,7 +157,7 @@ fn sgd_adamw_lars_simd_match_scalar() {
                 let sgd = Sgd::new(config).unwrap();
                 twin_check::<1>(n, |scalar, p| {
                     if scalar {
-                        sgd.step_scalar(step, &precision, p)
+                        reference::sgd_step(&sgd, step, &precision, p)
                     } else {
                         sgd.step(step, &precision, p)
                     }
@@ -166,7 +166,7 @@ fn sgd_adamw_lars_simd_match_scalar() {
             let adamw = AdamW::new(AdamWConfig::default()).unwrap();
             twin_check::<2>(n, |scalar, p| {
                 if scalar {
-                    adamw.step_scalar(step, &precision, p)
+                    reference::adamw_step(&adamw, step, &precision, p)
                 } else {
                     adamw.step(step, &precision, p)
                 }
@@ -188,8 +188,8 @@ fn sgd_adamw_lars_simd_match_scalar() {
                 let lars = Lars::new(config).unwrap();
                 twin_check::<1>(n, |scalar, p| {
                     if scalar {
-                        let totals = lars.partials_scalar(step, p);
-                        lars.apply_scalar(step, &totals, &precision, p);
+                        let totals = reference::lars_partials(&lars, step, p);
+                        reference::lars_apply(&lars, step, &totals, &precision, p);
                     } else {
                         lars.step(step, &precision, p);
                     }
@@ -219,7 +219,7 @@ proptest! {
         bounds.dedup();
         let g: Vec<f32> = values(n, seed, 0.1);
         let precision = Precision { seed: u64::from(seed), ..Precision::default() };
-        let step = Step::new(3);
+        let step = Step::after(2);
 
         // LAMB, f16 weights with stochastic rounding, f32 state.
         let lamb = Lamb::new(LambConfig::default()).unwrap();
@@ -285,7 +285,7 @@ fn close(got: f32, want: f64, what: &str) {
     );
 }
 
-fn norm(x: &[f64]) -> f64 {
+pub(crate) fn norm(x: &[f64]) -> f64 {
     x.iter().map(|v| v * v).sum::<f64>().sqrt()
 }
 
@@ -308,7 +308,7 @@ fn lamb_matches_the_paper_formula() {
         for (t, g) in gs.iter().enumerate() {
             let t = t as i32 + 1;
             lamb.step(
-                Step::new(t as u64),
+                Step::after(t as u64 - 1),
                 &Precision::default(),
                 &mut Param::new(0, &mut w, g, [&mut m, &mut v]),
             );
@@ -375,7 +375,7 @@ fn adamw_sgd_lars_match_their_formulas() {
     for (t, g) in gs.iter().enumerate() {
         let t = t as i32 + 1;
         adamw.step(
-            Step::new(t as u64),
+            Step::after(t as u64 - 1),
             &precision,
             &mut Param::new(0, &mut w, g, [&mut m, &mut v]),
         );
@@ -400,6 +400,7 @@ fn adamw_sgd_lars_match_their_formulas() {
             dampening: if nesterov { 0.0 } else { 0.25 },
             weight_decay: 0.01,
             nesterov,
+            maximize: false,
         };
         let sgd = Sgd::new(c).unwrap();
         let (mut w, mut buf) = (w0.clone(), vec![0.0f32; n]);
@@ -407,7 +408,7 @@ fn adamw_sgd_lars_match_their_formulas() {
         let mut rb = vec![0.0f64; n];
         for (t, g) in gs.iter().enumerate() {
             sgd.step(
-                Step::new(t as u64 + 1),
+                Step::after(t as u64),
                 &precision,
                 &mut Param::new(0, &mut w, g, [&mut buf]),
             );
@@ -440,7 +441,7 @@ fn adamw_sgd_lars_match_their_formulas() {
     let mut rb = vec![0.0f64; n];
     for (t, g) in gs.iter().enumerate() {
         lars.step(
-            Step::new(t as u64 + 1),
+            Step::after(t as u64),
             &precision,
             &mut Param::new(0, &mut w, g, [&mut buf]),
         );
@@ -529,9 +530,9 @@ fn adamw_and_sgd_decay_as_torch() {
             let (mut m, mut v) = (vec![0.0f32; n], vec![0.0f32; n]);
             let mut p = Param::new(0, w, &g, [&mut m, &mut v]);
             if scalar {
-                adamw.step_scalar(Step::new(1), &precision, &mut p);
+                reference::adamw_step(&adamw, Step::first(), &precision, &mut p);
             } else {
-                adamw.step(Step::new(1), &precision, &mut p);
+                adamw.step(Step::first(), &precision, &mut p);
             }
         },
     );
@@ -549,9 +550,9 @@ fn adamw_and_sgd_decay_as_torch() {
         let mut unused: [f32; 0] = [];
         let mut p = Param::new(0, w, &g, [&mut unused]);
         if scalar {
-            sgd.step_scalar(Step::new(1), &precision, &mut p);
+            reference::sgd_step(&sgd, Step::first(), &precision, &mut p);
         } else {
-            sgd.step(Step::new(1), &precision, &mut p);
+            sgd.step(Step::first(), &precision, &mut p);
         }
     });
 }
@@ -571,17 +572,17 @@ fn lars_decays_as_timm() {
     let g = values(n, 8, 0.1);
     let (mut w, mut buf) = (w0.clone(), vec![0.0f32; n]);
     let norms = lars
-        .partials(Step::new(1), &Param::new(0, &mut w, &g, [&mut buf]))
+        .partials(Step::first(), &Param::new(0, &mut w, &g, [&mut buf]))
         .norms();
     let ratio = lars.trust_ratio(norms).unwrap();
     let want = |i: usize, w: f32| w + -c.lr * ((g[i] + c.weight_decay * w) * ratio);
     assert_decay("lars", &w0, want, |scalar, w| {
         let mut buf = vec![0.0f32; n];
         let mut p = Param::new(0, w, &g, [&mut buf]);
-        let step = Step::new(1);
+        let step = Step::first();
         if scalar {
-            let totals = lars.partials_scalar(step, &p);
-            lars.apply_scalar(step, &totals, &Precision::default(), &mut p);
+            let totals = reference::lars_partials(&lars, step, &p);
+            reference::lars_apply(&lars, step, &totals, &Precision::default(), &mut p);
         } else {
             lars.step(step, &Precision::default(), &mut p);
         }
@@ -598,18 +599,21 @@ fn lamb_zero_gradient_step(lamb: &Lamb, scalar: bool, fused: bool, w: &mut [f32]
         vec![0.0f32; n],
         vec![0.0f32; n],
     );
-    let (step, precision) = (Step::new(1), Precision::default());
+    let (step, precision) = (Step::first(), Precision::default());
     let mut p = Param::new(0, w, &g, [&mut m, &mut v]);
     match (fused, scalar) {
         (false, false) => lamb.step(step, &precision, &mut p),
         (false, true) => {
-            let totals = lamb.partials_scalar(step, &p);
-            lamb.apply_scalar(step, &totals, &precision, &mut p);
+            let totals = reference::lamb_partials(lamb, step, &p);
+            reference::lamb_apply(lamb, step, &totals, &precision, &mut p);
         }
-        (true, false) => lamb.step_with_scratch(step, &precision, &mut p, &mut u),
+        (true, false) => {
+            let totals = lamb.partials_into(step, &precision, &mut p, &mut u);
+            lamb.apply_update(step, &totals, &precision, &mut p, &u);
+        }
         (true, true) => {
-            let totals = lamb.partials_into_scalar(step, &precision, &mut p, &mut u);
-            lamb.apply_update_scalar(step, &totals, &precision, &mut p, &u);
+            let totals = reference::lamb_partials_into(lamb, step, &precision, &mut p, &mut u);
+            reference::lamb_apply_update(lamb, step, &totals, &precision, &mut p, &u);
         }
     }
 }
@@ -658,7 +662,7 @@ fn lamb_decays_as_timm() {
         vec![0.0f32; n],
     );
     let p = Param::new(0, &mut w, &g, [&mut m, &mut v]);
-    let ratio = lamb.trust_ratio(lamb.partials(Step::new(1), &p).norms());
+    let ratio = lamb.trust_ratio(lamb.partials(Step::first(), &p).norms());
     for fused in [false, true] {
         assert_decay(
             "lamb coupled",
@@ -847,7 +851,7 @@ fn quadratic<W: Element>(lamb: &Lamb, precision: Precision, steps: u64) -> f64 {
     for t in 1..=steps {
         let g: Vec<f32> = (0..n).map(|i| a[i] * (w[i].load() - c[i])).collect();
         lamb.step(
-            Step::new(t),
+            Step::after(t - 1),
             &precision,
             &mut Param::new(0, &mut w, &g, [&mut m, &mut v]),
         );
@@ -892,7 +896,7 @@ fn f16_round_to_nearest_stalls_where_stochastic_rounding_does_not() {
         let mut no_buffer: [f32; 0] = [];
         for t in 1..=1000 {
             sgd.step(
-                Step::new(t),
+                Step::after(t - 1),
                 &precision,
                 &mut Param::new(0, &mut w, &g, [&mut no_buffer]),
             );
@@ -945,7 +949,7 @@ fn adamw_trains_a_logistic_regression() {
                 g[2] += e;
             }
             adamw.step(
-                Step::new(t),
+                Step::after(t - 1),
                 &Precision::default(),
                 &mut Param::new(0, &mut w, &g, [&mut m, &mut v]),
             );
@@ -973,7 +977,7 @@ fn value_stability_of_a_lamb_trajectory() {
     for t in 1..=5 {
         let g = values(n, 40 + t as u32, 0.1);
         lamb.step(
-            Step::new(t),
+            Step::after(t - 1),
             &Precision {
                 seed: 42,
                 ..Precision::default()
@@ -996,7 +1000,7 @@ fn value_stability_of_a_lamb_trajectory() {
     for t in 1..=5 {
         let g = values(n, 40 + t as u32, 0.1);
         lamb.step(
-            Step::new(t),
+            Step::after(t - 1),
             &Precision::default(),
             &mut Param::new(11, &mut w, &g, [&mut m, &mut v]),
         );
@@ -1090,7 +1094,7 @@ proptest! {
     fn a_skipped_step_leaves_weights_and_state_unchanged(
         steps in proptest::collection::vec((any::<bool>(), 0usize..300, any::<u32>()), 1..8),
     ) {
-        use tessera_core::scale::{DynamicLossScaler, GradSlice, LossScaler, StepDecision};
+        use tessera_core::scale::{DynamicLossScaler, GradSlice, StepDecision};
         let n = 300;
         let lamb = Lamb::new(LambConfig::default()).unwrap();
         let precision = Precision::default();
@@ -1112,7 +1116,7 @@ proptest! {
                 StepDecision::Apply { .. } => {
                     prop_assert!(!overflow);
                     t += 1;
-                    lamb.step(Step::new(t), &precision, &mut Param::new(0, &mut w, &g, [&mut m, &mut v]));
+                    lamb.step(Step::after(t - 1), &precision, &mut Param::new(0, &mut w, &g, [&mut m, &mut v]));
                     continue;
                 }
             }
@@ -1139,7 +1143,7 @@ fn lamb_fused_matches<W: Element, S: Element>(n: usize, config: LambConfig) {
             .collect::<Vec<_>>(),
     );
     let g: Vec<f32> = values(n, 4, 0.1);
-    let step = Step::new(2).with_grad_scale(0.25);
+    let step = Step::after(1).with_grad_scale(0.25);
     let (mut w, mut m, mut v) = (w0.clone(), m0.clone(), v0.clone());
     lamb.step(
         step,
@@ -1161,7 +1165,7 @@ fn lamb_fused_matches<W: Element, S: Element>(n: usize, config: LambConfig) {
                 offset: lo as u64,
             };
             let piece = if scalar {
-                lamb.partials_into_scalar(step, &precision, &mut p, &mut update[lo..hi])
+                reference::lamb_partials_into(&lamb, step, &precision, &mut p, &mut update[lo..hi])
             } else {
                 lamb.partials_into(step, &precision, &mut p, &mut update[lo..hi])
             };
@@ -1176,7 +1180,14 @@ fn lamb_fused_matches<W: Element, S: Element>(n: usize, config: LambConfig) {
                 offset: lo as u64,
             };
             if scalar {
-                lamb.apply_update_scalar(step, &totals, &precision, &mut p, &update[lo..hi]);
+                reference::lamb_apply_update(
+                    &lamb,
+                    step,
+                    &totals,
+                    &precision,
+                    &mut p,
+                    &update[lo..hi],
+                );
             } else {
                 lamb.apply_update(step, &totals, &precision, &mut p, &update[lo..hi]);
             }

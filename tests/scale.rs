@@ -604,22 +604,22 @@ fn config_errors_display_and_error_trait() {
 
 #[test]
 fn static_loss_scale() {
-    let s = StaticLossScale::new(4096.0).unwrap();
+    let mut s = StaticLossScale::new(4096.0).unwrap();
     assert_eq!(s.scale(), 4096.0);
     assert_eq!(s.inv_scale(), pow2(-12));
     assert_eq!(s.fold_into_lr(0.5), 0.5 / 4096.0);
     let s3 = StaticLossScale::new(3.0).unwrap();
     assert_eq!(s3.fold_into_lr(1.0).to_bits(), (1.0f32 / 3.0).to_bits());
     assert_eq!(
-        s.decide(false),
+        s.update(false),
         StepDecision::Apply {
             inv_scale: pow2(-12)
         }
     );
-    assert_eq!(s.decide(true), StepDecision::Skip);
+    assert_eq!(s.update(true), StepDecision::Skip);
     assert_eq!(StaticLossScale::default().scale(), 1.0);
     let mut s2 = s;
-    assert_eq!(s2.update_with(stats(true, 0, 0)), StepDecision::Skip);
+    assert_eq!(s2.update(stats(true, 0, 0)), StepDecision::Skip);
     assert_eq!(s2, s); // the scale never moves
     for bad in [0.0, -0.0, -4.0, f32::INFINITY, pow2(-130)] {
         assert_eq!(StaticLossScale::new(bad), Err(ConfigError::Scale(bad)));
@@ -867,7 +867,7 @@ fn als_skips_non_finite_steps_unless_told_not_to() {
         ..AutomaticConfig::default()
     });
     assert_eq!(
-        s.update_with(stats(true, 1, 10)),
+        s.update(stats(true, 1, 10)),
         StepDecision::Apply {
             inv_scale: 1.0 / 1024.0
         }
@@ -1320,7 +1320,7 @@ fn train<S: LossScaler>(scaler: &mut S, replicas: &mut [Vec<f32>], steps: usize)
             grad.fill(v);
             combined = combined.merge(scaler.unscale([GradSlice::from(&mut grad[..])]));
         }
-        skipped.push(scaler.update_with(combined).is_skip());
+        skipped.push(scaler.update(combined).is_skip());
     }
     skipped
 }

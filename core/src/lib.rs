@@ -21,7 +21,10 @@
 //! # Cargo features
 //!
 //! - `std` (default): implies `alloc`; nothing in the kernels needs it.
-//! - `alloc`: reserved for heap-backed conveniences; no kernel allocates.
+//! - `alloc`: heap-backed conveniences (`optim::OwnedOptimizer`); no kernel
+//!   allocates.
+//! - `serde`: `Serialize`/`Deserialize` for the optimizers' settings,
+//!   schedules and step counter.
 //!
 //! With `default-features = false` the crate is `no_std` and pulls no `std`
 //! feature of any dependency.
@@ -65,6 +68,11 @@
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
+
+/// The README's example, run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
 
 pub mod arch;
 pub mod collective;

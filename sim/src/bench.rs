@@ -190,7 +190,7 @@ pub fn lamb_overhead(bench: &LambBench) -> Result<LambOverhead, BenchError> {
     let mut plain = || {
         t += 1;
         let mut p = Param::new(0, &mut w, &g, [&mut m, &mut v]);
-        lamb_opt.step(Step::new(t), &precision, &mut p);
+        lamb_opt.step(Step::after(t - 1), &precision, &mut p);
         black_box(&p.weights[0]);
     };
     let time = |f: &mut dyn FnMut()| {

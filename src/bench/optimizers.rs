@@ -346,7 +346,7 @@ impl Steps {
                 seed: SEED,
                 ..Precision::default()
             },
-            step: Step::new(STEP),
+            step: Step::after(STEP - 1),
         }
     }
 
@@ -364,7 +364,9 @@ impl Steps {
             Optimizer::Lamb => {
                 // The fused form: the element formula once per parameter.
                 let mut p = Param::new(ID, w, g, [s0, s1]);
-                self.lamb.step_with_scratch(step, precision, &mut p, update);
+                let totals = self.lamb.partials_into(step, precision, &mut p, update);
+                self.lamb
+                    .apply_update(step, &totals, precision, &mut p, update);
             }
             Optimizer::Lars => self
                 .lars

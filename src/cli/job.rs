@@ -12,15 +12,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
-use tessera_core::optim::{AdamWConfig, LambConfig, LarsConfig, SgdConfig};
+
 use tessera_core::scale::{AutomaticConfig, DynamicConfig};
 use tessera_sim::checkpoint::write_atomic;
 use tessera_sim::data::{Dataset, OutputMode, Source};
 use tessera_sim::model::Activation;
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
-    Event, GradReduction, LossScaling, LrSchedule, Observer, OptimizerConfig, PrecisionMode,
-    RunOptions, Schedule, Summary, TrainConfig, TrainError, Trainer,
+    Event, GradReduction, LossScaling, LrSchedule, NamedOptimizer, Observer, OptimizerConfig,
+    PrecisionMode, RunOptions, Schedule, Summary, TrainConfig, TrainError, Trainer,
 };
 
 use super::Failure;
@@ -569,17 +569,46 @@ impl JobArgs {
 
     /// These options, with `base`'s where these have none.
     pub(super) fn over(self, base: Self) -> Self {
-        // Through JSON objects (which hold any u64, unlike TOML): every
-        // field is optional, so the union of the two objects (this one's
-        // keys last) is the merge.
-        let object = |args: &Self| match serde_json::to_value(args) {
-            Ok(serde_json::Value::Object(o)) => o,
-            _ => unreachable!("options serialize to a JSON object"),
-        };
-        let mut merged = object(&base);
-        merged.extend(object(&self));
-        serde_json::from_value(serde_json::Value::Object(merged))
-            .unwrap_or_else(|e| unreachable!("merged options deserialize: {e}"))
+        // Every field is optional: the merge is field by field, listed
+        // without `..` so a new option cannot be forgotten.
+        macro_rules! merge {
+            ($($field:ident),* $(,)?) => {
+                Self { $($field: self.$field.or(base.$field)),* }
+            };
+        }
+        merge!(
+            data,
+            test_fraction,
+            hidden,
+            activation,
+            batch_norm,
+            pod,
+            instances,
+            replication_factor,
+            ipus_per_replica,
+            pipeline_stages,
+            schedule,
+            device_mapping,
+            recompute,
+            micro_batch,
+            gradient_accumulation,
+            device_iterations,
+            precision,
+            loss_scaling,
+            reduction,
+            optimizer,
+            lr,
+            weight_decay,
+            max_grad_norm,
+            warmup_steps,
+            lr_schedule,
+            epochs,
+            seed,
+            replicated_tensor_sharding,
+            offload_optimizer_state,
+            output_mode,
+            check_replicas_every,
+        )
     }
 
     /// The effective options as TOML, for `config.toml`, checked to read
@@ -674,7 +703,7 @@ impl JobArgs {
             c.optimizer = c.optimizer.with_lr(lr);
         }
         if let Some(wd) = self.weight_decay {
-            c.optimizer = with_weight_decay(c.optimizer, wd);
+            c.optimizer = c.optimizer.with_weight_decay(wd);
         }
         if self.max_grad_norm.is_some() {
             c.max_grad_norm = self.max_grad_norm;
@@ -730,26 +759,13 @@ impl Job {
             device_iterations: Some(c.device_iterations),
             precision: Some(c.precision.to_string()),
             loss_scaling: Some(c.loss_scaling.describe()),
-            reduction: Some(
-                match c.reduction {
-                    GradReduction::Sum => "sum",
-                    GradReduction::PostMean => "mean",
-                    GradReduction::RunningMean => "running-mean",
-                }
-                .to_owned(),
-            ),
+            reduction: Some(c.reduction.to_string()),
             optimizer: Some(c.optimizer.name().to_owned()),
             lr: Some(c.optimizer.lr()),
-            weight_decay: Some(weight_decay(&c.optimizer)),
+            weight_decay: Some(c.optimizer.weight_decay()),
             max_grad_norm: c.max_grad_norm,
             warmup_steps: Some(c.warmup_steps),
-            lr_schedule: Some(
-                match c.lr_schedule {
-                    LrSchedule::Constant => "constant",
-                    LrSchedule::Cosine => "cosine",
-                }
-                .to_owned(),
-            ),
+            lr_schedule: Some(c.lr_schedule.to_string()),
             epochs: Some(c.epochs),
             seed: Some(c.seed),
             replicated_tensor_sharding: Some(c.replicated_tensor_sharding),
@@ -811,26 +827,6 @@ pub(super) fn plural(n: u64, thing: &str) -> String {
         format!("{n} {thing}")
     } else {
         format!("{n} {thing}s")
-    }
-}
-
-/// The optimizer's weight decay.
-fn weight_decay(o: &OptimizerConfig) -> f32 {
-    match o {
-        OptimizerConfig::Sgd(c) => c.weight_decay,
-        OptimizerConfig::AdamW(c) => c.weight_decay,
-        OptimizerConfig::Lamb(c) => c.weight_decay,
-        OptimizerConfig::Lars(c) => c.weight_decay,
-    }
-}
-
-/// The optimizer with weight decay `weight_decay`.
-fn with_weight_decay(o: OptimizerConfig, weight_decay: f32) -> OptimizerConfig {
-    match o {
-        OptimizerConfig::Sgd(c) => OptimizerConfig::Sgd(SgdConfig { weight_decay, ..c }),
-        OptimizerConfig::AdamW(c) => OptimizerConfig::AdamW(AdamWConfig { weight_decay, ..c }),
-        OptimizerConfig::Lamb(c) => OptimizerConfig::Lamb(LambConfig { weight_decay, ..c }),
-        OptimizerConfig::Lars(c) => OptimizerConfig::Lars(LarsConfig { weight_decay, ..c }),
     }
 }
 
@@ -1158,7 +1154,7 @@ mod tests {
             let o = job(&args).config.optimizer;
             assert_eq!(o, OptimizerConfig::default_named(name).unwrap());
             assert!(lr_help.contains(&format!("{name} {}", o.lr())), "{lr_help}");
-            let wd = weight_decay(&o);
+            let wd = o.weight_decay();
             assert!(wd_help.contains(&format!("{name} {wd}")), "{wd_help}");
             let given = JobArgs {
                 lr: Some(0.25),

@@ -75,6 +75,17 @@ use crate::rng::RandomStream;
 
 /// What stochastic rounding does with magnitudes above the format's largest
 /// finite value (`MAX`: 65504 for f16, about 3.39e38 for bf16).
+///
+/// ```
+/// use tessera_core::fp::{HalfFloat, Overflow, Stochastic, f16};
+/// use tessera_core::rng::RandomStream;
+///
+/// let stream = RandomStream::new(1, 0);
+/// let saturate = Stochastic::new(stream, Overflow::Saturate);
+/// assert_eq!(f16::from_f32_sr(70000.0, saturate, 0), f16::MAX);
+/// let ieee = Stochastic::new(stream, Overflow::Infinity);
+/// assert_eq!(f16::from_f32_sr(70000.0, ieee, 0), f16::INFINITY); // above 65536: always
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Overflow {
     /// IEEE-style: the next value above `MAX` is infinity, so `|x|` in
@@ -90,6 +101,14 @@ pub enum Overflow {
 }
 
 /// The settings of a stochastic-rounding conversion.
+///
+/// ```
+/// use tessera_core::fp::{Overflow, Stochastic};
+/// use tessera_core::rng::RandomStream;
+///
+/// let sr = Stochastic { stream: RandomStream::new(42, 7), overflow: Overflow::Infinity };
+/// assert_eq!(sr, Stochastic::new(RandomStream::new(42, 7), Overflow::default()));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Stochastic {
     /// Where the random bits come from.
@@ -100,6 +119,16 @@ pub struct Stochastic {
 
 impl Stochastic {
     /// Stochastic rounding with bits from `stream`.
+    ///
+    /// ```
+    /// use tessera_core::fp::{self, Overflow, Stochastic, f16};
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let sr = Stochastic::new(RandomStream::new(3, 0), Overflow::Saturate);
+    /// let mut out = [f16::ZERO; 2];
+    /// fp::f32_to_half_sr_slice(&[1.0, 1e6], &mut out, sr, 0);
+    /// assert_eq!(out, [f16::ONE, f16::MAX]);
+    /// ```
     #[must_use]
     pub const fn new(stream: RandomStream, overflow: Overflow) -> Self {
         Self { stream, overflow }
@@ -107,6 +136,18 @@ impl Stochastic {
 }
 
 /// How a kernel that writes 16-bit values rounds them.
+///
+/// ```
+/// use tessera_core::fp::{Overflow, Rounding, Stochastic, bf16};
+/// use tessera_core::kernels;
+/// use tessera_core::rng::RandomStream;
+///
+/// let mut x = [bf16::from_f32(1.0); 16];
+/// let sr = Stochastic::new(RandomStream::new(9, 0), Overflow::Infinity);
+/// // Element i of this slice rounds with stream position 1000 + i.
+/// kernels::scale_half(1.001, &mut x, Rounding::Stochastic { sr, first_index: 1000 });
+/// assert!(x.iter().all(|v| *v == bf16::ONE || *v == bf16::from_f32(1.0078125)));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rounding {
     /// Round to nearest, ties to even.
@@ -124,6 +165,13 @@ pub enum Rounding {
 impl Rounding {
     /// Rounds `x`, the value of element `at` of the slice being written
     /// (the scalar twin of the kernels' eight-lane store).
+    ///
+    /// ```
+    /// use tessera_core::fp::{Rounding, f16};
+    ///
+    /// let h: f16 = Rounding::Nearest.round(1.0 + 1e-4, 0);
+    /// assert_eq!(h, f16::ONE);
+    /// ```
     #[must_use]
     #[inline]
     pub fn round<H: HalfFloat>(self, x: f32, at: usize) -> H {
@@ -176,6 +224,16 @@ impl Rounding {
 /// The 16-bit formats Tessera stores tensors in: [`f16`](struct@f16) and [`bf16`](struct@bf16).
 ///
 /// Sealed: the kernels rely on its exact semantics.
+///
+/// ```
+/// use tessera_core::fp::{HalfFloat, bf16, f16};
+///
+/// fn widen<H: HalfFloat>(x: &[H]) -> Vec<f32> {
+///     x.iter().map(|h| h.to_f32()).collect()
+/// }
+/// assert_eq!(widen(&[f16::ONE, f16::MAX]), [1.0, 65504.0]);
+/// assert_eq!(widen(&[bf16::ONE]), [1.0]);
+/// ```
 pub trait HalfFloat:
     Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Lanes
 {
@@ -183,14 +241,36 @@ pub trait HalfFloat:
     const NAME: &'static str;
 
     /// Widens to f32 (exact).
+    ///
+    /// ```
+    /// use tessera_core::fp::{HalfFloat, f16};
+    ///
+    /// assert_eq!(HalfFloat::to_f32(f16::from_bits(0x3c00)), 1.0);
+    /// ```
     #[must_use]
     fn to_f32(self) -> f32;
 
     /// Rounds an f32 to nearest even.
+    ///
+    /// ```
+    /// use tessera_core::fp::{HalfFloat, bf16};
+    ///
+    /// assert_eq!(<bf16 as HalfFloat>::from_f32(1.0).to_bits(), 0x3f80);
+    /// ```
     #[must_use]
     fn from_f32(x: f32) -> Self;
 
     /// Rounds an f32 stochastically with the bits of position `index`.
+    ///
+    /// ```
+    /// use tessera_core::fp::{HalfFloat, Overflow, Stochastic, f16};
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let sr = Stochastic::new(RandomStream::new(5, 0), Overflow::Infinity);
+    /// // 1 + 2^-12 lies between 1 and 1 + 2^-10: it rounds to one of them.
+    /// let h = <f16 as HalfFloat>::from_f32_sr(1.0 + 2f32.powi(-12), sr, 17);
+    /// assert!(h == f16::ONE || h == f16::from_f32(1.0 + 2f32.powi(-10)));
+    /// ```
     #[must_use]
     fn from_f32_sr(x: f32, sr: Stochastic, index: u64) -> Self;
 }
@@ -235,6 +315,16 @@ impl HalfFloat for bf16 {
 /// Stores canonicalise NaN to `f32::NAN` first (its f16/bf16 rounding for
 /// 16-bit formats): Rust leaves the payload of an arithmetic NaN to the CPU,
 /// and Tessera's results must not depend on the CPU.
+///
+/// ```
+/// use tessera_core::fp::{Element, Rounding, f16};
+///
+/// fn widen_sum<E: Element>(x: &[E]) -> f32 {
+///     x.iter().map(|e| e.load()).sum()
+/// }
+/// assert_eq!(widen_sum(&[1.0f32, 2.0]), 3.0);
+/// assert_eq!(widen_sum(&[f16::ONE, f16::ONE]), 2.0);
+/// ```
 pub trait Element:
     Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Store
 {
@@ -242,11 +332,25 @@ pub trait Element:
     const NAME: &'static str;
 
     /// The value as f32 (exact).
+    ///
+    /// ```
+    /// use tessera_core::fp::{Element, bf16};
+    ///
+    /// assert_eq!(Element::load(bf16::from_f32(0.5)), 0.5);
+    /// ```
     #[must_use]
     fn load(self) -> f32;
 
     /// Stores `x` as element `at` of the slice being written, rounding with
     /// `rounding` (ignored by f32).
+    ///
+    /// ```
+    /// use tessera_core::fp::{Element, Rounding, f16};
+    ///
+    /// let h = <f16 as Element>::store(f32::NAN, Rounding::Nearest, 0);
+    /// assert!(h.is_nan());
+    /// assert_eq!(<f32 as Element>::store(0.1, Rounding::Nearest, 0), 0.1);
+    /// ```
     #[must_use]
     fn store(x: f32, rounding: Rounding, at: usize) -> Self;
 }

@@ -18,6 +18,13 @@ pub(crate) const BF16_MAX_AS_F32: u32 = 0x7f7f_0000;
 
 /// f32 -> f16, round to nearest, ties to even. NaN becomes a quiet NaN with
 /// its sign and the top of its payload; overflow gives infinity.
+///
+/// ```
+/// use tessera_core::fp::{f16, scalar};
+///
+/// const H: f16 = scalar::f32_to_f16(1.0 / 3.0);
+/// assert_eq!(H, f16::from_f32(1.0 / 3.0)); // the `half` crate's rounding
+/// ```
 #[must_use]
 pub const fn f32_to_f16(x: f32) -> f16 {
     f16::from_bits(f32_bits_to_f16_bits(x.to_bits()))
@@ -60,6 +67,12 @@ pub(crate) const fn f32_bits_to_f16_bits(bits: u32) -> u16 {
 
 /// f32 -> bf16, round to nearest, ties to even. NaN becomes a quiet NaN with
 /// its sign and the top of its payload; overflow gives infinity.
+///
+/// ```
+/// use tessera_core::fp::{bf16, scalar};
+///
+/// assert_eq!(scalar::f32_to_bf16(1.0 / 3.0), bf16::from_f32(1.0 / 3.0));
+/// ```
 #[must_use]
 pub const fn f32_to_bf16(x: f32) -> bf16 {
     bf16::from_bits(f32_bits_to_bf16_bits(x.to_bits()))
@@ -74,6 +87,12 @@ pub(crate) const fn f32_bits_to_bf16_bits(bits: u32) -> u16 {
 }
 
 /// f16 -> f32 (exact). A NaN is quieted, keeping its sign and payload.
+///
+/// ```
+/// use tessera_core::fp::{f16, scalar};
+///
+/// assert_eq!(scalar::f16_to_f32(f16::MAX), 65504.0);
+/// ```
 #[must_use]
 pub const fn f16_to_f32(h: f16) -> f32 {
     f32::from_bits(f16_bits_to_f32_bits(h.to_bits()))
@@ -101,6 +120,12 @@ pub(crate) const fn f16_bits_to_f32_bits(h: u16) -> u32 {
 }
 
 /// bf16 -> f32 (exact). A NaN is quieted, keeping its sign and payload.
+///
+/// ```
+/// use tessera_core::fp::{bf16, scalar};
+///
+/// assert_eq!(scalar::bf16_to_f32(bf16::from_bits(0x4049)), 3.140625);
+/// ```
 #[must_use]
 pub const fn bf16_to_f32(h: bf16) -> f32 {
     f32::from_bits(bf16_bits_to_f32_bits(h.to_bits()))
@@ -117,6 +142,19 @@ pub(crate) const fn bf16_bits_to_f32_bits(h: u16) -> u32 {
 
 /// f32 -> f16 with stochastic rounding, using the random bits of element
 /// `index` of `stream` (see [the module docs](super) for the rule).
+///
+/// ```
+/// use tessera_core::fp::{self, Overflow, Stochastic, f16, scalar};
+/// use tessera_core::rng::RandomStream;
+///
+/// // The twin of `f32_to_half_sr_slice`: element i uses position i.
+/// let (stream, x) = (RandomStream::new(8, 0), [0.1f32, 0.2, 0.3]);
+/// let mut fast = [f16::ZERO; 3];
+/// fp::f32_to_half_sr_slice(&x, &mut fast, Stochastic::new(stream, Overflow::Infinity), 0);
+/// for i in 0..3 {
+///     assert_eq!(fast[i], scalar::f32_to_f16_sr(x[i], stream, i as u64, Overflow::Infinity));
+/// }
+/// ```
 #[must_use]
 pub fn f32_to_f16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> f16 {
     f32_to_f16_sr_with(
@@ -132,6 +170,16 @@ pub fn f32_to_f16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflo
 /// random bits of the add-then-truncate rule, the most significant of the
 /// tiny-value rule), and `extra(k)` its word `k` for `k` = 1 to 4, read
 /// only where more than 16 bits are needed.
+///
+/// ```
+/// use tessera_core::fp::{Overflow, f16, scalar};
+///
+/// // Halfway between 1 and the next f16 (spacing 2^-10): the top random
+/// // bit decides.
+/// let x = 1.0 + 2f32.powi(-11);
+/// assert_eq!(scalar::f32_to_f16_sr_with(x, 0x0000, |_| 0, Overflow::Infinity), f16::ONE);
+/// assert_ne!(scalar::f32_to_f16_sr_with(x, 0xffff, |_| 0, Overflow::Infinity), f16::ONE);
+/// ```
 #[must_use]
 pub fn f32_to_f16_sr_with(
     x: f32,
@@ -224,12 +272,28 @@ const fn low_mask(bits: u32) -> u32 {
 
 /// f32 -> bf16 with stochastic rounding, using the random bits of element
 /// `index` of `stream` (see [the module docs](super) for the rule).
+///
+/// ```
+/// use tessera_core::fp::{Overflow, bf16, scalar};
+/// use tessera_core::rng::RandomStream;
+///
+/// let b = scalar::f32_to_bf16_sr(1.0, RandomStream::new(0, 0), 5, Overflow::Infinity);
+/// assert_eq!(b, bf16::ONE); // representable values never move
+/// ```
 #[must_use]
 pub const fn f32_to_bf16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> bf16 {
     f32_to_bf16_sr_with(x, stream.half_bits(index), overflow)
 }
 
 /// [`f32_to_bf16_sr`] with the element's 16 random bits given explicitly.
+///
+/// ```
+/// use tessera_core::fp::{Overflow, bf16, scalar};
+///
+/// let x = 1.0 + 2f32.powi(-8); // halfway between two bf16 values
+/// assert_eq!(scalar::f32_to_bf16_sr_with(x, 0, Overflow::Infinity), bf16::ONE);
+/// assert_ne!(scalar::f32_to_bf16_sr_with(x, 0xffff, Overflow::Infinity), bf16::ONE);
+/// ```
 #[must_use]
 pub const fn f32_to_bf16_sr_with(x: f32, half: u16, overflow: Overflow) -> bf16 {
     let bits = x.to_bits();

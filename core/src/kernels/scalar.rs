@@ -45,6 +45,15 @@ pub(crate) fn block_sums(n: usize, term: impl Fn(usize) -> f32) -> ExactSum {
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// let (mut y, mut z) = (vec![1.0f32; 20], vec![1.0f32; 20]);
+/// scalar::axpy(0.5, &x, &mut y);
+/// kernels::axpy(0.5, &x, &mut z);
+/// assert_eq!(y, z);
+/// ```
 pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), y.len(), "axpy: length mismatch");
     for (x, y) in x.iter().zip(y) {
@@ -53,6 +62,15 @@ pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
 }
 
 /// `x[i] = x[i] * a`.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// let (mut y, mut z) = (x.clone(), x);
+/// scalar::scale(0.5, &mut y);
+/// kernels::scale(0.5, &mut z);
+/// assert_eq!(y, z);
+/// ```
 pub fn scale(a: f32, x: &mut [f32]) {
     for x in x {
         *x = canonical(*x * a);
@@ -63,6 +81,15 @@ pub fn scale(a: f32, x: &mut [f32]) {
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// let (mut y, mut z) = (vec![1.0f32; 20], vec![1.0f32; 20]);
+/// scalar::add(&x, &mut y);
+/// kernels::add(&x, &mut z);
+/// assert_eq!(y, z);
+/// ```
 pub fn add(x: &[f32], y: &mut [f32]) {
     assert_eq!(x.len(), y.len(), "add: length mismatch");
     for (x, y) in x.iter().zip(y) {
@@ -71,6 +98,17 @@ pub fn add(x: &[f32], y: &mut [f32]) {
 }
 
 /// `x[i] = x[i] * inv_scale`; returns whether any result is infinite or NaN.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// let (mut y, mut z) = (x.clone(), x);
+/// z[3] = f32::INFINITY;
+/// y[3] = f32::INFINITY;
+/// assert!(scalar::unscale_and_check(&mut y, 0.25));
+/// assert!(kernels::unscale_and_check(&mut z, 0.25));
+/// assert_eq!(y[..3], z[..3]);
+/// ```
 #[must_use]
 pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
     let mut found = false;
@@ -85,6 +123,16 @@ pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
 ///
 /// # Panics
 /// If `src` and `acc` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// let (mut a, mut b) = (vec![1.0f32; 20], vec![1.0f32; 20]);
+/// scalar::accumulate(&x, &mut a);
+/// kernels::accumulate(&x, &mut b);
+/// assert_eq!(a, b);
+/// ```
 pub fn accumulate<H: HalfFloat>(src: &[H], acc: &mut [f32]) {
     assert_eq!(src.len(), acc.len(), "accumulate: length mismatch");
     for (s, a) in src.iter().zip(acc) {
@@ -100,6 +148,17 @@ pub fn accumulate<H: HalfFloat>(src: &[H], acc: &mut [f32]) {
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::Rounding;
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// let (mut y, mut z) = (x.clone(), x.clone());
+/// scalar::axpy_half(0.5, &x, &mut y, Rounding::Nearest);
+/// kernels::axpy_half(0.5, &x, &mut z, Rounding::Nearest);
+/// assert_eq!(y, z);
+/// ```
 pub fn axpy_half<H: HalfFloat>(a: f32, x: &[H], y: &mut [H], rounding: Rounding) {
     assert_eq!(x.len(), y.len(), "axpy_half: length mismatch");
     for (i, (x, y)) in x.iter().zip(y).enumerate() {
@@ -108,6 +167,17 @@ pub fn axpy_half<H: HalfFloat>(a: f32, x: &[H], y: &mut [H], rounding: Rounding)
 }
 
 /// `x[i] = round(widen(x[i]) * a)`.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::Rounding;
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// let (mut y, mut z) = (x.clone(), x);
+/// scalar::scale_half(0.5, &mut y, Rounding::Nearest);
+/// kernels::scale_half(0.5, &mut z, Rounding::Nearest);
+/// assert_eq!(y, z);
+/// ```
 pub fn scale_half<H: HalfFloat>(a: f32, x: &mut [H], rounding: Rounding) {
     for (i, x) in x.iter_mut().enumerate() {
         *x = rounding.round(canonical(x.to_f32() * a), i);
@@ -118,6 +188,17 @@ pub fn scale_half<H: HalfFloat>(a: f32, x: &mut [H], rounding: Rounding) {
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::Rounding;
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// let (mut y, mut z) = (x.clone(), x.clone());
+/// scalar::add_half(&x, &mut y, Rounding::Nearest);
+/// kernels::add_half(&x, &mut z, Rounding::Nearest);
+/// assert_eq!(y, z);
+/// ```
 pub fn add_half<H: HalfFloat>(x: &[H], y: &mut [H], rounding: Rounding) {
     assert_eq!(x.len(), y.len(), "add_half: length mismatch");
     for (i, (x, y)) in x.iter().zip(y).enumerate() {
@@ -127,6 +208,17 @@ pub fn add_half<H: HalfFloat>(x: &[H], y: &mut [H], rounding: Rounding) {
 
 /// `x[i] = round(widen(x[i]) * inv_scale)`; returns whether any *stored*
 /// value is infinite or NaN.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::Rounding;
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// let (mut y, mut z) = (x.clone(), x);
+/// assert!(!scalar::unscale_and_check_half(&mut y, 0.5, Rounding::Nearest));
+/// assert!(!kernels::unscale_and_check_half(&mut z, 0.5, Rounding::Nearest));
+/// assert_eq!(y, z);
+/// ```
 #[must_use]
 pub fn unscale_and_check_half<H: HalfFloat>(
     x: &mut [H],
@@ -149,6 +241,12 @@ pub fn unscale_and_check_half<H: HalfFloat>(
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// assert_eq!(scalar::dot_partial(&x, &x), kernels::dot_partial(&x, &x));
+/// ```
 #[must_use]
 pub fn dot_partial(x: &[f32], y: &[f32]) -> ExactSum {
     assert_eq!(x.len(), y.len(), "dot: length mismatch");
@@ -159,24 +257,48 @@ pub fn dot_partial(x: &[f32], y: &[f32]) -> ExactSum {
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// assert_eq!(scalar::dot(&x, &x).to_bits(), kernels::dot(&x, &x).to_bits());
+/// ```
 #[must_use]
 pub fn dot(x: &[f32], y: &[f32]) -> f32 {
     dot_partial(x, y).to_f32()
 }
 
 /// The exact sum of the block partials of `x * x`.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// assert_eq!(scalar::sum_of_squares_partial(&x), kernels::sum_of_squares_partial(&x));
+/// ```
 #[must_use]
 pub fn sum_of_squares_partial(x: &[f32]) -> ExactSum {
     block_sums(x.len(), |i| x[i] * x[i])
 }
 
 /// `sum(x[i] * x[i])` in the fixed order, rounded once.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// assert_eq!(scalar::sum_of_squares(&x), kernels::dot(&x, &x));
+/// ```
 #[must_use]
 pub fn sum_of_squares(x: &[f32]) -> f32 {
     sum_of_squares_partial(x).to_f32()
 }
 
 /// The largest magnitude of `x`, as a combinable partial.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// assert_eq!(scalar::max_abs_partial(&x), kernels::max_abs_partial(&x));
+/// ```
 #[must_use]
 pub fn max_abs_partial(x: &[f32]) -> MaxAbs {
     let mut m = MaxAbs::new();
@@ -187,6 +309,12 @@ pub fn max_abs_partial(x: &[f32]) -> MaxAbs {
 }
 
 /// The largest `|x[i]|`; NaN if any element is NaN; `0.0` if empty.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// assert_eq!(scalar::max_abs(&x), kernels::max_abs(&x));
+/// ```
 #[must_use]
 pub fn max_abs(x: &[f32]) -> f32 {
     max_abs_partial(x).to_f32()
@@ -199,6 +327,13 @@ pub fn max_abs(x: &[f32]) -> f32 {
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// assert_eq!(scalar::dot_half_partial(&x, &x), kernels::dot_half_partial(&x, &x));
+/// ```
 #[must_use]
 pub fn dot_half_partial<H: HalfFloat>(x: &[H], y: &[H]) -> ExactSum {
     assert_eq!(x.len(), y.len(), "dot_half: length mismatch");
@@ -209,24 +344,52 @@ pub fn dot_half_partial<H: HalfFloat>(x: &[H], y: &[H]) -> ExactSum {
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// assert_eq!(scalar::dot_half(&x, &x).to_bits(), kernels::dot_half(&x, &x).to_bits());
+/// ```
 #[must_use]
 pub fn dot_half<H: HalfFloat>(x: &[H], y: &[H]) -> f32 {
     dot_half_partial(x, y).to_f32()
 }
 
 /// The exact sum of the block partials of `widen(x) * widen(x)`.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// assert_eq!(scalar::sum_of_squares_half_partial(&x), kernels::sum_of_squares_half_partial(&x));
+/// ```
 #[must_use]
 pub fn sum_of_squares_half_partial<H: HalfFloat>(x: &[H]) -> ExactSum {
     block_sums(x.len(), |i| x[i].to_f32() * x[i].to_f32())
 }
 
 /// `sum(widen(x[i])^2)` in the fixed order, rounded once.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// assert_eq!(scalar::sum_of_squares_half(&x), scalar::dot_half(&x, &x));
+/// ```
 #[must_use]
 pub fn sum_of_squares_half<H: HalfFloat>(x: &[H]) -> f32 {
     sum_of_squares_half_partial(x).to_f32()
 }
 
 /// The largest magnitude of `x` (widened), as a combinable partial.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// assert_eq!(scalar::max_abs_half_partial(&x), kernels::max_abs_half_partial(&x));
+/// ```
 #[must_use]
 pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
     let mut m = MaxAbs::new();
@@ -237,6 +400,13 @@ pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
 }
 
 /// The largest `|x[i]|` as f32; NaN if any element is NaN; `0.0` if empty.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// assert_eq!(scalar::max_abs_half(&x), kernels::max_abs_half(&x));
+/// ```
 #[must_use]
 pub fn max_abs_half<H: HalfFloat>(x: &[H]) -> f32 {
     max_abs_half_partial(x).to_f32()
@@ -251,6 +421,15 @@ pub fn max_abs_half<H: HalfFloat>(x: &[H]) -> f32 {
 ///
 /// # Panics
 /// If a slice's length is not its matrix's.
+///
+/// ```
+/// use tessera_core::kernels::{self, GemmShape, scalar};
+/// let shape = GemmShape { m: 2, k: 3, n: 2, a_transposed: false, b_transposed: false };
+/// let (a, b) = ([1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0]);
+/// let mut c = [0.0f32; 4];
+/// scalar::gemm(shape, &a, &b, &mut c);
+/// assert_eq!(c, [4.0, 5.0, 10.0, 11.0]);
+/// ```
 pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
     shape.assert_lengths(a, b, c);
     for i in 0..shape.m {

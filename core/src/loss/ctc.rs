@@ -163,6 +163,38 @@ pub enum CtcError {
         /// The blank index.
         blank: u32,
     },
+    /// PyTorch's input and target lengths differ in count.
+    BatchSize {
+        /// Items in `input_lengths`.
+        input_lengths: usize,
+        /// Items in `target_lengths`.
+        target_lengths: usize,
+    },
+    /// A PyTorch length is negative (or beyond `usize`).
+    Length {
+        /// The batch item.
+        batch: usize,
+        /// The length given.
+        length: i64,
+    },
+    /// A PyTorch target label is outside `u32`.
+    Label {
+        /// The batch item.
+        batch: usize,
+        /// The position in its target.
+        position: usize,
+        /// The label given.
+        label: i64,
+    },
+    /// PyTorch targets that are neither concatenated nor padded.
+    TargetsLayout {
+        /// Elements in `targets`.
+        targets: usize,
+        /// Items in the batch.
+        batch: usize,
+        /// The sum of the target lengths.
+        total: usize,
+    },
 }
 
 impl core::fmt::Display for CtcError {
@@ -201,30 +233,61 @@ impl core::fmt::Display for CtcError {
                 f,
                 "batch item {batch}'s target has the blank ({blank}) at position {position}"
             ),
+            Self::BatchSize {
+                input_lengths,
+                target_lengths,
+            } => write!(
+                f,
+                "{input_lengths} input lengths but {target_lengths} target lengths"
+            ),
+            Self::Length { batch, length } => {
+                write!(f, "length {length} of batch item {batch} is negative")
+            }
+            Self::Label {
+                batch,
+                position,
+                label,
+            } => write!(
+                f,
+                "label {label} at position {position} of batch item {batch}'s target is not a class index"
+            ),
+            Self::TargetsLayout {
+                targets,
+                batch,
+                total,
+            } => write!(
+                f,
+                "targets have {targets} elements: neither the {total} of the concatenated targets nor [{batch}, S] padded"
+            ),
         }
     }
 }
 
 impl core::error::Error for CtcError {}
 
-/// The scratch [`ctc_loss`] needs, in f32 elements: two rows of alpha,
-/// `2 (2 max_target_len + 1)`.
+/// The scratch [`ctc_loss`] reads, in f32 elements: two rows of alpha,
+/// `2 (2 max_target_len + 1)` (at most [`ctc_scratch_len`]).
 ///
 /// # Panics
 ///
 /// If the result overflows `usize`.
 #[must_use]
-pub const fn ctc_forward_scratch_len(max_target_len: usize) -> usize {
+pub(crate) const fn ctc_forward_scratch_len(max_target_len: usize) -> usize {
     match states(max_target_len).checked_mul(2) {
         Some(len) => len,
         None => panic!("ctc_forward_scratch_len overflows usize"),
     }
 }
 
-/// The scratch [`ctc_loss_with_grad`] needs, in f32 elements: alpha for
-/// every time step and its shifts, two rows of beta and one row of class
-/// occupancies, `(max_time + 2) (2 max_target_len + 1) + max_time +
-/// classes`.
+/// The scratch both CTC kernels take, in f32 elements: what
+/// [`ctc_loss_with_grad`] needs, alpha for every time step and its shifts,
+/// two rows of beta and one row of class occupancies, `(max_time + 2) (2
+/// max_target_len + 1) + max_time + classes`. [`ctc_loss`] uses only its
+/// first `2 (2 max_target_len + 1)` elements.
+///
+/// ```
+/// assert_eq!(tessera_core::loss::ctc_scratch_len(10, 5, 7), 12 * 11 + 10 + 7);
+/// ```
 ///
 /// # Panics
 ///
@@ -261,9 +324,11 @@ const fn states(max_target_len: usize) -> usize {
 /// `losses[b]` receives item `b`'s loss (`+0.0` for an infinite loss with
 /// `zero_infinity`); returns the [`Reduction`] of the losses (their sum for
 /// [`Reduction::None`]). The losses and the result are bitwise those of
-/// [`ctc_loss_with_grad`]. `scratch` needs [`ctc_forward_scratch_len`]
-/// elements; its contents on entry do not matter and on return are
-/// unspecified.
+/// [`ctc_loss_with_grad`]. `scratch` takes [`ctc_scratch_len`] elements
+/// (it needs only `2 (2 max_target_len + 1)` of them); its contents on
+/// entry do not matter and on return are unspecified. For PyTorch's
+/// layouts (`i64` lengths, concatenated targets), see `CtcTargets` (feature
+/// `alloc`).
 ///
 /// # Errors
 ///

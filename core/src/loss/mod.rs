@@ -190,17 +190,30 @@
 mod cross_entropy;
 mod ctc;
 pub mod math;
+#[cfg(feature = "alloc")]
+mod torch_layout;
 
 pub use cross_entropy::{
     CrossEntropyError, CrossEntropyParams, softmax_cross_entropy, softmax_cross_entropy_with_grad,
 };
-pub use ctc::{
-    CtcError, CtcInput, CtcParams, ctc_forward_scratch_len, ctc_loss, ctc_loss_with_grad,
-    ctc_scratch_len,
-};
+pub use ctc::{CtcError, CtcInput, CtcParams, ctc_loss, ctc_loss_with_grad, ctc_scratch_len};
+#[cfg(feature = "alloc")]
+pub use torch_layout::CtcTargets;
 
 /// How a kernel reduces its per-item losses to the number it returns and
 /// differentiates.
+///
+/// ```
+/// use tessera_core::loss::{self, CrossEntropyParams, Reduction};
+///
+/// let (logits, labels) = ([1.0f32, 2.0, 3.0, 1.0], [1, 0]);
+/// let mut losses = [0.0f32; 2];
+/// let none = CrossEntropyParams::new(2, Reduction::None)?;
+/// let sum = loss::softmax_cross_entropy(&none, &logits, &labels, &mut losses)?;
+/// let mean = CrossEntropyParams::new(2, Reduction::Mean)?;
+/// assert_eq!(loss::softmax_cross_entropy(&mean, &logits, &labels, &mut losses)?, sum / 2.0);
+/// # Ok::<(), Box<dyn core::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Reduction {
     /// No reduction: the per-item losses are the result. The kernel returns
@@ -216,6 +229,12 @@ pub enum Reduction {
 }
 
 /// A loss kernel's configuration was invalid.
+///
+/// ```
+/// use tessera_core::loss::{CrossEntropyParams, ParamError, Reduction};
+///
+/// assert_eq!(CrossEntropyParams::new(0, Reduction::Mean).unwrap_err(), ParamError::NoClasses);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ParamError {
     /// `classes` was 0.

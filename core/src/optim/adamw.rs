@@ -17,9 +17,26 @@ use super::{Param, Precision, Step, bias_correction};
 /// w = w (1 - lr wd)
 /// m = b1 m + (1 - b1) g
 /// v = b2 v + (1 - b2) (g g)
+/// v_max = max(v_max, v)                                 with amsgrad
 /// w = w - (lr / bc1) (m / (sqrt(v) c2 + eps))          c2 = 1 / sqrt(bc2)
 /// ```
+///
+/// with `v_max` in place of `v` in the last line under `amsgrad`, and `g`
+/// negated first under `maximize` (both as `torch.optim.AdamW`).
+///
+/// ```
+/// use tessera_core::optim::{AdamW, AdamWConfig, Param, Precision, Step};
+///
+/// let adamw = AdamW::new(AdamWConfig { amsgrad: true, ..AdamWConfig::default() })?;
+/// let (mut w, g) = ([1.0f32; 4], [0.5f32; 4]);
+/// let (mut m, mut v, mut v_max) = ([0.0f32; 4], [0.0f32; 4], [0.0f32; 4]);
+/// let mut p = Param::new(0, &mut w, &g, [&mut m, &mut v, &mut v_max]);
+/// adamw.step(Step::first(), &Precision::default(), &mut p);
+/// assert!(w[0] < 1.0 && v_max[0] == v[0]);
+/// # Ok::<(), tessera_core::optim::ConfigError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AdamWConfig {
     /// Learning rate (default 1e-3).
     pub lr: f32,
@@ -29,6 +46,11 @@ pub struct AdamWConfig {
     pub eps: f32,
     /// Decoupled weight decay (default 0.01).
     pub weight_decay: f32,
+    /// Divide by the running maximum of `v` (a third state tensor;
+    /// default off).
+    pub amsgrad: bool,
+    /// Ascend the gradient instead of descending it (default off).
+    pub maximize: bool,
 }
 
 impl Default for AdamWConfig {
@@ -38,6 +60,8 @@ impl Default for AdamWConfig {
             betas: (0.9, 0.999),
             eps: 1e-8,
             weight_decay: 0.01,
+            amsgrad: false,
+            maximize: false,
         }
     }
 }
@@ -81,45 +105,79 @@ impl AdamW {
         &self.config
     }
 
-    /// Updates a parameter (or any piece of one). State: `[m, v]`.
-    ///
-    /// # Panics
-    /// If the slices differ in length.
-    pub fn step<W: Element, G: Element, S: Element>(
-        &self,
-        step: Step,
-        precision: &Precision,
-        p: &mut Param<'_, W, G, S, 2>,
-    ) {
-        drive::apply(&self.update(step), p, precision, step.t, false);
+    /// The number of state tensors: `[m, v]`, or `[m, v, v_max]` with
+    /// `amsgrad`.
+    #[must_use]
+    pub const fn state_tensors(&self) -> usize {
+        if self.config.amsgrad { 3 } else { 2 }
     }
 
-    /// The scalar twin of [`AdamW::step`].
-    pub fn step_scalar<W: Element, G: Element, S: Element>(
+    /// Updates a parameter (or any piece of one). State: `[m, v]`, or `[m,
+    /// v, v_max]` with `amsgrad`.
+    ///
+    /// # Panics
+    /// If the slices differ in length or `N` is not
+    /// [`AdamW::state_tensors`].
+    pub fn step<W: Element, G: Element, S: Element, const N: usize>(
         &self,
         step: Step,
         precision: &Precision,
-        p: &mut Param<'_, W, G, S, 2>,
+        p: &mut Param<'_, W, G, S, N>,
     ) {
-        drive::apply(&self.update(step), p, precision, step.t, true);
+        self.run(step, precision, p, false);
+    }
+
+    pub(super) fn run<W: Element, G: Element, S: Element, const N: usize>(
+        &self,
+        step: Step,
+        precision: &Precision,
+        p: &mut Param<'_, W, G, S, N>,
+        scalar: bool,
+    ) {
+        assert_eq!(N, self.state_tensors(), "AdamW: state tensors");
+        let update = self.update(step);
+        if !self.config.amsgrad {
+            drive::apply(&update, &mut p.pick([0, 1]), precision, step.t, scalar);
+            return;
+        }
+        // AMSGrad in three passes, as torch's: the moments, then `v_max =
+        // maximum(v_max, v)` on the stored values, then the weights from
+        // the stored `m` and `v_max` (the same values for f32 state).
+        drive::apply(
+            &Moments(&update),
+            &mut p.pick([0, 1]),
+            precision,
+            step.t,
+            scalar,
+        );
+        let (moments, rest) = p.state.split_at_mut(2);
+        running_max(rest[0], moments[1]);
+        drive::apply(
+            &Finish(&update),
+            &mut p.pick([0, 2]),
+            precision,
+            step.t,
+            scalar,
+        );
     }
 
     fn update(&self, step: Step) -> Apply {
         let c = &self.config;
         let (b1, b2) = c.betas;
+        let lr = step.lr(c.lr);
         Apply {
-            grad_scale: step.grad_scale,
+            grad_scale: signed(step.grad_scale, c.maximize),
             // torch.optim.AdamW's `param.mul_(1 - lr * weight_decay)`
             // (torch/optim/adamw.py), the factor a Python float (f64)
             // rounded once to f32.
-            decay: (1.0 - f64::from(c.lr) * f64::from(c.weight_decay)) as f32,
+            decay: (1.0 - f64::from(lr) * f64::from(c.weight_decay)) as f32,
             b1,
             c1: 1.0 - b1,
             b2,
             c2: 1.0 - b2,
             inv_bc2_sqrt: (1.0 / libm::sqrt(bias_correction(b2, step.t))) as f32,
             eps: c.eps,
-            step_size: (f64::from(c.lr) / bias_correction(b1, step.t)) as f32,
+            step_size: (f64::from(lr) / bias_correction(b1, step.t)) as f32,
         }
     }
 }
@@ -136,14 +194,69 @@ struct Apply {
     step_size: f32,
 }
 
-impl Update<2> for Apply {
+impl Apply {
+    /// `(w decayed, m, v)`: the formula up to the denominator.
     #[inline(always)]
-    fn update<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> (T, [T; 2]) {
+    fn moments<T: Real>(&self, w: T, g: T, m: T, v: T) -> (T, T, T) {
         let g = g * T::splat(self.grad_scale);
         let w = w * T::splat(self.decay);
         let m = T::splat(self.b1) * m + T::splat(self.c1) * g;
         let v = T::splat(self.b2) * v + T::splat(self.c2) * (g * g);
-        let denom = v.sqrt() * T::splat(self.inv_bc2_sqrt) + T::splat(self.eps);
-        (w - T::splat(self.step_size) * (m / denom), [m, v])
+        (w, m, v)
     }
+
+    #[inline(always)]
+    fn finish<T: Real>(&self, w: T, m: T, v: T) -> T {
+        let denom = v.sqrt() * T::splat(self.inv_bc2_sqrt) + T::splat(self.eps);
+        w - T::splat(self.step_size) * (m / denom)
+    }
+}
+
+impl Update<2> for Apply {
+    #[inline(always)]
+    fn update<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> (T, [T; 2]) {
+        let (w, m, v) = self.moments(w, g, m, v);
+        (self.finish(w, m, v), [m, v])
+    }
+}
+
+/// AMSGrad's first pass: the moments only (the weights are stored back
+/// unchanged, exactly).
+struct Moments<'a>(&'a Apply);
+
+impl Update<2> for Moments<'_> {
+    #[inline(always)]
+    fn update<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> (T, [T; 2]) {
+        let (_, m, v) = self.0.moments(w, g, m, v);
+        (w, [m, v])
+    }
+}
+
+/// AMSGrad's last pass: decay and step from `[m, v_max]` (stored back
+/// unchanged, exactly).
+struct Finish<'a>(&'a Apply);
+
+impl Update<2> for Finish<'_> {
+    #[inline(always)]
+    fn update<T: Real>(&self, w: T, _: T, [m, v_max]: [T; 2]) -> (T, [T; 2]) {
+        let w = w * T::splat(self.0.decay);
+        (self.0.finish(w, m, v_max), [m, v_max])
+    }
+}
+
+/// `torch.maximum(v_max, v, out=v_max)`: NaN in either gives NaN.
+fn running_max<S: Element>(v_max: &mut [S], v: &[S]) {
+    assert_eq!(v_max.len(), v.len(), "AdamW: v_max and v differ in length");
+    for (a, &b) in v_max.iter_mut().zip(v) {
+        let (x, y) = (a.load(), b.load());
+        if !x.is_nan() && (y.is_nan() || y > x) {
+            *a = b;
+        }
+    }
+}
+
+/// The gradient multiplier with PyTorch's `maximize` (`-grad`): negating
+/// the factor negates every product exactly.
+pub(super) const fn signed(grad_scale: f32, maximize: bool) -> f32 {
+    if maximize { -grad_scale } else { grad_scale }
 }

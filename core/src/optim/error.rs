@@ -67,6 +67,74 @@ impl fmt::Display for ConfigError {
 
 impl core::error::Error for ConfigError {}
 
+/// An optimizer that cannot be built or a step that cannot run, with the
+/// parameter it concerns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StepError {
+    /// A setting that cannot be used.
+    Config(ConfigError),
+    /// A parameter came with the wrong number of state tensors.
+    StateTensors {
+        /// The parameter's id.
+        id: u64,
+        /// What the optimizer keeps per parameter.
+        expected: usize,
+        /// What came.
+        got: usize,
+    },
+    /// Two parameters share one id, so they would share random bits.
+    DuplicateId {
+        /// The id.
+        id: u64,
+    },
+    /// A parameter the optimizer was not built for.
+    UnknownId {
+        /// The id.
+        id: u64,
+    },
+    /// A parameter whose weights or gradients have the wrong length.
+    Length {
+        /// The parameter's id.
+        id: u64,
+        /// Its length when the optimizer was built.
+        expected: usize,
+        /// What came.
+        got: usize,
+    },
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Config(e) => e.fmt(f),
+            Self::StateTensors { id, expected, got } => write!(
+                f,
+                "parameter {id}: the optimizer keeps {expected} state tensors, got {got}"
+            ),
+            Self::DuplicateId { id } => write!(f, "parameter id {id} is used twice"),
+            Self::UnknownId { id } => write!(f, "parameter id {id} is in no group"),
+            Self::Length { id, expected, got } => {
+                write!(f, "parameter {id}: expected {expected} elements, got {got}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for StepError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Self::Config(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConfigError> for StepError {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
 /// A value in a message: plain decimals for everyday magnitudes, the
 /// exponent form for very large and very small ones (`3.4028235e38`, not
 /// 39 digits).

@@ -31,6 +31,7 @@ use super::{Norms, Param, Partials, Precision, Step, bias_correction};
 /// biases), or when `weight_decay` is 0 and `always_adapt` is off (timm);
 /// with `trust_clip` it is at most 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LambConfig {
     /// Learning rate (default 1e-3).
     pub lr: f32,
@@ -146,17 +147,7 @@ impl Lamb {
         step: Step,
         p: &Param<'_, W, G, S, 2>,
     ) -> Partials {
-        drive::partials(&self.coefficients(step), p, false)
-    }
-
-    /// The scalar twin of [`Lamb::partials`] (the reference definition).
-    #[must_use]
-    pub fn partials_scalar<W: Element, G: Element, S: Element>(
-        &self,
-        step: Step,
-        p: &Param<'_, W, G, S, 2>,
-    ) -> Partials {
-        drive::partials(&self.coefficients(step), p, true)
+        self.partials_on(step, p, false)
     }
 
     /// Phase 2: updates a piece given the whole tensor's merged partials.
@@ -170,20 +161,21 @@ impl Lamb {
         precision: &Precision,
         p: &mut Param<'_, W, G, S, 2>,
     ) {
-        let update = self.update(step, totals.norms());
-        drive::apply(&update, p, precision, step.t, false);
+        self.apply_on(step, totals, precision, p, false);
     }
 
-    /// The scalar twin of [`Lamb::apply`].
-    pub fn apply_scalar<W: Element, G: Element, S: Element>(
+    /// Both phases over one whole tensor.
+    ///
+    /// # Panics
+    /// If the slices differ in length or `p.offset` is not block-aligned.
+    pub fn step<W: Element, G: Element, S: Element>(
         &self,
         step: Step,
-        totals: &Partials,
         precision: &Precision,
         p: &mut Param<'_, W, G, S, 2>,
     ) {
-        let update = self.update(step, totals.norms());
-        drive::apply(&update, p, precision, step.t, true);
+        let totals = self.partials(step, p);
+        self.apply(step, &totals, precision, p);
     }
 
     /// Phase 1, fused with the state update: stores the new moments `m`,
@@ -205,25 +197,7 @@ impl Lamb {
         p: &mut Param<'_, W, G, S, 2>,
         update: &mut [f32],
     ) -> Partials {
-        drive::partials_into(
-            &self.coefficients(step),
-            p,
-            update,
-            precision,
-            step.t,
-            false,
-        )
-    }
-
-    /// The scalar twin of [`Lamb::partials_into`].
-    pub fn partials_into_scalar<W: Element, G: Element, S: Element>(
-        &self,
-        step: Step,
-        precision: &Precision,
-        p: &mut Param<'_, W, G, S, 2>,
-        update: &mut [f32],
-    ) -> Partials {
-        drive::partials_into(&self.coefficients(step), p, update, precision, step.t, true)
+        self.partials_into_on(step, precision, p, update, false)
     }
 
     /// Phase 2 after [`Lamb::partials_into`]: `w = w' - lr (u ratio)` from
@@ -242,35 +216,40 @@ impl Lamb {
         self.finish(step, totals, precision, p, update, false);
     }
 
-    /// The scalar twin of [`Lamb::apply_update`].
-    pub fn apply_update_scalar<W: Element, G: Element, S: Element>(
+    pub(super) fn partials_on<W: Element, G: Element, S: Element>(
+        &self,
+        step: Step,
+        p: &Param<'_, W, G, S, 2>,
+        scalar: bool,
+    ) -> Partials {
+        drive::partials(&self.coefficients(step), p, scalar)
+    }
+
+    pub(super) fn apply_on<W: Element, G: Element, S: Element>(
         &self,
         step: Step,
         totals: &Partials,
         precision: &Precision,
         p: &mut Param<'_, W, G, S, 2>,
-        update: &[f32],
+        scalar: bool,
     ) {
-        self.finish(step, totals, precision, p, update, true);
+        let update = self.update(step, totals.norms());
+        drive::apply(&update, p, precision, step.t, scalar);
     }
 
-    /// Both phases over one whole tensor with `update` (one f32 per
-    /// parameter) as scratch: the fast form of [`Lamb::step`].
-    ///
-    /// # Panics
-    /// As [`Lamb::partials_into`].
-    pub fn step_with_scratch<W: Element, G: Element, S: Element>(
+    pub(super) fn partials_into_on<W: Element, G: Element, S: Element>(
         &self,
         step: Step,
         precision: &Precision,
         p: &mut Param<'_, W, G, S, 2>,
         update: &mut [f32],
-    ) {
-        let totals = self.partials_into(step, precision, p, update);
-        self.apply_update(step, &totals, precision, p, update);
+        scalar: bool,
+    ) -> Partials {
+        let c = self.coefficients(step);
+        drive::partials_into(&c, p, update, precision, step.t, scalar)
     }
 
-    fn finish<W: Element, G: Element, S: Element>(
+    pub(super) fn finish<W: Element, G: Element, S: Element>(
         &self,
         step: Step,
         totals: &Partials,
@@ -288,20 +267,6 @@ impl Lamb {
             offset: p.offset,
         };
         drive::apply(&ApplyStored(apply), &mut finish, precision, step.t, scalar);
-    }
-
-    /// Both phases over one whole tensor.
-    ///
-    /// # Panics
-    /// If the slices differ in length or `p.offset` is not block-aligned.
-    pub fn step<W: Element, G: Element, S: Element>(
-        &self,
-        step: Step,
-        precision: &Precision,
-        p: &mut Param<'_, W, G, S, 2>,
-    ) {
-        let totals = self.partials(step, p);
-        self.apply(step, &totals, precision, p);
     }
 
     /// The trust ratio for a tensor with these norms.
@@ -330,6 +295,7 @@ impl Lamb {
             (1.0, 1.0)
         };
         let decoupled = c.decoupled_decay && c.weight_decay != 0.0;
+        let lr = step.lr(c.lr);
         Coefficients {
             grad_scale: step.grad_scale,
             b1,
@@ -343,7 +309,7 @@ impl Lamb {
             // `-lr wd` a Python float (f64) rounded once to f32: `w (1 - lr
             // wd)` with `1 - lr wd` rounded instead drifts by that rounding
             // every step (-1.7e-4 relative after 10^4 steps at lr wd = 1e-4).
-            decay: decoupled.then(|| (-(f64::from(c.lr) * f64::from(c.weight_decay))) as f32),
+            decay: decoupled.then(|| (-(f64::from(lr) * f64::from(c.weight_decay))) as f32),
             coupled_wd: (!c.decoupled_decay && c.weight_decay != 0.0).then_some(c.weight_decay),
         }
     }
@@ -351,7 +317,7 @@ impl Lamb {
     fn update(&self, step: Step, norms: Norms) -> Apply {
         Apply {
             c: self.coefficients(step),
-            lr: self.config.lr,
+            lr: step.lr(self.config.lr),
             ratio: self.trust_ratio(norms),
         }
     }
@@ -374,9 +340,9 @@ struct Coefficients {
 }
 
 impl Coefficients {
-    /// `(g, w', m, v, u)` for one element.
+    /// The element formula up to the update.
     #[inline(always)]
-    fn moments<T: Real>(&self, w: T, g: T, m: T, v: T) -> (T, T, T, T, T) {
+    fn moments<T: Real>(&self, w: T, g: T, m: T, v: T) -> Moments<T> {
         let g = g * T::splat(self.grad_scale);
         let m = T::splat(self.b1) * m + T::splat(self.b3) * g;
         let v = T::splat(self.b2) * v + T::splat(self.c2) * (g * g);
@@ -390,14 +356,26 @@ impl Coefficients {
             Some(wd) => r + T::splat(wd) * w,
             None => r,
         };
-        (g, w, m, v, u)
+        Moments { g, w, m, v, u }
     }
+}
+
+/// One element's values after [`Coefficients::moments`].
+struct Moments<T> {
+    /// The scaled gradient.
+    g: T,
+    /// The weight after decoupled decay (`w'`).
+    w: T,
+    m: T,
+    v: T,
+    /// The update before the trust ratio.
+    u: T,
 }
 
 impl Terms<2> for Coefficients {
     #[inline(always)]
     fn terms<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> [T; 3] {
-        let (g, w, _, _, u) = self.moments(w, g, m, v);
+        let Moments { g, w, u, .. } = self.moments(w, g, m, v);
         [w * w, g * g, u * u]
     }
 }
@@ -412,7 +390,7 @@ struct Apply {
 impl Update<2> for Apply {
     #[inline(always)]
     fn update<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> (T, [T; 2]) {
-        let (_, w, m, v, u) = self.c.moments(w, g, m, v);
+        let Moments { w, m, v, u, .. } = self.c.moments(w, g, m, v);
         (w - T::splat(self.lr) * (u * T::splat(self.ratio)), [m, v])
     }
 }
@@ -420,7 +398,7 @@ impl Update<2> for Apply {
 impl Fused<2> for Coefficients {
     #[inline(always)]
     fn fused<T: Real>(&self, w: T, g: T, [m, v]: [T; 2]) -> ([T; 2], T, [T; 3]) {
-        let (g, w, m, v, u) = self.moments(w, g, m, v);
+        let Moments { g, w, m, v, u } = self.moments(w, g, m, v);
         ([m, v], u, [w * w, g * g, u * u])
     }
 }

@@ -23,6 +23,7 @@ use super::{Norms, Param, Partials, Precision, Step};
 /// momentum SGD on `d` exactly as [`super::Sgd`]: `buf = momentum buf + (1 -
 /// dampening) d` (`buf = d` on step 1), `w = w - lr buf` (or Nesterov's).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LarsConfig {
     /// Learning rate (default 1.0).
     pub lr: f32,
@@ -79,6 +80,7 @@ impl LarsConfig {
             dampening: self.dampening,
             weight_decay: self.weight_decay,
             nesterov: self.nesterov,
+            maximize: false,
         }
     }
 }
@@ -123,17 +125,16 @@ impl Lars {
         step: Step,
         p: &Param<'_, W, G, S, 1>,
     ) -> Partials {
-        drive::partials(&Squares(step.grad_scale), p, false)
+        self.partials_on(step, p, false)
     }
 
-    /// The scalar twin of [`Lars::partials`].
-    #[must_use]
-    pub fn partials_scalar<W: Element, G: Element, S: Element>(
+    pub(super) fn partials_on<W: Element, G: Element, S: Element>(
         &self,
         step: Step,
         p: &Param<'_, W, G, S, 1>,
+        scalar: bool,
     ) -> Partials {
-        drive::partials(&Squares(step.grad_scale), p, true)
+        drive::partials(&Squares(step.grad_scale), p, scalar)
     }
 
     /// Phase 2: updates a piece given the whole tensor's merged partials.
@@ -150,17 +151,6 @@ impl Lars {
         self.run(step, totals, precision, p, false);
     }
 
-    /// The scalar twin of [`Lars::apply`].
-    pub fn apply_scalar<W: Element, G: Element, S: Element>(
-        &self,
-        step: Step,
-        totals: &Partials,
-        precision: &Precision,
-        p: &mut Param<'_, W, G, S, 1>,
-    ) {
-        self.run(step, totals, precision, p, true);
-    }
-
     /// Both phases over one whole tensor.
     ///
     /// # Panics
@@ -175,10 +165,15 @@ impl Lars {
         self.apply(step, &totals, precision, p);
     }
 
-    /// The trust ratio for a tensor with these norms, or `None` when the
-    /// tensor is not adapted (no decay term either, as timm).
+    /// The trust ratio for a tensor with these norms at the configured
+    /// learning rate, or `None` when the tensor is not adapted (no decay
+    /// term either, as timm).
     #[must_use]
     pub fn trust_ratio(&self, norms: Norms) -> Option<f32> {
+        self.ratio_at(norms, self.config.lr)
+    }
+
+    fn ratio_at(&self, norms: Norms, lr: f32) -> Option<f32> {
         let c = &self.config;
         if c.weight_decay == 0.0 && !c.always_adapt {
             return None;
@@ -190,13 +185,13 @@ impl Lars {
             1.0
         };
         Some(if c.trust_clip {
-            (ratio / c.lr).min(1.0)
+            (ratio / lr).min(1.0)
         } else {
             ratio
         })
     }
 
-    fn run<W: Element, G: Element, S: Element>(
+    pub(super) fn run<W: Element, G: Element, S: Element>(
         &self,
         step: Step,
         totals: &Partials,
@@ -204,7 +199,7 @@ impl Lars {
         p: &mut Param<'_, W, G, S, 1>,
         scalar: bool,
     ) {
-        let ratio = self.trust_ratio(totals.norms());
+        let ratio = self.ratio_at(totals.norms(), step.lr(self.config.lr));
         let decay = Decay {
             grad_scale: step.grad_scale,
             weight_decay: if ratio.is_some() {

@@ -20,7 +20,20 @@ use super::{Param, Precision, Step};
 /// d = d + momentum buf  with nesterov, else d = buf    (when momentum != 0)
 /// w = w - lr d
 /// ```
+///
+/// with `g` negated first under `maximize` (as `torch.optim.SGD`).
+///
+/// ```
+/// use tessera_core::optim::{Param, Precision, Sgd, SgdConfig, Step};
+///
+/// let sgd = Sgd::new(SgdConfig { lr: 0.1, momentum: 0.9, ..SgdConfig::default() })?;
+/// let (mut w, g, mut buf) = ([1.0f32; 3], [0.5f32; 3], [0.0f32; 3]);
+/// sgd.step(Step::first(), &Precision::default(), &mut Param::new(0, &mut w, &g, [&mut buf]));
+/// assert_eq!(w, [0.95; 3]);
+/// # Ok::<(), tessera_core::optim::ConfigError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SgdConfig {
     /// Learning rate (default 1e-3).
     pub lr: f32,
@@ -32,6 +45,8 @@ pub struct SgdConfig {
     pub weight_decay: f32,
     /// Nesterov momentum (default off; needs momentum > 0 and dampening 0).
     pub nesterov: bool,
+    /// Ascend the gradient instead of descending it (default off).
+    pub maximize: bool,
 }
 
 impl Default for SgdConfig {
@@ -42,6 +57,7 @@ impl Default for SgdConfig {
             dampening: 0.0,
             weight_decay: 0.0,
             nesterov: false,
+            maximize: false,
         }
     }
 }
@@ -102,17 +118,7 @@ impl Sgd {
         self.run(step, precision, p, false);
     }
 
-    /// The scalar twin of [`Sgd::step`].
-    pub fn step_scalar<W: Element, G: Element, S: Element>(
-        &self,
-        step: Step,
-        precision: &Precision,
-        p: &mut Param<'_, W, G, S, 1>,
-    ) {
-        self.run(step, precision, p, true);
-    }
-
-    fn run<W: Element, G: Element, S: Element>(
+    pub(super) fn run<W: Element, G: Element, S: Element>(
         &self,
         step: Step,
         precision: &Precision,
@@ -121,7 +127,7 @@ impl Sgd {
     ) {
         let c = &self.config;
         let d = Decay {
-            grad_scale: step.grad_scale,
+            grad_scale: super::adamw::signed(step.grad_scale, c.maximize),
             weight_decay: c.weight_decay,
             ratio: 1.0,
         };
@@ -174,7 +180,7 @@ pub(crate) struct Momentum {
 impl Momentum {
     pub(crate) fn new(c: &SgdConfig, step: Step) -> Self {
         Self {
-            lr: c.lr,
+            lr: step.lr(c.lr),
             momentum: c.momentum,
             keep: 1.0 - c.dampening,
             nesterov: c.nesterov,

@@ -52,6 +52,13 @@ use crate::arch::U32s;
 
 /// The SplitMix64 finaliser (Steele, Lea and Flood, OOPSLA 2014): a bijection
 /// on `u64` with full avalanche.
+///
+/// ```
+/// use tessera_core::rng::mix64;
+///
+/// assert_eq!(mix64(0), 0);
+/// assert_ne!(mix64(1), mix64(2));
+/// ```
 #[must_use]
 #[inline]
 pub const fn mix64(mut z: u64) -> u64 {
@@ -106,6 +113,15 @@ pub struct RandomStream {
 
 impl RandomStream {
     /// The stream numbered `stream` of the generator seeded with `seed`.
+    ///
+    /// ```
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// // Step 10 of a run seeded 42: its own stream, the same on every replica.
+    /// let step = RandomStream::new(42, 10);
+    /// assert_eq!(step, RandomStream::new(42, 10));
+    /// assert_ne!(step.bits(0), RandomStream::new(42, 11).bits(0));
+    /// ```
     #[must_use]
     pub const fn new(seed: u64, stream: u64) -> Self {
         Self {
@@ -115,6 +131,14 @@ impl RandomStream {
 
     /// An independent stream derived from this one and `id` (for hierarchical
     /// addressing such as seed -> step -> parameter).
+    ///
+    /// ```
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let step = RandomStream::new(42, 10);
+    /// let (w0, w1) = (step.substream(0), step.substream(1));
+    /// assert_ne!(w0.bits(0), w1.bits(0));
+    /// ```
     #[must_use]
     pub const fn substream(self, id: u64) -> Self {
         Self {
@@ -131,6 +155,16 @@ impl RandomStream {
     }
 
     /// Word 0 of position `index` (what [`StreamRng`] reads in order).
+    ///
+    /// ```
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// // Addressed by position: any order of reads gives the same bits.
+    /// let s = RandomStream::new(1, 2);
+    /// let forward: Vec<u32> = (0..4).map(|i| s.bits(i)).collect();
+    /// let backward: Vec<u32> = (0..4).rev().map(|i| s.bits(i)).collect();
+    /// assert!(forward.iter().eq(backward.iter().rev()));
+    /// ```
     #[must_use]
     #[inline]
     pub const fn bits(self, index: u64) -> u32 {
@@ -140,6 +174,13 @@ impl RandomStream {
     /// Word `word` of position `index`. Stochastic rounding reads words 1
     /// to 4 of element `index` where it needs more than the 16 bits of
     /// [`RandomStream::half_bits`].
+    ///
+    /// ```
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let s = RandomStream::new(1, 2);
+    /// assert_eq!(s.word(5, 0), s.bits(5));
+    /// ```
     #[must_use]
     #[inline]
     pub const fn word(self, index: u64, word: u32) -> u32 {
@@ -154,6 +195,14 @@ impl RandomStream {
     /// of position `8 * group + lane % 8`: elements `16g..16g + 8` take the
     /// low halves of the group's eight words, elements `16g + 8..16g + 16`
     /// the high halves.
+    ///
+    /// ```
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let s = RandomStream::new(1, 2);
+    /// // Elements 0 and 8 share word 0 of position 0: its low and high halves.
+    /// assert_eq!(u32::from(s.half_bits(0)) | u32::from(s.half_bits(8)) << 16, s.bits(0));
+    /// ```
     #[must_use]
     #[inline]
     pub const fn half_bits(self, index: u64) -> u16 {

@@ -4,7 +4,8 @@
 use core::num::NonZeroU32;
 
 use super::{
-    BinCounts, BinEdge, ConfigError, GradStats, LossScaler, StepDecision, reciprocal, usable_scale,
+    BinCounts, BinEdge, ConfigError, GradSlice, GradStats, LossScaler, StepDecision, reciprocal,
+    unscale_grads, usable_scale,
 };
 
 /// Which steps' histogram counts an [`AutomaticLossScaler`] update uses
@@ -256,6 +257,21 @@ impl AutomaticLossScaler {
         }
     }
 
+    /// The bin edge whose counts this step's update will use, if it needs
+    /// them.
+    #[must_use]
+    pub fn histogram_edge(&self) -> Option<BinEdge> {
+        self.needs_histogram().then_some(self.edge)
+    }
+
+    /// Unscales `grads` by [`inv_scale`](Self::inv_scale), counting the
+    /// histogram when this step needs it: the statistics to combine across
+    /// replicas before [`update`](Self::update).
+    #[must_use]
+    pub fn unscale<'a>(&self, grads: impl IntoIterator<Item = GradSlice<'a>>) -> GradStats {
+        unscale_grads(grads, self.inv_scale(), self.histogram_edge())
+    }
+
     /// Ends a step with its statistics, combined over tracked tensors,
     /// micro-batches and replicas: updates the scale when the step closes a
     /// window (see the type's docs) and says whether the optimizer step
@@ -263,7 +279,8 @@ impl AutomaticLossScaler {
     ///
     /// [`StepDecision::Apply`] carries `inv_scale` of the scale *this* step
     /// was computed with.
-    pub fn update(&mut self, stats: GradStats) -> StepDecision {
+    pub fn update(&mut self, stats: impl Into<GradStats>) -> StepDecision {
+        let stats = stats.into();
         let inv_scale = self.inv_scale();
         let period = self.config.update_period.get();
         match self.config.window {
@@ -315,10 +332,10 @@ impl LossScaler for AutomaticLossScaler {
     }
 
     fn histogram_edge(&self) -> Option<BinEdge> {
-        self.needs_histogram().then_some(self.edge)
+        Self::histogram_edge(self)
     }
 
-    fn update_with(&mut self, stats: GradStats) -> StepDecision {
-        self.update(stats)
+    fn update(&mut self, stats: GradStats) -> StepDecision {
+        Self::update(self, stats)
     }
 }

@@ -1,6 +1,9 @@
 //! [`StaticLossScale`]: a constant loss scale.
 
-use super::{ConfigError, GradStats, LossScaler, StepDecision, reciprocal, usable_scale};
+use super::{
+    ConfigError, GradSlice, GradStats, LossScaler, StepDecision, reciprocal, unscale_grads,
+    usable_scale,
+};
 
 /// A constant loss scale, as in Graphcore's recipes (128 for ResNet-50,
 /// 4096 for BERT).
@@ -59,12 +62,21 @@ impl StaticLossScale {
         lr / self.scale
     }
 
-    /// The decision for a step: [`StepDecision::Skip`] if the gradients
-    /// held an infinity or NaN (so they cannot poison the weights), else
+    /// Unscales `grads` by [`inv_scale`](Self::inv_scale): the
+    /// statistics to combine across replicas before
+    /// [`update`](Self::update).
+    #[must_use]
+    pub fn unscale<'a>(&self, grads: impl IntoIterator<Item = GradSlice<'a>>) -> GradStats {
+        unscale_grads(grads, self.inv_scale(), None)
+    }
+
+    /// Ends a step: [`StepDecision::Skip`] if the gradients held an
+    /// infinity or NaN (so they cannot poison the weights), else
     /// [`StepDecision::Apply`]. The scale never changes. (PopART's static
-    /// scaling applies every step; pass `found_inf = false` for that.)
-    pub fn decide(self, found_inf: bool) -> StepDecision {
-        if found_inf {
+    /// scaling applies every step; pass `false` for that.) `stats` is the
+    /// combined [`GradStats`] or just `found_inf`.
+    pub fn update(&mut self, stats: impl Into<GradStats>) -> StepDecision {
+        if stats.into().found_inf {
             StepDecision::Skip
         } else {
             StepDecision::Apply {
@@ -86,7 +98,7 @@ impl LossScaler for StaticLossScale {
         self.scale
     }
 
-    fn update_with(&mut self, stats: GradStats) -> StepDecision {
-        self.decide(stats.found_inf)
+    fn update(&mut self, stats: GradStats) -> StepDecision {
+        Self::update(self, stats)
     }
 }

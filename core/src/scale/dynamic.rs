@@ -3,7 +3,10 @@
 
 use core::num::NonZeroU32;
 
-use super::{ConfigError, GradStats, LossScaler, StepDecision, reciprocal, usable_scale};
+use super::{
+    ConfigError, GradSlice, GradStats, LossScaler, StepDecision, reciprocal, unscale_grads,
+    usable_scale,
+};
 
 /// When the hysteresis budget of a [`DynamicLossScaler`] is refilled.
 ///
@@ -264,13 +267,23 @@ impl DynamicLossScaler {
         self.hysteresis_tracker
     }
 
+    /// Unscales `grads` by [`inv_scale`](Self::inv_scale): the
+    /// statistics to combine across replicas before
+    /// [`update`](Self::update).
+    #[must_use]
+    pub fn unscale<'a>(&self, grads: impl IntoIterator<Item = GradSlice<'a>>) -> GradStats {
+        unscale_grads(grads, self.inv_scale(), None)
+    }
+
     /// Ends a step: moves the state machine (see the type's docs) on this
     /// step's `found_inf`, combined over every replica, and says whether
     /// the optimizer step must be skipped.
     ///
     /// [`StepDecision::Apply`] carries `inv_scale` of the scale *this* step
-    /// was computed with (the one its gradients were unscaled by).
-    pub fn update(&mut self, found_inf: bool) -> StepDecision {
+    /// was computed with (the one its gradients were unscaled by). `stats`
+    /// is the combined [`GradStats`] or just `found_inf`.
+    pub fn update(&mut self, stats: impl Into<GradStats>) -> StepDecision {
+        let found_inf = stats.into().found_inf;
         let inv_scale = self.inv_scale();
         let hysteresis = self.config.hysteresis.get();
         if found_inf {
@@ -336,7 +349,7 @@ impl LossScaler for DynamicLossScaler {
         self.scale
     }
 
-    fn update_with(&mut self, stats: GradStats) -> StepDecision {
-        self.update(stats.found_inf)
+    fn update(&mut self, stats: GradStats) -> StepDecision {
+        Self::update(self, stats)
     }
 }

@@ -33,7 +33,7 @@
 //!
 //! // All-reduce, then one update on every replica: all skip, all back off.
 //! let stats: GradStats = s0.merge(s1);
-//! assert_eq!(scaler.update(stats.found_inf), StepDecision::Skip);
+//! assert_eq!(scaler.update(stats), StepDecision::Skip);
 //! assert_eq!(scaler.scale(), 32768.0);
 //! ```
 //!
@@ -96,6 +96,14 @@ pub use unscale::{BinCounts, BinEdge, GradSlice, GradStats, unscale_grads};
 
 /// What the optimizer must do with a step, as decided by a scaler's
 /// `update` from the replicas' combined statistics.
+///
+/// ```
+/// use tessera_core::scale::{DynamicLossScaler, StepDecision};
+///
+/// let mut scaler = DynamicLossScaler::default();
+/// assert_eq!(scaler.update(false), StepDecision::Apply { inv_scale: 1.0 / 65536.0 });
+/// assert_eq!(scaler.update(true), StepDecision::Skip);
+/// ```
 #[must_use = "a skipped step must not run the optimizer"]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum StepDecision {
@@ -116,12 +124,25 @@ pub enum StepDecision {
 
 impl StepDecision {
     /// Whether the step is to be skipped.
+    ///
+    /// ```
+    /// use tessera_core::scale::StepDecision;
+    ///
+    /// assert!(StepDecision::Skip.is_skip());
+    /// ```
     #[must_use]
     pub const fn is_skip(self) -> bool {
         matches!(self, Self::Skip)
     }
 
     /// The step's `inv_scale` if it is to be applied.
+    ///
+    /// ```
+    /// use tessera_core::scale::StepDecision;
+    ///
+    /// assert_eq!(StepDecision::Apply { inv_scale: 0.5 }.inv_scale(), Some(0.5));
+    /// assert_eq!(StepDecision::Skip.inv_scale(), None);
+    /// ```
     #[must_use]
     pub const fn inv_scale(self) -> Option<f32> {
         match self {
@@ -131,13 +152,56 @@ impl StepDecision {
     }
 }
 
-/// What a trainer needs from any of the three scalers.
+/// What a trainer needs from any of the three scalers: one name per
+/// action (`scale`, `inv_scale`, `histogram_edge`, `unscale`, `update`),
+/// each also an inherent method of every scaler, so none needs this trait
+/// imported.
+///
+/// With [`StepCounter::step_for`](crate::optim::StepCounter::step_for),
+/// the decision becomes the optimizer's next step (or none):
+///
+/// ```
+/// use half::f16;
+/// use tessera_core::optim::{Param, Precision, Sgd, SgdConfig, StepCounter};
+/// use tessera_core::scale::{DynamicLossScaler, GradSlice};
+///
+/// let sgd = Sgd::new(SgdConfig::default())?;
+/// let mut scaler = DynamicLossScaler::default();
+/// let mut counter = StepCounter::default();
+/// let (mut w, mut buf) = (vec![1.0f32; 2], vec![0.0f32; 2]);
+/// // Gradients of the loss times 2^16: 0.5 each, then an overflow.
+/// for grads in [vec![f16::from_f32(32768.0); 2], vec![f16::INFINITY; 2]] {
+///     let mut g = grads.clone();
+///     let stats = scaler.unscale([GradSlice::from(&mut g)]);
+///     let g: Vec<f32> = g.iter().map(|x| x.to_f32()).collect();
+///     if let Some(step) = counter.step_for(scaler.update(stats)) {
+///         sgd.step(step, &Precision::default(), &mut Param::new(0, &mut w, &g, [&mut buf]));
+///     }
+/// }
+/// assert_eq!(counter.applied_steps(), 1); // the overflow skipped its step
+/// assert_eq!(w[0], 1.0 - 1e-3 * 0.5);
+/// # Ok::<(), tessera_core::optim::ConfigError>(())
+/// ```
 pub trait LossScaler {
     /// The current loss scale (multiply the loss by it).
+    ///
+    /// ```
+    /// use tessera_core::scale::{LossScaler, StaticLossScale};
+    ///
+    /// let s: &dyn LossScaler = &StaticLossScale::new(128.0)?;
+    /// assert_eq!(s.scale(), 128.0);
+    /// # Ok::<(), tessera_core::scale::ConfigError>(())
+    /// ```
     #[must_use]
     fn scale(&self) -> f32;
 
     /// `f32(1 / f64(scale))`, the factor that unscales the gradients.
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicLossScaler, LossScaler};
+    ///
+    /// assert_eq!(LossScaler::inv_scale(&DynamicLossScaler::default()), 1.0 / 65536.0);
+    /// ```
     #[must_use]
     fn inv_scale(&self) -> f32 {
         reciprocal(self.scale())
@@ -146,6 +210,16 @@ pub trait LossScaler {
     /// The bin edge whose counts this step's update will use, if any (only
     /// [`AutomaticLossScaler`] uses one, and only on the steps that need
     /// it).
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler, DynamicLossScaler, LossScaler};
+    ///
+    /// assert!(LossScaler::histogram_edge(&DynamicLossScaler::default()).is_none());
+    /// // ALS counts the histogram on the first step of its period.
+    /// let als = AutomaticLossScaler::new(AutomaticConfig::default())?;
+    /// assert!(LossScaler::histogram_edge(&als).is_some());
+    /// # Ok::<(), tessera_core::scale::ConfigError>(())
+    /// ```
     #[must_use]
     fn histogram_edge(&self) -> Option<BinEdge> {
         None
@@ -154,7 +228,19 @@ pub trait LossScaler {
     /// Unscales `grads` by [`inv_scale`](Self::inv_scale), collecting the
     /// histogram [`histogram_edge`](Self::histogram_edge) asks for: the
     /// statistics to combine across replicas before
-    /// [`update_with`](Self::update_with).
+    /// [`update`](Self::update).
+    ///
+    /// ```
+    /// use tessera_core::scale::{GradSlice, LossScaler, StaticLossScale};
+    ///
+    /// fn unscale_all<S: LossScaler>(scaler: &S, g: &mut [f32]) -> bool {
+    ///     LossScaler::unscale(scaler, [GradSlice::from(g)]).found_inf
+    /// }
+    /// let mut g = [256.0f32, f32::NAN];
+    /// assert!(unscale_all(&StaticLossScale::new(256.0)?, &mut g));
+    /// assert_eq!(g[0], 1.0);
+    /// # Ok::<(), tessera_core::scale::ConfigError>(())
+    /// ```
     #[must_use]
     fn unscale<'a, I>(&self, grads: I) -> GradStats
     where
@@ -166,8 +252,19 @@ pub trait LossScaler {
 
     /// Ends a step with the combined statistics: moves the scale and says
     /// whether the optimizer step must be skipped (each type's inherent
-    /// `update`/`decide`).
-    fn update_with(&mut self, stats: GradStats) -> StepDecision;
+    /// `update`, which also takes just `found_inf`).
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicLossScaler, GradStats, LossScaler, StaticLossScale};
+    ///
+    /// let mut scalers: [Box<dyn LossScaler>; 2] =
+    ///     [Box::new(StaticLossScale::default()), Box::new(DynamicLossScaler::default())];
+    /// for s in &mut scalers {
+    ///     assert!(s.update(GradStats::from(true)).is_skip());
+    /// }
+    /// assert_eq!(scalers[1].scale(), 32768.0); // backed off
+    /// ```
+    fn update(&mut self, stats: GradStats) -> StepDecision;
 }
 
 /// `f32(1 / f64(scale))`: GradScaler's `inv_scale`.

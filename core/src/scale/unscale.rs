@@ -81,6 +81,29 @@ impl<'a, const N: usize> From<&'a mut [bf16; N]> for GradSlice<'a> {
     }
 }
 
+#[cfg(feature = "alloc")]
+impl<'a> From<&'a mut alloc::vec::Vec<f32>> for GradSlice<'a> {
+    fn from(x: &'a mut alloc::vec::Vec<f32>) -> Self {
+        Self::F32(x)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<'a> From<&'a mut alloc::vec::Vec<f16>> for GradSlice<'a> {
+    /// f16 gradients stored back with round to nearest even.
+    fn from(x: &'a mut alloc::vec::Vec<f16>) -> Self {
+        Self::F16(x, Rounding::Nearest)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<'a> From<&'a mut alloc::vec::Vec<bf16>> for GradSlice<'a> {
+    /// bf16 gradients stored back with round to nearest even.
+    fn from(x: &'a mut alloc::vec::Vec<bf16>) -> Self {
+        Self::Bf16(x, Rounding::Nearest)
+    }
+}
+
 impl GradSlice<'_> {
     /// The number of elements.
     #[must_use]
@@ -319,6 +342,18 @@ pub struct GradStats {
     pub found_inf: bool,
     /// Histogram counts of the scaled gradients (zero unless requested).
     pub bins: BinCounts,
+}
+
+impl From<bool> for GradStats {
+    /// Just `found_inf`, with no histogram counts: what
+    /// [`StaticLossScale`](super::StaticLossScale) and
+    /// [`DynamicLossScaler`](super::DynamicLossScaler) use.
+    fn from(found_inf: bool) -> Self {
+        Self {
+            found_inf,
+            bins: BinCounts::default(),
+        }
+    }
 }
 
 impl GradStats {

@@ -89,7 +89,7 @@ pub struct LambProgram {
 /// The step a tile's counter stands for (the next one).
 fn step(steps: i64, grad_scale: f32) -> Step {
     let done = u64::try_from(steps).unwrap_or(0);
-    Step::new(done + 1).with_grad_scale(grad_scale)
+    Step::after(done).with_grad_scale(grad_scale)
 }
 
 /// The element types of a LAMB codelet (weights, gradients, state).

@@ -427,6 +427,7 @@ mod tests {
     use super::*;
     use crate::plan::Builtin;
     use crate::pod::PodError;
+    use crate::train::NamedOptimizer;
 
     #[test]
     fn names_round_trip() {

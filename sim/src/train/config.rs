@@ -7,7 +7,7 @@ use core::str::FromStr;
 
 use tessera_core::fp::Overflow;
 use tessera_core::optim::{
-    AdamW, AdamWConfig, Lamb, LambConfig, Lars, LarsConfig, Sgd, SgdConfig, StoreRounding,
+    AdamWConfig, Decay, LambConfig, LarsConfig, Optimizer, Schedule, SgdConfig, StoreRounding,
 };
 use tessera_core::scale::{
     AutomaticConfig, AutomaticLossScaler, DynamicConfig, DynamicLossScaler, StaticLossScale,
@@ -81,20 +81,13 @@ impl FromStr for PrecisionMode {
 }
 
 /// The optimizer and its hyperparameters (for parameters that are not
-/// excluded; see [`TrainConfig::exclude_bias_and_norm`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum OptimizerConfig {
-    /// SGD with momentum (PyTorch).
-    Sgd(SgdConfig),
-    /// AdamW (PyTorch).
-    AdamW(AdamWConfig),
-    /// LAMB (timm's options).
-    Lamb(LambConfig),
-    /// LARS (timm's options).
-    Lars(LarsConfig),
-}
+/// excluded; see [`TrainConfig::exclude_bias_and_norm`]): the core's
+/// [`OptimizerConfig`], with the defaults this simulator trains with in
+/// [`NamedOptimizer`].
+pub use tessera_core::optim::OptimizerConfig;
 
-impl OptimizerConfig {
+/// The simulator's named optimizers, tuned for its default job.
+pub trait NamedOptimizer: Sized {
     /// The optimizer named `name` (`sgd`, `adamw`, `lamb`, `lars`) with
     /// the hyperparameters that train the default job (the digits MLP, 40
     /// epochs, 20 warm-up steps, cosine decay; test accuracy measured with
@@ -112,7 +105,17 @@ impl OptimizerConfig {
     ///
     /// # Errors
     /// A message naming the unknown optimizer.
-    pub fn default_named(name: &str) -> Result<Self, String> {
+    fn default_named(name: &str) -> Result<Self, String>;
+
+    /// [`NamedOptimizer::default_named`] with learning rate `lr`.
+    ///
+    /// # Errors
+    /// A message naming the unknown optimizer.
+    fn named(name: &str, lr: f32) -> Result<Self, String>;
+}
+
+impl NamedOptimizer for OptimizerConfig {
+    fn default_named(name: &str) -> Result<Self, String> {
         Ok(match name {
             "sgd" => Self::Sgd(SgdConfig {
                 lr: 0.1,
@@ -123,7 +126,7 @@ impl OptimizerConfig {
                 lr: 0.005,
                 ..AdamWConfig::default()
             }),
-            "lamb" => Self::default_lamb(),
+            "lamb" => default_lamb(),
             "lars" => Self::Lars(LarsConfig {
                 lr: 1.0,
                 momentum: 0.9,
@@ -138,89 +141,17 @@ impl OptimizerConfig {
         })
     }
 
-    /// The default job's optimizer: `default_named("lamb")`.
-    fn default_lamb() -> Self {
-        Self::Lamb(LambConfig {
-            lr: 0.005,
-            ..LambConfig::default()
-        })
-    }
-
-    /// [`OptimizerConfig::default_named`] with learning rate `lr`.
-    ///
-    /// # Errors
-    /// A message naming the unknown optimizer.
-    pub fn named(name: &str, lr: f32) -> Result<Self, String> {
+    fn named(name: &str, lr: f32) -> Result<Self, String> {
         Self::default_named(name).map(|o| o.with_lr(lr))
     }
+}
 
-    /// Its name.
-    #[must_use]
-    pub const fn name(&self) -> &'static str {
-        match self {
-            Self::Sgd(_) => "sgd",
-            Self::AdamW(_) => "adamw",
-            Self::Lamb(_) => "lamb",
-            Self::Lars(_) => "lars",
-        }
-    }
-
-    /// The learning rate.
-    #[must_use]
-    pub const fn lr(&self) -> f32 {
-        match self {
-            Self::Sgd(c) => c.lr,
-            Self::AdamW(c) => c.lr,
-            Self::Lamb(c) => c.lr,
-            Self::Lars(c) => c.lr,
-        }
-    }
-
-    /// The same optimizer with learning rate `lr`.
-    #[must_use]
-    pub const fn with_lr(self, lr: f32) -> Self {
-        match self {
-            Self::Sgd(c) => Self::Sgd(SgdConfig { lr, ..c }),
-            Self::AdamW(c) => Self::AdamW(AdamWConfig { lr, ..c }),
-            Self::Lamb(c) => Self::Lamb(LambConfig { lr, ..c }),
-            Self::Lars(c) => Self::Lars(LarsConfig { lr, ..c }),
-        }
-    }
-
-    /// The settings for excluded parameters (no decay, no adaptation).
-    #[must_use]
-    pub const fn excluded(self) -> Self {
-        match self {
-            Self::Sgd(c) => Self::Sgd(c.excluded()),
-            Self::AdamW(c) => Self::AdamW(c.excluded()),
-            Self::Lamb(c) => Self::Lamb(c.excluded()),
-            Self::Lars(c) => Self::Lars(c.excluded()),
-        }
-    }
-
-    /// State tensors per parameter (momentum, moments).
-    #[must_use]
-    pub const fn state_tensors(&self) -> usize {
-        match self {
-            // SGD's buffer exists even without momentum (then untouched).
-            Self::Sgd(_) | Self::Lars(_) => 1,
-            Self::AdamW(_) | Self::Lamb(_) => 2,
-        }
-    }
-
-    /// Checks the hyperparameters with the core's constructors.
-    ///
-    /// # Errors
-    /// [`TrainError::Optimizer`].
-    pub fn validate(&self) -> Result<(), TrainError> {
-        let checked = match *self {
-            Self::Sgd(c) => Sgd::new(c).map(drop),
-            Self::AdamW(c) => AdamW::new(c).map(drop),
-            Self::Lamb(c) => Lamb::new(c).map(drop),
-            Self::Lars(c) => Lars::new(c).map(drop),
-        };
-        checked.map_err(TrainError::Optimizer)
-    }
+/// The default job's optimizer: `default_named("lamb")`.
+fn default_lamb() -> OptimizerConfig {
+    OptimizerConfig::Lamb(LambConfig {
+        lr: 0.005,
+        ..LambConfig::default()
+    })
 }
 
 /// Loss scaling.
@@ -288,6 +219,17 @@ pub enum GradReduction {
     RunningMean,
 }
 
+impl fmt::Display for GradReduction {
+    /// The name [`GradReduction::from_str`] reads (`mean` for post-mean).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Sum => "sum",
+            Self::PostMean => "mean",
+            Self::RunningMean => "running-mean",
+        })
+    }
+}
+
 impl FromStr for GradReduction {
     type Err = String;
 
@@ -319,17 +261,32 @@ impl LrSchedule {
     /// same on every platform.
     #[must_use]
     pub fn factor(self, step: u64, total: u64, warmup: u64) -> f32 {
-        if step < warmup {
-            return ((step + 1) as f64 / warmup as f64) as f32;
+        self.schedule(total, warmup).factor(step)
+    }
+
+    /// The core's [`Schedule`] of `total` steps with `warmup` steps of
+    /// warm-up.
+    #[must_use]
+    pub const fn schedule(self, total: u64, warmup: u64) -> Schedule {
+        let decay = match self {
+            Self::Constant => Decay::Constant,
+            Self::Cosine => Decay::Cosine { final_factor: 0.0 },
+        };
+        Schedule {
+            warmup,
+            decay,
+            total,
         }
-        match self {
-            Self::Constant => 1.0,
-            Self::Cosine => {
-                let span = total.saturating_sub(warmup).max(1) as f64;
-                let x = (step - warmup) as f64 / span;
-                (0.5 * (1.0 + libm::cos(core::f64::consts::PI * x))) as f32
-            }
-        }
+    }
+}
+
+impl fmt::Display for LrSchedule {
+    /// The name [`LrSchedule::from_str`] reads.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Constant => "constant",
+            Self::Cosine => "cosine",
+        })
     }
 }
 
@@ -433,7 +390,7 @@ impl Default for TrainConfig {
             device_iterations: 4,
             reduction: GradReduction::PostMean,
             precision: PrecisionMode::HALF_SR,
-            optimizer: OptimizerConfig::default_lamb(),
+            optimizer: default_lamb(),
             warmup_steps: 20,
             lr_schedule: LrSchedule::Cosine,
             max_grad_norm: None,
@@ -555,7 +512,7 @@ impl TrainConfig {
                 "max_grad_norm {n} is not a finite positive number"
             )));
         }
-        self.optimizer.validate()?;
+        Optimizer::new(self.optimizer).map_err(TrainError::Optimizer)?;
         self.loss_scaling.validate()?;
         Ok(layout)
     }

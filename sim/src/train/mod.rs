@@ -114,7 +114,8 @@ mod replica;
 mod run;
 
 pub use config::{
-    GradReduction, LossScaling, LrSchedule, OptimizerConfig, PrecisionMode, TrainConfig,
+    GradReduction, LossScaling, LrSchedule, NamedOptimizer, OptimizerConfig, PrecisionMode,
+    TrainConfig,
 };
 pub use cost::{OptimizerMemory, StepTime};
 pub use divergence::Divergence;

@@ -7,32 +7,12 @@
 use core::ops::Range;
 
 use tessera_core::fp::Element;
-use tessera_core::optim::{AdamW, Lamb, Lars, Param, Partials, Precision, Sgd, Step};
+use tessera_core::optim::{
+    Optimizer, OptimizerConfig, Param, Partials, Precision, Step, StepError,
+};
 
 use super::TrainError;
-use super::config::OptimizerConfig;
 use super::params::FlatParams;
-
-/// A validated optimizer of one group.
-#[derive(Clone, Copy, Debug)]
-enum Built {
-    Sgd(Sgd),
-    AdamW(AdamW),
-    Lamb(Lamb),
-    Lars(Lars),
-}
-
-impl Built {
-    fn new(config: OptimizerConfig) -> Result<Self, TrainError> {
-        let built = match config {
-            OptimizerConfig::Sgd(c) => Sgd::new(c).map(Self::Sgd),
-            OptimizerConfig::AdamW(c) => AdamW::new(c).map(Self::AdamW),
-            OptimizerConfig::Lamb(c) => Lamb::new(c).map(Self::Lamb),
-            OptimizerConfig::Lars(c) => Lars::new(c).map(Self::Lars),
-        };
-        built.map_err(TrainError::Optimizer)
-    }
-}
 
 /// What a piece of one parameter is made of.
 pub(crate) struct Piece<'a, W> {
@@ -48,45 +28,64 @@ pub(crate) struct Piece<'a, W> {
     pub(crate) state: Vec<&'a mut [f32]>,
 }
 
-impl<W: Element> Piece<'_, W> {
-    fn param<const N: usize>(&mut self) -> Param<'_, W, f32, f32, N> {
-        let mut state = self.state.iter_mut();
-        let state = core::array::from_fn(|_| &mut **state.next().expect("state tensors"));
-        Param::new(self.id as u64, self.weights, self.grads, state).at_offset(self.offset as u64)
-    }
+/// Runs `$e` with `$p` bound to the piece as a core [`Param`] with as
+/// many state tensors as it holds (1 to 3; the optimizer checks the count).
+macro_rules! with_param {
+    ($piece:expr, $p:ident => $e:expr) => {{
+        let piece = $piece;
+        let (id, offset) = (piece.id as u64, piece.offset as u64);
+        let result = match &mut piece.state[..] {
+            [a] => {
+                let $p = &mut Param::new(id, &mut *piece.weights, piece.grads, [&mut **a]).at_offset(offset);
+                $e
+            }
+            [a, b] => {
+                let $p = &mut Param::new(id, &mut *piece.weights, piece.grads, [&mut **a, &mut **b])
+                    .at_offset(offset);
+                $e
+            }
+            [a, b, c] => {
+                let state = [&mut **a, &mut **b, &mut **c];
+                let $p = &mut Param::new(id, &mut *piece.weights, piece.grads, state).at_offset(offset);
+                $e
+            }
+            other => Err(StepError::StateTensors { id, expected: 0, got: other.len() }),
+        };
+        result.map_err(|e| TrainError::Invalid(format!("optimizer: {e}")))
+    }};
 }
 
-/// The optimizers of one step (the learning rate may change per step).
+/// The run's two parameter groups, validated once: the weights with
+/// `config`, and (with `exclude`) biases and normalisation parameters
+/// with `config.excluded()`. The learning rate comes with each step.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct StepOptimizer {
-    normal: Built,
-    excluded: Built,
+pub(crate) struct Groups {
+    normal: Optimizer,
+    excluded: Optimizer,
     exclude: bool,
 }
 
-impl StepOptimizer {
-    /// `config` at learning rate `lr`; with `exclude`, biases and
-    /// normalisation parameters get `config.excluded()`.
-    pub(crate) fn new(config: OptimizerConfig, lr: f32, exclude: bool) -> Result<Self, TrainError> {
-        let config = config.with_lr(lr);
+impl Groups {
+    pub(crate) fn new(config: OptimizerConfig, exclude: bool) -> Result<Self, TrainError> {
+        let build = |c| Optimizer::new(c).map_err(TrainError::Optimizer);
         Ok(Self {
-            normal: Built::new(config)?,
-            excluded: Built::new(config.excluded())?,
+            normal: build(config)?,
+            excluded: build(config.excluded())?,
             exclude,
         })
     }
 
-    fn of(&self, flat: &FlatParams, id: usize) -> Built {
+    fn of(&self, flat: &FlatParams, id: usize) -> &Optimizer {
         if self.exclude && flat.is_bias_or_norm(id) {
-            self.excluded
+            &self.excluded
         } else {
-            self.normal
+            &self.normal
         }
     }
 
     /// Whether the update needs per-tensor statistics (LAMB, LARS).
     pub(crate) const fn needs_statistics(&self) -> bool {
-        matches!(self.normal, Built::Lamb(_) | Built::Lars(_))
+        self.normal.needs_statistics()
     }
 
     /// Phase 1 of a piece: its partial sums (zero for SGD and AdamW).
@@ -95,12 +94,9 @@ impl StepOptimizer {
         flat: &FlatParams,
         step: Step,
         piece: &mut Piece<'_, W>,
-    ) -> Partials {
-        match self.of(flat, piece.id) {
-            Built::Lamb(o) => o.partials(step, &piece.param::<2>()),
-            Built::Lars(o) => o.partials(step, &piece.param::<1>()),
-            Built::Sgd(_) | Built::AdamW(_) => Partials::default(),
-        }
+    ) -> Result<Partials, TrainError> {
+        let optimizer = self.of(flat, piece.id);
+        with_param!(piece, p => optimizer.partials(step, p))
     }
 
     /// Phase 2 (or the whole step for SGD and AdamW): updates the piece,
@@ -112,13 +108,9 @@ impl StepOptimizer {
         totals: &Partials,
         precision: &Precision,
         piece: &mut Piece<'_, W>,
-    ) {
-        match self.of(flat, piece.id) {
-            Built::Sgd(o) => o.step(step, precision, &mut piece.param::<1>()),
-            Built::AdamW(o) => o.step(step, precision, &mut piece.param::<2>()),
-            Built::Lamb(o) => o.apply(step, totals, precision, &mut piece.param::<2>()),
-            Built::Lars(o) => o.apply(step, totals, precision, &mut piece.param::<1>()),
-        }
+    ) -> Result<(), TrainError> {
+        let optimizer = self.of(flat, piece.id);
+        with_param!(piece, p => optimizer.apply(step, totals, precision, p))
     }
 }
 

@@ -8,17 +8,19 @@ use tessera_collectives::{CommError, ReduceOp};
 use tessera_core::collective::tree_sum;
 use tessera_core::fp::{self, f16};
 use tessera_core::kernels::{self, ExactSum};
-use tessera_core::optim::{Accumulation, Partials, Precision, Step, StoreRounding, clip_scale};
+use tessera_core::optim::{
+    Accumulation, GradNorm, Partials, Precision, Step, StepCounter, StoreRounding,
+};
 use tessera_core::scale::{
     AutomaticLossScaler, BinCounts, DynamicLossScaler, GradSlice, LossScaler, StaticLossScale,
-    StepDecision, unscale_grads,
+    unscale_grads,
 };
 
 use super::TrainError;
 use super::checkpoint::{ResumeState, ScalerState};
 use super::comm::{LIMBS_PER_WORD, ReplicaComm, from_limb_sums, to_limbs, write_limbs};
 use super::config::{GradReduction, LossScaling, PrecisionMode, TrainConfig};
-use super::optimizer::{Piece, StepOptimizer, pieces};
+use super::optimizer::{Groups, Piece, pieces};
 use super::params::FlatParams;
 use crate::data::MicroBatch;
 use crate::model::{GroupSum, Mlp, ModelError, StageCycles};
@@ -42,7 +44,7 @@ impl Scaler {
         s.map_err(TrainError::LossScaling)
     }
 
-    fn as_dyn(&mut self) -> &mut dyn LossScalerDyn {
+    fn as_dyn(&mut self) -> &mut dyn LossScaler {
         match self {
             Self::Static(s) => s,
             Self::Dynamic(s) => s,
@@ -112,25 +114,6 @@ impl Scaler {
             .map(Self::Automatic),
         };
         s.map_err(TrainError::LossScaling)
-    }
-}
-
-/// [`LossScaler`] without its `Sized` methods, to dispatch on [`Scaler`].
-trait LossScalerDyn {
-    fn inv_scale(&self) -> f32;
-    fn histogram_edge(&self) -> Option<tessera_core::scale::BinEdge>;
-    fn update_with(&mut self, stats: tessera_core::scale::GradStats) -> StepDecision;
-}
-
-impl<S: LossScaler> LossScalerDyn for S {
-    fn inv_scale(&self) -> f32 {
-        LossScaler::inv_scale(self)
-    }
-    fn histogram_edge(&self) -> Option<tessera_core::scale::BinEdge> {
-        LossScaler::histogram_edge(self)
-    }
-    fn update_with(&mut self, stats: tessera_core::scale::GradStats) -> StepDecision {
-        LossScaler::update_with(self, stats)
     }
 }
 
@@ -233,8 +216,10 @@ pub(crate) struct Replica<'a> {
     /// Optimizer state of the shard.
     pub(crate) state: Vec<Vec<f32>>,
     pub(crate) scaler: Scaler,
+    /// The optimizer's groups, built once.
+    groups: Groups,
     /// Optimizer steps applied (Adam's `t`; skipped steps do not count).
-    pub(crate) applied: u64,
+    pub(crate) counter: StepCounter,
     contributions: Vec<Vec<f32>>,
     grads: Vec<Vec<f32>>,
     reduced: Vec<f32>,
@@ -281,10 +266,10 @@ impl<'a> Replica<'a> {
             None => vec![vec![0.0; shard.len()]; config.optimizer.state_tensors()],
         };
         let mut scaler = Scaler::new(config.loss_scaling)?;
-        let mut applied = 0;
+        let mut counter = StepCounter::default();
         if let Some(r) = resume {
             scaler = scaler.resume(r.scaler)?;
-            applied = r.applied;
+            counter = StepCounter::resumed(r.applied);
         }
         let contribution = vec![0.0; n + TAIL];
         let mut replica = Self {
@@ -300,7 +285,8 @@ impl<'a> Replica<'a> {
             master,
             state,
             scaler,
-            applied,
+            groups: Groups::new(config.optimizer, config.exclude_bias_and_norm)?,
+            counter,
         };
         if let Some(r) = resume {
             replica.mlp.set_buffers(&r.buffers)?;
@@ -375,7 +361,7 @@ impl<'a> Replica<'a> {
         if divisor > 1 {
             kernels::scale((1.0 / f64::from(divisor as u32)) as f32, grads);
         }
-        let decision = self.scaler.as_dyn().update_with(stats);
+        let decision = self.scaler.as_dyn().update(stats);
         let mut outcome = StepOutcome {
             loss,
             accuracy,
@@ -387,10 +373,10 @@ impl<'a> Replica<'a> {
         if decision.is_skip() {
             return Ok(outcome);
         }
-        self.applied += 1;
         let c = self.config;
-        outcome.lr = c.optimizer.lr() * c.lr_schedule.factor(step, total, c.warmup_steps);
-        self.update(outcome.lr)?;
+        let factor = c.lr_schedule.factor(step, total, c.warmup_steps);
+        outcome.lr = c.optimizer.lr() * factor;
+        self.update(factor)?;
         self.load_model()?;
         Ok(outcome)
     }
@@ -415,20 +401,17 @@ impl<'a> Replica<'a> {
 
     /// The optimizer step on this replica's shard, then the weights
     /// gathered whole again.
-    fn update(&mut self, lr: f32) -> Result<(), TrainError> {
+    fn update(&mut self, lr_scale: f32) -> Result<(), TrainError> {
         let config = self.config;
         let flat = self.flat;
         let n = flat.len();
         let grads = &self.reduced[..n];
-        let mut step = Step::new(self.applied);
+        let mut step = self.counter.next_step().with_lr_scale(lr_scale);
         if let Some(max_norm) = config.max_grad_norm {
-            let mut g_sq = ExactSum::new();
-            for i in 0..flat.specs().len() {
-                g_sq.merge(&kernels::sum_of_squares_partial(&grads[flat.range(i)]));
-            }
-            step = step.with_grad_scale(clip_scale(&g_sq, max_norm));
+            let norm = GradNorm::of((0..flat.specs().len()).map(|i| &grads[flat.range(i)]));
+            step = step.with_grad_scale(norm.clip_scale(max_norm));
         }
-        let optimizer = StepOptimizer::new(config.optimizer, lr, config.exclude_bias_and_norm)?;
+        self.counter.applied(step);
         let precision = Precision {
             weights: match config.precision {
                 PrecisionMode::Half(rounding) => rounding,
@@ -440,7 +423,7 @@ impl<'a> Replica<'a> {
         let shard = self.shard.clone();
         let sharded = shard.len() < n;
         let run = Update {
-            optimizer: &optimizer,
+            groups: &self.groups,
             flat,
             step,
             precision: &precision,
@@ -510,7 +493,7 @@ impl<'a> Replica<'a> {
 
 /// One optimizer step over a replica's pieces.
 struct Update<'a> {
-    optimizer: &'a StepOptimizer,
+    groups: &'a Groups,
     flat: &'a FlatParams,
     step: Step,
     precision: &'a Precision,
@@ -527,9 +510,9 @@ impl Update<'_> {
         comm: &mut ReplicaComm,
     ) -> Result<(), TrainError> {
         let mut totals = vec![Partials::default(); self.flat.specs().len()];
-        if self.optimizer.needs_statistics() {
+        if self.groups.needs_statistics() {
             for p in &mut pieces {
-                let partials = self.optimizer.partials(self.flat, self.step, p);
+                let partials = self.groups.partials(self.flat, self.step, p)?;
                 totals[p.id].merge(&partials);
             }
             if self.sharded {
@@ -537,8 +520,8 @@ impl Update<'_> {
             }
         }
         for p in &mut pieces {
-            self.optimizer
-                .apply(self.flat, self.step, &totals[p.id], self.precision, p);
+            self.groups
+                .apply(self.flat, self.step, &totals[p.id], self.precision, p)?;
         }
         Ok(())
     }

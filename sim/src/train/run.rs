@@ -701,7 +701,7 @@ impl RunContext<'_> {
         };
         let saved = ResumeState {
             steps,
-            applied: replica.applied,
+            applied: replica.counter.applied_steps(),
             master: master.unwrap_or(weights),
             weights16,
             state,

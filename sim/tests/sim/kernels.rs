@@ -131,7 +131,7 @@ where
     let (mut w, mut m, mut v) = (w0.clone(), m0.clone(), v0.clone());
     for t in 1..=steps {
         let mut p = Param::new(9, &mut w, &g0, [&mut m, &mut v]);
-        lamb_opt.step(Step::new(t), &precision, &mut p);
+        lamb_opt.step(Step::after(t - 1), &precision, &mut p);
     }
     let mut graph = Graph::new(target);
     graph

@@ -9,6 +9,7 @@ use tessera_core::scale::DynamicConfig;
 use tessera_sim::data::{Dataset, OutputMode, Source, digits};
 use tessera_sim::model::Activation;
 use tessera_sim::pod::PodSpec;
+use tessera_sim::train::NamedOptimizer;
 use tessera_sim::train::{
     Divergence, Event, GradReduction, LossScaling, OptimizerConfig, Pipeline, PrecisionMode,
     RunOptions, Schedule, StepRecord, Summary, TrainConfig, TrainError, Trainer,

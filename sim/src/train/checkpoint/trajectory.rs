@@ -107,7 +107,8 @@ fn optimizer_fields(optimizer: &OptimizerConfig, s: &mut Vec<(String, String)>) 
                 momentum,
                 dampening,
                 weight_decay,
-                nesterov
+                nesterov,
+                maximize
             }
         ),
         OptimizerConfig::AdamW(c) => fields!(
@@ -118,7 +119,9 @@ fn optimizer_fields(optimizer: &OptimizerConfig, s: &mut Vec<(String, String)>) 
                 lr,
                 betas,
                 eps,
-                weight_decay
+                weight_decay,
+                amsgrad,
+                maximize
             }
         ),
         OptimizerConfig::Lamb(c) => fields!(
@@ -234,18 +237,59 @@ fn split(config: &TrainConfig) -> String {
     }
 }
 
+/// Settings added after checkpoints of this format were first written,
+/// with the value every earlier run had: a checkpoint without one resumes
+/// as if it said so.
+const ADDED_LATER: [(&str, &str); 2] = [("amsgrad", "false"), ("maximize", "false")];
+
 /// The settings whose values in the checkpoint's metadata `saved` differ
 /// from `now`'s, in `now`'s order.
 pub(super) fn differences(
     saved: &std::collections::BTreeMap<String, String>,
     now: &[(String, String)],
 ) -> Vec<Difference> {
+    let saved_value = |key: &str| {
+        saved.get(key).map(String::as_str).or_else(|| {
+            ADDED_LATER
+                .iter()
+                .find(|(added, _)| *added == key)
+                .map(|(_, value)| *value)
+        })
+    };
     now.iter()
-        .filter(|(key, value)| saved.get(key) != Some(value))
+        .filter(|(key, value)| saved_value(key) != Some(value.as_str()))
         .map(|(key, value)| Difference {
             setting: key.clone(),
-            checkpoint: saved.get(key).map_or("none", String::as_str).to_owned(),
+            checkpoint: saved_value(key).unwrap_or("none").to_owned(),
             now: value.clone(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::differences;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn settings_added_later_take_the_value_earlier_runs_had() {
+        let saved = pairs(&[("lr", "0.1")]).into_iter().collect();
+        let now = pairs(&[("lr", "0.1"), ("maximize", "false"), ("amsgrad", "false")]);
+        assert!(differences(&saved, &now).is_empty());
+        let now = pairs(&[("lr", "0.1"), ("maximize", "true"), ("momentum", "0.9")]);
+        let found: Vec<_> = differences(&saved, &now)
+            .into_iter()
+            .map(|d| (d.setting, d.checkpoint, d.now))
+            .collect();
+        let want = [("maximize", "false", "true"), ("momentum", "none", "0.9")];
+        assert_eq!(
+            found,
+            want.map(|(a, b, c)| (a.to_owned(), b.to_owned(), c.to_owned()))
+        );
+    }
 }

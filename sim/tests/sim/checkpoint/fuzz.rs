@@ -15,6 +15,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestRng, TestRunner};
 use tessera_sim::checkpoint::Checkpoint;
+use tessera_sim::train::NamedOptimizer;
 use tessera_sim::train::{LossScaling, OptimizerConfig, PrecisionMode, RunOptions, Trainer};
 
 use super::{Scratch, every_type};

@@ -1,0 +1,131 @@
+//! Global gradient-norm clipping (timm's `max_grad_norm`, PyTorch's
+//! `clip_grad_norm_`) from exact, combinable partial sums.
+
+use half::{bf16, f16};
+
+use crate::kernels::{self, ExactSum};
+
+/// The exact sum of squares of gradients, over any number of tensors,
+/// pieces, tiles and replicas: merge the pieces' sums in any order (or
+/// all-reduce [`GradNorm::limbs`]) and every split into pieces that start
+/// at multiples of [`BLOCK`](crate::kernels::BLOCK) gives the same norm
+/// and the same clip.
+///
+/// timm's LAMB step with `max_grad_norm = 1` over three tensors:
+///
+/// ```
+/// use tessera_core::optim::{GradNorm, Lamb, LambConfig, Param, Precision, StepCounter};
+///
+/// let lamb = Lamb::new(LambConfig::default())?;
+/// let mut counter = StepCounter::default();
+/// let mut w = [vec![0.5f32; 64], vec![-0.25; 32], vec![1.0; 8]];
+/// let g = [vec![0.5f32; 64], vec![1.0; 32], vec![2.0; 8]];
+/// let mut state = [0, 1, 2].map(|k| [vec![0.0f32; w[k].len()], vec![0.0f32; w[k].len()]]);
+///
+/// let norm = GradNorm::of(g.iter().map(Vec::as_slice));
+/// let step = counter.next_step().with_grad_scale(norm.clip_scale(1.0));
+/// for (id, ((w, g), [m, v])) in w.iter_mut().zip(&g).zip(&mut state).enumerate() {
+///     lamb.step(step, &Precision::default(), &mut Param::new(id as u64, w, g, [m, v]));
+/// }
+/// counter.applied(step);
+/// assert!(w[2][0] < 1.0);
+/// # Ok::<(), tessera_core::optim::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GradNorm {
+    sum: ExactSum,
+}
+
+impl GradNorm {
+    /// No gradients yet.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self {
+            sum: ExactSum::new(),
+        }
+    }
+
+    /// The norm of these f32 tensors.
+    #[must_use]
+    pub fn of<'a>(tensors: impl IntoIterator<Item = &'a [f32]>) -> Self {
+        let mut norm = Self::new();
+        for g in tensors {
+            norm.add(g);
+        }
+        norm
+    }
+
+    /// Adds f32 gradients.
+    pub fn add(&mut self, grads: &[f32]) {
+        self.sum.merge(&kernels::sum_of_squares_partial(grads));
+    }
+
+    /// Adds f16 gradients.
+    pub fn add_f16(&mut self, grads: &[f16]) {
+        self.sum.merge(&kernels::sum_of_squares_half_partial(grads));
+    }
+
+    /// Adds bf16 gradients.
+    pub fn add_bf16(&mut self, grads: &[bf16]) {
+        self.sum.merge(&kernels::sum_of_squares_half_partial(grads));
+    }
+
+    /// Adds another piece's sum (exact, so order does not matter).
+    pub fn merge(&mut self, other: &Self) {
+        self.sum.merge(&other.sum);
+    }
+
+    /// The exact sum of squares.
+    #[must_use]
+    pub const fn sum_of_squares(&self) -> &ExactSum {
+        &self.sum
+    }
+
+    /// The limbs of the sum, for an integer all-reduce across replicas.
+    #[must_use]
+    pub fn limbs(&self) -> [i64; ExactSum::LIMBS] {
+        self.sum.limbs()
+    }
+
+    /// Rebuilds a norm from (summed) [`GradNorm::limbs`].
+    #[must_use]
+    pub fn from_limbs(limbs: [i64; ExactSum::LIMBS]) -> Self {
+        Self {
+            sum: ExactSum::from_limbs(limbs),
+        }
+    }
+
+    /// `||g||`: the square root of the sum rounded to f32.
+    #[must_use]
+    pub fn norm(&self) -> f32 {
+        libm::sqrtf(self.sum.to_f32())
+    }
+
+    /// The gradient multiplier of a clip at `max_norm`:
+    /// `1 / max(||g|| / max_norm, 1)`, as [`clip_scale`]. Pass it to
+    /// [`Step::with_grad_scale`](super::Step::with_grad_scale).
+    #[must_use]
+    pub fn clip_scale(&self, max_norm: f32) -> f32 {
+        clip_scale(&self.sum, max_norm)
+    }
+}
+
+/// The gradient multiplier of a global gradient-norm clip (as timm's LAMB
+/// and `clip_grad_norm_`): `1 / max(||g|| / max_norm, 1)`, where `||g||` is
+/// the square root of `g_sq`, the exact sum of squares of every gradient.
+/// [`GradNorm`] collects `g_sq`.
+///
+/// ```
+/// use tessera_core::kernels::sum_of_squares_partial;
+/// use tessera_core::optim::clip_scale;
+///
+/// let g_sq = sum_of_squares_partial(&[3.0, 4.0]); // ||g|| = 5
+/// assert_eq!(clip_scale(&g_sq, 1.0), 0.2);
+/// assert_eq!(clip_scale(&g_sq, 10.0), 1.0);
+/// ```
+#[must_use]
+pub fn clip_scale(g_sq: &ExactSum, max_norm: f32) -> f32 {
+    let norm = libm::sqrtf(g_sq.to_f32());
+    let factor = norm / max_norm;
+    if factor > 1.0 { 1.0 / factor } else { 1.0 }
+}
