@@ -1,5 +1,5 @@
 //! Which backend runs: the CPU's features detected once and cached, or a
-//! backend forced through [`force`], [`with_backend`] or the
+//! backend forced through [`force`], `with_backend` or the
 //! `TESSERA_BACKEND` environment variable.
 
 use core::fmt;
@@ -206,12 +206,12 @@ static FORCED: AtomicU8 = AtomicU8::new(UNSET);
 
 #[cfg(feature = "std")]
 std::thread_local! {
-    /// The backend forced on this thread by [`with_backend`], or `UNSET`.
+    /// The backend forced on this thread by `with_backend`, or `UNSET`.
     static SCOPED: core::cell::Cell<u8> = const { core::cell::Cell::new(UNSET) };
 }
 
 /// The backend the kernels run on this thread now: the one forced by
-/// [`with_backend`] on this thread, else by [`force`], else the default
+/// `with_backend` on this thread, else by [`force`], else the default
 /// (`TESSERA_BACKEND` if set, else the best the CPU can run).
 ///
 /// # Panics

@@ -11,7 +11,7 @@
 //! A backend can be forced, for tests and comparisons: process-wide with
 //! [`force`] or the environment variable `TESSERA_BACKEND` (read once, on
 //! the first kernel call: `scalar`, `portable`, `sse2`, `avx2`, `avx512`,
-//! `avx512bf16`), or on one thread with [`with_backend`]. Forcing a backend
+//! `avx512bf16`), or on one thread with `with_backend`. Forcing a backend
 //! the CPU cannot run is an error, never a silent fallback.
 //!
 //! ```
