@@ -17,7 +17,9 @@ use crate::ipu::{
     self, Codelet, DType, Direction, Engine, EngineOptions, Graph, Interval, Kernel, Mapping,
     Program, StreamId, TensorId, TensorSlice, Tile,
 };
-use crate::kernels::matmul::{BlockLayout, Operand, Output, matmul};
+use crate::kernels::matmul::{
+    BlockLayout, Cut, Operand, Output, Problem, ProductPlan, Source, matmul,
+};
 
 /// The arithmetic of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -244,6 +246,62 @@ impl<'a> Recipe<'a> {
     }
 }
 
+/// Plans the products of a layer over the tiles of its placement.
+struct Planner<'a> {
+    placement: &'a Placement,
+    target: &'a ipu::Target,
+    kernel: Kernel,
+}
+
+impl Planner<'_> {
+    fn problem<'p>(
+        &self,
+        (m, k, n): (usize, usize, usize),
+        a: Source<'p>,
+        b: Source<'p>,
+        tiles: &'p Range<Tile>,
+    ) -> Problem<'p> {
+        Problem {
+            m,
+            k,
+            n,
+            a,
+            b,
+            tiles,
+            min_flops: MIN_BLOCK_FLOPS,
+            kernel: self.kernel,
+        }
+    }
+
+    /// Layer `l`'s product of `dims` cut freely within `cut`.
+    fn plan(
+        &self,
+        l: usize,
+        dims: (usize, usize, usize),
+        a: Source<'_>,
+        b: Source<'_>,
+        cut: Cut,
+    ) -> ProductPlan {
+        let tiles = self.placement.tiles(l, self.target);
+        let problem = self.problem(dims, a, b, &tiles);
+        ProductPlan::choose(&problem, self.target.spec(), self.target.sync_cycles(), cut)
+    }
+
+    /// Layer `l`'s product of `dims` onto the layout `out`.
+    fn onto(
+        &self,
+        l: usize,
+        out: &BlockLayout,
+        dims: (usize, usize, usize),
+        a: Source<'_>,
+        b: Source<'_>,
+    ) -> ProductPlan {
+        let tiles = self.placement.tiles(l, self.target);
+        let problem = self.problem(dims, a, b, &tiles);
+        ProductPlan::onto(out, &problem, self.target.spec(), self.target.sync_cycles())
+    }
+}
+
 /// [`Recipe::graph`].
 #[allow(clippy::too_many_lines)]
 fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, ModelError> {
@@ -269,19 +327,10 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
     } else {
         Graph::new(*target)
     };
-    // A product of layer `l` over the tiles of its placement.
-    let plan = |l: usize, rows, cols, k, full_rows, full_cols| {
-        let tiles = placement.tiles(l, target);
-        BlockLayout::plan(
-            rows,
-            cols,
-            k,
-            tiles.len() as u32,
-            MIN_BLOCK_FLOPS,
-            full_rows,
-            full_cols,
-        )
-        .shifted(tiles.start)
+    let planner = Planner {
+        placement,
+        target,
+        kernel,
     };
     // Small tensors of layer `l`, linear over its tiles.
     let linear_on = |l: usize| match placement {
@@ -307,10 +356,25 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
     for (l, &(fan_in, width)) in layers.iter().enumerate() {
         let hidden = l < last;
         let bn = config.batch_norm && hidden;
-        let out = plan(l, batch, width, fan_in, !hidden, bn);
-        // The weights in column blocks, each on the tile of the forward
-        // product's output block that uses it.
-        let w_layout = out.columns_like(fan_in);
+        let in_layout = match l {
+            0 => BlockLayout::dense(batch, fan_in, 0),
+            _ => ids[l - 1].out.clone(),
+        };
+        let cut = Cut {
+            full_rows: !hidden,
+            full_cols: bn,
+        };
+        let fwd = planner.plan(
+            l,
+            (batch, fan_in, width),
+            Source::Layout(&in_layout, false),
+            Source::Planned,
+            cut,
+        );
+        let out = fwd.output().clone();
+        // The weights in the blocks the forward product's parts read in
+        // place.
+        let w_layout = fwd.b_layout();
         let w = g.add_tensor(
             &format!("layer{l}.weight"),
             DType::F32,
@@ -348,17 +412,10 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
             &[f(batch * width)],
             out.mapping(),
         )?;
-        let a_in = match l {
-            0 => Operand {
-                tensor: x,
-                layout: BlockLayout::dense(batch, fan_in, 0),
-                transposed: false,
-            },
-            _ => Operand {
-                tensor: acts[l - 1].a,
-                layout: ids[l - 1].out.clone(),
-                transposed: false,
-            },
+        let a_in = Operand {
+            tensor: if l == 0 { x } else { acts[l - 1].a },
+            layout: in_layout,
+            transposed: false,
         };
         let w_op = Operand {
             tensor: w,
@@ -371,7 +428,7 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
             &a_in,
             &w_op,
             y,
-            &out,
+            &fwd,
             kernel,
             Output::F32,
         )?);
@@ -676,7 +733,14 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
                     transposed: true,
                 },
             };
-            let dw_layout = plan(l, fan_in, width, batch, false, false);
+            let dw_plan = planner.plan(
+                l,
+                (fan_in, batch, width),
+                Source::Layout(&a_in.layout, true),
+                Source::Layout(&dz_op.layout, false),
+                Cut::default(),
+            );
+            let dw_layout = dw_plan.output().clone();
             let dw = g.add_tensor(
                 &format!("layer{l}.weight.grad"),
                 DType::F32,
@@ -689,12 +753,23 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
                 &a_in,
                 &dz_op,
                 dw,
-                &dw_layout,
+                &dw_plan,
                 kernel,
                 grad_output,
             )?);
             // db = 1^T dZ.
-            let db_layout = plan(l, 1, width, batch, false, true);
+            let ones_layout = BlockLayout::dense(1, batch, 0);
+            let db_plan = planner.plan(
+                l,
+                (1, batch, width),
+                Source::Layout(&ones_layout, false),
+                Source::Layout(&dz_op.layout, false),
+                Cut {
+                    full_rows: false,
+                    full_cols: true,
+                },
+            );
+            let db_layout = db_plan.output().clone();
             let db = g.add_tensor(
                 &format!("layer{l}.bias.grad"),
                 DType::F32,
@@ -703,7 +778,7 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
             )?;
             let ones_op = Operand {
                 tensor: one,
-                layout: BlockLayout::dense(1, batch, 0),
+                layout: ones_layout,
                 transposed: false,
             };
             programs.push(matmul(
@@ -712,7 +787,7 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
                 &ones_op,
                 &dz_op,
                 db,
-                &db_layout,
+                &db_plan,
                 kernel,
                 grad_output,
             )?);
@@ -734,13 +809,20 @@ fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, 
                 layout: ids[l].w_layout.clone(),
                 transposed: true,
             };
+            let da_plan = planner.onto(
+                l,
+                &prev,
+                (batch, width, fan_in),
+                Source::Layout(&dz_op.layout, false),
+                Source::Layout(&w_op.layout, true),
+            );
             programs.push(matmul(
                 &mut g,
                 &format!("layer{l}.da"),
                 &dz_op,
                 &w_op,
                 da,
-                &prev,
+                &da_plan,
                 kernel,
                 Output::F32,
             )?);

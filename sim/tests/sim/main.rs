@@ -7,6 +7,7 @@ mod checkpoint;
 mod data;
 mod engine;
 mod kernels;
+mod matmul;
 mod model;
 mod plan;
 mod pod;
