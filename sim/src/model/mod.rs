@@ -81,6 +81,7 @@ mod codelets;
 mod config;
 mod error;
 mod estimate;
+mod layers;
 mod mlp;
 mod placement;
 
