@@ -4,6 +4,7 @@
 //! the trainer and the planner.
 
 mod checkpoint;
+mod conv;
 mod data;
 mod engine;
 mod kernels;

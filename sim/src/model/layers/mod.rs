@@ -15,6 +15,7 @@
 
 pub(super) mod activation;
 pub(super) mod batch_norm;
+pub(super) mod conv2d;
 pub(super) mod dense;
 mod graph;
 pub(super) mod loss;

@@ -1,0 +1,189 @@
+//! conv2d on tiles (im2col, a tile product, col2im) against an f64
+//! oracle whose gradients are checked by finite differences, PyTorch's
+//! semantics on hand-computed vectors, and the same bits on every tile
+//! count.
+
+use tessera_sim::model::{Conv2d, ConvShape, ModelError, conv2d_on_tiles};
+
+use crate::support::{bits, target, uniform};
+
+/// `(y, dx, dw)` of PyTorch's conv2d (NCHW, no bias) in f64.
+fn oracle(s: &ConvShape, x: &[f64], w: &[f64], dy: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let c = &s.conv;
+    let (ci, co, (kh, kw), st, p) = (c.in_channels, c.out_channels, c.kernel, c.stride, c.padding);
+    let ((h, wd), (oh, ow)) = (s.input, s.output);
+    let mut y = vec![0.0; s.n * co * oh * ow];
+    let mut dx = vec![0.0; x.len()];
+    let mut dw = vec![0.0; w.len()];
+    for n in 0..s.n {
+        for o in 0..co {
+            for (yy, xx) in (0..oh).flat_map(|a| (0..ow).map(move |b| (a, b))) {
+                let out = ((n * co + o) * oh + yy) * ow + xx;
+                for ch in 0..ci {
+                    for (i, j) in (0..kh).flat_map(|a| (0..kw).map(move |b| (a, b))) {
+                        let (ih, iw) = (
+                            (yy * st + i) as isize - p as isize,
+                            (xx * st + j) as isize - p as isize,
+                        );
+                        if ih < 0 || iw < 0 || ih as usize >= h || iw as usize >= wd {
+                            continue;
+                        }
+                        let xi = ((n * ci + ch) * h + ih as usize) * wd + iw as usize;
+                        let wi = ((o * ci + ch) * kh + i) * kw + j;
+                        y[out] += w[wi] * x[xi];
+                        dx[xi] += w[wi] * dy[out];
+                        dw[wi] += x[xi] * dy[out];
+                    }
+                }
+            }
+        }
+    }
+    (y, dx, dw)
+}
+
+fn f64s(x: &[f32]) -> Vec<f64> {
+    x.iter().map(|&v| f64::from(v)).collect()
+}
+
+fn shapes() -> Vec<ConvShape> {
+    let conv = |ci, co, k, stride, padding| Conv2d {
+        in_channels: ci,
+        out_channels: co,
+        kernel: k,
+        stride,
+        padding,
+    };
+    [
+        (conv(3, 4, (3, 3), 1, 1), 2, (7, 6)),
+        (conv(2, 5, (3, 3), 2, 1), 1, (8, 8)),
+        (conv(4, 3, (1, 1), 1, 0), 2, (5, 5)),
+        (conv(3, 2, (2, 2), 2, 0), 3, (6, 4)),
+        (conv(2, 3, (3, 2), 1, 2), 1, (4, 5)),
+        // A reduction of 288: three leaves' worth, split over tiles.
+        (conv(32, 8, (3, 3), 1, 1), 2, (4, 4)),
+    ]
+    .into_iter()
+    .map(|(c, n, hw)| c.on(n, hw).unwrap())
+    .collect()
+}
+
+fn inputs(s: &ConvShape, seed: u64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let c = &s.conv;
+    let x = uniform(s.in_rows() * c.in_channels, seed, -1.0, 1.0);
+    let w = uniform(s.patch() * c.out_channels, seed + 1, -0.5, 0.5);
+    let dy = uniform(s.out_rows() * c.out_channels, seed + 2, -1.0, 1.0);
+    (x, w, dy)
+}
+
+#[test]
+fn the_oracles_gradients_are_the_finite_differences_of_its_output() {
+    for s in shapes().into_iter().take(5) {
+        let (x, w, dy) = inputs(&s, 3);
+        let (x, w, dy) = (f64s(&x), f64s(&w), f64s(&dy));
+        let loss = |x: &[f64], w: &[f64]| -> f64 {
+            oracle(&s, x, w, &dy)
+                .0
+                .iter()
+                .zip(&dy)
+                .map(|(a, b)| a * b)
+                .sum()
+        };
+        let (_, dx, dw) = oracle(&s, &x, &w, &dy);
+        let h = 1e-4;
+        for k in [0, x.len() / 2, x.len() - 1] {
+            let (mut up, mut down) = (x.clone(), x.clone());
+            up[k] += h;
+            down[k] -= h;
+            let fd = (loss(&up, &w) - loss(&down, &w)) / (2.0 * h);
+            assert!(
+                (fd - dx[k]).abs() < 1e-6,
+                "{s:?} dx[{k}]: {fd} vs {}",
+                dx[k]
+            );
+        }
+        for k in [0, w.len() / 3, w.len() - 1] {
+            let (mut up, mut down) = (w.clone(), w.clone());
+            up[k] += h;
+            down[k] -= h;
+            let fd = (loss(&x, &up) - loss(&x, &down)) / (2.0 * h);
+            assert!(
+                (fd - dw[k]).abs() < 1e-6,
+                "{s:?} dw[{k}]: {fd} vs {}",
+                dw[k]
+            );
+        }
+    }
+}
+
+#[test]
+fn conv2d_on_tiles_matches_the_oracle_with_the_same_bits_on_any_tile_count() {
+    for (k, s) in shapes().iter().enumerate() {
+        let (x, w, dy) = inputs(s, 10 + k as u64);
+        let (y0, dx0, dw0) = oracle(s, &f64s(&x), &f64s(&w), &f64s(&dy));
+        let first = conv2d_on_tiles(s, target(1), &x, &w, &dy).unwrap();
+        // f32 sums of at most a few hundred products of values below 1.
+        let close = |got: &[f32], want: &[f64], what: &str| {
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (f64::from(*g) - w).abs() < 1e-4,
+                    "{s:?} {what}[{i}]: {g} vs {w}"
+                );
+            }
+        };
+        close(&first.y, &y0, "y");
+        close(&first.dx, &dx0, "dx");
+        close(&first.dw, &dw0, "dw");
+        for tiles in [3, 16, 64] {
+            let run = conv2d_on_tiles(s, target(tiles), &x, &w, &dy).unwrap();
+            assert_eq!(bits(&run.y), bits(&first.y), "{s:?} on {tiles} tiles");
+            assert_eq!(bits(&run.dx), bits(&first.dx), "{s:?} on {tiles} tiles");
+            assert_eq!(bits(&run.dw), bits(&first.dw), "{s:?} on {tiles} tiles");
+        }
+    }
+}
+
+#[test]
+fn conv2d_follows_pytorchs_padding_and_stride() {
+    // torch.nn.functional.conv2d(ones(1, 1, 3, 3), ones(1, 1, 2, 2),
+    // stride=1, padding=1): each output counts the input pixels under its
+    // window; its input gradient with dy = ones counts the windows over
+    // each pixel (4 everywhere for a 2x2 kernel on a padded 3x3).
+    let conv = Conv2d {
+        in_channels: 1,
+        out_channels: 1,
+        kernel: (2, 2),
+        stride: 1,
+        padding: 1,
+    };
+    let s = conv.on(1, (3, 3)).unwrap();
+    assert_eq!(s.output, (4, 4));
+    let run = conv2d_on_tiles(&s, target(4), &[1.0; 9], &[1.0; 4], &[1.0; 16]).unwrap();
+    #[rustfmt::skip]
+    let y = [1.0, 2.0, 2.0, 1.0, 2.0, 4.0, 4.0, 2.0, 2.0, 4.0, 4.0, 2.0, 1.0, 2.0, 2.0, 1.0];
+    assert_eq!(run.y, y);
+    assert_eq!(run.dx, [4.0; 9]);
+    assert_eq!(run.dw, [9.0; 4]);
+    // Stride 2 without padding on 5x5 (x = 0..25): windows at 0 and 2.
+    let conv = Conv2d {
+        stride: 2,
+        padding: 0,
+        ..conv
+    };
+    let s = conv.on(1, (5, 5)).unwrap();
+    let x: Vec<f32> = (0..25).map(|v| v as f32).collect();
+    let run = conv2d_on_tiles(&s, target(2), &x, &[1.0, 0.0, 0.0, 0.0], &[1.0; 4]).unwrap();
+    assert_eq!(run.y, [0.0, 2.0, 10.0, 12.0]);
+    // The last row and column feed no window: their gradient is zero.
+    assert_eq!(run.dx[4], 0.0);
+    assert_eq!(run.dx[0], 1.0);
+    // Shapes that do not fit are refused, lengths are checked.
+    assert!(conv.on(1, (1, 1)).is_none());
+    assert!(matches!(
+        conv2d_on_tiles(&s, target(2), &x[1..], &[1.0; 4], &[1.0; 4]),
+        Err(ModelError::InputLength {
+            expected: 25,
+            got: 24
+        })
+    ));
+}
