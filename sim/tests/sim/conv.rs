@@ -1,9 +1,12 @@
-//! conv2d on tiles (im2col, a tile product, col2im) against an f64
+//! conv2d and pooling on tiles (im2col, a tile product, col2im; gathered
+//! windows) against an f64
 //! oracle whose gradients are checked by finite differences, PyTorch's
 //! semantics on hand-computed vectors, and the same bits on every tile
 //! count.
 
-use tessera_sim::model::{Conv2d, ConvShape, ModelError, conv2d_on_tiles};
+use tessera_sim::model::{
+    Conv2d, ConvShape, ModelError, Pool2d, PoolKind, conv2d_on_tiles, pool2d_on_tiles,
+};
 
 use crate::support::{bits, target, uniform};
 
@@ -186,4 +189,119 @@ fn conv2d_follows_pytorchs_padding_and_stride() {
             got: 24
         })
     ));
+}
+
+/// `(y, dx)` of PyTorch's max/avg pooling (NCHW) in f64: max keeps the
+/// first maximum in window order, average divides by the window's size.
+fn pool_oracle(p: &Pool2d, s: &ConvShape, x: &[f64], dy: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let (c, (kh, kw)) = (s.conv.in_channels, p.kernel);
+    let ((h, w), (oh, ow)) = (s.input, s.output);
+    let mut y = vec![0.0; s.n * c * oh * ow];
+    let mut dx = vec![0.0; x.len()];
+    for (nc, (yy, xx)) in
+        (0..s.n * c).flat_map(|a| (0..oh * ow).map(move |b| (a, (b / ow, b % ow))))
+    {
+        let out = (nc * oh + yy) * ow + xx;
+        let mut window = Vec::new();
+        for (i, j) in (0..kh).flat_map(|a| (0..kw).map(move |b| (a, b))) {
+            let (ih, iw) = (
+                (yy * p.stride + i) as isize - p.padding as isize,
+                (xx * p.stride + j) as isize - p.padding as isize,
+            );
+            if ih >= 0 && iw >= 0 && (ih as usize) < h && (iw as usize) < w {
+                window.push((nc * h + ih as usize) * w + iw as usize);
+            }
+        }
+        match p.kind {
+            PoolKind::Max => {
+                let best = window
+                    .iter()
+                    .copied()
+                    .fold(window[0], |b, i| if x[i] > x[b] { i } else { b });
+                y[out] = x[best];
+                dx[best] += dy[out];
+            }
+            PoolKind::Avg => {
+                let size = (kh * kw) as f64;
+                y[out] = window.iter().map(|&i| x[i]).sum::<f64>() / size;
+                for &i in &window {
+                    dx[i] += dy[out] / size;
+                }
+            }
+        }
+    }
+    (y, dx)
+}
+
+#[test]
+fn pooling_on_tiles_matches_the_oracle_with_the_same_bits_on_any_tile_count() {
+    let pool = |kind, k, stride, padding| Pool2d {
+        kind,
+        kernel: (k, k),
+        stride,
+        padding,
+    };
+    let cases = [
+        (pool(PoolKind::Max, 2, 2, 0), 2, 3, (8, 8)),
+        (pool(PoolKind::Max, 3, 2, 1), 1, 4, (7, 6)),
+        (pool(PoolKind::Avg, 2, 2, 0), 2, 3, (6, 6)),
+        (pool(PoolKind::Avg, 3, 1, 1), 1, 2, (5, 5)),
+        (Pool2d::global((4, 4)), 3, 5, (4, 4)),
+    ];
+    for (k, (p, n, c, hw)) in cases.into_iter().enumerate() {
+        let s = p.on(n, c, hw).unwrap();
+        // Distinct values (no ties) for max pooling's argmax.
+        let x = uniform(s.in_rows() * c, 30 + k as u64, -1.0, 1.0);
+        let dy = uniform(s.out_rows() * c, 40 + k as u64, -1.0, 1.0);
+        let (y0, dx0) = pool_oracle(&p, &s, &f64s(&x), &f64s(&dy));
+        let first = pool2d_on_tiles(&p, &s, target(1), &x, &dy).unwrap();
+        for (got, want, what) in [(&first.y, &y0, "y"), (&first.dx, &dx0, "dx")] {
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (f64::from(*g) - w).abs() < 1e-5,
+                    "{p:?} {what}[{i}]: {g} vs {w}"
+                );
+            }
+        }
+        for tiles in [3, 16] {
+            let run = pool2d_on_tiles(&p, &s, target(tiles), &x, &dy).unwrap();
+            assert_eq!(bits(&run.y), bits(&first.y), "{p:?} on {tiles} tiles");
+            assert_eq!(bits(&run.dx), bits(&first.dx), "{p:?} on {tiles} tiles");
+        }
+    }
+}
+
+#[test]
+fn pooling_follows_pytorch_on_ties_padding_and_the_global_mean() {
+    // max_pool2d(kernel 2, stride 1) of [[1, 1], [1, 1]]: PyTorch routes
+    // the gradient to the first maximum of the window.
+    let p = Pool2d {
+        kind: PoolKind::Max,
+        kernel: (2, 2),
+        stride: 1,
+        padding: 0,
+    };
+    let s = p.on(1, 1, (2, 2)).unwrap();
+    let run = pool2d_on_tiles(&p, &s, target(2), &[1.0; 4], &[3.0]).unwrap();
+    assert_eq!((run.y, run.dx), (vec![1.0], vec![3.0, 0.0, 0.0, 0.0]));
+    // avg_pool2d(kernel 3, stride 1, padding 1) counts the padding: the
+    // corner of a 2x2 map of ones averages 4 ones over 9.
+    let p = Pool2d {
+        kind: PoolKind::Avg,
+        kernel: (3, 3),
+        stride: 1,
+        padding: 1,
+    };
+    let s = p.on(1, 1, (2, 2)).unwrap();
+    let run = pool2d_on_tiles(&p, &s, target(2), &[1.0; 4], &[1.0; 4]).unwrap();
+    assert_eq!(run.y, [4.0 / 9.0; 4]);
+    // Global average pooling of x = 0..16 on one channel: 7.5.
+    let p = Pool2d::global((4, 4));
+    let s = p.on(1, 1, (4, 4)).unwrap();
+    let x: Vec<f32> = (0..16).map(|v| v as f32).collect();
+    let run = pool2d_on_tiles(&p, &s, target(3), &x, &[16.0]).unwrap();
+    assert_eq!((run.y, run.dx), (vec![7.5], vec![1.0; 16]));
+    // Padding over half the window is refused, as PyTorch refuses it.
+    let wide = Pool2d { padding: 3, ..p };
+    assert!(wide.on(1, 1, (4, 4)).is_none());
 }

@@ -95,7 +95,7 @@ impl ConvShape {
 
     /// The input pixel (row) tap `(i, j)` of output row `r` reads, if not
     /// padding.
-    fn tap(&self, r: usize, (i, j): (usize, usize)) -> Option<usize> {
+    pub(super) fn tap(&self, r: usize, (i, j): (usize, usize)) -> Option<usize> {
         let (oh, ow) = self.output;
         let (n, y, x) = (r / (oh * ow), r / ow % oh, r % ow);
         let s = self.conv.stride;
@@ -107,7 +107,7 @@ impl ConvShape {
 
     /// The output rows and columns of `cols` that input row `r` feeds, in
     /// increasing tap order: `(output row, tap index i kw + j)`.
-    fn taps_of(&self, r: usize) -> Vec<(usize, usize)> {
+    pub(super) fn taps_of(&self, r: usize) -> Vec<(usize, usize)> {
         let (h, w) = self.input;
         let (n, ih, iw) = (r / (h * w), r / w % h, r % w);
         let (kh, kw) = self.conv.kernel;
@@ -377,25 +377,27 @@ pub struct ConvRun {
 /// NCHW `[n, c, h w]` as the tiles' matrix `[n h w, c]`.
 #[must_use]
 pub fn nchw_to_rows(x: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
-    let mut out = vec![0.0; x.len()];
-    for s in 0..n {
-        for ch in 0..c {
-            for p in 0..hw {
-                out[(s * hw + p) * c + ch] = x[(s * c + ch) * hw + p];
-            }
-        }
-    }
-    out
+    reorder(x, (n, c, hw), true)
 }
 
 /// The tiles' matrix `[n h w, c]` as NCHW.
 #[must_use]
 pub fn rows_to_nchw(m: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
-    let mut out = vec![0.0; m.len()];
+    reorder(m, (n, c, hw), false)
+}
+
+/// NCHW to rows (`to_rows`) or back.
+fn reorder(x: &[f32], (n, c, hw): (usize, usize, usize), to_rows: bool) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
     for s in 0..n {
         for ch in 0..c {
             for p in 0..hw {
-                out[(s * c + ch) * hw + p] = m[(s * hw + p) * c + ch];
+                let (nchw, rows) = ((s * c + ch) * hw + p, (s * hw + p) * c + ch);
+                if to_rows {
+                    out[rows] = x[nchw];
+                } else {
+                    out[nchw] = x[rows];
+                }
             }
         }
     }
@@ -439,13 +441,8 @@ pub fn conv2d_on_tiles(
 ) -> Result<ConvRun, ModelError> {
     let conv = &shape.conv;
     let (cin, cout) = (conv.in_channels, conv.out_channels);
-    let check = |got: usize, expected: usize| {
-        (got == expected)
-            .then_some(())
-            .ok_or(ModelError::InputLength { expected, got })
-    };
-    check(x.len(), shape.in_rows() * cin)?;
-    check(dy.len(), shape.out_rows() * cout)?;
+    super::check_len(x.len(), shape.in_rows() * cin)?;
+    super::check_len(dy.len(), shape.out_rows() * cout)?;
     if weight.len() != shape.patch() * cout {
         return Err(ModelError::ParamLength {
             name: "weight".into(),
@@ -453,46 +450,24 @@ pub fn conv2d_on_tiles(
             got: weight.len(),
         });
     }
-    let link: super::GroupLink = Arc::new(std::sync::Mutex::new(None));
-    let placement = super::Placement::Spread;
-    let mut b = Builder {
-        g: crate::ipu::Graph::new(target),
-        placement: &placement,
-        target: &target,
-        batch: shape.n,
-        f16: false,
-        train: true,
-        activation: super::Activation::Relu,
-        link: &link,
-        stage_copies: Vec::new(),
-        programs: Vec::new(),
-        group_calls: 0,
-    };
-    let tiles = target.tiles();
-    let in_layout = BlockLayout::grid(shape.in_rows(), cin, shape.in_rows(), 1, tiles);
+    let (placement, link) = (super::Placement::Spread, super::standalone_link());
+    let mut b = Builder::standalone(&target, &placement, &link, shape.n);
+    let in_layout = BlockLayout::grid(shape.in_rows(), cin, shape.in_rows(), 1, target.tiles());
     let input = b.matrix("x", &in_layout)?;
     let layer = forward(&mut b, 0, shape, &input)?;
     let dy_t = b.matrix("layer0.dy", &layer.y.layout)?;
     let (dw, dx) = backward(&mut b, 0, shape, &layer, &dy_t, Some(&in_layout))?;
     let dx = dx.expect("an input gradient was asked for");
-    let program = crate::ipu::Program::Sequence(b.programs);
-    let mut e = crate::ipu::Engine::new(b.g, program, crate::ipu::EngineOptions::default())?;
+    let mut e = b.engine()?;
     let (hw_in, hw_out) = (
         shape.input.0 * shape.input.1,
         shape.output.0 * shape.output.1,
     );
-    let write = |e: &mut crate::ipu::Engine, a: &Act, rows: &[f32]| {
-        e.write_tensor(a.tensor, &a.layout.from_row_major(rows))
-            .expect("lengths checked");
-    };
-    write(&mut e, &input, &nchw_to_rows(x, shape.n, cin, hw_in));
-    write(&mut e, &layer.w, &weight_order(conv, weight, false));
-    write(&mut e, &dy_t, &nchw_to_rows(dy, shape.n, cout, hw_out));
+    super::write_rows(&mut e, &input, &nchw_to_rows(x, shape.n, cin, hw_in));
+    super::write_rows(&mut e, &layer.w, &weight_order(conv, weight, false));
+    super::write_rows(&mut e, &dy_t, &nchw_to_rows(dy, shape.n, cout, hw_out));
     let profile = e.run();
-    let read = |a: &Act| {
-        a.layout
-            .to_row_major(&e.read_tensor::<f32>(a.tensor).expect("f32"))
-    };
+    let read = |a: &Act| super::read_rows(&e, a);
     Ok(ConvRun {
         y: rows_to_nchw(&read(&layer.y), shape.n, cout, hw_out),
         dx: rows_to_nchw(&read(&dx), shape.n, cin, hw_in),

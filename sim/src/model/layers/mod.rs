@@ -19,6 +19,7 @@ pub(super) mod conv2d;
 pub(super) mod dense;
 mod graph;
 pub(super) mod loss;
+pub(super) mod pool;
 
 use core::num::NonZeroU64;
 use core::ops::Range;
@@ -87,6 +88,65 @@ pub(super) struct Builder<'a> {
     pub(super) programs: Vec<Program>,
     /// Group sums per run.
     pub(super) group_calls: usize,
+}
+
+/// A group link for a graph without batch norm.
+fn standalone_link() -> GroupLink {
+    Arc::new(std::sync::Mutex::new(None))
+}
+
+/// `expected` elements, or [`ModelError::InputLength`].
+fn check_len(got: usize, expected: usize) -> Result<(), ModelError> {
+    (got == expected)
+        .then_some(())
+        .ok_or(ModelError::InputLength { expected, got })
+}
+
+/// Writes a row-major matrix into `a`.
+fn write_rows(e: &mut ipu::Engine, a: &Act, rows: &[f32]) {
+    e.write_tensor(a.tensor, &a.layout.from_row_major(rows))
+        .expect("lengths checked");
+}
+
+/// Reads `a` row-major.
+fn read_rows(e: &ipu::Engine, a: &Act) -> Vec<f32> {
+    a.layout
+        .to_row_major(&e.read_tensor::<f32>(a.tensor).expect("f32"))
+}
+
+impl<'a> Builder<'a> {
+    /// A training graph in f32 of one layer's tests, spread over
+    /// `target`'s tiles.
+    fn standalone(
+        target: &'a ipu::Target,
+        placement: &'a Placement,
+        link: &'a GroupLink,
+        batch: usize,
+    ) -> Self {
+        Self {
+            g: Graph::new(*target),
+            placement,
+            target,
+            batch,
+            f16: false,
+            train: true,
+            activation: Activation::Relu,
+            link,
+            stage_copies: Vec::new(),
+            programs: Vec::new(),
+            group_calls: 0,
+        }
+    }
+
+    /// The engine of the graph and program built.
+    fn engine(self) -> Result<ipu::Engine, ModelError> {
+        let program = Program::Sequence(self.programs);
+        Ok(ipu::Engine::new(
+            self.g,
+            program,
+            ipu::EngineOptions::default(),
+        )?)
+    }
 }
 
 impl Builder<'_> {
