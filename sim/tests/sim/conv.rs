@@ -5,7 +5,8 @@
 //! count.
 
 use tessera_sim::model::{
-    Conv2d, ConvShape, ModelError, Pool2d, PoolKind, conv2d_on_tiles, pool2d_on_tiles,
+    Conv2d, ConvShape, ModelError, Pool2d, PoolKind, batch_norm2d_on_tiles, conv2d_on_tiles,
+    pool2d_on_tiles,
 };
 
 use crate::support::{bits, target, uniform};
@@ -304,4 +305,74 @@ fn pooling_follows_pytorch_on_ties_padding_and_the_global_mean() {
     // Padding over half the window is refused, as PyTorch refuses it.
     let wide = Pool2d { padding: 3, ..p };
     assert!(wide.on(1, 1, (4, 4)).is_none());
+}
+
+#[test]
+fn batch_norm_over_feature_maps_matches_pytorch_training_semantics() {
+    // BatchNorm2d in training (biased variance to normalise, eps 1e-5,
+    // unbiased variance into the running statistics with momentum 0.1),
+    // then ReLU, against an f64 oracle; the same bits on any tile count.
+    let (n, c, hw) = (3, 4, 25);
+    let x = uniform(n * c * hw, 50, -2.0, 3.0);
+    let dy = uniform(n * c * hw, 51, -1.0, 1.0);
+    let gamma = uniform(c, 52, 0.5, 1.5);
+    let beta = uniform(c, 53, -0.5, 0.5);
+    let first = batch_norm2d_on_tiles((n, c, hw), target(1), &x, (&gamma, &beta), &dy).unwrap();
+    let count = (n * hw) as f64;
+    for ch in 0..c {
+        let idx: Vec<usize> = (0..n)
+            .flat_map(|s| (0..hw).map(move |p| (s * c + ch) * hw + p))
+            .collect();
+        let mean = idx.iter().map(|&i| f64::from(x[i])).sum::<f64>() / count;
+        let var = idx
+            .iter()
+            .map(|&i| (f64::from(x[i]) - mean).powi(2))
+            .sum::<f64>()
+            / count;
+        let inv = 1.0 / (var + 1e-5).sqrt();
+        let (g, b) = (f64::from(gamma[ch]), f64::from(beta[ch]));
+        let xhat: Vec<f64> = idx
+            .iter()
+            .map(|&i| (f64::from(x[i]) - mean) * inv)
+            .collect();
+        let dz: Vec<f64> = idx
+            .iter()
+            .zip(&xhat)
+            .map(|(&i, h)| {
+                if g * h + b > 0.0 {
+                    f64::from(dy[i])
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let dbeta: f64 = dz.iter().sum();
+        let dgamma: f64 = dz.iter().zip(&xhat).map(|(d, h)| d * h).sum();
+        let near = |got: f32, want: f64, what: &str| {
+            assert!(
+                (f64::from(got) - want).abs() < 1e-4 * want.abs().max(1.0),
+                "{what}[{ch}]: {got} vs {want}"
+            );
+        };
+        near(first.dbeta[ch], dbeta, "dbeta");
+        near(first.dgamma[ch], dgamma, "dgamma");
+        near(first.running.0[ch], 0.1 * mean, "running mean");
+        near(
+            first.running.1[ch],
+            0.9 + 0.1 * var * count / (count - 1.0),
+            "running var",
+        );
+        for (k, &i) in idx.iter().enumerate() {
+            near(first.y[i], (g * xhat[k] + b).max(0.0), "y");
+            let dx = g * inv * (dz[k] - dbeta / count - xhat[k] * dgamma / count);
+            near(first.dx[i], dx, "dx");
+        }
+    }
+    for tiles in [2, 4, 16] {
+        let run =
+            batch_norm2d_on_tiles((n, c, hw), target(tiles), &x, (&gamma, &beta), &dy).unwrap();
+        assert_eq!(bits(&run.y), bits(&first.y), "{tiles} tiles");
+        assert_eq!(bits(&run.dx), bits(&first.dx), "{tiles} tiles");
+        assert_eq!(bits(&run.dgamma), bits(&first.dgamma), "{tiles} tiles");
+    }
 }

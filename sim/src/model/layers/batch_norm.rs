@@ -160,7 +160,8 @@ fn group_sum(
     let (gather, bcast) = sums_exchanges(&blocks, sums, group, width, &totals, count);
     b.exchange(&format!("{name}.{prefix}gather"), &gather)?;
     let cs = b.g.add_compute_set(&format!("{name}.{prefix}group_sum"));
-    let per_sample = count.then_some(b.batch as f32);
+    // The elements per column: samples, or pixels of feature maps.
+    let per_sample = count.then_some(out.rows() as f32);
     let cg: Arc<dyn Codelet> = Arc::new(GroupSumVertex::new(b.link.clone(), per_sample));
     let all = b.g.all(group);
     b.vertex(cs, home, &cg, &[all])?;
@@ -248,4 +249,95 @@ fn sums_exchanges(
         }
     }
     (gather, bcast)
+}
+
+/// Batch norm (and ReLU) of feature maps on the tiles, in PyTorch's
+/// layouts: one training step's results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchNormRun {
+    /// `relu(batch_norm(x))`, NCHW.
+    pub y: Vec<f32>,
+    /// The input's gradient, NCHW.
+    pub dx: Vec<f32>,
+    /// The gradients of `gamma` and `beta`.
+    pub dgamma: Vec<f32>,
+    /// See `dgamma`.
+    pub dbeta: Vec<f32>,
+    /// The running mean and variance after this step from `(0, 1)`
+    /// (momentum 0.1, unbiased variance).
+    pub running: (Vec<f32>, Vec<f32>),
+}
+
+/// Runs batch norm over the feature maps `x` (NCHW, `n` samples of `c`
+/// channels of `hw` pixels) with `gamma`, `beta`, then ReLU, forward and
+/// backward from `dy` (NCHW), on one replica's tiles: statistics over `n
+/// hw` elements per channel, as PyTorch's `BatchNorm2d` in training.
+///
+/// # Errors
+/// [`ModelError::InputLength`] for a slice of the wrong length, and the
+/// engine's errors.
+pub fn batch_norm2d_on_tiles(
+    (n, c, hw): (usize, usize, usize),
+    target: crate::ipu::Target,
+    x: &[f32],
+    (gamma, beta): (&[f32], &[f32]),
+    dy: &[f32],
+) -> Result<BatchNormRun, ModelError> {
+    for (got, expected) in [
+        (x.len(), n * c * hw),
+        (dy.len(), n * c * hw),
+        (gamma.len(), c),
+        (beta.len(), c),
+    ] {
+        super::check_len(got, expected)?;
+    }
+    let (placement, link) = (super::Placement::Spread, super::standalone_link());
+    let mut b = Builder::standalone(&target, &placement, &link, n);
+    let rows = n * hw;
+    // Every channel's pixels on one tile (columns whole).
+    let layout = BlockLayout::grid(rows, c, 1, c, target.tiles());
+    let x_t = b.matrix("x", &layout)?;
+    let params = params(&mut b, 0, c)?;
+    let stage = b.per_block("layer0.params", &layout, |blk| 3 * blk.cols.len() as u64)?;
+    let (z, a) = (
+        b.matrix("layer0.z", &layout)?,
+        b.matrix("layer0.a", &layout)?,
+    );
+    let bn = forward(&mut b, 0, params, &x_t, &stage, (&z, &a))?;
+    let dy_t = b.matrix("layer0.da", &layout)?;
+    let dx = backward(&mut b, 0, &bn, &dy_t, (&z, &stage))?;
+    let mut e = b.engine()?;
+    let mut staged = Vec::new();
+    for blk in layout.blocks() {
+        staged.extend(blk.cols.clone().map(|_| 0.0));
+        staged.extend_from_slice(&gamma[blk.cols.clone()]);
+        staged.extend_from_slice(&beta[blk.cols.clone()]);
+    }
+    e.write_tensor(stage.tensor, &staged)
+        .expect("lengths checked");
+    super::write_rows(&mut e, &x_t, &super::conv2d::nchw_to_rows(x, n, c, hw));
+    super::write_rows(&mut e, &dy_t, &super::conv2d::nchw_to_rows(dy, n, c, hw));
+    e.run();
+    let sums = bn.grad_sums.as_ref().expect("training");
+    let values = e.read_tensor::<f32>(sums.tensor).expect("f32");
+    let (mut dgamma, mut dbeta) = (vec![0.0; c], vec![0.0; c]);
+    for (blk, r) in layout.blocks().iter().zip(&sums.ranges) {
+        let (s, w) = (&values[r.start as usize..r.end as usize], blk.cols.len());
+        for (j, col) in blk.cols.clone().enumerate() {
+            (dbeta[col], dgamma[col]) = (s[j], s[w + j]);
+        }
+    }
+    let stats = e
+        .read_tensor::<f32>(bn.group.expect("training"))
+        .expect("f32");
+    let (mut mean, mut var) = (vec![0.0; c], vec![1.0; c]);
+    crate::model::codelets::update_running(&stats, &mut mean, &mut var);
+    let read = |t: &Act| super::conv2d::rows_to_nchw(&super::read_rows(&e, t), n, c, hw);
+    Ok(BatchNormRun {
+        y: read(&a),
+        dx: read(&dx),
+        dgamma,
+        dbeta,
+        running: (mean, var),
+    })
 }
