@@ -24,17 +24,23 @@ pub const LEAF_K: usize = 128;
 /// ... = k`, a power of two of leaves (one for `k <= LEAF_K`).
 #[must_use]
 pub fn leaves(k: usize) -> Vec<usize> {
-    let count = if k <= LEAF_K {
-        1
-    } else {
-        k.div_ceil(LEAF_K).next_power_of_two()
-    };
+    let count = leaf_count(k);
     let (q, r) = (k / count, k % count);
     let mut bounds = vec![0];
     for p in 0..count {
         bounds.push(bounds[p] + q + usize::from(p < r));
     }
     bounds
+}
+
+/// How many leaves [`leaves`]`(k)` has, without listing them.
+#[must_use]
+pub const fn leaf_count(k: usize) -> usize {
+    if k <= LEAF_K {
+        1
+    } else {
+        k.div_ceil(LEAF_K).next_power_of_two()
+    }
 }
 
 /// Columns (or rows) `range` of the reduction dimension of a matrix

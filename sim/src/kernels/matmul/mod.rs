@@ -33,7 +33,7 @@ mod leaves;
 mod plan;
 mod product;
 
-pub use leaves::{LEAF_K, gemm_leaves, gemm_tree, leaves, tree_sum};
+pub use leaves::{LEAF_K, gemm_leaves, gemm_tree, leaf_count, leaves, tree_sum};
 pub use plan::{ComputeBlock, Cut, PRODUCT_MEMORY_FRACTION, Problem, ProductPlan, Source};
 pub use product::matmul;
 

@@ -14,7 +14,7 @@
 
 use core::ops::Range;
 
-use super::leaves::leaves;
+use super::leaves::leaf_count;
 use super::{BlockLayout, split};
 use crate::ipu::{IpuSpec, Kernel, Tile};
 
@@ -141,7 +141,7 @@ impl Problem<'_> {
         cut: Cut,
     ) -> Cost {
         let (rows, cols) = (self.m.div_ceil(pm), self.n.div_ceil(pn));
-        let l = leaves(self.k).len() - 1;
+        let l = leaf_count(self.k);
         let kq = (l / pk) * self.k.div_ceil(l);
         let (ea, ra) = self.gathered(self.a, 0..rows, 0..kq.min(self.k), true, 1);
         let (eb, rb) = self.gathered(self.b, 0..cols, 0..kq.min(self.k), false, pm);
@@ -187,7 +187,7 @@ impl ProductPlan {
     pub fn choose(problem: &Problem<'_>, spec: &IpuSpec, sync: u64, cut: Cut) -> Self {
         let budget = spec.memory_per_tile() / PRODUCT_MEMORY_FRACTION;
         let most = problem.max_parts();
-        let l = leaves(problem.k).len() - 1;
+        let l = leaf_count(problem.k);
         let mut best: Option<(bool, Cost, (usize, usize, usize))> = None;
         let mut pk = 1;
         while pk <= l.min(most) {
@@ -231,7 +231,7 @@ impl ProductPlan {
     /// If `pk` is not a power of two of at most [`leaves`]`(k)` leaves.
     #[must_use]
     pub fn with_split(problem: &Problem<'_>, split: (usize, usize, usize), cut: Cut) -> Self {
-        let l = leaves(problem.k).len() - 1;
+        let l = leaf_count(problem.k);
         assert!(
             split.2.is_power_of_two() && split.2 <= l,
             "{} parts of {l} leaves",
@@ -315,7 +315,7 @@ impl ProductPlan {
         let blocks = out.blocks();
         let budget = spec.memory_per_tile() / PRODUCT_MEMORY_FRACTION;
         let most = problem.max_parts().max(blocks.len());
-        let l = leaves(problem.k).len() - 1;
+        let l = leaf_count(problem.k);
         let (pm, pn) = (out.row_blocks(), out.col_blocks());
         let cut = Cut {
             full_rows: false,
@@ -359,7 +359,7 @@ impl ProductPlan {
     /// If `pk` is not such a power of two.
     #[must_use]
     pub fn onto_parts(out: &BlockLayout, k: usize, tiles: &Range<Tile>, pk: usize) -> Self {
-        let l = leaves(k).len() - 1;
+        let l = leaf_count(k);
         assert!(pk.is_power_of_two() && pk <= l, "{pk} parts of {l} leaves");
         let first = tiles.start;
         let span = (tiles.end - tiles.start).max(1);
@@ -426,11 +426,14 @@ impl ProductPlan {
     /// the leaves' bounds relative to its start.
     #[must_use]
     pub fn part_k(&self, q: usize) -> (Range<usize>, Vec<usize>) {
-        let bounds = leaves(self.k);
-        let per = (bounds.len() - 1) / self.k_parts;
-        let own = &bounds[q * per..=(q + 1) * per];
-        let start = own[0];
-        (start..own[per], own.iter().map(|b| b - start).collect())
+        // Leaf `i` starts at `i q + min(i, r)`, as `leaves` cuts them.
+        let count = leaf_count(self.k);
+        let (size, extra) = (self.k / count, self.k % count);
+        let at = |i: usize| i * size + i.min(extra);
+        let per = count / self.k_parts;
+        let start = at(q * per);
+        let own = (q * per..=(q + 1) * per).map(|i| at(i) - start).collect();
+        (start..at((q + 1) * per), own)
     }
 
     /// The layout of a right operand `k x n` (not transposed) that every
