@@ -4,9 +4,11 @@
 //! semantics on hand-computed vectors, and the same bits on every tile
 //! count.
 
+use tessera_core::fp::{HalfFloat, f16};
+use tessera_sim::kernels::matmul::BlockLayout;
 use tessera_sim::model::{
     Conv2d, ConvShape, ModelError, Pool2d, PoolKind, batch_norm2d_on_tiles, conv2d_on_tiles,
-    pool2d_on_tiles,
+    pool2d_on_tiles, residual_add_on_tiles,
 };
 
 use crate::support::{bits, target, uniform};
@@ -375,4 +377,42 @@ fn batch_norm_over_feature_maps_matches_pytorch_training_semantics() {
         assert_eq!(bits(&run.dx), bits(&first.dx), "{tiles} tiles");
         assert_eq!(bits(&run.dgamma), bits(&first.dgamma), "{tiles} tiles");
     }
+}
+
+#[test]
+fn residual_add_gathers_the_second_branch_into_the_firsts_blocks() {
+    // Two branches of a residual block cut differently by their own
+    // products: the sum is the plain f32 (or f16-rounded) sum whatever
+    // the layouts.
+    let (rows, cols) = (12, 10);
+    let x = uniform(rows * cols, 60, -1.0, 1.0);
+    let y = uniform(rows * cols, 61, -1.0, 1.0);
+    let layouts = [
+        BlockLayout::grid(rows, cols, 3, 2, 8),
+        BlockLayout::grid(rows, cols, 1, 5, 8),
+        BlockLayout::grid(rows, cols, 4, 1, 8).shifted(3),
+        BlockLayout::dense(rows, cols, 0),
+    ];
+    for half in [false, true] {
+        let want: Vec<f32> = x
+            .iter()
+            .zip(&y)
+            .map(|(a, b)| {
+                let s = a + b;
+                if half {
+                    <f16 as HalfFloat>::from_f32(s).to_f32()
+                } else {
+                    s
+                }
+            })
+            .collect();
+        for xl in &layouts {
+            for yl in &layouts {
+                let got = residual_add_on_tiles(target(16), (xl, yl), (&x, &y), half).unwrap();
+                assert_eq!(bits(&got), bits(&want), "{xl:?} + {yl:?}");
+            }
+        }
+    }
+    let other = BlockLayout::dense(cols, rows, 0);
+    assert!(residual_add_on_tiles(target(2), (&layouts[0], &other), (&x, &y), false).is_err());
 }

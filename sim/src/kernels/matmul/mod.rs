@@ -36,6 +36,7 @@ mod product;
 pub use leaves::{LEAF_K, gemm_leaves, gemm_tree, leaf_count, leaves, tree_sum};
 pub use plan::{ComputeBlock, Cut, PRODUCT_MEMORY_FRACTION, Problem, ProductPlan, Source};
 pub use product::matmul;
+pub(crate) use product::operand_field;
 
 /// `c = op(a) op(b)` by [`tessera_core::kernels::gemm`] (see [`GemmShape`]
 /// for the layouts): the same bits on every CPU.

@@ -172,7 +172,7 @@ fn stored(
 /// in place if it is one block of the operand held there, else gathered
 /// into a new staging tensor `name`.
 #[allow(clippy::too_many_arguments)]
-fn operand_field(
+pub(crate) fn operand_field(
     graph: &mut Graph,
     copies: &mut Vec<(TensorSlice, TensorSlice)>,
     name: &str,

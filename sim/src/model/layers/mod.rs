@@ -20,6 +20,7 @@ pub(super) mod dense;
 mod graph;
 pub(super) mod loss;
 pub(super) mod pool;
+pub(super) mod residual;
 
 use core::num::NonZeroU64;
 use core::ops::Range;
