@@ -416,3 +416,50 @@ fn residual_add_gathers_the_second_branch_into_the_firsts_blocks() {
     let other = BlockLayout::dense(cols, rows, 0);
     assert!(residual_add_on_tiles(target(2), (&layouts[0], &other), (&x, &y), false).is_err());
 }
+
+#[test]
+fn every_resnet50_convolution_fits_one_mk2_at_micro_batch_1() {
+    // The 23 distinct convolutions of ResNet-50 (224 x 224), forward and
+    // backward in f32 on one Mk2. Measured: the fullest tile 63-147 KB of
+    // 624 KiB, 20-50 thousand cycles each. With `dcols = dY W^T` cut onto
+    // the patches' row blocks, 16 of them did not fit (every part gathered
+    // whole rows of W^T: up to 2.4 MB on a tile).
+    let t = tessera_sim::ipu::Target::single(tessera_sim::IpuSpec::MK2_GC200);
+    let c = |ci, co, k, stride, padding, hw| {
+        let conv = Conv2d {
+            in_channels: ci,
+            out_channels: co,
+            kernel: (k, k),
+            stride,
+            padding,
+        };
+        conv.on(1, (hw, hw)).unwrap()
+    };
+    #[rustfmt::skip]
+    let shapes = [
+        c(3, 64, 7, 2, 3, 224),
+        c(64, 64, 1, 1, 0, 56), c(64, 64, 3, 1, 1, 56), c(64, 256, 1, 1, 0, 56),
+        c(256, 64, 1, 1, 0, 56), c(256, 128, 1, 1, 0, 56), c(128, 128, 3, 2, 1, 56),
+        c(128, 512, 1, 1, 0, 28), c(512, 128, 1, 1, 0, 28), c(128, 128, 3, 1, 1, 28),
+        c(256, 512, 1, 2, 0, 56), c(512, 256, 1, 1, 0, 28), c(256, 256, 3, 2, 1, 28),
+        c(256, 1024, 1, 1, 0, 14), c(1024, 256, 1, 1, 0, 14), c(256, 256, 3, 1, 1, 14),
+        c(512, 1024, 1, 2, 0, 28), c(1024, 512, 1, 1, 0, 14), c(512, 512, 3, 2, 1, 14),
+        c(512, 2048, 1, 1, 0, 7), c(2048, 512, 1, 1, 0, 7), c(512, 512, 3, 1, 1, 7),
+        c(1024, 2048, 1, 2, 0, 14),
+    ];
+    let mut total = 0;
+    for s in shapes {
+        let conv = s.conv;
+        let x = vec![0.5; s.in_rows() * conv.in_channels];
+        let w = vec![0.01; s.patch() * conv.out_channels];
+        let dy = vec![0.1; s.out_rows() * conv.out_channels];
+        let run = conv2d_on_tiles(&s, t, &x, &w, &dy).unwrap_or_else(|e| panic!("{s:?}: {e}"));
+        assert!(
+            run.max_tile_bytes < 200_000,
+            "{s:?}: {}",
+            run.max_tile_bytes
+        );
+        total += run.cycles;
+    }
+    println!("ResNet-50 convolutions at micro-batch 1: {total} cycles forward and backward");
+}

@@ -9,7 +9,7 @@
 //! channel `c`; padding stays zero) in one exchange of runs of channels,
 //! then `Y = cols W` with `W` `[kh kw c_in, c_out]` ([`ProductPlan`]: rows,
 //! columns and the reduction split as for a dense layer). The backward
-//! pass is `dW = cols^T dY`, `dcols = dY W^T` onto `cols`' blocks, and
+//! pass is `dW = cols^T dY`, `dcols = dY W^T` (cut freely), and
 //! col2im: each input pixel's gradient is the sum of its taps' `dcols`
 //! entries in increasing `(i, j)`, one vertex per block of the input's
 //! layout on gathered runs, so the result does not depend on the tiling.
@@ -235,15 +235,17 @@ pub(in crate::model) fn backward(
     let Some(prev) = input_grad else {
         return Ok((dw, None));
     };
+    // Cut freely (col2im gathers from any layout): onto the patches'
+    // row blocks, every part would gather whole rows of `W^T`.
     let w_op = layer.w.operand(true);
-    let plan = b.plan_onto(
+    let plan = b.plan(
         l,
-        &cols.layout,
         (rows, cout, patch),
         (
             Source::Layout(&dy.layout, false),
             Source::Layout(&w_op.layout, true),
         ),
+        Cut::default(),
     );
     let names = (&*format!("layer{l}.dcols"), &*format!("layer{l}.dcols"));
     let dcols = b.product(names, (&dy.operand(false), &w_op), &plan, Output::F32)?;
@@ -372,6 +374,8 @@ pub struct ConvRun {
     pub dw: Vec<f32>,
     /// Simulated cycles of the forward and backward pass.
     pub cycles: u64,
+    /// The fullest tile's bytes.
+    pub max_tile_bytes: u64,
 }
 
 /// NCHW `[n, c, h w]` as the tiles' matrix `[n h w, c]`.
@@ -473,5 +477,6 @@ pub fn conv2d_on_tiles(
         dx: rows_to_nchw(&read(&dx), shape.n, cin, hw_in),
         dw: weight_order(conv, &read(&dw), true),
         cycles: profile.total_cycles,
+        max_tile_bytes: e.memory().summary(1).max,
     })
 }
