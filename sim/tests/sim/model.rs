@@ -688,8 +688,16 @@ fn wide_dense_layers_fit_one_mk2_with_the_reduction_split() {
         );
         assert!(train.max <= train.capacity && eval.max <= eval.capacity);
     }
-    // The engine agrees (it refuses a tile over its memory).
-    let (cfg, batch) = (config(256, &[1024, 1024], 10, Activation::Relu, false), 8);
-    let mlp = Mlp::new(&cfg, one, batch, Compute::F16).unwrap();
-    println!("engine: max tile {}", mlp.memory().summary(1).max);
+    // The engine agrees (it refuses a tile over its memory), also at the
+    // small micro-batches of a test set's remainder, whose products are
+    // cut over more tiles than their flops ask for when a tile cannot
+    // hold them (micro-batch 3 needed 661,880 bytes on tile 0).
+    let cfg = config(256, &[1024, 1024], 10, Activation::Relu, false);
+    for batch in [8, 3, 1] {
+        let mlp = Mlp::new(&cfg, one, batch, Compute::F16).unwrap();
+        println!(
+            "engine at {batch}: max tile {}",
+            mlp.memory().summary(1).max
+        );
+    }
 }

@@ -186,41 +186,19 @@ impl ProductPlan {
     #[must_use]
     pub fn choose(problem: &Problem<'_>, spec: &IpuSpec, sync: u64, cut: Cut) -> Self {
         let budget = spec.memory_per_tile() / PRODUCT_MEMORY_FRACTION;
-        let most = problem.max_parts();
-        let l = leaf_count(problem.k);
-        let mut best: Option<(bool, Cost, (usize, usize, usize))> = None;
-        let mut pk = 1;
-        while pk <= l.min(most) {
-            let pm_max = if cut.full_cols {
-                1
-            } else {
-                problem.m.min(most / pk).max(1)
-            };
-            for pm in 1..=pm_max {
-                let pn_max = if cut.full_rows {
-                    1
-                } else {
-                    problem.n.min(most / (pk * pm)).max(1)
-                };
-                for pn in 1..=pn_max {
-                    let c = problem.cost(spec, sync, (pm, pn, pk), cut);
-                    let over = c.bytes > budget;
-                    let key = |o: bool, c: Cost| {
-                        if o {
-                            (o, c.bytes, c.cycles, c.parts)
-                        } else {
-                            (o, c.cycles, c.bytes, c.parts)
-                        }
-                    };
-                    if best.is_none_or(|(o, b, _)| key(over, c) < key(o, b)) {
-                        best = Some((over, c, (pm, pn, pk)));
-                    }
-                }
+        let mut best = best_split(problem, (spec, sync), cut, problem.max_parts(), budget);
+        // Over twice the budget within the flops floor (an eighth of the
+        // tile): every tile may take a part (memory first, as PopLibs'
+        // planner).
+        let tiles = (problem.tiles.end - problem.tiles.start).max(1) as usize;
+        let far = best.1.bytes > spec.memory_per_tile() / 8;
+        if far && problem.max_parts() < tiles {
+            let wide = best_split(problem, (spec, sync), cut, tiles, budget);
+            if (wide.0, wide.1.bytes) < (true, best.1.bytes) {
+                best = wide;
             }
-            pk *= 2;
         }
-        let (_, _, (pm, pn, pk)) = best.expect("one candidate at least");
-        Self::grid(problem, (pm, pn, pk), cut)
+        Self::grid(problem, best.2, cut)
     }
 
     /// The plan of `pm x pn` blocks (fewer if `m` or `n` is shorter) in
@@ -323,7 +301,8 @@ impl ProductPlan {
         };
         let mut best: Option<((bool, u64, u64), usize)> = None;
         let mut pk = 1;
-        while pk <= l && pk * blocks.len() <= most {
+        // Within the flops floor, or beyond it while over the budget.
+        while pk <= l && (pk * blocks.len() <= most || best.is_some_and(|(k, _)| k.0)) {
             let mut c = problem.cost(spec, sync, (pm, pn, pk), cut);
             // One piece per block: the block's tile receives every partial.
             if pk > 1 {
@@ -363,17 +342,18 @@ impl ProductPlan {
         assert!(pk.is_power_of_two() && pk <= l, "{pk} parts of {l} leaves");
         let first = tiles.start;
         let span = (tiles.end - tiles.start).max(1);
-        let compute = out
-            .blocks()
+        let blocks = out.blocks();
+        // Part q > 0 q steps after its block's tile, the steps dividing the
+        // gap to the next block (blocks spread evenly): no two parts share
+        // a tile while blocks x parts <= tiles.
+        let step = (span as usize / (blocks.len() * pk).max(1)).max(1) as Tile;
+        let compute = blocks
             .into_iter()
             .map(|b| ComputeBlock {
-                tiles: (0..pk)
-                    .map(|q| {
-                        let step = (q as u64 * u64::from(span) / pk as u64) as Tile;
-                        match q {
-                            0 => b.tile,
-                            _ => first + (b.tile.saturating_sub(first) + step) % span,
-                        }
+                tiles: (0..pk as Tile)
+                    .map(|q| match q {
+                        0 => b.tile,
+                        _ => first + (b.tile.saturating_sub(first) + q * step) % span,
                     })
                     .collect(),
                 pieces: vec![(b.rows.clone(), b.cols.clone())],
@@ -478,4 +458,48 @@ fn pieces(
             }
         })
         .collect()
+}
+
+/// The cut of `problem` with at most `most` parts: the fewest cycles among
+/// those within `budget` bytes, else the fewest bytes; whether it is over,
+/// its cost and `(pm, pn, pk)`.
+fn best_split(
+    problem: &Problem<'_>,
+    (spec, sync): (&IpuSpec, u64),
+    cut: Cut,
+    most: usize,
+    budget: u64,
+) -> (bool, Cost, (usize, usize, usize)) {
+    let key = |o: bool, c: Cost| {
+        if o {
+            (o, c.bytes, c.cycles, c.parts)
+        } else {
+            (o, c.cycles, c.bytes, c.parts)
+        }
+    };
+    let mut best: Option<(bool, Cost, (usize, usize, usize))> = None;
+    let mut pk = 1;
+    while pk <= leaf_count(problem.k).min(most) {
+        let pm_max = if cut.full_cols {
+            1
+        } else {
+            problem.m.min(most / pk).max(1)
+        };
+        for pm in 1..=pm_max {
+            let pn_max = if cut.full_rows {
+                1
+            } else {
+                problem.n.min(most / (pk * pm)).max(1)
+            };
+            for pn in 1..=pn_max {
+                let c = problem.cost(spec, sync, (pm, pn, pk), cut);
+                let over = c.bytes > budget;
+                if best.is_none_or(|(o, b, _)| key(over, c) < key(o, b)) {
+                    best = Some((over, c, (pm, pn, pk)));
+                }
+            }
+        }
+        pk *= 2;
+    }
+    best.expect("one candidate at least")
 }
