@@ -321,3 +321,67 @@ impl Builder<'_> {
         ProductPlan::onto(out, &problem, spec, sync)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::conv2d::{self, Conv2d};
+    use super::pool::{self, Pool2d, PoolKind};
+    use super::*;
+    use crate::ipu::{IpuParams, IpuSpec, MemoryUsage, Target};
+
+    /// A convolution, a max pool and a residual add, forward and
+    /// backward, in a sizing graph (`sizing`) or a real one: its memory.
+    fn measure(tiles: u32, sizing: bool) -> MemoryUsage {
+        let spec = IpuSpec::new(IpuParams {
+            tiles,
+            ..IpuParams::default()
+        })
+        .unwrap();
+        let target = Target::single(spec);
+        let (placement, link) = (Placement::Spread, standalone_link());
+        let mut b = Builder::standalone(&target, &placement, &link, 2);
+        if sizing {
+            b.g = Graph::sizing(target);
+        }
+        let conv = Conv2d {
+            in_channels: 3,
+            out_channels: 8,
+            kernel: (3, 3),
+            stride: 1,
+            padding: 1,
+        };
+        let shape = conv.on(2, (6, 6)).unwrap();
+        let layout = BlockLayout::grid(shape.in_rows(), 3, 5, 1, tiles);
+        let x = b.matrix("x", &layout).unwrap();
+        let c = conv2d::forward(&mut b, 0, &shape, &x).unwrap();
+        let p = Pool2d {
+            kind: PoolKind::Max,
+            kernel: (2, 2),
+            stride: 2,
+            padding: 0,
+        };
+        let ps = p.on(2, 8, (6, 6)).unwrap();
+        let pooled = pool::forward(&mut b, 1, (&p, &ps), &c.y).unwrap();
+        let sum = residual::add(&mut b, "sum", &pooled.y, &pooled.y).unwrap();
+        let dx = pool::backward(&mut b, 1, (&p, &ps), (&pooled, &sum), &c.y.layout).unwrap();
+        conv2d::backward(&mut b, 0, &shape, &c, &dx, Some(&layout)).unwrap();
+        MemoryUsage::of(&b.g)
+    }
+
+    #[test]
+    fn sizing_graphs_of_the_convolutional_layers_measure_the_engines_memory() {
+        // Tensors, vertex state and code to the byte; the exchange code
+        // counts the receiving side only, so at most the engine's.
+        for tiles in [1, 4, 16] {
+            let (sized, built) = (measure(tiles, true), measure(tiles, false));
+            for (t, (s, e)) in sized.tiles.iter().zip(&built.tiles).enumerate() {
+                assert_eq!(s.tensors, e.tensors, "tile {t} of {tiles}");
+                assert_eq!(s.vertex_state, e.vertex_state, "tile {t} of {tiles}");
+                assert_eq!(s.code, e.code, "tile {t} of {tiles}");
+                assert!(s.exchange <= e.exchange, "tile {t} of {tiles}");
+            }
+            let received: u64 = sized.tiles.iter().map(|m| m.exchange).sum();
+            assert!(received > 0, "{tiles} tiles");
+        }
+    }
+}
