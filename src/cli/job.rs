@@ -35,7 +35,8 @@ use super::Failure;
 #[serde(deny_unknown_fields)]
 pub(super) struct JobArgs {
     /// The data set: digits, synthetic:SAMPLES:FEATURES:CLASSES[:SEED],
-    /// csv:PATH (label in the last column), idx:IMAGES:LABELS or
+    /// images:SAMPLES:CxHxW:CLASSES[:SEED], csv:PATH (label in the last
+    /// column), idx:IMAGES:LABELS or
     /// npy:INPUTS:LABELS [default: digits]
     #[arg(long, value_name = "SOURCE", value_parser = checked::<Source>, help_heading = "Data")]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -14,6 +14,7 @@ use super::{DataError, Dataset, csv, digits, file, idx, npy, synthetic};
 /// | --- | --- |
 /// | `digits` | [`Source::Digits`] |
 /// | `synthetic:SAMPLES:FEATURES:CLASSES[:SEED]` | [`Source::Synthetic`] (seed 0 if omitted) |
+/// | `images:SAMPLES:CxHxW:CLASSES[:SEED]` | [`Source::Images`] (seed 0 if omitted) |
 /// | `csv:PATH`, or a path ending `.csv` or `.csv.gz` | [`Source::Csv`] |
 /// | `idx:IMAGES:LABELS` | [`Source::Idx`] |
 /// | `npy:INPUTS:LABELS` | [`Source::Npy`] |
@@ -63,10 +64,23 @@ pub enum Source {
         /// The seed of the class means and the noise.
         seed: u64,
     },
+    /// Seeded images: per class and channel a bump at a random place,
+    /// plus noise (see [`Source::load`]).
+    Images {
+        /// Samples to generate.
+        samples: usize,
+        /// Channels, height and width of every image (NCHW per sample).
+        shape: (usize, usize, usize),
+        /// Classes (labels `i % classes`).
+        classes: usize,
+        /// The seed of the templates and the noise.
+        seed: u64,
+    },
 }
 
 /// The grammar, for error messages.
-const EXPECTED: &str = "digits, synthetic:SAMPLES:FEATURES:CLASSES[:SEED], csv:PATH, \
+const EXPECTED: &str = "digits, synthetic:SAMPLES:FEATURES:CLASSES[:SEED], \
+                        images:SAMPLES:CxHxW:CLASSES[:SEED], csv:PATH, \
                         a path ending .csv or .csv.gz, idx:IMAGES:LABELS or npy:INPUTS:LABELS";
 
 impl Source {
@@ -77,10 +91,13 @@ impl Source {
     /// mean plus noise of standard deviation 0.5 (a sum of twelve uniforms,
     /// so plain f32 arithmetic), all from
     /// [`RandomStream`](tessera_core::rng::RandomStream)s of the seed:
-    /// bitwise the same everywhere.
+    /// bitwise the same everywhere. Synthetic images: class `k`'s template
+    /// has, per channel, a bump `a max(0, 1 - d^2 / r^2)` around a centre
+    /// uniform over the image (`r` a third of the larger side, `|a|` in
+    /// `[0.5, 1.5)`), and each sample adds the same noise.
     ///
     /// The data set is named after the source (`digits`, the file name,
-    /// `synthetic:...`).
+    /// `synthetic:...`, `images:...`).
     ///
     /// # Errors
     ///
@@ -112,6 +129,12 @@ impl Source {
                 classes,
                 seed,
             } => synthetic::generate(samples, features, classes, seed),
+            &Self::Images {
+                samples,
+                shape,
+                classes,
+                seed,
+            } => synthetic::images(samples, shape, classes, seed),
         }
     }
 }
@@ -157,6 +180,10 @@ impl FromStr for Source {
                 seed,
             });
         }
+        if let Some(rest) = s.strip_prefix("images:") {
+            return images(rest)
+                .ok_or_else(|| bad("images:SAMPLES:CxHxW:CLASSES[:SEED] with whole numbers"));
+        }
         if let Some(path) = s.strip_prefix("csv:") {
             if path.is_empty() {
                 return Err(bad("csv:PATH"));
@@ -197,6 +224,34 @@ impl fmt::Display for Source {
                 classes,
                 seed,
             } => write!(f, "synthetic:{samples}:{features}:{classes}:{seed}"),
+            Self::Images {
+                samples,
+                shape: (c, h, w),
+                classes,
+                seed,
+            } => write!(f, "images:{samples}:{c}x{h}x{w}:{classes}:{seed}"),
         }
     }
+}
+
+/// `SAMPLES:CxHxW:CLASSES[:SEED]` of an `images:` source.
+fn images(rest: &str) -> Option<Source> {
+    let parts: Vec<&str> = rest.split(':').collect();
+    if !(3..=4).contains(&parts.len()) {
+        return None;
+    }
+    let dims: Vec<usize> = parts[1]
+        .split('x')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let &[c, h, w] = dims.as_slice() else {
+        return None;
+    };
+    Some(Source::Images {
+        samples: parts[0].parse().ok()?,
+        shape: (c, h, w),
+        classes: parts[2].parse().ok()?,
+        seed: parts.get(3).map_or(Some(0), |p| p.parse().ok())?,
+    })
 }

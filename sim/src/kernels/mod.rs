@@ -15,9 +15,10 @@
 //! - [`reduce`](mod@reduce): within-IPU reductions (sum of squares, dot) of a
 //!   distributed tensor through the same tree: the total on one tile, or
 //!   on every tile (an all-reduce of the per-tile partials).
-//! - [`matmul`](mod@matmul): `C = op(A) op(B)` over blocks of `C`, one
-//!   `sgemm` per block on operands exchanged to its tile (or read in place),
-//!   the reduction never split: bitwise one whole-matrix `sgemm`.
+//! - [`matmul`](mod@matmul): `C = op(A) op(B)` cut over rows, columns
+//!   and the reduction as PopLibs cuts it, the split chosen for the fewest
+//!   cycles within a tile-memory budget; the reduction's partials added in
+//!   a tree fixed by `k` alone, so bitwise the same for every cut.
 //!
 //! # Block alignment
 //!

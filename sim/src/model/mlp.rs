@@ -1,23 +1,15 @@
 //! One replica's MLP: the graph built once for a micro-batch size, run per
 //! micro-batch.
 
-use core::num::NonZeroU64;
-use core::ops::Range;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use super::codelets::{
-    ActGrad, BiasAct, BnApply, BnGrad, BnGradSums, BnStats, CrossEntropy, GroupLink,
-    GroupSumVertex, round, update_running,
-};
+use super::codelets::{GroupLink, round, update_running};
 use super::config::{MlpConfig, ParamSpec};
+use super::layers::LayerIds;
 use super::placement::{Placement, StageCycles, stage_cycles};
-use super::{GroupSum, MIN_BLOCK_FLOPS, ModelError};
-use crate::ipu::{
-    self, Codelet, DType, Direction, Engine, EngineOptions, Graph, Interval, Kernel, Mapping,
-    Program, StreamId, TensorId, TensorSlice, Tile,
-};
-use crate::kernels::matmul::{BlockLayout, Operand, Output, matmul};
+use super::{GroupSum, ModelError};
+use crate::ipu::{self, Engine, EngineOptions, Graph, Program, StreamId, TensorId};
 
 /// The arithmetic of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,79 +34,29 @@ pub struct MicroBatchOutput {
     pub cycles: u64,
 }
 
-/// Grain of the linear mapping of parameters and inputs (elements).
-const PARAM_GRAIN: u64 = 4096;
-
-/// Batch-norm tensors of one hidden layer.
-#[derive(Debug)]
-struct BnIds {
-    gamma: TensorId,
-    beta: TensorId,
-    /// Train: the group's forward sums `[S1, S2, n]`; eval: unused.
-    group: Option<TensorId>,
-    /// Train: the local backward sums per block `[S_dy, S_dyxhat]`.
-    grad_sums: Option<(TensorId, Vec<Range<u64>>)>,
-    /// Eval: the running `[mean, var]` staged per block.
-    running: Option<(TensorId, Vec<Range<u64>>)>,
-}
-
-/// One layer's tensors.
-#[derive(Debug)]
-struct LayerIds {
-    fan_in: usize,
-    width: usize,
-    out: BlockLayout,
-    w: TensorId,
-    /// The weights' layout (column blocks).
-    w_layout: BlockLayout,
-    b: TensorId,
-    bn: Option<BnIds>,
-    /// Train: `dW` and `db` with their layouts.
-    grads: Option<((TensorId, BlockLayout), (TensorId, BlockLayout))>,
-}
-
-/// Copies of one exchange.
-type Copies = Vec<(TensorSlice, TensorSlice)>;
-
-/// A layer's forward tensors the backward pass reads.
-#[derive(Debug)]
-struct Acts {
-    /// The activation (empty for the last layer).
-    a: TensorId,
-    /// The pre-activation (the logits for the last layer).
-    z: TensorId,
-    /// Batch norm's normalised values.
-    xhat: Option<TensorId>,
-    /// Bias (gamma, beta) staged per block, and each block's piece.
-    stage: TensorId,
-    stage_ranges: Vec<Range<u64>>,
-    /// Batch norm's group totals staged per block.
-    fwd_stage: Option<TensorId>,
-}
-
 /// One engine (or, before it is built, its graph: [`Unbuilt`]) and where
 /// its tensors are.
 #[derive(Debug)]
 pub(super) struct Net<E = Engine> {
     pub(super) engine: E,
-    x: StreamId,
-    labels: StreamId,
-    scale: TensorId,
-    scale_len: usize,
-    losses: TensorId,
-    correct: TensorId,
-    layers: Vec<LayerIds>,
+    pub(super) x: StreamId,
+    pub(super) labels: StreamId,
+    pub(super) scale: TensorId,
+    pub(super) scale_len: usize,
+    pub(super) losses: TensorId,
+    pub(super) correct: TensorId,
+    pub(super) layers: Vec<LayerIds>,
     /// Group sums per run (two per batch-norm layer when training).
-    group_calls: usize,
+    pub(super) group_calls: usize,
 }
 
 /// A [`Net`]'s graph and program, before its engine is built.
 #[derive(Debug)]
 pub(super) struct Unbuilt {
     pub(super) graph: Graph,
-    program: Program,
+    pub(super) program: Program,
     /// The ones of `db = 1^T dZ` (training graphs), to write once.
-    ones: Option<TensorId>,
+    pub(super) ones: Option<TensorId>,
 }
 
 impl<E> Net<E> {
@@ -132,59 +74,6 @@ impl<E> Net<E> {
             group_calls: self.group_calls,
         })
     }
-}
-
-/// A tensor of a piece per block of `layout` (`len(block)` elements each,
-/// on the block's tile); the pieces' ranges.
-fn per_block(
-    graph: &mut Graph,
-    name: &str,
-    layout: &BlockLayout,
-    len: impl Fn(&crate::kernels::matmul::Block) -> u64,
-) -> Result<(TensorId, Vec<Range<u64>>), ModelError> {
-    let mut intervals = Vec::new();
-    let mut ranges = Vec::new();
-    let mut at = 0;
-    for b in layout.blocks() {
-        let n = len(&b);
-        if n > 0 {
-            intervals.push(Interval::new(b.tile, at..at + n));
-        }
-        ranges.push(at..at + n);
-        at += n;
-    }
-    let t = graph.add_tensor(name, DType::F32, &[at], Mapping::Explicit(intervals))?;
-    Ok((t, ranges))
-}
-
-/// Copies of columns `cols` of each listed vector (`[len]`, at `offset`)
-/// into a piece, one after the other.
-fn copy_cols(
-    copies: &mut Vec<(TensorSlice, TensorSlice)>,
-    sources: &[(TensorId, u64)],
-    cols: &Range<usize>,
-    dst: TensorId,
-    mut at: u64,
-) -> u64 {
-    for &(src, offset) in sources {
-        let n = cols.len() as u64;
-        copies.push((
-            TensorSlice::new(src, offset + cols.start as u64..offset + cols.end as u64),
-            TensorSlice::new(dst, at..at + n),
-        ));
-        at += n;
-    }
-    at
-}
-
-fn vertex(
-    graph: &mut Graph,
-    cs: ipu::ComputeSetId,
-    tile: Tile,
-    codelet: &Arc<dyn Codelet>,
-    fields: &[TensorSlice],
-) -> Result<(), ModelError> {
-    Ok(graph.add_vertex(cs, tile, codelet.clone(), fields)?)
 }
 
 /// What a replica's graphs are built from.
@@ -240,696 +129,8 @@ impl<'a> Recipe<'a> {
     /// The training (`train`) or inference graph, a [`Graph::sizing`] one
     /// if `sizing`.
     pub(super) fn graph(self, train: bool, sizing: bool) -> Result<Net<Unbuilt>, ModelError> {
-        graph(self, train, sizing)
+        super::layers::graph(self, train, sizing)
     }
-}
-
-/// [`Recipe::graph`].
-#[allow(clippy::too_many_lines)]
-fn graph(recipe: Recipe<'_>, train: bool, sizing: bool) -> Result<Net<Unbuilt>, ModelError> {
-    let Recipe {
-        config,
-        target,
-        placement,
-        batch,
-        compute,
-        link,
-    } = recipe;
-    let f16 = compute == Compute::F16;
-    let kernel = if f16 {
-        Kernel::MatmulF16
-    } else {
-        Kernel::MatmulF32
-    };
-    // Gradients come out of their products rounded (the AMP writes f16).
-    let grad_output = if f16 { Output::F16 } else { Output::F32 };
-    let grain = NonZeroU64::new(PARAM_GRAIN).expect("nonzero");
-    let mut g = if sizing {
-        Graph::sizing(*target)
-    } else {
-        Graph::new(*target)
-    };
-    // A product of layer `l` over the tiles of its placement.
-    let plan = |l: usize, rows, cols, k, full_rows, full_cols| {
-        let tiles = placement.tiles(l, target);
-        BlockLayout::plan(
-            rows,
-            cols,
-            k,
-            tiles.len() as u32,
-            MIN_BLOCK_FLOPS,
-            full_rows,
-            full_cols,
-        )
-        .shifted(tiles.start)
-    };
-    // Small tensors of layer `l`, linear over its tiles.
-    let linear_on = |l: usize| match placement {
-        Placement::Spread => Mapping::linear(grain),
-        Placement::Ipus(_) => Mapping::Linear {
-            grain,
-            tiles: Some(placement.tiles(l, target)),
-        },
-    };
-    let layers = config.layers();
-    let last = layers.len() - 1;
-    let f = |n: usize| n as u64;
-
-    let x = g.add_tensor("x", DType::F32, &[f(batch * config.inputs)], linear_on(0))?;
-    let x_stream = g.add_stream("x", x, Direction::ToDevice);
-    let mut programs = vec![Program::HostWrite(x_stream)];
-    let mut stage_copies = Vec::new();
-    let mut ids: Vec<LayerIds> = Vec::new();
-    let mut forward = Vec::new();
-    let mut acts: Vec<Acts> = Vec::new();
-    let mut group_calls = 0;
-
-    for (l, &(fan_in, width)) in layers.iter().enumerate() {
-        let hidden = l < last;
-        let bn = config.batch_norm && hidden;
-        let out = plan(l, batch, width, fan_in, !hidden, bn);
-        // The weights in column blocks, each on the tile of the forward
-        // product's output block that uses it.
-        let w_layout = out.columns_like(fan_in);
-        let w = g.add_tensor(
-            &format!("layer{l}.weight"),
-            DType::F32,
-            &[f(fan_in * width)],
-            w_layout.mapping(),
-        )?;
-        let b = g.add_tensor(
-            &format!("layer{l}.bias"),
-            DType::F32,
-            &[f(width)],
-            linear_on(l),
-        )?;
-        let (gamma, beta) = if bn {
-            (
-                Some(g.add_tensor(
-                    &format!("layer{l}.bn.gamma"),
-                    DType::F32,
-                    &[f(width)],
-                    linear_on(l),
-                )?),
-                Some(g.add_tensor(
-                    &format!("layer{l}.bn.beta"),
-                    DType::F32,
-                    &[f(width)],
-                    linear_on(l),
-                )?),
-            )
-        } else {
-            (None, None)
-        };
-        // The product.
-        let y = g.add_tensor(
-            &format!("layer{l}.y"),
-            DType::F32,
-            &[f(batch * width)],
-            out.mapping(),
-        )?;
-        let a_in = match l {
-            0 => Operand {
-                tensor: x,
-                layout: BlockLayout::dense(batch, fan_in, 0),
-                transposed: false,
-            },
-            _ => Operand {
-                tensor: acts[l - 1].a,
-                layout: ids[l - 1].out.clone(),
-                transposed: false,
-            },
-        };
-        let w_op = Operand {
-            tensor: w,
-            layout: w_layout.clone(),
-            transposed: false,
-        };
-        forward.push(matmul(
-            &mut g,
-            &format!("layer{l}.fwd"),
-            &a_in,
-            &w_op,
-            y,
-            &out,
-            kernel,
-            Output::F32,
-        )?);
-        // Per-block parameters: bias (and gamma, beta), staged each run.
-        let params_per_col = if bn { 3 } else { 1 };
-        let (stage, stage_ranges) = per_block(&mut g, &format!("layer{l}.params"), &out, |b| {
-            f(b.cols.len() * params_per_col)
-        })?;
-        let mut sources = vec![(b, 0)];
-        if let (Some(ga), Some(be)) = (gamma, beta) {
-            sources.extend([(ga, 0), (be, 0)]);
-        }
-        for (blk, r) in out.blocks().iter().zip(&stage_ranges) {
-            copy_cols(&mut stage_copies, &sources, &blk.cols, stage, r.start);
-        }
-        let z = g.add_tensor(
-            &format!("layer{l}.z"),
-            DType::F32,
-            &[f(batch * width)],
-            out.mapping(),
-        )?;
-        let a = g.add_tensor(
-            &format!("layer{l}.a"),
-            DType::F32,
-            &[f(if hidden { batch * width } else { 0 })],
-            if hidden {
-                out.mapping()
-            } else {
-                Mapping::Explicit(Vec::new())
-            },
-        )?;
-        let mut xhat = None;
-        let mut fwd_stage = None;
-        let mut bn_ids = None;
-        let blocks = out.blocks();
-        if !bn {
-            let codelet: Arc<dyn Codelet> =
-                Arc::new(BiasAct::new(hidden.then_some(config.activation), f16));
-            let cs = g.add_compute_set(&format!("layer{l}.bias_act"));
-            for (blk, r) in blocks.iter().zip(&stage_ranges) {
-                let mut fields = vec![
-                    TensorSlice::new(y, blk.elements.clone()),
-                    TensorSlice::new(stage, r.clone()),
-                    TensorSlice::new(z, blk.elements.clone()),
-                ];
-                if hidden {
-                    fields.push(TensorSlice::new(a, blk.elements.clone()));
-                }
-                vertex(&mut g, cs, blk.tile, &codelet, &fields)?;
-            }
-            forward.push(Program::Execute(cs));
-        } else {
-            let (gamma, beta) = (gamma.expect("bn"), beta.expect("bn"));
-            let xh = g.add_tensor(
-                &format!("layer{l}.bn.xhat"),
-                DType::F32,
-                &[f(batch * width)],
-                out.mapping(),
-            )?;
-            let pre = g.add_tensor(
-                &format!("layer{l}.bn.x"),
-                DType::F32,
-                &[f(batch * width)],
-                out.mapping(),
-            )?;
-            xhat = Some(xh);
-            let w_of = |r: &Range<u64>| (r.end - r.start) / 3;
-            let apply_stats;
-            let mut group_t = None;
-            let mut running = None;
-            let mut grad_sums = None;
-            if train {
-                // Pass 1: x = y + bias, column sums.
-                let (sums, sum_ranges) =
-                    per_block(&mut g, &format!("layer{l}.bn.sums"), &out, |b| {
-                        f(2 * b.cols.len())
-                    })?;
-                let c1: Arc<dyn Codelet> = Arc::new(BnStats::new(f16));
-                let cs1 = g.add_compute_set(&format!("layer{l}.bn.stats"));
-                for ((blk, r), s) in blocks.iter().zip(&stage_ranges).zip(&sum_ranges) {
-                    vertex(
-                        &mut g,
-                        cs1,
-                        blk.tile,
-                        &c1,
-                        &[
-                            TensorSlice::new(y, blk.elements.clone()),
-                            TensorSlice::new(stage, r.start..r.start + w_of(r)),
-                            TensorSlice::new(pre, blk.elements.clone()),
-                            TensorSlice::new(sums, s.clone()),
-                        ],
-                    )?;
-                }
-                forward.push(Program::Execute(cs1));
-                // The group's sums.
-                let home = blocks[0].tile;
-                let group = g.add_tensor(
-                    &format!("layer{l}.bn.group"),
-                    DType::F32,
-                    &[f(2 * width + 1)],
-                    Mapping::one_tile(home, f(2 * width + 1)),
-                )?;
-                let (fstage, franges) =
-                    per_block(&mut g, &format!("layer{l}.bn.totals"), &out, |b| {
-                        f(2 * b.cols.len() + 1)
-                    })?;
-                let (gather, bcast) = sums_exchanges(
-                    &blocks,
-                    sums,
-                    &sum_ranges,
-                    group,
-                    width,
-                    fstage,
-                    &franges,
-                    true,
-                );
-                forward.push(Program::Exchange(
-                    g.add_exchange(&format!("layer{l}.bn.gather"), &gather)?,
-                ));
-                let cs_g = g.add_compute_set(&format!("layer{l}.bn.group_sum"));
-                let cg: Arc<dyn Codelet> =
-                    Arc::new(GroupSumVertex::new(link.clone(), Some(batch as f32)));
-                let all = g.all(group);
-                vertex(&mut g, cs_g, home, &cg, &[all])?;
-                forward.push(Program::Execute(cs_g));
-                forward.push(Program::Exchange(
-                    g.add_exchange(&format!("layer{l}.bn.broadcast"), &bcast)?,
-                ));
-                group_calls += 2;
-                apply_stats = (fstage, franges);
-                group_t = Some(group);
-                fwd_stage = Some(fstage);
-                let (gs, gr) = per_block(&mut g, &format!("layer{l}.bn.grad_sums"), &out, |b| {
-                    f(2 * b.cols.len())
-                })?;
-                grad_sums = Some((gs, gr));
-            } else {
-                // Inference: x = y + bias, then the running moments.
-                let c1: Arc<dyn Codelet> = Arc::new(BiasAct::new(None, f16));
-                let cs1 = g.add_compute_set(&format!("layer{l}.bias"));
-                for (blk, r) in blocks.iter().zip(&stage_ranges) {
-                    vertex(
-                        &mut g,
-                        cs1,
-                        blk.tile,
-                        &c1,
-                        &[
-                            TensorSlice::new(y, blk.elements.clone()),
-                            TensorSlice::new(stage, r.start..r.start + w_of(r)),
-                            TensorSlice::new(pre, blk.elements.clone()),
-                        ],
-                    )?;
-                }
-                forward.push(Program::Execute(cs1));
-                let (rt, rr) = per_block(&mut g, &format!("layer{l}.bn.running"), &out, |b| {
-                    f(2 * b.cols.len())
-                })?;
-                running = Some((rt, rr.clone()));
-                apply_stats = (rt, rr);
-            }
-            let c2: Arc<dyn Codelet> = Arc::new(BnApply::new(config.activation, train, f16));
-            let cs2 = g.add_compute_set(&format!("layer{l}.bn.apply"));
-            for ((blk, r), s) in blocks.iter().zip(&stage_ranges).zip(&apply_stats.1) {
-                let wd = w_of(r);
-                vertex(
-                    &mut g,
-                    cs2,
-                    blk.tile,
-                    &c2,
-                    &[
-                        TensorSlice::new(pre, blk.elements.clone()),
-                        TensorSlice::new(apply_stats.0, s.clone()),
-                        TensorSlice::new(stage, r.start + wd..r.start + 2 * wd),
-                        TensorSlice::new(stage, r.start + 2 * wd..r.end),
-                        TensorSlice::new(xh, blk.elements.clone()),
-                        TensorSlice::new(z, blk.elements.clone()),
-                        TensorSlice::new(a, blk.elements.clone()),
-                    ],
-                )?;
-            }
-            forward.push(Program::Execute(cs2));
-            bn_ids = Some(BnIds {
-                gamma,
-                beta,
-                group: group_t,
-                grad_sums,
-                running,
-            });
-        }
-        acts.push(Acts {
-            a,
-            z,
-            xhat,
-            stage,
-            stage_ranges,
-            fwd_stage,
-        });
-        ids.push(LayerIds {
-            fan_in,
-            width,
-            out,
-            w,
-            w_layout,
-            b,
-            bn: bn_ids,
-            grads: None,
-        });
-    }
-    let stage_ex = g.add_exchange("params.stage", &stage_copies)?;
-    programs.push(Program::Exchange(stage_ex));
-    programs.extend(forward);
-
-    // The loss on whole rows of logits.
-    let out = ids[last].out.clone();
-    let rows: Vec<(Tile, Range<u64>)> = out
-        .blocks()
-        .into_iter()
-        .filter(|b| !b.rows.is_empty())
-        .map(|b| (b.tile, f(b.rows.start)..f(b.rows.end)))
-        .collect();
-    let row_mapping = Mapping::Explicit(
-        rows.iter()
-            .map(|(t, r)| Interval::new(*t, r.clone()))
-            .collect(),
-    );
-    let labels = g.add_tensor("labels", DType::F32, &[f(batch)], row_mapping.clone())?;
-    let label_stream = g.add_stream("labels", labels, Direction::ToDevice);
-    programs.insert(1, Program::HostWrite(label_stream));
-    let losses = g.add_tensor("losses", DType::F32, &[f(batch)], row_mapping.clone())?;
-    let correct = g.add_tensor("correct", DType::F32, &[f(batch)], row_mapping)?;
-    let scale = g.add_tensor(
-        "scale",
-        DType::F32,
-        &[f(rows.len())],
-        Mapping::Explicit(
-            rows.iter()
-                .enumerate()
-                .map(|(k, (t, _))| Interval::new(*t, f(k)..f(k + 1)))
-                .collect(),
-        ),
-    )?;
-    let classes = config.classes;
-    let dz_last = g.add_tensor(
-        &format!("layer{last}.dz"),
-        DType::F32,
-        &[f(if train { batch * classes } else { 0 })],
-        if train {
-            out.mapping()
-        } else {
-            Mapping::Explicit(Vec::new())
-        },
-    )?;
-    let ce: Arc<dyn Codelet> = Arc::new(CrossEntropy::new(classes, train, f16));
-    let cs = g.add_compute_set("loss");
-    for (k, (blk, (_, r))) in out
-        .blocks()
-        .iter()
-        .filter(|b| !b.rows.is_empty())
-        .zip(&rows)
-        .enumerate()
-    {
-        let mut fields = vec![
-            TensorSlice::new(acts[last].z, blk.elements.clone()),
-            TensorSlice::new(labels, r.clone()),
-            TensorSlice::new(scale, f(k)..f(k + 1)),
-            TensorSlice::new(losses, r.clone()),
-            TensorSlice::new(correct, r.clone()),
-        ];
-        if train {
-            fields.push(TensorSlice::new(dz_last, blk.elements.clone()));
-        }
-        vertex(&mut g, cs, blk.tile, &ce, &fields)?;
-    }
-    programs.push(Program::Execute(cs));
-
-    let mut ones = None;
-    if train {
-        let one = g.add_tensor(
-            "ones",
-            DType::F32,
-            &[f(batch)],
-            Mapping::one_tile(0, f(batch)),
-        )?;
-        let mut dz = dz_last;
-        for l in (0..=last).rev() {
-            let (fan_in, width) = (ids[l].fan_in, ids[l].width);
-            let dz_op = Operand {
-                tensor: dz,
-                layout: ids[l].out.clone(),
-                transposed: false,
-            };
-            // dW = A^T dZ.
-            let a_in = match l {
-                0 => Operand {
-                    tensor: x,
-                    layout: BlockLayout::dense(batch, fan_in, 0),
-                    transposed: true,
-                },
-                _ => Operand {
-                    tensor: acts[l - 1].a,
-                    layout: ids[l - 1].out.clone(),
-                    transposed: true,
-                },
-            };
-            let dw_layout = plan(l, fan_in, width, batch, false, false);
-            let dw = g.add_tensor(
-                &format!("layer{l}.weight.grad"),
-                DType::F32,
-                &[f(fan_in * width)],
-                dw_layout.mapping(),
-            )?;
-            programs.push(matmul(
-                &mut g,
-                &format!("layer{l}.dw"),
-                &a_in,
-                &dz_op,
-                dw,
-                &dw_layout,
-                kernel,
-                grad_output,
-            )?);
-            // db = 1^T dZ.
-            let db_layout = plan(l, 1, width, batch, false, true);
-            let db = g.add_tensor(
-                &format!("layer{l}.bias.grad"),
-                DType::F32,
-                &[f(width)],
-                db_layout.mapping(),
-            )?;
-            let ones_op = Operand {
-                tensor: one,
-                layout: BlockLayout::dense(1, batch, 0),
-                transposed: false,
-            };
-            programs.push(matmul(
-                &mut g,
-                &format!("layer{l}.db"),
-                &ones_op,
-                &dz_op,
-                db,
-                &db_layout,
-                kernel,
-                grad_output,
-            )?);
-            ids[l].grads = Some(((dw, dw_layout), (db, db_layout)));
-            if l == 0 {
-                break;
-            }
-            // dA = dZ W^T, then the previous layer's activation (and batch norm).
-            let p = l - 1;
-            let prev = ids[p].out.clone();
-            let da = g.add_tensor(
-                &format!("layer{p}.da"),
-                DType::F32,
-                &[f(batch * ids[p].width)],
-                prev.mapping(),
-            )?;
-            let w_op = Operand {
-                tensor: ids[l].w,
-                layout: ids[l].w_layout.clone(),
-                transposed: true,
-            };
-            programs.push(matmul(
-                &mut g,
-                &format!("layer{l}.da"),
-                &dz_op,
-                &w_op,
-                da,
-                &prev,
-                kernel,
-                Output::F32,
-            )?);
-            let dzp = g.add_tensor(
-                &format!("layer{p}.dz"),
-                DType::F32,
-                &[f(batch * ids[p].width)],
-                prev.mapping(),
-            )?;
-            let blocks = prev.blocks();
-            let Acts {
-                z: zp,
-                xhat,
-                stage,
-                stage_ranges,
-                fwd_stage: fstage,
-                ..
-            } = &acts[p];
-            if let Some(bn) = &ids[p].bn {
-                let xhat = xhat.expect("bn");
-                let fstage = fstage.expect("bn");
-                let (gs, gr) = bn.grad_sums.clone().expect("train");
-                let dy = g.add_tensor(
-                    &format!("layer{p}.bn.dy"),
-                    DType::F32,
-                    &[f(batch * ids[p].width)],
-                    prev.mapping(),
-                )?;
-                let c1: Arc<dyn Codelet> = Arc::new(BnGradSums::new(config.activation, f16));
-                let cs1 = g.add_compute_set(&format!("layer{p}.bn.grad_sums"));
-                for (blk, s) in blocks.iter().zip(&gr) {
-                    vertex(
-                        &mut g,
-                        cs1,
-                        blk.tile,
-                        &c1,
-                        &[
-                            TensorSlice::new(da, blk.elements.clone()),
-                            TensorSlice::new(*zp, blk.elements.clone()),
-                            TensorSlice::new(xhat, blk.elements.clone()),
-                            TensorSlice::new(dy, blk.elements.clone()),
-                            TensorSlice::new(gs, s.clone()),
-                        ],
-                    )?;
-                }
-                programs.push(Program::Execute(cs1));
-                let pw = ids[p].width;
-                let home = blocks[0].tile;
-                let group = g.add_tensor(
-                    &format!("layer{p}.bn.grad_group"),
-                    DType::F32,
-                    &[f(2 * pw)],
-                    Mapping::one_tile(home, f(2 * pw)),
-                )?;
-                let (bstage, branges) =
-                    per_block(&mut g, &format!("layer{p}.bn.grad_totals"), &prev, |b| {
-                        f(2 * b.cols.len())
-                    })?;
-                let (gather, bcast) =
-                    sums_exchanges(&blocks, gs, &gr, group, pw, bstage, &branges, false);
-                programs.push(Program::Exchange(
-                    g.add_exchange(&format!("layer{p}.bn.grad_gather"), &gather)?,
-                ));
-                let cs_g = g.add_compute_set(&format!("layer{p}.bn.grad_group_sum"));
-                let cg: Arc<dyn Codelet> = Arc::new(GroupSumVertex::new(link.clone(), None));
-                let all = g.all(group);
-                vertex(&mut g, cs_g, home, &cg, &[all])?;
-                programs.push(Program::Execute(cs_g));
-                programs.push(Program::Exchange(
-                    g.add_exchange(&format!("layer{p}.bn.grad_broadcast"), &bcast)?,
-                ));
-                let (_, franges) = (fstage, fstage_ranges(&prev));
-                let c2: Arc<dyn Codelet> = Arc::new(BnGrad::new(f16));
-                let cs2 = g.add_compute_set(&format!("layer{p}.bn.grad"));
-                for (((blk, r), fr), br) in
-                    blocks.iter().zip(stage_ranges).zip(&franges).zip(&branges)
-                {
-                    let wd = (r.end - r.start) / 3;
-                    vertex(
-                        &mut g,
-                        cs2,
-                        blk.tile,
-                        &c2,
-                        &[
-                            TensorSlice::new(dy, blk.elements.clone()),
-                            TensorSlice::new(xhat, blk.elements.clone()),
-                            TensorSlice::new(*stage, r.start + wd..r.start + 2 * wd),
-                            TensorSlice::new(fstage, fr.clone()),
-                            TensorSlice::new(bstage, br.clone()),
-                            TensorSlice::new(dzp, blk.elements.clone()),
-                        ],
-                    )?;
-                }
-                programs.push(Program::Execute(cs2));
-            } else {
-                let c: Arc<dyn Codelet> = Arc::new(ActGrad::new(config.activation, f16));
-                let cs = g.add_compute_set(&format!("layer{p}.activation_grad"));
-                for blk in &blocks {
-                    vertex(
-                        &mut g,
-                        cs,
-                        blk.tile,
-                        &c,
-                        &[
-                            TensorSlice::new(da, blk.elements.clone()),
-                            TensorSlice::new(*zp, blk.elements.clone()),
-                            TensorSlice::new(dzp, blk.elements.clone()),
-                        ],
-                    )?;
-                }
-                programs.push(Program::Execute(cs));
-            }
-            dz = dzp;
-        }
-        // The ones of db = 1^T dZ are written once, by `build`.
-        ones = Some(one);
-    }
-    Ok(Net {
-        engine: Unbuilt {
-            graph: g,
-            program: Program::Sequence(programs),
-            ones,
-        },
-        x: x_stream,
-        labels: label_stream,
-        scale,
-        scale_len: rows.len(),
-        losses,
-        correct,
-        layers: ids,
-        group_calls,
-    })
-}
-
-/// The ranges of the per-block forward totals (`2 w + 1` per block), as
-/// [`per_block`] laid them out.
-fn fstage_ranges(layout: &BlockLayout) -> Vec<Range<u64>> {
-    let mut at = 0;
-    layout
-        .blocks()
-        .iter()
-        .map(|b| {
-            let n = 2 * b.cols.len() as u64 + 1;
-            at += n;
-            at - n..at
-        })
-        .collect()
-}
-
-/// The exchanges that gather per-block column sums (`[S_a, S_b]` of the
-/// block's columns) into one group vector `[S_a (width), S_b (width), n?]`
-/// and broadcast its totals back to per-block pieces (with `n` if
-/// `count`).
-#[allow(clippy::too_many_arguments)]
-fn sums_exchanges(
-    blocks: &[crate::kernels::matmul::Block],
-    sums: TensorId,
-    sum_ranges: &[Range<u64>],
-    group: TensorId,
-    width: usize,
-    stage: TensorId,
-    stage_ranges: &[Range<u64>],
-    count: bool,
-) -> (Copies, Copies) {
-    let (mut gather, mut bcast) = (Vec::new(), Vec::new());
-    let width = width as u64;
-    for ((blk, s), st) in blocks.iter().zip(sum_ranges).zip(stage_ranges) {
-        let (c0, c1) = (blk.cols.start as u64, blk.cols.end as u64);
-        let w = c1 - c0;
-        for (half, off) in [(0, 0), (1, width)] {
-            let src = s.start + half * w;
-            gather.push((
-                TensorSlice::new(sums, src..src + w),
-                TensorSlice::new(group, off + c0..off + c1),
-            ));
-            let dst = st.start + half * w;
-            bcast.push((
-                TensorSlice::new(group, off + c0..off + c1),
-                TensorSlice::new(stage, dst..dst + w),
-            ));
-        }
-        if count {
-            bcast.push((
-                TensorSlice::new(group, 2 * width..2 * width + 1),
-                TensorSlice::new(stage, st.start + 2 * w..st.start + 2 * w + 1),
-            ));
-        }
-    }
-    (gather, bcast)
 }
 
 /// One replica's model: the training and the inference graphs, each built
@@ -1054,11 +255,11 @@ impl Mlp {
         for l in 0..self.train.layers.len() {
             for net in [&mut self.train, &mut self.eval] {
                 let layer = &net.layers[l];
-                let mut ts = vec![layer.w, layer.b];
+                let mut ts = vec![layer.dense.w.tensor, layer.dense.b];
                 if let Some(bn) = &layer.bn {
                     ts.extend([bn.gamma, bn.beta]);
                 }
-                let weights = layer.w_layout.from_row_major(params[k]);
+                let weights = layer.dense.w.layout.from_row_major(params[k]);
                 for (j, t) in ts.into_iter().enumerate() {
                     let values = if j == 0 { &weights } else { params[k + j] };
                     net.engine.write_tensor(t, values).expect("lengths checked");
@@ -1182,14 +383,16 @@ impl Mlp {
         let f16 = self.compute == Compute::F16;
         let mut k = 0;
         for (l, layer) in self.train.layers.iter().enumerate() {
-            let ((dw, dwl), (db, dbl)) = layer.grads.as_ref().expect("training graph");
+            let (dw, db) = layer.grads.as_ref().expect("training graph");
             let e = &self.train.engine;
-            grads[k] = dwl.to_row_major(&e.read_tensor::<f32>(*dw).expect("f32"));
-            grads[k + 1] = dbl.to_row_major(&e.read_tensor::<f32>(*db).expect("f32"));
+            for (j, g) in [dw, db].into_iter().enumerate() {
+                let values = e.read_tensor::<f32>(g.tensor).expect("f32");
+                grads[k + j] = g.layout.to_row_major(&values);
+            }
             k += 2;
             if let Some(bn) = &layer.bn {
-                let (gs, ranges) = bn.grad_sums.as_ref().expect("training graph");
-                let sums = e.read_tensor::<f32>(*gs).expect("f32");
+                let gs = bn.grad_sums.as_ref().expect("training graph");
+                let (sums, ranges) = (e.read_tensor::<f32>(gs.tensor).expect("f32"), &gs.ranges);
                 let (mut dgamma, mut dbeta) = (vec![0.0; layer.width], vec![0.0; layer.width]);
                 for (blk, r) in layer.out.blocks().iter().zip(ranges) {
                     let w = blk.cols.len();
@@ -1228,7 +431,8 @@ impl Mlp {
         Self::feed(&mut self.eval, inputs, labels, 1.0);
         for (layer, running) in self.eval.layers.iter().zip(&self.running) {
             if let (Some(bn), Some((mean, var))) = (&layer.bn, running) {
-                let (t, ranges) = bn.running.as_ref().expect("inference graph");
+                let running = bn.running.as_ref().expect("inference graph");
+                let (t, ranges) = (&running.tensor, &running.ranges);
                 let mut staged = vec![0.0; ranges.last().map_or(0, |r| r.end as usize)];
                 for (blk, r) in layer.out.blocks().iter().zip(ranges) {
                     let w = blk.cols.len();

@@ -22,21 +22,23 @@
 //!
 //! # On the tiles
 //!
-//! Every matrix product is [`kernels::matmul`](fn@crate::kernels::matmul): the
-//! output cut into blocks (samples x columns), one vertex per block calling
-//! `sgemm` on operands exchanged to its tile, the reduction never split. The
-//! forward pass is, per layer, `Y = A W` then a vertex per block adding the
-//! bias, normalising (batch norm) and applying the activation; the loss is a
-//! vertex per block of whole rows of logits; the backward pass is `dW = A^T
-//! dZ` (the micro-batch reduced inside one vertex per block of `dW`), `db =
-//! 1^T dZ` (the same product with a row of ones), `dA = dZ W^T` and a vertex
-//! per block for the activation's (and batch norm's) derivative. A layer's
-//! weights live in the column blocks of its forward product, each on the
-//! tile that computes those columns, so the forward pass reads them in
-//! place. Results are bitwise the same for every number of tiles.
+//! Every matrix product is [`kernels::matmul`](fn@crate::kernels::matmul),
+//! cut over rows, columns and the reduction by its planner
+//! ([`ProductPlan`](crate::kernels::matmul::ProductPlan)): parts on their
+//! tiles calling `gemm` on operands exchanged to them, a split reduction's
+//! partials added in a tree fixed by the reduction's length. The forward
+//! pass is, per layer, `Y = A W` then a vertex per block adding the bias,
+//! normalising (batch norm) and applying the activation; the loss is a
+//! vertex per block of whole rows of logits; the backward pass is `dW =
+//! A^T dZ` (the micro-batch reduced inside one vertex per block of `dW`),
+//! `db = 1^T dZ` (the same product with a row of ones), `dA = dZ W^T` onto
+//! the previous layer's blocks, and a vertex per block for the
+//! activation's (and batch norm's) derivative. A layer's weights live in
+//! the blocks the forward product's parts read in place. Results are
+//! bitwise the same for every number of tiles.
 //!
-//! How many tiles: a product's output gets as many blocks as there are
-//! tiles but none under [`MIN_BLOCK_FLOPS`] flops, so the small layers of
+//! How many tiles: a product gets at most one part per tile and none
+//! under [`MIN_BLOCK_FLOPS`] flops, so the small layers of
 //! a small micro-batch use a few tiles with real work each instead of 1,472
 //! vertices of a handful of multiply-adds (which would cost host time per
 //! vertex and, on a real IPU, exchange and sync for nothing).
@@ -79,12 +81,17 @@ mod codelets;
 mod config;
 mod error;
 mod estimate;
+mod layers;
 mod mlp;
 mod placement;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
 pub use error::ModelError;
 pub use estimate::{MAX_TENSOR_BYTES, MemoryEstimate, check_sizes};
+pub use layers::batch_norm::{BatchNormRun, batch_norm2d_on_tiles};
+pub use layers::conv2d::{Conv2d, ConvRun, ConvShape, conv2d_on_tiles, nchw_to_rows, rows_to_nchw};
+pub use layers::pool::{Pool2d, PoolKind, PoolRun, pool2d_on_tiles};
+pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
 pub use placement::{Placement, StageCycles};
 

@@ -21,6 +21,7 @@ use super::config::Precision;
 use super::model::{Layer, ModelTable};
 use crate::IpuSpec;
 use crate::ipu::{Kernel, Target};
+use crate::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
 use crate::pod::CollectiveTime;
 
 /// Simulated seconds of one optimizer step, by part.
@@ -105,6 +106,9 @@ struct Blocks {
     received: u64,
     /// Of those, the elements it copies from its own memory.
     local: u64,
+    /// Partial sums it receives and adds when the reduction is split
+    /// (`None`: a whole block).
+    reduced: Option<u64>,
 }
 
 /// Who holds the right operand of a product.
@@ -115,6 +119,9 @@ enum Operands {
     WeightsHeld,
     /// Both operands are gathered.
     Gathered,
+    /// Both gathered, the output in the blocks of the layer's input (an
+    /// input gradient; the simulator cuts only the reduction then).
+    OntoInput,
 }
 
 /// One phase's (or several phases') cycles.
@@ -204,11 +211,11 @@ impl<'a> CostModel<'a> {
         (flops / self.assumptions.min_tile_flops.max(1)).clamp(1, self.tiles)
     }
 
-    /// The simulator's cut ([`MatmulPlan::Simulator`]), the operands
-    /// spread over `sources` tiles (left, right): the simulator places `t`
-    /// blocks on tiles `0, T/t, 2T/t, ...`, so when the product's blocks
-    /// divide an operand's, every tile of the product holds `1 / t` of that
-    /// operand and copies it locally (at `local_copy_bytes_per_cycle`).
+    /// The simulator's cut ([`MatmulPlan::Simulator`]): its own planner
+    /// ([`ProductPlan::choose`]) on stand-in layouts, the left operand in
+    /// `sources.0` column blocks (the previous layer's output) and the
+    /// right one held in the plan's blocks (weights) or in `sources.1`
+    /// column blocks.
     fn simulator_blocks(
         &self,
         (m, k, n): (u64, u64, u64),
@@ -216,32 +223,64 @@ impl<'a> CostModel<'a> {
         ops: Operands,
         sources: (u64, u64),
     ) -> Blocks {
-        let want = self.tiles_for(flops(m, k, n));
-        let c = if full_rows { 1 } else { want.min(n) };
-        let r = (want / c).clamp(1, m);
-        let (rows, cols) = (m.div_ceil(r), n.div_ceil(c));
-        let tiles = r * c;
+        let size = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        let (mu, ku, nu) = (size(m), size(k), size(n));
+        let a = BlockLayout::grid(mu, ku, 1, size(sources.0), 1);
+        let b = BlockLayout::grid(ku, nu, 1, size(sources.1), 1);
+        let tiles = 0..u32::try_from(self.tiles).unwrap_or(u32::MAX);
+        let problem = Problem {
+            m: mu,
+            k: ku,
+            n: nu,
+            a: Source::Layout(&a, false),
+            b: match ops {
+                Operands::WeightsHeld => Source::Planned,
+                Operands::Gathered | Operands::OntoInput => Source::Layout(&b, false),
+            },
+            tiles: &tiles,
+            min_flops: self.assumptions.min_tile_flops,
+            kernel: self.matmul,
+        };
+        let cut = Cut {
+            full_rows,
+            full_cols: false,
+        };
+        let plan = if ops == Operands::OntoInput {
+            let out = BlockLayout::grid(mu, nu, 1, size(sources.0), tiles.end);
+            ProductPlan::onto(&out, &problem, self.spec, self.sync)
+        } else {
+            ProductPlan::choose(&problem, self.spec, self.sync, cut)
+        };
+        let blocks = plan.blocks();
+        let rows = blocks.iter().map(|b| b.rows.len()).max().unwrap_or(0) as u64;
+        let cols = blocks.iter().map(|b| b.cols.len()).max().unwrap_or(0) as u64;
+        let kq = plan.part_k(0).0.len() as u64;
+        let weights_held = ops == Operands::WeightsHeld && blocks.iter().all(|b| b.rows.start == 0);
+        let right = if weights_held { 0 } else { kq * cols };
+        // Parts are placed on tiles `0, T/t, 2T/t, ...`: when they divide
+        // an operand's blocks, each holds `1 / t` of it and copies that
+        // locally (at `local_copy_bytes_per_cycle`).
+        let parts = (blocks.len() * plan.k_parts()) as u64;
         let local = |elements: u64, source: u64| {
-            if source.is_multiple_of(tiles) {
+            if source.is_multiple_of(parts) {
                 elements / source.max(1)
             } else {
                 0
             }
         };
-        let left = rows.saturating_mul(k);
-        let right = if ops == Operands::Gathered || r > 1 {
-            k.saturating_mul(cols)
-        } else {
-            0
-        };
+        let left = rows * kq;
+        let pieces = plan.output().row_blocks() * plan.output().col_blocks();
+        let piece = (mu.saturating_mul(nu)).div_ceil(pieces.max(1)) as u64;
         Blocks {
             rows,
             cols,
-            out_tiles: tiles,
-            k,
-            splits: 1,
-            received: left.saturating_add(right),
+            out_tiles: (plan.output().row_blocks() * plan.output().col_blocks()) as u64,
+            k: kq,
+            splits: plan.k_parts() as u64,
+            received: left + right,
             local: local(left, sources.0) + local(right, sources.1),
+            // Each piece's tile receives the other parts' partials of it.
+            reduced: Some((plan.k_parts() as u64 - 1) * piece),
         }
     }
 
@@ -266,6 +305,7 @@ impl<'a> CostModel<'a> {
                             .saturating_mul(ks)
                             .saturating_add(ks.saturating_mul(cols)),
                         local: 0,
+                        reduced: None,
                     };
                     let cost = self.product(b, ratio).total();
                     if best.is_none_or(|(c0, _)| cost < c0) {
@@ -286,6 +326,7 @@ impl<'a> CostModel<'a> {
                 splits: 1,
                 received: m.saturating_mul(k).saturating_add(k.saturating_mul(n)),
                 local: 0,
+                reduced: None,
             },
             |(_, b)| b,
         )
@@ -306,7 +347,7 @@ impl<'a> CostModel<'a> {
             received,
         };
         if b.splits > 1 {
-            let partial = b.rows.saturating_mul(b.cols);
+            let partial = b.reduced.unwrap_or(b.rows.saturating_mul(b.cols));
             let bytes = partial.saturating_mul(4);
             c = c.then(Cycles {
                 exchange: self.exchange(bytes),
@@ -435,8 +476,8 @@ impl<'a> CostModel<'a> {
                 (rows, g.n, g.k),
                 times(input_flops),
                 false,
-                Operands::Gathered,
-                (out_tiles, weight_tiles),
+                Operands::OntoInput,
+                (in_tiles, weight_tiles),
             );
             backward = backward.then(dx);
         }
@@ -565,7 +606,7 @@ mod tests {
     }
 
     #[test]
-    fn the_balanced_plan_is_never_worse_than_the_simulators_cut() {
+    fn the_balanced_plan_and_the_simulators_cut_are_close() {
         let spec = IpuSpec::MK2_GC200;
         let a = PlanAssumptions {
             exchange_element_bytes: Some(4),
@@ -585,7 +626,11 @@ mod tests {
                 1.0,
             );
             let (bal, _) = m.gemm(shape, flops, false, Operands::Gathered, (1, 1));
-            assert!(bal.total() <= sim.total(), "{shape:?}");
+            // Both search rows, columns and the reduction: neither is
+            // much worse (the simulator once gathered whole rows, 10x).
+            let ratio = sim.total() as f64 / bal.total() as f64;
+            println!("{shape:?}: simulator / balanced {ratio:.3}");
+            assert!((0.8..1.25).contains(&ratio), "{shape:?}: {ratio}");
         }
         // A large product in FP16: every tile used, the reduction split or
         // blocks near square; the exchange far below the whole operand.

@@ -11,6 +11,8 @@ use tessera_sim::data::{
     MicroBatch, Outfeed, OutputMode, Position, Source, digits,
 };
 
+use crate::support::bits;
+
 /// A directory under the system's temporary directory, removed on drop.
 struct TempDir(PathBuf);
 
@@ -1112,4 +1114,61 @@ fn output_modes_parse() {
             Err(DataError::BadOutputMode(bad.into()))
         );
     }
+}
+
+#[test]
+fn synthetic_images_parse_generate_and_are_separable() {
+    let s: Source = "images:600:3x8x8:10:7".parse().unwrap();
+    assert_eq!(
+        s,
+        Source::Images {
+            samples: 600,
+            shape: (3, 8, 8),
+            classes: 10,
+            seed: 7
+        }
+    );
+    assert_eq!(s.to_string().parse::<Source>().unwrap(), s);
+    assert!("images:600:3x8:10".parse::<Source>().is_err());
+    assert!("images:600:3x8x8".parse::<Source>().is_err());
+    let data = s.load().unwrap();
+    assert_eq!(
+        (data.len(), data.features(), data.classes()),
+        (600, 192, 10)
+    );
+    assert_eq!(data.name(), "images:600:3x8x8:10:7");
+    // A pure function of the seed.
+    let again = s.load().unwrap();
+    assert_eq!(bits(data.inputs()), bits(again.inputs()));
+    let other: Source = "images:600:3x8x8:10:8".parse().unwrap();
+    assert_ne!(bits(data.inputs()), bits(other.load().unwrap().inputs()));
+    // Learnable: the nearest class mean (from the first half) labels the
+    // second half well.
+    let f = data.features();
+    let mut means = vec![0.0f64; 10 * f];
+    for i in 0..300 {
+        let k = data.labels()[i] as usize;
+        for j in 0..f {
+            means[k * f + j] += f64::from(data.inputs()[i * f + j]) / 30.0;
+        }
+    }
+    let right = (300..600)
+        .filter(|&i| {
+            let x = &data.inputs()[i * f..(i + 1) * f];
+            let d = |k: usize| -> f64 {
+                x.iter()
+                    .zip(&means[k * f..])
+                    .map(|(a, m)| (f64::from(*a) - m).powi(2))
+                    .sum()
+            };
+            let best = (0..10).min_by(|&a, &b| d(a).total_cmp(&d(b))).unwrap();
+            best == data.labels()[i] as usize
+        })
+        .count();
+    assert!(right > 270, "{right} of 300");
+    // Zero sizes are refused.
+    assert!(matches!(
+        "images:10:0x8x8:2".parse::<Source>().unwrap().load(),
+        Err(DataError::Zero { .. })
+    ));
 }

@@ -4,9 +4,11 @@
 //! the trainer and the planner.
 
 mod checkpoint;
+mod conv;
 mod data;
 mod engine;
 mod kernels;
+mod matmul;
 mod model;
 mod plan;
 mod pod;

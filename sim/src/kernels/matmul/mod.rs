@@ -1,16 +1,20 @@
-//! Tile-parallel matrix products: `C = op(A) op(B)` with the output cut
-//! into blocks (rows x columns), one vertex per block on its tile calling
-//! [`gemm`] on operands exchanged to that tile.
+//! Tile-parallel matrix products: `C = op(A) op(B)` cut over tiles as
+//! PopLibs cuts them, rows, columns and the reduction (see [`plan`]).
 //!
-//! The reduction dimension is never split, and [`gemm`] (Tessera's own,
-//! `tessera_core::kernels::gemm`) computes an element as the sum of its
-//! products in increasing `p`, each product rounded, then added, with no
-//! fused multiply-add, on every CPU backend. So the result is bitwise that
-//! of one whole-matrix call, for every blocking and every number of tiles
-//! (the tests check it for many shapes), and the same on every CPU. (The
-//! simulator first used `matrixmultiply::sgemm`, which picks FMA kernels at
-//! run time, so trained weights differed between CPUs with and without
-//! FMA; [`gemm_matrixmultiply`] remains as the benchmarks' reference.)
+//! What a product computes does not depend on the cut: the reduction `k`
+//! is cut into leaves fixed by `k` alone ([`leaves`]), each leaf's partial
+//! is one [`gemm`] (Tessera's own, `tessera_core::kernels::gemm`: an
+//! element's products summed in increasing `p`, each product rounded, no
+//! fused multiply-add, on every CPU backend), and the partials are added
+//! in a perfect binary tree over the leaf index ([`gemm_tree`]). A tile
+//! computing an aligned run of leaves computes a subtree; the tiles'
+//! subtree roots are added in the tree's top levels. So the result is
+//! bitwise the same for every cut and every number of tiles (the tests
+//! check many), and the same on every CPU; with `k <= LEAF_K` it is one
+//! whole `gemm`. (The simulator first used `matrixmultiply::sgemm`, which
+//! picks FMA kernels at run time, so trained weights differed between
+//! CPUs with and without FMA; [`gemm_matrixmultiply`] remains as the
+//! benchmarks' reference.)
 //!
 //! Matrices live in tensors in a [`BlockLayout`]: a grid of row and
 //! column blocks, each block stored contiguously (row-major inside it) on
@@ -18,17 +22,21 @@
 //! matrix is the layout of one block ([`BlockLayout::dense`]).
 
 use core::ops::Range;
-use std::sync::Arc;
 
-use tessera_core::fp::{HalfFloat, f16};
 use tessera_core::kernels;
 
-use crate::ipu::{
-    Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
-    Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
-};
+use crate::ipu::{Interval, Mapping, TensorId, TensorSlice, Tile};
 
 pub use tessera_core::kernels::GemmShape;
+
+mod leaves;
+mod plan;
+mod product;
+
+pub use leaves::{LEAF_K, gemm_leaves, gemm_tree, leaf_count, leaves, tree_sum};
+pub use plan::{ComputeBlock, Cut, PRODUCT_MEMORY_FRACTION, Problem, ProductPlan, Source};
+pub use product::matmul;
+pub(crate) use product::operand_field;
 
 /// `c = op(a) op(b)` by [`tessera_core::kernels::gemm`] (see [`GemmShape`]
 /// for the layouts): the same bits on every CPU.
@@ -180,6 +188,17 @@ impl BlockLayout {
             (want / col_blocks).clamp(1, rows.max(1))
         };
         Self::grid(rows, cols, row_blocks, col_blocks, tiles)
+    }
+
+    /// The layout of row bounds `rows`, column bounds `cols` and a tile per
+    /// block in grid order.
+    pub(super) fn from_parts(rows: Vec<usize>, cols: Vec<usize>, tiles: Vec<Tile>) -> Self {
+        debug_assert_eq!(tiles.len(), (rows.len() - 1) * (cols.len() - 1));
+        Self {
+            row_bounds: rows,
+            col_bounds: cols,
+            tiles,
+        }
     }
 
     /// The same layout with every block `first` tiles further on (a
@@ -411,175 +430,6 @@ pub enum Output {
     /// Rounded to nearest f16 (overflow to infinity), as the AMP unit
     /// writes f16 results: no extra cycles.
     F16,
-}
-
-/// A matrix product on one block: fields `a`, `b` (read), `c` (written).
-#[derive(Debug)]
-struct MatMul {
-    shape: GemmShape,
-    kernel: Kernel,
-    output: Output,
-    fields: [FieldSpec; 3],
-}
-
-impl Codelet for MatMul {
-    fn name(&self) -> &str {
-        "matmul"
-    }
-
-    fn fields(&self) -> &[FieldSpec] {
-        &self.fields
-    }
-
-    fn cycles(&self, _lens: &[u64], spec: &IpuSpec) -> VertexCycles {
-        let cost = spec.costs().get(self.kernel);
-        VertexCycles::AllWorkers(
-            cost.multi_thread_cycles(self.shape.flops(), spec.workers_per_tile()),
-        )
-    }
-
-    fn run(&self, io: &mut VertexIo<'_>) {
-        let [a, b, c] = io.many([0, 1, 2]);
-        let c = c.into_slice::<f32>();
-        gemm(self.shape, a.into_slice::<f32>(), b.into_slice::<f32>(), c);
-        if self.output == Output::F16 {
-            for x in c {
-                *x = <f16 as HalfFloat>::from_f32(*x).to_f32();
-            }
-        }
-    }
-}
-
-/// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as `c_layout`):
-/// one exchange gathers each block's rows of `op(A)` and columns of
-/// `op(B)` into staging tensors on the block's tile (unless that
-/// sub-matrix is already one block of the operand on that tile, which the
-/// vertex then reads in place), then one compute set runs a vertex per
-/// block. `kernel` ([`Kernel::MatmulF16`] or
-/// [`Kernel::MatmulF32`]) prices the vertices; `output` says whether the
-/// result is rounded to f16. The result is bitwise one [`gemm`] of the
-/// whole matrices (then rounded).
-///
-/// # Errors
-/// [`GraphError::CopyMismatch`] if the shapes do not agree, and the
-/// graph's errors.
-// The operands, the output and the arithmetic are each one argument.
-#[allow(clippy::too_many_arguments)]
-pub fn matmul(
-    graph: &mut Graph,
-    name: &str,
-    a: &Operand,
-    b: &Operand,
-    c: TensorId,
-    c_layout: &BlockLayout,
-    kernel: Kernel,
-    output: Output,
-) -> Result<Program, GraphError> {
-    let (m, k) = if a.transposed {
-        (a.layout.cols(), a.layout.rows())
-    } else {
-        (a.layout.rows(), a.layout.cols())
-    };
-    let (kb, n) = if b.transposed {
-        (b.layout.cols(), b.layout.rows())
-    } else {
-        (b.layout.rows(), b.layout.cols())
-    };
-    if k != kb || c_layout.rows() != m || c_layout.cols() != n {
-        return Err(GraphError::CopyMismatch { copy: 0 });
-    }
-    let mut copies = Vec::new();
-    let cs = graph.add_compute_set(name);
-    let mut codelets: Vec<(GemmShape, Arc<dyn Codelet>)> = Vec::new();
-    for (index, block) in c_layout.blocks().into_iter().enumerate() {
-        if block.elements.is_empty() {
-            continue;
-        }
-        let (r, w) = (block.rows.len(), block.cols.len());
-        let tile = block.tile;
-        // Each operand's sub-matrix, dense row-major: read in place if it
-        // is one block of the operand on this tile, else gathered.
-        let (a_rows, a_cols) = if a.transposed {
-            (0..k, block.rows.clone())
-        } else {
-            (block.rows.clone(), 0..k)
-        };
-        let (b_rows, b_cols) = if b.transposed {
-            (block.cols.clone(), 0..k)
-        } else {
-            (0..k, block.cols.clone())
-        };
-        let mut fields = Vec::new();
-        for (op, rows, cols, tag) in [(a, a_rows, a_cols, 'a'), (b, b_rows, b_cols, 'b')] {
-            // The layout's tiles are a plan: the tensor's mapping decides.
-            let held = |e: &Range<u64>| {
-                graph
-                    .mapping(op.tensor)
-                    .iter()
-                    .any(|i| i.tile == tile && i.range.start <= e.start && e.end <= i.range.end)
-            };
-            if let Some(elements) = op.layout.block_on(&rows, &cols, tile).filter(held) {
-                fields.push(TensorSlice::new(op.tensor, elements));
-                continue;
-            }
-            let len = (rows.len() * cols.len()) as u64;
-            let staged = graph.add_tensor(
-                &format!("{name}.{tag}{index}"),
-                DType::F32,
-                &[len],
-                Mapping::one_tile(tile, len),
-            )?;
-            if graph.is_sizing() {
-                let runs = op.layout.runs(&rows, &cols);
-                graph.count_received_runs(tile, runs);
-            } else {
-                gather_copies(&mut copies, op.tensor, &op.layout, rows, cols, staged, 0);
-            }
-            fields.push(graph.all(staged));
-        }
-        let shape = GemmShape {
-            m: r,
-            k,
-            n: w,
-            a_transposed: a.transposed,
-            b_transposed: b.transposed,
-        };
-        let codelet = match codelets.iter().find(|(s, _)| *s == shape) {
-            Some((_, c)) => c.clone(),
-            None => {
-                let c: Arc<dyn Codelet> = Arc::new(MatMul {
-                    shape,
-                    kernel,
-                    output,
-                    fields: [
-                        FieldSpec::new(DType::F32, Access::Read),
-                        FieldSpec::new(DType::F32, Access::Read),
-                        FieldSpec::new(DType::F32, Access::Write),
-                    ],
-                });
-                codelets.push((shape, c.clone()));
-                c
-            }
-        };
-        graph.add_vertex(
-            cs,
-            tile,
-            codelet,
-            &[
-                fields[0].clone(),
-                fields[1].clone(),
-                TensorSlice::new(c, block.elements),
-            ],
-        )?;
-    }
-    if copies.is_empty() {
-        return Ok(Program::Execute(cs));
-    }
-    let ex = graph.add_exchange(&format!("{name}.gather"), &copies)?;
-    Ok(Program::sequence([
-        Program::Exchange(ex),
-        Program::Execute(cs),
-    ]))
 }
 
 #[cfg(test)]

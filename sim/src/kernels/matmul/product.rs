@@ -1,0 +1,464 @@
+//! A product on the tiles, as its [`ProductPlan`] cuts it: one exchange
+//! gathers each part's operands, one compute set runs a vertex per part
+//! (its leaves' [`gemm`](super::gemm)s and their subtree); with a split
+//! reduction, one exchange sends each part's partial pieces to their
+//! tiles and one compute set adds them in the tree's top levels.
+
+use core::ops::Range;
+use std::sync::Arc;
+
+use tessera_core::fp::{HalfFloat, f16};
+
+use super::leaves::{gemm_leaves, tree_sum};
+use super::{BlockLayout, GemmShape, Operand, Output, ProductPlan, gather_copies};
+use crate::ipu::{
+    Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
+    Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
+};
+
+/// Rounds `c` to f16 values if `output` says so.
+fn finish(output: Output, c: &mut [f32]) {
+    if output == Output::F16 {
+        for x in c {
+            *x = <f16 as HalfFloat>::from_f32(*x).to_f32();
+        }
+    }
+}
+
+/// One part of a block: fields `a`, `b` (read), `c` (written): the block
+/// (rounded by `output`) or, with `output == None`, the f32 partial of
+/// its leaves, cut into column pieces of `col_pieces` widths if given.
+#[derive(Debug)]
+struct MatMul {
+    shape: GemmShape,
+    /// Leaf bounds within the part's reduction.
+    bounds: Vec<usize>,
+    kernel: Kernel,
+    output: Option<Output>,
+    col_pieces: Option<Vec<usize>>,
+    fields: [FieldSpec; 3],
+}
+
+impl Codelet for MatMul {
+    fn name(&self) -> &str {
+        "matmul"
+    }
+
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+
+    // The AMP unit accumulates a part's whole reduction: the leaves'
+    // separate sums are the simulator's way to fix the order, not work.
+    fn cycles(&self, _lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        let cost = spec.costs().get(self.kernel);
+        VertexCycles::AllWorkers(
+            cost.multi_thread_cycles(self.shape.flops(), spec.workers_per_tile()),
+        )
+    }
+
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let [a, b, c] = io.many([0, 1, 2]);
+        let (a, b, c) = (
+            a.into_slice::<f32>(),
+            b.into_slice::<f32>(),
+            c.into_slice::<f32>(),
+        );
+        match &self.col_pieces {
+            None => gemm_leaves(self.shape, &self.bounds, a, b, c),
+            Some(widths) => {
+                let mut dense = vec![0.0; c.len()];
+                gemm_leaves(self.shape, &self.bounds, a, b, &mut dense);
+                let (mut at, mut col) = (0, 0);
+                for &w in widths {
+                    for row in dense.chunks_exact(self.shape.n) {
+                        c[at..at + w].copy_from_slice(&row[col..col + w]);
+                        at += w;
+                    }
+                    col += w;
+                }
+            }
+        }
+        if let Some(output) = self.output {
+            finish(output, c);
+        }
+    }
+}
+
+/// The parts' partials of one piece added in the tree's top levels:
+/// fields `own` (part `own`'s partial, read), `others` (the other parts',
+/// in part order, read), `c` (written, rounded by `output`).
+#[derive(Debug)]
+struct ReduceParts {
+    parts: usize,
+    own: usize,
+    output: Output,
+    fields: [FieldSpec; 3],
+}
+
+impl Codelet for ReduceParts {
+    fn name(&self) -> &str {
+        "matmul_reduce"
+    }
+
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        let cost = spec.costs().get(Kernel::Combine);
+        VertexCycles::AllWorkers(cost.multi_thread_cycles(lens[1], spec.workers_per_tile()))
+    }
+
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let own = io.read::<f32>(0).to_vec();
+        let others = io.read::<f32>(1);
+        let len = own.len();
+        let parts = (0..self.parts)
+            .map(|p| match p.cmp(&self.own) {
+                core::cmp::Ordering::Equal => own.clone(),
+                core::cmp::Ordering::Less => others[p * len..(p + 1) * len].to_vec(),
+                core::cmp::Ordering::Greater => others[(p - 1) * len..p * len].to_vec(),
+            })
+            .collect();
+        let sum = tree_sum(parts);
+        let c = io.write::<f32>(2);
+        c.copy_from_slice(&sum);
+        finish(self.output, c);
+    }
+}
+
+/// Codelets shared by equal vertices, by key.
+struct Shared<K>(Vec<(K, Arc<dyn Codelet>)>);
+
+impl<K: PartialEq> Shared<K> {
+    fn get(&mut self, key: K, make: impl FnOnce() -> Arc<dyn Codelet>) -> Arc<dyn Codelet> {
+        if let Some((_, c)) = self.0.iter().find(|(k, _)| *k == key) {
+            return c.clone();
+        }
+        let c = make();
+        self.0.push((key, c.clone()));
+        c
+    }
+}
+
+fn fields3() -> [FieldSpec; 3] {
+    [
+        FieldSpec::new(DType::F32, Access::Read),
+        FieldSpec::new(DType::F32, Access::Read),
+        FieldSpec::new(DType::F32, Access::Write),
+    ]
+}
+
+/// The stored sub-matrix of `op` that a part needs: rows and columns of
+/// the stored (untransposed) matrix, given the part's rows (or columns)
+/// of `op(X)` and its reduction range.
+fn stored(
+    op: &Operand,
+    outer: &Range<usize>,
+    k: &Range<usize>,
+    left: bool,
+) -> (Range<usize>, Range<usize>) {
+    // op(A) is outer x k, op(B) is k x outer; stored transposed if so.
+    let k_is_rows = op.transposed == left;
+    if k_is_rows {
+        (k.clone(), outer.clone())
+    } else {
+        (outer.clone(), k.clone())
+    }
+}
+
+/// The field of operand `op`'s sub-matrix `rows x cols` on `tile`: read
+/// in place if it is one block of the operand held there, else gathered
+/// into a new staging tensor `name`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn operand_field(
+    graph: &mut Graph,
+    copies: &mut Vec<(TensorSlice, TensorSlice)>,
+    name: &str,
+    op: &Operand,
+    rows: Range<usize>,
+    cols: Range<usize>,
+    tile: Tile,
+) -> Result<TensorSlice, GraphError> {
+    // The layout's tiles are a plan: the tensor's mapping decides.
+    let held = |e: &Range<u64>| {
+        graph
+            .mapping(op.tensor)
+            .iter()
+            .any(|i| i.tile == tile && i.range.start <= e.start && e.end <= i.range.end)
+    };
+    if let Some(elements) = op.layout.block_on(&rows, &cols, tile).filter(held) {
+        return Ok(TensorSlice::new(op.tensor, elements));
+    }
+    let len = (rows.len() * cols.len()) as u64;
+    let staged = graph.add_tensor(name, DType::F32, &[len], Mapping::one_tile(tile, len))?;
+    if graph.is_sizing() {
+        let runs = op.layout.runs(&rows, &cols);
+        graph.count_received_runs(tile, runs);
+    } else {
+        gather_copies(copies, op.tensor, &op.layout, rows, cols, staged, 0);
+    }
+    Ok(graph.all(staged))
+}
+
+/// Checks the operands' shapes against the plan's.
+fn check(plan: &ProductPlan, a: &Operand, b: &Operand) -> Result<(), GraphError> {
+    let dims = |l: &BlockLayout, t: bool| {
+        if t {
+            (l.cols(), l.rows())
+        } else {
+            (l.rows(), l.cols())
+        }
+    };
+    let (m, k) = dims(&a.layout, a.transposed);
+    let (kb, n) = dims(&b.layout, b.transposed);
+    let out = plan.output();
+    if (m, k, n) != plan.dims() || kb != k || out.rows() != m || out.cols() != n {
+        return Err(GraphError::CopyMismatch { copy: 0 });
+    }
+    Ok(())
+}
+
+/// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as
+/// `plan.output()`), cut as `plan` says (see the [module docs](self)).
+/// `kernel` ([`Kernel::MatmulF16`] or [`Kernel::MatmulF32`]) prices the
+/// products; `output` says whether the result is rounded to f16. The
+/// result is bitwise [`gemm_tree`](super::gemm_tree) of the whole
+/// matrices (then rounded), whatever the plan.
+///
+/// # Errors
+/// [`GraphError::CopyMismatch`] if the shapes do not agree, and the
+/// graph's errors.
+// The operands, the output and the arithmetic are each one argument.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(
+    graph: &mut Graph,
+    name: &str,
+    a: &Operand,
+    b: &Operand,
+    c: TensorId,
+    plan: &ProductPlan,
+    kernel: Kernel,
+    output: Output,
+) -> Result<Program, GraphError> {
+    check(plan, a, b)?;
+    let pk = plan.k_parts();
+    let mut copies = Vec::new();
+    let cs = graph.add_compute_set(name);
+    let partials = if pk > 1 {
+        Some(partials(graph, name, plan)?)
+    } else {
+        None
+    };
+    let mut codelets = Shared(Vec::new());
+    for (index, block) in plan.blocks().iter().enumerate() {
+        let (r, w) = (block.rows.len(), block.cols.len());
+        if r * w == 0 {
+            continue;
+        }
+        for q in 0..pk {
+            let tile = block.tiles[q];
+            let (kr, bounds) = plan.part_k(q);
+            let (ar, ac) = stored(a, &block.rows, &kr, true);
+            let (br, bc) = stored(b, &block.cols, &kr, false);
+            let fa = operand_field(
+                graph,
+                &mut copies,
+                &format!("{name}.a{index}.{q}"),
+                a,
+                ar,
+                ac,
+                tile,
+            )?;
+            let fb = operand_field(
+                graph,
+                &mut copies,
+                &format!("{name}.b{index}.{q}"),
+                b,
+                br,
+                bc,
+                tile,
+            )?;
+            let out = match &partials {
+                Some((p, starts)) => {
+                    let at = starts[index] + (q * r * w) as u64;
+                    TensorSlice::new(*p, at..at + (r * w) as u64)
+                }
+                None => TensorSlice::new(c, piece_of(plan, &block.pieces[0], tile)),
+            };
+            let shape = GemmShape {
+                m: r,
+                k: kr.len(),
+                n: w,
+                a_transposed: a.transposed,
+                b_transposed: b.transposed,
+            };
+            let col_pieces = (pk > 1 && !plan.by_rows())
+                .then(|| block.pieces.iter().map(|p| p.1.len()).collect::<Vec<_>>());
+            let final_output = (pk == 1).then_some(output);
+            let key = (shape, bounds.clone(), final_output, col_pieces.clone());
+            let codelet = codelets.get(key, || {
+                Arc::new(MatMul {
+                    shape,
+                    bounds,
+                    kernel,
+                    output: final_output,
+                    col_pieces,
+                    fields: fields3(),
+                })
+            });
+            graph.add_vertex(cs, tile, codelet, &[fa, fb, out])?;
+        }
+    }
+    let mut programs = Vec::new();
+    if !copies.is_empty() {
+        programs.push(Program::Exchange(
+            graph.add_exchange(&format!("{name}.gather"), &copies)?,
+        ));
+    }
+    programs.push(Program::Execute(cs));
+    if let Some((p, starts)) = partials {
+        programs.extend(reduce(graph, name, plan, (p, &starts), c, output)?);
+    }
+    Ok(match programs.len() {
+        1 => programs.pop().expect("one program"),
+        _ => Program::sequence(programs),
+    })
+}
+
+/// The elements of `C` of a piece on `tile`.
+fn piece_of(plan: &ProductPlan, piece: &(Range<usize>, Range<usize>), tile: Tile) -> Range<u64> {
+    plan.output()
+        .block_on(&piece.0, &piece.1, tile)
+        .expect("a plan's piece is a block of its output on the piece's tile")
+}
+
+/// The partials tensor: the blocks' `k_parts` partials one after the
+/// other, each on its part's tile; where each block's start.
+fn partials(
+    graph: &mut Graph,
+    name: &str,
+    plan: &ProductPlan,
+) -> Result<(TensorId, Vec<u64>), GraphError> {
+    let mut intervals = Vec::new();
+    let mut starts = Vec::new();
+    let mut at = 0u64;
+    for block in plan.blocks() {
+        let len = (block.rows.len() * block.cols.len()) as u64;
+        starts.push(at);
+        for &tile in &block.tiles {
+            if len > 0 {
+                intervals.push(Interval::new(tile, at..at + len));
+            }
+            at += len;
+        }
+    }
+    let t = graph.add_tensor(
+        &format!("{name}.partials"),
+        DType::F32,
+        &[at],
+        Mapping::Explicit(intervals),
+    )?;
+    Ok((t, starts))
+}
+
+/// A piece of a reduction: its tile, length, part, its partial's start in
+/// each part, and its elements of `C`.
+type Piece = (Tile, u64, usize, Vec<u64>, Range<u64>);
+
+/// Each piece's partials from the other parts, staged on its tile, added
+/// there into `c`.
+fn reduce(
+    graph: &mut Graph,
+    name: &str,
+    plan: &ProductPlan,
+    (partials, block_starts): (TensorId, &[u64]),
+    c: TensorId,
+    output: Output,
+) -> Result<Vec<Program>, GraphError> {
+    let pk = plan.k_parts();
+    // Each piece: its tile, length, part, its partial's start in each part,
+    // and its elements of `C`.
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut at = 0u64;
+    for (index, block) in plan.blocks().iter().enumerate() {
+        let blen = (block.rows.len() * block.cols.len()) as u64;
+        let mut offset = 0u64;
+        for (q, piece) in block.pieces.iter().enumerate() {
+            let len = (piece.0.len() * piece.1.len()) as u64;
+            if len > 0 {
+                let starts = (0..pk)
+                    .map(|p| block_starts[index] + p as u64 * blen + offset)
+                    .collect();
+                pieces.push((
+                    block.tiles[q],
+                    len,
+                    q,
+                    starts,
+                    piece_of(plan, piece, block.tiles[q]),
+                ));
+            }
+            offset += len;
+            at += len * (pk as u64 - 1);
+        }
+    }
+    let mut intervals = Vec::new();
+    let mut staged_at = 0u64;
+    for (tile, len, ..) in &pieces {
+        let n = len * (pk as u64 - 1);
+        intervals.push(Interval::new(*tile, staged_at..staged_at + n));
+        staged_at += n;
+    }
+    debug_assert_eq!(staged_at, at);
+    let staging = graph.add_tensor(
+        &format!("{name}.reduce"),
+        DType::F32,
+        &[staged_at],
+        Mapping::Explicit(intervals),
+    )?;
+    let cs = graph.add_compute_set(&format!("{name}.reduce"));
+    let mut copies = Vec::new();
+    let mut codelets = Shared(Vec::new());
+    let mut staged_at = 0u64;
+    for (tile, len, q, starts, out) in pieces {
+        let mut to = staged_at;
+        for (p, &s) in starts.iter().enumerate() {
+            if p == q {
+                continue;
+            }
+            if graph.is_sizing() {
+                graph.count_received_runs(tile, 1);
+            } else {
+                copies.push((
+                    TensorSlice::new(partials, s..s + len),
+                    TensorSlice::new(staging, to..to + len),
+                ));
+            }
+            to += len;
+        }
+        let codelet = codelets.get(q, || {
+            Arc::new(ReduceParts {
+                parts: pk,
+                own: q,
+                output,
+                fields: fields3(),
+            })
+        });
+        let fields = [
+            TensorSlice::new(partials, starts[q]..starts[q] + len),
+            TensorSlice::new(staging, staged_at..to),
+            TensorSlice::new(c, out),
+        ];
+        graph.add_vertex(cs, tile, codelet, &fields)?;
+        staged_at = to;
+    }
+    let mut programs = Vec::new();
+    if !copies.is_empty() {
+        programs.push(Program::Exchange(
+            graph.add_exchange(&format!("{name}.partials"), &copies)?,
+        ));
+    }
+    programs.push(Program::Execute(cs));
+    Ok(programs)
+}

@@ -1,0 +1,114 @@
+//! A dense layer: `Y = A W` (the bias is added by the next layer's
+//! vertex, [`activation`](super::activation) or
+//! [`batch_norm`](super::batch_norm)), and its backward pass `dW = A^T
+//! dZ`, `db = 1^T dZ`, `dA = dZ W^T`.
+
+use super::{Act, Builder, ModelError};
+use crate::ipu::TensorId;
+use crate::kernels::matmul::{BlockLayout, Cut, Operand, Output, Source};
+
+/// A dense layer's tensors.
+#[derive(Debug)]
+pub(in crate::model) struct Dense {
+    /// The weights `[fan_in, width]`, in the blocks the forward product's
+    /// parts read in place.
+    pub(in crate::model) w: Act,
+    /// The bias `[width]`.
+    pub(in crate::model) b: TensorId,
+    /// The product `Y`.
+    pub(in crate::model) y: Act,
+}
+
+/// The gradients of a dense layer's weights and bias, with their layouts.
+pub(in crate::model) type Grads = (Act, Act);
+
+/// Adds layer `l`'s weights, bias and forward product of `input` (`[batch,
+/// fan_in]`) into `width` columns, its output cut within `cut`.
+pub(super) fn forward(
+    b: &mut Builder<'_>,
+    l: usize,
+    input: &Act,
+    width: usize,
+    cut: Cut,
+) -> Result<Dense, ModelError> {
+    let (batch, fan_in) = (b.batch, input.layout.cols());
+    let plan = b.plan(
+        l,
+        (batch, fan_in, width),
+        (Source::Layout(&input.layout, false), Source::Planned),
+        cut,
+    );
+    let w = b.matrix(&format!("layer{l}.weight"), &plan.b_layout())?;
+    let mapping = b.linear_on(l);
+    let bias = b.tensor(&format!("layer{l}.bias"), width, mapping)?;
+    let names = (&*format!("layer{l}.y"), &*format!("layer{l}.fwd"));
+    let y = b.product(
+        names,
+        (&input.operand(false), &w.operand(false)),
+        &plan,
+        Output::F32,
+    )?;
+    Ok(Dense { w, b: bias, y })
+}
+
+/// Adds layer `l`'s backward products from `dz` (the gradient of its
+/// output with the bias): `dW` and `db` (with `ones`, a `[batch]` vector
+/// of ones), and `dA` onto `input_grad` (the previous layer's layout) if
+/// given.
+pub(super) fn backward(
+    b: &mut Builder<'_>,
+    l: usize,
+    (layer, input): (&Dense, &Act),
+    dz: &Act,
+    ones: TensorId,
+    input_grad: Option<&BlockLayout>,
+) -> Result<(Grads, Option<Act>), ModelError> {
+    let (batch, fan_in, width) = (b.batch, input.layout.cols(), dz.layout.cols());
+    let grad_output = b.grad_output();
+    let dz_op = dz.operand(false);
+    let dw_plan = b.plan(
+        l,
+        (fan_in, batch, width),
+        (
+            Source::Layout(&input.layout, true),
+            Source::Layout(&dz.layout, false),
+        ),
+        Cut::default(),
+    );
+    let names = (&*format!("layer{l}.weight.grad"), &*format!("layer{l}.dw"));
+    let dw = b.product(names, (&input.operand(true), &dz_op), &dw_plan, grad_output)?;
+    let ones = Act {
+        tensor: ones,
+        layout: BlockLayout::dense(1, batch, 0),
+    };
+    let db_plan = b.plan(
+        l,
+        (1, batch, width),
+        (
+            Source::Layout(&ones.layout, false),
+            Source::Layout(&dz.layout, false),
+        ),
+        Cut {
+            full_rows: false,
+            full_cols: true,
+        },
+    );
+    let names = (&*format!("layer{l}.bias.grad"), &*format!("layer{l}.db"));
+    let db = b.product(names, (&ones.operand(false), &dz_op), &db_plan, grad_output)?;
+    let Some(prev) = input_grad else {
+        return Ok(((dw, db), None));
+    };
+    let w_op: Operand = layer.w.operand(true);
+    let da_plan = b.plan_onto(
+        l,
+        prev,
+        (batch, width, fan_in),
+        (
+            Source::Layout(&dz.layout, false),
+            Source::Layout(&w_op.layout, true),
+        ),
+    );
+    let names = (&*format!("layer{}.da", l - 1), &*format!("layer{l}.da"));
+    let da = b.product(names, (&dz_op, &w_op), &da_plan, Output::F32)?;
+    Ok(((dw, db), Some(da)))
+}
