@@ -211,6 +211,27 @@ impl BlockLayout {
         self
     }
 
+    /// The same layout moved onto `tiles`, each block at its tile's offset
+    /// (modulo their count) from `tiles.start`: unchanged if every block is
+    /// already there; else, for equal-sized IPUs, the same tile of
+    /// another IPU.
+    #[must_use]
+    pub fn moved_to(&self, tiles: &Range<Tile>) -> Self {
+        if self.tiles.iter().all(|t| tiles.contains(t)) {
+            return self.clone();
+        }
+        let span = i64::from((tiles.end - tiles.start).max(1));
+        let offset = |t: Tile| (i64::from(t) - i64::from(tiles.start)).rem_euclid(span);
+        Self {
+            tiles: self
+                .tiles
+                .iter()
+                .map(|&t| tiles.start + offset(t) as Tile)
+                .collect(),
+            ..self.clone()
+        }
+    }
+
     /// A `rows x self.cols()` layout with one row block and this layout's
     /// column blocks, each on the tile of this layout's block in its first
     /// row block: a weight matrix laid out so that a product's output blocks

@@ -99,16 +99,31 @@ pub(super) fn backward(
         return Ok(((dw, db), None));
     };
     let w_op: Operand = layer.w.operand(true);
+    // On the previous pipeline stage's IPU, the gradient is computed here
+    // and sent: it is smaller than the weights its product reads.
+    let here = prev.moved_to(&b.tiles(l));
     let da_plan = b.plan_onto(
         l,
-        prev,
+        &here,
         (batch, width, fan_in),
         (
             Source::Layout(&dz.layout, false),
             Source::Layout(&w_op.layout, true),
         ),
     );
-    let names = (&*format!("layer{}.da", l - 1), &*format!("layer{l}.da"));
+    let name = format!("layer{}.da", l - 1);
+    let computed = if here == *prev {
+        name.clone()
+    } else {
+        format!("{name}.computed")
+    };
+    let names = (&*computed, &*format!("layer{l}.da"));
     let da = b.product(names, (&dz_op, &w_op), &da_plan, Output::F32)?;
-    Ok(((dw, db), Some(da)))
+    if here == *prev {
+        return Ok(((dw, db), Some(da)));
+    }
+    let sent = b.matrix(&name, prev)?;
+    let copies = vec![(b.all(da.tensor), b.all(sent.tensor))];
+    b.exchange(&format!("layer{l}.da.send"), &copies)?;
+    Ok(((dw, db), Some(sent)))
 }

@@ -293,6 +293,16 @@ impl Builder<'_> {
         }
     }
 
+    /// The tiles of layer `l` (its pipeline stage's IPU, or all).
+    pub(super) fn tiles(&self, l: usize) -> Range<Tile> {
+        self.placement.tiles(l, self.target)
+    }
+
+    /// All of `tensor`.
+    pub(super) fn all(&self, tensor: TensorId) -> TensorSlice {
+        self.g.all(tensor)
+    }
+
     /// Layer `l`'s product of `dims` cut freely within `cut`.
     pub(super) fn plan(
         &self,
