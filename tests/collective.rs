@@ -231,43 +231,55 @@ fn overlap(a: Span, b: Span) -> bool {
         .any(|x| b.runs().any(|y| x.start < y.end && y.start < x.end))
 }
 
-/// Replays `s` on sets: which contributions each rank's partial covers at
-/// each padded position, and who holds finished values. Checks that sends
-/// and receives match, no rank receives where it sends, reductions combine
-/// exactly what the sender and receiver hold (disjoint, adjacent), copies
-/// move finished values, every position is finalized once from all
-/// contributions, and the collective's postcondition.
-fn check_schedule(s: &Schedule) {
-    let p = s.size();
-    let np = s.padded_len();
-    let full: u64 = if p == 64 { !0 } else { (1 << p) - 1 };
-    let what = format!(
-        "{:?} {:?} p={p} n={}",
-        s.algorithm(),
-        s.collective(),
-        s.len()
-    );
-    let mut held = vec![vec![0u64; np]; p];
-    let mut done = vec![vec![false; np]; p];
-    let mut finalized = vec![0usize; np];
-    match s.collective() {
-        Collective::AllGather => {
-            for (j, d) in done.iter_mut().enumerate() {
-                d[j * s.fragment_len()..(j + 1) * s.fragment_len()].fill(true);
+/// A schedule replayed on sets: which contributions each rank's partial
+/// covers at each padded position, who holds finished values, and how
+/// often each position was finalized.
+struct Replay<'s> {
+    s: &'s Schedule,
+    what: String,
+    held: Vec<Vec<u64>>,
+    done: Vec<Vec<bool>>,
+    finalized: Vec<usize>,
+}
+
+impl<'s> Replay<'s> {
+    /// The state before the first step.
+    fn new(s: &'s Schedule) -> Self {
+        let (p, np) = (s.size(), s.padded_len());
+        let what = format!(
+            "{:?} {:?} p={p} n={}",
+            s.algorithm(),
+            s.collective(),
+            s.len()
+        );
+        let mut held = vec![vec![0u64; np]; p];
+        let mut done = vec![vec![false; np]; p];
+        match s.collective() {
+            Collective::AllGather => {
+                for (j, d) in done.iter_mut().enumerate() {
+                    d[j * s.fragment_len()..(j + 1) * s.fragment_len()].fill(true);
+                }
+            }
+            Collective::Broadcast { root } => done[root].fill(true),
+            _ => {
+                for (r, h) in held.iter_mut().enumerate() {
+                    h.fill(1 << r);
+                }
             }
         }
-        Collective::Broadcast { root } => done[root].fill(true),
-        _ => {
-            for (r, h) in held.iter_mut().enumerate() {
-                h.fill(1 << r);
-            }
+        Self {
+            s,
+            what,
+            held,
+            done,
+            finalized: vec![0; np],
         }
     }
-    let mut any_op_in_last = false;
-    for step in 0..s.steps() {
-        let ops: Vec<Vec<Op>> = (0..p).map(|r| s.ops(r, step).to_vec()).collect();
-        any_op_in_last |= step + 1 == s.steps() && ops.iter().any(|o| !o.is_empty());
-        // Sends and receives match one to one.
+
+    /// Sends and receives match one to one, and no rank receives where it
+    /// sends.
+    fn check_matching(&self, step: usize, ops: &[Vec<Op>]) {
+        let what = &self.what;
         let mut recvs: Vec<(usize, usize, Span, Kind)> = Vec::new();
         for (r, o) in ops.iter().enumerate() {
             for op in o {
@@ -287,7 +299,6 @@ fn check_schedule(s: &Schedule) {
                             panic!("{what} step {step}: unmatched send {r}->{to} {span:?}")
                         });
                     recvs.swap_remove(k);
-                    // The sender does not receive there at this step.
                     for other in o {
                         if let Op::Recv { span: rs, .. } = *other {
                             assert!(
@@ -303,8 +314,14 @@ fn check_schedule(s: &Schedule) {
             recvs.is_empty(),
             "{what} step {step}: unmatched receives {recvs:?}"
         );
-        // Apply the receives against the state before the step.
-        let (held0, done0) = (held.clone(), done.clone());
+    }
+
+    /// Applies the step's receives against the state before the step:
+    /// reductions combine exactly what the sender and receiver hold
+    /// (disjoint, adjacent), copies move finished values.
+    fn receive(&mut self, step: usize, ops: &[Vec<Op>]) {
+        let (p, np, what) = (self.s.size(), self.s.padded_len(), &self.what);
+        let (held0, done0) = (self.held.clone(), self.done.clone());
         for (r, o) in ops.iter().enumerate() {
             for op in o {
                 let Op::Recv { from, span, kind } = *op else {
@@ -316,7 +333,7 @@ fn check_schedule(s: &Schedule) {
                 );
                 match kind {
                     Kind::Reduce { covers, onto } => {
-                        assert!(s.collective().reduces(), "{what}: reduce in a copy");
+                        assert!(self.s.collective().reduces(), "{what}: reduce in a copy");
                         let (c, h) = (mask(covers, p), mask(onto, p));
                         assert_eq!(c & h, 0, "{what} step {step}: overlapping sets");
                         let adjacent = (covers.start + covers.len) % p == onto.start % p
@@ -328,14 +345,14 @@ fn check_schedule(s: &Schedule) {
                                 "{what} step {step}: {from}->{r} at {x}: sender holds other"
                             );
                             assert_eq!(
-                                held[r][x], h,
+                                self.held[r][x], h,
                                 "{what} step {step}: {from}->{r} at {x}: receiver holds other"
                             );
                             assert!(
-                                !done0[from][x] && !done[r][x],
+                                !done0[from][x] && !self.done[r][x],
                                 "{what}: reduce of a finished value"
                             );
-                            held[r][x] |= c;
+                            self.held[r][x] |= c;
                         }
                     }
                     Kind::Copy => {
@@ -344,52 +361,83 @@ fn check_schedule(s: &Schedule) {
                                 done0[from][x],
                                 "{what} step {step}: {from}->{r} copies unfinished {x}"
                             );
-                            done[r][x] = true;
+                            self.done[r][x] = true;
                         }
                     }
                 }
             }
         }
+    }
+
+    /// Applies the step's finalizations: each from all contributions.
+    fn finalize(&mut self, step: usize, ops: &[Vec<Op>]) {
+        let p = self.s.size();
+        let full: u64 = if p == 64 { !0 } else { (1 << p) - 1 };
         for (r, o) in ops.iter().enumerate() {
             for op in o {
                 if let Op::Finalize { span } = *op {
                     for x in positions(span) {
                         assert_eq!(
-                            held[r][x], full,
-                            "{what} step {step}: rank {r} finalizes {x} early"
+                            self.held[r][x], full,
+                            "{} step {step}: rank {r} finalizes {x} early",
+                            self.what
                         );
-                        assert!(!done[r][x]);
-                        done[r][x] = true;
-                        finalized[x] += 1;
+                        assert!(!self.done[r][x]);
+                        self.done[r][x] = true;
+                        self.finalized[x] += 1;
                     }
                 }
             }
         }
     }
-    // With f >= 2 no span is empty, and then steps() is tight.
-    if s.fragment_len() >= 2 && p > 1 {
-        assert!(any_op_in_last, "{what}: the last step is idle");
-    }
-    let f = s.fragment_len();
-    for x in 0..np {
-        if s.collective().reduces() {
-            assert_eq!(
-                finalized[x], 1,
-                "{what}: position {x} finalized {} times",
-                finalized[x]
-            );
-        }
-        match s.collective() {
-            Collective::AllReduce | Collective::AllGather | Collective::Broadcast { .. } => {
-                assert!(
-                    done.iter().all(|d| d[x]),
-                    "{what}: position {x} missing somewhere"
-                );
+
+    /// Every position finalized once and the collective's postcondition.
+    fn check_result(&self) {
+        let (s, what, done) = (self.s, &self.what, &self.done);
+        let f = s.fragment_len();
+        for x in 0..s.padded_len() {
+            if s.collective().reduces() {
+                let n = self.finalized[x];
+                assert_eq!(n, 1, "{what}: position {x} finalized {n} times");
             }
-            Collective::ReduceScatter => assert!(done[x / f][x], "{what}: {x} not at its owner"),
-            Collective::Reduce { root } => assert!(done[root][x], "{what}: {x} not at the root"),
+            match s.collective() {
+                Collective::AllReduce | Collective::AllGather | Collective::Broadcast { .. } => {
+                    assert!(
+                        done.iter().all(|d| d[x]),
+                        "{what}: position {x} missing somewhere"
+                    );
+                }
+                Collective::ReduceScatter => {
+                    assert!(done[x / f][x], "{what}: {x} not at its owner");
+                }
+                Collective::Reduce { root } => {
+                    assert!(done[root][x], "{what}: {x} not at the root")
+                }
+            }
         }
     }
+}
+
+/// Replays `s` on sets ([`Replay`]): sends and receives match, no rank
+/// receives where it sends, reductions combine exactly what the sender and
+/// receiver hold (disjoint, adjacent), copies move finished values, every
+/// position is finalized once from all contributions, and the collective's
+/// postcondition holds.
+fn check_schedule(s: &Schedule) {
+    let mut replay = Replay::new(s);
+    let mut any_op_in_last = false;
+    for step in 0..s.steps() {
+        let ops: Vec<Vec<Op>> = (0..s.size()).map(|r| s.ops(r, step).to_vec()).collect();
+        any_op_in_last |= step + 1 == s.steps() && ops.iter().any(|o| !o.is_empty());
+        replay.check_matching(step, &ops);
+        replay.receive(step, &ops);
+        replay.finalize(step, &ops);
+    }
+    // With f >= 2 no span is empty, and then steps() is tight.
+    if s.fragment_len() >= 2 && s.size() > 1 {
+        assert!(any_op_in_last, "{}: the last step is idle", replay.what);
+    }
+    replay.check_result();
 }
 
 #[test]

@@ -85,6 +85,132 @@ fn value_of<'h>(header: &'h str, key: &str) -> Option<&'h str> {
     Some(rest.trim_start().strip_prefix(':')?.trim_start())
 }
 
+/// The errors of one file, at byte offsets.
+struct Errors<'p> {
+    path: &'p Path,
+    /// The file's length.
+    len: u64,
+}
+
+impl Errors<'_> {
+    fn at(&self, offset: u64, problem: FileProblem) -> DataError {
+        DataError::Malformed {
+            path: self.path.to_path_buf(),
+            at: Position::Offset(offset),
+            problem,
+        }
+    }
+
+    /// A header that is not a valid npy dict.
+    fn bad(&self, reason: &'static str) -> DataError {
+        self.at(8, FileProblem::BadNpyHeader { reason })
+    }
+
+    /// A file shorter than `expected` bytes.
+    fn truncated(&self, expected: u64) -> DataError {
+        self.at(
+            self.len,
+            FileProblem::Truncated {
+                expected,
+                found: self.len,
+            },
+        )
+    }
+}
+
+/// Where the header dict starts and its length, by the format version.
+fn header_span(bytes: &[u8], e: &Errors<'_>) -> Result<(usize, usize), DataError> {
+    if !bytes.starts_with(MAGIC) {
+        return Err(e.at(
+            0,
+            FileProblem::WrongMagic {
+                expected: MAGIC.to_vec(),
+                found: bytes[..bytes.len().min(MAGIC.len())].to_vec(),
+            },
+        ));
+    }
+    match bytes.get(6) {
+        Some(1) => match bytes.get(8..10) {
+            Some(l) => Ok((10, usize::from(u16::from_le_bytes([l[0], l[1]])))),
+            None => Err(e.truncated(10)),
+        },
+        Some(2 | 3) => match bytes.get(8..12) {
+            Some(l) => Ok((12, u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize)),
+            None => Err(e.truncated(12)),
+        },
+        Some(_) => Err(e.at(
+            6,
+            FileProblem::BadNpyHeader {
+                reason: "unknown version",
+            },
+        )),
+        None => Err(e.truncated(10)),
+    }
+}
+
+/// The header's `descr` string and its element type.
+fn descr_of<'h>(
+    header: &'h str,
+    header_start: usize,
+    supported: &'static str,
+    e: &Errors<'_>,
+) -> Result<(&'h str, Dtype), DataError> {
+    let descr = value_of(header, "descr").ok_or_else(|| e.bad("no 'descr'"))?;
+    let quote = descr.chars().next().filter(|&c| c == '\'' || c == '"');
+    let descr = quote
+        .and_then(|q| descr[1..].split_once(q))
+        .map(|(d, _)| d)
+        .ok_or_else(|| e.bad("'descr' is not a string"))?;
+    let dtype = Dtype::parse(descr).ok_or_else(|| {
+        e.at(
+            header_start as u64,
+            FileProblem::UnsupportedDtype {
+                found: shown(descr),
+                supported,
+            },
+        )
+    })?;
+    Ok((descr, dtype))
+}
+
+/// The header's `shape`, of `rank` dimensions, in C order.
+fn shape_of(
+    header: &str,
+    header_start: usize,
+    rank: usize,
+    e: &Errors<'_>,
+) -> Result<Vec<usize>, DataError> {
+    let fortran = value_of(header, "fortran_order").ok_or_else(|| e.bad("no 'fortran_order'"))?;
+    if fortran.starts_with("True") {
+        return Err(e.at(header_start as u64, FileProblem::FortranOrder));
+    }
+    if !fortran.starts_with("False") {
+        return Err(e.bad("'fortran_order' is not True or False"));
+    }
+    let shape = value_of(header, "shape").ok_or_else(|| e.bad("no 'shape'"))?;
+    let shape: Vec<usize> = shape
+        .strip_prefix('(')
+        .and_then(|s| s.split_once(')'))
+        .map(|(s, _)| s)
+        .ok_or_else(|| e.bad("'shape' is not a tuple"))?
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim_end_matches('L').parse())
+        .collect::<Result<_, _>>()
+        .map_err(|_| e.bad("'shape' is not a tuple of whole numbers"))?;
+    if shape.len() != rank {
+        return Err(e.at(
+            header_start as u64,
+            FileProblem::WrongRank {
+                expected: rank,
+                found: shape.len(),
+            },
+        ));
+    }
+    Ok(shape)
+}
+
 /// Parses an npy array of `rank` dimensions; `supported` names the
 /// element types the caller takes, for messages.
 fn parse<'a>(
@@ -93,114 +219,32 @@ fn parse<'a>(
     rank: usize,
     supported: &'static str,
 ) -> Result<Array<'a>, DataError> {
-    let malformed = |offset: u64, problem| DataError::Malformed {
-        path: path.to_path_buf(),
-        at: Position::Offset(offset),
-        problem,
+    let e = Errors {
+        path,
+        len: bytes.len() as u64,
     };
-    let bad = |reason| malformed(8, FileProblem::BadNpyHeader { reason });
-    if !bytes.starts_with(MAGIC) {
-        return Err(malformed(
-            0,
-            FileProblem::WrongMagic {
-                expected: MAGIC.to_vec(),
-                found: bytes[..bytes.len().min(MAGIC.len())].to_vec(),
-            },
-        ));
-    }
-    let found_len = bytes.len() as u64;
-    let truncated = |expected: u64| {
-        malformed(
-            found_len,
-            FileProblem::Truncated {
-                expected,
-                found: found_len,
-            },
-        )
-    };
-    let (header_start, header_len) = match bytes.get(6) {
-        Some(1) => match bytes.get(8..10) {
-            Some(l) => (10, usize::from(u16::from_le_bytes([l[0], l[1]]))),
-            None => return Err(truncated(10)),
-        },
-        Some(2 | 3) => match bytes.get(8..12) {
-            Some(l) => (12, u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize),
-            None => return Err(truncated(12)),
-        },
-        Some(_) => {
-            return Err(malformed(
-                6,
-                FileProblem::BadNpyHeader {
-                    reason: "unknown version",
-                },
-            ));
-        }
-        None => return Err(truncated(10)),
-    };
+    let (header_start, header_len) = header_span(bytes, &e)?;
     let data_start = header_start + header_len;
     let Some(header) = bytes.get(header_start..data_start) else {
-        return Err(truncated(data_start as u64));
+        return Err(e.truncated(data_start as u64));
     };
-    let header = std::str::from_utf8(header).map_err(|_| bad("not text"))?;
-    let descr = value_of(header, "descr").ok_or_else(|| bad("no 'descr'"))?;
-    let quote = descr.chars().next().filter(|&c| c == '\'' || c == '"');
-    let descr = quote
-        .and_then(|q| descr[1..].split_once(q))
-        .map(|(d, _)| d)
-        .ok_or_else(|| bad("'descr' is not a string"))?;
-    let dtype = Dtype::parse(descr).ok_or_else(|| {
-        malformed(
-            header_start as u64,
-            FileProblem::UnsupportedDtype {
-                found: shown(descr),
-                supported,
-            },
-        )
-    })?;
-    let fortran = value_of(header, "fortran_order").ok_or_else(|| bad("no 'fortran_order'"))?;
-    if fortran.starts_with("True") {
-        return Err(malformed(header_start as u64, FileProblem::FortranOrder));
-    }
-    if !fortran.starts_with("False") {
-        return Err(bad("'fortran_order' is not True or False"));
-    }
-    let shape = value_of(header, "shape").ok_or_else(|| bad("no 'shape'"))?;
-    let shape = shape
-        .strip_prefix('(')
-        .and_then(|s| s.split_once(')'))
-        .map(|(s, _)| s)
-        .ok_or_else(|| bad("'shape' is not a tuple"))?;
-    let shape: Vec<usize> = shape
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.trim_end_matches('L').parse())
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad("'shape' is not a tuple of whole numbers"))?;
-    if shape.len() != rank {
-        return Err(malformed(
-            header_start as u64,
-            FileProblem::WrongRank {
-                expected: rank,
-                found: shape.len(),
-            },
-        ));
-    }
-    let too_large = || malformed(header_start as u64, FileProblem::TooLarge);
+    let header = std::str::from_utf8(header).map_err(|_| e.bad("not text"))?;
+    let (descr, dtype) = descr_of(header, header_start, supported, &e)?;
+    let shape = shape_of(header, header_start, rank, &e)?;
     let total = shape
         .iter()
         .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
         .and_then(|n| n.checked_add(data_start))
-        .ok_or_else(too_large)?;
+        .ok_or_else(|| e.at(header_start as u64, FileProblem::TooLarge))?;
     if bytes.len() < total {
-        return Err(truncated(total as u64));
+        return Err(e.truncated(total as u64));
     }
     if bytes.len() > total {
-        return Err(malformed(
+        return Err(e.at(
             total as u64,
             FileProblem::TrailingBytes {
                 expected: total as u64,
-                found: found_len,
+                found: e.len,
             },
         ));
     }
