@@ -14,4 +14,5 @@ mod plan;
 mod pod;
 mod scaling;
 mod support;
+mod torch;
 mod train;
