@@ -112,3 +112,55 @@ fn copy(tiles: &mut [Vec<Piece>], s: &Segment) {
         d[dp].copy_from(s.dst.clone(), &src[sp], s.src.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use core::num::NonZeroU64;
+
+    use crate::ipu::{
+        DType, Engine, EngineOptions, Graph, IpuParams, IpuSpec, Mapping, Program, Target,
+        TensorSlice,
+    };
+
+    /// A gather and a broadcast large enough to run in parallel, and copies
+    /// within one piece, whose source piece the exchange also writes.
+    #[test]
+    fn parallel_and_serial_copies_give_every_destination_its_source() {
+        let spec = IpuSpec::new(IpuParams {
+            tiles: 8,
+            ..IpuParams::default()
+        })
+        .unwrap();
+        let mut g = Graph::new(Target::single(spec));
+        let n = 64 << 10;
+        let grain = NonZeroU64::new(1024).unwrap();
+        let x = g
+            .add_tensor("x", DType::F32, &[n], Mapping::linear(grain))
+            .unwrap();
+        let y = g
+            .add_tensor("y", DType::F32, &[n], Mapping::one_tile(3, n))
+            .unwrap();
+        let z = g
+            .add_tensor("z", DType::F32, &[2 * n], Mapping::one_tile(5, 2 * n))
+            .unwrap();
+        let s = |t, r: core::ops::Range<u64>| TensorSlice::new(t, r);
+        let copies = [
+            (g.all(x), g.all(y)),                    // a gather from every tile
+            (s(x, 0..n), s(z, 0..n)),                // a second destination
+            (s(z, n..n + 10), s(z, n + 20..n + 30)), // within one written piece
+        ];
+        let ex = g.add_exchange("ex", &copies).unwrap();
+        let mut e = Engine::new(g, Program::Exchange(ex), EngineOptions::default()).unwrap();
+        let xs: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let zs: Vec<f32> = (0..2 * n).map(|i| -(i as f32)).collect();
+        e.write_tensor(x, &xs).unwrap();
+        e.write_tensor(z, &zs).unwrap();
+        e.run();
+        assert_eq!(e.read_tensor::<f32>(y).unwrap(), xs);
+        let mut want = zs.clone();
+        want[..n as usize].copy_from_slice(&xs);
+        let from: Vec<f32> = zs[n as usize..n as usize + 10].to_vec();
+        want[n as usize + 20..n as usize + 30].copy_from_slice(&from);
+        assert_eq!(e.read_tensor::<f32>(z).unwrap(), want);
+    }
+}
