@@ -9,8 +9,9 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::codelet::{VertexCycles, VertexIo};
+use super::exchange::ExchangeRun;
 use super::graph::StreamId;
-use super::graph::{ComputeSetInfo, Direction, Graph, GraphError, Segment, VertexInfo};
+use super::graph::{Direction, Graph, GraphError, Segment, VertexInfo};
 use super::memory::{MemoryUsage, OutOfMemory};
 use super::profile::{Phase, PhaseCycles, Profile, ProfileData, Step, StepKind, TargetInfo};
 use super::program::Program;
@@ -114,7 +115,7 @@ pub(crate) struct CompiledComputeSet {
 /// An exchange ready to run.
 #[derive(Debug)]
 pub(crate) struct CompiledExchange {
-    segments: Vec<Segment>,
+    run: ExchangeRun,
     pub(crate) cycles: u64,
     pub(crate) busiest: Tile,
     /// Bytes sent off-tile (multicast counted once per sender).
@@ -170,20 +171,27 @@ impl Engine {
     /// # Errors
     /// [`BuildError::OutOfTileMemory`] naming the first tile over its
     /// memory; [`BuildError::Graph`] for a compute set with a race.
-    pub fn new(graph: Graph, program: Program, options: EngineOptions) -> Result<Self, BuildError> {
+    pub fn new(
+        mut graph: Graph,
+        program: Program,
+        options: EngineOptions,
+    ) -> Result<Self, BuildError> {
         let memory = MemoryUsage::of(&graph);
         memory.check(&graph).map_err(BuildError::OutOfTileMemory)?;
-        let compute_sets = graph
-            .compute_sets
-            .iter()
-            .map(|cs| compile_compute_set(&graph, cs))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(BuildError::Graph)?;
-        let exchanges = graph
-            .exchanges
-            .iter()
-            .map(|ex| compile_exchange(&graph, &ex.segments))
-            .collect();
+        // The vertices and copies move into their compiled forms: one copy
+        // of them on the host, not two.
+        let mut compute_sets = Vec::with_capacity(graph.compute_sets.len());
+        for k in 0..graph.compute_sets.len() {
+            let vertices = core::mem::take(&mut graph.compute_sets[k].vertices);
+            let name = &graph.compute_sets[k].name;
+            compute_sets
+                .push(compile_compute_set(&graph, name, vertices).map_err(BuildError::Graph)?);
+        }
+        let mut exchanges = Vec::with_capacity(graph.exchanges.len());
+        for k in 0..graph.exchanges.len() {
+            let segments = core::mem::take(&mut graph.exchanges[k].segments);
+            exchanges.push(compile_exchange(&graph, segments));
+        }
         let streams = graph
             .streams
             .iter()
@@ -226,7 +234,8 @@ impl Engine {
         })
     }
 
-    /// The graph.
+    /// The graph (its vertices and copies moved into the engine: its
+    /// compute sets and exchanges keep only their names).
     #[must_use]
     pub const fn graph(&self) -> &Graph {
         &self.graph
@@ -358,6 +367,7 @@ impl Engine {
         };
         self.exec(&program, &mut acc);
         let wall = started.elapsed().as_secs_f64();
+        RUN_SECONDS.set(RUN_SECONDS.get() + wall);
         self.profile(acc, wall)
     }
 
@@ -445,23 +455,7 @@ impl Engine {
     }
 
     fn execute_exchange(&mut self, k: usize) {
-        let tiles = &mut self.tiles;
-        for s in &self.exchanges[k].segments {
-            let (st, dt) = (s.src_tile as usize, s.dst_tile as usize);
-            let (sp, dp) = (s.src_piece as usize, s.dst_piece as usize);
-            if st == dt {
-                let pieces = &mut tiles[st];
-                if sp == dp {
-                    pieces[sp].copy_within(s.src.clone(), s.dst.start);
-                } else {
-                    let [d, src] = pieces.get_disjoint_mut([dp, sp]).expect("distinct pieces");
-                    d.copy_from(s.dst.clone(), src, s.src.clone());
-                }
-            } else {
-                let [d, src] = tiles.get_disjoint_mut([dt, st]).expect("distinct tiles");
-                d[dp].copy_from(s.dst.clone(), &src[sp], s.src.clone());
-            }
-        }
+        self.exchanges[k].run.run(&mut self.tiles);
     }
 
     fn execute_stream(&mut self, k: usize, to_device: bool) {
@@ -526,6 +520,19 @@ impl Engine {
     }
 }
 
+std::thread_local! {
+    static RUN_SECONDS: core::cell::Cell<f64> = const { core::cell::Cell::new(0.0) };
+}
+
+/// Wall seconds this thread has spent in [`Engine::run`] since it started:
+/// how a benchmark separates running a program from building its engine
+/// when both happen inside a function it calls (the layer runners of
+/// [`model`](crate::model)).
+#[must_use]
+pub fn run_seconds_on_this_thread() -> f64 {
+    RUN_SECONDS.get()
+}
+
 /// What a run accumulates.
 struct Acc {
     cycles: PhaseCycles,
@@ -570,12 +577,12 @@ impl Acc {
 /// cycles.
 fn compile_compute_set(
     graph: &Graph,
-    cs: &ComputeSetInfo,
+    name: &Arc<str>,
+    mut vertices: Vec<VertexInfo>,
 ) -> Result<CompiledComputeSet, GraphError> {
     let spec = graph.target.spec();
     let workers = spec.workers_per_tile() as usize;
     let tiles = graph.tiles.len();
-    let mut vertices = cs.vertices.clone();
     vertices.sort_by_key(|v| v.tile);
     let mut offsets = vec![0u32; tiles + 1];
     for v in &vertices {
@@ -593,7 +600,7 @@ fn compile_compute_set(
         if vs.is_empty() {
             continue;
         }
-        check_races(cs, t as Tile, vs)?;
+        check_races(name, t as Tile, vs)?;
         loads.fill(0);
         for v in vs {
             match v.cycles {
@@ -627,7 +634,7 @@ fn compile_compute_set(
 }
 
 /// Two vertices of `cs` on `tile` touching the same elements, one writing.
-fn check_races(cs: &ComputeSetInfo, tile: Tile, vs: &[VertexInfo]) -> Result<(), GraphError> {
+fn check_races(name: &Arc<str>, tile: Tile, vs: &[VertexInfo]) -> Result<(), GraphError> {
     if vs.len() < 2 {
         return Ok(());
     }
@@ -660,7 +667,7 @@ fn check_races(cs: &ComputeSetInfo, tile: Tile, vs: &[VertexInfo]) -> Result<(),
                 .map(|(_, &t)| t)
                 .expect("the span's field");
             return Err(GraphError::Race {
-                compute_set: cs.name.clone(),
+                compute_set: name.clone(),
                 tile,
                 tensor,
             });
@@ -677,7 +684,7 @@ fn check_races(cs: &ComputeSetInfo, tile: Tile, vs: &[VertexInfo]) -> Result<(),
 
 /// Estimates an exchange: per tile bytes sent (multicast once) and
 /// received, copies within a tile, and IPU-Link traffic.
-fn compile_exchange(graph: &Graph, segments: &[Segment]) -> CompiledExchange {
+fn compile_exchange(graph: &Graph, segments: Vec<Segment>) -> CompiledExchange {
     let target = &graph.target;
     let spec = target.spec();
     let tiles = graph.tiles.len();
@@ -689,7 +696,7 @@ fn compile_exchange(graph: &Graph, segments: &[Segment]) -> CompiledExchange {
     let mut links: BTreeMap<LinkGroup, u64> = BTreeMap::new();
     let mut max_hops = 0;
     let (mut bytes, mut link_bytes) = (0, 0);
-    for s in segments {
+    for s in &segments {
         if s.src_tile == s.dst_tile {
             local[s.src_tile as usize] += s.bytes;
             continue;
@@ -726,7 +733,7 @@ fn compile_exchange(graph: &Graph, segments: &[Segment]) -> CompiledExchange {
         cycles = cycles.max(link + latency);
     }
     CompiledExchange {
-        segments: segments.to_vec(),
+        run: ExchangeRun::new(segments),
         cycles,
         busiest,
         bytes,

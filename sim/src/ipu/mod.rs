@@ -105,6 +105,7 @@
 
 pub mod codelet;
 mod engine;
+mod exchange;
 mod graph;
 pub mod mapping;
 mod memory;
@@ -116,7 +117,7 @@ mod target;
 mod tensor;
 
 pub use codelet::{Access, Codelet, FieldMut, FieldSpec, VertexCycles, VertexIo};
-pub use engine::{AccessError, BuildError, Engine, EngineOptions};
+pub use engine::{AccessError, BuildError, Engine, EngineOptions, run_seconds_on_this_thread};
 pub use graph::{ComputeSetId, Direction, ExchangeId, Graph, GraphError, StreamId};
 pub use mapping::{Interval, Mapping};
 pub use memory::{Bucket, MemorySummary, MemoryUsage, OutOfMemory, TileMemory};

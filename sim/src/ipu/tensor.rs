@@ -160,6 +160,12 @@ impl Piece {
         }
     }
 
+    /// A placeholder of no elements (allocates nothing).
+    #[must_use]
+    pub(crate) const fn empty() -> Self {
+        Self::F32(Vec::new())
+    }
+
     /// The element type.
     #[must_use]
     pub const fn dtype(&self) -> DType {

@@ -44,17 +44,19 @@ pub const fn leaf_count(k: usize) -> usize {
 }
 
 /// Columns (or rows) `range` of the reduction dimension of a matrix
-/// stored row-major: `k_rows` says `k` is its row dimension (then the
-/// rows `range`, contiguous), else its column dimension (`other` rows of
-/// `k`, each cut).
-fn k_slice(x: &[f32], k_rows: bool, k: usize, range: &Range<usize>) -> Vec<f32> {
+/// stored row-major, into `out`: `k_rows` says `k` is its row dimension
+/// (then the rows `range`, contiguous), else its column dimension (`other`
+/// rows of `k`, each cut).
+fn k_slice(x: &[f32], k_rows: bool, k: usize, range: &Range<usize>, out: &mut Vec<f32>) {
+    out.clear();
     if k_rows {
         let other = x.len() / k.max(1);
-        return x[range.start * other..range.end * other].to_vec();
+        out.extend_from_slice(&x[range.start * other..range.end * other]);
+        return;
     }
-    x.chunks_exact(k.max(1))
-        .flat_map(|row| row[range.clone()].iter().copied())
-        .collect()
+    for row in x.chunks_exact(k.max(1)) {
+        out.extend_from_slice(&row[range.clone()]);
+    }
 }
 
 /// Adds `parts` (a power of two of equal-length partials, in leaf order)
@@ -65,12 +67,20 @@ fn k_slice(x: &[f32], k_rows: bool, k: usize, range: &Range<usize>) -> Vec<f32> 
 #[must_use]
 pub fn tree_sum(mut parts: Vec<Vec<f32>>) -> Vec<f32> {
     assert!(parts.len().is_power_of_two(), "{} partials", parts.len());
-    while parts.len() > 1 {
-        parts = parts
-            .chunks_exact(2)
-            .map(|p| p[0].iter().zip(&p[1]).map(|(x, y)| x + y).collect())
-            .collect();
+    let mut n = parts.len();
+    while n > 1 {
+        // s[i] = s[2i] + s[2i + 1], summed into s[2i] and moved to s[i]
+        // (every slot below 2i has been read by then).
+        for i in 0..n / 2 {
+            let (left, right) = parts.split_at_mut(2 * i + 1);
+            for (x, y) in left[2 * i].iter_mut().zip(&right[0]) {
+                *x += *y;
+            }
+            parts.swap(i, 2 * i);
+        }
+        n /= 2;
     }
+    parts.truncate(1);
     parts.pop().expect("one partial")
 }
 
@@ -86,6 +96,7 @@ pub fn gemm_leaves(shape: GemmShape, bounds: &[usize], a: &[f32], b: &[f32], c: 
         return;
     }
     shape.assert_lengths(a, b, c);
+    let (mut la, mut lb) = (Vec::new(), Vec::new());
     let parts = bounds
         .windows(2)
         .map(|w| {
@@ -94,8 +105,8 @@ pub fn gemm_leaves(shape: GemmShape, bounds: &[usize], a: &[f32], b: &[f32], c: 
                 k: r.len(),
                 ..shape
             };
-            let la = k_slice(a, shape.a_transposed, shape.k, &r);
-            let lb = k_slice(b, !shape.b_transposed, shape.k, &r);
+            k_slice(a, shape.a_transposed, shape.k, &r, &mut la);
+            k_slice(b, !shape.b_transposed, shape.k, &r, &mut lb);
             let mut out = vec![0.0; c.len()];
             super::gemm(leaf, &la, &lb, &mut out);
             out

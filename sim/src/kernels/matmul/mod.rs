@@ -44,8 +44,18 @@ pub(crate) use product::operand_field;
 /// # Panics
 /// If a slice's length is not its matrix's.
 pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let mut scratch = vec![0.0f32; kernels::gemm_scratch_len(&shape)];
-    kernels::gemm(shape, a, b, c, &mut scratch);
+    // The scratch is written before it is read: one buffer per thread,
+    // grown as needed, instead of a zeroed allocation per call.
+    thread_local! {
+        static SCRATCH: core::cell::RefCell<Vec<f32>> = const { core::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with_borrow_mut(|scratch| {
+        let len = kernels::gemm_scratch_len(&shape);
+        if scratch.len() < len {
+            scratch.resize(len, 0.0);
+        }
+        kernels::gemm(shape, a, b, c, &mut scratch[..len]);
+    });
 }
 
 /// `c = op(a) op(b)` by one [`matrixmultiply::sgemm`] call: the reference
