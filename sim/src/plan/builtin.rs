@@ -17,6 +17,7 @@
 //! Dropout masks are not stored (Graphcore's BERT regenerates them from
 //! the seed).
 
+use super::calibrate::SimLayer;
 use super::model::{Gemm, Layer, ModelTable, ModelTableError, Tied};
 
 /// A built-in model, by its command-line name.
@@ -72,10 +73,15 @@ struct Conv {
     kernel: u64,
     /// Output height and width.
     out: u64,
+    /// Stride (the padding keeps the output at the input over the stride).
+    stride: u64,
     /// Whether the row computes its input's gradient (not the first).
     input_grad: bool,
     /// 16-bit tensors of the output's size the row keeps.
     kept: u64,
+    /// Whether the block's residual add follows (the last convolution of
+    /// a bottleneck).
+    residual: bool,
 }
 
 impl Conv {
@@ -98,6 +104,25 @@ impl Conv {
             output_bytes: None,
             gemm: Some(gemm),
             tied: None,
+            sim: Some(self.sim()),
+        }
+    }
+
+    /// The row as the simulator builds it: the convolution, its batch
+    /// norm and ReLU, and the residual add.
+    fn sim(&self) -> SimLayer {
+        let size = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        let (k, input) = (size(self.kernel), size(self.out * self.stride));
+        SimLayer::Conv2d {
+            in_channels: size(self.cin),
+            out_channels: size(self.cout),
+            kernel: [k, k],
+            stride: size(self.stride),
+            padding: k / 2,
+            input: [input, input],
+            batch_norm: true,
+            residual: self.residual,
+            input_grad: self.input_grad,
         }
     }
 }
@@ -116,8 +141,10 @@ pub fn resnet50() -> ModelTable {
             cout: 64,
             kernel: 7,
             out: 112,
+            stride: 2,
             input_grad: false,
             kept: 2,
+            residual: false,
         }
         .layer(),
     );
@@ -133,6 +160,14 @@ pub fn resnet50() -> ModelTable {
         output_bytes: None,
         gemm: None,
         tied: None,
+        sim: Some(SimLayer::Pool2d {
+            max: true,
+            channels: 64,
+            kernel: [3, 3],
+            stride: 2,
+            padding: 1,
+            input: [112, 112],
+        }),
     });
     let mut cin = 64;
     let mut size = 56;
@@ -153,16 +188,18 @@ pub fn resnet50() -> ModelTable {
                         cout,
                         kernel: 1,
                         out,
+                        stride: s,
                         input_grad: true,
                         kept: 2,
+                        residual: false,
                     }
                     .layer(),
                 );
             }
-            for (conv, c_in, c_out, kernel, o, kept) in [
-                ("conv1", cin, width, 1, size, 2),
-                ("conv2", width, width, 3, out, 2),
-                ("conv3", width, cout, 1, out, 3),
+            for (conv, c_in, c_out, kernel, (o, st), kept) in [
+                ("conv1", cin, width, 1, (size, 1), 2),
+                ("conv2", width, width, 3, (out, s), 2),
+                ("conv3", width, cout, 1, (out, 1), 3),
             ] {
                 layers.push(
                     Conv {
@@ -171,8 +208,10 @@ pub fn resnet50() -> ModelTable {
                         cout: c_out,
                         kernel,
                         out: o,
+                        stride: st,
                         input_grad: true,
                         kept,
+                        residual: conv == "conv3",
                     }
                     .layer(),
                 );
@@ -191,6 +230,14 @@ pub fn resnet50() -> ModelTable {
         output_bytes: None,
         gemm: None,
         tied: None,
+        sim: Some(SimLayer::Pool2d {
+            max: false,
+            channels: 2048,
+            kernel: [7, 7],
+            stride: 1,
+            padding: 0,
+            input: [7, 7],
+        }),
     });
     let fc = Gemm {
         m: 1,
@@ -207,6 +254,11 @@ pub fn resnet50() -> ModelTable {
         output_bytes: None,
         gemm: Some(fc),
         tied: None,
+        sim: Some(SimLayer::Dense {
+            inputs: 2048,
+            outputs: 1000,
+            input_grad: true,
+        }),
     });
     ModelTable::trusted("ResNet-50 v1.5 (224x224)".into(), 224 * 224 * 3 + 4, layers)
 }
@@ -306,6 +358,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
         output_bytes: Some(s * h * HALF),
         gemm: None,
         tied: None,
+        sim: None,
     });
     for l in 0..depth {
         let name = |part: &str| format!("encoder{l}.{part}");
@@ -320,6 +373,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: None,
             gemm: Some(qkv),
             tied: None,
+            sim: None,
         });
         // Scores Q K^T and context P V per head: two products of 2 s^2
         // (h / heads) FLOPs per head; the backward pass is twice that (the
@@ -339,6 +393,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: Some(s * h * HALF),
             gemm: Some(scores),
             tied: None,
+            sim: None,
         });
         let out = linear(s, h, h);
         layers.push(Layer {
@@ -351,6 +406,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: None,
             gemm: Some(out),
             tied: None,
+            sim: None,
         });
         let up = linear(s, h, ffn);
         layers.push(Layer {
@@ -363,6 +419,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: None,
             gemm: Some(up),
             tied: None,
+            sim: None,
         });
         let down = linear(s, ffn, h);
         layers.push(Layer {
@@ -374,6 +431,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: None,
             gemm: Some(down),
             tied: None,
+            sim: None,
         });
     }
     // The pre-training heads: the pooler (dense + tanh on [CLS]) and the
@@ -396,6 +454,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             layer: "embeddings".into(),
             params: vocab * h,
         }),
+        sim: None,
     });
     let input = s * 3 * 4 + masked * 2 * 4 + 4;
     ModelTable::trusted(format!("BERT-Large (seq {seq})"), input, layers)
