@@ -79,9 +79,6 @@ struct Conv {
     input_grad: bool,
     /// 16-bit tensors of the output's size the row keeps.
     kept: u64,
-    /// Whether the block's residual add follows (the last convolution of
-    /// a bottleneck).
-    residual: bool,
 }
 
 impl Conv {
@@ -108,8 +105,10 @@ impl Conv {
         }
     }
 
-    /// The row as the simulator builds it: the convolution, its batch
-    /// norm and ReLU, and the residual add.
+    /// The row as the simulator builds it: the convolution alone. (The
+    /// simulator's batch norm holds each channel whole on one tile:
+    /// conv1's 64 channels of 12,544 pixels need 937 kB on each of their
+    /// 64 tiles at micro-batch 1, over a Mk2 tile's 639 kB.)
     fn sim(&self) -> SimLayer {
         let size = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
         let (k, input) = (size(self.kernel), size(self.out * self.stride));
@@ -120,8 +119,8 @@ impl Conv {
             stride: size(self.stride),
             padding: k / 2,
             input: [input, input],
-            batch_norm: true,
-            residual: self.residual,
+            batch_norm: false,
+            residual: false,
             input_grad: self.input_grad,
         }
     }
@@ -144,31 +143,10 @@ pub fn resnet50() -> ModelTable {
             stride: 2,
             input_grad: false,
             kept: 2,
-            residual: false,
         }
         .layer(),
     );
-    // 3 x 3 max pool, stride 2: nine comparisons per output; its output
-    // (the argmax follows from it and the input) is kept.
-    let pooled = 56 * 56 * 64;
-    layers.push(Layer {
-        name: "maxpool".into(),
-        params: 0,
-        flops_forward: 9 * pooled,
-        flops_backward: pooled,
-        activation_bytes: pooled * HALF,
-        output_bytes: None,
-        gemm: None,
-        tied: None,
-        sim: Some(SimLayer::Pool2d {
-            max: true,
-            channels: 64,
-            kernel: [3, 3],
-            stride: 2,
-            padding: 1,
-            input: [112, 112],
-        }),
-    });
+    layers.push(maxpool());
     let mut cin = 64;
     let mut size = 56;
     for (stage, (width, blocks, stride)) in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]
@@ -191,7 +169,6 @@ pub fn resnet50() -> ModelTable {
                         stride: s,
                         input_grad: true,
                         kept: 2,
-                        residual: false,
                     }
                     .layer(),
                 );
@@ -211,7 +188,6 @@ pub fn resnet50() -> ModelTable {
                         stride: st,
                         input_grad: true,
                         kept,
-                        residual: conv == "conv3",
                     }
                     .layer(),
                 );
@@ -220,8 +196,39 @@ pub fn resnet50() -> ModelTable {
             size = out;
         }
     }
+    layers.extend(head());
+    ModelTable::trusted("ResNet-50 v1.5 (224x224)".into(), 224 * 224 * 3 + 4, layers)
+}
+
+/// ResNet-50's 3 x 3 max pool after its first convolution.
+fn maxpool() -> Layer {
+    // 3 x 3 max pool, stride 2: nine comparisons per output; its output
+    // (the argmax follows from it and the input) is kept.
+    let pooled = 56 * 56 * 64;
+    Layer {
+        name: "maxpool".into(),
+        params: 0,
+        flops_forward: 9 * pooled,
+        flops_backward: pooled,
+        activation_bytes: pooled * HALF,
+        output_bytes: None,
+        gemm: None,
+        tied: None,
+        sim: Some(SimLayer::Pool2d {
+            max: true,
+            channels: 64,
+            kernel: [3, 3],
+            stride: 2,
+            padding: 1,
+            input: [112, 112],
+        }),
+    }
+}
+
+/// ResNet-50's global average pool and classifier.
+fn head() -> [Layer; 2] {
     // Global average pool: 49 additions per channel.
-    layers.push(Layer {
+    let avgpool = Layer {
         name: "avgpool".into(),
         params: 0,
         flops_forward: 49 * 2048,
@@ -238,29 +245,29 @@ pub fn resnet50() -> ModelTable {
             padding: 0,
             input: [7, 7],
         }),
-    });
-    let fc = Gemm {
+    };
+    let product = Gemm {
         m: 1,
         k: 2048,
         n: 1000,
     };
-    layers.push(Layer {
+    let fc = Layer {
         name: "fc".into(),
         params: 2048 * 1000 + 1000,
-        flops_forward: fc.flops(),
-        flops_backward: 2 * fc.flops(),
+        flops_forward: product.flops(),
+        flops_backward: 2 * product.flops(),
         // The logits and the softmax.
         activation_bytes: 2 * 1000 * HALF,
         output_bytes: None,
-        gemm: Some(fc),
+        gemm: Some(product),
         tied: None,
         sim: Some(SimLayer::Dense {
             inputs: 2048,
             outputs: 1000,
             input_grad: true,
         }),
-    });
-    ModelTable::trusted("ResNet-50 v1.5 (224x224)".into(), 224 * 224 * 3 + 4, layers)
+    };
+    [avgpool, fc]
 }
 
 /// BERT-Large: 24 layers, hidden size 1,024, 16 heads, feed-forward size

@@ -245,8 +245,8 @@ pub enum CalibrationError {
         layer: SimLayer,
         /// Samples per micro-batch.
         micro_batch: usize,
-        /// The simulator's error.
-        error: ModelError,
+        /// The simulator's error (boxed: it is large).
+        error: Box<ModelError>,
     },
     /// The model's rows describe no layer the simulator can build.
     NothingToCalibrate {
@@ -399,7 +399,7 @@ impl Calibration {
             .map_err(|error| CalibrationError::Simulator {
                 layer: *layer,
                 micro_batch,
-                error,
+                error: Box::new(error),
             })
     }
 

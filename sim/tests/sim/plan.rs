@@ -777,9 +777,8 @@ fn plan_resnet50_describes_its_layers_for_the_simulator() {
     let mut distinct = described.clone();
     distinct.sort_by_key(SimLayer::describe);
     distinct.dedup();
-    // 23 distinct convolutions, one of them (1x1 64->256 at 56) both with
-    // and without the residual add; the pools and the classifier.
-    assert_eq!(distinct.len(), 24 + 3);
+    // 23 distinct convolutions, the pools and the classifier.
+    assert_eq!(distinct.len(), 23 + 3);
     // Each convolution row's product is the one the simulator builds.
     for l in table.layers() {
         if let (
