@@ -8,7 +8,8 @@ use clap::{Args, ValueEnum};
 use tessera_sim::IpuSpec;
 use tessera_sim::model::MlpConfig;
 use tessera_sim::plan::{
-    Builtin, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig, Precision, Schedule,
+    Builtin, Calibrated, Calibration, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig,
+    Precision, Schedule,
 };
 use tessera_sim::pod::{Algorithms, PodSpec, ScalingRow};
 use tessera_sim::train::TrainConfig;
@@ -40,6 +41,27 @@ enum AssumptionsArg {
     /// The simulator's own MLP implementation, to compare with `tessera
     /// train` (use with --model mlp).
     Simulator,
+}
+
+/// How layers are priced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LayerCostsArg {
+    /// By the assumptions (matmul efficiency, the cut of each product).
+    Assumed,
+    /// Each layer the model describes compiled on the simulated IPU (all
+    /// tiles) and its cycles and fullest tile read from the engine; the
+    /// rest by the assumptions.
+    Simulated,
+}
+
+/// What calibrating the layers took.
+struct CalibrationRun {
+    /// Distinct layers compiled.
+    compiled: usize,
+    /// Rows answered from the cache.
+    hits: usize,
+    /// Wall-clock seconds.
+    seconds: f64,
 }
 
 /// Which algorithms price the Pod's collectives.
@@ -174,6 +196,11 @@ pub(super) struct PlanArgs {
     #[arg(long, value_enum, default_value_t = AssumptionsArg::Ipu)]
     assumptions: AssumptionsArg,
 
+    /// How layers are priced: by the assumptions, or compiled on the
+    /// simulated IPU (minutes for ResNet-50) where the model describes them
+    #[arg(long, value_enum, default_value_t = LayerCostsArg::Assumed)]
+    layer_costs: LayerCostsArg,
+
     /// The collectives' algorithms, routed over the Pod's IPU-Links and
     /// GW-Links
     #[arg(long, value_enum, default_value_t = CollectivesArg::Gcl, help_heading = "Machine")]
@@ -193,7 +220,12 @@ impl PlanArgs {
         if let Some(path) = &self.svg {
             job::output_file("--svg", path)?;
         }
-        let config = self.config()?;
+        let mut config = self.config()?;
+        let calibration = if self.layer_costs == LayerCostsArg::Simulated {
+            Some(calibrate(&mut config)?)
+        } else {
+            None
+        };
         let plan = config
             .plan()
             .map_err(|e| Failure::Usage(one_line(&e.to_string())))?;
@@ -205,7 +237,7 @@ impl PlanArgs {
             line.push('\n');
             line
         } else {
-            report(&plan, self.svg.as_ref())
+            report(&plan, self.svg.as_ref(), calibration.as_ref())
         };
         job::print(&out)
     }
@@ -246,6 +278,22 @@ impl PlanArgs {
             ..PlanConfig::new(model, self.pod.clone())
         })
     }
+}
+
+/// Prices `config`'s described layers on its simulated IPU into
+/// `config.layer_costs`.
+fn calibrate(config: &mut PlanConfig) -> Result<CalibrationRun, Failure> {
+    let started = std::time::Instant::now();
+    let mut calibration = Calibration::new(config.ipu);
+    let costs = calibration
+        .price_model(&config.model, config.micro_batch, config.precision)
+        .map_err(|e| Failure::Usage(one_line(&format!("--layer-costs simulated: {e}"))))?;
+    config.layer_costs = Some(costs);
+    Ok(CalibrationRun {
+        compiled: calibration.compiled(),
+        hits: calibration.hits(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// The step's parts per Pod size of the plan's scaling table, in
@@ -365,8 +413,23 @@ fn count(n: u64) -> String {
 }
 
 /// The plan as a readable report.
-fn report(p: &Plan, svg: Option<&PathBuf>) -> String {
+fn report(p: &Plan, svg: Option<&PathBuf>, calibration: Option<&CalibrationRun>) -> String {
     let mut o = String::new();
+    header(&mut o, p);
+    memory(&mut o, p);
+    timing(&mut o, p);
+    scaling(&mut o, p);
+    if let Some(c) = &p.calibration {
+        calibrated(&mut o, p, c, calibration);
+    }
+    if let Some(path) = svg {
+        let _ = writeln!(o, "wrote        {}", path.display());
+    }
+    o
+}
+
+/// The model, the batch, the numerics and the assumptions.
+fn header(o: &mut String, p: &Plan) {
     let a = &p.assumptions;
     let _ = writeln!(
         o,
@@ -414,6 +477,10 @@ fn report(p: &Plan, svg: Option<&PathBuf>) -> String {
         a.exchange_element_bytes
             .map_or_else(String::new, |b| format!(", {b}-byte exchange"))
     );
+}
+
+/// Whether it fits, what overflows, and each stage's memory by part.
+fn memory(o: &mut String, p: &Plan) {
     let w = &p.worst;
     if p.fits {
         let _ = writeln!(
@@ -450,6 +517,11 @@ fn report(p: &Plan, svg: Option<&PathBuf>) -> String {
             );
         }
     }
+    stage_table(o, p);
+}
+
+/// A row per stage: its layers and memory by part.
+fn stage_table(o: &mut String, p: &Plan) {
     let layers: Vec<String> = p
         .stages
         .iter()
@@ -499,6 +571,10 @@ fn report(p: &Plan, svg: Option<&PathBuf>) -> String {
             }
         );
     }
+}
+
+/// Throughput, the step by part, and the pipeline.
+fn timing(o: &mut String, p: &Plan) {
     let _ = writeln!(
         o,
         "throughput   {:.0} samples/s; {:.1}% of the IPUs' FP16 peak",
@@ -543,6 +619,10 @@ fn report(p: &Plan, svg: Option<&PathBuf>) -> String {
         .map(|s| format!("stage {} {}", s.stage, seconds(s.micro_batch_s)))
         .collect();
     let _ = writeln!(o, "  per micro-batch: {}", per.join(", "));
+}
+
+/// Weak scaling over the Pods.
+fn scaling(o: &mut String, p: &Plan) {
     let _ = writeln!(
         o,
         "scaling      weak: every Pod filled with {}-IPU replicas, micro-batch {} x accumulation {} each",
@@ -567,10 +647,88 @@ fn report(p: &Plan, svg: Option<&PathBuf>) -> String {
             100.0 * r.efficiency
         );
     }
-    if let Some(path) = svg {
-        let _ = writeln!(o, "wrote        {}", path.display());
+}
+
+/// The layers priced on the simulator beside the assumptions, and the
+/// plan by the assumptions alone.
+fn calibrated(o: &mut String, p: &Plan, c: &Calibrated, run: Option<&CalibrationRun>) {
+    let how = run.map_or_else(String::new, |r| {
+        format!(
+            ", {} compiled in {:.1} s ({} from the cache)",
+            job::plural(r.compiled as u64, "layer"),
+            r.seconds,
+            r.hits
+        )
+    });
+    let _ = writeln!(
+        o,
+        "layer costs  simulated: {} of {} rows on the simulated {}, micro-batch {}{how}",
+        c.simulated_rows,
+        p.stages.iter().map(|s| s.layers).sum::<usize>(),
+        p.ipu,
+        c.micro_batch
+    );
+    let width = c
+        .layers
+        .iter()
+        .map(|l| l.description.len())
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        o,
+        "  {:<width$} {:>4} {:>10} {:>10} {:>10} {:>10} {:>6} {:>12}",
+        "layer", "rows", "fwd assum", "bwd assum", "fwd sim", "bwd sim", "sim/as", "sim tile B"
+    );
+    for l in &c.layers {
+        let (a, s) = (
+            l.assumed_forward_cycles + l.assumed_backward_cycles,
+            l.simulated.forward_cycles + l.simulated.backward_cycles,
+        );
+        let _ = writeln!(
+            o,
+            "  {:<width$} {:>4} {:>10} {:>10} {:>10} {:>10} {:>6.2} {:>12}",
+            l.description,
+            l.rows,
+            thousands(l.assumed_forward_cycles),
+            thousands(l.assumed_backward_cycles),
+            thousands(l.simulated.forward_cycles),
+            thousands(l.simulated.backward_cycles),
+            s as f64 / a.max(1) as f64,
+            thousands(l.simulated.max_tile_bytes)
+        );
     }
-    o
+    let _ = writeln!(
+        o,
+        "  all {} rows: {} cycles per micro-batch assumed, {} simulated ({:.2}x)",
+        c.simulated_rows,
+        thousands(c.assumed_cycles),
+        thousands(c.simulated_cycles),
+        c.simulated_cycles as f64 / c.assumed_cycles.max(1) as f64
+    );
+    let a = &c.assumed;
+    let fit = |fits: bool, fraction: f64| {
+        format!(
+            "{} ({:.1}% of a tile)",
+            if fits { "fits" } else { "DOES NOT FIT" },
+            100.0 * fraction
+        )
+    };
+    let _ = writeln!(
+        o,
+        "  assumed      {:.0} samples/s, step {} (compute {}), {}",
+        a.samples_per_second,
+        seconds(a.step_s),
+        seconds(a.step.compute_s),
+        fit(a.fits, a.worst.fraction)
+    );
+    let _ = writeln!(
+        o,
+        "  simulated    {:.0} samples/s, step {} (compute {}), {}",
+        p.samples_per_second,
+        seconds(p.step_s),
+        seconds(p.step.compute_s),
+        fit(p.fits, p.worst.fraction)
+    );
 }
 
 #[cfg(test)]

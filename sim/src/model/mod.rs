@@ -90,6 +90,7 @@ pub use error::ModelError;
 pub use estimate::{MAX_TENSOR_BYTES, MemoryEstimate, check_sizes};
 pub use layers::batch_norm::{BatchNormRun, batch_norm2d_on_tiles};
 pub use layers::conv2d::{Conv2d, ConvRun, ConvShape, conv2d_on_tiles, nchw_to_rows, rows_to_nchw};
+pub use layers::cost::{ConvExtras, LayerCycles, conv2d_cycles, pool2d_cycles};
 pub use layers::pool::{Pool2d, PoolKind, PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};

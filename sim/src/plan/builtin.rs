@@ -17,6 +17,7 @@
 //! Dropout masks are not stored (Graphcore's BERT regenerates them from
 //! the seed).
 
+use super::calibrate::SimLayer;
 use super::model::{Gemm, Layer, ModelTable, ModelTableError, Tied};
 
 /// A built-in model, by its command-line name.
@@ -72,6 +73,8 @@ struct Conv {
     kernel: u64,
     /// Output height and width.
     out: u64,
+    /// Stride (the padding keeps the output at the input over the stride).
+    stride: u64,
     /// Whether the row computes its input's gradient (not the first).
     input_grad: bool,
     /// 16-bit tensors of the output's size the row keeps.
@@ -98,6 +101,27 @@ impl Conv {
             output_bytes: None,
             gemm: Some(gemm),
             tied: None,
+            sim: Some(self.sim()),
+        }
+    }
+
+    /// The row as the simulator builds it: the convolution alone. (The
+    /// simulator's batch norm holds each channel whole on one tile:
+    /// conv1's 64 channels of 12,544 pixels need 937 kB on each of their
+    /// 64 tiles at micro-batch 1, over a Mk2 tile's 639 kB.)
+    fn sim(&self) -> SimLayer {
+        let size = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        let (k, input) = (size(self.kernel), size(self.out * self.stride));
+        SimLayer::Conv2d {
+            in_channels: size(self.cin),
+            out_channels: size(self.cout),
+            kernel: [k, k],
+            stride: size(self.stride),
+            padding: k / 2,
+            input: [input, input],
+            batch_norm: false,
+            residual: false,
+            input_grad: self.input_grad,
         }
     }
 }
@@ -116,24 +140,13 @@ pub fn resnet50() -> ModelTable {
             cout: 64,
             kernel: 7,
             out: 112,
+            stride: 2,
             input_grad: false,
             kept: 2,
         }
         .layer(),
     );
-    // 3 x 3 max pool, stride 2: nine comparisons per output; its output
-    // (the argmax follows from it and the input) is kept.
-    let pooled = 56 * 56 * 64;
-    layers.push(Layer {
-        name: "maxpool".into(),
-        params: 0,
-        flops_forward: 9 * pooled,
-        flops_backward: pooled,
-        activation_bytes: pooled * HALF,
-        output_bytes: None,
-        gemm: None,
-        tied: None,
-    });
+    layers.push(maxpool());
     let mut cin = 64;
     let mut size = 56;
     for (stage, (width, blocks, stride)) in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]
@@ -153,16 +166,17 @@ pub fn resnet50() -> ModelTable {
                         cout,
                         kernel: 1,
                         out,
+                        stride: s,
                         input_grad: true,
                         kept: 2,
                     }
                     .layer(),
                 );
             }
-            for (conv, c_in, c_out, kernel, o, kept) in [
-                ("conv1", cin, width, 1, size, 2),
-                ("conv2", width, width, 3, out, 2),
-                ("conv3", width, cout, 1, out, 3),
+            for (conv, c_in, c_out, kernel, (o, st), kept) in [
+                ("conv1", cin, width, 1, (size, 1), 2),
+                ("conv2", width, width, 3, (out, s), 2),
+                ("conv3", width, cout, 1, (out, 1), 3),
             ] {
                 layers.push(
                     Conv {
@@ -171,6 +185,7 @@ pub fn resnet50() -> ModelTable {
                         cout: c_out,
                         kernel,
                         out: o,
+                        stride: st,
                         input_grad: true,
                         kept,
                     }
@@ -181,8 +196,39 @@ pub fn resnet50() -> ModelTable {
             size = out;
         }
     }
+    layers.extend(head());
+    ModelTable::trusted("ResNet-50 v1.5 (224x224)".into(), 224 * 224 * 3 + 4, layers)
+}
+
+/// ResNet-50's 3 x 3 max pool after its first convolution.
+fn maxpool() -> Layer {
+    // 3 x 3 max pool, stride 2: nine comparisons per output; its output
+    // (the argmax follows from it and the input) is kept.
+    let pooled = 56 * 56 * 64;
+    Layer {
+        name: "maxpool".into(),
+        params: 0,
+        flops_forward: 9 * pooled,
+        flops_backward: pooled,
+        activation_bytes: pooled * HALF,
+        output_bytes: None,
+        gemm: None,
+        tied: None,
+        sim: Some(SimLayer::Pool2d {
+            max: true,
+            channels: 64,
+            kernel: [3, 3],
+            stride: 2,
+            padding: 1,
+            input: [112, 112],
+        }),
+    }
+}
+
+/// ResNet-50's global average pool and classifier.
+fn head() -> [Layer; 2] {
     // Global average pool: 49 additions per channel.
-    layers.push(Layer {
+    let avgpool = Layer {
         name: "avgpool".into(),
         params: 0,
         flops_forward: 49 * 2048,
@@ -191,24 +237,37 @@ pub fn resnet50() -> ModelTable {
         output_bytes: None,
         gemm: None,
         tied: None,
-    });
-    let fc = Gemm {
+        sim: Some(SimLayer::Pool2d {
+            max: false,
+            channels: 2048,
+            kernel: [7, 7],
+            stride: 1,
+            padding: 0,
+            input: [7, 7],
+        }),
+    };
+    let product = Gemm {
         m: 1,
         k: 2048,
         n: 1000,
     };
-    layers.push(Layer {
+    let fc = Layer {
         name: "fc".into(),
         params: 2048 * 1000 + 1000,
-        flops_forward: fc.flops(),
-        flops_backward: 2 * fc.flops(),
+        flops_forward: product.flops(),
+        flops_backward: 2 * product.flops(),
         // The logits and the softmax.
         activation_bytes: 2 * 1000 * HALF,
         output_bytes: None,
-        gemm: Some(fc),
+        gemm: Some(product),
         tied: None,
-    });
-    ModelTable::trusted("ResNet-50 v1.5 (224x224)".into(), 224 * 224 * 3 + 4, layers)
+        sim: Some(SimLayer::Dense {
+            inputs: 2048,
+            outputs: 1000,
+            input_grad: true,
+        }),
+    };
+    [avgpool, fc]
 }
 
 /// BERT-Large: 24 layers, hidden size 1,024, 16 heads, feed-forward size
@@ -306,6 +365,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
         output_bytes: Some(s * h * HALF),
         gemm: None,
         tied: None,
+        sim: None,
     });
     for l in 0..depth {
         let name = |part: &str| format!("encoder{l}.{part}");
@@ -320,6 +380,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: None,
             gemm: Some(qkv),
             tied: None,
+            sim: None,
         });
         // Scores Q K^T and context P V per head: two products of 2 s^2
         // (h / heads) FLOPs per head; the backward pass is twice that (the
@@ -339,6 +400,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: Some(s * h * HALF),
             gemm: Some(scores),
             tied: None,
+            sim: None,
         });
         let out = linear(s, h, h);
         layers.push(Layer {
@@ -351,6 +413,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: None,
             gemm: Some(out),
             tied: None,
+            sim: None,
         });
         let up = linear(s, h, ffn);
         layers.push(Layer {
@@ -363,6 +426,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: None,
             gemm: Some(up),
             tied: None,
+            sim: None,
         });
         let down = linear(s, ffn, h);
         layers.push(Layer {
@@ -374,6 +438,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             output_bytes: None,
             gemm: Some(down),
             tied: None,
+            sim: None,
         });
     }
     // The pre-training heads: the pooler (dense + tanh on [CLS]) and the
@@ -396,6 +461,7 @@ fn bert_table(seq: u64, masked: u64) -> ModelTable {
             layer: "embeddings".into(),
             params: vocab * h,
         }),
+        sim: None,
     });
     let input = s * 3 * 4 + masked * 2 * 4 + 4;
     ModelTable::trusted(format!("BERT-Large (seq {seq})"), input, layers)

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::PlanError;
 use super::assumptions::PlanAssumptions;
+use super::calibrate::LayerCosts;
 use super::model::ModelTable;
 use crate::IpuSpec;
 use crate::pod::{Algorithms, Distribution, Layout, PodSpec};
@@ -243,6 +244,12 @@ pub struct PlanConfig {
     pub offload_optimizer_state: bool,
     /// Efficiency factors and assumptions.
     pub assumptions: PlanAssumptions,
+    /// Layers priced on the simulator ([`Calibration::price_model`] for
+    /// this model, micro-batch, precision and IPU): their rows take their
+    /// cycles and fullest tile from it instead of the assumptions.
+    ///
+    /// [`Calibration::price_model`]: super::Calibration::price_model
+    pub layer_costs: Option<LayerCosts>,
 }
 
 impl PlanConfig {
@@ -269,6 +276,7 @@ impl PlanConfig {
             replicated_tensor_sharding: false,
             offload_optimizer_state: false,
             assumptions: PlanAssumptions::ipu(),
+            layer_costs: None,
         }
     }
 

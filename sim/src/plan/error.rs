@@ -65,6 +65,16 @@ pub enum PlanError {
         /// Its value per sample.
         per_sample: u64,
     },
+    /// [`PlanConfig::layer_costs`](super::PlanConfig::layer_costs) were
+    /// priced for another configuration.
+    LayerCostsMismatch {
+        /// What differs: `layers`, `micro-batch`, `compute precision`, `IPU`.
+        what: &'static str,
+        /// Its value in the layer costs.
+        priced: String,
+        /// Its value in the configuration.
+        planned: String,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -115,6 +125,15 @@ impl fmt::Display for PlanError {
                     super::ModelTable::LIMIT
                 )
             }
+            Self::LayerCostsMismatch {
+                what,
+                priced,
+                planned,
+            } => write!(
+                f,
+                "the simulated layer costs were priced for {what} {priced}, the plan is for \
+                 {planned}"
+            ),
         }
     }
 }

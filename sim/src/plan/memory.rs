@@ -12,7 +12,9 @@
 //!
 //! The fullest tile holds the tensors' mean per tile times
 //! [`tile_imbalance`](super::PlanAssumptions::tile_imbalance), plus its
-//! code and exchange bytes; the stage fits if that is at most the tile's
+//! code and exchange bytes, or, with layers priced on the simulator
+//! ([`super::calibrate`]), the fullest tile of the stage's largest layer
+//! graph if that is more; the stage fits if that is at most the tile's
 //! memory.
 
 use core::ops::Range;
@@ -109,6 +111,9 @@ pub(crate) struct StageShape {
     pub(crate) shards: u64,
     /// The most bytes a tile receives in one phase of the stage.
     pub(crate) received: u64,
+    /// The fullest tile of the stage's largest layer graph built on the
+    /// simulator (0 without calibration).
+    pub(crate) simulated_tile: u64,
     /// Tiles of the IPU, and bytes per tile.
     pub(crate) tiles: u64,
 }
@@ -197,8 +202,14 @@ pub(crate) fn stage_memory(config: &PlanConfig, shape: &StageShape) -> (MemoryBr
         code_and_exchange: code_per_tile.saturating_mul(shape.tiles),
     };
     let tensors = m.total().saturating_sub(m.code_and_exchange);
-    let worst = (tensors as f64 / shape.tiles.max(1) as f64 * a.tile_imbalance).ceil() as u64;
-    (m, worst.saturating_add(code_per_tile))
+    let spread = (tensors as f64 / shape.tiles.max(1) as f64 * a.tile_imbalance).ceil() as u64;
+    // A simulated layer's fullest tile (its working set, with its own code
+    // and exchange buffers) replaces the assumed code and exchange where
+    // larger: an upper bound, its own weights and stash counted twice.
+    (
+        m,
+        spread.saturating_add(code_per_tile.max(shape.simulated_tile)),
+    )
 }
 
 #[cfg(test)]

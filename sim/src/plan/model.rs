@@ -64,6 +64,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::calibrate::SimLayer;
 use crate::model::MlpConfig;
 
 /// The matrix product a layer is built around, per sample:
@@ -130,6 +131,11 @@ pub struct Layer {
     /// pipeline stage too when the owner is on another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tied: Option<Tied>,
+    /// The layer as the simulator builds it, for pricing it on the
+    /// simulated IPU instead of by the assumptions
+    /// ([`super::calibrate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim: Option<SimLayer>,
 }
 
 impl Layer {
@@ -484,6 +490,7 @@ impl ModelTable {
                 output_bytes: None,
                 gemm: Some(Gemm { m: 1, k: i, n: o }),
                 tied: None,
+                sim: None,
             });
         }
         Self::checked(

@@ -91,6 +91,18 @@ pub(crate) struct LayerCost {
     pub(crate) out_tiles: u64,
 }
 
+impl LayerCost {
+    /// The cost with the simulator's passes instead (where the output lies
+    /// and what a tile receives stay the assumptions').
+    pub(crate) const fn simulated(&self, s: &super::calibrate::SimulatedCost) -> Self {
+        Self {
+            forward: s.forward_cycles,
+            backward: s.backward_cycles,
+            ..*self
+        }
+    }
+}
+
 /// How a product is cut: per-tile sizes and tiles used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Blocks {

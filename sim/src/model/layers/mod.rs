@@ -16,6 +16,7 @@
 pub(super) mod activation;
 pub(super) mod batch_norm;
 pub(super) mod conv2d;
+pub(super) mod cost;
 pub(super) mod dense;
 mod graph;
 pub(super) mod loss;
