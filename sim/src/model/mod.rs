@@ -79,13 +79,19 @@
 
 mod codelets;
 mod config;
+mod convnet;
 mod error;
 mod estimate;
+mod kind;
 mod layers;
 mod mlp;
+mod network;
 mod placement;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
+pub use convnet::Network;
+pub use kind::{Model, ModelConfig};
+pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use error::ModelError;
 pub use estimate::{MAX_TENSOR_BYTES, MemoryEstimate, check_sizes};
 pub use layers::batch_norm::{BatchNormRun, batch_norm2d_on_tiles};
