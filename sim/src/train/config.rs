@@ -441,6 +441,11 @@ impl TrainConfig {
                 ..LambConfig::default()
             }),
             epochs: 20,
+            // The default job's global batch of 128 on its 16 replicas,
+            // in micro-batches of 4: at 8 a tile holds too many of the
+            // feature maps' exchange buffers.
+            micro_batch: 4,
+            gradient_accumulation: 2,
             ..Self::default()
         }
     }

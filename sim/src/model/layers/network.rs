@@ -4,11 +4,14 @@
 //! head and the loss; the backward pass in reverse, a residual block's
 //! two gradients added where its input forks.
 //!
-//! Every convolution's output is copied into a layout of one channel per
-//! block (spread over the tiles): batch norm sums each channel on one
-//! tile, and a residual sum's operands share the layout. (A product cut
-//! into whole columns instead gathers all its rows' patches onto each
-//! part's tile: resnet-mini's did not fit.)
+//! Every convolution's output is copied into a few blocks of whole
+//! channels on consecutive tiles (layers take turns over the tiles):
+//! batch norm sums each channel on one tile, and a residual sum's
+//! operands share the layout. A product cut into whole columns instead
+//! gathers all its rows' patches onto each part's tile, and one channel
+//! per tile makes every pixel a run of the exchange: resnet-mini's did
+//! not fit either way. Feature maps of tens of KB suit this; ResNet-50's
+//! would need batch norm's sums split over row blocks.
 
 use super::batch_norm::{self, BatchNorm};
 use super::conv2d::{self, ConvTensors};
@@ -86,7 +89,7 @@ fn forward(
             Op::Conv(shape) => {
                 let t = conv2d::forward(b, l, shape, &cur, Cut::default())?;
                 ids.0.push(Slot::Matrix(t.w.clone()));
-                let y = by_channel(b, l, &t.y)?;
+                let y = by_channels(b, l, &t.y)?;
                 let s = Saved::Conv(*shape, t, cur);
                 cur = y;
                 s
@@ -128,12 +131,43 @@ fn forward(
     Ok((cur, saved))
 }
 
-/// `y` copied into one channel per block over the tiles of layer `l`.
-fn by_channel(b: &mut Builder<'_>, l: usize, y: &Act) -> Result<Act, ModelError> {
+/// Column blocks of a feature map's layout (whole channels each).
+const CHANNEL_BLOCKS: usize = 8;
+
+/// `y` copied into [`CHANNEL_BLOCKS`] blocks of whole channels on
+/// consecutive tiles of layer `l`'s.
+fn by_channels(b: &mut Builder<'_>, l: usize, y: &Act) -> Result<Act, ModelError> {
     let (rows, c) = (y.layout.rows(), y.layout.cols());
     let tiles = b.tiles(l);
-    let layout = BlockLayout::grid(rows, c, 1, c, tiles.end - tiles.start).shifted(tiles.start);
-    let out = b.matrix(&format!("layer{l}.out"), &layout)?;
+    let span = tiles.end - tiles.start;
+    let k = c.min(CHANNEL_BLOCKS).min(span as usize);
+    // Layers take turns over the tiles (37 is prime to every tile count
+    // of a power of two).
+    let first = (l as u32).wrapping_mul(37) % (span - k as u32 + 1);
+    let layout = BlockLayout::grid(rows, c, 1, k, k as u32).shifted(tiles.start + first);
+    let names = (&*format!("layer{l}.out"), &*format!("layer{l}.to_tile"));
+    relayout(b, names, y, &layout)
+}
+
+/// A layout of `like`'s shape in row blocks of at least 1,024 elements
+/// over layer `l`'s tiles.
+fn row_blocks(b: &Builder<'_>, l: usize, like: &BlockLayout) -> BlockLayout {
+    let (rows, c) = (like.rows(), like.cols());
+    let tiles = b.tiles(l);
+    let span = tiles.end - tiles.start;
+    let blocks = (rows * c / 1024).clamp(1, span as usize);
+    let first = (l as u32).wrapping_mul(37) % (span - blocks as u32 + 1);
+    BlockLayout::grid(rows, c, blocks, 1, blocks as u32).shifted(tiles.start + first)
+}
+
+/// `y` copied into a new tensor `name` in `layout` (exchange `exchange`).
+fn relayout(
+    b: &mut Builder<'_>,
+    (name, exchange): (&str, &str),
+    y: &Act,
+    layout: &BlockLayout,
+) -> Result<Act, ModelError> {
+    let out = b.matrix(name, layout)?;
     let mut copies = Copies::new();
     for blk in layout.blocks() {
         if b.g.is_sizing() {
@@ -145,7 +179,7 @@ fn by_channel(b: &mut Builder<'_>, l: usize, y: &Act) -> Result<Act, ModelError>
         }
     }
     if !copies.is_empty() {
-        b.exchange(&format!("layer{l}.by_channel"), &copies)?;
+        b.exchange(exchange, &copies)?;
     }
     Ok(out)
 }
@@ -226,12 +260,15 @@ fn backward(
                 grads.extend([GradSlot::Norm(*k, true), GradSlot::Norm(*k, false)]);
             }
             Saved::Conv(shape, t, input) => {
-                // The network's input needs no gradient.
-                let prev = (l > 0).then_some(&input.layout);
-                let (dw, dx) = conv2d::backward(b, l, shape, t, &grad, prev)?;
+                // The network's input needs no gradient; col2im's taps are
+                // summed in row blocks over the tiles, then the gradient
+                // joins its input's tile.
+                let spread = (l > 0).then(|| row_blocks(b, l, &input.layout));
+                let (dw, dx) = conv2d::backward(b, l, shape, t, &grad, spread.as_ref())?;
                 grads.push(GradSlot::Matrix(dw));
                 if let Some(dx) = dx {
-                    grad = dx;
+                    let name = format!("layer{l}.dx_joined");
+                    grad = relayout(b, (&name, &format!("layer{l}.dx_join")), &dx, &input.layout)?;
                 }
             }
             Saved::Join => skips.push(grad.clone()),
