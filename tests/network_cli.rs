@@ -49,9 +49,19 @@ fn bad_model_options_are_one_line_errors_with_status_2() {
     let dir = scratch("resnet-usage");
     for (extra, needle) in [
         (&["--model", "resnet"][..], "resnet"),
-        (&["--widths", "8"][..], "--widths is an option of --model resnet-mini"),
         (
-            &["--model", "resnet-mini", "--widths", "8,16", "--blocks", "1"][..],
+            &["--widths", "8"][..],
+            "--widths is an option of --model resnet-mini",
+        ),
+        (
+            &[
+                "--model",
+                "resnet-mini",
+                "--widths",
+                "8,16",
+                "--blocks",
+                "1",
+            ][..],
             "give as many block counts as widths",
         ),
         (
@@ -59,7 +69,12 @@ fn bad_model_options_are_one_line_errors_with_status_2() {
             "resnet-mini reads images",
         ),
     ] {
-        let mut args = vec!["train", "--runs-dir", dir.to_str().unwrap(), "--no-progress"];
+        let mut args = vec![
+            "train",
+            "--runs-dir",
+            dir.to_str().unwrap(),
+            "--no-progress",
+        ];
         args.extend(extra);
         let out = tessera(&args);
         assert_usage_error(&out, &format!("{extra:?}"), needle);

@@ -861,14 +861,23 @@ impl JobArgs {
         } else {
             TrainConfig::resnet_mini(input)
         };
-        let widths = self.widths.clone().unwrap_or_else(|| RESNET_MINI_WIDTHS.to_vec());
-        let blocks = self.blocks.clone().unwrap_or_else(|| RESNET_MINI_BLOCKS.to_vec());
+        let widths = self
+            .widths
+            .clone()
+            .unwrap_or_else(|| RESNET_MINI_WIDTHS.to_vec());
+        let blocks = self
+            .blocks
+            .clone()
+            .unwrap_or_else(|| RESNET_MINI_BLOCKS.to_vec());
         if widths.len() != blocks.len() {
             return Err(Failure::Usage(format!(
                 "--widths {widths:?} and --blocks {blocks:?}: give as many block counts as widths"
             )));
         }
-        let old = c.network.take().unwrap_or_else(|| NetworkConfig::resnet_mini(input, 0, &[], &[]));
+        let old = c
+            .network
+            .take()
+            .unwrap_or_else(|| NetworkConfig::resnet_mini(input, 0, &[], &[]));
         let mut net = NetworkConfig::resnet_mini(input, old.classes, &widths, &blocks);
         net.bn_group = self.bn_group.map_or(old.bn_group, BnGroup::from);
         c.network = Some(net);

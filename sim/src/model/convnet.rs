@@ -209,7 +209,9 @@ impl Network {
                     Slot::Matrix(a) => (a.tensor, a.layout.from_row_major(values)),
                     Slot::Vector(t) => (*t, values.to_vec()),
                 };
-                net.engine.write_tensor(t, &staged).expect("lengths checked");
+                net.engine
+                    .write_tensor(t, &staged)
+                    .expect("lengths checked");
             }
         }
         Ok(())

@@ -103,8 +103,12 @@ impl Model {
         compute: Compute,
     ) -> Result<Self, ModelError> {
         Ok(match config {
-            ModelConfig::Mlp(c) => Self::Mlp(Mlp::placed(c, target, placement, micro_batch, compute)?),
-            ModelConfig::Network(c) => Self::Network(Network::new(c, target, micro_batch, compute)?),
+            ModelConfig::Mlp(c) => {
+                Self::Mlp(Mlp::placed(c, target, placement, micro_batch, compute)?)
+            }
+            ModelConfig::Network(c) => {
+                Self::Network(Network::new(c, target, micro_batch, compute)?)
+            }
         })
     }
 
@@ -162,7 +166,11 @@ impl Model {
     ///
     /// # Errors
     /// As [`Mlp::evaluate`].
-    pub fn evaluate(&mut self, inputs: &[f32], labels: &[u32]) -> Result<MicroBatchOutput, ModelError> {
+    pub fn evaluate(
+        &mut self,
+        inputs: &[f32],
+        labels: &[u32],
+    ) -> Result<MicroBatchOutput, ModelError> {
         either!(self, m => m.evaluate(inputs, labels))
     }
 

@@ -313,7 +313,11 @@ impl Mlp {
         group: &mut dyn GroupSum,
         grads: &mut [Vec<f32>],
     ) -> Result<MicroBatchOutput, ModelError> {
-        check_batch((self.batch, self.config.inputs, self.config.classes), inputs, labels)?;
+        check_batch(
+            (self.batch, self.config.inputs, self.config.classes),
+            inputs,
+            labels,
+        )?;
         if !(scale.is_finite() && scale > 0.0) {
             return Err(ModelError::InvalidScale(scale));
         }
@@ -324,14 +328,23 @@ impl Mlp {
             });
         }
         let t = &mut self.train;
-        feed(&mut t.engine, (t.x, t.labels, t.scale, t.scale_len), (inputs, labels), scale);
+        feed(
+            &mut t.engine,
+            (t.x, t.labels, t.scale, t.scale_len),
+            (inputs, labels),
+            scale,
+        );
         let profile = if self.train.group_calls == 0 {
             self.train.engine.run()
         } else {
             let calls = self.train.group_calls;
             run_with_group((&mut self.train.engine, calls), &self.link, group)?
         };
-        let out = outputs(&self.train.engine, (self.train.losses, self.train.correct), profile.total_cycles);
+        let out = outputs(
+            &self.train.engine,
+            (self.train.losses, self.train.correct),
+            profile.total_cycles,
+        );
         self.stages = Some(stage_cycles(&profile, &self.placement));
         self.profile = Some(profile);
         let f16 = self.compute == Compute::F16;
@@ -381,9 +394,18 @@ impl Mlp {
         inputs: &[f32],
         labels: &[u32],
     ) -> Result<MicroBatchOutput, ModelError> {
-        check_batch((self.batch, self.config.inputs, self.config.classes), inputs, labels)?;
+        check_batch(
+            (self.batch, self.config.inputs, self.config.classes),
+            inputs,
+            labels,
+        )?;
         let t = &mut self.eval;
-        feed(&mut t.engine, (t.x, t.labels, t.scale, t.scale_len), (inputs, labels), 1.0);
+        feed(
+            &mut t.engine,
+            (t.x, t.labels, t.scale, t.scale_len),
+            (inputs, labels),
+            1.0,
+        );
         for (layer, running) in self.eval.layers.iter().zip(&self.running) {
             if let (Some(bn), Some((mean, var))) = (&layer.bn, running) {
                 let running = bn.running.as_ref().expect("inference graph");
@@ -402,7 +424,11 @@ impl Mlp {
             }
         }
         let profile = self.eval.engine.run();
-        let out = outputs(&self.eval.engine, (self.eval.losses, self.eval.correct), profile.total_cycles);
+        let out = outputs(
+            &self.eval.engine,
+            (self.eval.losses, self.eval.correct),
+            profile.total_cycles,
+        );
         self.profile = Some(profile);
         Ok(out)
     }

@@ -71,14 +71,19 @@ pub struct NetworkConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Op {
     Conv(ConvShape),
-    BnAct { channels: usize },
+    BnAct {
+        channels: usize,
+    },
     Pool(Pool2d, ConvShape),
     /// A residual block starts: its input is kept.
     Fork,
     /// A residual block ends: the kept input added.
     Join,
     /// The dense head `[fan_in, classes]`.
-    Head { fan_in: usize, classes: usize },
+    Head {
+        fan_in: usize,
+        classes: usize,
+    },
 }
 
 impl NetworkConfig {
@@ -90,7 +95,12 @@ impl NetworkConfig {
     /// `bn_relu` and a 3x3 stride-2 convolution onto its width; then
     /// `bn_relu`, global average pooling and the dense head.
     #[must_use]
-    pub fn resnet_mini(input: [usize; 3], classes: usize, widths: &[usize], blocks: &[usize]) -> Self {
+    pub fn resnet_mini(
+        input: [usize; 3],
+        classes: usize,
+        widths: &[usize],
+        blocks: &[usize],
+    ) -> Self {
         let conv = |channels, stride| NetLayer::Conv {
             channels,
             kernel: 3,
@@ -130,7 +140,12 @@ impl NetworkConfig {
         let [c, h, w] = self.input;
         if self.inputs() == 0 || self.classes == 0 {
             return Err(ModelError::ZeroWidth {
-                what: if self.classes == 0 { "classes" } else { "input" }.into(),
+                what: if self.classes == 0 {
+                    "classes"
+                } else {
+                    "input"
+                }
+                .into(),
             });
         }
         let mut ops = Vec::new();
@@ -138,7 +153,10 @@ impl NetworkConfig {
         if hw != (1, 1) {
             return Err(invalid(
                 ops.len(),
-                format!("the head needs one pixel per sample, got {}x{}: end with a global average pool", hw.0, hw.1),
+                format!(
+                    "the head needs one pixel per sample, got {}x{}: end with a global average pool",
+                    hw.0, hw.1
+                ),
             ));
         }
         ops.push(Op::Head {
@@ -176,7 +194,11 @@ impl NetworkConfig {
                     out.push(spec("bn.beta", vec![*channels], ParamKind::Norm));
                 }
                 Op::Head { fan_in, .. } => {
-                    out.push(spec("weight", vec![*fan_in, self.classes], ParamKind::Weight));
+                    out.push(spec(
+                        "weight",
+                        vec![*fan_in, self.classes],
+                        ParamKind::Weight,
+                    ));
                     out.push(spec("bias", vec![self.classes], ParamKind::Bias));
                 }
                 Op::Pool(..) | Op::Fork | Op::Join => {}
@@ -261,7 +283,10 @@ fn flatten(
                     padding: *padding,
                 };
                 let shape = conv.on(n, hw).ok_or_else(|| {
-                    invalid(l, format!("{conv:?} does not fit a {}x{} input", hw.0, hw.1))
+                    invalid(
+                        l,
+                        format!("{conv:?} does not fit a {}x{} input", hw.0, hw.1),
+                    )
                 })?;
                 (c, hw) = (*channels, shape.output);
                 ops.push(Op::Conv(shape));
@@ -286,7 +311,10 @@ fn flatten(
                 if out != (c, hw) {
                     return Err(invalid(
                         l,
-                        format!("a residual body turns {c}x{hw:?} into {}x{:?}", out.0, out.1),
+                        format!(
+                            "a residual body turns {c}x{hw:?} into {}x{:?}",
+                            out.0, out.1
+                        ),
                     ));
                 }
                 ops.push(Op::Join);

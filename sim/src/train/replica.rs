@@ -319,7 +319,8 @@ impl<'a> Replica<'a> {
         let micro_scale = scale / self.config.micro_batch as f32;
         for (k, mb) in batches.iter().enumerate() {
             // A network's statistics per replica need no collective.
-            let local = self.config.network.as_ref().map(|n| n.bn_group) == Some(BnStatistics::Replica);
+            let local =
+                self.config.network.as_ref().map(|n| n.bn_group) == Some(BnStatistics::Replica);
             let (mut all, mut none) = (BnGroup(&mut self.comm), NoGroup);
             let group: &mut dyn GroupSum = if local { &mut none } else { &mut all };
             let out = self.model.train_micro_batch(

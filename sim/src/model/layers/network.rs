@@ -21,10 +21,10 @@ use super::pool::{self, Pooled};
 use super::{Act, Builder, Copies, ModelError, Staged, activation, loss, residual};
 use crate::ipu::{Direction, Mapping, Program, TensorId};
 use crate::kernels::matmul::{BlockLayout, Cut, gather_copies};
+use crate::model::Pool2d;
 use crate::model::layers::conv2d::ConvShape;
 use crate::model::layers::loss::Loss;
 use crate::model::network::Op;
-use crate::model::Pool2d;
 
 /// Where a parameter lives: a matrix in its layout, or a vector.
 #[derive(Clone, Debug)]
@@ -96,10 +96,15 @@ fn forward(
             }
             Op::BnAct { channels } => {
                 let (z, a, bn, stage) = bn_act(b, l, &cur, *channels)?;
-                ids.0.extend([Slot::Vector(bn.gamma), Slot::Vector(bn.beta)]);
+                ids.0
+                    .extend([Slot::Vector(bn.gamma), Slot::Vector(bn.beta)]);
                 let k = ids.1.len();
                 let layout = cur.layout.clone();
-                ids.1.push(BnIds { layer: l, layout, bn });
+                ids.1.push(BnIds {
+                    layer: l,
+                    layout,
+                    bn,
+                });
                 cur = a;
                 Saved::Bn(k, z, stage)
             }
@@ -120,7 +125,8 @@ fn forward(
             }
             Op::Head { classes, .. } => {
                 let (dense, z) = head(b, l, &cur, *classes)?;
-                ids.0.extend([Slot::Matrix(dense.w.clone()), Slot::Vector(dense.b)]);
+                ids.0
+                    .extend([Slot::Matrix(dense.w.clone()), Slot::Vector(dense.b)]);
                 let s = Saved::Head(dense, cur);
                 cur = z;
                 s
@@ -202,7 +208,13 @@ fn bn_act(
     })?;
     for (blk, r) in out.blocks().iter().zip(&stage.ranges) {
         let sources = [zero, params.0, params.1];
-        copy_cols(&mut b.stage_copies, &sources, &blk.cols, stage.tensor, r.start);
+        copy_cols(
+            &mut b.stage_copies,
+            &sources,
+            &blk.cols,
+            stage.tensor,
+            r.start,
+        );
     }
     let z = b.matrix(&format!("layer{l}.z"), &out)?;
     let a = b.matrix(&format!("layer{l}.a"), &out)?;
@@ -227,7 +239,13 @@ fn head(
         blk.cols.len() as u64
     })?;
     for (blk, r) in out.blocks().iter().zip(&stage.ranges) {
-        copy_cols(&mut b.stage_copies, &[dense.b], &blk.cols, stage.tensor, r.start);
+        copy_cols(
+            &mut b.stage_copies,
+            &[dense.b],
+            &blk.cols,
+            stage.tensor,
+            r.start,
+        );
     }
     let z = b.matrix(&format!("layer{l}.z"), &out)?;
     activation::forward(b, l, &dense.y, &stage, (&z, None))?;
@@ -248,7 +266,8 @@ fn backward(
         match s {
             Saved::Head(dense, input) => {
                 let prev = input.layout.clone();
-                let ((dw, db), da) = dense::backward(b, l, (dense, input), &grad, ones, Some(&prev))?;
+                let ((dw, db), da) =
+                    dense::backward(b, l, (dense, input), &grad, ones, Some(&prev))?;
                 grads.extend([GradSlot::Matrix(db), GradSlot::Matrix(dw)]);
                 grad = da.expect("asked for");
             }
