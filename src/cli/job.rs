@@ -637,8 +637,11 @@ pub(super) struct Job {
     pub(super) config: TrainConfig,
     pub(super) source: Source,
     /// resnet-mini's stage widths and blocks, if it is the model.
-    pub(super) resnet: Option<(Vec<usize>, Vec<usize>)>,
+    pub(super) resnet: Option<Resnet>,
 }
+
+/// resnet-mini's stage widths and block counts.
+pub(super) type Resnet = (Vec<usize>, Vec<usize>);
 
 impl JobArgs {
     /// These options (the flags) over those of the TOML file at `path`,
@@ -834,7 +837,7 @@ impl JobArgs {
         &self,
         base: &TrainConfig,
         source: &Source,
-    ) -> Result<(TrainConfig, Option<(Vec<usize>, Vec<usize>)>), Failure> {
+    ) -> Result<(TrainConfig, Option<Resnet>), Failure> {
         let resnet = match self.model {
             Some(ModelArg::ResnetMini) => true,
             Some(ModelArg::Mlp) => false,

@@ -72,6 +72,7 @@ impl ModelConfig {
 
 /// One replica's model.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // a few per process, never moved in loops
 pub enum Model {
     /// An MLP.
     Mlp(Mlp),

@@ -222,6 +222,7 @@ mod oracle {
         }
     }
 
+    #[allow(clippy::needless_range_loop)] // the indices are the formula
     fn conv(
         x: &Maps,
         w: &[f64],
