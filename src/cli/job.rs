@@ -61,7 +61,7 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) model: Option<ModelArg>,
 
-    /// resnet-mini: channels of each stage, comma separated [default: 16,32]
+    /// resnet-mini: channels per stage [default: 16,32 with resnet-mini]
     #[arg(
         long,
         value_name = "W,W",
@@ -73,7 +73,7 @@ pub(super) struct JobArgs {
     pub(super) widths: Option<Vec<usize>>,
 
     /// resnet-mini: residual blocks of each stage, comma separated (as
-    /// many as --widths) [default: 1,1]
+    /// many as --widths) [default: 1,1 with resnet-mini]
     #[arg(
         long,
         value_name = "B,B",
@@ -84,8 +84,8 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) blocks: Option<Vec<usize>>,
 
-    /// resnet-mini: batch norm's statistics over each replica's
-    /// micro-batch (replica) or every replica's (all) [default: replica]
+    /// resnet-mini: batch-norm statistics per replica or over all
+    /// replicas [default: replica with resnet-mini]
     #[arg(long, value_enum, alias = "bn_group", help_heading = "Model")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) bn_group: Option<BnGroupArg>,
@@ -903,8 +903,11 @@ impl Job {
         JobArgs {
             data: Some(self.source.to_string()),
             test_fraction: Some(c.test_fraction),
-            // The MLP's options are written as they always were.
-            model: self.resnet.as_ref().map(|_| ModelArg::ResnetMini),
+            model: Some(if self.resnet.is_some() {
+                ModelArg::ResnetMini
+            } else {
+                ModelArg::Mlp
+            }),
             widths: self.resnet.as_ref().map(|r| r.0.clone()),
             blocks: self.resnet.as_ref().map(|r| r.1.clone()),
             bn_group: c.network.as_ref().map(|n| n.bn_group.into()),
