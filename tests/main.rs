@@ -8,6 +8,7 @@ mod fit_cli;
 mod fuzz;
 mod kernels;
 mod loss;
+mod network_cli;
 mod optim;
 mod optim_api;
 mod plan_cli;

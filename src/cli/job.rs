@@ -16,11 +16,12 @@ use serde::{Deserialize, Serialize};
 use tessera_core::scale::{AutomaticConfig, DynamicConfig};
 use tessera_sim::checkpoint::write_atomic;
 use tessera_sim::data::{Dataset, OutputMode, Source};
-use tessera_sim::model::Activation;
+use tessera_sim::model::{Activation, BnGroup, NetworkConfig};
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
     Event, GradReduction, LossScaling, LrSchedule, NamedOptimizer, Observer, OptimizerConfig,
-    PrecisionMode, RunOptions, Schedule, Summary, TrainConfig, TrainError, Trainer,
+    PrecisionMode, RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, RunOptions, Schedule, Summary,
+    TrainConfig, TrainError, Trainer,
 };
 
 use super::Failure;
@@ -52,6 +53,42 @@ pub(super) struct JobArgs {
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) test_fraction: Option<f64>,
+
+    /// The model: mlp (the --hidden layers) or resnet-mini (a residual
+    /// network over the images; its own defaults for the optimizer,
+    /// learning rate, warm-up and epochs) [default: mlp]
+    #[arg(long, value_enum, help_heading = "Model")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) model: Option<ModelArg>,
+
+    /// resnet-mini: channels per stage [default: 16,32 with resnet-mini]
+    #[arg(
+        long,
+        value_name = "W,W",
+        value_delimiter = ',',
+        value_parser = whole::<usize, 1>,
+        help_heading = "Model"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) widths: Option<Vec<usize>>,
+
+    /// resnet-mini: residual blocks of each stage, comma separated (as
+    /// many as --widths) [default: 1,1 with resnet-mini]
+    #[arg(
+        long,
+        value_name = "B,B",
+        value_delimiter = ',',
+        value_parser = whole::<usize, 0>,
+        help_heading = "Model"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) blocks: Option<Vec<usize>>,
+
+    /// resnet-mini: batch-norm statistics per replica or over all
+    /// replicas [default: replica with resnet-mini]
+    #[arg(long, value_enum, alias = "bn_group", help_heading = "Model")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) bn_group: Option<BnGroupArg>,
 
     /// Hidden layer widths, comma separated [default: 128,64]
     #[arg(
@@ -444,6 +481,56 @@ impl From<Activation> for ActivationArg {
     }
 }
 
+/// The model, as named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum ModelArg {
+    /// The multi-layer perceptron of --hidden
+    Mlp,
+    /// A small pre-activation residual network with batch norm
+    ResnetMini,
+}
+
+/// Batch norm's replica group, as named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum BnGroupArg {
+    /// Each replica's micro-batch
+    Replica,
+    /// Every replica's micro-batch of the same accumulation step
+    All,
+}
+
+impl From<BnGroupArg> for BnGroup {
+    fn from(a: BnGroupArg) -> Self {
+        match a {
+            BnGroupArg::Replica => Self::Replica,
+            BnGroupArg::All => Self::All,
+        }
+    }
+}
+
+impl From<BnGroup> for BnGroupArg {
+    fn from(a: BnGroup) -> Self {
+        match a {
+            BnGroup::Replica => Self::Replica,
+            BnGroup::All => Self::All,
+        }
+    }
+}
+
+/// The images' shape a network reads from `source`: synthetic images'
+/// own, 1x8x8 for the digits.
+fn image_shape(source: &Source) -> Result<[usize; 3], Failure> {
+    match source {
+        Source::Images { shape, .. } => Ok([shape.0, shape.1, shape.2]),
+        Source::Digits => Ok([1, 8, 8]),
+        _ => Err(Failure::Usage(format!(
+            "model: resnet-mini reads images (digits or images:SAMPLES:CxHxW:CLASSES), not {source}"
+        ))),
+    }
+}
+
 /// `--loss-scaling`'s grammar: `off`, `static:SCALE`, `dynamic`,
 /// `automatic`.
 struct LossScalingArg(LossScaling);
@@ -549,7 +636,12 @@ where
 pub(super) struct Job {
     pub(super) config: TrainConfig,
     pub(super) source: Source,
+    /// resnet-mini's stage widths and blocks, if it is the model.
+    pub(super) resnet: Option<Resnet>,
 }
+
+/// resnet-mini's stage widths and block counts.
+pub(super) type Resnet = (Vec<usize>, Vec<usize>);
 
 impl JobArgs {
     /// These options (the flags) over those of the TOML file at `path`,
@@ -580,6 +672,10 @@ impl JobArgs {
         merge!(
             data,
             test_fraction,
+            model,
+            widths,
+            blocks,
+            bn_group,
             hidden,
             activation,
             batch_norm,
@@ -644,7 +740,7 @@ impl JobArgs {
             Some(s) => parse::<Source>("data", s)?,
             None => Source::Digits,
         };
-        let mut c = base.clone();
+        let (mut c, resnet) = self.model_over(base, &source)?;
         if let Some(s) = &self.pod {
             c.pod = parse("pod", s)?;
         }
@@ -725,7 +821,70 @@ impl JobArgs {
             c.output_mode = parse("output_mode", s)?;
         }
         set(&mut c.check_replicas_every, self.check_replicas_every);
-        Ok(Job { config: c, source })
+        Ok(Job {
+            config: c,
+            source,
+            resnet,
+        })
+    }
+}
+
+impl JobArgs {
+    /// `base`, or resnet-mini's defaults when it is asked for over an MLP
+    /// `base`, with the network's options applied; resnet-mini's widths
+    /// and blocks.
+    fn model_over(
+        &self,
+        base: &TrainConfig,
+        source: &Source,
+    ) -> Result<(TrainConfig, Option<Resnet>), Failure> {
+        let resnet = match self.model {
+            Some(ModelArg::ResnetMini) => true,
+            Some(ModelArg::Mlp) => false,
+            None => base.network.is_some(),
+        };
+        let net_options = [
+            ("--widths", self.widths.is_some()),
+            ("--blocks", self.blocks.is_some()),
+            ("--bn-group", self.bn_group.is_some()),
+        ];
+        if !resnet {
+            if let Some((flag, _)) = net_options.iter().find(|(_, given)| *given) {
+                return Err(Failure::Usage(format!(
+                    "{flag} is an option of --model resnet-mini, not of the MLP"
+                )));
+            }
+            let mut c = base.clone();
+            c.network = None;
+            return Ok((c, None));
+        }
+        let input = image_shape(source)?;
+        let mut c = if base.network.is_some() {
+            base.clone()
+        } else {
+            TrainConfig::resnet_mini(input)
+        };
+        let widths = self
+            .widths
+            .clone()
+            .unwrap_or_else(|| RESNET_MINI_WIDTHS.to_vec());
+        let blocks = self
+            .blocks
+            .clone()
+            .unwrap_or_else(|| RESNET_MINI_BLOCKS.to_vec());
+        if widths.len() != blocks.len() {
+            return Err(Failure::Usage(format!(
+                "--widths {widths:?} and --blocks {blocks:?}: give as many block counts as widths"
+            )));
+        }
+        let old = c
+            .network
+            .take()
+            .unwrap_or_else(|| NetworkConfig::resnet_mini(input, 0, &[], &[]));
+        let mut net = NetworkConfig::resnet_mini(input, old.classes, &widths, &blocks);
+        net.bn_group = self.bn_group.map_or(old.bn_group, BnGroup::from);
+        c.network = Some(net);
+        Ok((c, Some((widths, blocks))))
     }
 }
 
@@ -744,6 +903,14 @@ impl Job {
         JobArgs {
             data: Some(self.source.to_string()),
             test_fraction: Some(c.test_fraction),
+            model: Some(if self.resnet.is_some() {
+                ModelArg::ResnetMini
+            } else {
+                ModelArg::Mlp
+            }),
+            widths: self.resnet.as_ref().map(|r| r.0.clone()),
+            blocks: self.resnet.as_ref().map(|r| r.1.clone()),
+            bn_group: c.network.as_ref().map(|n| n.bn_group.into()),
             hidden: Some(c.hidden.clone()),
             activation: Some(c.activation.into()),
             batch_norm: Some(c.batch_norm),
@@ -807,11 +974,17 @@ impl Job {
     /// The job's model, numerics and length on one line.
     pub(super) fn numerics(&self) -> String {
         let c = &self.config;
+        let model = match &self.resnet {
+            Some((w, b)) => format!("resnet-mini widths {w:?} blocks {b:?}"),
+            None => format!(
+                "hidden {:?} {:?}{}",
+                c.hidden,
+                c.activation,
+                if c.batch_norm { " + batch norm" } else { "" }
+            ),
+        };
         format!(
-            "hidden {:?} {:?}{}; {}, {} lr {}, {} loss scaling; {}, seed {}",
-            c.hidden,
-            c.activation,
-            if c.batch_norm { " + batch norm" } else { "" },
+            "{model}; {}, {} lr {}, {} loss scaling; {}, seed {}",
             c.precision,
             c.optimizer.name(),
             c.optimizer.lr(),

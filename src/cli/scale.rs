@@ -103,11 +103,10 @@ impl ScaleArgs {
         file.replication_factor = None;
         file.gradient_accumulation = None;
         let args = self.job.clone().over(file);
-        let base = TrainConfig {
-            epochs: DEFAULT_EPOCHS,
-            ..TrainConfig::default()
-        };
-        let job = args.resolve_unchecked(&base)?;
+        let mut job = args.resolve_unchecked(&TrainConfig::default())?;
+        if args.epochs.is_none() {
+            job.config.epochs = DEFAULT_EPOCHS;
+        }
         let micro_batch = job.config.micro_batch;
         let largest = self.replicas.iter().copied().max().unwrap_or(1);
         let global_batch = match self.global_batch {

@@ -121,24 +121,7 @@ impl MlpConfig {
                 Activation::Relu => libm::sqrt(2.0 / i as f64),
                 Activation::Gelu => libm::sqrt(2.0 / (i + o) as f64),
             };
-            let stream = base.substream(l as u64);
-            let unit = 1.0 / f64::from(1u32 << 24);
-            let w = (0..(i * o) as u64)
-                .map(|e| {
-                    let p = e & !1;
-                    let u1 = f64::from((stream.bits(p) >> 8) + 1) * unit;
-                    let u2 = f64::from(stream.bits(p + 1) >> 8) * unit;
-                    let r = libm::sqrt(-2.0 * libm::log(u1));
-                    let t = 2.0 * core::f64::consts::PI * u2;
-                    let z = if e & 1 == 0 {
-                        libm::cos(t)
-                    } else {
-                        libm::sin(t)
-                    };
-                    (std * r * z) as f32
-                })
-                .collect();
-            out.push(w);
+            out.push(normals(&base.substream(l as u64), i * o, std));
             out.push(vec![0.0; o]);
             if self.batch_norm && l + 1 < layers.len() {
                 out.push(vec![1.0; o]);
@@ -173,4 +156,25 @@ impl MlpConfig {
         }
         Ok(())
     }
+}
+
+/// `count` normals of standard deviation `std` from `stream` (Box-Muller,
+/// as [`MlpConfig::init`] documents).
+pub(super) fn normals(stream: &RandomStream, count: usize, std: f64) -> Vec<f32> {
+    let unit = 1.0 / f64::from(1u32 << 24);
+    (0..count as u64)
+        .map(|e| {
+            let p = e & !1;
+            let u1 = f64::from((stream.bits(p) >> 8) + 1) * unit;
+            let u2 = f64::from(stream.bits(p + 1) >> 8) * unit;
+            let r = libm::sqrt(-2.0 * libm::log(u1));
+            let t = 2.0 * core::f64::consts::PI * u2;
+            let z = if e & 1 == 0 {
+                libm::cos(t)
+            } else {
+                libm::sin(t)
+            };
+            (std * r * z) as f32
+        })
+        .collect()
 }

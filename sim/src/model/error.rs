@@ -86,6 +86,13 @@ pub enum ModelError {
         /// What is wrong.
         reason: String,
     },
+    /// A network whose layers do not fit together.
+    InvalidNetwork {
+        /// The layer (numbered as its tensors are named).
+        layer: usize,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -131,6 +138,7 @@ impl fmt::Display for ModelError {
             Self::UnknownBuffer { name } => write!(f, "the model has no buffer {name}"),
             Self::Group { reason } => write!(f, "the replica group's sum failed: {reason}"),
             Self::Placement { reason } => write!(f, "layer placement: {reason}"),
+            Self::InvalidNetwork { layer, reason } => write!(f, "network layer {layer}: {reason}"),
         }
     }
 }

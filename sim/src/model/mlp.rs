@@ -293,54 +293,6 @@ impl Mlp {
         Ok(())
     }
 
-    fn check_batch(&self, inputs: &[f32], labels: &[u32]) -> Result<(), ModelError> {
-        let expected = self.batch * self.config.inputs;
-        if inputs.len() != expected {
-            return Err(ModelError::InputLength {
-                expected,
-                got: inputs.len(),
-            });
-        }
-        if labels.len() != self.batch {
-            return Err(ModelError::LabelCount {
-                expected: self.batch,
-                got: labels.len(),
-            });
-        }
-        let classes = self.config.classes;
-        if let Some(sample) = labels.iter().position(|&l| l as usize >= classes) {
-            return Err(ModelError::LabelOutOfRange {
-                sample,
-                label: labels[sample],
-                classes,
-            });
-        }
-        Ok(())
-    }
-
-    /// Writes a micro-batch's inputs, labels and scale into `net`.
-    fn feed(net: &mut Net, inputs: &[f32], labels: &[u32], scale: f32) {
-        let labels: Vec<f32> = labels.iter().map(|&l| l as f32).collect();
-        net.engine.stream_write(net.x, inputs).expect("checked");
-        net.engine
-            .stream_write(net.labels, &labels)
-            .expect("checked");
-        net.engine
-            .write_tensor(net.scale, &vec![scale; net.scale_len])
-            .expect("scale tensor");
-    }
-
-    /// The losses and correct predictions of the last run of `net`.
-    fn outputs(net: &Net, cycles: u64) -> MicroBatchOutput {
-        let losses = net.engine.read_tensor::<f32>(net.losses).expect("f32");
-        let correct = net.engine.read_tensor::<f32>(net.correct).expect("f32");
-        MicroBatchOutput {
-            loss_sum: losses.iter().map(|&l| f64::from(l)).sum::<f64>() as f32,
-            correct: correct.iter().filter(|&&c| c > 0.5).count(),
-            cycles,
-        }
-    }
-
     /// Forward and backward pass of one micro-batch (`inputs` row-major
     /// `[micro_batch, inputs]`, a label per sample): writes into `grads[i]`
     /// (resized to the shape of parameter `i`) the gradient of `scale *
@@ -361,7 +313,11 @@ impl Mlp {
         group: &mut dyn GroupSum,
         grads: &mut [Vec<f32>],
     ) -> Result<MicroBatchOutput, ModelError> {
-        self.check_batch(inputs, labels)?;
+        check_batch(
+            (self.batch, self.config.inputs, self.config.classes),
+            inputs,
+            labels,
+        )?;
         if !(scale.is_finite() && scale > 0.0) {
             return Err(ModelError::InvalidScale(scale));
         }
@@ -371,13 +327,24 @@ impl Mlp {
                 got: grads.len(),
             });
         }
-        Self::feed(&mut self.train, inputs, labels, scale);
+        let t = &mut self.train;
+        feed(
+            &mut t.engine,
+            (t.x, t.labels, t.scale, t.scale_len),
+            (inputs, labels),
+            scale,
+        );
         let profile = if self.train.group_calls == 0 {
             self.train.engine.run()
         } else {
-            run_with_group(&mut self.train, &self.link, group)?
+            let calls = self.train.group_calls;
+            run_with_group((&mut self.train.engine, calls), &self.link, group)?
         };
-        let out = Self::outputs(&self.train, profile.total_cycles);
+        let out = outputs(
+            &self.train.engine,
+            (self.train.losses, self.train.correct),
+            profile.total_cycles,
+        );
         self.stages = Some(stage_cycles(&profile, &self.placement));
         self.profile = Some(profile);
         let f16 = self.compute == Compute::F16;
@@ -427,8 +394,18 @@ impl Mlp {
         inputs: &[f32],
         labels: &[u32],
     ) -> Result<MicroBatchOutput, ModelError> {
-        self.check_batch(inputs, labels)?;
-        Self::feed(&mut self.eval, inputs, labels, 1.0);
+        check_batch(
+            (self.batch, self.config.inputs, self.config.classes),
+            inputs,
+            labels,
+        )?;
+        let t = &mut self.eval;
+        feed(
+            &mut t.engine,
+            (t.x, t.labels, t.scale, t.scale_len),
+            (inputs, labels),
+            1.0,
+        );
         for (layer, running) in self.eval.layers.iter().zip(&self.running) {
             if let (Some(bn), Some((mean, var))) = (&layer.bn, running) {
                 let running = bn.running.as_ref().expect("inference graph");
@@ -447,7 +424,11 @@ impl Mlp {
             }
         }
         let profile = self.eval.engine.run();
-        let out = Self::outputs(&self.eval, profile.total_cycles);
+        let out = outputs(
+            &self.eval.engine,
+            (self.eval.losses, self.eval.correct),
+            profile.total_cycles,
+        );
         self.profile = Some(profile);
         Ok(out)
     }
@@ -553,16 +534,14 @@ impl Drop for CloseLink<'_> {
 /// group-sum vertices with `group` (which need not be `Send`). A failed sum
 /// answers with the local values so the program finishes; its error is
 /// returned.
-fn run_with_group(
-    net: &mut Net,
+pub(super) fn run_with_group(
+    (engine, calls): (&mut Engine, usize),
     link: &GroupLink,
     group: &mut dyn GroupSum,
 ) -> Result<ipu::Profile, ModelError> {
     let (to_host, requests) = mpsc::channel::<Vec<f32>>();
     let (answers, from_host) = mpsc::channel::<Vec<f32>>();
     *link.lock().unwrap_or_else(|e| e.into_inner()) = Some((to_host, from_host));
-    let calls = net.group_calls;
-    let engine = &mut net.engine;
     let (profile, error) = std::thread::scope(|s| {
         let runner = s.spawn(move || {
             // Drops the link's sender however the run ends (a panic too),
@@ -592,5 +571,66 @@ fn run_with_group(
     match error {
         Some(e) => Err(e),
         None => Ok(profile),
+    }
+}
+
+/// Checks a micro-batch of `batch` samples of `inputs` features and
+/// labels below `classes`.
+pub(super) fn check_batch(
+    (batch, features, classes): (usize, usize, usize),
+    inputs: &[f32],
+    labels: &[u32],
+) -> Result<(), ModelError> {
+    let expected = batch * features;
+    if inputs.len() != expected {
+        return Err(ModelError::InputLength {
+            expected,
+            got: inputs.len(),
+        });
+    }
+    if labels.len() != batch {
+        return Err(ModelError::LabelCount {
+            expected: batch,
+            got: labels.len(),
+        });
+    }
+    if let Some(sample) = labels.iter().position(|&l| l as usize >= classes) {
+        return Err(ModelError::LabelOutOfRange {
+            sample,
+            label: labels[sample],
+            classes,
+        });
+    }
+    Ok(())
+}
+
+/// Writes a micro-batch's inputs, labels and scale into `engine`'s
+/// streams `x` and `labels` and its `scale` tensor (`scale_len` copies).
+pub(super) fn feed(
+    engine: &mut Engine,
+    (x, label_stream, scale_tensor, scale_len): (StreamId, StreamId, TensorId, usize),
+    (inputs, labels): (&[f32], &[u32]),
+    scale: f32,
+) {
+    let labels: Vec<f32> = labels.iter().map(|&l| l as f32).collect();
+    engine.stream_write(x, inputs).expect("checked");
+    engine.stream_write(label_stream, &labels).expect("checked");
+    engine
+        .write_tensor(scale_tensor, &vec![scale; scale_len])
+        .expect("scale tensor");
+}
+
+/// The losses and correct predictions of `engine`'s last run.
+pub(super) fn outputs(
+    engine: &Engine,
+    (losses, correct): (TensorId, TensorId),
+    cycles: u64,
+) -> MicroBatchOutput {
+    let losses = engine.read_tensor::<f32>(losses).expect("f32");
+    let correct = engine.read_tensor::<f32>(correct).expect("f32");
+    MicroBatchOutput {
+        loss_sum: losses.iter().map(|&l| f64::from(l)).sum::<f64>() as f32,
+        correct: correct.iter().filter(|&&c| c > 0.5).count(),
+        cycles,
     }
 }

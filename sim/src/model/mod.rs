@@ -79,21 +79,27 @@
 
 mod codelets;
 mod config;
+mod convnet;
 mod error;
 mod estimate;
+mod kind;
 mod layers;
 mod mlp;
+mod network;
 mod placement;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
+pub use convnet::Network;
 pub use error::ModelError;
 pub use estimate::{MAX_TENSOR_BYTES, MemoryEstimate, check_sizes};
+pub use kind::{Model, ModelConfig};
 pub use layers::batch_norm::{BatchNormRun, batch_norm2d_on_tiles};
 pub use layers::conv2d::{Conv2d, ConvRun, ConvShape, conv2d_on_tiles, nchw_to_rows, rows_to_nchw};
 pub use layers::cost::{ConvExtras, LayerCycles, conv2d_cycles, pool2d_cycles};
 pub use layers::pool::{Pool2d, PoolKind, PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
+pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use placement::{Placement, StageCycles};
 
 /// The fewest flops a product's output block gets (see the module docs):

@@ -16,7 +16,7 @@ use tessera_core::scale::{
 use super::TrainError;
 use super::pipeline::Pipeline;
 use crate::data::{BatchPlan, OutputMode};
-use crate::model::{Activation, MlpConfig};
+use crate::model::{Activation, MlpConfig, ModelConfig, NetworkConfig};
 use crate::pod::{Distribution, Layout, PodSpec};
 
 /// Compute and weight precision, as Graphcore names them: `compute.weights`.
@@ -370,6 +370,10 @@ pub struct TrainConfig {
     /// Keep only stage inputs (or the replica's input) for the backward
     /// pass and recompute the rest.
     pub recompute: bool,
+    /// A convolutional network instead of the MLP of `hidden`,
+    /// `activation` and `batch_norm` (its `classes` replaced by the data
+    /// set's).
+    pub network: Option<NetworkConfig>,
 }
 
 impl Default for TrainConfig {
@@ -410,11 +414,42 @@ impl Default for TrainConfig {
             infeed_capacity: 64,
             pipeline: None,
             recompute: false,
+            network: None,
         }
     }
 }
 
+/// resnet-mini's channels per stage in [`TrainConfig::resnet_mini`].
+pub const RESNET_MINI_WIDTHS: [usize; 2] = [16, 32];
+
+/// resnet-mini's residual blocks per stage in [`TrainConfig::resnet_mini`].
+pub const RESNET_MINI_BLOCKS: [usize; 2] = [1, 1];
+
 impl TrainConfig {
+    /// The default job with resnet-mini for `input` images
+    /// ([`NetworkConfig::resnet_mini`] of [`RESNET_MINI_WIDTHS`] and
+    /// [`RESNET_MINI_BLOCKS`], batch norm per replica) and the
+    /// hyperparameters that train it on the digits.
+    #[must_use]
+    pub fn resnet_mini(input: [usize; 3]) -> Self {
+        let network =
+            NetworkConfig::resnet_mini(input, 0, &RESNET_MINI_WIDTHS, &RESNET_MINI_BLOCKS);
+        Self {
+            network: Some(network),
+            optimizer: OptimizerConfig::Lamb(LambConfig {
+                lr: 0.01,
+                ..LambConfig::default()
+            }),
+            epochs: 20,
+            // The default job's global batch of 128 on its 16 replicas,
+            // in micro-batches of 4: at 8 a tile holds too many of the
+            // feature maps' exchange buffers.
+            micro_batch: 4,
+            gradient_accumulation: 2,
+            ..Self::default()
+        }
+    }
+
     /// The model for data of `inputs` features and `classes` classes.
     #[must_use]
     pub fn model(&self, inputs: usize, classes: usize) -> MlpConfig {
@@ -425,6 +460,34 @@ impl TrainConfig {
             activation: self.activation,
             batch_norm: self.batch_norm,
         }
+    }
+
+    /// The model for data of `inputs` features and `classes` classes: the
+    /// network if there is one, else the MLP.
+    ///
+    /// # Errors
+    /// [`TrainError::Invalid`] if the network's input is not `inputs`
+    /// features, or it is asked to recompute (not supported yet).
+    pub fn model_config(&self, inputs: usize, classes: usize) -> Result<ModelConfig, TrainError> {
+        let Some(net) = &self.network else {
+            return Ok(ModelConfig::Mlp(self.model(inputs, classes)));
+        };
+        let [c, h, w] = net.input;
+        if net.inputs() != inputs {
+            return Err(TrainError::Invalid(format!(
+                "the network's input of {c}x{h}x{w} = {} features does not match the data's {inputs}",
+                net.inputs()
+            )));
+        }
+        if self.recompute {
+            return Err(TrainError::Invalid(
+                "recomputation is not supported for convolutional networks yet".into(),
+            ));
+        }
+        Ok(ModelConfig::Network(NetworkConfig {
+            classes,
+            ..net.clone()
+        }))
     }
 
     /// Replicas fed by each instance.

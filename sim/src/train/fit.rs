@@ -22,7 +22,7 @@ use super::cost::optimizer_memory;
 use super::pipeline::{Schedule, stage_memory};
 use super::run::MemoryReport;
 use crate::ipu::{MemorySummary, Target};
-use crate::model::{Compute, MemoryEstimate, MlpConfig, Placement};
+use crate::model::{Compute, MemoryEstimate, MlpConfig, ModelConfig, Placement};
 use crate::pod::{Layout, ProcessId};
 
 /// The variable that caps the host memory a run may use, in bytes (it
@@ -33,7 +33,7 @@ pub const HOST_MEMORY_VARIABLE: &str = "TESSERA_HOST_MEMORY";
 /// the run checks before it starts stepping.
 pub(crate) fn memory_report(
     config: &TrainConfig,
-    model: &MlpConfig,
+    model: &ModelConfig,
     placement: &Placement,
     elements: u64,
     summary: MemorySummary,
@@ -51,15 +51,24 @@ pub(crate) fn memory_report(
     MemoryReport {
         model: summary,
         optimizer: optimizer_memory(config, spec, elements, config.shards() as u64),
-        activations: stage_memory(
-            model,
-            placement,
-            config.micro_batch,
-            config.gradient_accumulation,
-            schedule,
-            config.recompute,
-            tiles_per_stage,
-        ),
+        activations: match model {
+            ModelConfig::Mlp(model) => stage_memory(
+                model,
+                placement,
+                config.micro_batch,
+                config.gradient_accumulation,
+                schedule,
+                config.recompute,
+                tiles_per_stage,
+            ),
+            // One stage, nothing stashed beyond the graph's own tensors.
+            ModelConfig::Network(_) => vec![super::pipeline::StageMemory {
+                stage: 0,
+                stashed: 1,
+                stash_bytes_per_tile: 0,
+                recompute_saves_bytes: 0,
+            }],
+        },
     }
 }
 
@@ -76,9 +85,13 @@ pub(crate) fn memory_report(
 pub(crate) fn check(
     config: &TrainConfig,
     layout: &Layout,
-    model: &MlpConfig,
+    model: &ModelConfig,
     placement: &Placement,
 ) -> Result<(), TrainError> {
+    // A network is measured by its engines when they are built.
+    let ModelConfig::Mlp(model) = model else {
+        return Ok(());
+    };
     crate::model::check_sizes(model, config.micro_batch)?;
     let target = layout.replica_target()?;
     let compute = if config.precision.f16_compute() {
@@ -93,7 +106,7 @@ pub(crate) fn check(
         .fold(0u64, |a, p| a.saturating_add(p.len() as u64));
     memory_report(
         config,
-        model,
+        &ModelConfig::Mlp(model.clone()),
         placement,
         elements,
         estimate.train.summary(10),

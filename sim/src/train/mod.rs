@@ -115,7 +115,7 @@ mod run;
 
 pub use config::{
     GradReduction, LossScaling, LrSchedule, NamedOptimizer, OptimizerConfig, PrecisionMode,
-    TrainConfig,
+    RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig,
 };
 pub use cost::{OptimizerMemory, StepTime};
 pub use divergence::Divergence;

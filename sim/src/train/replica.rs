@@ -23,7 +23,7 @@ use super::config::{GradReduction, LossScaling, PrecisionMode, TrainConfig};
 use super::optimizer::{Groups, Piece, pieces};
 use super::params::FlatParams;
 use crate::data::MicroBatch;
-use crate::model::{GroupSum, Mlp, ModelError, StageCycles};
+use crate::model::{BnGroup as BnStatistics, GroupSum, Model, ModelError, NoGroup, StageCycles};
 
 /// The loss scaler of a run.
 #[derive(Clone, Copy, Debug)]
@@ -207,7 +207,7 @@ pub(crate) struct Replica<'a> {
     pub(crate) config: &'a TrainConfig,
     pub(crate) flat: &'a FlatParams,
     pub(crate) comm: ReplicaComm,
-    pub(crate) mlp: Mlp,
+    pub(crate) model: Model,
     /// The flat range whose optimizer state this replica owns.
     pub(crate) shard: Range<usize>,
     pub(crate) weights: Weights,
@@ -232,7 +232,7 @@ impl<'a> Replica<'a> {
         config: &'a TrainConfig,
         flat: &'a FlatParams,
         mut comm: ReplicaComm,
-        mlp: Mlp,
+        model: Model,
         init: &[Vec<f32>],
         resume: Option<&ResumeState>,
     ) -> Result<Self, TrainError> {
@@ -279,7 +279,7 @@ impl<'a> Replica<'a> {
             grads: vec![Vec::new(); flat.specs().len()],
             reduced: contribution,
             comm,
-            mlp,
+            model,
             shard,
             weights,
             master,
@@ -289,7 +289,7 @@ impl<'a> Replica<'a> {
             counter,
         };
         if let Some(r) = resume {
-            replica.mlp.set_buffers(&r.buffers)?;
+            replica.model.set_buffers(&r.buffers)?;
         }
         replica.load_model()?;
         Ok(replica)
@@ -300,7 +300,7 @@ impl<'a> Replica<'a> {
         let all = self.weights.to_f32();
         let params = self.flat.unflatten(&all, |x| x);
         let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
-        self.mlp.set_params(&refs)?;
+        self.model.set_params(&refs)?;
         Ok(())
     }
 
@@ -318,11 +318,16 @@ impl<'a> Replica<'a> {
         let edge = self.scaler.as_dyn().histogram_edge();
         let micro_scale = scale / self.config.micro_batch as f32;
         for (k, mb) in batches.iter().enumerate() {
-            let out = self.mlp.train_micro_batch(
+            // A network's statistics per replica need no collective.
+            let local =
+                self.config.network.as_ref().map(|n| n.bn_group) == Some(BnStatistics::Replica);
+            let (mut all, mut none) = (BnGroup(&mut self.comm), NoGroup);
+            let group: &mut dyn GroupSum = if local { &mut none } else { &mut all };
+            let out = self.model.train_micro_batch(
                 &mb.inputs,
                 &mb.labels,
                 micro_scale,
-                &mut BnGroup(&mut self.comm),
+                group,
                 &mut self.grads,
             )?;
             let c = &mut self.contributions[k];
@@ -368,7 +373,7 @@ impl<'a> Replica<'a> {
             loss_scale: scale,
             lr: 0.0,
             skipped: decision.is_skip(),
-            stages: self.mlp.stage_cycles().unwrap_or_default().to_vec(),
+            stages: self.model.stage_cycles().unwrap_or_default().to_vec(),
         };
         if decision.is_skip() {
             return Ok(outcome);

@@ -20,7 +20,7 @@ use super::pipeline::{Schedule, StageMemory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
-use crate::model::{Compute, Mlp, MlpConfig, Placement, StageCycles};
+use crate::model::{Compute, Model, ModelConfig, Placement, StageCycles};
 use crate::pod::Layout;
 
 /// One optimizer step as the host sees it.
@@ -193,7 +193,7 @@ impl Summary {
 pub struct Trainer {
     config: TrainConfig,
     layout: Layout,
-    model: MlpConfig,
+    model: ModelConfig,
     data: Arc<Dataset>,
     train: Arc<Dataset>,
     test: Arc<Dataset>,
@@ -217,13 +217,22 @@ impl Trainer {
         let (train, test) = data.split(config.test_fraction, config.seed)?;
         let plan = config.batch_plan();
         plan.validate(train.len())?;
-        let model = config.model(data.features(), data.classes());
+        let model = config.model_config(data.features(), data.classes())?;
         model.validate()?;
-        let placement = match &config.pipeline {
-            None => Placement::Spread,
-            Some(p) => p.placement(&model, config.ipus_per_replica as u32)?,
+        let placement = match (&config.pipeline, model.mlp()) {
+            (None, _) => Placement::Spread,
+            (Some(p), Some(mlp)) => p.placement(mlp, config.ipus_per_replica as u32)?,
+            (Some(_), None) => {
+                return Err(TrainError::Invalid(
+                    "pipelining and model sharding are not supported for convolutional networks yet; \
+                     run without --pipeline-stages"
+                        .into(),
+                ));
+            }
         };
-        placement.validate(&model, &layout.replica_target()?)?;
+        if let Some(mlp) = model.mlp() {
+            placement.validate(mlp, &layout.replica_target()?)?;
+        }
         if let Some(p) = &config.pipeline {
             let stages = placement.stages();
             let g = config.gradient_accumulation;
@@ -235,7 +244,7 @@ impl Trainer {
             }
         }
         super::fit::check(&config, &layout, &model, &placement)?;
-        let flat = FlatParams::new(model.params(), config.shards());
+        let flat = FlatParams::new(model.params()?, config.shards());
         let steps_per_epoch = plan.steps_per_epoch(train.len()) as u64;
         if test.is_empty() {
             return Err(TrainError::Invalid(format!(
@@ -271,7 +280,7 @@ impl Trainer {
 
     /// The model.
     #[must_use]
-    pub const fn model(&self) -> &MlpConfig {
+    pub const fn model(&self) -> &ModelConfig {
         &self.model
     }
 
@@ -347,7 +356,7 @@ impl Trainer {
         };
         let mut models = Vec::with_capacity(m);
         for _ in 0..m {
-            models.push(Mlp::placed(
+            models.push(Model::placed(
                 &self.model,
                 target,
                 &self.placement,
@@ -503,7 +512,7 @@ impl Trainer {
             config,
             &self.layout,
             spec,
-            self.model.inputs,
+            self.model.inputs(),
             self.flat.elements() as u64,
             config.shards() as u64,
             cycles,
@@ -511,7 +520,7 @@ impl Trainer {
     }
 
     /// The memory of a replica whose model is `mlp`.
-    fn memory_report(&self, mlp: &Mlp, target: &crate::ipu::Target) -> MemoryReport {
+    fn memory_report(&self, mlp: &Model, target: &crate::ipu::Target) -> MemoryReport {
         super::fit::memory_report(
             &self.config,
             &self.model,
@@ -589,7 +598,7 @@ impl RunContext<'_> {
         &self,
         global: usize,
         comm: ReplicaComm,
-        mlp: Mlp,
+        mlp: Model,
         rx: &Receiver<MicroBatch>,
     ) -> Result<Option<Summary>, TrainError> {
         let t = self.trainer;
@@ -617,7 +626,7 @@ impl RunContext<'_> {
             if reporter {
                 time = time_of(&outcome.stages);
                 if report.trace.is_none() {
-                    report.trace = replica.mlp.last_profile().map(|p| p.chrome_trace());
+                    report.trace = replica.model.last_profile().map(|p| p.chrome_trace());
                 }
                 report.step(step, epoch, &outcome, time.total(), started);
                 let call_ends = (in_epoch + 1).is_multiple_of(config.device_iterations as u64)
@@ -663,7 +672,7 @@ impl RunContext<'_> {
             &t.test,
             self.stop / t.steps_per_epoch.max(1),
         )?;
-        let memory = t.memory_report(&replica.mlp, &t.layout.replica_target()?);
+        let memory = t.memory_report(&replica.model, &t.layout.replica_target()?);
         Ok(Some(Summary {
             steps: report.steps,
             epochs: report.epochs,
@@ -705,7 +714,7 @@ impl RunContext<'_> {
             master: master.unwrap_or(weights),
             weights16,
             state,
-            buffers: replica.mlp.buffers(),
+            buffers: replica.model.buffers(),
             scaler: replica.scaler.state(),
         };
         if !saved.is_finite() {
@@ -774,7 +783,7 @@ fn evaluate(
     test: &Dataset,
     epoch: u64,
 ) -> Result<EpochRecord, TrainError> {
-    let mb = replica.mlp.micro_batch();
+    let mb = replica.model.micro_batch();
     let full = test.len() / mb * mb;
     let mut loss = 0.0f64;
     let mut correct = 0usize;
@@ -782,23 +791,24 @@ fn evaluate(
     let indices: Vec<usize> = (0..test.len()).collect();
     for chunk in indices[..full].chunks(mb) {
         test.gather(chunk, &mut inputs, &mut labels);
-        let out = replica.mlp.evaluate(&inputs, &labels)?;
+        let out = replica.model.evaluate(&inputs, &labels)?;
         loss += f64::from(out.loss_sum);
         correct += out.correct;
     }
     if full < test.len() {
         let rest = &indices[full..];
-        let mut tail = Mlp::new(
-            replica.mlp.config(),
+        let mut tail = Model::placed(
+            &replica.model.config(),
             layout.replica_target()?,
+            &Placement::Spread,
             rest.len(),
-            replica.mlp.compute(),
+            replica.model.compute(),
         )?;
         let weights = replica.weights.to_f32();
         let params = replica.flat.unflatten(&weights, |x| x);
         let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
         tail.set_params(&refs)?;
-        tail.set_buffers(&replica.mlp.buffers())?;
+        tail.set_buffers(&replica.model.buffers())?;
         test.gather(rest, &mut inputs, &mut labels);
         let out = tail.evaluate(&inputs, &labels)?;
         loss += f64::from(out.loss_sum);

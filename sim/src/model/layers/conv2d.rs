@@ -147,6 +147,7 @@ pub(in crate::model) fn forward(
     l: usize,
     shape: &ConvShape,
     input: &Act,
+    cut: Cut,
 ) -> Result<ConvTensors, ModelError> {
     let (rows, patch, cin) = (shape.out_rows(), shape.patch(), shape.conv.in_channels);
     let tiles = b.placement.tiles(l, b.target);
@@ -190,7 +191,7 @@ pub(in crate::model) fn forward(
         l,
         (rows, patch, cout),
         (Source::Layout(&layout, false), Source::Planned),
-        Cut::default(),
+        cut,
     );
     let w = b.matrix(&format!("layer{l}.weight"), &plan.b_layout())?;
     let names = (&*format!("layer{l}.y"), &*format!("layer{l}.fwd"));
@@ -458,7 +459,7 @@ pub fn conv2d_on_tiles(
     let mut b = Builder::standalone(&target, &placement, &link, shape.n);
     let in_layout = BlockLayout::grid(shape.in_rows(), cin, shape.in_rows(), 1, target.tiles());
     let input = b.matrix("x", &in_layout)?;
-    let layer = forward(&mut b, 0, shape, &input)?;
+    let layer = forward(&mut b, 0, shape, &input, Cut::default())?;
     let dy_t = b.matrix("layer0.dy", &layer.y.layout)?;
     let (dw, dx) = backward(&mut b, 0, shape, &layer, &dy_t, Some(&in_layout))?;
     let dx = dx.expect("an input gradient was asked for");

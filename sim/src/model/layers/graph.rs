@@ -32,7 +32,7 @@ struct Forward {
 
 /// Copies of columns `cols` of each listed vector (`[len]`) into a piece,
 /// one after the other from `at`.
-fn copy_cols(
+pub(super) fn copy_cols(
     copies: &mut Copies,
     sources: &[TensorId],
     cols: &core::ops::Range<usize>,

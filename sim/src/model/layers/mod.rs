@@ -20,6 +20,7 @@ pub(super) mod cost;
 pub(super) mod dense;
 mod graph;
 pub(super) mod loss;
+pub(super) mod network;
 pub(super) mod pool;
 pub(super) mod residual;
 
@@ -111,7 +112,7 @@ fn write_rows(e: &mut ipu::Engine, a: &Act, rows: &[f32]) {
 }
 
 /// Reads `a` row-major.
-fn read_rows(e: &ipu::Engine, a: &Act) -> Vec<f32> {
+pub(super) fn read_rows(e: &ipu::Engine, a: &Act) -> Vec<f32> {
     a.layout
         .to_row_major(&e.read_tensor::<f32>(a.tensor).expect("f32"))
 }
@@ -364,7 +365,7 @@ mod tests {
         let shape = conv.on(2, (6, 6)).unwrap();
         let layout = BlockLayout::grid(shape.in_rows(), 3, 5, 1, tiles);
         let x = b.matrix("x", &layout).unwrap();
-        let c = conv2d::forward(&mut b, 0, &shape, &x).unwrap();
+        let c = conv2d::forward(&mut b, 0, &shape, &x, Cut::default()).unwrap();
         let p = Pool2d {
             kind: PoolKind::Max,
             kernel: (2, 2),

@@ -22,7 +22,7 @@ use crate::ipu::{
 use crate::kernels::matmul::{BlockLayout, gather_copies};
 
 /// Which pooling.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PoolKind {
     /// The window's maximum.
     Max,
@@ -32,7 +32,7 @@ pub enum PoolKind {
 
 /// A pooling layer (PyTorch's names); global average pooling is
 /// [`Pool2d::global`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Pool2d {
     /// Max or average.
     pub kind: PoolKind,

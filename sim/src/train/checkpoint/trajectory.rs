@@ -5,7 +5,7 @@
 //! | setting | why it is part of the trajectory |
 //! |---|---|
 //! | `data` (content digest), `test_fraction`, `seed` | the samples, their order, the initial weights, the random bits |
-//! | `hidden`, `activation`, `batch_norm` | the model |
+//! | `hidden`, `activation`, `batch_norm`, `network` | the model |
 //! | `precision`, `loss_scaling` and its settings | the arithmetic, the skipped steps |
 //! | `optimizer` and its hyperparameters (`lr`, `weight_decay`, ...), `exclude_bias_and_norm`, `max_grad_norm` | the update |
 //! | `warmup_steps`, `lr_schedule`, `epochs` | the learning rate of each step (the cosine schedule spans all the run's steps) |
@@ -28,6 +28,7 @@ use xxhash_rust::xxh3::Xxh3Default;
 
 use crate::checkpoint::le_bytes;
 use crate::data::Dataset;
+use crate::model::BnGroup;
 use crate::train::config::{GradReduction, LossScaling, OptimizerConfig, TrainConfig};
 use crate::train::error::Difference;
 
@@ -66,6 +67,7 @@ pub(super) fn settings(config: &TrainConfig, data: &Dataset) -> Vec<(String, Str
             format!("{:?}", config.activation).to_lowercase(),
         ),
         setting("batch_norm", config.batch_norm),
+        setting("network", network(config)),
         // The name where it says everything (`16.16` hides the overflow).
         if precision.to_string().parse() == Ok(precision) {
             setting("precision", precision)
@@ -230,7 +232,12 @@ fn split(config: &TrainConfig) -> String {
         config.reduction,
         GradReduction::Sum | GradReduction::PostMean
     );
-    if tree && !config.batch_norm && nests(a, i * m == 1) && nests(m * a, i == 1) {
+    // Batch norm over more than one micro-batch's samples couples them.
+    let coupled = config
+        .network
+        .as_ref()
+        .map_or(config.batch_norm, |n| n.bn_group != BnGroup::Replica);
+    if tree && !coupled && nests(a, i * m == 1) && nests(m * a, i == 1) {
         FREE_SPLIT.to_owned()
     } else {
         format!("{i} instances x {m} replicas x {a} micro-batches")
@@ -240,7 +247,25 @@ fn split(config: &TrainConfig) -> String {
 /// Settings added after checkpoints of this format were first written,
 /// with the value every earlier run had: a checkpoint without one resumes
 /// as if it said so.
-const ADDED_LATER: [(&str, &str); 2] = [("amsgrad", "false"), ("maximize", "false")];
+const ADDED_LATER: [(&str, &str); 3] = [
+    ("amsgrad", "false"),
+    ("maximize", "false"),
+    ("network", "none"),
+];
+
+/// The network's layers, input, activation and batch-norm group, or
+/// `none` for the MLP.
+fn network(config: &TrainConfig) -> String {
+    config.network.as_ref().map_or_else(
+        || "none".to_owned(),
+        |n| {
+            format!(
+                "{:?} {:?} {:?} {:?}",
+                n.input, n.layers, n.activation, n.bn_group
+            )
+        },
+    )
+}
 
 /// The settings whose values in the checkpoint's metadata `saved` differ
 /// from `now`'s, in `now`'s order.

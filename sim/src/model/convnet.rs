@@ -1,0 +1,391 @@
+//! One replica's convolutional network: the graph of a
+//! [`NetworkConfig`] built once for a micro-batch size into a training
+//! and an inference engine, run per micro-batch as [`Mlp`](super::Mlp)
+//! runs its own.
+//!
+//! Inputs are given per sample in CHW order (as data sets store images)
+//! and reordered on the host into the tiles' `[n h w, c]`. In
+//! [`Compute::F16`] the products, batch norm, pooling inputs and
+//! residual sums round as the MLP's layers do; a convolution's input
+//! gradient is summed from its taps in f32 (col2im) and rounded by the
+//! next layer's vertex.
+
+use std::sync::{Arc, Mutex};
+
+use super::codelets::{GroupLink, round, update_running};
+use super::config::ParamSpec;
+use super::layers::Builder;
+use super::layers::conv2d::nchw_to_rows;
+use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
+use super::mlp::{check_batch, feed, outputs, run_with_group};
+use super::network::NetworkConfig;
+use super::placement::{Placement, StageCycles, stage_cycles};
+use super::{Compute, GroupSum, MicroBatchOutput, ModelError};
+use crate::ipu::{self, Engine, EngineOptions, Graph, Program};
+
+/// An engine and where its tensors are.
+#[derive(Debug)]
+struct Built {
+    engine: Engine,
+    ids: NetworkIds,
+    group_calls: usize,
+}
+
+/// One replica's network: training and inference engines for a fixed
+/// micro-batch size.
+#[derive(Debug)]
+pub struct Network {
+    config: NetworkConfig,
+    specs: Vec<ParamSpec>,
+    batch: usize,
+    compute: Compute,
+    train: Built,
+    eval: Built,
+    link: GroupLink,
+    /// Running `(mean, var)` per batch-norm layer.
+    running: Vec<(Vec<f32>, Vec<f32>)>,
+    stages: Option<Vec<StageCycles>>,
+    profile: Option<ipu::Profile>,
+}
+
+/// Builds `config`'s training (`train`) or inference graph and engine
+/// (a sizing graph, unbuilt, if `sizing`).
+fn build(
+    config: &NetworkConfig,
+    target: &ipu::Target,
+    (batch, compute, train): (usize, Compute, bool),
+    link: &GroupLink,
+    sizing: bool,
+) -> Result<(Graph, Program, NetworkIds, usize), ModelError> {
+    let ops = config.ops(batch)?;
+    let placement = Placement::Spread;
+    let mut b = Builder {
+        g: if sizing {
+            Graph::sizing(*target)
+        } else {
+            Graph::new(*target)
+        },
+        placement: &placement,
+        target,
+        batch,
+        f16: compute == Compute::F16,
+        train,
+        activation: config.activation,
+        link,
+        stage_copies: Vec::new(),
+        programs: Vec::new(),
+        group_calls: 0,
+    };
+    let ids = graph(&mut b, &ops, config.input)?;
+    Ok((b.g, Program::Sequence(b.programs), ids, b.group_calls))
+}
+
+impl Built {
+    fn new(
+        config: &NetworkConfig,
+        target: &ipu::Target,
+        shape: (usize, Compute, bool),
+        link: &GroupLink,
+    ) -> Result<Self, ModelError> {
+        let (g, program, ids, group_calls) = build(config, target, shape, link, false)?;
+        let mut engine = Engine::new(g, program, EngineOptions::default())?;
+        if let Some(ones) = ids.ones {
+            engine
+                .write_tensor(ones, &vec![1.0f32; shape.0])
+                .expect("ones tensor");
+        }
+        Ok(Self {
+            engine,
+            ids,
+            group_calls,
+        })
+    }
+
+    /// Writes a micro-batch (CHW per sample) and the loss scale.
+    fn feed(&mut self, input: [usize; 3], (inputs, labels): (&[f32], &[u32]), scale: f32) {
+        let [c, h, w] = input;
+        let rows = nchw_to_rows(inputs, labels.len(), c, h * w);
+        let l = &self.ids.loss;
+        let streams = (self.ids.x, l.labels, l.scale, l.scale_len);
+        feed(&mut self.engine, streams, (&rows, labels), scale);
+    }
+
+    fn outputs(&self, cycles: u64) -> MicroBatchOutput {
+        let l = &self.ids.loss;
+        outputs(&self.engine, (l.losses, l.correct), cycles)
+    }
+}
+
+impl Network {
+    /// Builds `config` for micro-batches of `micro_batch` samples on
+    /// `target` (one replica's IPUs), every layer over all its tiles.
+    /// Parameters start at zero: call [`Network::set_params`].
+    ///
+    /// # Errors
+    /// [`ModelError::ZeroMicroBatch`], [`ModelError::ZeroWidth`],
+    /// [`ModelError::InvalidNetwork`], and the graph's and engine's errors
+    /// (a tile out of memory).
+    pub fn new(
+        config: &NetworkConfig,
+        target: ipu::Target,
+        micro_batch: usize,
+        compute: Compute,
+    ) -> Result<Self, ModelError> {
+        if micro_batch == 0 {
+            return Err(ModelError::ZeroMicroBatch);
+        }
+        let specs = config.params()?;
+        let link: GroupLink = Arc::new(Mutex::new(None));
+        let train = Built::new(config, &target, (micro_batch, compute, true), &link)?;
+        let eval = Built::new(config, &target, (micro_batch, compute, false), &link)?;
+        let running = train
+            .ids
+            .bns
+            .iter()
+            .map(|b| (vec![0.0; b.layout.cols()], vec![1.0; b.layout.cols()]))
+            .collect();
+        Ok(Self {
+            config: config.clone(),
+            specs,
+            batch: micro_batch,
+            compute,
+            train,
+            eval,
+            link,
+            running,
+            stages: None,
+            profile: None,
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub const fn config(&self) -> &NetworkConfig {
+        &self.config
+    }
+
+    /// The arithmetic.
+    #[must_use]
+    pub const fn compute(&self) -> Compute {
+        self.compute
+    }
+
+    /// Samples per micro-batch.
+    #[must_use]
+    pub const fn micro_batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The cycles of the last training micro-batch, as one stage.
+    #[must_use]
+    pub fn stage_cycles(&self) -> Option<&[StageCycles]> {
+        self.stages.as_deref()
+    }
+
+    /// Sets the parameters, in the order of [`NetworkConfig::params`].
+    ///
+    /// # Errors
+    /// [`ModelError::ParamCount`], [`ModelError::ParamLength`]; nothing is
+    /// written then.
+    pub fn set_params(&mut self, params: &[&[f32]]) -> Result<(), ModelError> {
+        if params.len() != self.specs.len() {
+            return Err(ModelError::ParamCount {
+                expected: self.specs.len(),
+                got: params.len(),
+            });
+        }
+        for (spec, p) in self.specs.iter().zip(params) {
+            if spec.len() != p.len() {
+                return Err(ModelError::ParamLength {
+                    name: spec.name.clone(),
+                    expected: spec.len(),
+                    got: p.len(),
+                });
+            }
+        }
+        for net in [&mut self.train, &mut self.eval] {
+            for (slot, values) in net.ids.params.iter().zip(params) {
+                let (t, staged) = match slot {
+                    Slot::Matrix(a) => (a.tensor, a.layout.from_row_major(values)),
+                    Slot::Vector(t) => (*t, values.to_vec()),
+                };
+                net.engine
+                    .write_tensor(t, &staged)
+                    .expect("lengths checked");
+            }
+        }
+        Ok(())
+    }
+
+    /// Forward and backward pass of one micro-batch (`inputs` `[micro_batch,
+    /// c h w]`): writes into `grads[i]` the gradient of `scale * sum of the
+    /// cross-entropy losses` for parameter `i`, f16-rounded in
+    /// [`Compute::F16`]; `group` sums batch norm's statistics (twice per
+    /// batch-norm layer); the running statistics are updated.
+    ///
+    /// # Errors
+    /// As [`Mlp::train_micro_batch`](super::Mlp::train_micro_batch).
+    pub fn train_micro_batch(
+        &mut self,
+        inputs: &[f32],
+        labels: &[u32],
+        scale: f32,
+        group: &mut dyn GroupSum,
+        grads: &mut [Vec<f32>],
+    ) -> Result<MicroBatchOutput, ModelError> {
+        let c = &self.config;
+        check_batch((self.batch, c.inputs(), c.classes), inputs, labels)?;
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(ModelError::InvalidScale(scale));
+        }
+        if grads.len() != self.specs.len() {
+            return Err(ModelError::ParamCount {
+                expected: self.specs.len(),
+                got: grads.len(),
+            });
+        }
+        self.train.feed(c.input, (inputs, labels), scale);
+        let t = &mut self.train;
+        let profile = run_with_group((&mut t.engine, t.group_calls), &self.link, group)?;
+        let out = self.train.outputs(profile.total_cycles);
+        self.stages = Some(stage_cycles(&profile, &Placement::Spread));
+        self.profile = Some(profile);
+        self.read_grads(grads);
+        let e = &self.train.engine;
+        for (bn, (mean, var)) in self.train.ids.bns.iter().zip(&mut self.running) {
+            let stats = e.read_tensor::<f32>(bn.bn.group.expect("training graph"));
+            update_running(&stats.expect("f32"), mean, var);
+        }
+        Ok(out)
+    }
+
+    /// Reads every parameter's gradient of the last training run.
+    fn read_grads(&self, grads: &mut [Vec<f32>]) {
+        let (e, f16) = (&self.train.engine, self.compute == Compute::F16);
+        for (g, slot) in grads.iter_mut().zip(&self.train.ids.grads) {
+            *g = match slot {
+                GradSlot::Matrix(a) => super::layers::read_rows(e, a),
+                GradSlot::Norm(k, beta) => {
+                    let bn = &self.train.ids.bns[*k];
+                    let sums = bn.bn.grad_sums.as_ref().expect("training graph");
+                    let values = e.read_tensor::<f32>(sums.tensor).expect("f32");
+                    let mut out = vec![0.0; bn.layout.cols()];
+                    for (blk, r) in bn.layout.blocks().iter().zip(&sums.ranges) {
+                        let w = blk.cols.len();
+                        let s = &values[r.start as usize..r.end as usize];
+                        let half = if *beta { &s[..w] } else { &s[w..] };
+                        for (j, col) in blk.cols.clone().enumerate() {
+                            out[col] = round(half[j], f16);
+                        }
+                    }
+                    out
+                }
+            };
+        }
+    }
+
+    /// The losses and correct predictions of one micro-batch, batch norm
+    /// using the running statistics.
+    ///
+    /// # Errors
+    /// [`ModelError::InputLength`], [`ModelError::LabelCount`],
+    /// [`ModelError::LabelOutOfRange`].
+    pub fn evaluate(
+        &mut self,
+        inputs: &[f32],
+        labels: &[u32],
+    ) -> Result<MicroBatchOutput, ModelError> {
+        let c = &self.config;
+        check_batch((self.batch, c.inputs(), c.classes), inputs, labels)?;
+        self.eval.feed(c.input, (inputs, labels), 1.0);
+        for (bn, (mean, var)) in self.eval.ids.bns.iter().zip(&self.running) {
+            let running = bn.bn.running.as_ref().expect("inference graph");
+            let mut staged = vec![0.0; running.ranges.last().map_or(0, |r| r.end as usize)];
+            for (blk, r) in bn.layout.blocks().iter().zip(&running.ranges) {
+                let w = blk.cols.len();
+                let s = &mut staged[r.start as usize..r.end as usize];
+                s[..w].copy_from_slice(&mean[blk.cols.clone()]);
+                s[w..].copy_from_slice(&var[blk.cols.clone()]);
+            }
+            self.eval
+                .engine
+                .write_tensor(running.tensor, &staged)
+                .expect("running tensor");
+        }
+        let profile = self.eval.engine.run();
+        let out = self.eval.outputs(profile.total_cycles);
+        self.profile = Some(profile);
+        Ok(out)
+    }
+
+    /// The batch-norm running statistics, `layer{l}.bn.running_mean` and
+    /// `layer{l}.bn.running_var` per batch-norm layer, for checkpoints.
+    #[must_use]
+    pub fn buffers(&self) -> Vec<(String, Vec<f32>)> {
+        let mut out = Vec::new();
+        for (bn, (mean, var)) in self.train.ids.bns.iter().zip(&self.running) {
+            let l = bn.layer;
+            out.push((format!("layer{l}.bn.running_mean"), mean.clone()));
+            out.push((format!("layer{l}.bn.running_var"), var.clone()));
+        }
+        out
+    }
+
+    /// Restores buffers saved by [`Network::buffers`] (any subset, by
+    /// name).
+    ///
+    /// # Errors
+    /// [`ModelError::UnknownBuffer`], [`ModelError::ParamLength`]; nothing
+    /// is written then.
+    pub fn set_buffers(&mut self, buffers: &[(String, Vec<f32>)]) -> Result<(), ModelError> {
+        let mut updates = Vec::new();
+        for (name, values) in buffers {
+            let found = self.train.ids.bns.iter().enumerate().find_map(|(k, bn)| {
+                let l = bn.layer;
+                let is_var = if *name == format!("layer{l}.bn.running_mean") {
+                    false
+                } else if *name == format!("layer{l}.bn.running_var") {
+                    true
+                } else {
+                    return None;
+                };
+                Some((k, is_var))
+            });
+            let (k, is_var) =
+                found.ok_or_else(|| ModelError::UnknownBuffer { name: name.clone() })?;
+            let len = self.running[k].0.len();
+            if values.len() != len {
+                return Err(ModelError::ParamLength {
+                    name: name.clone(),
+                    expected: len,
+                    got: values.len(),
+                });
+            }
+            updates.push((k, is_var, values));
+        }
+        for (k, is_var, values) in updates {
+            let (mean, var) = &mut self.running[k];
+            let dst = if is_var { var } else { mean };
+            dst.copy_from_slice(values);
+        }
+        Ok(())
+    }
+
+    /// The profile of the last run (training or evaluation).
+    #[must_use]
+    pub const fn last_profile(&self) -> Option<&ipu::Profile> {
+        self.profile.as_ref()
+    }
+
+    /// Every tile's memory in the training program.
+    #[must_use]
+    pub fn memory(&self) -> ipu::MemoryUsage {
+        self.train.engine.memory().clone()
+    }
+
+    /// Every tile's memory in the inference program.
+    #[must_use]
+    pub fn inference_memory(&self) -> ipu::MemoryUsage {
+        self.eval.engine.memory().clone()
+    }
+}

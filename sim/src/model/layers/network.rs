@@ -1,0 +1,343 @@
+//! A [`NetworkConfig`](crate::model::NetworkConfig)'s graph composed from
+//! the layer builders: feature maps `[n h w, c]` through convolutions,
+//! batch norm with its activation, pooling and residual blocks, the dense
+//! head and the loss; the backward pass in reverse, a residual block's
+//! two gradients added where its input forks.
+//!
+//! Every convolution's output is copied into a few blocks of whole
+//! channels on consecutive tiles (layers take turns over the tiles):
+//! batch norm sums each channel on one tile, and a residual sum's
+//! operands share the layout. A product cut into whole columns instead
+//! gathers all its rows' patches onto each part's tile, and one channel
+//! per tile makes every pixel a run of the exchange: resnet-mini's did
+//! not fit either way. Feature maps of tens of KB suit this; ResNet-50's
+//! would need batch norm's sums split over row blocks.
+
+use super::batch_norm::{self, BatchNorm};
+use super::conv2d::{self, ConvTensors};
+use super::dense::{self, Dense};
+use super::graph::copy_cols;
+use super::pool::{self, Pooled};
+use super::{Act, Builder, Copies, ModelError, Staged, activation, loss, residual};
+use crate::ipu::{Direction, Mapping, Program, TensorId};
+use crate::kernels::matmul::{BlockLayout, Cut, gather_copies};
+use crate::model::Pool2d;
+use crate::model::layers::conv2d::ConvShape;
+use crate::model::layers::loss::Loss;
+use crate::model::network::Op;
+
+/// Where a parameter lives: a matrix in its layout, or a vector.
+#[derive(Clone, Debug)]
+pub(in crate::model) enum Slot {
+    Matrix(Act),
+    Vector(TensorId),
+}
+
+/// Where a parameter's gradient comes out.
+#[derive(Clone, Debug)]
+pub(in crate::model) enum GradSlot {
+    /// A product's output.
+    Matrix(Act),
+    /// Batch norm `k`'s gamma (`false`) or beta (`true`).
+    Norm(usize, bool),
+}
+
+/// A batch-norm layer's tensors the runtime reads and writes.
+#[derive(Debug)]
+pub(in crate::model) struct BnIds {
+    pub(in crate::model) layer: usize,
+    pub(in crate::model) layout: BlockLayout,
+    pub(in crate::model) bn: BatchNorm,
+}
+
+/// A network's graph: inputs, outputs, parameters and gradients.
+#[derive(Debug)]
+pub(in crate::model) struct NetworkIds {
+    pub(in crate::model) x: crate::ipu::StreamId,
+    pub(in crate::model) loss: Loss,
+    /// Per parameter, in [`NetworkConfig::params`](crate::model::NetworkConfig::params) order.
+    pub(in crate::model) params: Vec<Slot>,
+    /// Train: per parameter.
+    pub(in crate::model) grads: Vec<GradSlot>,
+    pub(in crate::model) bns: Vec<BnIds>,
+    /// Train: the `[batch]` ones of the head's `db`.
+    pub(in crate::model) ones: Option<TensorId>,
+}
+
+/// What the backward pass needs of a layer's forward pass.
+enum Saved {
+    Conv(ConvShape, ConvTensors, Act),
+    /// Batch norm `k` of input layout, `z`, stage.
+    Bn(usize, Act, Staged),
+    Pool(Pool2d, ConvShape, Pooled, BlockLayout),
+    Fork,
+    Join,
+    Head(Dense, Act),
+}
+
+/// The layers' forward pass from the input `x`: the logits, and what the
+/// backward pass reads.
+fn forward(
+    b: &mut Builder<'_>,
+    ops: &[Op],
+    x: Act,
+    ids: &mut (Vec<Slot>, Vec<BnIds>),
+) -> Result<(Act, Vec<Saved>), ModelError> {
+    let (mut cur, mut skips, mut saved) = (x, Vec::new(), Vec::new());
+    for (l, op) in ops.iter().enumerate() {
+        let s = match op {
+            Op::Conv(shape) => {
+                let t = conv2d::forward(b, l, shape, &cur, Cut::default())?;
+                ids.0.push(Slot::Matrix(t.w.clone()));
+                let y = by_channels(b, l, &t.y)?;
+                let s = Saved::Conv(*shape, t, cur);
+                cur = y;
+                s
+            }
+            Op::BnAct { channels } => {
+                let (z, a, bn, stage) = bn_act(b, l, &cur, *channels)?;
+                ids.0
+                    .extend([Slot::Vector(bn.gamma), Slot::Vector(bn.beta)]);
+                let k = ids.1.len();
+                let layout = cur.layout.clone();
+                ids.1.push(BnIds {
+                    layer: l,
+                    layout,
+                    bn,
+                });
+                cur = a;
+                Saved::Bn(k, z, stage)
+            }
+            Op::Pool(p, shape) => {
+                let pooled = pool::forward(b, l, (p, shape), &cur)?;
+                let layout = cur.layout.clone();
+                cur = pooled.y.clone();
+                Saved::Pool(*p, *shape, pooled, layout)
+            }
+            Op::Fork => {
+                skips.push(cur.clone());
+                Saved::Fork
+            }
+            Op::Join => {
+                let skip = skips.pop().expect("a fork before every join");
+                cur = residual::add(b, &format!("layer{l}.sum"), &cur, &skip)?;
+                Saved::Join
+            }
+            Op::Head { classes, .. } => {
+                let (dense, z) = head(b, l, &cur, *classes)?;
+                ids.0
+                    .extend([Slot::Matrix(dense.w.clone()), Slot::Vector(dense.b)]);
+                let s = Saved::Head(dense, cur);
+                cur = z;
+                s
+            }
+        };
+        saved.push(s);
+    }
+    Ok((cur, saved))
+}
+
+/// Column blocks of a feature map's layout (whole channels each).
+const CHANNEL_BLOCKS: usize = 8;
+
+/// `y` copied into [`CHANNEL_BLOCKS`] blocks of whole channels on
+/// consecutive tiles of layer `l`'s.
+fn by_channels(b: &mut Builder<'_>, l: usize, y: &Act) -> Result<Act, ModelError> {
+    let (rows, c) = (y.layout.rows(), y.layout.cols());
+    let tiles = b.tiles(l);
+    let span = tiles.end - tiles.start;
+    let k = c.min(CHANNEL_BLOCKS).min(span as usize);
+    // Layers take turns over the tiles (37 is prime to every tile count
+    // of a power of two).
+    let first = (l as u32).wrapping_mul(37) % (span - k as u32 + 1);
+    let layout = BlockLayout::grid(rows, c, 1, k, k as u32).shifted(tiles.start + first);
+    let names = (&*format!("layer{l}.out"), &*format!("layer{l}.to_tile"));
+    relayout(b, names, y, &layout)
+}
+
+/// A layout of `like`'s shape in row blocks of at least 1,024 elements
+/// over layer `l`'s tiles.
+fn row_blocks(b: &Builder<'_>, l: usize, like: &BlockLayout) -> BlockLayout {
+    let (rows, c) = (like.rows(), like.cols());
+    let tiles = b.tiles(l);
+    let span = tiles.end - tiles.start;
+    let blocks = (rows * c / 1024).clamp(1, span as usize);
+    let first = (l as u32).wrapping_mul(37) % (span - blocks as u32 + 1);
+    BlockLayout::grid(rows, c, blocks, 1, blocks as u32).shifted(tiles.start + first)
+}
+
+/// `y` copied into a new tensor `name` in `layout` (exchange `exchange`).
+fn relayout(
+    b: &mut Builder<'_>,
+    (name, exchange): (&str, &str),
+    y: &Act,
+    layout: &BlockLayout,
+) -> Result<Act, ModelError> {
+    let out = b.matrix(name, layout)?;
+    let mut copies = Copies::new();
+    for blk in layout.blocks() {
+        if b.g.is_sizing() {
+            b.g.count_received_runs(blk.tile, y.layout.runs(&blk.rows, &blk.cols));
+        } else {
+            let at = blk.elements.start;
+            let (r, cols) = (blk.rows.clone(), blk.cols.clone());
+            gather_copies(&mut copies, y.tensor, &y.layout, r, cols, out.tensor, at);
+        }
+    }
+    if !copies.is_empty() {
+        b.exchange(exchange, &copies)?;
+    }
+    Ok(out)
+}
+
+/// Batch norm of `input` (`channels` columns) and the activation: `z`,
+/// `a`, the layer's tensors and its staged `[0 | gamma | beta]`.
+fn bn_act(
+    b: &mut Builder<'_>,
+    l: usize,
+    input: &Act,
+    channels: usize,
+) -> Result<(Act, Act, BatchNorm, Staged), ModelError> {
+    let params = batch_norm::params(b, l, channels)?;
+    let out = input.layout.clone();
+    // A convolution has no bias: batch norm's bias slot reads zeros.
+    let mapping = b.linear_on(l);
+    let zero = b.tensor(&format!("layer{l}.bn.zero"), channels, mapping)?;
+    let stage = b.per_block(&format!("layer{l}.params"), &out, |blk| {
+        3 * blk.cols.len() as u64
+    })?;
+    for (blk, r) in out.blocks().iter().zip(&stage.ranges) {
+        let sources = [zero, params.0, params.1];
+        copy_cols(
+            &mut b.stage_copies,
+            &sources,
+            &blk.cols,
+            stage.tensor,
+            r.start,
+        );
+    }
+    let z = b.matrix(&format!("layer{l}.z"), &out)?;
+    let a = b.matrix(&format!("layer{l}.a"), &out)?;
+    let bn = batch_norm::forward(b, l, params, input, &stage, (&z, &a))?;
+    Ok((z, a, bn, stage))
+}
+
+/// The dense head on `input` `[n, c]`: its tensors and the logits.
+fn head(
+    b: &mut Builder<'_>,
+    l: usize,
+    input: &Act,
+    classes: usize,
+) -> Result<(Dense, Act), ModelError> {
+    let cut = Cut {
+        full_rows: true,
+        full_cols: false,
+    };
+    let dense = dense::forward(b, l, input, classes, cut)?;
+    let out = dense.y.layout.clone();
+    let stage = b.per_block(&format!("layer{l}.params"), &out, |blk| {
+        blk.cols.len() as u64
+    })?;
+    for (blk, r) in out.blocks().iter().zip(&stage.ranges) {
+        copy_cols(
+            &mut b.stage_copies,
+            &[dense.b],
+            &blk.cols,
+            stage.tensor,
+            r.start,
+        );
+    }
+    let z = b.matrix(&format!("layer{l}.z"), &out)?;
+    activation::forward(b, l, &dense.y, &stage, (&z, None))?;
+    Ok((dense, z))
+}
+
+/// The backward pass from the logits' gradient `dz`, last layer first:
+/// each parameter's gradient slot, in parameter order.
+fn backward(
+    b: &mut Builder<'_>,
+    saved: &[Saved],
+    bns: &[BnIds],
+    mut grad: Act,
+    ones: TensorId,
+) -> Result<Vec<GradSlot>, ModelError> {
+    let (mut grads, mut skips) = (Vec::new(), Vec::new());
+    for (l, s) in saved.iter().enumerate().rev() {
+        match s {
+            Saved::Head(dense, input) => {
+                let prev = input.layout.clone();
+                let ((dw, db), da) =
+                    dense::backward(b, l, (dense, input), &grad, ones, Some(&prev))?;
+                grads.extend([GradSlot::Matrix(db), GradSlot::Matrix(dw)]);
+                grad = da.expect("asked for");
+            }
+            Saved::Pool(p, shape, pooled, layout) => {
+                grad = pool::backward(b, l, (p, shape), (pooled, &grad), layout)?;
+            }
+            Saved::Bn(k, z, stage) => {
+                grad = batch_norm::backward(b, l, &bns[*k].bn, &grad, (z, stage))?;
+                grads.extend([GradSlot::Norm(*k, true), GradSlot::Norm(*k, false)]);
+            }
+            Saved::Conv(shape, t, input) => {
+                // The network's input needs no gradient; col2im's taps are
+                // summed in row blocks over the tiles, then the gradient
+                // joins its input's tile.
+                let spread = (l > 0).then(|| row_blocks(b, l, &input.layout));
+                let (dw, dx) = conv2d::backward(b, l, shape, t, &grad, spread.as_ref())?;
+                grads.push(GradSlot::Matrix(dw));
+                if let Some(dx) = dx {
+                    let name = format!("layer{l}.dx_joined");
+                    grad = relayout(b, (&name, &format!("layer{l}.dx_join")), &dx, &input.layout)?;
+                }
+            }
+            Saved::Join => skips.push(grad.clone()),
+            Saved::Fork => {
+                let skip = skips.pop().expect("a join after every fork");
+                grad = residual::add(b, &format!("layer{l}.grad_sum"), &grad, &skip)?;
+            }
+        }
+    }
+    grads.reverse();
+    Ok(grads)
+}
+
+/// The training (`b.train`) or inference graph of `ops` into `b`.
+pub(in crate::model) fn graph(
+    b: &mut Builder<'_>,
+    ops: &[Op],
+    input: [usize; 3],
+) -> Result<NetworkIds, ModelError> {
+    let [c, h, w] = input;
+    let rows = b.batch * h * w;
+    let mapping = b.linear_on(0);
+    let x = b.tensor("x", rows * c, mapping)?;
+    let x_stream = b.g.add_stream("x", x, Direction::ToDevice);
+    b.programs.push(Program::HostWrite(x_stream));
+    let x = Act {
+        tensor: x,
+        layout: BlockLayout::dense(rows, c, 0),
+    };
+    let mut ids = (Vec::new(), Vec::new());
+    let (logits, saved) = forward(b, ops, x, &mut ids)?;
+    let stage = b.g.add_exchange("params.stage", &b.stage_copies)?;
+    b.programs.insert(1, Program::Exchange(stage));
+    let last = ops.len() - 1;
+    let loss = loss::forward(b, last, &logits)?;
+    let (params, bns) = ids;
+    let (mut grads, mut ones) = (Vec::new(), None);
+    if b.train {
+        let batch = b.batch;
+        let one = b.tensor("ones", batch, Mapping::one_tile(0, batch as u64))?;
+        let dz = loss.dz.clone().expect("a training graph");
+        grads = backward(b, &saved, &bns, dz, one)?;
+        ones = Some(one);
+    }
+    Ok(NetworkIds {
+        x: x_stream,
+        loss,
+        params,
+        grads,
+        bns,
+        ones,
+    })
+}
