@@ -7,7 +7,7 @@
 
 use super::{Act, Builder, Copies, ModelError, Placement};
 use crate::ipu::{self, Program};
-use crate::kernels::matmul::{BlockLayout, gather_copies};
+use crate::kernels::matmul::{BlockLayout, Cut, gather_copies};
 use crate::model::{ConvShape, Pool2d};
 
 /// Cycles and memory of one layer's graph on a target.
@@ -91,7 +91,7 @@ pub fn conv2d_cycles(
     b.f16 = extras.f16;
     let in_layout = input_layout(shape.in_rows(), shape.conv.in_channels, &target);
     let input = b.matrix("x", &in_layout)?;
-    let layer = super::conv2d::forward(&mut b, 0, shape, &input)?;
+    let layer = super::conv2d::forward(&mut b, 0, shape, &input, Cut::default())?;
     let mut out = layer.y.layout.clone();
     let mut dy = None;
     let mut bn = None;
