@@ -1,5 +1,5 @@
 //! Tile-parallel matrix products: `C = op(A) op(B)` cut over tiles as
-//! PopLibs cuts them, rows, columns and the reduction (see [`plan`]).
+//! PopLibs cuts them, rows, columns and the reduction (see `plan.rs`).
 //!
 //! What a product computes does not depend on the cut: the reduction `k`
 //! is cut into leaves fixed by `k` alone ([`leaves`]), each leaf's partial

@@ -206,7 +206,7 @@ impl ProductPlan {
     /// part) order: a cut chosen by hand.
     ///
     /// # Panics
-    /// If `pk` is not a power of two of at most [`leaves`]`(k)` leaves.
+    /// If `pk` is not a power of two of at most `leaves(k)` leaves.
     #[must_use]
     pub fn with_split(problem: &Problem<'_>, split: (usize, usize, usize), cut: Cut) -> Self {
         let l = leaf_count(problem.k);
@@ -332,7 +332,7 @@ impl ProductPlan {
     }
 
     /// [`ProductPlan::onto`] with `pk` parts per block (a power of two of
-    /// at most [`leaves`]`(k)`), over `tiles`.
+    /// at most `leaves(k)`), over `tiles`.
     ///
     /// # Panics
     /// If `pk` is not such a power of two.

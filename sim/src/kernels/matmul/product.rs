@@ -226,7 +226,7 @@ fn check(plan: &ProductPlan, a: &Operand, b: &Operand) -> Result<(), GraphError>
 }
 
 /// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as
-/// `plan.output()`), cut as `plan` says (see the [module docs](self)).
+/// `plan.output()`), cut as `plan` says (see the module docs of `kernels::matmul`).
 /// `kernel` ([`Kernel::MatmulF16`] or [`Kernel::MatmulF32`]) prices the
 /// products; `output` says whether the result is rounded to f16. The
 /// result is bitwise [`gemm_tree`](super::gemm_tree) of the whole
