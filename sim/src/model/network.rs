@@ -167,7 +167,7 @@ impl NetworkConfig {
     }
 
     /// The parameters, in order: per layer `l` (numbered as
-    /// [`NetworkConfig::ops`] flattens them, a residual block's start and
+    /// `NetworkConfig::ops` flattens them, a residual block's start and
     /// end counting as layers) `layer{l}.weight` of a convolution
     /// `[kh, kw, c_in, c_out]` (the product's `[kh kw c_in, c_out]`),
     /// `layer{l}.bn.gamma` and `layer{l}.bn.beta` `[c]` of batch norm, and
