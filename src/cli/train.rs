@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{Value, json};
 use tessera_sim::data::Dataset;
-use tessera_sim::model::Placement;
+use tessera_sim::model::{ModelConfig, Placement};
 use tessera_sim::train::{
     Divergence, Event, RunOptions, Summary, TrainConfig, TrainError, Trainer,
 };
@@ -398,7 +398,15 @@ impl TrainArgs {
                 ""
             }
         );
-        if let Placement::Ipus(ipus) = trainer.placement() {
+        if let Placement::Ipus(layers) = trainer.placement() {
+            // A network's placement as its blocks' device mapping.
+            let (what, ipus) = match trainer.model() {
+                ModelConfig::Network(net) => (
+                    "blocks",
+                    trainer.placement().network_mapping(net).unwrap_or_default(),
+                ),
+                ModelConfig::Mlp(_) => ("layers", layers.clone()),
+            };
             let schedule = job
                 .config
                 .pipeline
@@ -406,7 +414,7 @@ impl TrainArgs {
                 .map_or_else(String::new, |p| p.schedule.to_string());
             let _ = writeln!(
                 o,
-                "stages       layers on IPUs {ipus:?}, {schedule}{}",
+                "stages       {what} on IPUs {ipus:?}, {schedule}{}",
                 if job.config.recompute {
                     ", recomputation"
                 } else {

@@ -18,6 +18,7 @@ use super::layers::Builder;
 use super::layers::conv2d::nchw_to_rows;
 use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
 use super::mlp::{check_batch, feed, outputs, run_with_group};
+use super::net_placement::{StageActivations, stage_activations};
 use super::network::NetworkConfig;
 use super::placement::{Placement, StageCycles, stage_cycles};
 use super::{Compute, GroupSum, MicroBatchOutput, ModelError};
@@ -29,6 +30,8 @@ struct Built {
     engine: Engine,
     ids: NetworkIds,
     group_calls: usize,
+    /// Per stage: the activations of one micro-batch.
+    activations: Vec<StageActivations>,
 }
 
 /// One replica's network: training and inference engines for a fixed
@@ -42,6 +45,7 @@ pub struct Network {
     train: Built,
     eval: Built,
     link: GroupLink,
+    placement: Placement,
     /// Running `(mean, var)` per batch-norm layer.
     running: Vec<(Vec<f32>, Vec<f32>)>,
     stages: Option<Vec<StageCycles>>,
@@ -49,23 +53,23 @@ pub struct Network {
 }
 
 /// Builds `config`'s training (`train`) or inference graph and engine
-/// (a sizing graph, unbuilt, if `sizing`).
+/// with its layers placed by `placement` (a sizing graph, unbuilt, if
+/// `sizing`).
 fn build(
     config: &NetworkConfig,
-    target: &ipu::Target,
+    (target, placement): (&ipu::Target, &Placement),
     (batch, compute, train): (usize, Compute, bool),
     link: &GroupLink,
     sizing: bool,
 ) -> Result<(Graph, Program, NetworkIds, usize), ModelError> {
     let ops = config.ops(batch)?;
-    let placement = Placement::Spread;
     let mut b = Builder {
         g: if sizing {
             Graph::sizing(*target)
         } else {
             Graph::new(*target)
         },
-        placement: &placement,
+        placement,
         target,
         batch,
         f16: compute == Compute::F16,
@@ -83,11 +87,12 @@ fn build(
 impl Built {
     fn new(
         config: &NetworkConfig,
-        target: &ipu::Target,
+        at: (&ipu::Target, &Placement),
         shape: (usize, Compute, bool),
         link: &GroupLink,
     ) -> Result<Self, ModelError> {
-        let (g, program, ids, group_calls) = build(config, target, shape, link, false)?;
+        let (g, program, ids, group_calls) = build(config, at, shape, link, false)?;
+        let activations = stage_activations(&g, &ids.kept, at.1);
         let mut engine = Engine::new(g, program, EngineOptions::default())?;
         if let Some(ones) = ids.ones {
             engine
@@ -98,6 +103,7 @@ impl Built {
             engine,
             ids,
             group_calls,
+            activations,
         })
     }
 
@@ -131,13 +137,33 @@ impl Network {
         micro_batch: usize,
         compute: Compute,
     ) -> Result<Self, ModelError> {
+        Self::placed(config, target, &Placement::Spread, micro_batch, compute)
+    }
+
+    /// As [`Network::new`], the flattened layers placed by `placement`
+    /// (made by [`Placement::network`] or [`Placement::network_balanced`]:
+    /// whole blocks per IPU): model sharding, pipeline stages. The
+    /// results are bitwise those of every other placement.
+    ///
+    /// # Errors
+    /// As [`Network::new`], and [`ModelError::Placement`] if `placement`
+    /// does not place every layer on one of `target`'s IPUs.
+    pub fn placed(
+        config: &NetworkConfig,
+        target: ipu::Target,
+        placement: &Placement,
+        micro_batch: usize,
+        compute: Compute,
+    ) -> Result<Self, ModelError> {
         if micro_batch == 0 {
             return Err(ModelError::ZeroMicroBatch);
         }
         let specs = config.params()?;
+        check_placement(config, placement, &target)?;
         let link: GroupLink = Arc::new(Mutex::new(None));
-        let train = Built::new(config, &target, (micro_batch, compute, true), &link)?;
-        let eval = Built::new(config, &target, (micro_batch, compute, false), &link)?;
+        let at = (&target, placement);
+        let train = Built::new(config, at, (micro_batch, compute, true), &link)?;
+        let eval = Built::new(config, at, (micro_batch, compute, false), &link)?;
         let running = train
             .ids
             .bns
@@ -152,6 +178,7 @@ impl Network {
             train,
             eval,
             link,
+            placement: placement.clone(),
             running,
             stages: None,
             profile: None,
@@ -176,10 +203,25 @@ impl Network {
         self.batch
     }
 
-    /// The cycles of the last training micro-batch, as one stage.
+    /// Where its flattened layers run.
+    #[must_use]
+    pub const fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// The cycles of each stage of the placement in the last training
+    /// micro-batch, forward and backward.
     #[must_use]
     pub fn stage_cycles(&self) -> Option<&[StageCycles]> {
         self.stages.as_deref()
+    }
+
+    /// Per stage of the placement, the activations of one training
+    /// micro-batch its backward pass reads, and its input, from the
+    /// training graph's tensors.
+    #[must_use]
+    pub fn stage_activations(&self) -> &[StageActivations] {
+        &self.train.activations
     }
 
     /// Sets the parameters, in the order of [`NetworkConfig::params`].
@@ -248,7 +290,7 @@ impl Network {
         let t = &mut self.train;
         let profile = run_with_group((&mut t.engine, t.group_calls), &self.link, group)?;
         let out = self.train.outputs(profile.total_cycles);
-        self.stages = Some(stage_cycles(&profile, &Placement::Spread));
+        self.stages = Some(stage_cycles(&profile, &self.placement));
         self.profile = Some(profile);
         self.read_grads(grads);
         let e = &self.train.engine;
@@ -388,4 +430,34 @@ impl Network {
     pub fn inference_memory(&self) -> ipu::MemoryUsage {
         self.eval.engine.memory().clone()
     }
+}
+
+/// `placement` names one of `target`'s IPUs for every flattened layer of
+/// `config`, non-decreasing.
+fn check_placement(
+    config: &NetworkConfig,
+    placement: &Placement,
+    target: &ipu::Target,
+) -> Result<(), ModelError> {
+    let Placement::Ipus(per_op) = placement else {
+        return Ok(());
+    };
+    let layers = config.ops(1)?.len();
+    let reason = if per_op.len() != layers {
+        format!("{} layers placed, the network has {layers}", per_op.len())
+    } else if let Some(l) = per_op.iter().position(|&i| i >= target.ipus()) {
+        let ipus = target.ipus();
+        format!("layer {l} is on IPU {}, a replica has {ipus}", per_op[l])
+    } else if let Some(l) = per_op.windows(2).position(|w| w[1] < w[0]) {
+        format!("layer {} comes back to an earlier IPU", l + 1)
+    } else if let Some(r) = config
+        .blocks()?
+        .into_iter()
+        .find(|r| per_op[r.clone()].windows(2).any(|w| w[0] != w[1]))
+    {
+        format!("layers {r:?} form one block, cut between IPUs")
+    } else {
+        return Ok(());
+    };
+    Err(ModelError::Placement { reason })
 }

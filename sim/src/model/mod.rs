@@ -85,6 +85,7 @@ mod estimate;
 mod kind;
 mod layers;
 mod mlp;
+mod net_placement;
 mod network;
 mod placement;
 
@@ -99,6 +100,7 @@ pub use layers::cost::{ConvExtras, LayerCycles, conv2d_cycles, pool2d_cycles};
 pub use layers::pool::{Pool2d, PoolKind, PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
+pub use net_placement::{MappingError, StageActivations};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use placement::{Placement, StageCycles};
 

@@ -467,7 +467,7 @@ impl TrainConfig {
     ///
     /// # Errors
     /// [`TrainError::Invalid`] if the network's input is not `inputs`
-    /// features, or it is asked to recompute (not supported yet).
+    /// features.
     pub fn model_config(&self, inputs: usize, classes: usize) -> Result<ModelConfig, TrainError> {
         let Some(net) = &self.network else {
             return Ok(ModelConfig::Mlp(self.model(inputs, classes)));
@@ -478,11 +478,6 @@ impl TrainConfig {
                 "the network's input of {c}x{h}x{w} = {} features does not match the data's {inputs}",
                 net.inputs()
             )));
-        }
-        if self.recompute {
-            return Err(TrainError::Invalid(
-                "recomputation is not supported for convolutional networks yet".into(),
-            ));
         }
         Ok(ModelConfig::Network(NetworkConfig {
             classes,

@@ -16,7 +16,7 @@ use super::config::TrainConfig;
 use super::cost::{OptimizerMemory, StepTime, step_time};
 use super::divergence::{Divergence, Streak};
 use super::params::FlatParams;
-use super::pipeline::{Schedule, StageMemory, step_cycles};
+use super::pipeline::{Schedule, StageMemory, measured_stage_memory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
@@ -219,15 +219,12 @@ impl Trainer {
         plan.validate(train.len())?;
         let model = config.model_config(data.features(), data.classes())?;
         model.validate()?;
-        let placement = match (&config.pipeline, model.mlp()) {
+        let ipus = config.ipus_per_replica as u32;
+        let placement = match (&config.pipeline, &model) {
             (None, _) => Placement::Spread,
-            (Some(p), Some(mlp)) => p.placement(mlp, config.ipus_per_replica as u32)?,
-            (Some(_), None) => {
-                return Err(TrainError::Invalid(
-                    "pipelining and model sharding are not supported for convolutional networks yet; \
-                     run without --pipeline-stages"
-                        .into(),
-                ));
+            (Some(p), ModelConfig::Mlp(mlp)) => p.placement(mlp, ipus)?,
+            (Some(p), ModelConfig::Network(net)) => {
+                p.network_placement(net, ipus, config.micro_batch)?
             }
         };
         if let Some(mlp) = model.mlp() {
@@ -519,16 +516,27 @@ impl Trainer {
         )
     }
 
-    /// The memory of a replica whose model is `mlp`.
-    fn memory_report(&self, mlp: &Model, target: &crate::ipu::Target) -> MemoryReport {
-        super::fit::memory_report(
+    /// The memory of a replica whose model is `model`: a network's
+    /// stashes from its graph's activation tensors.
+    fn memory_report(&self, model: &Model, target: &crate::ipu::Target) -> MemoryReport {
+        let mut report = super::fit::memory_report(
             &self.config,
             &self.model,
             &self.placement,
             self.flat.elements() as u64,
-            mlp.memory().summary(10),
+            model.memory().summary(10),
             target,
-        )
+        );
+        if let Some(stages) = model.stage_activations() {
+            let config = &self.config;
+            report.activations = measured_stage_memory(
+                stages,
+                config.gradient_accumulation,
+                self.schedule(),
+                config.recompute,
+            );
+        }
+        report
     }
 }
 
