@@ -133,6 +133,24 @@ fn train_pipelines_resnet_mini_bitwise_as_data_parallel() {
             assert_eq!(stashes.as_array().map(Vec::len), Some(2), "{stashes}");
         }
     }
+    // Recomputation from checkpoints on one IPU: the same bits, the
+    // segments and memory in the report.
+    let out = run(&["--recompute", "--recompute-checkpoints", "1,3"]);
+    assert_eq!(fingerprint(&out), reference);
+    let r = &report(&out)["memory"]["recomputation"];
+    assert_eq!(r["segments"].as_array().map(Vec::len), Some(3), "{r}");
+    assert!(
+        r["kept_per_tile"].as_u64() < r["activations_per_tile"].as_u64(),
+        "{r}"
+    );
+    for (bad, needle) in [
+        ("8", "recomputation checkpoint 8 is not a block boundary"),
+        ("3,2", "recomputation checkpoint 2 follows 3"),
+        ("0", "expected a whole number"),
+    ] {
+        let out = run(&["--recompute", "--recompute-checkpoints", bad]);
+        assert_usage_error(&out, bad, needle);
+    }
     let mapping = ["--pipeline-stages", "2", "--device-mapping"];
     let out = run(&[&mapping[..], &["0,0,0,0,0,1,1,1"]].concat());
     assert_eq!(fingerprint(&out), reference);

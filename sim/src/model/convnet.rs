@@ -18,9 +18,10 @@ use super::layers::Builder;
 use super::layers::conv2d::nchw_to_rows;
 use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
 use super::mlp::{check_batch, feed, outputs, run_with_group};
-use super::net_placement::{StageActivations, stage_activations};
+use super::net_placement::{StageActivations, TileBytes, layer_bytes, stage_activations};
 use super::network::NetworkConfig;
 use super::placement::{Placement, StageCycles, stage_cycles};
+use super::recompute::{Recomputation, recomputation};
 use super::{Compute, GroupSum, MicroBatchOutput, ModelError};
 use crate::ipu::{self, Engine, EngineOptions, Graph, Program};
 
@@ -32,6 +33,9 @@ struct Built {
     group_calls: usize,
     /// Per stage: the activations of one micro-batch.
     activations: Vec<StageActivations>,
+    /// Per layer: the bytes per tile of what its backward pass reads, and
+    /// of its input.
+    layers: Vec<(TileBytes, TileBytes)>,
 }
 
 /// One replica's network: training and inference engines for a fixed
@@ -49,6 +53,8 @@ pub struct Network {
     /// Running `(mean, var)` per batch-norm layer.
     running: Vec<(Vec<f32>, Vec<f32>)>,
     stages: Option<Vec<StageCycles>>,
+    /// Per flattened layer, the cycles of the last training micro-batch.
+    layer_cycles: Option<Vec<StageCycles>>,
     profile: Option<ipu::Profile>,
 }
 
@@ -92,7 +98,8 @@ impl Built {
         link: &GroupLink,
     ) -> Result<Self, ModelError> {
         let (g, program, ids, group_calls) = build(config, at, shape, link, false)?;
-        let activations = stage_activations(&g, &ids.kept, at.1);
+        let layers = layer_bytes(&g, &ids.kept);
+        let activations = stage_activations(&layers, at.1);
         let mut engine = Engine::new(g, program, EngineOptions::default())?;
         if let Some(ones) = ids.ones {
             engine
@@ -104,6 +111,7 @@ impl Built {
             ids,
             group_calls,
             activations,
+            layers,
         })
     }
 
@@ -181,6 +189,7 @@ impl Network {
             placement: placement.clone(),
             running,
             stages: None,
+            layer_cycles: None,
             profile: None,
         })
     }
@@ -222,6 +231,20 @@ impl Network {
     #[must_use]
     pub fn stage_activations(&self) -> &[StageActivations] {
         &self.train.activations
+    }
+
+    /// What recomputation from `checkpoints` (blocks of
+    /// [`NetworkConfig::blocks`] whose input is kept, increasing, from 1)
+    /// costs and saves per micro-batch: the forward cycles of the last
+    /// training micro-batch's segments but the last, and the activation
+    /// bytes on the fullest tile (see [`Recomputation`]).
+    ///
+    /// # Errors
+    /// [`ModelError::Checkpoint`] naming the checkpoint.
+    pub fn recomputation(&self, checkpoints: &[usize]) -> Result<Recomputation, ModelError> {
+        let cycles = self.layer_cycles.as_deref().unwrap_or_default();
+        let blocks = self.config.blocks()?;
+        recomputation(&blocks, &self.train.layers, cycles, checkpoints)
     }
 
     /// Sets the parameters, in the order of [`NetworkConfig::params`].
@@ -291,6 +314,8 @@ impl Network {
         let profile = run_with_group((&mut t.engine, t.group_calls), &self.link, group)?;
         let out = self.train.outputs(profile.total_cycles);
         self.stages = Some(stage_cycles(&profile, &self.placement));
+        let each = Placement::Ipus((0..self.train.layers.len() as u32).collect());
+        self.layer_cycles = Some(stage_cycles(&profile, &each));
         self.profile = Some(profile);
         self.read_grads(grads);
         let e = &self.train.engine;

@@ -89,6 +89,9 @@ pub enum ModelError {
     /// A network's device mapping that does not fit its blocks or the
     /// replica's IPUs.
     DeviceMapping(super::MappingError),
+    /// Recomputation checkpoints that are not the network's block
+    /// boundaries in order.
+    Checkpoint(super::CheckpointError),
     /// A network whose layers do not fit together.
     InvalidNetwork {
         /// The layer (numbered as its tensors are named).
@@ -142,6 +145,7 @@ impl fmt::Display for ModelError {
             Self::Group { reason } => write!(f, "the replica group's sum failed: {reason}"),
             Self::Placement { reason } => write!(f, "layer placement: {reason}"),
             Self::DeviceMapping(e) => write!(f, "device mapping: {e}"),
+            Self::Checkpoint(e) => write!(f, "{e}"),
             Self::InvalidNetwork { layer, reason } => write!(f, "network layer {layer}: {reason}"),
         }
     }

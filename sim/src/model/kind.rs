@@ -151,6 +151,18 @@ impl Model {
         }
     }
 
+    /// A network's recomputation from `checkpoints` (`None` for an MLP).
+    #[must_use]
+    pub fn recomputation(
+        &self,
+        checkpoints: &[usize],
+    ) -> Option<Result<super::Recomputation, ModelError>> {
+        match self {
+            Self::Mlp(_) => None,
+            Self::Network(n) => Some(n.recomputation(checkpoints)),
+        }
+    }
+
     /// Sets the parameters.
     ///
     /// # Errors

@@ -88,6 +88,7 @@ mod mlp;
 mod net_placement;
 mod network;
 mod placement;
+mod recompute;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
 pub use convnet::Network;
@@ -103,6 +104,7 @@ pub use mlp::{Compute, MicroBatchOutput, Mlp};
 pub use net_placement::{MappingError, StageActivations};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use placement::{Placement, StageCycles};
+pub use recompute::{CheckpointError, Recomputation, check_checkpoints};
 
 /// The fewest flops a product's output block gets (see the module docs):
 /// 2^16, about 500 cycles of a tile's AMP unit in f16.

@@ -235,45 +235,73 @@ pub struct StageActivations {
     pub input_max_tile_bytes: u64,
 }
 
-/// Each stage's [`StageActivations`] in `g` of the layers' `kept`
-/// tensors placed by `placement`; a tensor read by several layers counts
-/// once.
+/// Bytes on each tile.
+pub(super) type TileBytes = BTreeMap<Tile, u64>;
+
+/// Per layer of `kept`, the bytes on each tile in `g` of what its
+/// backward pass reads (a tensor read by several layers counted at the
+/// first) and of its input.
+pub(super) fn layer_bytes(g: &Graph, kept: &[Kept]) -> Vec<(TileBytes, TileBytes)> {
+    let add = |to: &mut TileBytes, t: TensorId| {
+        let size = g.dtype(t).size();
+        for i in g.mapping(t) {
+            *to.entry(i.tile).or_default() += (i.range.end - i.range.start) * size;
+        }
+    };
+    let mut seen = Vec::new();
+    kept.iter()
+        .map(|k| {
+            let (mut saved, mut input) = (TileBytes::new(), TileBytes::new());
+            for &t in &k.saved {
+                if !seen.contains(&t) {
+                    seen.push(t);
+                    add(&mut saved, t);
+                }
+            }
+            add(&mut input, k.input);
+            (saved, input)
+        })
+        .collect()
+}
+
+/// The sum of `maps`, tile by tile.
+pub(super) fn sum<'a>(maps: impl IntoIterator<Item = &'a TileBytes>) -> TileBytes {
+    let mut out = TileBytes::new();
+    for m in maps {
+        for (&t, &b) in m {
+            *out.entry(t).or_default() += b;
+        }
+    }
+    out
+}
+
+/// The total and the fullest tile's bytes of `m`.
+pub(super) fn total_and_max(m: &TileBytes) -> (u64, u64) {
+    (m.values().sum(), m.values().copied().max().unwrap_or(0))
+}
+
+/// Each stage's [`StageActivations`] from the layers' [`layer_bytes`]
+/// placed by `placement`.
 pub(super) fn stage_activations(
-    g: &Graph,
-    kept: &[Kept],
+    layers: &[(TileBytes, TileBytes)],
     placement: &Placement,
 ) -> Vec<StageActivations> {
-    let bytes = |tensors: &mut dyn Iterator<Item = TensorId>| -> (u64, u64) {
-        let mut seen = Vec::new();
-        let mut per_tile: BTreeMap<Tile, u64> = BTreeMap::new();
-        for t in tensors {
-            if seen.contains(&t) {
-                continue;
-            }
-            seen.push(t);
-            let size = g.dtype(t).size();
-            for i in g.mapping(t) {
-                *per_tile.entry(i.tile).or_default() += (i.range.end - i.range.start) * size;
-            }
-        }
-        let max = per_tile.values().copied().max().unwrap_or(0);
-        (per_tile.values().sum(), max)
-    };
     (0..placement.stages())
         .map(|s| {
-            let layers: Vec<&Kept> = kept
+            let of: Vec<&(TileBytes, TileBytes)> = layers
                 .iter()
                 .enumerate()
                 .filter(|(l, _)| placement.stage_of(*l) == s)
                 .map(|(_, k)| k)
                 .collect();
-            let (all, max) = bytes(&mut layers.iter().flat_map(|k| k.saved.iter().copied()));
-            let (input, input_max) = bytes(&mut layers.first().map(|k| k.input).into_iter());
+            let (bytes, max_tile_bytes) = total_and_max(&sum(of.iter().map(|k| &k.0)));
+            let (input_bytes, input_max_tile_bytes) =
+                of.first().map_or((0, 0), |k| total_and_max(&k.1));
             StageActivations {
-                bytes: all,
-                max_tile_bytes: max,
-                input_bytes: input,
-                input_max_tile_bytes: input_max,
+                bytes,
+                max_tile_bytes,
+                input_bytes,
+                input_max_tile_bytes,
             }
         })
         .collect()

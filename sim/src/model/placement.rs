@@ -9,7 +9,8 @@ use super::ModelError;
 use super::config::MlpConfig;
 use crate::ipu::{Profile, Target, Tile};
 
-/// Where the layers of a replica's MLP run.
+/// Where the layers of a replica's model run (a network's flattened
+/// layers, placed block by block by [`Placement::network`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Placement {
     /// Every layer over every tile of the replica's IPUs.

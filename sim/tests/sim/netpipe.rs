@@ -174,3 +174,114 @@ fn balanced_placements_cut_between_blocks() {
         assert_eq!(Placement::network(&net, &mapping, ipus).unwrap(), p);
     }
 }
+
+/// [`config`] on one IPU with recomputation from `checkpoints`.
+fn checkpointed(checkpoints: &[usize]) -> TrainConfig {
+    TrainConfig {
+        recompute_checkpoints: checkpoints.to_vec(),
+        ..config(1, None, true)
+    }
+}
+
+#[test]
+fn recomputation_checkpoints_cost_segments_and_keep_the_bits() {
+    let plain = run(config(1, None, false));
+    let whole = run(config(1, None, true));
+    assert_same(&plain, &whole, "recomputed whole");
+    assert!(plain.memory.recomputation.is_none());
+    // Blocks 0-2 (stem, residual, batch norm) recomputed from block 3's
+    // input; blocks 3-7 kept from the forward pass.
+    let early = run(checkpointed(&[3]));
+    assert_same(&plain, &early, "checkpoint at block 3");
+    let r = early.memory.recomputation.clone().unwrap();
+    assert_eq!(r.segments, [0..3, 3..8]);
+    let t = (early.step_time.recompute_s, whole.step_time.recompute_s);
+    assert!(t.0 > 0.0 && t.0 < t.1, "{t:?}");
+    assert!(r.kept_per_tile < r.activations_per_tile, "{r:?}");
+    assert!(r.saved_per_tile() > 0);
+    // More checkpoints, more segments recomputed: more time, and the
+    // same activations without recomputation.
+    let more = run(checkpointed(&[1, 2, 3, 5]));
+    assert_same(&plain, &more, "four checkpoints");
+    let m = more.memory.recomputation.unwrap();
+    assert_eq!(m.segments.len(), 5);
+    assert_eq!(m.activations_per_tile, r.activations_per_tile);
+    assert!(more.step_time.recompute_s > early.step_time.recompute_s);
+}
+
+#[test]
+fn checkpoint_activations_are_the_networks_stage_activations() {
+    use tessera_sim::ipu::{IpuParams, IpuSpec, Target};
+    use tessera_sim::model::{Compute, Network};
+    let net = NetworkConfig::resnet_mini([1, 6, 6], 3, &[4, 8], &[1, 1]);
+    let spec = IpuSpec::new(IpuParams {
+        tiles: 32,
+        ..IpuParams::default()
+    })
+    .unwrap();
+    let model = Network::new(&net, Target::single(spec), 2, Compute::F32).unwrap();
+    let one = model.stage_activations()[0];
+    // Every block its own segment or one segment: the same activations.
+    let r = model.recomputation(&[1, 2, 3, 4, 5, 6, 7]).unwrap();
+    assert_eq!(r.activations_per_tile, one.max_tile_bytes);
+    assert_eq!(r.segments.len(), 8);
+    // Before a training micro-batch, no cycles are known.
+    assert_eq!(r.cycles, 0);
+}
+
+#[test]
+fn bad_recomputation_checkpoints_are_explained() {
+    let err = |c: TrainConfig| Trainer::new(c, images()).unwrap_err();
+    let checkpoint = |e: TrainError| match e {
+        TrainError::Model(ModelError::Checkpoint(c)) => c,
+        other => panic!("not a checkpoint error: {other}"),
+    };
+    use tessera_sim::model::CheckpointError;
+    assert_eq!(
+        checkpoint(err(checkpointed(&[0]))),
+        CheckpointError::OutOfRange {
+            block: 0,
+            blocks: 8
+        }
+    );
+    assert_eq!(
+        checkpoint(err(checkpointed(&[8]))),
+        CheckpointError::OutOfRange {
+            block: 8,
+            blocks: 8
+        }
+    );
+    assert_eq!(
+        checkpoint(err(checkpointed(&[3, 3]))),
+        CheckpointError::NotIncreasing {
+            block: 3,
+            previous: 3
+        }
+    );
+    for (c, says) in [
+        (
+            TrainConfig {
+                recompute: false,
+                ..checkpointed(&[3])
+            },
+            "need recomputation",
+        ),
+        (
+            TrainConfig {
+                network: None,
+                ..checkpointed(&[3])
+            },
+            "the MLP",
+        ),
+        (
+            TrainConfig {
+                recompute_checkpoints: vec![3],
+                ..config(2, pipeline(Schedule::Interleaved, None), true)
+            },
+            "without --pipeline-stages",
+        ),
+    ] {
+        let e = err(c).to_string();
+        assert!(e.contains(says), "{e}");
+    }
+}
