@@ -107,6 +107,7 @@ pub(super) fn describe(layer: Option<&NetLayer>) -> String {
         Some(NetLayer::Pool(p)) => format!("{:?} pool", p.kind).to_lowercase(),
         Some(NetLayer::GlobalAvgPool) => "global average pool".into(),
         Some(NetLayer::Residual(_)) => "residual block".into(),
+        Some(NetLayer::Branches(b)) => format!("{} parallel branches", b.len()),
     }
 }
 
@@ -197,11 +198,14 @@ impl Placement {
 /// Each flattened layer's forward flops on `n` samples: a product's
 /// multiply-adds twice, a pooling window's reads, batch norm's few
 /// operations per element; a residual's start nothing, its sum one per
-/// element.
+/// element; parallel branches' split and steps nothing, their concat one
+/// per element.
 fn op_flops(ops: &[Op], n: usize, config: &NetworkConfig) -> Vec<u128> {
     let [_, h, w] = config.input;
     let mut rows = (n * h * w) as u128;
     let mut channels = config.input[0] as u128;
+    // The shapes where open parallel branches split.
+    let mut splits = Vec::new();
     ops.iter()
         .map(|op| match op {
             Op::Conv(s) => {
@@ -215,6 +219,19 @@ fn op_flops(ops: &[Op], n: usize, config: &NetworkConfig) -> Vec<u128> {
             Op::BnAct { .. } => 8 * rows * channels,
             Op::Join => rows * channels,
             Op::Fork => 0,
+            Op::Split => {
+                splits.push((rows, channels));
+                0
+            }
+            Op::NextBranch => {
+                (rows, channels) = *splits.last().expect("a split before every branch");
+                0
+            }
+            Op::Concat { channels: each } => {
+                splits.pop();
+                channels = each.iter().sum::<usize>() as u128;
+                rows * channels
+            }
             Op::Head { fan_in, classes } => 2 * (n * fan_in * classes) as u128,
         })
         .collect()

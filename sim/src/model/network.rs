@@ -34,6 +34,10 @@ pub enum NetLayer {
     GlobalAvgPool,
     /// `x + body(x)`: the body must keep the shape.
     Residual(Vec<NetLayer>),
+    /// Parallel branches on the same input, their outputs concatenated
+    /// by channels in branch order (TF IPU's concurrent pipeline stages):
+    /// at least two, every branch ending at the same height and width.
+    Branches(Vec<Vec<NetLayer>>),
 }
 
 /// How far batch-norm statistics reach (Graphcore's replica groups for
@@ -79,6 +83,15 @@ pub(super) enum Op {
     Fork,
     /// A residual block ends: the kept input added.
     Join,
+    /// Parallel branches start: the input is kept for each.
+    Split,
+    /// A branch ends and the next starts from the kept input.
+    NextBranch,
+    /// The last branch ends: the branches' outputs concatenated by
+    /// channels, `channels[i]` from branch `i`.
+    Concat {
+        channels: Vec<usize>,
+    },
     /// The dense head `[fan_in, classes]`.
     Head {
         fan_in: usize,
@@ -127,6 +140,30 @@ impl NetworkConfig {
             activation: Activation::Relu,
             bn_group: BnGroup::Replica,
         }
+    }
+
+    /// The network with a block of two parallel branches inserted before
+    /// its last two layers (resnet-mini's final `bn_relu` and global
+    /// pool): `bn_relu` then a 3x3 convolution (padding 1), and `bn_relu`
+    /// then a 1x1 convolution, each onto `channels` channels, their
+    /// outputs concatenated (`2 channels` for the layers after).
+    #[must_use]
+    pub fn with_branches(mut self, channels: usize) -> Self {
+        let conv = |kernel: usize| {
+            vec![
+                NetLayer::BnAct,
+                NetLayer::Conv {
+                    channels,
+                    kernel,
+                    stride: 1,
+                    padding: kernel / 2,
+                },
+            ]
+        };
+        let at = self.layers.len().saturating_sub(2);
+        self.layers
+            .insert(at, NetLayer::Branches(vec![conv(3), conv(1)]));
+        self
     }
 
     /// Features per sample.
@@ -221,7 +258,12 @@ impl NetworkConfig {
                     ));
                     out.push(spec("bias", vec![self.classes], ParamKind::Bias));
                 }
-                Op::Pool(..) | Op::Fork | Op::Join => {}
+                Op::Pool(..)
+                | Op::Fork
+                | Op::Join
+                | Op::Split
+                | Op::NextBranch
+                | Op::Concat { .. } => {}
             }
         }
         Ok(out)
@@ -256,14 +298,21 @@ impl NetworkConfig {
                     out.push(normals(&stream, fan_in * self.classes, std));
                     out.push(vec![0.0; self.classes]);
                 }
-                Op::Pool(..) | Op::Fork | Op::Join => {}
+                Op::Pool(..)
+                | Op::Fork
+                | Op::Join
+                | Op::Split
+                | Op::NextBranch
+                | Op::Concat { .. } => {}
             }
         }
         Ok(out)
     }
 
     /// Checks that every size is at least 1, every kernel fits, residual
-    /// bodies keep their shape and the head gets one pixel per sample.
+    /// bodies keep their shape, parallel branches are at least two and
+    /// end at one height and width, and the head gets one pixel per
+    /// sample.
     ///
     /// # Errors
     /// [`ModelError::ZeroWidth`], [`ModelError::InvalidNetwork`] naming
@@ -339,6 +388,7 @@ fn flatten(
                 }
                 ops.push(Op::Join);
             }
+            NetLayer::Branches(branches) => (c, hw) = flatten_branches(branches, n, (c, hw), ops)?,
         }
         if c == 0 {
             return Err(ModelError::ZeroWidth {
@@ -347,4 +397,49 @@ fn flatten(
         }
     }
     Ok((c, hw))
+}
+
+/// Appends parallel `branches` on `n` samples of `(c, hw)` to `ops` (a
+/// split, each branch, a step to the next between them, the concat): the
+/// concatenated shape.
+fn flatten_branches(
+    branches: &[Vec<NetLayer>],
+    n: usize,
+    (c, hw): (usize, (usize, usize)),
+    ops: &mut Vec<Op>,
+) -> Result<(usize, (usize, usize)), ModelError> {
+    let l = ops.len();
+    if branches.len() < 2 {
+        return Err(invalid(
+            l,
+            format!(
+                "parallel branches need at least two, got {}",
+                branches.len()
+            ),
+        ));
+    }
+    ops.push(Op::Split);
+    let mut channels = Vec::new();
+    for (i, branch) in branches.iter().enumerate() {
+        if i > 0 {
+            ops.push(Op::NextBranch);
+        }
+        let (ci, hwi) = flatten(branch, n, (c, hw), ops)?;
+        channels.push((ci, hwi));
+    }
+    let first = channels[0].1;
+    if let Some(i) = channels.iter().position(|&(_, hwi)| hwi != first) {
+        return Err(invalid(
+            l,
+            format!(
+                "branch {i} ends at {}x{}, branch 0 at {}x{}: branches are concatenated by \
+                 channels and must end at one height and width",
+                channels[i].1.0, channels[i].1.1, first.0, first.1
+            ),
+        ));
+    }
+    let channels: Vec<usize> = channels.into_iter().map(|(ci, _)| ci).collect();
+    let total = channels.iter().sum();
+    ops.push(Op::Concat { channels });
+    Ok((total, first))
 }

@@ -3,6 +3,7 @@
 //! the core kernels, the Pod model, the data side, the model, checkpoints,
 //! the trainer and the planner.
 
+mod branches;
 mod checkpoint;
 mod conv;
 mod data;

@@ -2,7 +2,10 @@
 //! the layer builders: feature maps `[n h w, c]` through convolutions,
 //! batch norm with its activation, pooling and residual blocks, the dense
 //! head and the loss; the backward pass in reverse, a residual block's
-//! two gradients added where its input forks.
+//! two gradients added where its input forks. Parallel branches start
+//! from the same input and are concatenated by channels; backward, the
+//! gradient is split by channels into the branches and their input
+//! gradients summed in branch order where they fork.
 //!
 //! Every convolution's output is copied into a few blocks of whole
 //! channels on consecutive tiles (layers take turns over the tiles):
@@ -83,6 +86,10 @@ enum Saved {
     Pool(Pool2d, ConvShape, Pooled, BlockLayout),
     Fork,
     Join,
+    Split,
+    NextBranch,
+    /// The branches' outputs (their layouts and channels).
+    Concat(Vec<Act>),
     Head(Dense, Act),
 }
 
@@ -95,6 +102,8 @@ fn forward(
     ids: &mut (Vec<Slot>, Vec<BnIds>, Vec<Kept>),
 ) -> Result<(Act, Vec<Saved>), ModelError> {
     let (mut cur, mut skips, mut saved) = (x, Vec::new(), Vec::new());
+    // Per open set of parallel branches: its input and the outputs so far.
+    let mut splits: Vec<(Act, Vec<Act>)> = Vec::new();
     for (l, op) in ops.iter().enumerate() {
         let input = cur.tensor;
         let s = match op {
@@ -135,6 +144,21 @@ fn forward(
                 cur = residual::add(b, &format!("layer{l}.sum"), &cur, &skip)?;
                 Saved::Join
             }
+            Op::Split => {
+                splits.push((cur.clone(), Vec::new()));
+                Saved::Split
+            }
+            Op::NextBranch => {
+                let (input, outs) = splits.last_mut().expect("a split before every branch");
+                outs.push(core::mem::replace(&mut cur, input.clone()));
+                Saved::NextBranch
+            }
+            Op::Concat { .. } => {
+                let (_, mut outs) = splits.pop().expect("a split before every concat");
+                outs.push(cur);
+                cur = concat(b, l, &outs)?;
+                Saved::Concat(outs)
+            }
             Op::Head { classes, .. } => {
                 let (dense, z) = head(b, l, &cur, *classes)?;
                 ids.0
@@ -149,7 +173,9 @@ fn forward(
             Saved::Bn(k, z, _) => [z.tensor].into_iter().chain(ids.1[*k].bn.saved()).collect(),
             Saved::Pool(_, _, pooled, _) => pooled.saved().into_iter().collect(),
             Saved::Head(_, input) => vec![input.tensor],
-            Saved::Fork | Saved::Join => Vec::new(),
+            Saved::Fork | Saved::Join | Saved::Split | Saved::NextBranch | Saved::Concat(_) => {
+                Vec::new()
+            }
         };
         ids.2.push(Kept { input, saved: kept });
         saved.push(s);
@@ -163,16 +189,72 @@ const CHANNEL_BLOCKS: usize = 8;
 /// `y` copied into [`CHANNEL_BLOCKS`] blocks of whole channels on
 /// consecutive tiles of layer `l`'s.
 fn by_channels(b: &mut Builder<'_>, l: usize, y: &Act) -> Result<Act, ModelError> {
-    let (rows, c) = (y.layout.rows(), y.layout.cols());
+    let layout = channel_layout(b, l, y.layout.rows(), y.layout.cols());
+    let names = (&*format!("layer{l}.out"), &*format!("layer{l}.to_tile"));
+    relayout(b, names, (y, 0), &layout)
+}
+
+/// A `[rows, c]` feature map's layout in [`CHANNEL_BLOCKS`] blocks of
+/// whole channels on consecutive tiles of layer `l`'s.
+fn channel_layout(b: &Builder<'_>, l: usize, rows: usize, c: usize) -> BlockLayout {
     let tiles = b.tiles(l);
     let span = tiles.end - tiles.start;
     let k = c.min(CHANNEL_BLOCKS).min(span as usize);
     // Layers take turns over the tiles (37 is prime to every tile count
     // of a power of two).
     let first = (l as u32).wrapping_mul(37) % (span - k as u32 + 1);
-    let layout = BlockLayout::grid(rows, c, 1, k, k as u32).shifted(tiles.start + first);
-    let names = (&*format!("layer{l}.out"), &*format!("layer{l}.to_tile"));
-    relayout(b, names, y, &layout)
+    BlockLayout::grid(rows, c, 1, k, k as u32).shifted(tiles.start + first)
+}
+
+/// The branches' outputs `outs` concatenated by channels in branch order
+/// (layer `l`, channel blocks on its tiles): a copy of each output
+/// row's channels from the branch that holds them.
+fn concat(b: &mut Builder<'_>, l: usize, outs: &[Act]) -> Result<Act, ModelError> {
+    let rows = outs[0].layout.rows();
+    let c = outs.iter().map(|o| o.layout.cols()).sum();
+    let layout = channel_layout(b, l, rows, c);
+    let out = b.matrix(&format!("layer{l}.out"), &layout)?;
+    let mut copies = Copies::new();
+    for blk in layout.blocks() {
+        let mut at = blk.elements.start;
+        let (mut runs, mut first) = (0, 0);
+        // Each branch's channels within the block, local to the branch.
+        let parts: Vec<(&Act, core::ops::Range<usize>)> = outs
+            .iter()
+            .filter_map(|o| {
+                let (start, end) = (first, first + o.layout.cols());
+                first = end;
+                let cols = blk.cols.start.max(start)..blk.cols.end.min(end);
+                (!cols.is_empty()).then(|| (o, cols.start - start..cols.end - start))
+            })
+            .collect();
+        for (o, cols) in &parts {
+            runs += o.layout.runs(&blk.rows, cols);
+        }
+        if b.g.is_sizing() {
+            b.g.count_received_runs(blk.tile, runs);
+            continue;
+        }
+        for r in blk.rows.clone() {
+            for (o, cols) in &parts {
+                let len = cols.len() as u64;
+                gather_copies(
+                    &mut copies,
+                    o.tensor,
+                    &o.layout,
+                    r..r + 1,
+                    cols.clone(),
+                    out.tensor,
+                    at,
+                );
+                at += len;
+            }
+        }
+    }
+    if !copies.is_empty() {
+        b.exchange(&format!("layer{l}.concat"), &copies)?;
+    }
+    Ok(out)
 }
 
 /// A layout of `like`'s shape in row blocks of at least 1,024 elements
@@ -186,21 +268,22 @@ fn row_blocks(b: &Builder<'_>, l: usize, like: &BlockLayout) -> BlockLayout {
     BlockLayout::grid(rows, c, blocks, 1, blocks as u32).shifted(tiles.start + first)
 }
 
-/// `y` copied into a new tensor `name` in `layout` (exchange `exchange`).
+/// `y`'s columns from `offset` on copied into a new tensor `name` in
+/// `layout` (exchange `exchange`).
 fn relayout(
     b: &mut Builder<'_>,
     (name, exchange): (&str, &str),
-    y: &Act,
+    (y, offset): (&Act, usize),
     layout: &BlockLayout,
 ) -> Result<Act, ModelError> {
     let out = b.matrix(name, layout)?;
     let mut copies = Copies::new();
     for blk in layout.blocks() {
+        let cols = blk.cols.start + offset..blk.cols.end + offset;
         if b.g.is_sizing() {
-            b.g.count_received_runs(blk.tile, y.layout.runs(&blk.rows, &blk.cols));
+            b.g.count_received_runs(blk.tile, y.layout.runs(&blk.rows, &cols));
         } else {
-            let at = blk.elements.start;
-            let (r, cols) = (blk.rows.clone(), blk.cols.clone());
+            let (at, r) = (blk.elements.start, blk.rows.clone());
             gather_copies(&mut copies, y.tensor, &y.layout, r, cols, out.tensor, at);
         }
     }
@@ -282,6 +365,10 @@ fn backward(
     ones: TensorId,
 ) -> Result<Vec<GradSlot>, ModelError> {
     let (mut grads, mut skips) = (Vec::new(), Vec::new());
+    // Per open set of parallel branches (last first): the gradients of
+    // the branches' outputs still to go back through, and of their
+    // inputs so far (last branch first).
+    let mut splits: Vec<(Vec<Act>, Vec<Act>)> = Vec::new();
     for (l, s) in saved.iter().enumerate().rev() {
         match s {
             Saved::Head(dense, input) => {
@@ -307,7 +394,8 @@ fn backward(
                 grads.push(GradSlot::Matrix(dw));
                 if let Some(dx) = dx {
                     let name = format!("layer{l}.dx_joined");
-                    grad = relayout(b, (&name, &format!("layer{l}.dx_join")), &dx, &input.layout)?;
+                    let names = (&*name, &*format!("layer{l}.dx_join"));
+                    grad = relayout(b, names, (&dx, 0), &input.layout)?;
                 }
             }
             Saved::Join => skips.push(grad.clone()),
@@ -315,10 +403,54 @@ fn backward(
                 let skip = skips.pop().expect("a join after every fork");
                 grad = residual::add(b, &format!("layer{l}.grad_sum"), &grad, &skip)?;
             }
+            Saved::Concat(outs) => {
+                let mut pieces = split_channels(b, l, &grad, outs)?;
+                grad = pieces.pop().expect("at least two branches");
+                splits.push((pieces, Vec::new()));
+            }
+            Saved::NextBranch => {
+                let (pieces, inputs) = splits.last_mut().expect("a concat after every branch");
+                inputs.push(core::mem::replace(
+                    &mut grad,
+                    pieces.pop().expect("a piece per branch"),
+                ));
+            }
+            Saved::Split => {
+                let (_, mut inputs) = splits.pop().expect("a concat after every split");
+                inputs.push(grad);
+                // Summed in branch order: branch 0's first.
+                let mut sum = inputs.pop().expect("at least two branches");
+                for i in 1.. {
+                    let Some(next) = inputs.pop() else { break };
+                    sum = residual::add(b, &format!("layer{l}.grad_sum{i}"), &sum, &next)?;
+                }
+                grad = sum;
+            }
         }
     }
     grads.reverse();
     Ok(grads)
+}
+
+/// The gradient `grad` of layer `l`'s concatenation split by channels
+/// into one per branch, each in its branch output's layout (`outs`).
+fn split_channels(
+    b: &mut Builder<'_>,
+    l: usize,
+    grad: &Act,
+    outs: &[Act],
+) -> Result<Vec<Act>, ModelError> {
+    let mut offset = 0;
+    let mut pieces = Vec::new();
+    for (i, o) in outs.iter().enumerate() {
+        let names = (
+            &*format!("layer{l}.grad{i}"),
+            &*format!("layer{l}.grad_split{i}"),
+        );
+        pieces.push(relayout(b, names, (grad, offset), &o.layout)?);
+        offset += o.layout.cols();
+    }
+    Ok(pieces)
 }
 
 /// The training (`b.train`) or inference graph of `ops` into `b`.
