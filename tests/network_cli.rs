@@ -2,7 +2,8 @@
 //! prints bitwise identical curves from 1 to 16 replicas, a bad model
 //! is one line and status 2, resnet-mini's options are refused for the
 //! MLP; resnet-mini pipelined or sharded over 2 IPUs trains the
-//! data-parallel fingerprint, and a bad device mapping names its block.
+//! data-parallel fingerprint, and a bad device mapping names its block;
+//! resnet-mini with parallel branches (`--branches`) the same.
 
 use crate::cli::{fingerprint, report};
 use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
@@ -69,6 +70,14 @@ fn bad_model_options_are_one_line_errors_with_status_2() {
         (
             &["--model", "resnet-mini", "--data", "synthetic:600:8:3:1"][..],
             "resnet-mini reads images",
+        ),
+        (
+            &["--branches", "4"][..],
+            "--branches is an option of --model resnet-mini",
+        ),
+        (
+            &["--model", "resnet-mini", "--branches", "0"][..],
+            "expected a whole number >= 1",
         ),
     ] {
         let mut args = vec![
@@ -167,5 +176,56 @@ fn train_pipelines_resnet_mini_bitwise_as_data_parallel() {
         let out = run(&[&mapping[..], &[bad]].concat());
         assert_usage_error(&out, bad, needle);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn resnet_mini_with_branches_trains_pipelined_bitwise_as_data_parallel() {
+    let dir = scratch("branches-resnet");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--runs-dir",
+            dir.to_str().expect("UTF-8 path"),
+            "--model",
+            "resnet-mini",
+            "--widths",
+            "4",
+            "--blocks",
+            "1",
+            "--branches",
+            "2",
+            "--data",
+            "images:48:1x6x6:3:1",
+            "--instances",
+            "1",
+            "--replication-factor",
+            "2",
+            "--micro-batch",
+            "2",
+            "--gradient-accumulation",
+            "4",
+            "--epochs",
+            "1",
+            "--no-progress",
+            "--json",
+            "--overwrite",
+        ];
+        args.extend(extra);
+        tessera(&args)
+    };
+    let reference = run(&[]);
+    // The effective configuration keeps the branches.
+    assert_eq!(report(&reference)["config"]["branches"], 2);
+    // Blocks: stem, residual, the branches, batch norm, pool, head; the
+    // branches whole on IPU 1.
+    let mapping = ["--pipeline-stages", "2", "--device-mapping", "0,0,1,1,1,1"];
+    assert_eq!(fingerprint(&run(&mapping)), fingerprint(&reference));
+    let out = run(&["--pipeline-stages", "2", "--device-mapping", "0,0,2,1,1,1"]);
+    assert_usage_error(
+        &out,
+        "2 on IPU 2",
+        "block 2 (2 parallel branches) is mapped to IPU 2",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

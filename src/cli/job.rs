@@ -84,6 +84,19 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) blocks: Option<Vec<usize>>,
 
+    /// resnet-mini: add, before the final batch norm and pool, a block of
+    /// two parallel branches (batch norm, ReLU and a 3x3 convolution;
+    /// batch norm, ReLU and a 1x1 convolution) of C channels each,
+    /// concatenated by channels [default: none]
+    #[arg(
+        long,
+        value_name = "C",
+        value_parser = whole::<usize, 1>,
+        help_heading = "Model"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) branches: Option<usize>,
+
     /// resnet-mini: batch-norm statistics per replica or over all
     /// replicas [default: replica with resnet-mini]
     #[arg(long, value_enum, alias = "bn_group", help_heading = "Model")]
@@ -654,8 +667,8 @@ pub(super) struct Job {
     pub(super) resnet: Option<Resnet>,
 }
 
-/// resnet-mini's stage widths and block counts.
-pub(super) type Resnet = (Vec<usize>, Vec<usize>);
+/// resnet-mini's stage widths, block counts and branch channels.
+pub(super) type Resnet = (Vec<usize>, Vec<usize>, Option<usize>);
 
 impl JobArgs {
     /// These options (the flags) over those of the TOML file at `path`,
@@ -689,6 +702,7 @@ impl JobArgs {
             model,
             widths,
             blocks,
+            branches,
             bn_group,
             hidden,
             activation,
@@ -864,6 +878,7 @@ impl JobArgs {
         let net_options = [
             ("--widths", self.widths.is_some()),
             ("--blocks", self.blocks.is_some()),
+            ("--branches", self.branches.is_some()),
             ("--bn-group", self.bn_group.is_some()),
         ];
         if !resnet {
@@ -900,9 +915,12 @@ impl JobArgs {
             .take()
             .unwrap_or_else(|| NetworkConfig::resnet_mini(input, 0, &[], &[]));
         let mut net = NetworkConfig::resnet_mini(input, old.classes, &widths, &blocks);
+        if let Some(channels) = self.branches {
+            net = net.with_branches(channels);
+        }
         net.bn_group = self.bn_group.map_or(old.bn_group, BnGroup::from);
         c.network = Some(net);
-        Ok((c, Some((widths, blocks))))
+        Ok((c, Some((widths, blocks, self.branches))))
     }
 }
 
@@ -928,6 +946,7 @@ impl Job {
             }),
             widths: self.resnet.as_ref().map(|r| r.0.clone()),
             blocks: self.resnet.as_ref().map(|r| r.1.clone()),
+            branches: self.resnet.as_ref().and_then(|r| r.2),
             bn_group: c.network.as_ref().map(|n| n.bn_group.into()),
             hidden: Some(c.hidden.clone()),
             activation: Some(c.activation.into()),
@@ -995,7 +1014,12 @@ impl Job {
     pub(super) fn numerics(&self) -> String {
         let c = &self.config;
         let model = match &self.resnet {
-            Some((w, b)) => format!("resnet-mini widths {w:?} blocks {b:?}"),
+            Some((w, b, branches)) => format!(
+                "resnet-mini widths {w:?} blocks {b:?}{}",
+                branches.map_or(String::new(), |c| format!(
+                    " + branches 3x3|1x1 of {c} channels"
+                ))
+            ),
             None => format!(
                 "hidden {:?} {:?}{}",
                 c.hidden,

@@ -305,7 +305,8 @@ mod tests {
         use crate::ipu::{IpuParams, IpuSpec};
         use crate::model::{Compute, NetLayer, Network, NetworkConfig, NoGroup, Pool2d, PoolKind};
         // Every kind of layer: convolutions (one strided), batch norm, a
-        // max and an average pool, a residual block, the head.
+        // max and an average pool, parallel branches, a residual block,
+        // the head.
         let mut net = NetworkConfig::resnet_mini([2, 6, 6], 3, &[4, 8], &[1, 1]);
         let pool = |kind| {
             NetLayer::Pool(Pool2d {
@@ -317,6 +318,14 @@ mod tests {
         };
         net.layers.insert(1, pool(PoolKind::Max));
         net.layers.insert(2, pool(PoolKind::Avg));
+        let conv = |kernel: usize| NetLayer::Conv {
+            channels: 2,
+            kernel,
+            stride: 1,
+            padding: kernel / 2,
+        };
+        let branches = vec![vec![NetLayer::BnAct, conv(3)], vec![conv(1)]];
+        net.layers.insert(3, NetLayer::Branches(branches));
         let spec = IpuSpec::new(IpuParams {
             tiles: 16,
             ..IpuParams::default()
@@ -358,6 +367,7 @@ mod tests {
             "dcols",
             "col2im",
             "dx_join",
+            "dx_split",
             "pool_grad",
             "grad_sum",
             "dw",

@@ -444,8 +444,8 @@ fn split_channels(
     let mut pieces = Vec::new();
     for (i, o) in outs.iter().enumerate() {
         let names = (
-            &*format!("layer{l}.grad{i}"),
-            &*format!("layer{l}.grad_split{i}"),
+            &*format!("layer{l}.dx{i}"),
+            &*format!("layer{l}.dx_split{i}"),
         );
         pieces.push(relayout(b, names, (grad, offset), &o.layout)?);
         offset += o.layout.cols();
