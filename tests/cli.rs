@@ -718,6 +718,39 @@ fn scale_reports_bitwise_identical_curves_for_every_replica_count() {
         "{}",
         stdout(&out)
     );
+    // The first run's files are kept: the second went to scale-2 and said so.
+    assert!(stderr(&out).contains("scale-2"), "{}", stderr(&out));
+    let first = std::fs::read(run.join("scale.jsonl")).unwrap();
+    assert_eq!(first.iter().filter(|&&b| b == b'\n').count(), 3);
+    assert!(dir.join("scale-2").join("scale.jsonl").is_file());
+    // Named over a run: refused (exit 2, one line), nothing written;
+    // --overwrite replaces it.
+    let again = |extra: &[&str]| {
+        let mut args = vec![
+            "scale",
+            "--replicas",
+            "1",
+            "--epochs",
+            "1",
+            "--data",
+            "synthetic:600:8:3:1",
+            "--hidden",
+            "16",
+            "--runs-dir",
+            dir.to_str().unwrap(),
+            "--no-progress",
+            "--name",
+            "scale",
+        ];
+        args.extend(extra);
+        tessera(&args)
+    };
+    let out = again(&[]);
+    assert_usage_error(&out, "scale --name over a run", "--overwrite");
+    assert_eq!(std::fs::read(run.join("scale.jsonl")).unwrap(), first);
+    let out = again(&["--overwrite"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_ne!(std::fs::read(run.join("scale.jsonl")).unwrap(), first);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

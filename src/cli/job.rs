@@ -409,10 +409,58 @@ pub(super) struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// The run directory, `RUNS_DIR/NAME`, created. A name that is empty
-    /// or not one path component is refused.
-    pub(super) fn run_dir(&self, default_name: &str) -> Result<PathBuf, Failure> {
-        create_dir(self.run_dir_path(default_name)?)
+    /// The directory of a new run that writes `files` (names): `RUNS_DIR/NAME`,
+    /// created. One holding an earlier run's files is never silently
+    /// reused: `overwrite` deletes them first; without `--name` the run
+    /// moves on to `NAME-2`, `NAME-3`, ... and says so on stderr; with
+    /// `--name` it is refused, the message ending with `hint`.
+    pub(super) fn new_run_dir(
+        &self,
+        default_name: &str,
+        files: &[&str],
+        overwrite: bool,
+        hint: &str,
+    ) -> Result<PathBuf, Failure> {
+        let dir = self.run_dir_path(default_name)?;
+        let found = existing(&dir, files);
+        if found.is_empty() {
+            return create_dir(dir);
+        }
+        if overwrite {
+            for name in files {
+                let path = dir.join(name);
+                if let Err(e) = std::fs::remove_file(&path)
+                    && e.kind() != io::ErrorKind::NotFound
+                {
+                    return Err(Failure::Job(format!(
+                        "--overwrite: cannot delete {}: {e}",
+                        path.display()
+                    )));
+                }
+            }
+            return Ok(dir);
+        }
+        if self.name.is_none() {
+            let next = (2u32..)
+                .map(|k| dir.with_file_name(format!("{default_name}-{k}")))
+                .find(|d| existing(d, files).is_empty())
+                .expect("a free name");
+            eprintln!(
+                "tessera: {} holds an earlier run; this one goes to {} (--name NAME to \
+                 choose, --overwrite to replace {})",
+                dir.display(),
+                next.display(),
+                dir.display()
+            );
+            return create_dir(next);
+        }
+        Err(Failure::Usage(format!(
+            "--name {}: {} already holds a run ({}): give another --name, --overwrite to \
+             replace it{hint}",
+            self.name.as_deref().unwrap_or(default_name),
+            dir.display(),
+            found.join(", "),
+        )))
     }
 
     /// The run directory's path, `RUNS_DIR/NAME`. A name that is empty or
@@ -440,6 +488,15 @@ impl OutputArgs {
     pub(super) fn progress(&self) -> bool {
         !self.no_progress && !self.json && io::stderr().is_terminal()
     }
+}
+
+/// Those of `files` (names) that exist in `dir`.
+fn existing(dir: &Path, files: &[&str]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| dir.join(f).exists())
+        .map(|f| (*f).to_owned())
+        .collect()
 }
 
 /// Creates the run directory `dir` (and its parents).

@@ -19,6 +19,10 @@ use super::plot::{Series, line_chart};
 /// The run directory's name when `--name` is not given.
 const DEFAULT_NAME: &str = "scale";
 
+/// The files a scale run writes: the rows, the loss curves, the
+/// throughput against replicas.
+const FILES: [&str; 3] = ["scale.jsonl", "scale.svg", "scaling.svg"];
+
 /// Epochs when `--epochs` is not given: enough to see the curves, quick.
 const DEFAULT_EPOCHS: u64 = 5;
 
@@ -47,6 +51,11 @@ pub(super) struct ScaleArgs {
         value_parser = job::whole::<usize, 1>
     )]
     global_batch: Option<usize>,
+
+    /// Replace the run already in the run directory (its files are deleted
+    /// first)
+    #[arg(long)]
+    overwrite: bool,
 
     #[command(flatten)]
     job: JobArgs,
@@ -91,7 +100,9 @@ impl ScaleArgs {
             .iter()
             .map(|&r| self.trainer(&job, global_batch, r, data.clone()))
             .collect::<Result<Vec<_>, _>>()?;
-        let dir = self.output.run_dir(DEFAULT_NAME)?;
+        let dir = self
+            .output
+            .new_run_dir(DEFAULT_NAME, &FILES, self.overwrite, "")?;
         let Some(summaries) = self.train_all(&trainers)? else {
             return Ok(());
         };
@@ -249,11 +260,7 @@ fn write_files(
     (rows, summaries): (&[Row], &[Summary]),
     jsonl: &str,
 ) -> Result<[PathBuf; 3], Failure> {
-    let files = [
-        dir.join("scale.jsonl"),
-        dir.join("scale.svg"),
-        dir.join("scaling.svg"),
-    ];
+    let files = FILES.map(|name| dir.join(name));
     job::write_file(&files[0], jsonl.as_bytes())?;
     let curves: Vec<Series> = rows
         .iter()
