@@ -1,8 +1,10 @@
 //! Tests: the `tessera` command with `--model resnet-mini`: `scale`
 //! prints bitwise identical curves from 1 to 16 replicas, a bad model
 //! is one line and status 2, resnet-mini's options are refused for the
-//! MLP.
+//! MLP; resnet-mini pipelined or sharded over 2 IPUs trains the
+//! data-parallel fingerprint, and a bad device mapping names its block.
 
+use crate::cli::{fingerprint, report};
 use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
 
 #[test]
@@ -78,6 +80,92 @@ fn bad_model_options_are_one_line_errors_with_status_2() {
         args.extend(extra);
         let out = tessera(&args);
         assert_usage_error(&out, &format!("{extra:?}"), needle);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn train_pipelines_resnet_mini_bitwise_as_data_parallel() {
+    let dir = scratch("pipeline-resnet");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--runs-dir",
+            dir.to_str().expect("UTF-8 path"),
+            "--model",
+            "resnet-mini",
+            "--widths",
+            "4,8",
+            "--blocks",
+            "1,1",
+            "--data",
+            "images:96:1x6x6:3:1",
+            "--instances",
+            "1",
+            "--replication-factor",
+            "2",
+            "--micro-batch",
+            "2",
+            "--gradient-accumulation",
+            "4",
+            "--epochs",
+            "1",
+            "--no-progress",
+            "--json",
+            "--overwrite",
+        ];
+        args.extend(extra);
+        tessera(&args)
+    };
+    let reference = fingerprint(&run(&[]));
+    assert_eq!(fingerprint(&run(&["--ipus-per-replica", "2"])), reference);
+    for schedule in ["grouped", "interleaved", "sequential"] {
+        for recompute in ["false", "true"] {
+            let out = run(&[
+                "--pipeline-stages",
+                "2",
+                "--schedule",
+                schedule,
+                &format!("--recompute={recompute}"),
+            ]);
+            assert_eq!(fingerprint(&out), reference, "{schedule} {recompute}");
+            let stashes = &report(&out)["memory"]["activation_stashes"];
+            assert_eq!(stashes.as_array().map(Vec::len), Some(2), "{stashes}");
+        }
+    }
+    // Recomputation from checkpoints on one IPU: the same bits, the
+    // segments and memory in the report.
+    let out = run(&["--recompute", "--recompute-checkpoints", "1,3"]);
+    assert_eq!(fingerprint(&out), reference);
+    let r = &report(&out)["memory"]["recomputation"];
+    assert_eq!(r["segments"].as_array().map(Vec::len), Some(3), "{r}");
+    assert!(
+        r["kept_per_tile"].as_u64() < r["activations_per_tile"].as_u64(),
+        "{r}"
+    );
+    for (bad, needle) in [
+        ("8", "recomputation checkpoint 8 is not a block boundary"),
+        ("3,2", "recomputation checkpoint 2 follows 3"),
+        ("0", "expected a whole number"),
+    ] {
+        let out = run(&["--recompute", "--recompute-checkpoints", bad]);
+        assert_usage_error(&out, bad, needle);
+    }
+    let mapping = ["--pipeline-stages", "2", "--device-mapping"];
+    let out = run(&[&mapping[..], &["0,0,0,0,0,1,1,1"]].concat());
+    assert_eq!(fingerprint(&out), reference);
+    // resnet-mini of two stages has 8 blocks: stem, residual, batch
+    // norm, the strided convolution, residual, batch norm, pool, head.
+    for (bad, needle) in [
+        ("0,1", "the network needs 8"),
+        (
+            "0,0,0,2,1,1,1,1",
+            "block 3 (conv 3x3 s2 -> 8) is mapped to IPU 2",
+        ),
+        ("0,1,0,1,1,1,1,1", "block 2 (batch norm) is on IPU 0"),
+    ] {
+        let out = run(&[&mapping[..], &[bad]].concat());
+        assert_usage_error(&out, bad, needle);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -201,6 +201,20 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) recompute: Option<bool>,
 
+    /// With --recompute on a network that is not pipelined: the blocks
+    /// (top-level layers, the head last, from 0) whose input is kept as a
+    /// recomputation checkpoint, increasing from 1 (2,5)
+    #[arg(
+        long,
+        alias = "recompute_checkpoints",
+        value_name = "B,B",
+        value_delimiter = ',',
+        value_parser = whole::<usize, 1>,
+        help_heading = "Model parallelism"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) recompute_checkpoints: Option<Vec<usize>>,
+
     /// Samples per micro-batch [default: 8]
     #[arg(
         long,
@@ -744,6 +758,7 @@ impl JobArgs {
             schedule,
             device_mapping,
             recompute,
+            recompute_checkpoints,
             micro_batch,
             gradient_accumulation,
             device_iterations,
@@ -827,6 +842,9 @@ impl JobArgs {
             c.pipeline = Some(p);
         }
         set(&mut c.recompute, self.recompute);
+        if let Some(b) = &self.recompute_checkpoints {
+            c.recompute_checkpoints.clone_from(b);
+        }
         set(&mut c.micro_batch, self.micro_batch);
         set(&mut c.gradient_accumulation, self.gradient_accumulation);
         set(&mut c.device_iterations, self.device_iterations);
@@ -979,6 +997,8 @@ impl Job {
             schedule: c.pipeline.as_ref().map(|p| p.schedule.to_string()),
             device_mapping: c.pipeline.as_ref().and_then(|p| p.device_mapping.clone()),
             recompute: Some(c.recompute),
+            recompute_checkpoints: (!c.recompute_checkpoints.is_empty())
+                .then(|| c.recompute_checkpoints.clone()),
             micro_batch: Some(c.micro_batch),
             gradient_accumulation: Some(c.gradient_accumulation),
             device_iterations: Some(c.device_iterations),

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{Value, json};
 use tessera_sim::data::Dataset;
-use tessera_sim::model::Placement;
+use tessera_sim::model::{ModelConfig, Placement};
 use tessera_sim::train::{
-    Divergence, Event, RunOptions, Summary, TrainConfig, TrainError, Trainer,
+    Divergence, Event, MemoryReport, RunOptions, Summary, TrainConfig, TrainError, Trainer,
 };
 
 use super::history::{History, Metrics};
@@ -282,6 +282,7 @@ impl TrainArgs {
                 "optimizer_unsharded_bytes": s.memory.optimizer.unsharded_bytes,
                 "optimizer_offloaded": s.memory.optimizer.offloaded,
                 "activation_stashes": s.memory.activations,
+                "recomputation": s.memory.recomputation,
             },
             "skipped_steps": skipped(s),
             "final_loss_scale": s.steps.last().map(|r| r.loss_scale),
@@ -356,35 +357,7 @@ impl TrainArgs {
                 ""
             }
         );
-        if let Placement::Ipus(ipus) = trainer.placement() {
-            let schedule = job
-                .config
-                .pipeline
-                .as_ref()
-                .map_or_else(String::new, |p| p.schedule.to_string());
-            let _ = writeln!(
-                o,
-                "stages       layers on IPUs {ipus:?}, {schedule}{}",
-                if job.config.recompute {
-                    ", recomputation"
-                } else {
-                    ""
-                }
-            );
-        }
-        for a in &m.activations {
-            if a.stashed > 1 || job.config.recompute {
-                let _ = writeln!(
-                    o,
-                    "  stage {}      keeps {} micro-batches: {} per tile of stashes; \
-                     recomputation saves {} bytes",
-                    a.stage,
-                    a.stashed,
-                    bytes(a.stash_bytes_per_tile),
-                    a.recompute_saves_bytes
-                );
-            }
-        }
+        model_parallelism(&mut o, job, trainer, &s.memory);
         let _ = writeln!(
             o,
             "optimizer    {} per replica {}, {} unsharded",
@@ -466,5 +439,60 @@ fn bytes(b: u64) -> String {
         format!("{:.1} KiB", b / 1024.0)
     } else {
         format!("{b} B")
+    }
+}
+
+/// The report's lines on the replica's stages, their stashes and the
+/// recomputation checkpoints.
+fn model_parallelism(o: &mut String, job: &Job, trainer: &Trainer, m: &MemoryReport) {
+    if let Placement::Ipus(layers) = trainer.placement() {
+        // A network's placement as its blocks' device mapping.
+        let (what, ipus) = match trainer.model() {
+            ModelConfig::Network(net) => (
+                "blocks",
+                trainer.placement().network_mapping(net).unwrap_or_default(),
+            ),
+            ModelConfig::Mlp(_) => ("layers", layers.clone()),
+        };
+        let schedule = job
+            .config
+            .pipeline
+            .as_ref()
+            .map_or_else(String::new, |p| p.schedule.to_string());
+        let _ = writeln!(
+            o,
+            "stages       {what} on IPUs {ipus:?}, {schedule}{}",
+            if job.config.recompute {
+                ", recomputation"
+            } else {
+                ""
+            }
+        );
+    }
+    for a in &m.activations {
+        let whole = job.config.recompute && job.config.recompute_checkpoints.is_empty();
+        if a.stashed > 1 || whole {
+            let _ = writeln!(
+                o,
+                "  stage {}      keeps {} micro-batches: {} per tile of stashes; \
+                 recomputation saves {} bytes",
+                a.stage,
+                a.stashed,
+                bytes(a.stash_bytes_per_tile),
+                a.recompute_saves_bytes
+            );
+        }
+    }
+    if let Some(r) = &m.recomputation {
+        let _ = writeln!(
+            o,
+            "checkpoints  blocks {:?}: {} segments, {} forward cycles per micro-batch run \
+             again; activations {} per tile kept of {}",
+            job.config.recompute_checkpoints,
+            r.segments.len(),
+            r.cycles,
+            bytes(r.kept_per_tile),
+            bytes(r.activations_per_tile)
+        );
     }
 }

@@ -18,8 +18,10 @@ use super::layers::Builder;
 use super::layers::conv2d::nchw_to_rows;
 use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
 use super::mlp::{check_batch, feed, outputs, run_with_group};
+use super::net_placement::{StageActivations, TileBytes, layer_bytes, stage_activations};
 use super::network::NetworkConfig;
 use super::placement::{Placement, StageCycles, stage_cycles};
+use super::recompute::{Recomputation, recomputation};
 use super::{Compute, GroupSum, MicroBatchOutput, ModelError};
 use crate::ipu::{self, Engine, EngineOptions, Graph, Program};
 
@@ -29,6 +31,11 @@ struct Built {
     engine: Engine,
     ids: NetworkIds,
     group_calls: usize,
+    /// Per stage: the activations of one micro-batch.
+    activations: Vec<StageActivations>,
+    /// Per layer: the bytes per tile of what its backward pass reads, and
+    /// of its input.
+    layers: Vec<(TileBytes, TileBytes)>,
 }
 
 /// One replica's network: training and inference engines for a fixed
@@ -42,30 +49,33 @@ pub struct Network {
     train: Built,
     eval: Built,
     link: GroupLink,
+    placement: Placement,
     /// Running `(mean, var)` per batch-norm layer.
     running: Vec<(Vec<f32>, Vec<f32>)>,
     stages: Option<Vec<StageCycles>>,
+    /// Per flattened layer, the cycles of the last training micro-batch.
+    layer_cycles: Option<Vec<StageCycles>>,
     profile: Option<ipu::Profile>,
 }
 
 /// Builds `config`'s training (`train`) or inference graph and engine
-/// (a sizing graph, unbuilt, if `sizing`).
+/// with its layers placed by `placement` (a sizing graph, unbuilt, if
+/// `sizing`).
 fn build(
     config: &NetworkConfig,
-    target: &ipu::Target,
+    (target, placement): (&ipu::Target, &Placement),
     (batch, compute, train): (usize, Compute, bool),
     link: &GroupLink,
     sizing: bool,
 ) -> Result<(Graph, Program, NetworkIds, usize), ModelError> {
     let ops = config.ops(batch)?;
-    let placement = Placement::Spread;
     let mut b = Builder {
         g: if sizing {
             Graph::sizing(*target)
         } else {
             Graph::new(*target)
         },
-        placement: &placement,
+        placement,
         target,
         batch,
         f16: compute == Compute::F16,
@@ -83,11 +93,13 @@ fn build(
 impl Built {
     fn new(
         config: &NetworkConfig,
-        target: &ipu::Target,
+        at: (&ipu::Target, &Placement),
         shape: (usize, Compute, bool),
         link: &GroupLink,
     ) -> Result<Self, ModelError> {
-        let (g, program, ids, group_calls) = build(config, target, shape, link, false)?;
+        let (g, program, ids, group_calls) = build(config, at, shape, link, false)?;
+        let layers = layer_bytes(&g, &ids.kept);
+        let activations = stage_activations(&layers, at.1);
         let mut engine = Engine::new(g, program, EngineOptions::default())?;
         if let Some(ones) = ids.ones {
             engine
@@ -98,6 +110,8 @@ impl Built {
             engine,
             ids,
             group_calls,
+            activations,
+            layers,
         })
     }
 
@@ -131,13 +145,33 @@ impl Network {
         micro_batch: usize,
         compute: Compute,
     ) -> Result<Self, ModelError> {
+        Self::placed(config, target, &Placement::Spread, micro_batch, compute)
+    }
+
+    /// As [`Network::new`], the flattened layers placed by `placement`
+    /// (made by [`Placement::network`] or [`Placement::network_balanced`]:
+    /// whole blocks per IPU): model sharding, pipeline stages. The
+    /// results are bitwise those of every other placement.
+    ///
+    /// # Errors
+    /// As [`Network::new`], and [`ModelError::Placement`] if `placement`
+    /// does not place every layer on one of `target`'s IPUs.
+    pub fn placed(
+        config: &NetworkConfig,
+        target: ipu::Target,
+        placement: &Placement,
+        micro_batch: usize,
+        compute: Compute,
+    ) -> Result<Self, ModelError> {
         if micro_batch == 0 {
             return Err(ModelError::ZeroMicroBatch);
         }
         let specs = config.params()?;
+        check_placement(config, placement, &target)?;
         let link: GroupLink = Arc::new(Mutex::new(None));
-        let train = Built::new(config, &target, (micro_batch, compute, true), &link)?;
-        let eval = Built::new(config, &target, (micro_batch, compute, false), &link)?;
+        let at = (&target, placement);
+        let train = Built::new(config, at, (micro_batch, compute, true), &link)?;
+        let eval = Built::new(config, at, (micro_batch, compute, false), &link)?;
         let running = train
             .ids
             .bns
@@ -152,8 +186,10 @@ impl Network {
             train,
             eval,
             link,
+            placement: placement.clone(),
             running,
             stages: None,
+            layer_cycles: None,
             profile: None,
         })
     }
@@ -176,10 +212,39 @@ impl Network {
         self.batch
     }
 
-    /// The cycles of the last training micro-batch, as one stage.
+    /// Where its flattened layers run.
+    #[must_use]
+    pub const fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// The cycles of each stage of the placement in the last training
+    /// micro-batch, forward and backward.
     #[must_use]
     pub fn stage_cycles(&self) -> Option<&[StageCycles]> {
         self.stages.as_deref()
+    }
+
+    /// Per stage of the placement, the activations of one training
+    /// micro-batch its backward pass reads, and its input, from the
+    /// training graph's tensors.
+    #[must_use]
+    pub fn stage_activations(&self) -> &[StageActivations] {
+        &self.train.activations
+    }
+
+    /// What recomputation from `checkpoints` (blocks of
+    /// [`NetworkConfig::blocks`] whose input is kept, increasing, from 1)
+    /// costs and saves per micro-batch: the forward cycles of the last
+    /// training micro-batch's segments but the last, and the activation
+    /// bytes on the fullest tile (see [`Recomputation`]).
+    ///
+    /// # Errors
+    /// [`ModelError::Checkpoint`] naming the checkpoint.
+    pub fn recomputation(&self, checkpoints: &[usize]) -> Result<Recomputation, ModelError> {
+        let cycles = self.layer_cycles.as_deref().unwrap_or_default();
+        let blocks = self.config.blocks()?;
+        recomputation(&blocks, &self.train.layers, cycles, checkpoints)
     }
 
     /// Sets the parameters, in the order of [`NetworkConfig::params`].
@@ -248,7 +313,9 @@ impl Network {
         let t = &mut self.train;
         let profile = run_with_group((&mut t.engine, t.group_calls), &self.link, group)?;
         let out = self.train.outputs(profile.total_cycles);
-        self.stages = Some(stage_cycles(&profile, &Placement::Spread));
+        self.stages = Some(stage_cycles(&profile, &self.placement));
+        let each = Placement::Ipus((0..self.train.layers.len() as u32).collect());
+        self.layer_cycles = Some(stage_cycles(&profile, &each));
         self.profile = Some(profile);
         self.read_grads(grads);
         let e = &self.train.engine;
@@ -388,4 +455,34 @@ impl Network {
     pub fn inference_memory(&self) -> ipu::MemoryUsage {
         self.eval.engine.memory().clone()
     }
+}
+
+/// `placement` names one of `target`'s IPUs for every flattened layer of
+/// `config`, non-decreasing.
+fn check_placement(
+    config: &NetworkConfig,
+    placement: &Placement,
+    target: &ipu::Target,
+) -> Result<(), ModelError> {
+    let Placement::Ipus(per_op) = placement else {
+        return Ok(());
+    };
+    let layers = config.ops(1)?.len();
+    let reason = if per_op.len() != layers {
+        format!("{} layers placed, the network has {layers}", per_op.len())
+    } else if let Some(l) = per_op.iter().position(|&i| i >= target.ipus()) {
+        let ipus = target.ipus();
+        format!("layer {l} is on IPU {}, a replica has {ipus}", per_op[l])
+    } else if let Some(l) = per_op.windows(2).position(|w| w[1] < w[0]) {
+        format!("layer {} comes back to an earlier IPU", l + 1)
+    } else if let Some(r) = config
+        .blocks()?
+        .into_iter()
+        .find(|r| per_op[r.clone()].windows(2).any(|w| w[0] != w[1]))
+    {
+        format!("layers {r:?} form one block, cut between IPUs")
+    } else {
+        return Ok(());
+    };
+    Err(ModelError::Placement { reason })
 }

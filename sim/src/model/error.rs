@@ -86,6 +86,12 @@ pub enum ModelError {
         /// What is wrong.
         reason: String,
     },
+    /// A network's device mapping that does not fit its blocks or the
+    /// replica's IPUs.
+    DeviceMapping(super::MappingError),
+    /// Recomputation checkpoints that are not the network's block
+    /// boundaries in order.
+    Checkpoint(super::CheckpointError),
     /// A network whose layers do not fit together.
     InvalidNetwork {
         /// The layer (numbered as its tensors are named).
@@ -138,6 +144,8 @@ impl fmt::Display for ModelError {
             Self::UnknownBuffer { name } => write!(f, "the model has no buffer {name}"),
             Self::Group { reason } => write!(f, "the replica group's sum failed: {reason}"),
             Self::Placement { reason } => write!(f, "layer placement: {reason}"),
+            Self::DeviceMapping(e) => write!(f, "device mapping: {e}"),
+            Self::Checkpoint(e) => write!(f, "{e}"),
             Self::InvalidNetwork { layer, reason } => write!(f, "network layer {layer}: {reason}"),
         }
     }

@@ -92,7 +92,7 @@ macro_rules! either {
 
 impl Model {
     /// Builds `config` for micro-batches of `micro_batch` on `target`,
-    /// an MLP's layers placed by `placement` (a network's spread).
+    /// its layers placed by `placement`.
     ///
     /// # Errors
     /// As [`Mlp::placed`] and [`Network::new`].
@@ -108,7 +108,7 @@ impl Model {
                 Self::Mlp(Mlp::placed(c, target, placement, micro_batch, compute)?)
             }
             ModelConfig::Network(c) => {
-                Self::Network(Network::new(c, target, micro_batch, compute)?)
+                Self::Network(Network::placed(c, target, placement, micro_batch, compute)?)
             }
         })
     }
@@ -138,6 +138,29 @@ impl Model {
     #[must_use]
     pub fn stage_cycles(&self) -> Option<&[StageCycles]> {
         either!(self, m => m.stage_cycles())
+    }
+
+    /// A network's activations of one micro-batch per stage, from its
+    /// graph's tensors (`None` for an MLP, whose stashes are sized by
+    /// formula).
+    #[must_use]
+    pub fn stage_activations(&self) -> Option<&[super::StageActivations]> {
+        match self {
+            Self::Mlp(_) => None,
+            Self::Network(n) => Some(n.stage_activations()),
+        }
+    }
+
+    /// A network's recomputation from `checkpoints` (`None` for an MLP).
+    #[must_use]
+    pub fn recomputation(
+        &self,
+        checkpoints: &[usize],
+    ) -> Option<Result<super::Recomputation, ModelError>> {
+        match self {
+            Self::Mlp(_) => None,
+            Self::Network(n) => Some(n.recomputation(checkpoints)),
+        }
     }
 
     /// Sets the parameters.

@@ -85,8 +85,10 @@ mod estimate;
 mod kind;
 mod layers;
 mod mlp;
+mod net_placement;
 mod network;
 mod placement;
+mod recompute;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
 pub use convnet::Network;
@@ -99,8 +101,10 @@ pub use layers::cost::{ConvExtras, LayerCycles, conv2d_cycles, pool2d_cycles};
 pub use layers::pool::{Pool2d, PoolKind, PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
+pub use net_placement::{MappingError, StageActivations};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use placement::{Placement, StageCycles};
+pub use recompute::{CheckpointError, Recomputation, check_checkpoints};
 
 /// The fewest flops a product's output block gets (see the module docs):
 /// 2^16, about 500 cycles of a tile's AMP unit in f16.

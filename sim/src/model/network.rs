@@ -166,6 +166,26 @@ impl NetworkConfig {
         Ok(ops)
     }
 
+    /// The top-level blocks, each a range of the flattened layers (numbered
+    /// as [`NetworkConfig::params`] numbers them): one per entry of
+    /// `layers` (a residual block whole, its start and end included), then
+    /// the head. Pipeline stages are cut between blocks.
+    ///
+    /// # Errors
+    /// As [`NetworkConfig::validate`].
+    pub fn blocks(&self) -> Result<Vec<core::ops::Range<usize>>, ModelError> {
+        let ops = self.ops(1)?;
+        let [c, h, w] = self.input;
+        let (mut shape, mut scratch, mut out) = ((c, (h, w)), Vec::new(), Vec::new());
+        for layer in &self.layers {
+            let start = scratch.len();
+            shape = flatten(core::slice::from_ref(layer), 1, shape, &mut scratch)?;
+            out.push(start..scratch.len());
+        }
+        out.push(scratch.len()..ops.len());
+        Ok(out)
+    }
+
     /// The parameters, in order: per layer `l` (numbered as
     /// `NetworkConfig::ops` flattens them, a residual block's start and
     /// end counting as layers) `layer{l}.weight` of a convolution

@@ -9,7 +9,8 @@ use super::ModelError;
 use super::config::MlpConfig;
 use crate::ipu::{Profile, Target, Tile};
 
-/// Where the layers of a replica's MLP run.
+/// Where the layers of a replica's model run (a network's flattened
+/// layers, placed block by block by [`Placement::network`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Placement {
     /// Every layer over every tile of the replica's IPUs.
@@ -31,10 +32,12 @@ impl Placement {
     pub fn by_memory(config: &MlpConfig, ipus: u32) -> Result<Self, ModelError> {
         let layers = config.layers();
         let n = layers.len();
-        let ipus = ipus.max(1) as usize;
-        if ipus > n {
+        if ipus.max(1) as usize > n {
             return Err(ModelError::Placement {
-                reason: format!("{ipus} IPUs but only {n} layers: every IPU needs a layer"),
+                reason: format!(
+                    "{} IPUs but only {n} layers: every IPU needs a layer",
+                    ipus.max(1)
+                ),
             });
         }
         // In u128 (saturating), so that no config, validated or not, can
@@ -43,39 +46,7 @@ impl Placement {
             .iter()
             .map(|&(i, o)| (i as u128 * o as u128).saturating_add(o as u128))
             .collect();
-        // The contiguous split minimising the largest stage (n and ipus are
-        // small: dynamic programming over split points); `None` where no
-        // split reaches.
-        let mut best: Vec<Vec<Option<(u128, usize)>>> = vec![vec![None; n + 1]; ipus + 1];
-        best[0][0] = Some((0, 0));
-        let prefix: Vec<u128> = core::iter::once(0)
-            .chain(weight.iter().scan(0u128, |s, &w| {
-                *s = s.saturating_add(w);
-                Some(*s)
-            }))
-            .collect();
-        for k in 1..=ipus {
-            for end in k..=n {
-                for start in (k - 1)..end {
-                    let Some((prev, _)) = best[k - 1][start] else {
-                        continue;
-                    };
-                    let cost = prev.max(prefix[end] - prefix[start]);
-                    if best[k][end].is_none_or(|(b, _)| cost < b) {
-                        best[k][end] = Some((cost, start));
-                    }
-                }
-            }
-        }
-        let mut ipu_of = vec![0u32; n];
-        let mut end = n;
-        for k in (1..=ipus).rev() {
-            // Reached: every k <= n layers split into k non-empty stages.
-            let (_, start) = best[k][end].expect("a split of n >= ipus layers");
-            ipu_of[start..end].fill((k - 1) as u32);
-            end = start;
-        }
-        Ok(Self::Ipus(ipu_of))
+        Ok(Self::Ipus(contiguous_split(&weight, ipus)))
     }
 
     /// Checks the placement against the model and the replica's IPUs.
@@ -149,6 +120,46 @@ impl Placement {
             }
         }
     }
+}
+
+/// The IPU of each of `weight.len() >= ipus` items in contiguous
+/// stages over `ipus` IPUs (at least one item each) minimising the
+/// heaviest stage (dynamic programming over the split points; the
+/// counts are small).
+pub(super) fn contiguous_split(weight: &[u128], ipus: u32) -> Vec<u32> {
+    let n = weight.len();
+    let ipus = (ipus.max(1) as usize).min(n.max(1));
+    // `None` where no split reaches.
+    let mut best: Vec<Vec<Option<(u128, usize)>>> = vec![vec![None; n + 1]; ipus + 1];
+    best[0][0] = Some((0, 0));
+    let prefix: Vec<u128> = core::iter::once(0)
+        .chain(weight.iter().scan(0u128, |s, &w| {
+            *s = s.saturating_add(w);
+            Some(*s)
+        }))
+        .collect();
+    for k in 1..=ipus {
+        for end in k..=n {
+            for start in (k - 1)..end {
+                let Some((prev, _)) = best[k - 1][start] else {
+                    continue;
+                };
+                let cost = prev.max(prefix[end] - prefix[start]);
+                if best[k][end].is_none_or(|(b, _)| cost < b) {
+                    best[k][end] = Some((cost, start));
+                }
+            }
+        }
+    }
+    let mut ipu_of = vec![0u32; n];
+    let mut end = n;
+    for k in (1..=ipus).rev() {
+        // Reached: every k <= n items split into k non-empty stages.
+        let (_, start) = best[k][end].expect("a split of n >= ipus items");
+        ipu_of[start..end].fill((k - 1) as u32);
+        end = start;
+    }
+    ipu_of
 }
 
 /// Cycles of one stage for one micro-batch.
@@ -228,9 +239,24 @@ fn layer_of(name: &str) -> Option<(usize, &str)> {
 
 /// Whether a layer's compute set or exchange belongs to the backward pass.
 fn is_backward(part: &str) -> bool {
-    ["dw", "db", "da", "dz", "activation_grad", "bn.grad"]
-        .iter()
-        .any(|p| part.starts_with(p))
+    // The MLP's products and activations; a convolution's patches'
+    // gradient, their sum into the input's and its move home; pooling's
+    // and the residual sum's gradients; batch norm's (and its group's).
+    [
+        "dw",
+        "db",
+        "da",
+        "dz",
+        "activation_grad",
+        "bn.grad",
+        "dcols",
+        "col2im",
+        "dx",
+        "pool_grad",
+        "grad_sum",
+    ]
+    .iter()
+    .any(|p| part.starts_with(p))
 }
 
 #[cfg(test)]
@@ -272,5 +298,72 @@ mod tests {
         assert_eq!(layer_of("loss"), None);
         assert!(is_backward("activation_grad") && is_backward("bn.grad_sums"));
         assert!(!is_backward("fwd.gather") && !is_backward("bn.stats") && !is_backward("bias_act"));
+    }
+
+    #[test]
+    fn a_networks_compute_sets_and_exchanges_split_into_forward_and_backward() {
+        use crate::ipu::{IpuParams, IpuSpec};
+        use crate::model::{Compute, NetLayer, Network, NetworkConfig, NoGroup, Pool2d, PoolKind};
+        // Every kind of layer: convolutions (one strided), batch norm, a
+        // max and an average pool, a residual block, the head.
+        let mut net = NetworkConfig::resnet_mini([2, 6, 6], 3, &[4, 8], &[1, 1]);
+        let pool = |kind| {
+            NetLayer::Pool(Pool2d {
+                kind,
+                kernel: (2, 2),
+                stride: 1,
+                padding: 0,
+            })
+        };
+        net.layers.insert(1, pool(PoolKind::Max));
+        net.layers.insert(2, pool(PoolKind::Avg));
+        let spec = IpuSpec::new(IpuParams {
+            tiles: 16,
+            ..IpuParams::default()
+        })
+        .unwrap();
+        let mut model = Network::new(&net, Target::single(spec), 2, Compute::F32).unwrap();
+        let params = net.init(1).unwrap();
+        let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+        model.set_params(&refs).unwrap();
+        let mut grads = vec![Vec::new(); params.len()];
+        let x: Vec<f32> = (0..2 * 72).map(|i| (i % 7) as f32 / 7.0).collect();
+        model
+            .train_micro_batch(&x, &[0, 2], 1.0, &mut NoGroup, &mut grads)
+            .unwrap();
+        let profile = model.last_profile().unwrap();
+        // The graph is built forward, then the loss (its compute set) and
+        // the parameters' staging (its exchange), then backward: the
+        // names before are forward, after backward.
+        let sets: Vec<&str> = profile
+            .compute_sets
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        let exchanges: Vec<&str> = profile.exchanges.iter().map(|e| e.name.as_str()).collect();
+        let mut parts = std::collections::BTreeSet::new();
+        for (names, boundary) in [(&sets, "loss"), (&exchanges, "params.stage")] {
+            let at = names.iter().position(|n| *n == boundary).unwrap();
+            for (i, name) in names.iter().enumerate() {
+                let Some((_, part)) = layer_of(name) else {
+                    continue;
+                };
+                assert_eq!(is_backward(part), i > at, "{name}");
+                let head = part.split('.').next().unwrap_or(part);
+                parts.insert(head.trim_end_matches(|c: char| c.is_ascii_digit()));
+            }
+        }
+        // The network's own backward names are among them.
+        for p in [
+            "dcols",
+            "col2im",
+            "dx_join",
+            "pool_grad",
+            "grad_sum",
+            "dw",
+            "da",
+        ] {
+            assert!(parts.contains(p), "{p} in {parts:?}");
+        }
     }
 }

@@ -370,6 +370,12 @@ pub struct TrainConfig {
     /// Keep only stage inputs (or the replica's input) for the backward
     /// pass and recompute the rest.
     pub recompute: bool,
+    /// With `recompute` on a network that is not pipelined: the blocks
+    /// ([`NetworkConfig::blocks`]) whose input is kept as a
+    /// recomputation checkpoint (TF IPU's `recomputation_checkpoint`),
+    /// increasing from 1; empty: the whole forward pass recomputed from
+    /// the input.
+    pub recompute_checkpoints: Vec<usize>,
     /// A convolutional network instead of the MLP of `hidden`,
     /// `activation` and `batch_norm` (its `classes` replaced by the data
     /// set's).
@@ -414,6 +420,7 @@ impl Default for TrainConfig {
             infeed_capacity: 64,
             pipeline: None,
             recompute: false,
+            recompute_checkpoints: Vec::new(),
             network: None,
         }
     }
@@ -467,7 +474,7 @@ impl TrainConfig {
     ///
     /// # Errors
     /// [`TrainError::Invalid`] if the network's input is not `inputs`
-    /// features, or it is asked to recompute (not supported yet).
+    /// features.
     pub fn model_config(&self, inputs: usize, classes: usize) -> Result<ModelConfig, TrainError> {
         let Some(net) = &self.network else {
             return Ok(ModelConfig::Mlp(self.model(inputs, classes)));
@@ -478,11 +485,6 @@ impl TrainConfig {
                 "the network's input of {c}x{h}x{w} = {} features does not match the data's {inputs}",
                 net.inputs()
             )));
-        }
-        if self.recompute {
-            return Err(TrainError::Invalid(
-                "recomputation is not supported for convolutional networks yet".into(),
-            ));
         }
         Ok(ModelConfig::Network(NetworkConfig {
             classes,

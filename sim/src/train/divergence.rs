@@ -77,6 +77,7 @@ mod tests {
             lr: 0.0,
             skipped,
             stages: Vec::new(),
+            checkpointed_cycles: 0,
         }
     }
 

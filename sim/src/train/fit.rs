@@ -49,6 +49,7 @@ pub(crate) fn memory_report(
         .as_ref()
         .map_or(Schedule::Sequential, |p| p.schedule);
     MemoryReport {
+        recomputation: None,
         model: summary,
         optimizer: optimizer_memory(config, spec, elements, config.shards() as u64),
         activations: match model {

@@ -25,7 +25,7 @@ use core::str::FromStr;
 
 use serde::Serialize;
 
-use crate::model::{MlpConfig, Placement, StageCycles};
+use crate::model::{MlpConfig, NetworkConfig, Placement, StageActivations, StageCycles};
 
 /// PopART's pipeline schedules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -81,8 +81,10 @@ impl FromStr for Schedule {
 pub struct Pipeline {
     /// How the stages run.
     pub schedule: Schedule,
-    /// Layer `l` on IPU `device_mapping[l]` (non-decreasing); `None`:
-    /// stages balanced by parameter memory over every IPU of the replica.
+    /// Layer `l` on IPU `device_mapping[l]` (non-decreasing; a network's
+    /// top-level layer `l`, its head last); `None`: stages balanced over
+    /// every IPU of the replica (an MLP's by parameter memory, a
+    /// network's by forward flops).
     pub device_mapping: Option<Vec<u32>>,
 }
 
@@ -100,6 +102,27 @@ impl Pipeline {
         match &self.device_mapping {
             Some(m) => Ok(Placement::Ipus(m.clone())),
             None => Placement::by_memory(model, ipus),
+        }
+    }
+}
+
+impl Pipeline {
+    /// The placement of `network`'s blocks on `ipus` IPUs: the device
+    /// mapping's (one IPU per top-level layer and the head), or balanced
+    /// by forward flops on `micro_batch` samples.
+    ///
+    /// # Errors
+    /// [`ModelError::DeviceMapping`](crate::model::ModelError::DeviceMapping)
+    /// naming the block that is wrong.
+    pub fn network_placement(
+        &self,
+        network: &NetworkConfig,
+        ipus: u32,
+        micro_batch: usize,
+    ) -> Result<Placement, crate::model::ModelError> {
+        match &self.device_mapping {
+            Some(m) => Placement::network(network, m, ipus),
+            None => Placement::network_balanced(network, ipus, micro_batch),
         }
     }
 }
@@ -237,6 +260,38 @@ pub fn stage_memory(
                 stage: s,
                 stashed: k as usize,
                 stash_bytes_per_tile: extra.div_ceil(tiles_per_stage.max(1)),
+                recompute_saves_bytes: plain as i64 - with as i64,
+            }
+        })
+        .collect()
+}
+
+/// Each stage's activation memory from its activations measured in the
+/// built graph (a network's): as [`stage_memory`], the stash per tile
+/// `(k - 1)` times the fullest tile's activations, or with recomputation
+/// `k` times its input's.
+#[must_use]
+pub(crate) fn measured_stage_memory(
+    stages: &[StageActivations],
+    g: usize,
+    schedule: Schedule,
+    recompute: bool,
+) -> Vec<StageMemory> {
+    let p = stages.len();
+    stages
+        .iter()
+        .enumerate()
+        .map(|(s, a)| {
+            let k = stashed(schedule, s, p, g) as u64;
+            let (plain, with) = ((k - 1) * a.bytes, k * a.input_bytes);
+            StageMemory {
+                stage: s,
+                stashed: k as usize,
+                stash_bytes_per_tile: if recompute {
+                    k * a.input_max_tile_bytes
+                } else {
+                    (k - 1) * a.max_tile_bytes
+                },
                 recompute_saves_bytes: plain as i64 - with as i64,
             }
         })

@@ -197,6 +197,8 @@ pub(crate) struct StepOutcome {
     pub(crate) skipped: bool,
     /// Cycles of each stage of the replica's model per micro-batch.
     pub(crate) stages: Vec<StageCycles>,
+    /// Forward cycles per micro-batch recomputed from checkpoints.
+    pub(crate) checkpointed_cycles: u64,
 }
 
 /// The whole master weights (`16.32`) and optimizer state tensors.
@@ -304,6 +306,19 @@ impl<'a> Replica<'a> {
         Ok(())
     }
 
+    /// The forward cycles of the last micro-batch recomputed from the
+    /// run's checkpoints (0 without).
+    fn checkpointed_cycles(&self) -> u64 {
+        let checkpoints = &self.config.recompute_checkpoints;
+        if checkpoints.is_empty() {
+            return 0;
+        }
+        match self.model.recomputation(checkpoints) {
+            Some(Ok(r)) => r.cycles,
+            _ => 0,
+        }
+    }
+
     /// Runs step `step` of `total` (0-based) on this replica's
     /// micro-batches (in order `k`).
     pub(crate) fn step(
@@ -374,6 +389,7 @@ impl<'a> Replica<'a> {
             lr: 0.0,
             skipped: decision.is_skip(),
             stages: self.model.stage_cycles().unwrap_or_default().to_vec(),
+            checkpointed_cycles: self.checkpointed_cycles(),
         };
         if decision.is_skip() {
             return Ok(outcome);

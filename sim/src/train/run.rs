@@ -16,11 +16,11 @@ use super::config::TrainConfig;
 use super::cost::{OptimizerMemory, StepTime, step_time};
 use super::divergence::{Divergence, Streak};
 use super::params::FlatParams;
-use super::pipeline::{Schedule, StageMemory, step_cycles};
+use super::pipeline::{Schedule, StageMemory, measured_stage_memory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
-use crate::model::{Compute, Model, ModelConfig, Placement, StageCycles};
+use crate::model::{Compute, Model, ModelConfig, Placement, Recomputation, StageCycles};
 use crate::pod::Layout;
 
 /// One optimizer step as the host sees it.
@@ -110,6 +110,10 @@ pub struct MemoryReport {
     /// The activation stashes of each stage (one stage when not
     /// pipelined).
     pub activations: Vec<StageMemory>,
+    /// A network's recomputation from checkpoints
+    /// ([`TrainConfig::recompute_checkpoints`]): its memory, and the
+    /// cycles of the last training micro-batch (0 before one has run).
+    pub recomputation: Option<Recomputation>,
 }
 
 impl MemoryReport {
@@ -219,20 +223,18 @@ impl Trainer {
         plan.validate(train.len())?;
         let model = config.model_config(data.features(), data.classes())?;
         model.validate()?;
-        let placement = match (&config.pipeline, model.mlp()) {
+        let ipus = config.ipus_per_replica as u32;
+        let placement = match (&config.pipeline, &model) {
             (None, _) => Placement::Spread,
-            (Some(p), Some(mlp)) => p.placement(mlp, config.ipus_per_replica as u32)?,
-            (Some(_), None) => {
-                return Err(TrainError::Invalid(
-                    "pipelining and model sharding are not supported for convolutional networks yet; \
-                     run without --pipeline-stages"
-                        .into(),
-                ));
+            (Some(p), ModelConfig::Mlp(mlp)) => p.placement(mlp, ipus)?,
+            (Some(p), ModelConfig::Network(net)) => {
+                p.network_placement(net, ipus, config.micro_batch)?
             }
         };
         if let Some(mlp) = model.mlp() {
             placement.validate(mlp, &layout.replica_target()?)?;
         }
+        check_checkpoints(&config, &model)?;
         if let Some(p) = &config.pipeline {
             let stages = placement.stages();
             let g = config.gradient_accumulation;
@@ -504,10 +506,17 @@ impl Trainer {
 
     /// A step's simulated time on IPUs `spec` from its stages' cycles per
     /// micro-batch.
-    fn step_time(&self, spec: &crate::ipu::IpuSpec, stages: &[StageCycles]) -> StepTime {
+    fn step_time(
+        &self,
+        spec: &crate::ipu::IpuSpec,
+        (stages, checkpointed): (&[StageCycles], u64),
+    ) -> StepTime {
         let config = &self.config;
         let g = config.gradient_accumulation;
-        let cycles = step_cycles(stages, g, self.schedule(), config.recompute);
+        // From checkpoints: the segments' forward cycles, not the stage's.
+        let whole = config.recompute && config.recompute_checkpoints.is_empty();
+        let mut cycles = step_cycles(stages, g, self.schedule(), whole);
+        cycles.recompute += g as u64 * checkpointed;
         step_time(
             config,
             &self.layout,
@@ -519,17 +528,66 @@ impl Trainer {
         )
     }
 
-    /// The memory of a replica whose model is `mlp`.
-    fn memory_report(&self, mlp: &Model, target: &crate::ipu::Target) -> MemoryReport {
-        super::fit::memory_report(
+    /// The memory of a replica whose model is `model`: a network's
+    /// stashes from its graph's activation tensors.
+    fn memory_report(&self, model: &Model, target: &crate::ipu::Target) -> MemoryReport {
+        let mut report = super::fit::memory_report(
             &self.config,
             &self.model,
             &self.placement,
             self.flat.elements() as u64,
-            mlp.memory().summary(10),
+            model.memory().summary(10),
             target,
-        )
+        );
+        let config = &self.config;
+        if let Some(stages) = model.stage_activations() {
+            report.activations = measured_stage_memory(
+                stages,
+                config.gradient_accumulation,
+                self.schedule(),
+                config.recompute,
+            );
+        }
+        if !config.recompute_checkpoints.is_empty() {
+            // Checked by `Trainer::new`: a network's blocks.
+            let r = model.recomputation(&config.recompute_checkpoints);
+            report.recomputation = r.and_then(Result::ok);
+            // The checkpoints are graph tensors: no stash beyond them.
+            for a in &mut report.activations {
+                (a.stash_bytes_per_tile, a.recompute_saves_bytes) = (0, 0);
+            }
+        }
+        report
     }
+}
+
+/// Recomputation checkpoints only with `recompute`, on a network that is
+/// not pipelined, at its block boundaries in order.
+fn check_checkpoints(config: &TrainConfig, model: &ModelConfig) -> Result<(), TrainError> {
+    let c = &config.recompute_checkpoints;
+    if c.is_empty() {
+        return Ok(());
+    }
+    let invalid = |why: &str| {
+        Err(TrainError::Invalid(format!(
+            "recompute_checkpoints {c:?}: {why}"
+        )))
+    };
+    let ModelConfig::Network(net) = model else {
+        return invalid(
+            "checkpoints are a network's block boundaries; the MLP recomputes whole stages",
+        );
+    };
+    if !config.recompute {
+        return invalid("checkpoints need recomputation (--recompute)");
+    }
+    if config.pipeline.is_some() {
+        return invalid(
+            "a pipeline's stage inputs are its checkpoints; give checkpoints without --pipeline-stages",
+        );
+    }
+    crate::model::check_checkpoints(net.blocks()?.len(), c)?;
+    Ok(())
 }
 
 /// The result of a joined thread, a panic as [`TrainError::Panicked`].
@@ -607,12 +665,13 @@ impl RunContext<'_> {
         let mut replica = Replica::new(config, &t.flat, comm, mlp, self.init, self.resume)?;
         let reporter = global == 0;
         let spec = *t.layout.replica_target()?.spec();
-        let time_of = |stages: &[StageCycles]| t.step_time(&spec, stages);
+        let time_of =
+            |stages: &[StageCycles], checkpointed| t.step_time(&spec, (stages, checkpointed));
         let mut report = Report::new(config, self.options.continuation.sim_seconds);
         let mut streak = Streak::new(self.options.divergence, self.options.continuation.bad_steps);
         let mut batches = Vec::with_capacity(config.gradient_accumulation);
         // Until a step has run (a resumed run with nothing left): no compute.
-        let mut time = time_of(&[]);
+        let mut time = time_of(&[], 0);
         for step in self.first_step..self.stop {
             batches.clear();
             for _ in 0..config.gradient_accumulation {
@@ -624,7 +683,7 @@ impl RunContext<'_> {
             let epoch = step / t.steps_per_epoch;
             let in_epoch = step % t.steps_per_epoch;
             if reporter {
-                time = time_of(&outcome.stages);
+                time = time_of(&outcome.stages, outcome.checkpointed_cycles);
                 if report.trace.is_none() {
                     report.trace = replica.model.last_profile().map(|p| p.chrome_trace());
                 }

@@ -10,6 +10,7 @@ mod engine;
 mod kernels;
 mod matmul;
 mod model;
+mod netpipe;
 mod network;
 mod plan;
 mod pod;

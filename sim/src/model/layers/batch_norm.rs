@@ -27,6 +27,16 @@ pub(in crate::model) struct BatchNorm {
     pub(in crate::model) running: Option<Staged>,
 }
 
+impl BatchNorm {
+    /// Train: the per-micro-batch tensors its backward pass reads besides
+    /// `z` (the normalised values, the group's totals).
+    pub(in crate::model) fn saved(&self) -> Vec<TensorId> {
+        core::iter::once(self.xhat)
+            .chain(self.totals.as_ref().map(|t| t.tensor))
+            .collect()
+    }
+}
+
 /// Layer `l`'s `gamma` and `beta` (`[width]` each).
 pub(super) fn params(
     b: &mut Builder<'_>,

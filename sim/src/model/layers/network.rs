@@ -62,6 +62,17 @@ pub(in crate::model) struct NetworkIds {
     pub(in crate::model) bns: Vec<BnIds>,
     /// Train: the `[batch]` ones of the head's `db`.
     pub(in crate::model) ones: Option<TensorId>,
+    /// Per layer: its input and what its backward pass reads of its
+    /// forward's (the activations a pipeline stage stashes).
+    pub(in crate::model) kept: Vec<Kept>,
+}
+
+/// A layer's input and the tensors of one micro-batch its backward pass
+/// reads (parameters and their staging excluded).
+#[derive(Clone, Debug)]
+pub(in crate::model) struct Kept {
+    pub(in crate::model) input: TensorId,
+    pub(in crate::model) saved: Vec<TensorId>,
 }
 
 /// What the backward pass needs of a layer's forward pass.
@@ -81,10 +92,11 @@ fn forward(
     b: &mut Builder<'_>,
     ops: &[Op],
     x: Act,
-    ids: &mut (Vec<Slot>, Vec<BnIds>),
+    ids: &mut (Vec<Slot>, Vec<BnIds>, Vec<Kept>),
 ) -> Result<(Act, Vec<Saved>), ModelError> {
     let (mut cur, mut skips, mut saved) = (x, Vec::new(), Vec::new());
     for (l, op) in ops.iter().enumerate() {
+        let input = cur.tensor;
         let s = match op {
             Op::Conv(shape) => {
                 let t = conv2d::forward(b, l, shape, &cur, Cut::default())?;
@@ -132,6 +144,14 @@ fn forward(
                 s
             }
         };
+        let kept = match &s {
+            Saved::Conv(_, t, _) => vec![t.cols.tensor],
+            Saved::Bn(k, z, _) => [z.tensor].into_iter().chain(ids.1[*k].bn.saved()).collect(),
+            Saved::Pool(_, _, pooled, _) => pooled.saved().into_iter().collect(),
+            Saved::Head(_, input) => vec![input.tensor],
+            Saved::Fork | Saved::Join => Vec::new(),
+        };
+        ids.2.push(Kept { input, saved: kept });
         saved.push(s);
     }
     Ok((cur, saved))
@@ -317,13 +337,17 @@ pub(in crate::model) fn graph(
         tensor: x,
         layout: BlockLayout::dense(rows, c, 0),
     };
-    let mut ids = (Vec::new(), Vec::new());
+    let mut ids = (Vec::new(), Vec::new(), Vec::new());
     let (logits, saved) = forward(b, ops, x, &mut ids)?;
     let stage = b.g.add_exchange("params.stage", &b.stage_copies)?;
     b.programs.insert(1, Program::Exchange(stage));
     let last = ops.len() - 1;
     let loss = loss::forward(b, last, &logits)?;
-    let (params, bns) = ids;
+    let (params, bns, mut kept) = ids;
+    // The logits' gradient waits from the loss to the head's backward.
+    kept[last]
+        .saved
+        .extend(loss.dz.as_ref().map(|dz| dz.tensor));
     let (mut grads, mut ones) = (Vec::new(), None);
     if b.train {
         let batch = b.batch;
@@ -339,5 +363,6 @@ pub(in crate::model) fn graph(
         grads,
         bns,
         ones,
+        kept,
     })
 }

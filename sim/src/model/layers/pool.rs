@@ -123,6 +123,13 @@ pub(in crate::model) struct Pooled {
     argmax: Option<Act>,
 }
 
+impl Pooled {
+    /// What its backward pass reads of the forward's (max: the indices).
+    pub(in crate::model) fn saved(&self) -> Option<TensorId> {
+        self.argmax.as_ref().map(|a| a.tensor)
+    }
+}
+
 /// Adds layer `l`'s pooling of `input` (`[n h w, c]`) of `shape`.
 pub(in crate::model) fn forward(
     b: &mut Builder<'_>,
