@@ -1,7 +1,7 @@
 //! Tests: the `tessera` command with `--model resnet-mini`: `scale`
 //! prints bitwise identical curves from 1 to 16 replicas, a bad model
 //! is one line and status 2, resnet-mini's options are refused for the
-//! MLP.
+//! MLP and the MLP's for resnet-mini.
 
 use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
 
@@ -67,6 +67,18 @@ fn bad_model_options_are_one_line_errors_with_status_2() {
         (
             &["--model", "resnet-mini", "--data", "synthetic:600:8:3:1"][..],
             "resnet-mini reads images",
+        ),
+        (
+            &["--model", "resnet-mini", "--hidden", "32"][..],
+            "--hidden is an option of the MLP",
+        ),
+        (
+            &["--model", "resnet-mini", "--activation", "gelu"][..],
+            "--activation is an option of the MLP",
+        ),
+        (
+            &["--model", "resnet-mini", "--batch-norm"][..],
+            "--batch-norm is an option of the MLP",
         ),
     ] {
         let mut args = vec![

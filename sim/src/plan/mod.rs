@@ -81,6 +81,8 @@ mod config;
 mod error;
 pub mod memory;
 pub mod model;
+pub mod network;
+mod network_costs;
 mod planner;
 mod split;
 pub mod time;
