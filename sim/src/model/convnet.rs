@@ -80,6 +80,17 @@ fn build(
     Ok((b.g, Program::Sequence(b.programs), ids, b.group_calls))
 }
 
+/// `config`'s training (`train`) or inference sizing graph (nothing
+/// allocated), for [`MemoryEstimate::of_network`](super::MemoryEstimate::of_network).
+pub(super) fn sizing_graph(
+    config: &NetworkConfig,
+    target: &ipu::Target,
+    shape: (usize, Compute, bool),
+) -> Result<Graph, ModelError> {
+    let link: GroupLink = Arc::new(Mutex::new(None));
+    build(config, target, shape, &link, true).map(|(g, ..)| g)
+}
+
 impl Built {
     fn new(
         config: &NetworkConfig,
