@@ -322,7 +322,7 @@ pub struct Calibration {
     ipu: IpuSpec,
     cache: HashMap<(SimLayer, usize, bool), SimulatedCost>,
     hits: usize,
-    /// Whole networks built ([`super::network_costs`]).
+    /// Whole networks built (`network_costs`).
     networks: usize,
 }
 
@@ -428,7 +428,7 @@ impl Calibration {
     /// samples in `precision` (f16 compute unless `32.32`); every row of
     /// a network's table ([`ModelTable::from_network`]) from the whole
     /// network built as the trainer builds it
-    /// ([`network_costs`](super::network_costs)).
+    /// (`plan::network_costs`, see the [planner's docs](super)).
     ///
     /// # Errors
     /// [`CalibrationError::NothingToCalibrate`] if no row has one;

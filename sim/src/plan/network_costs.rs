@@ -53,7 +53,7 @@ pub(super) fn network_costs(
         .map_err(failed)?;
     let profile = net.last_profile().expect("a micro-batch ran");
     let max_tile_bytes = net.memory().summary(1).max;
-    let sync = u64::from(Target::single(ipu).sync_cycles());
+    let sync = Target::single(ipu).sync_cycles();
     let rows = charged(table, profile, sync);
     Ok(LayerCosts {
         micro_batch,
