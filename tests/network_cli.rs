@@ -1,8 +1,9 @@
 //! Tests: the `tessera` command with `--model resnet-mini`: `scale`
 //! prints bitwise identical curves from 1 to 16 replicas, a bad model
 //! is one line and status 2, resnet-mini's options are refused for the
-//! MLP; resnet-mini pipelined or sharded over 2 IPUs trains the
-//! data-parallel fingerprint, and a bad device mapping names its block.
+//! MLP and the MLP's for resnet-mini; resnet-mini pipelined or sharded
+//! over 2 IPUs trains the data-parallel fingerprint, and a bad device
+//! mapping names its block.
 
 use crate::cli::{fingerprint, report};
 use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
@@ -69,6 +70,18 @@ fn bad_model_options_are_one_line_errors_with_status_2() {
         (
             &["--model", "resnet-mini", "--data", "synthetic:600:8:3:1"][..],
             "resnet-mini reads images",
+        ),
+        (
+            &["--model", "resnet-mini", "--hidden", "32"][..],
+            "--hidden is an option of the MLP",
+        ),
+        (
+            &["--model", "resnet-mini", "--activation", "gelu"][..],
+            "--activation is an option of the MLP",
+        ),
+        (
+            &["--model", "resnet-mini", "--batch-norm"][..],
+            "--batch-norm is an option of the MLP",
         ),
     ] {
         let mut args = vec![

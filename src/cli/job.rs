@@ -933,6 +933,17 @@ impl JobArgs {
             c.network = None;
             return Ok((c, None));
         }
+        let mlp_options = [
+            ("--hidden", self.hidden.is_some()),
+            ("--activation", self.activation.is_some()),
+            ("--batch-norm", self.batch_norm.is_some()),
+        ];
+        if let Some((flag, _)) = mlp_options.iter().find(|(_, given)| *given) {
+            return Err(Failure::Usage(format!(
+                "{flag} is an option of the MLP (--model mlp), not of --model resnet-mini: \
+                 its layers are set by --widths and --blocks"
+            )));
+        }
         let input = image_shape(source)?;
         let mut c = if base.network.is_some() {
             base.clone()
@@ -986,9 +997,10 @@ impl Job {
             widths: self.resnet.as_ref().map(|r| r.0.clone()),
             blocks: self.resnet.as_ref().map(|r| r.1.clone()),
             bn_group: c.network.as_ref().map(|n| n.bn_group.into()),
-            hidden: Some(c.hidden.clone()),
-            activation: Some(c.activation.into()),
-            batch_norm: Some(c.batch_norm),
+            // The MLP's options only for the MLP: a network refuses them.
+            hidden: self.resnet.is_none().then(|| c.hidden.clone()),
+            activation: self.resnet.is_none().then(|| c.activation.into()),
+            batch_norm: self.resnet.is_none().then_some(c.batch_norm),
             pod: Some(c.pod.name().to_ascii_lowercase()),
             instances: Some(c.instances),
             replication_factor: Some(c.replicas_per_instance()),

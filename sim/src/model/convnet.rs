@@ -90,6 +90,17 @@ fn build(
     Ok((b.g, Program::Sequence(b.programs), ids, b.group_calls))
 }
 
+/// `config`'s training (`train`) or inference sizing graph (nothing
+/// allocated), for [`MemoryEstimate::of_network`](super::MemoryEstimate::of_network).
+pub(super) fn sizing_graph(
+    config: &NetworkConfig,
+    at: (&ipu::Target, &Placement),
+    shape: (usize, Compute, bool),
+) -> Result<Graph, ModelError> {
+    let link: GroupLink = Arc::new(Mutex::new(None));
+    build(config, at, shape, &link, true).map(|(g, ..)| g)
+}
+
 impl Built {
     fn new(
         config: &NetworkConfig,
@@ -459,7 +470,7 @@ impl Network {
 
 /// `placement` names one of `target`'s IPUs for every flattened layer of
 /// `config`, non-decreasing.
-fn check_placement(
+pub(super) fn check_placement(
     config: &NetworkConfig,
     placement: &Placement,
     target: &ipu::Target,

@@ -65,7 +65,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::calibrate::SimLayer;
-use crate::model::MlpConfig;
+use crate::model::{MlpConfig, NetworkConfig};
 
 /// The matrix product a layer is built around, per sample:
 /// `[m, k] x [k, n]`.
@@ -200,6 +200,14 @@ pub enum ModelTableError {
         /// The parser's message (it names the key).
         message: String,
     },
+    /// A network description the trainer refuses (a kernel that does not
+    /// fit its input, a residual body that changes the shape, ...).
+    Network {
+        /// Where it came from.
+        origin: String,
+        /// The trainer's message (it names the layer).
+        message: String,
+    },
     /// No layers.
     NoLayers {
         /// The table's origin.
@@ -268,6 +276,7 @@ impl fmt::Display for ModelTableError {
                 }
                 write!(f, ": {message}")
             }
+            Self::Network { origin, message } => write!(f, "{origin}: {message}"),
             Self::NoLayers { origin } => {
                 write!(f, "{origin}: no layers (a model needs `[[layer]]` tables)")
             }
@@ -332,6 +341,10 @@ pub struct ModelTable {
     params: u64,
     #[serde(skip)]
     flops: (u64, u64),
+    /// The network the table was made of, for pricing it on the simulator
+    /// as the trainer builds it ([`super::network`]).
+    #[serde(skip)]
+    network: Option<NetworkConfig>,
 }
 
 /// The TOML file's top level.
@@ -376,6 +389,7 @@ impl ModelTable {
             name,
             input_bytes,
             layers,
+            network: None,
         }
     }
 
@@ -397,7 +411,7 @@ impl ModelTable {
     pub const GEMM_FLOPS_ABOVE: u64 = 4;
 
     /// [`ModelTable::new`], errors naming `origin`.
-    fn checked(
+    pub(super) fn checked(
         name: String,
         origin: &str,
         input_bytes: u64,
@@ -442,6 +456,7 @@ impl ModelTable {
             layers,
             params,
             flops: (fwd, bwd),
+            network: None,
         })
     }
 
@@ -564,6 +579,21 @@ impl ModelTable {
     #[must_use]
     pub const fn flops_per_sample(&self) -> (u64, u64) {
         self.flops
+    }
+
+    /// The network this table describes, if it was made of one
+    /// ([`ModelTable::from_network`]).
+    #[must_use]
+    pub const fn network(&self) -> Option<&NetworkConfig> {
+        self.network.as_ref()
+    }
+
+    /// This table describing `network`.
+    pub(super) fn of_network(self, network: NetworkConfig) -> Self {
+        Self {
+            network: Some(network),
+            ..self
+        }
     }
 
     /// Bytes per sample every layer stashes, summed.
