@@ -266,7 +266,7 @@ fn bench_sim_json_reports_the_simulator_against_the_kernel_and_one_ipu() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
-    // With --quick: the MLP step at width 256 and the conv stack against
+    // With --quick: the MLP step at width 256 and resnet-mini's against
     // the direct kernels, lamb_sim, then a LAMB step and an empty
     // superstep for 1, 2 and 4 IPUs.
     let kernels: Vec<&str> = records
@@ -277,7 +277,7 @@ fn bench_sim_json_reports_the_simulator_against_the_kernel_and_one_ipu() {
         kernels,
         [
             "mlp256_step",
-            "conv_stack",
+            "resnet_mini_step",
             "lamb_sim",
             "lamb_sim_1ipu",
             "superstep_1ipu",

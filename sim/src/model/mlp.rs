@@ -505,6 +505,21 @@ impl Mlp {
         self.eval.engine.memory().clone()
     }
 
+    /// The host memory of the training and inference engines together.
+    #[must_use]
+    pub fn host_bytes(&self) -> ipu::HostBytes {
+        let (t, e) = (
+            self.train.engine.host_bytes(),
+            self.eval.engine.host_bytes(),
+        );
+        ipu::HostBytes {
+            tensors: t.tensors + e.tensors,
+            vertices: t.vertices + e.vertices,
+            exchanges: t.exchanges + e.exchanges,
+            per_tile: t.per_tile + e.per_tile,
+        }
+    }
+
     /// Floating-point operations of the matrix products per sample:
     /// `(forward, backward)`, a multiply-add counted as two; the backward
     /// pass is `dW` for every layer and `dA` for all but the first.

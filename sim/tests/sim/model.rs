@@ -768,3 +768,36 @@ fn the_network_memory_estimate_agrees_with_the_engines_accounting() {
     assert_eq!(e.available, spec.memory_per_tile());
     assert!(e.needed > e.available, "{e:?}");
 }
+
+#[test]
+fn host_memory_follows_the_model_not_the_tile_count() {
+    // The same MLP on 64 and 1,024 tiles: its tensors, vertices and copy
+    // plans take the same host bytes (it uses the same tiles), and each
+    // tile of the target adds a small fixed cost, not one per compute
+    // set or exchange.
+    let config = MlpConfig {
+        inputs: 256,
+        hidden: vec![128, 128],
+        classes: 10,
+        activation: Activation::Relu,
+        batch_norm: false,
+    };
+    let bytes = |tiles| {
+        let spec = IpuSpec::new(IpuParams {
+            tiles,
+            ..IpuParams::default()
+        })
+        .unwrap();
+        Mlp::new(&config, Target::single(spec), 8, Compute::F16)
+            .unwrap()
+            .host_bytes()
+    };
+    let (small, large) = (bytes(64), bytes(1024));
+    assert!(small.tensors > 0 && small.vertices > 0 && small.exchanges > 0);
+    assert_eq!(
+        (small.tensors, small.vertices, small.exchanges),
+        (large.tensors, large.vertices, large.exchanges)
+    );
+    // Two engines (training and inference), at most 128 bytes per tile each.
+    assert!(large.per_tile <= 2 * 128 * 1024, "{large:?}");
+}
