@@ -165,7 +165,7 @@ fn a_resumed_network_run_is_bitwise_the_uninterrupted_one() {
 fn a_small_resnet_mini_run_is_pinned() {
     // Value stability: a change here changes every trained network.
     let s = run(config(2, 4, 1));
-    assert_eq!(format!("{:016x}", s.fingerprint), "0621cdad64834042");
+    assert_eq!(format!("{:016x}", s.fingerprint), "6ca94bd1ce6dc639");
 }
 
 #[test]
