@@ -572,13 +572,47 @@ fn tree_sum(parts: &[f32], stride: usize, i: usize, chunks: core::ops::Range<usi
     }
 }
 
-/// Adds a layer's per-chunk partial sums in a tree fixed by the number of
-/// chunks ([`tree_sum`]), optionally keeps the replica's totals, hands
-/// them to the host's [`GroupSum`](super::GroupSum) and writes back the
-/// group's totals; with `count`, the last element of `values` is first set
-/// to the micro-batch's elements per column. Fields: `partials` (`chunks *
-/// len`, chunk-major), `values` (`len`, `+ 1` with `count`), with `local`
-/// a third: `local` (`len`, this replica's totals).
+/// Adds a column block's per-chunk partial sums in a tree fixed by the
+/// number of chunks ([`tree_sum`]). Fields: `partials` (`chunks * len`,
+/// chunk-major), `totals` (`len`).
+#[derive(Debug)]
+pub(crate) struct ChunkTree {
+    fields: Vec<FieldSpec>,
+}
+
+impl ChunkTree {
+    pub(crate) fn new() -> Self {
+        Self {
+            fields: f32_fields(&[Access::Read, Access::Write]),
+        }
+    }
+}
+
+impl Codelet for ChunkTree {
+    fn name(&self) -> &str {
+        "batch_norm_chunk_tree"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::Combine, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let len = io.len(1);
+        let parts = io.read::<f32>(0).to_vec();
+        let chunks = parts.len() / len.max(1);
+        for (i, t) in io.write::<f32>(1).iter_mut().enumerate() {
+            *t = tree_sum(&parts, len, i, 0..chunks);
+        }
+    }
+}
+
+/// Hands a layer's totals to the host's [`GroupSum`](super::GroupSum)
+/// and writes back the group's; with `count`, the last element is first
+/// set to the micro-batch's elements per column, and with `local` the
+/// totals are first kept. Fields: `values`, with `local` a second:
+/// `local` (this replica's totals).
 #[derive(Debug)]
 pub(crate) struct GroupSumVertex {
     pub(crate) link: GroupLink,
@@ -588,7 +622,7 @@ pub(crate) struct GroupSumVertex {
 
 impl GroupSumVertex {
     pub(crate) fn new(link: GroupLink, count: Option<f32>, local: bool) -> Self {
-        let mut access = vec![Access::Read, Access::Write];
+        let mut access = vec![Access::ReadWrite];
         if local {
             access.push(Access::Write);
         }
@@ -608,26 +642,20 @@ impl Codelet for GroupSumVertex {
         &self.fields
     }
     fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
-        VertexCycles::Worker(
-            spec.costs()
-                .get(Kernel::Scalar)
-                .thread_cycles(lens[0] + lens[1]),
-        )
+        // A copy out and back: the group's own sum is the trainer's
+        // collective, timed there.
+        elementwise(Kernel::Combine, lens, 0, spec)
     }
     fn run(&self, io: &mut VertexIo<'_>) {
-        let len = io.len(1) as usize - usize::from(self.count.is_some());
-        let parts = io.read::<f32>(0).to_vec();
-        let chunks = parts.len() / len.max(1);
-        let totals: Vec<f32> = (0..len)
-            .map(|i| tree_sum(&parts, len, i, 0..chunks))
-            .collect();
-        if self.fields.len() == 3 {
-            io.write::<f32>(2).copy_from_slice(&totals);
+        if self.fields.len() == 2 {
+            let totals = io.read::<f32>(0).to_vec();
+            io.write::<f32>(1).copy_from_slice(&totals);
         }
-        let values = io.write::<f32>(1);
-        values[..len].copy_from_slice(&totals);
-        if let Some(n) = self.count {
-            values[len] = n;
+        let values = io.write::<f32>(0);
+        if let Some(n) = self.count
+            && let Some(last) = values.last_mut()
+        {
+            *last = n;
         }
         let guard = self.link.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((to_host, from_host)) = guard.as_ref()

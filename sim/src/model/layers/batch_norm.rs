@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use super::{Act, Builder, Copies, ModelError, Staged};
 use crate::ipu::{Codelet, Engine, Mapping, Program, TensorId, TensorSlice, Tile};
-use crate::kernels::matmul::{BlockLayout, split};
+use crate::kernels::matmul::{Block, BlockLayout, split};
 use crate::model::codelets::{
-    BiasAct, BnApply, BnGrad, BnGradSums, BnSquares, BnStats, GroupSumVertex, round,
+    BiasAct, BnApply, BnGrad, BnGradSums, BnSquares, BnStats, ChunkTree, GroupSumVertex, round,
 };
 
 /// A batch-norm layer's tensors.
@@ -238,7 +238,7 @@ fn statistics(
             TensorSlice::new(sums.tensor, sums.ranges[k].clone()),
         ]
     })?;
-    let mean = TensorSlice::new(group, 0..width + 1);
+    let mean = (group, 0);
     reduce(
         b,
         (&name, ""),
@@ -261,7 +261,7 @@ fn statistics(
             TensorSlice::new(squares.tensor, squares.ranges[k].clone()),
         ]
     })?;
-    let m2 = TensorSlice::new(group, width + 1..2 * width + 1);
+    let m2 = (group, width + 1);
     reduce(
         b,
         (&name, "var_"),
@@ -278,45 +278,69 @@ fn statistics(
     Ok((group, totals))
 }
 
-/// Gathers the per-block chunk partials `sums` (`q` per chunk and column)
-/// of `out` to its first block's tile (`{name}.{prefix}partials`), adds
-/// them over the chunks in a fixed tree and over the replica group into
-/// `values` (`q` x width, then the count if `count`), keeping this
-/// replica's totals in `local` if given.
+/// Adds the per-block chunk partials `sums` (`q` per chunk and column) of
+/// `out` into `values` (`q` x width, then the count if `count`) on the
+/// first block's tile and over the replica group, keeping this replica's
+/// totals in `local` if given. Each column block's partials are gathered
+/// to its first row block's tile (`{name}.{prefix}partials`) and added
+/// there over the chunks in a fixed tree; the totals join on one tile.
 fn reduce(
     b: &mut Builder<'_>,
     (name, prefix): (&str, &str),
     (out, chunk_rows): (&BlockLayout, usize),
     (sums, q): (&Staged, u64),
-    (values, local): (TensorSlice, Option<TensorSlice>),
+    (values, local): ((TensorId, u64), Option<TensorSlice>),
     count: bool,
 ) -> Result<(), ModelError> {
     let blocks = out.blocks();
-    let width = out.cols() as u64;
-    let home = blocks[0].tile;
+    let (width, col_blocks) = (out.cols() as u64, out.col_blocks());
     let all = chunks(&(0..out.rows()), chunk_rows).len() as u64;
-    let len = all * q * width;
     let name = format!("{name}.{prefix}");
-    let gathered = b.tensor(
-        &format!("{name}partials"),
-        len as usize,
-        Mapping::one_tile(home, len),
-    )?;
+    let head = |blk: &Block, per: u64| {
+        if blk.rows.start == 0 {
+            per * q * blk.cols.len() as u64
+        } else {
+            0
+        }
+    };
+    let parts = b.per_block(&format!("{name}partials"), out, |blk| head(blk, all))?;
+    let totals = b.per_block(&format!("{name}col_totals"), out, |blk| head(blk, 1))?;
     let mut gather = Copies::new();
-    for (blk, s) in blocks.iter().zip(&sums.ranges) {
-        let (c0, cw) = (blk.cols.start as u64, blk.cols.len() as u64);
-        for (i, k) in chunks(&blk.rows, chunk_rows).enumerate() {
-            for h in 0..q {
-                let src = s.start + (i as u64 * q + h) * cw;
-                let dst = (k as u64 * q + h) * width + c0;
-                gather.push((
-                    TensorSlice::new(sums.tensor, src..src + cw),
-                    TensorSlice::new(gathered, dst..dst + cw),
-                ));
-            }
+    for (k, (blk, s)) in blocks.iter().zip(&sums.ranges).enumerate() {
+        let (cw, to) = (blk.cols.len() as u64, &parts.ranges[k % col_blocks]);
+        for (i, c) in chunks(&blk.rows, chunk_rows).enumerate() {
+            let (src, dst) = (s.start + i as u64 * q * cw, to.start + c as u64 * q * cw);
+            gather.push((
+                TensorSlice::new(sums.tensor, src..src + q * cw),
+                TensorSlice::new(parts.tensor, dst..dst + q * cw),
+            ));
         }
     }
     b.exchange(&format!("{name}gather"), &gather)?;
+    let tree: Arc<dyn Codelet> = Arc::new(ChunkTree::new());
+    let cs = b.g.add_compute_set(&format!("{name}chunk_tree"));
+    let mut join = Copies::new();
+    for (k, blk) in blocks.iter().enumerate().take(col_blocks) {
+        let (p, t) = (parts.ranges[k].clone(), totals.ranges[k].clone());
+        let fields = [
+            TensorSlice::new(parts.tensor, p),
+            TensorSlice::new(totals.tensor, t.clone()),
+        ];
+        b.vertex(cs, blk.tile, &tree, &fields)?;
+        let cw = blk.cols.len() as u64;
+        for h in 0..q {
+            let (src, dst) = (
+                t.start + h * cw,
+                values.1 + h * width + blk.cols.start as u64,
+            );
+            join.push((
+                TensorSlice::new(totals.tensor, src..src + cw),
+                TensorSlice::new(values.0, dst..dst + cw),
+            ));
+        }
+    }
+    b.programs.push(Program::Execute(cs));
+    b.exchange(&format!("{name}join"), &join)?;
     let cs = b.g.add_compute_set(&format!("{name}group_sum"));
     // The elements per column: samples, or pixels of feature maps.
     let per_column = count.then_some(out.rows() as f32);
@@ -325,9 +349,10 @@ fn reduce(
         per_column,
         local.is_some(),
     ));
-    let mut fields = vec![b.g.all(gathered), values];
+    let len = q * width + u64::from(count);
+    let mut fields = vec![TensorSlice::new(values.0, values.1..values.1 + len)];
     fields.extend(local);
-    b.vertex(cs, home, &cg, &fields)?;
+    b.vertex(cs, blocks[0].tile, &cg, &fields)?;
     b.programs.push(Program::Execute(cs));
     Ok(())
 }
@@ -400,7 +425,7 @@ pub(super) fn backward(
         Mapping::one_tile(home, 2 * width),
     )?;
     let local = bn.local_grad.expect("a training graph");
-    let (all, mine) = (b.g.all(group), b.g.all(local));
+    let (all, mine) = ((group, 0), b.g.all(local));
     reduce(
         b,
         (&name, "grad_"),
