@@ -560,7 +560,12 @@ pub(crate) type GroupLink = Arc<Mutex<Option<(Sender<Vec<f32>>, Receiver<Vec<f32
 
 /// The sum of `parts[k * stride + i]` over chunks `k` in `chunks`, by
 /// halves: a fixed tree for a given number of chunks.
-fn tree_sum(parts: &[f32], stride: usize, i: usize, chunks: core::ops::Range<usize>) -> f32 {
+pub(crate) fn tree_sum(
+    parts: &[f32],
+    stride: usize,
+    i: usize,
+    chunks: core::ops::Range<usize>,
+) -> f32 {
     match chunks.len() {
         0 => 0.0,
         1 => parts[chunks.start * stride + i],

@@ -67,9 +67,10 @@
 //! statistics take two passes, as PyTorch's: a vertex per block sums `x`
 //! per column in f32 over each chunk of its rows in order (the MLP's blocks
 //! hold whole columns, one chunk; a network's feature maps are cut into
-//! chunks of rows fixed by the layer's shape, never by the tiles); one
-//! vertex gathers the chunks' partials, adds them in a tree fixed by the
-//! number of chunks, sets the element count and hands the sums to the
+//! chunks of rows fixed by the layer's shape, never by the tiles); each
+//! column block's chunk partials are gathered to one of its tiles and added
+//! there in a tree fixed by the number of chunks; one vertex joins the
+//! columns' sums, sets the element count and hands them to the
 //! [`GroupSum`] (the trainer all-reduces them over the replica group); the
 //! totals come back to every block, which give `mean = S1 / n`. Then the
 //! same for the squared deviations `(x - mean)^2`, giving `var = M2 / n`

@@ -1,8 +1,9 @@
 //! Batch norm over the micro-batch after the bias, before the activation
 //! (see the [model docs](crate::model#batch-norm)), in two passes as
-//! PyTorch: each block sums its columns per chunk of rows, the chunks'
-//! partials are gathered to one tile, added in a tree fixed by the
-//! number of chunks and handed to the replica group's sum, and the mean
+//! PyTorch: each block sums its columns per chunk of rows, each column
+//! block's chunk partials are gathered to one of its tiles and added in a
+//! tree fixed by the number of chunks, the columns' sums are joined on one
+//! tile and handed to the replica group's sum, and the mean
 //! comes back to every block; then the same for the squared deviations
 //! from that mean. Inference uses the running statistics.
 
@@ -538,4 +539,55 @@ pub fn batch_norm2d_on_tiles(
         dbeta,
         running: (mean, var),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every layout of a feature map starts its row blocks on a chunk
+        /// of the layer's sums (so the sums' tree is the layer's, whatever
+        /// the tiles), holds every row and column once, and uses at most the
+        /// tiles it is given.
+        #[test]
+        fn layouts_cut_rows_on_the_layers_chunks(
+            rows in 1usize..3000,
+            cols in 1usize..300,
+            tiles in 1u32..1500,
+            min in 1usize..2048,
+        ) {
+            let chunk = chunk_rows(rows, cols);
+            prop_assert!(rows.div_ceil(chunk) * cols <= MAX_PARTIALS.max(cols));
+            let layout = layout((rows, cols, chunk), 3, tiles, min);
+            prop_assert_eq!((layout.rows(), layout.cols()), (rows, cols));
+            let blocks = layout.blocks();
+            prop_assert!(blocks.len() <= tiles as usize);
+            let mut covered = 0;
+            for (k, blk) in blocks.iter().enumerate() {
+                prop_assert_eq!(blk.rows.start % chunk, 0);
+                prop_assert_eq!(blk.tile, 3 + k as u32);
+                covered += blk.rows.len() * blk.cols.len();
+            }
+            prop_assert_eq!(covered, rows * cols);
+        }
+    }
+
+    #[test]
+    fn the_chunk_tree_adds_in_halves() {
+        // (1 + 2^24) + (1 + 1) in f32 is 2^24 + 2; left to right each 1 is
+        // lost to rounding (2^24). The f64 sum is 2^24 + 3.
+        let parts = [1.0, 16_777_216.0, 1.0, 1.0];
+        assert_eq!(tree_sum_of(&parts), 16_777_218.0);
+        assert_eq!(parts.iter().sum::<f32>(), 16_777_216.0);
+        let exact: f64 = parts.iter().map(|&v| f64::from(v)).sum();
+        assert_eq!(exact - f64::from(tree_sum_of(&parts)), 1.0);
+        assert_eq!(tree_sum_of(&parts[..1]), 1.0);
+        assert_eq!(tree_sum_of(&[]), 0.0);
+    }
+
+    fn tree_sum_of(parts: &[f32]) -> f32 {
+        crate::model::codelets::tree_sum(parts, 1, 0, 0..parts.len())
+    }
 }
