@@ -12,7 +12,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::codelets::{GroupLink, round, update_running};
+use super::codelets::{GroupLink, update_running};
 use super::config::ParamSpec;
 use super::layers::Builder;
 use super::layers::conv2d::nchw_to_rows;
@@ -296,8 +296,8 @@ impl Network {
     /// Forward and backward pass of one micro-batch (`inputs` `[micro_batch,
     /// c h w]`): writes into `grads[i]` the gradient of `scale * sum of the
     /// cross-entropy losses` for parameter `i`, f16-rounded in
-    /// [`Compute::F16`]; `group` sums batch norm's statistics (twice per
-    /// batch-norm layer); the running statistics are updated.
+    /// [`Compute::F16`]; `group` sums batch norm's statistics (three times
+    /// per batch-norm layer); the running statistics are updated.
     ///
     /// # Errors
     /// As [`Mlp::train_micro_batch`](super::Mlp::train_micro_batch).
@@ -344,19 +344,8 @@ impl Network {
             *g = match slot {
                 GradSlot::Matrix(a) => super::layers::read_rows(e, a),
                 GradSlot::Norm(k, beta) => {
-                    let bn = &self.train.ids.bns[*k];
-                    let sums = bn.bn.grad_sums.as_ref().expect("training graph");
-                    let values = e.read_tensor::<f32>(sums.tensor).expect("f32");
-                    let mut out = vec![0.0; bn.layout.cols()];
-                    for (blk, r) in bn.layout.blocks().iter().zip(&sums.ranges) {
-                        let w = blk.cols.len();
-                        let s = &values[r.start as usize..r.end as usize];
-                        let half = if *beta { &s[..w] } else { &s[w..] };
-                        for (j, col) in blk.cols.clone().enumerate() {
-                            out[col] = round(half[j], f16);
-                        }
-                    }
-                    out
+                    let (dgamma, dbeta) = self.train.ids.bns[*k].bn.param_grads(e, f16);
+                    if *beta { dbeta } else { dgamma }
                 }
             };
         }

@@ -105,10 +105,9 @@ impl Conv {
         }
     }
 
-    /// The row as the simulator builds it: the convolution alone. (The
-    /// simulator's batch norm holds each channel whole on one tile:
-    /// conv1's 64 channels of 12,544 pixels need 937 kB on each of their
-    /// 64 tiles at micro-batch 1, over a Mk2 tile's 639 kB.)
+    /// The row as the simulator builds it: the convolution with its batch
+    /// norm and ReLU (the residual add of a block's last row is not
+    /// described).
     fn sim(&self) -> SimLayer {
         let size = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
         let (k, input) = (size(self.kernel), size(self.out * self.stride));
@@ -119,7 +118,7 @@ impl Conv {
             stride: size(self.stride),
             padding: k / 2,
             input: [input, input],
-            batch_norm: false,
+            batch_norm: true,
             residual: false,
             input_grad: self.input_grad,
         }
