@@ -86,6 +86,7 @@ mod kind;
 mod layers;
 mod mlp;
 mod network;
+mod network_file;
 mod placement;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
@@ -100,6 +101,7 @@ pub use layers::pool::{Pool2d, PoolKind, PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
+pub use network_file::{NetworkFile, NetworkFileError};
 pub use placement::{Placement, StageCycles};
 
 /// The fewest flops a product's output block gets (see the module docs):

@@ -11,6 +11,7 @@ mod kernels;
 mod matmul;
 mod model;
 mod network;
+mod network_file;
 mod plan;
 mod pod;
 mod scaling;
