@@ -540,6 +540,15 @@ impl ModelTable {
         &self.name
     }
 
+    /// This table named `name`.
+    #[must_use]
+    pub fn named(self, name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..self
+        }
+    }
+
     /// Bytes per sample the host sends (inputs and labels).
     #[must_use]
     pub const fn input_bytes(&self) -> u64 {
