@@ -86,7 +86,7 @@ mod kind;
 mod layers;
 mod mlp;
 mod network;
-mod network_file;
+pub mod network_file;
 mod placement;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
