@@ -405,8 +405,10 @@ impl NetworkFile {
                 message,
             }
         };
-        let table: toml::Table = toml::from_str(text).map_err(parse_error)?;
-        if table.contains_key("input_bytes") && !table.contains_key("input") {
+        // Told apart by the keys alone: a cost table's numbers may be
+        // beyond what a TOML table of any values holds (u64 above i64).
+        let keys = top_level_keys(text);
+        if keys.contains(&"input_bytes") && !keys.contains(&"input") {
             return Err(NetworkFileError::CostTable {
                 origin: origin.to_owned(),
             });
@@ -455,6 +457,15 @@ impl NetworkFile {
         })?;
         Self::from_toml_str(&text, &origin)
     }
+}
+
+/// The keys before the first table header of `text`.
+fn top_level_keys(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with('['))
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim().trim_matches('"')))
+        .collect()
 }
 
 /// `network` through the trainer's own checks ([`NetworkConfig::ops`]),

@@ -37,6 +37,8 @@ fn a_planners_cost_table_is_not_a_network() {
     let table = "input_bytes = 4\n[[layer]]\nname = \"a\"\nparams = 1\nflops_forward = 1\n\
                  flops_backward = 1\nactivation_bytes = 1\n";
     assert!(ModelTable::from_toml_str(table, origin).is_ok());
+    // Numbers a TOML table of any values cannot hold do not hide it.
+    let table = &table.replace("params = 1", &format!("params = {}", u64::MAX));
     assert_eq!(
         NetworkFile::from_toml_str(table, origin),
         Err(NetworkFileError::CostTable {
