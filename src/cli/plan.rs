@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use tessera_sim::IpuSpec;
-use tessera_sim::model::{MlpConfig, NetworkConfig};
+use tessera_sim::model::{MlpConfig, NetworkConfig, NetworkFile, NetworkFileError};
 use tessera_sim::plan::{
     Builtin, Calibrated, Calibration, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig,
     Precision, Schedule,
@@ -21,7 +21,7 @@ use super::train::{percent, seconds};
 
 /// The models `--model` takes besides a file, for messages.
 const MODELS: &str = "resnet50, bert-large-128, bert-large-384, mlp, \
-                      mlp:INPUTS:WIDTH,WIDTH:CLASSES, resnet-mini or a FILE.toml layer table";
+                      mlp:INPUTS:WIDTH,WIDTH:CLASSES, resnet-mini or a FILE.toml (a network or a table of costs)";
 
 /// The IPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -101,7 +101,8 @@ pub(super) struct PlanArgs {
     /// The model: resnet50 (v1.5, 224x224), bert-large-128, bert-large-384
     /// (pre-training), mlp (the default job's digits MLP),
     /// mlp:INPUTS:WIDTH,WIDTH:CLASSES, resnet-mini (the trainer's, on the
-    /// digits' 1x8x8 images and 10 classes), or a FILE.toml layer table
+    /// digits' 1x8x8 images and 10 classes), or a FILE.toml: a network
+    /// (as `train --model` reads) or a table of layer costs
     #[arg(long, value_name = "MODEL")]
     model: String,
 
@@ -412,7 +413,15 @@ fn model(name: &str) -> Result<ModelTable, Failure> {
     }
     let path = PathBuf::from(name);
     if path.extension().is_some_and(|e| e == "toml") || path.exists() {
-        return ModelTable::read(&path).map_err(|e| usage(e.to_string()));
+        return match NetworkFile::read(&path) {
+            Ok(file) => ModelTable::from_network(&file.network)
+                .map(|t| t.named(file.name))
+                .map_err(|e| usage(format!("{}: {e}", path.display()))),
+            Err(NetworkFileError::CostTable { .. }) => {
+                ModelTable::read(&path).map_err(|e| usage(e.to_string()))
+            }
+            Err(e) => Err(usage(e.to_string())),
+        };
     }
     Err(usage(format!("unknown model `{name}`: expected {MODELS}")))
 }

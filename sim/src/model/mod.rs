@@ -93,6 +93,7 @@ mod layers;
 mod mlp;
 mod net_placement;
 mod network;
+pub mod network_file;
 mod placement;
 mod recompute;
 
@@ -109,6 +110,7 @@ pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
 pub use net_placement::{MappingError, StageActivations};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
+pub use network_file::{NetworkFile, NetworkFileError};
 pub use placement::{Placement, StageCycles};
 pub use recompute::{CheckpointError, Recomputation, check_checkpoints};
 

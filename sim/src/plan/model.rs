@@ -66,6 +66,8 @@ use serde::{Deserialize, Serialize};
 
 use super::calibrate::SimLayer;
 use crate::model::{MlpConfig, NetworkConfig};
+pub use crate::toml_place::LayerRef;
+use crate::toml_place::{one_line, place};
 
 /// The matrix product a layer is built around, per sample:
 /// `[m, k] x [k, n]`.
@@ -154,25 +156,6 @@ impl Layer {
         match self.gemm {
             Some(g) => g.m.saturating_mul(g.n),
             None => self.boundary_bytes().div_ceil(2),
-        }
-    }
-}
-
-/// Which layer a [`ModelTableError`] is about: its position (from 0) and,
-/// if it has one, its name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LayerRef {
-    /// Position in the table, from 0.
-    pub index: usize,
-    /// Its name, if known.
-    pub name: Option<String>,
-}
-
-impl fmt::Display for LayerRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.name {
-            Some(name) => write!(f, "layer {} (`{name}`)", self.index),
-            None => write!(f, "layer {}", self.index),
         }
     }
 }
@@ -525,11 +508,11 @@ impl ModelTable {
     /// parser's message) the key; the errors of [`ModelTable::new`].
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ModelTableError> {
         let file: File = toml::from_str(text).map_err(|e| {
-            let start = e.span().map(|s| s.start.min(text.len()));
+            let (line, layer) = place(text, &e, "name");
             ModelTableError::Parse {
                 origin: origin.to_owned(),
-                line: start.map(|s| text[..s].matches('\n').count() + 1),
-                layer: start.and_then(|s| layer_at(text, s)),
+                line,
+                layer,
                 message: one_line(e.message()),
             }
         })?;
@@ -555,6 +538,15 @@ impl ModelTable {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// This table named `name`.
+    #[must_use]
+    pub fn named(self, name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..self
+        }
     }
 
     /// Bytes per sample the host sends (inputs and labels).
@@ -732,52 +724,6 @@ fn mlp_name(c: &MlpConfig) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("-")
-}
-
-/// The `[[layer]]` table that byte `at` of `text` is in, with its name if
-/// its `name = "..."` line parses.
-fn layer_at(text: &str, at: usize) -> Option<LayerRef> {
-    let mut index = None;
-    let mut start = 0;
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        if offset > at {
-            break;
-        }
-        let header = line.trim();
-        if header.starts_with('[') {
-            let is_layer = header
-                .strip_prefix("[[")
-                .and_then(|h| h.split("]]").next())
-                .is_some_and(|h| h.trim() == "layer");
-            index = if is_layer {
-                Some(index.map_or(0, |i: usize| i + 1))
-            } else {
-                None
-            };
-            start = offset;
-        }
-        offset += line.len();
-    }
-    let index = index?;
-    let name = text[start..]
-        .lines()
-        .skip(1)
-        .take_while(|l| !l.trim().starts_with('['))
-        .find_map(|l| {
-            let (key, value) = l.split_once('=')?;
-            (key.trim() == "name").then(|| value.trim().trim_matches('"').to_owned())
-        });
-    Some(LayerRef { index, name })
-}
-
-/// `text` on one line: its lines trimmed and joined.
-fn one_line(text: &str) -> String {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]
