@@ -266,7 +266,7 @@ fn bench_sim_json_reports_the_simulator_against_the_kernel_and_one_ipu() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
-    // With --quick: the MLP step at width 256 and the conv stack against
+    // With --quick: the MLP step at width 256 and resnet-mini's against
     // the direct kernels, lamb_sim, then a LAMB step and an empty
     // superstep for 1, 2 and 4 IPUs.
     let kernels: Vec<&str> = records
@@ -277,7 +277,7 @@ fn bench_sim_json_reports_the_simulator_against_the_kernel_and_one_ipu() {
         kernels,
         [
             "mlp256_step",
-            "conv_stack",
+            "resnet_mini_step",
             "lamb_sim",
             "lamb_sim_1ipu",
             "superstep_1ipu",
@@ -718,6 +718,39 @@ fn scale_reports_bitwise_identical_curves_for_every_replica_count() {
         "{}",
         stdout(&out)
     );
+    // The first run's files are kept: the second went to scale-2 and said so.
+    assert!(stderr(&out).contains("scale-2"), "{}", stderr(&out));
+    let first = std::fs::read(run.join("scale.jsonl")).unwrap();
+    assert_eq!(first.iter().filter(|&&b| b == b'\n').count(), 3);
+    assert!(dir.join("scale-2").join("scale.jsonl").is_file());
+    // Named over a run: refused (exit 2, one line), nothing written;
+    // --overwrite replaces it.
+    let again = |extra: &[&str]| {
+        let mut args = vec![
+            "scale",
+            "--replicas",
+            "1",
+            "--epochs",
+            "1",
+            "--data",
+            "synthetic:600:8:3:1",
+            "--hidden",
+            "16",
+            "--runs-dir",
+            dir.to_str().unwrap(),
+            "--no-progress",
+            "--name",
+            "scale",
+        ];
+        args.extend(extra);
+        tessera(&args)
+    };
+    let out = again(&[]);
+    assert_usage_error(&out, "scale --name over a run", "--overwrite");
+    assert_eq!(std::fs::read(run.join("scale.jsonl")).unwrap(), first);
+    let out = again(&["--overwrite"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    assert_ne!(std::fs::read(run.join("scale.jsonl")).unwrap(), first);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -95,3 +95,37 @@ fn runs_beyond_the_host_memory_are_refused_with_the_numbers() {
     assert!(out.status.success(), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn networks_beyond_the_tiles_are_refused_with_the_numbers() {
+    let dir = scratch("fit-network");
+    let out = limited(
+        &[
+            "train",
+            "--model",
+            "resnet-mini",
+            "--widths",
+            "4096",
+            "--blocks",
+            "1",
+            "--epochs",
+            "1",
+            "--no-progress",
+            "--runs-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let what = "--model resnet-mini --widths 4096";
+    assert_usage_error(
+        &out,
+        what,
+        "the model does not fit: out of tile memory: tile ",
+    );
+    assert!(
+        stderr(&out).contains("has 638976"),
+        "{what}: {}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,10 +1,13 @@
 //! Tests: fuzz. Every file Tessera reads (CSV, IDX and npy data, the
-//! `--config` TOML of `tessera train`, the planner's model TOML), mutated
+//! `--config` TOML of `tessera train`, the planner's model TOML, network
+//! files), mutated
 //! from valid seeds (bit flips, bytes set, inserted, deleted and
 //! duplicated, numbers replaced by edge cases, truncation, splicing of two
 //! seeds) and given to the real loaders: the data sets through
 //! [`Source::load`], the model tables through [`ModelTable::read`] and
-//! [`PlanConfig::plan`], the config through the `tessera` binary itself.
+//! [`PlanConfig::plan`], network files through [`NetworkFile::read`] and
+//! the planner (and one in [`BINARY_EVERY`] through `tessera train`), the
+//! config through the `tessera` binary itself.
 //! No input may panic (nor abort, nor hang: a hang shows as the CI step's
 //! timeout); whatever loads must be a valid data set, a finite plan, or a
 //! one-line error with status 2.
@@ -17,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tessera::sim::data::{Dataset, MAX_CLASSES, Source};
+use tessera::sim::model::NetworkFile;
 use tessera::sim::plan::{ModelTable, PlanConfig};
 use tessera::sim::pod::PodSpec;
 
@@ -474,6 +478,72 @@ fn fuzz_model_toml() {
                 false
             }
         }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Through the `tessera` binary, one network input in this many (each
+/// is a process).
+const BINARY_EVERY: u64 = 20;
+
+#[test]
+fn fuzz_network_toml() {
+    // Every input through `NetworkFile::read` (a network must plan to
+    // finite figures); one in BINARY_EVERY through `tessera train --model`
+    // too, whose data is missing: status 2 and one line, every time.
+    let dir = scratch("fuzz-network");
+    let seeds: Vec<Vec<u8>> = vec![
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/resnet-mini.toml"
+        ))
+        .unwrap(),
+        b"name = \"pools\"\ninput = [3, 12, 10]\nclasses = 4\nactivation = \"gelu\"\n\
+          bn_group = \"all\"\n[[layer]]\nkind = \"conv\"\nchannels = 6\nkernel = 3\nstride = 2\n\
+          [[layer]]\nkind = \"max_pool\"\nkernel = 2\nstride = 1\npadding = 1\n[[layer]]\n\
+          kind = \"avg_pool\"\nkernel = 3\n[[layer]]\nkind = \"bn_act\"\n[[layer]]\n\
+          kind = \"global_avg_pool\"\n"
+            .to_vec(),
+        b"input = [2, 4, 4]\n[[layer]]\nkind = \"residual\"\nbody = [{ kind = \"residual\", \
+          body = [{ kind = \"bn_act\" }, { kind = \"conv\", channels = 2, kernel = 1 }] }]\n\
+          [[layer]]\nkind = \"global_avg_pool\"\n"
+            .to_vec(),
+    ];
+    let file = dir.join("n.toml");
+    let missing = format!("csv:{}", dir.join("absent.csv").display());
+    let mut case = 0;
+    fuzz("network toml", 6, &seeds, |input| {
+        std::fs::write(&file, input).unwrap();
+        let loaded = match NetworkFile::read(&file) {
+            Ok(f) => {
+                match ModelTable::from_network(&f.network) {
+                    Ok(t) => plans(&t),
+                    Err(e) => one_line(&e.to_string()),
+                }
+                true
+            }
+            Err(e) => {
+                one_line(&e.to_string());
+                false
+            }
+        };
+        case += 1;
+        if case % BINARY_EVERY == 1 {
+            let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+                .args(["train", "--model"])
+                .arg(&file)
+                .args(["--data", &missing, "--no-progress", "--runs-dir"])
+                .arg(&dir)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            assert!(err.starts_with("tessera: error: "), "{err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            // A network the library read fails on the data, not the file.
+            assert_eq!(loaded, err.contains("absent.csv"), "{err}");
+        }
+        loaded
     });
     let _ = std::fs::remove_dir_all(&dir);
 }

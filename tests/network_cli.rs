@@ -1,9 +1,14 @@
 //! Tests: the `tessera` command with `--model resnet-mini`: `scale`
 //! prints bitwise identical curves from 1 to 16 replicas, a bad model
 //! is one line and status 2, resnet-mini's options are refused for the
-//! MLP; resnet-mini pipelined or sharded over 2 IPUs trains the
-//! data-parallel fingerprint, and a bad device mapping names its block;
-//! resnet-mini with parallel branches (`--branches`) the same.
+//! MLP and the MLP's for resnet-mini; resnet-mini pipelined or sharded
+//! over 2 IPUs trains the data-parallel fingerprint, and a bad device
+//! mapping names its block; a network file (the shipped
+//! `docs/resnet-mini.toml`) trains, resumes and plans as the built-in, and
+//! its errors are one line and status 2; resnet-mini with parallel
+//! branches (`--branches`) pipelined trains the data-parallel fingerprint.
+
+use std::process::Command;
 
 use crate::cli::{fingerprint, report};
 use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
@@ -78,6 +83,18 @@ fn bad_model_options_are_one_line_errors_with_status_2() {
         (
             &["--model", "resnet-mini", "--branches", "0"][..],
             "expected a whole number >= 1",
+        ),
+        (
+            &["--model", "resnet-mini", "--hidden", "32"][..],
+            "--hidden is an option of the MLP",
+        ),
+        (
+            &["--model", "resnet-mini", "--activation", "gelu"][..],
+            "--activation is an option of the MLP",
+        ),
+        (
+            &["--model", "resnet-mini", "--batch-norm"][..],
+            "--batch-norm is an option of the MLP",
         ),
     ] {
         let mut args = vec![
@@ -176,6 +193,143 @@ fn train_pipelines_resnet_mini_bitwise_as_data_parallel() {
         let out = run(&[&mapping[..], &[bad]].concat());
         assert_usage_error(&out, bad, needle);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shipped network file: `docs/resnet-mini.toml`.
+fn resnet_mini_file() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/docs/resnet-mini.toml").to_owned()
+}
+
+#[test]
+fn a_network_file_trains_as_the_builtin_and_resumes_from_its_config() {
+    let dir = scratch("network-file");
+    let runs = dir.to_str().unwrap();
+    let file = resnet_mini_file();
+    let train = |model: &str, name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--model",
+            model,
+            "--epochs",
+            "2",
+            "--data",
+            "images:64:1x8x8:10:1",
+            "--micro-batch",
+            "2",
+            "--instances",
+            "1",
+            "--replication-factor",
+            "2",
+            "--runs-dir",
+            runs,
+            "--name",
+            name,
+            "--no-progress",
+            "--json",
+        ];
+        args.extend(extra);
+        let out = tessera(&args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        out
+    };
+    let builtin = fingerprint(&train("resnet-mini", "builtin", &[]));
+    assert_eq!(fingerprint(&train(&file, "file", &[])), builtin);
+    // config.toml records the file's absolute path: the run interrupted
+    // and resumed from it (elsewhere) finishes bitwise as the whole run.
+    train(&file, "part", &["--stop-after-epochs", "1"]);
+    let config = dir.join("part/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains(&format!("model = \"{file}\"")), "{text}");
+    let checkpoint = dir.join("part/checkpoint.safetensors");
+    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .current_dir(std::env::temp_dir())
+        .arg("train")
+        .arg("--config")
+        .arg(&config)
+        .arg("--resume")
+        .arg(&checkpoint)
+        .args([
+            "--runs-dir",
+            runs,
+            "--name",
+            "part",
+            "--no-progress",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fingerprint(&out), builtin);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn plan_prices_a_network_file_as_the_builtin() {
+    let plan = |model: &str| {
+        let out = tessera(&["plan", "--model", model]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).to_owned()
+    };
+    let (builtin, file) = (plan("resnet-mini"), plan(&resnet_mini_file()));
+    let rest = |text: &str| text.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert!(
+        file.starts_with("plan         resnet-mini on POD16"),
+        "{file}"
+    );
+    assert_eq!(rest(&file), rest(&builtin));
+}
+
+#[test]
+fn network_file_errors_are_one_line_with_status_2() {
+    let dir = scratch("network-file-usage");
+    let costs = dir.join("costs.toml");
+    std::fs::write(
+        &costs,
+        "input_bytes = 4\n[[layer]]\nname = \"a\"\nparams = 1\nflops_forward = 1\n\
+         flops_backward = 1\nactivation_bytes = 1\n",
+    )
+    .unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "input = [1, 8, 8]\n[[layer]]\nkind = \"conv\"\nchannels = 4\nkernel = 9\n",
+    )
+    .unwrap();
+    let (costs, bad) = (costs.to_str().unwrap(), bad.to_str().unwrap());
+    let file = resnet_mini_file();
+    for (extra, needle) in [
+        (&["--model", costs][..], "describes costs"),
+        (&["--model", bad][..], "bad.toml: layer 0 (`conv`): "),
+        (
+            &["--model", &file, "--widths", "8"][..],
+            "--widths is not an option",
+        ),
+        (
+            &["--model", &file, "--branches", "2"][..],
+            "--branches is not an option",
+        ),
+        (
+            &["--model", &file, "--hidden", "8"][..],
+            "--hidden is not an option",
+        ),
+        (
+            &["--model", &file, "--data", "images:64:3x8x8:10"][..],
+            "the data's images are [3, 8, 8]",
+        ),
+        (&["--model", "net.json"][..], "a network FILE.toml"),
+    ] {
+        let mut args = vec![
+            "train",
+            "--runs-dir",
+            dir.to_str().unwrap(),
+            "--no-progress",
+        ];
+        args.extend(extra);
+        assert_usage_error(&tessera(&args), &format!("{extra:?}"), needle);
+    }
+    // The planner still reads the table of costs.
+    assert!(tessera(&["plan", "--model", costs]).status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -333,3 +333,54 @@ fn plan_cli_refuses_overflowing_and_contradictory_tables() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn plan_cli_plans_resnet_mini_by_its_widths_and_blocks() {
+    let v = json(&["--model", "resnet-mini", "--micro-batch", "4"]);
+    // resnet-mini 16,32 / 1,1 on 1x8x8 digits: convolutions 9 x 16 +
+    // 2 x 9 x 16 x 16 + 9 x 16 x 32 + 2 x 9 x 32 x 32, six batch norms
+    // 2 x (3 x 16 + 3 x 32), the head 32 x 10 + 10.
+    assert_eq!(v["model"], "network 1x8x8 conv 16,16,16,32,32,32 head 10");
+    assert_eq!(v["params"], 27_792 + 288 + 330);
+    let wide = json(&[
+        "--model",
+        "resnet-mini",
+        "--widths",
+        "8,16,32",
+        "--blocks",
+        "1,0,2",
+    ]);
+    assert_eq!(
+        wide["model"],
+        "network 1x8x8 conv 8,8,8,16,32,32,32,32,32 head 10"
+    );
+    // Priced on the simulator: every row.
+    let v = json(&[
+        "--model",
+        "resnet-mini",
+        "--micro-batch",
+        "4",
+        "--layer-costs",
+        "simulated",
+    ]);
+    assert_eq!(v["calibration"]["simulated_rows"], 16);
+    for (args, needle) in [
+        (&["--model", "resnet50", "--widths", "8"][..], "--widths"),
+        (
+            &[
+                "--model",
+                "resnet-mini",
+                "--widths",
+                "8,16",
+                "--blocks",
+                "1",
+            ],
+            "as many block counts",
+        ),
+        (&["--model", "resnet-mini", "--widths", "0"], "widths"),
+    ] {
+        let mut all = vec!["plan"];
+        all.extend(args);
+        assert_usage_error(&tessera(&all), &args.join(" "), needle);
+    }
+}

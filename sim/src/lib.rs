@@ -73,6 +73,7 @@ pub mod kernels;
 pub mod model;
 pub mod plan;
 pub mod pod;
+mod toml_place;
 pub mod train;
 
 pub use ipu::{IpuParams, IpuSpec, SpecError, SpecField};

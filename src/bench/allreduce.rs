@@ -345,15 +345,14 @@ fn build_note() -> &'static str {
     }
 }
 
-fn threads(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let ranks: &[usize] = if plan.quick { &[2] } else { &[2, 4] };
+/// The thread transport's heading: ranks, cores, what is timed.
+fn threads_heading(plan: &Plan, ranks: &[usize], cores: usize) -> String {
     let over: Vec<String> = ranks
         .iter()
         .filter(|&&p| p > cores)
         .map(|p| format!("{p} ranks oversubscribe them"))
         .collect();
-    sink.start(&format!(
+    format!(
         "allreduce, thread transport: f32 Sum in place, {} ranks as threads on {cores} core(s){}; \
          best of {} samples after a barrier, time = slowest rank; busbw = algbw x 2(p-1)/p; \
          ref memcpy = copy_from_slice of the same bytes, GB/s = bytes copied / s; \
@@ -372,7 +371,42 @@ fn threads(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
         if plan.quick { "5" } else { "5 to 10" },
         MESSAGE_BYTES >> 10,
         build_note(),
-    ))?;
+    )
+}
+
+/// Every rank's times, or the failure that explains the others: the
+/// first rank's own failure, else the first failure.
+fn first_failure(
+    results: Vec<std::thread::Result<Result<RankTimes, Failed>>>,
+) -> Result<Vec<RankTimes>, BenchError> {
+    let mut ok = Vec::with_capacity(results.len());
+    let mut failure: Option<Failed> = None;
+    for (rank, r) in results.into_iter().enumerate() {
+        let f = match r {
+            Ok(Ok(t)) => {
+                ok.push(t);
+                continue;
+            }
+            Ok(Err(f)) => f,
+            Err(_) => Failed::Own(BenchError::Collective(format!("rank {rank} panicked"))),
+        };
+        if matches!(
+            (&failure, &f),
+            (None, _) | (Some(Failed::Peer(_)), Failed::Own(_))
+        ) {
+            failure = Some(f);
+        }
+    }
+    match failure {
+        Some(f) => Err(f.into_inner()),
+        None => Ok(ok),
+    }
+}
+
+fn threads(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let ranks: &[usize] = if plan.quick { &[2] } else { &[2, 4] };
+    sink.start(&threads_heading(plan, ranks, cores))?;
     for &p in ranks {
         for n in sizes(plan) {
             let bytes = n * 4;
@@ -401,28 +435,7 @@ fn threads(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
                 rank_samples(&mut c, n, &vs, s, memcpy, barrier)
             })
             .map_err(|e| collective(e).into_inner())?;
-            let mut ok = Vec::with_capacity(p);
-            let mut failure: Option<Failed> = None;
-            for (rank, r) in results.into_iter().enumerate() {
-                let f = match r {
-                    Ok(Ok(t)) => {
-                        ok.push(t);
-                        continue;
-                    }
-                    Ok(Err(f)) => f,
-                    Err(_) => Failed::Own(BenchError::Collective(format!("rank {rank} panicked"))),
-                };
-                // The first rank's own failure explains the others'.
-                if matches!(
-                    (&failure, &f),
-                    (None, _) | (Some(Failed::Peer(_)), Failed::Own(_))
-                ) {
-                    failure = Some(f);
-                }
-            }
-            if let Some(f) = failure {
-                return Err(f.into_inner());
-            }
+            let ok = first_failure(results)?;
             let memcpy = ok[0]
                 .reference
                 .iter()
@@ -533,46 +546,70 @@ fn mpi_transport(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
         };
         let times =
             rank_samples(&mut c, n, &vs, s, reference, barrier).map_err(Failed::into_inner)?;
-        // The slowest rank per sample: element-wise max over the ranks.
-        let local: Vec<f64> = times
-            .variants
-            .iter()
-            .chain([&times.reference])
-            .flatten()
-            .copied()
-            .collect();
-        let mut slowest = vec![0.0f64; local.len()];
-        world.all_reduce_into(&local[..], &mut slowest[..], SystemOperation::max());
-        if rank != 0 {
-            continue;
-        }
-        let per = s.samples;
-        let best = |i: usize| {
-            slowest[i * per..(i + 1) * per]
-                .iter()
-                .copied()
-                .fold(f64::INFINITY, f64::min)
-        };
-        let factor = bus_factor(Collective::AllReduce, p);
-        let t_ref = best(vs.len());
-        let ref_busbw = bytes as f64 / t_ref * factor / 1e9;
-        for (i, &v) in vs.iter().enumerate() {
-            let t = best(i);
-            sink.record(&Record {
-                suite: SUITE.name,
-                kernel: kernel_name(v, p, true),
-                elements: n,
-                seconds: t,
-                gbps: bytes as f64 / t * factor / 1e9,
-                reference: "MPI_Allreduce",
-                ratio: t_ref / t,
-                reference_seconds: t_ref,
-                reference_gbps: ref_busbw,
-            })?;
+        let slowest = slowest_samples(&world, &times);
+        if rank == 0 {
+            mpi_records(sink, (n, p, s.samples), &vs, &slowest)?;
         }
     }
     drop(c);
     drop(universe);
+    Ok(())
+}
+
+/// Each sample's time on the slowest rank: `times`' variants then its
+/// reference, element-wise max over the ranks.
+#[cfg(feature = "mpi")]
+fn slowest_samples(
+    world: &impl ::mpi::collective::CommunicatorCollectives,
+    times: &RankTimes,
+) -> Vec<f64> {
+    use ::mpi::collective::SystemOperation;
+    let local: Vec<f64> = times
+        .variants
+        .iter()
+        .chain([&times.reference])
+        .flatten()
+        .copied()
+        .collect();
+    let mut slowest = vec![0.0f64; local.len()];
+    world.all_reduce_into(&local[..], &mut slowest[..], SystemOperation::max());
+    slowest
+}
+
+/// The MPI rows of `n` elements over `p` ranks from the slowest ranks'
+/// `samples` per variant (the reference last): best of each, as a ratio
+/// to MPI_Allreduce's.
+#[cfg(feature = "mpi")]
+fn mpi_records(
+    sink: &mut dyn Sink,
+    (n, p, per): (usize, usize, usize),
+    vs: &[Variant],
+    slowest: &[f64],
+) -> Result<(), BenchError> {
+    let bytes = n * 4;
+    let best = |i: usize| {
+        slowest[i * per..(i + 1) * per]
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+    };
+    let factor = bus_factor(Collective::AllReduce, p);
+    let t_ref = best(vs.len());
+    let ref_busbw = bytes as f64 / t_ref * factor / 1e9;
+    for (i, &v) in vs.iter().enumerate() {
+        let t = best(i);
+        sink.record(&Record {
+            suite: SUITE.name,
+            kernel: kernel_name(v, p, true),
+            elements: n,
+            seconds: t,
+            gbps: bytes as f64 / t * factor / 1e9,
+            reference: "MPI_Allreduce",
+            ratio: t_ref / t,
+            reference_seconds: t_ref,
+            reference_gbps: ref_busbw,
+        })?;
+    }
     Ok(())
 }
 

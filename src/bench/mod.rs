@@ -8,12 +8,12 @@
 //! measured. Timing lives in [`timing`] and is shared by every suite.
 
 pub(crate) mod allreduce;
-pub(crate) mod conv;
 pub(crate) mod conversions;
 pub(crate) mod data;
 pub(crate) mod kernels;
 pub(crate) mod optimizers;
 pub(crate) mod report;
+pub(crate) mod resnet;
 pub(crate) mod sim;
 pub(crate) mod step;
 pub(crate) mod timing;

@@ -8,11 +8,13 @@
 //!   bit). The ratio is direct time / simulator time: the issue's target,
 //!   "within 3x", is a ratio of at least 0.33. `elements` is the
 //!   parameter count.
-//! - `conv_stack`: the stand-in for `resnet-mini` ([`conv`]): a 3x3
-//!   convolution of 16 channels, batch norm with ReLU and a 2x2 max pool
-//!   on 8 samples of 8x8, forward and backward, the engines' run time
-//!   against the same layers computed directly (`elements`: the
-//!   convolution's outputs).
+//! - `resnet_mini_step`: one training micro-batch of `resnet-mini` as the
+//!   trainer builds it (8x8 digits, channels 16 and 32, one residual block
+//!   per stage, 10 classes) at its micro-batch of 4 in `16.16` on one
+//!   simulated Mk2, against the same convolutions (im2col and products),
+//!   batch norm, pooling, residual and element-wise kernels called
+//!   directly ([`resnet::Direct`], reference `direct`); ratio and
+//!   `elements` as for the MLP rows.
 //! - `lamb_sim`: a LAMB step of `n` f32 parameters mapped over the 1,472
 //!   tiles of a simulated Mk2 GC200 (phase 1 per tile, a tree of exact
 //!   partials over the exchange, phase 2 per tile), against the fused core
@@ -27,14 +29,14 @@
 
 use std::hint::black_box;
 use std::num::NonZeroUsize;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tessera_sim::IpuSpec;
 use tessera_sim::bench::{LambBench, ipu_scaling, lamb_overhead};
 use tessera_sim::model::Compute;
 
-use super::conv;
 use super::report::Sink;
+use super::resnet;
 use super::step::{self, Case, Direct};
 use super::timing::{self, Settings};
 use super::{BenchError, Plan, Record, Suite};
@@ -71,79 +73,77 @@ const WIDTHS: [(usize, &str); 3] = [
 /// The trainer's default micro-batch.
 const MICRO_BATCH: usize = 8;
 
-/// One training micro-batch of each MLP on one simulated Mk2 against the
-/// same kernels called directly (see the module docs).
+/// Times a simulated step against its direct reference, samples
+/// interleaved, and records row `kernel` (ratio = direct / simulated).
+fn record_step(
+    settings: Settings,
+    (kernel, elements): (&'static str, usize),
+    (sim, direct): (&mut dyn FnMut(), &mut dyn FnMut()),
+    sink: &mut dyn Sink,
+) -> Result<(), BenchError> {
+    let [s, d] = timing::compare(settings, &mut [sim, direct])[..] else {
+        unreachable!("two functions timed")
+    };
+    sink.record(&Record {
+        suite: SUITE.name,
+        kernel,
+        elements,
+        seconds: s.best,
+        gbps: 0.0,
+        reference: "direct",
+        ratio: d.best / s.best,
+        reference_seconds: d.best,
+        reference_gbps: 0.0,
+    })
+}
+
+/// resnet-mini's micro-batch size in the trainer.
+const RESNET_MICRO_BATCH: usize = 4;
+
+/// One training micro-batch of each MLP and of resnet-mini on one
+/// simulated Mk2 against the same kernels called directly (see the module
+/// docs).
 fn training_steps(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
     let settings = Settings {
         samples: NonZeroUsize::new(if plan.quick { 3 } else { 7 }).expect("nonzero"),
         min_sample: Duration::from_millis(if plan.quick { 20 } else { 100 }),
     };
+    let simulator = |e: tessera_sim::model::ModelError| BenchError::Simulator(e.to_string());
     let widths: &[(usize, &str)] = if plan.quick { &WIDTHS[..1] } else { &WIDTHS };
     for &(width, name) in widths {
         let case = Case::new(step::mlp_config(256, width), MICRO_BATCH, Compute::F16);
-        let mut sim = case
-            .simulated(IpuSpec::MK2_GC200)
-            .map_err(|e| BenchError::Simulator(e.to_string()))?;
+        let mut sim = case.simulated(IpuSpec::MK2_GC200).map_err(simulator)?;
         let mut direct = Direct::new(&case);
-        let [s, d] = timing::compare(
+        record_step(
             settings,
-            &mut [
+            (name, case.params.iter().map(Vec::len).sum()),
+            (
                 &mut || {
                     black_box(sim.step(&case));
                 },
                 &mut || {
                     black_box(direct.step());
                 },
-            ],
-        )[..] else {
-            unreachable!("two functions timed")
-        };
-        sink.record(&Record {
-            suite: SUITE.name,
-            kernel: name,
-            elements: case.params.iter().map(Vec::len).sum(),
-            seconds: s.best,
-            gbps: 0.0,
-            reference: "direct",
-            ratio: d.best / s.best,
-            reference_seconds: d.best,
-            reference_gbps: 0.0,
-        })?;
+            ),
+            sink,
+        )?;
     }
-    Ok(())
-}
-
-/// The convolutional stand-in for `resnet-mini` ([`conv::Stack`]): the
-/// engines' run time against the direct layers, best of `samples`
-/// interleaved samples.
-fn conv_stack(samples: usize, sink: &mut dyn Sink) -> Result<(), BenchError> {
-    let stack = conv::Stack::new();
-    let direct = conv::Direct::new(&stack);
-    let (mut sim, mut reference) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..samples {
-        let run = stack
-            .simulated(IpuSpec::MK2_GC200)
-            .map_err(|e| BenchError::Simulator(e.to_string()))?;
-        sim = sim.min(run);
-        // Enough calls for the timer's resolution.
-        let calls = 16;
-        let started = Instant::now();
-        for _ in 0..calls {
-            black_box(direct.step());
-        }
-        reference = reference.min(started.elapsed().as_secs_f64() / f64::from(calls));
-    }
-    sink.record(&Record {
-        suite: SUITE.name,
-        kernel: "conv_stack",
-        elements: stack.conv.n * stack.conv.conv.out_channels * 64,
-        seconds: sim,
-        gbps: 0.0,
-        reference: "direct",
-        ratio: reference / sim,
-        reference_seconds: reference,
-        reference_gbps: 0.0,
-    })
+    let case = resnet::case(resnet::resnet_mini(), RESNET_MICRO_BATCH, Compute::F16);
+    let mut sim = case.simulated(IpuSpec::MK2_GC200).map_err(simulator)?;
+    let mut direct = resnet::Direct::new(&case);
+    record_step(
+        settings,
+        ("resnet_mini_step", case.param_count()),
+        (
+            &mut || {
+                black_box(sim.step(&case));
+            },
+            &mut || {
+                black_box(direct.step());
+            },
+        ),
+        sink,
+    )
 }
 
 fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
@@ -156,12 +156,11 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
     sink.start(&format!(
         "sim: best of {samples} runs; mlp*_step: a training micro-batch (256-W-W-10, 8 samples, \
          16.16) on one Mk2 vs the same kernels called directly (ratio = direct time / simulator \
-         time; elements = parameters); conv_stack: conv 3x3 + batch norm + max pool, the \
-         engines' run time vs direct; lamb_sim vs the fused core kernel (ratio = kernel time / \
+         time; elements = parameters); resnet_mini_step: a training micro-batch of \
+         resnet-mini (4 samples, 16.16) likewise; lamb_sim vs the fused core kernel (ratio = kernel time / \
          simulator time); scaling rows vs 1 IPU (elements = tiles)"
     ))?;
     training_steps(plan, sink)?;
-    conv_stack(samples, sink)?;
     let simulator = |e: tessera_sim::bench::BenchError| BenchError::Simulator(e.to_string());
     let r = lamb_overhead(&LambBench {
         params,

@@ -21,7 +21,7 @@ use tessera_sim::kernels::matmul::{GemmShape, gemm_tree};
 use tessera_sim::model::{Activation, Compute, Mlp, MlpConfig, ModelError, NoGroup};
 
 /// Rounds to f16 and back if `f16`.
-fn round(x: f32, f16: bool) -> f32 {
+pub(crate) fn round(x: f32, f16: bool) -> f32 {
     if f16 {
         <f16 as HalfFloat>::from_f32(x).to_f32()
     } else {
@@ -40,33 +40,40 @@ pub(crate) fn mlp_config(inputs: usize, width: usize) -> MlpConfig {
     }
 }
 
-/// One micro-batch's data and parameters, shared by both sides.
-pub(crate) struct Case {
-    pub(crate) config: MlpConfig,
+/// One micro-batch's data and parameters of a model `C`, shared by both
+/// sides.
+pub(crate) struct Case<C = MlpConfig> {
+    pub(crate) config: C,
     pub(crate) batch: usize,
     pub(crate) compute: Compute,
-    /// The parameters in [`MlpConfig::params`] order (f16 values in
+    /// The parameters in the model's order (f16 values in
     /// [`Compute::F16`]).
     pub(crate) params: Vec<Vec<f32>>,
+    /// The inputs (for images CHW per sample).
     pub(crate) x: Vec<f32>,
     pub(crate) labels: Vec<u32>,
     pub(crate) scale: f32,
 }
 
-impl Case {
-    /// A seeded case: He-initialised weights, inputs uniform in [0, 1).
-    pub(crate) fn new(config: MlpConfig, batch: usize, compute: Compute) -> Self {
+impl<C> Case<C> {
+    /// A seeded case of `config` with its initial `params`, both rounded
+    /// to f16 in [`Compute::F16`]: `batch` samples of `features` inputs
+    /// uniform in [0, 1), labels below `classes`.
+    pub(crate) fn seeded(
+        (config, mut params): (C, Vec<Vec<f32>>),
+        (batch, features, classes): (usize, usize, usize),
+        compute: Compute,
+    ) -> Self {
         let f16 = compute == Compute::F16;
-        let mut params = config.init(7);
         for p in &mut params {
             p.iter_mut().for_each(|v| *v = round(*v, f16));
         }
         let s = RandomStream::new(11, 0);
-        let x = (0..(batch * config.inputs) as u64)
+        let x = (0..(batch * features) as u64)
             .map(|i| round((s.bits(i) >> 8) as f32 / (1u32 << 24) as f32, f16))
             .collect();
         let labels = (0..batch as u64)
-            .map(|i| s.substream(1).bits(i) % config.classes as u32)
+            .map(|i| s.substream(1).bits(i) % classes as u32)
             .collect();
         Self {
             config,
@@ -77,6 +84,14 @@ impl Case {
             labels,
             scale: 1024.0,
         }
+    }
+}
+
+impl Case {
+    /// A seeded case: He-initialised weights, inputs uniform in [0, 1).
+    pub(crate) fn new(config: MlpConfig, batch: usize, compute: Compute) -> Self {
+        let (params, shape) = (config.init(7), (batch, config.inputs, config.classes));
+        Self::seeded((config, params), shape, compute)
     }
 
     /// The simulated replica, its parameters set.
@@ -121,7 +136,7 @@ pub(crate) struct Direct<'a> {
 }
 
 /// `c = op(a) op(b)` over `m x k x n`, a fresh output.
-fn product(
+pub(crate) fn product(
     (m, k, n): (usize, usize, usize),
     (a, a_transposed): (&[f32], bool),
     (b, b_transposed): (&[f32], bool),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tessera_core::scale::{AutomaticConfig, DynamicConfig};
 use tessera_sim::checkpoint::write_atomic;
 use tessera_sim::data::{Dataset, OutputMode, Source};
-use tessera_sim::model::{Activation, BnGroup, NetworkConfig};
+use tessera_sim::model::{Activation, BnGroup, NetworkConfig, NetworkFile, NetworkFileError};
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
     Event, GradReduction, LossScaling, LrSchedule, NamedOptimizer, Observer, OptimizerConfig,
@@ -54,10 +54,11 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) test_fraction: Option<f64>,
 
-    /// The model: mlp (the --hidden layers) or resnet-mini (a residual
+    /// The model: mlp (the --hidden layers), resnet-mini (a residual
     /// network over the images; its own defaults for the optimizer,
-    /// learning rate, warm-up and epochs) [default: mlp]
-    #[arg(long, value_enum, help_heading = "Model")]
+    /// learning rate, warm-up and epochs) or a network FILE.toml (as
+    /// resnet-mini, its layers from the file) [default: mlp]
+    #[arg(long, value_name = "MODEL", help_heading = "Model")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) model: Option<ModelArg>,
 
@@ -436,10 +437,58 @@ pub(super) struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// The run directory, `RUNS_DIR/NAME`, created. A name that is empty
-    /// or not one path component is refused.
-    pub(super) fn run_dir(&self, default_name: &str) -> Result<PathBuf, Failure> {
-        create_dir(self.run_dir_path(default_name)?)
+    /// The directory of a new run that writes `files` (names): `RUNS_DIR/NAME`,
+    /// created. One holding an earlier run's files is never silently
+    /// reused: `overwrite` deletes them first; without `--name` the run
+    /// moves on to `NAME-2`, `NAME-3`, ... and says so on stderr; with
+    /// `--name` it is refused, the message ending with `hint`.
+    pub(super) fn new_run_dir(
+        &self,
+        default_name: &str,
+        files: &[&str],
+        overwrite: bool,
+        hint: &str,
+    ) -> Result<PathBuf, Failure> {
+        let dir = self.run_dir_path(default_name)?;
+        let found = existing(&dir, files);
+        if found.is_empty() {
+            return create_dir(dir);
+        }
+        if overwrite {
+            for name in files {
+                let path = dir.join(name);
+                if let Err(e) = std::fs::remove_file(&path)
+                    && e.kind() != io::ErrorKind::NotFound
+                {
+                    return Err(Failure::Job(format!(
+                        "--overwrite: cannot delete {}: {e}",
+                        path.display()
+                    )));
+                }
+            }
+            return Ok(dir);
+        }
+        if self.name.is_none() {
+            let next = (2u32..)
+                .map(|k| dir.with_file_name(format!("{default_name}-{k}")))
+                .find(|d| existing(d, files).is_empty())
+                .expect("a free name");
+            eprintln!(
+                "tessera: {} holds an earlier run; this one goes to {} (--name NAME to \
+                 choose, --overwrite to replace {})",
+                dir.display(),
+                next.display(),
+                dir.display()
+            );
+            return create_dir(next);
+        }
+        Err(Failure::Usage(format!(
+            "--name {}: {} already holds a run ({}): give another --name, --overwrite to \
+             replace it{hint}",
+            self.name.as_deref().unwrap_or(default_name),
+            dir.display(),
+            found.join(", "),
+        )))
     }
 
     /// The run directory's path, `RUNS_DIR/NAME`. A name that is empty or
@@ -467,6 +516,15 @@ impl OutputArgs {
     pub(super) fn progress(&self) -> bool {
         !self.no_progress && !self.json && io::stderr().is_terminal()
     }
+}
+
+/// Those of `files` (names) that exist in `dir`.
+fn existing(dir: &Path, files: &[&str]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| dir.join(f).exists())
+        .map(|f| (*f).to_owned())
+        .collect()
 }
 
 /// Creates the run directory `dir` (and its parents).
@@ -508,14 +566,50 @@ impl From<Activation> for ActivationArg {
     }
 }
 
-/// The model, as named on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The model, as named on the command line (and in a config file: the
+/// same text).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub(super) enum ModelArg {
     /// The multi-layer perceptron of --hidden
     Mlp,
     /// A small pre-activation residual network with batch norm
     ResnetMini,
+    /// A network file (`NetworkFile`)
+    File(PathBuf),
+}
+
+impl FromStr for ModelArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mlp" => Ok(Self::Mlp),
+            "resnet-mini" => Ok(Self::ResnetMini),
+            _ if s.ends_with(".toml") => Ok(Self::File(PathBuf::from(s))),
+            _ => Err(format!(
+                "unknown model `{s}`: expected mlp, resnet-mini or a network FILE.toml"
+            )),
+        }
+    }
+}
+
+impl TryFrom<String> for ModelArg {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<ModelArg> for String {
+    fn from(m: ModelArg) -> Self {
+        match m {
+            ModelArg::Mlp => "mlp".into(),
+            ModelArg::ResnetMini => "resnet-mini".into(),
+            ModelArg::File(path) => path.display().to_string(),
+        }
+    }
 }
 
 /// Batch norm's replica group, as named on the command line.
@@ -663,12 +757,19 @@ where
 pub(super) struct Job {
     pub(super) config: TrainConfig,
     pub(super) source: Source,
-    /// resnet-mini's stage widths and blocks, if it is the model.
-    pub(super) resnet: Option<Resnet>,
+    /// Where the network came from, if the model is one.
+    pub(super) network: Option<NetworkSource>,
 }
 
-/// resnet-mini's stage widths, block counts and branch channels.
-pub(super) type Resnet = (Vec<usize>, Vec<usize>, Option<usize>);
+/// Where a job's network came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum NetworkSource {
+    /// resnet-mini of these stage widths and block counts, with a block
+    /// of parallel branches of this many channels each if given.
+    ResnetMini(Vec<usize>, Vec<usize>, Option<usize>),
+    /// A network file, its path made absolute (as config.toml records it).
+    File(PathBuf),
+}
 
 impl JobArgs {
     /// These options (the flags) over those of the TOML file at `path`,
@@ -769,7 +870,7 @@ impl JobArgs {
             Some(s) => parse::<Source>("data", s)?,
             None => Source::Digits,
         };
-        let (mut c, resnet) = self.model_over(base, &source)?;
+        let (mut c, network) = self.model_over(base, &source)?;
         if let Some(s) = &self.pod {
             c.pod = parse("pod", s)?;
         }
@@ -856,23 +957,24 @@ impl JobArgs {
         Ok(Job {
             config: c,
             source,
-            resnet,
+            network,
         })
     }
 }
 
 impl JobArgs {
-    /// `base`, or resnet-mini's defaults when it is asked for over an MLP
-    /// `base`, with the network's options applied; resnet-mini's widths
-    /// and blocks.
+    /// `base`, or resnet-mini's defaults when a network is asked for over
+    /// an MLP `base`, with the network's options applied; where the
+    /// network came from.
     fn model_over(
         &self,
         base: &TrainConfig,
         source: &Source,
-    ) -> Result<(TrainConfig, Option<Resnet>), Failure> {
-        let resnet = match self.model {
+    ) -> Result<(TrainConfig, Option<NetworkSource>), Failure> {
+        let resnet = match &self.model {
             Some(ModelArg::ResnetMini) => true,
             Some(ModelArg::Mlp) => false,
+            Some(ModelArg::File(path)) => return self.network_file(path, base, source),
             None => base.network.is_some(),
         };
         let net_options = [
@@ -891,12 +993,14 @@ impl JobArgs {
             c.network = None;
             return Ok((c, None));
         }
+        if let Some(flag) = self.mlp_option() {
+            return Err(Failure::Usage(format!(
+                "{flag} is an option of the MLP (--model mlp), not of --model resnet-mini: \
+                 its layers are set by --widths and --blocks"
+            )));
+        }
         let input = image_shape(source)?;
-        let mut c = if base.network.is_some() {
-            base.clone()
-        } else {
-            TrainConfig::resnet_mini(input)
-        };
+        let mut c = network_base(base, input);
         let widths = self
             .widths
             .clone()
@@ -920,7 +1024,82 @@ impl JobArgs {
         }
         net.bn_group = self.bn_group.map_or(old.bn_group, BnGroup::from);
         c.network = Some(net);
-        Ok((c, Some((widths, blocks, self.branches))))
+        Ok((
+            c,
+            Some(NetworkSource::ResnetMini(widths, blocks, self.branches)),
+        ))
+    }
+
+    /// The first of the MLP's options given, if any.
+    fn mlp_option(&self) -> Option<&'static str> {
+        [
+            ("--hidden", self.hidden.is_some()),
+            ("--activation", self.activation.is_some()),
+            ("--batch-norm", self.batch_norm.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
+    /// [`JobArgs::model_over`] for the network file at `path`: its network
+    /// with resnet-mini's hyperparameters, `--bn-group` applied.
+    fn network_file(
+        &self,
+        path: &Path,
+        base: &TrainConfig,
+        source: &Source,
+    ) -> Result<(TrainConfig, Option<NetworkSource>), Failure> {
+        let shown = path.display();
+        let resnet_option = [
+            ("--widths", self.widths.is_some()),
+            ("--blocks", self.blocks.is_some()),
+            ("--branches", self.branches.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag));
+        if let Some(flag) = resnet_option.or_else(|| self.mlp_option()) {
+            return Err(Failure::Usage(format!(
+                "{flag} is not an option of a network file (--model {shown}): its layers are the file's"
+            )));
+        }
+        let file = NetworkFile::read(path).map_err(|e| {
+            Failure::Usage(match e {
+                NetworkFileError::CostTable { .. } => format!(
+                    "--model {shown}: describes costs (a planner's table with `input_bytes`), \
+                     not a network: train needs `input` and layers of a `kind` (docs/training.md)"
+                ),
+                e => one_line(&e.to_string()),
+            })
+        })?;
+        let input = file.network.input;
+        if let Ok(shape) = image_shape(source)
+            && shape != input
+        {
+            return Err(Failure::Usage(format!(
+                "--model {shown}: its input is {input:?} (channels, height, width) but the data's \
+                 images are {shape:?}"
+            )));
+        }
+        let mut c = network_base(base, input);
+        let old = c.network.take().map(|n| n.classes).unwrap_or_default();
+        let bn_group = self.bn_group.map_or(file.network.bn_group, BnGroup::from);
+        c.network = Some(NetworkConfig {
+            classes: old,
+            bn_group,
+            ..file.network
+        });
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+        Ok((c, Some(NetworkSource::File(absolute))))
+    }
+}
+
+/// `base` if it has a network, else resnet-mini's job for `input` images
+/// (its hyperparameters).
+fn network_base(base: &TrainConfig, input: [usize; 3]) -> TrainConfig {
+    if base.network.is_some() {
+        base.clone()
+    } else {
+        TrainConfig::resnet_mini(input)
     }
 }
 
@@ -939,18 +1118,19 @@ impl Job {
         JobArgs {
             data: Some(self.source.to_string()),
             test_fraction: Some(c.test_fraction),
-            model: Some(if self.resnet.is_some() {
-                ModelArg::ResnetMini
-            } else {
-                ModelArg::Mlp
+            model: Some(match &self.network {
+                None => ModelArg::Mlp,
+                Some(NetworkSource::ResnetMini(..)) => ModelArg::ResnetMini,
+                Some(NetworkSource::File(path)) => ModelArg::File(path.clone()),
             }),
-            widths: self.resnet.as_ref().map(|r| r.0.clone()),
-            blocks: self.resnet.as_ref().map(|r| r.1.clone()),
-            branches: self.resnet.as_ref().and_then(|r| r.2),
+            widths: self.resnet().map(|r| r.0.clone()),
+            blocks: self.resnet().map(|r| r.1.clone()),
+            branches: self.resnet().and_then(|r| r.2),
             bn_group: c.network.as_ref().map(|n| n.bn_group.into()),
-            hidden: Some(c.hidden.clone()),
-            activation: Some(c.activation.into()),
-            batch_norm: Some(c.batch_norm),
+            // The MLP's options only for the MLP: a network refuses them.
+            hidden: self.network.is_none().then(|| c.hidden.clone()),
+            activation: self.network.is_none().then(|| c.activation.into()),
+            batch_norm: self.network.is_none().then_some(c.batch_norm),
             pod: Some(c.pod.name().to_ascii_lowercase()),
             instances: Some(c.instances),
             replication_factor: Some(c.replicas_per_instance()),
@@ -979,6 +1159,14 @@ impl Job {
             offload_optimizer_state: Some(c.offload_optimizer_state),
             output_mode: Some(c.output_mode.to_string()),
             check_replicas_every: Some(c.check_replicas_every),
+        }
+    }
+
+    /// resnet-mini's widths, blocks and branch channels, if it is the model.
+    fn resnet(&self) -> Option<(&Vec<usize>, &Vec<usize>, Option<usize>)> {
+        match &self.network {
+            Some(NetworkSource::ResnetMini(w, b, c)) => Some((w, b, *c)),
+            _ => None,
         }
     }
 
@@ -1013,13 +1201,14 @@ impl Job {
     /// The job's model, numerics and length on one line.
     pub(super) fn numerics(&self) -> String {
         let c = &self.config;
-        let model = match &self.resnet {
-            Some((w, b, branches)) => format!(
+        let model = match &self.network {
+            Some(NetworkSource::ResnetMini(w, b, branches)) => format!(
                 "resnet-mini widths {w:?} blocks {b:?}{}",
                 branches.map_or(String::new(), |c| format!(
                     " + branches 3x3|1x1 of {c} channels"
                 ))
             ),
+            Some(NetworkSource::File(path)) => format!("network {}", path.display()),
             None => format!(
                 "hidden {:?} {:?}{}",
                 c.hidden,

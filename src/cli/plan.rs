@@ -6,13 +6,13 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use tessera_sim::IpuSpec;
-use tessera_sim::model::MlpConfig;
+use tessera_sim::model::{MlpConfig, NetworkConfig, NetworkFile, NetworkFileError};
 use tessera_sim::plan::{
     Builtin, Calibrated, Calibration, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig,
     Precision, Schedule,
 };
 use tessera_sim::pod::{Algorithms, PodSpec, ScalingRow};
-use tessera_sim::train::TrainConfig;
+use tessera_sim::train::{RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig};
 
 use super::Failure;
 use super::job::{self, one_line};
@@ -21,7 +21,7 @@ use super::train::{percent, seconds};
 
 /// The models `--model` takes besides a file, for messages.
 const MODELS: &str = "resnet50, bert-large-128, bert-large-384, mlp, \
-                      mlp:INPUTS:WIDTH,WIDTH:CLASSES or a FILE.toml layer table";
+                      mlp:INPUTS:WIDTH,WIDTH:CLASSES, resnet-mini or a FILE.toml (a network or a table of costs)";
 
 /// The IPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -100,9 +100,30 @@ impl From<CollectivesArg> for Algorithms {
 pub(super) struct PlanArgs {
     /// The model: resnet50 (v1.5, 224x224), bert-large-128, bert-large-384
     /// (pre-training), mlp (the default job's digits MLP),
-    /// mlp:INPUTS:WIDTH,WIDTH:CLASSES, or a FILE.toml layer table
+    /// mlp:INPUTS:WIDTH,WIDTH:CLASSES, resnet-mini (the trainer's, on the
+    /// digits' 1x8x8 images and 10 classes), or a FILE.toml: a network
+    /// (as `train --model` reads) or a table of layer costs
     #[arg(long, value_name = "MODEL")]
     model: String,
+
+    /// resnet-mini: channels per stage [default: 16,32]
+    #[arg(
+        long,
+        value_name = "W,W",
+        value_delimiter = ',',
+        value_parser = job::whole::<usize, 1>,
+    )]
+    widths: Option<Vec<usize>>,
+
+    /// resnet-mini: residual blocks of each stage (as many as --widths)
+    /// [default: 1,1]
+    #[arg(
+        long,
+        value_name = "B,B",
+        value_delimiter = ',',
+        value_parser = job::whole::<usize, 0>,
+    )]
+    blocks: Option<Vec<usize>>,
 
     /// The Pod: m2000, pod16, pod64, pod128, pod256 or podN (N a multiple
     /// of 64)
@@ -244,7 +265,19 @@ impl PlanArgs {
 
     /// The configuration the flags describe.
     fn config(&self) -> Result<PlanConfig, Failure> {
-        let model = model(&self.model)?;
+        let model = if self.model == "resnet-mini" {
+            resnet_mini(self.widths.as_deref(), self.blocks.as_deref())?
+        } else if let Some(flag) = [("--widths", &self.widths), ("--blocks", &self.blocks)]
+            .iter()
+            .find_map(|(flag, given)| given.is_some().then_some(flag))
+        {
+            return Err(Failure::Usage(format!(
+                "{flag} is an option of --model resnet-mini, not of {}",
+                self.model
+            )));
+        } else {
+            model(&self.model)?
+        };
         let stages = self.ipus_per_replica;
         let accumulation = self.gradient_accumulation.unwrap_or(if stages > 1 {
             stages.saturating_mul(4)
@@ -330,6 +363,20 @@ fn scaling_chart(plan: &Plan, path: &std::path::Path) -> Result<(), Failure> {
     .map_err(Failure::Job)
 }
 
+/// The table of resnet-mini of `widths` and `blocks` (the trainer's
+/// defaults where not given) on the digits' 1x8x8 images and 10 classes.
+fn resnet_mini(widths: Option<&[usize]>, blocks: Option<&[usize]>) -> Result<ModelTable, Failure> {
+    let widths = widths.unwrap_or(&RESNET_MINI_WIDTHS);
+    let blocks = blocks.unwrap_or(&RESNET_MINI_BLOCKS);
+    if widths.len() != blocks.len() {
+        return Err(Failure::Usage(format!(
+            "--widths {widths:?} and --blocks {blocks:?}: give as many block counts as widths"
+        )));
+    }
+    let net = NetworkConfig::resnet_mini([1, 8, 8], 10, widths, blocks);
+    ModelTable::from_network(&net).map_err(|e| Failure::Usage(one_line(&e.to_string())))
+}
+
 /// The model `--model` names.
 fn model(name: &str) -> Result<ModelTable, Failure> {
     if let Some(b) = Builtin::named(name) {
@@ -366,7 +413,15 @@ fn model(name: &str) -> Result<ModelTable, Failure> {
     }
     let path = PathBuf::from(name);
     if path.extension().is_some_and(|e| e == "toml") || path.exists() {
-        return ModelTable::read(&path).map_err(|e| usage(e.to_string()));
+        return match NetworkFile::read(&path) {
+            Ok(file) => ModelTable::from_network(&file.network)
+                .map(|t| t.named(file.name))
+                .map_err(|e| usage(format!("{}: {e}", path.display()))),
+            Err(NetworkFileError::CostTable { .. }) => {
+                ModelTable::read(&path).map_err(|e| usage(e.to_string()))
+            }
+            Err(e) => Err(usage(e.to_string())),
+        };
     }
     Err(usage(format!("unknown model `{name}`: expected {MODELS}")))
 }

@@ -4,10 +4,11 @@
 //! curve is bitwise the first one's.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
+use tessera_sim::data::Dataset;
 use tessera_sim::pod::{POD64_IPUS, PodSpec};
 use tessera_sim::train::{Event, RunOptions, Summary, TrainConfig, Trainer};
 
@@ -17,6 +18,10 @@ use super::plot::{Series, line_chart};
 
 /// The run directory's name when `--name` is not given.
 const DEFAULT_NAME: &str = "scale";
+
+/// The files a scale run writes: the rows, the loss curves, the
+/// throughput against replicas.
+const FILES: [&str; 3] = ["scale.jsonl", "scale.svg", "scaling.svg"];
 
 /// Epochs when `--epochs` is not given: enough to see the curves, quick.
 const DEFAULT_EPOCHS: u64 = 5;
@@ -46,6 +51,11 @@ pub(super) struct ScaleArgs {
         value_parser = job::whole::<usize, 1>
     )]
     global_batch: Option<usize>,
+
+    /// Replace the run already in the run directory (its files are deleted
+    /// first)
+    #[arg(long)]
+    overwrite: bool,
 
     #[command(flatten)]
     job: JobArgs,
@@ -80,6 +90,44 @@ struct Row {
 
 impl ScaleArgs {
     pub(super) fn run(self) -> Result<(), Failure> {
+        self.check()?;
+        let job = self.base_job()?;
+        let micro_batch = job.config.micro_batch;
+        let global_batch = self.global_batch(micro_batch)?;
+        let data = job.load()?;
+        let trainers = self
+            .replicas
+            .iter()
+            .map(|&r| self.trainer(&job, global_batch, r, data.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dir = self
+            .output
+            .new_run_dir(DEFAULT_NAME, &FILES, self.overwrite, "")?;
+        let Some(summaries) = self.train_all(&trainers)? else {
+            return Ok(());
+        };
+        let rows = rows(&trainers, &summaries);
+        let jsonl: String = rows
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("rows serialize") + "\n")
+            .collect();
+        let files = write_files(&dir, global_batch, (&rows, &summaries), &jsonl)?;
+        let report = if self.output.json {
+            jsonl
+        } else {
+            let head = format!(
+                "data {}; global batch {global_batch} = micro-batch {micro_batch} x accumulation x replicas; {}",
+                job.source,
+                job.numerics()
+            );
+            table(&head, &rows, &files)
+        };
+        job::print(&report)?;
+        differences(&rows)
+    }
+
+    /// The options scale sets itself, and the replica counts.
+    fn check(&self) -> Result<(), Failure> {
         for (flag, given) in [
             ("--replication-factor", self.job.replication_factor),
             ("--gradient-accumulation", self.job.gradient_accumulation),
@@ -95,8 +143,13 @@ impl ScaleArgs {
                 "--replicas must list replica counts of at least 1".into(),
             ));
         }
-        // The distribution comes from --replicas: a config file's (a train
-        // run's config.toml, say) is ignored, flags are honoured.
+        Ok(())
+    }
+
+    /// The job every replica count shares: the flags over the config
+    /// file, whose distribution (a train run's config.toml, say) is
+    /// ignored since it comes from --replicas.
+    fn base_job(&self) -> Result<job::Job, Failure> {
         let mut file = JobArgs::default().over_file(self.output.config.as_deref())?;
         file.pod = None;
         file.instances = None;
@@ -107,55 +160,71 @@ impl ScaleArgs {
         if args.epochs.is_none() {
             job.config.epochs = DEFAULT_EPOCHS;
         }
-        let micro_batch = job.config.micro_batch;
+        Ok(job)
+    }
+
+    /// `--global-batch`, or the micro-batch times the largest replica
+    /// count.
+    fn global_batch(&self, micro_batch: usize) -> Result<usize, Failure> {
         let largest = self.replicas.iter().copied().max().unwrap_or(1);
-        let global_batch = match self.global_batch {
-            Some(b) => b,
+        match self.global_batch {
+            Some(b) => Ok(b),
             None => micro_batch.checked_mul(largest).ok_or_else(|| {
                 Failure::Usage(format!(
                     "micro-batch {micro_batch} x {largest} replicas is too large"
                 ))
-            })?,
-        };
-        let data = job.load()?;
-        let mut trainers = Vec::with_capacity(self.replicas.len());
-        for &r in &self.replicas {
-            let per_replica = micro_batch.checked_mul(r).filter(|&n| n > 0);
-            let accumulation = match per_replica {
-                Some(n) if global_batch.is_multiple_of(n) => global_batch / n,
-                _ => {
-                    return Err(Failure::Usage(format!(
-                        "global batch {global_batch} is not a multiple of micro-batch \
-                         {micro_batch} x {r} replicas"
-                    )));
-                }
-            };
-            let instances = self
-                .job
-                .instances
-                .unwrap_or(DEFAULT_INSTANCES)
-                .min(r)
-                .max(1);
-            let pod = match &self.job.pod {
-                Some(p) => p
-                    .parse()
-                    .map_err(|e| Failure::Usage(format!("--pod: {e}")))?,
-                None => smallest_pod(r.saturating_mul(job.config.ipus_per_replica))?,
-            };
-            let config = TrainConfig {
-                pod,
-                instances,
-                replicas: r,
-                gradient_accumulation: accumulation,
-                ..job.config.clone()
-            };
-            let trainer = Trainer::new(config, data.clone())
-                .map_err(|e| Failure::Usage(format!("{r} replicas: {}", job::usage(e))))?;
-            trainers.push(trainer);
+            }),
         }
-        let dir = self.output.run_dir(DEFAULT_NAME)?;
+    }
+
+    /// The trainer of `r` replicas: accumulation makes up the global
+    /// batch, on at most [`DEFAULT_INSTANCES`] instances and the smallest
+    /// Pod that holds them (unless given).
+    fn trainer(
+        &self,
+        job: &job::Job,
+        global_batch: usize,
+        r: usize,
+        data: Dataset,
+    ) -> Result<Trainer, Failure> {
+        let micro_batch = job.config.micro_batch;
+        let per_replica = micro_batch.checked_mul(r).filter(|&n| n > 0);
+        let accumulation = match per_replica {
+            Some(n) if global_batch.is_multiple_of(n) => global_batch / n,
+            _ => {
+                return Err(Failure::Usage(format!(
+                    "global batch {global_batch} is not a multiple of micro-batch \
+                     {micro_batch} x {r} replicas"
+                )));
+            }
+        };
+        let instances = self
+            .job
+            .instances
+            .unwrap_or(DEFAULT_INSTANCES)
+            .min(r)
+            .max(1);
+        let pod = match &self.job.pod {
+            Some(p) => p
+                .parse()
+                .map_err(|e| Failure::Usage(format!("--pod: {e}")))?,
+            None => smallest_pod(r.saturating_mul(job.config.ipus_per_replica))?,
+        };
+        let config = TrainConfig {
+            pod,
+            instances,
+            replicas: r,
+            gradient_accumulation: accumulation,
+            ..job.config.clone()
+        };
+        Trainer::new(config, data)
+            .map_err(|e| Failure::Usage(format!("{r} replicas: {}", job::usage(e))))
+    }
+
+    /// Every trainer's run in turn; `None` if the user closed the output.
+    fn train_all(&self, trainers: &[Trainer]) -> Result<Option<Vec<Summary>>, Failure> {
         let mut summaries = Vec::with_capacity(trainers.len());
-        for trainer in &trainers {
+        for trainer in trainers {
             let r = trainer.config().replicas;
             let label = format!("{r:>2} replica{}", if r == 1 { " " } else { "s" });
             let progress = Progress::new(self.output.progress(), trainer, &label);
@@ -165,107 +234,95 @@ impl ScaleArgs {
             progress.finish();
             match result {
                 Ok(Some(s)) => summaries.push(s),
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    return Err(match job::usage(e) {
-                        Failure::Usage(m) => Failure::Usage(format!("{r} replicas: {m}")),
-                        Failure::Job(m) => Failure::Job(format!("{r} replicas: {m}")),
-                        Failure::Diverged(m) => Failure::Diverged(format!("{r} replicas: {m}")),
-                        Failure::Closed => Failure::Closed,
-                    });
-                }
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(prefixed(&format!("{r} replicas"), job::usage(e))),
             }
         }
-        let rows = rows(&trainers, &summaries);
-        let jsonl: String = rows
-            .iter()
-            .map(|r| serde_json::to_string(r).expect("rows serialize") + "\n")
-            .collect();
-        let files = [
-            dir.join("scale.jsonl"),
-            dir.join("scale.svg"),
-            dir.join("scaling.svg"),
-        ];
-        job::write_file(&files[0], jsonl.as_bytes())?;
-        let curves: Vec<Series> = rows
-            .iter()
-            .zip(&summaries)
-            .map(|(row, s)| Series {
-                name: format!("{} replicas", row.replicas),
-                points: s
-                    .steps
-                    .iter()
-                    .map(|r| (r.step as f64, f64::from(r.loss)))
-                    .collect(),
-            })
-            .collect();
-        line_chart(
-            &files[1],
-            &format!("Training loss, global batch {global_batch}"),
-            "step",
-            "loss",
-            &curves,
-            true,
-        )
-        .map_err(Failure::Job)?;
-        let first = &rows[0];
-        let throughput = [
-            Series {
-                name: "simulated".into(),
-                points: rows
-                    .iter()
-                    .map(|r| (r.replicas as f64, r.simulated_samples_per_second))
-                    .collect(),
-            },
-            Series {
-                name: "linear".into(),
-                points: rows
-                    .iter()
-                    .map(|r| {
-                        let per = first.simulated_samples_per_second / first.replicas as f64;
-                        (r.replicas as f64, per * r.replicas as f64)
-                    })
-                    .collect(),
-            },
-        ];
-        line_chart(
-            &files[2],
-            &format!("Simulated throughput, global batch {global_batch}"),
-            "replicas",
-            "samples/s",
-            &throughput,
-            false,
-        )
-        .map_err(Failure::Job)?;
-        let report = if self.output.json {
-            jsonl
-        } else {
-            let head = format!(
-                "data {}; global batch {global_batch} = micro-batch {micro_batch} x accumulation x replicas; {}",
-                job.source,
-                job.numerics()
-            );
-            table(&head, &rows, &files)
-        };
-        job::print(&report)?;
-        let differing: Vec<String> = rows
-            .iter()
-            .filter_map(|r| {
-                r.difference
-                    .as_ref()
-                    .map(|d| format!("{}: {d}", job::plural(r.replicas as u64, "replica")))
-            })
-            .collect();
-        if differing.is_empty() {
-            Ok(())
-        } else {
-            Err(Failure::Job(format!(
-                "the runs differ from the first ({}): {}",
-                job::plural(first.replicas as u64, "replica"),
-                differing.join("; ")
-            )))
-        }
+        Ok(Some(summaries))
     }
+}
+
+/// `failure` with its message prefixed by `what: `.
+fn prefixed(what: &str, failure: Failure) -> Failure {
+    match failure {
+        Failure::Usage(m) => Failure::Usage(format!("{what}: {m}")),
+        Failure::Job(m) => Failure::Job(format!("{what}: {m}")),
+        Failure::Diverged(m) => Failure::Diverged(format!("{what}: {m}")),
+        Failure::Closed => Failure::Closed,
+    }
+}
+
+/// Writes scale.jsonl, the loss curves (scale.svg) and the throughput
+/// against replicas (scaling.svg) into `dir`: their paths.
+fn write_files(
+    dir: &Path,
+    global_batch: usize,
+    (rows, summaries): (&[Row], &[Summary]),
+    jsonl: &str,
+) -> Result<[PathBuf; 3], Failure> {
+    let files = FILES.map(|name| dir.join(name));
+    job::write_file(&files[0], jsonl.as_bytes())?;
+    let curves: Vec<Series> = rows
+        .iter()
+        .zip(summaries)
+        .map(|(row, s)| Series {
+            name: format!("{} replicas", row.replicas),
+            points: s
+                .steps
+                .iter()
+                .map(|r| (r.step as f64, f64::from(r.loss)))
+                .collect(),
+        })
+        .collect();
+    line_chart(
+        &files[1],
+        &format!("Training loss, global batch {global_batch}"),
+        "step",
+        "loss",
+        &curves,
+        true,
+    )
+    .map_err(Failure::Job)?;
+    let first = &rows[0];
+    let per_replica = first.simulated_samples_per_second / first.replicas as f64;
+    let series = |name: &str, y: &dyn Fn(&Row) -> f64| Series {
+        name: name.into(),
+        points: rows.iter().map(|r| (r.replicas as f64, y(r))).collect(),
+    };
+    let throughput = [
+        series("simulated", &|r| r.simulated_samples_per_second),
+        series("linear", &|r| per_replica * r.replicas as f64),
+    ];
+    line_chart(
+        &files[2],
+        &format!("Simulated throughput, global batch {global_batch}"),
+        "replicas",
+        "samples/s",
+        &throughput,
+        false,
+    )
+    .map_err(Failure::Job)?;
+    Ok(files)
+}
+
+/// The runs that differ from the first, as the job's failure.
+fn differences(rows: &[Row]) -> Result<(), Failure> {
+    let differing: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            r.difference
+                .as_ref()
+                .map(|d| format!("{}: {d}", job::plural(r.replicas as u64, "replica")))
+        })
+        .collect();
+    if differing.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Job(format!(
+        "the runs differ from the first ({}): {}",
+        job::plural(rows[0].replicas as u64, "replica"),
+        differing.join("; ")
+    )))
 }
 
 /// The smallest Pod with `ipus` IPUs: an IPU-M2000, a POD16, a POD64, or

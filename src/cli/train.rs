@@ -81,33 +81,23 @@ struct Files {
 }
 
 impl Files {
+    /// Every file a run writes.
+    const NAMES: [&str; 5] = [
+        "metrics.jsonl",
+        "loss.svg",
+        "trace.json",
+        "checkpoint.safetensors",
+        "config.toml",
+    ];
+
     fn new(dir: &Path) -> Self {
         Self {
-            metrics: dir.join("metrics.jsonl"),
-            loss: dir.join("loss.svg"),
-            trace: dir.join("trace.json"),
-            checkpoint: dir.join("checkpoint.safetensors"),
-            config: dir.join("config.toml"),
+            metrics: dir.join(Self::NAMES[0]),
+            loss: dir.join(Self::NAMES[1]),
+            trace: dir.join(Self::NAMES[2]),
+            checkpoint: dir.join(Self::NAMES[3]),
+            config: dir.join(Self::NAMES[4]),
         }
-    }
-
-    fn all(&self) -> [&Path; 5] {
-        [
-            &self.metrics,
-            &self.loss,
-            &self.trace,
-            &self.checkpoint,
-            &self.config,
-        ]
-    }
-
-    /// The names of those that exist: a run's, if any.
-    fn existing(&self) -> Vec<String> {
-        self.all()
-            .into_iter()
-            .filter(|p| p.exists())
-            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .collect()
     }
 }
 
@@ -200,10 +190,9 @@ impl TrainArgs {
     }
 
     /// The run directory: with `--resume` and no `--name`, the
-    /// checkpoint's (the run continues); else `--runs-dir`/`--name`, which
-    /// must not hold another run unless `--overwrite` (whose files are
-    /// then deleted). The default name moves on to `default-2`, ... past
-    /// earlier runs, and says so.
+    /// checkpoint's (the run continues, as it does into the directory it
+    /// was resumed from); else a new run's (`--overwrite`, `default-2`,
+    /// ...: [`OutputArgs::new_run_dir`](super::job::OutputArgs::new_run_dir)).
     fn run_dir(&self) -> Result<PathBuf, Failure> {
         let resumed = self.resume.as_deref().map(|p| match p.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
@@ -214,46 +203,15 @@ impl TrainArgs {
         }
         let dir = self.output.run_dir_path(DEFAULT_NAME)?;
         let same = |a: &Path, b: &Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
-        let continues = resumed.as_deref().is_some_and(|r| same(r, &dir));
-        let found = Files::new(&dir).existing();
-        if continues || found.is_empty() {
+        if resumed.as_deref().is_some_and(|r| same(r, &dir)) {
             return job::create_dir(dir);
         }
-        if self.overwrite {
-            for path in Files::new(&dir).all() {
-                if let Err(e) = std::fs::remove_file(path)
-                    && e.kind() != std::io::ErrorKind::NotFound
-                {
-                    return Err(Failure::Job(format!(
-                        "--overwrite: cannot delete {}: {e}",
-                        path.display()
-                    )));
-                }
-            }
-            return Ok(dir);
-        }
-        if self.output.name.is_none() {
-            let next = (2u32..)
-                .map(|k| dir.with_file_name(format!("{DEFAULT_NAME}-{k}")))
-                .find(|d| Files::new(d).existing().is_empty())
-                .expect("a free name");
-            eprintln!(
-                "tessera: {} holds an earlier run; this one goes to {} (--name NAME to \
-                 choose, --overwrite to replace {})",
-                dir.display(),
-                next.display(),
-                dir.display()
-            );
-            return job::create_dir(next);
-        }
-        Err(Failure::Usage(format!(
-            "--name {}: {} already holds a run ({}): give another --name, --overwrite to \
-             replace it, or --resume {} to continue it",
-            self.output.name.as_deref().unwrap_or(DEFAULT_NAME),
-            dir.display(),
-            found.join(", "),
+        let hint = format!(
+            ", or --resume {} to continue it",
             Files::new(&dir).checkpoint.display()
-        )))
+        );
+        self.output
+            .new_run_dir(DEFAULT_NAME, &Files::NAMES, self.overwrite, &hint)
     }
 
     /// The paths written, by name.

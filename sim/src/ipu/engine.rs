@@ -12,6 +12,7 @@ use super::codelet::{VertexCycles, VertexIo};
 use super::exchange::ExchangeRun;
 use super::graph::StreamId;
 use super::graph::{Direction, Graph, GraphError, Segment, VertexInfo};
+use super::host::HostBytes;
 use super::memory::{MemoryUsage, OutOfMemory};
 use super::profile::{Phase, PhaseCycles, Profile, ProfileData, Step, StepKind, TargetInfo};
 use super::program::Program;
@@ -101,10 +102,10 @@ impl std::error::Error for AccessError {}
 pub(crate) struct CompiledComputeSet {
     /// Vertices sorted by tile (stable).
     vertices: Vec<VertexInfo>,
-    /// `vertices[offsets[t]..offsets[t + 1]]` run on tile `t`.
-    offsets: Vec<u32>,
-    /// Tiles with at least one vertex.
-    touched: Vec<Tile>,
+    /// Tiles with at least one vertex, in order, and where their vertices
+    /// end in `vertices` (each starts where the previous ends): memory
+    /// per touched tile, not per tile of the target.
+    touched: Vec<(Tile, u32)>,
     /// Tile cycles per touched tile.
     pub(crate) tile_cycles: Vec<(Tile, u64)>,
     /// The slowest tile's cycles and the tile.
@@ -245,6 +246,50 @@ impl Engine {
     #[must_use]
     pub const fn memory(&self) -> &MemoryUsage {
         &self.memory
+    }
+
+    /// The host memory the engine's data takes, by kind (see
+    /// [`HostBytes`]).
+    #[must_use]
+    pub fn host_bytes(&self) -> HostBytes {
+        let size = |n: usize, each: usize| (n * each) as u64;
+        let piece = |p: &Piece| p.len() as u64 * p.dtype().size();
+        let tensors = self.tiles.iter().flatten().map(piece).sum::<u64>()
+            + self.streams.iter().map(|s| piece(&s.buffer)).sum::<u64>()
+            + self
+                .graph
+                .tensors
+                .iter()
+                .map(|t| size(t.intervals.len(), size_of::<super::graph::Placed>()))
+                .sum::<u64>();
+        let vertices = self
+            .compute_sets
+            .iter()
+            .map(|c| {
+                let fields: usize = c.vertices.iter().map(|v| v.fields.len()).sum();
+                let ids: usize = c.vertices.iter().map(|v| v.tensors.len()).sum();
+                size(c.vertices.len(), size_of::<VertexInfo>())
+                    + size(fields, size_of::<super::codelet::FieldRef>())
+                    + size(ids, size_of::<TensorId>())
+                    + size(c.touched.len(), size_of::<(Tile, u32)>())
+                    + size(c.tile_cycles.len(), size_of::<(Tile, u64)>())
+            })
+            .sum();
+        let exchanges = self.exchanges.iter().map(|e| e.run.host_bytes()).sum();
+        let tiles = self.tiles.len();
+        let per_tile = size(tiles, size_of::<Vec<Piece>>())
+            + size(tiles, size_of::<Vec<super::graph::PieceInfo>>())
+            + size(
+                self.memory.tiles.len(),
+                size_of::<super::memory::TileMemory>(),
+            )
+            + size(self.graph.tensor_bytes.len(), size_of::<u64>());
+        HostBytes {
+            tensors,
+            vertices,
+            exchanges,
+            per_tile,
+        }
     }
 
     /// The estimated cycles of one execution of a compute set (its
@@ -428,13 +473,14 @@ impl Engine {
         let cs = &self.compute_sets[k];
         let seeds = self.options.seeds;
         let workers = self.graph.target.spec().workers_per_tile();
-        let run_tile = |tile: usize, pieces: &mut Vec<Piece>| {
-            let (lo, hi) = (cs.offsets[tile] as usize, cs.offsets[tile + 1] as usize);
-            for v in &cs.vertices[lo..hi] {
+        let run_tile = |k: usize, pieces: &mut Vec<Piece>| {
+            let (tile, end) = cs.touched[k];
+            let start = k.checked_sub(1).map_or(0, |p| cs.touched[p].1);
+            for v in &cs.vertices[start as usize..end as usize] {
                 let mut io = VertexIo {
                     pieces,
                     fields: &v.fields,
-                    tile: tile as Tile,
+                    tile,
                     workers_per_tile: workers,
                     seeds,
                 };
@@ -442,15 +488,24 @@ impl Engine {
             }
         };
         if cs.touched.len() <= SEQUENTIAL_TILES {
-            for &t in &cs.touched {
-                run_tile(t as usize, &mut self.tiles[t as usize]);
+            for (k, &(t, _)) in cs.touched.iter().enumerate() {
+                run_tile(k, &mut self.tiles[t as usize]);
             }
         } else {
-            self.tiles
+            // Only the touched tiles go to rayon: a compute set on a few of
+            // 1,472 tiles would otherwise split and visit them all.
+            let mut touched = Vec::with_capacity(cs.touched.len());
+            let (mut rest, mut base) = (&mut self.tiles[..], 0);
+            for &(t, _) in &cs.touched {
+                let (_, tail) = rest.split_at_mut(t as usize - base);
+                let (pieces, tail) = tail.split_first_mut().expect("a tile of the target");
+                touched.push(pieces);
+                (rest, base) = (tail, t as usize + 1);
+            }
+            touched
                 .par_iter_mut()
                 .enumerate()
-                .with_min_len(8)
-                .for_each(|(t, pieces)| run_tile(t, pieces));
+                .for_each(|(k, pieces)| run_tile(k, pieces));
         }
     }
 
@@ -582,25 +637,17 @@ fn compile_compute_set(
 ) -> Result<CompiledComputeSet, GraphError> {
     let spec = graph.target.spec();
     let workers = spec.workers_per_tile() as usize;
-    let tiles = graph.tiles.len();
     vertices.sort_by_key(|v| v.tile);
-    let mut offsets = vec![0u32; tiles + 1];
-    for v in &vertices {
-        offsets[v.tile as usize + 1] += 1;
-    }
-    for t in 0..tiles {
-        offsets[t + 1] += offsets[t];
-    }
     let mut touched = Vec::new();
     let mut tile_cycles = Vec::new();
     let (mut cycles, mut busiest) = (0, 0);
     let mut loads = vec![0u64; workers];
-    for t in 0..tiles {
-        let vs = &vertices[offsets[t] as usize..offsets[t + 1] as usize];
-        if vs.is_empty() {
-            continue;
-        }
-        check_races(name, t as Tile, vs)?;
+    let mut start = 0;
+    while start < vertices.len() {
+        let t = vertices[start].tile;
+        let end = start + vertices[start..].partition_point(|v| v.tile == t);
+        let vs = &vertices[start..end];
+        check_races(name, t, vs)?;
         loads.fill(0);
         for v in vs {
             match v.cycles {
@@ -617,15 +664,15 @@ fn compile_compute_set(
         }
         let max = loads.iter().copied().max().unwrap_or(0);
         let c = u64::from(spec.params().compute_set_cycles) + workers as u64 * max;
-        touched.push(t as Tile);
-        tile_cycles.push((t as Tile, c));
+        touched.push((t, end as u32));
+        tile_cycles.push((t, c));
         if c > cycles {
-            (cycles, busiest) = (c, t as Tile);
+            (cycles, busiest) = (c, t);
         }
+        start = end;
     }
     Ok(CompiledComputeSet {
         vertices,
-        offsets,
         touched,
         tile_cycles,
         cycles,

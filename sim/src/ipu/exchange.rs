@@ -60,6 +60,13 @@ impl ExchangeRun {
         }
     }
 
+    /// Host bytes of the plan.
+    pub(crate) fn host_bytes(&self) -> u64 {
+        let segments = self.parallel.len() + self.serial.len();
+        (segments * size_of::<Segment>()
+            + self.groups.len() * size_of::<(Tile, u32, Range<usize>)>()) as u64
+    }
+
     /// Every copy, as one exchange phase over `tiles`.
     pub(crate) fn run(&self, tiles: &mut [Vec<Piece>]) {
         let mut taken: Vec<Piece> = self

@@ -107,6 +107,7 @@ pub mod codelet;
 mod engine;
 mod exchange;
 mod graph;
+mod host;
 pub mod mapping;
 mod memory;
 mod profile;
@@ -119,6 +120,7 @@ mod tensor;
 pub use codelet::{Access, Codelet, FieldMut, FieldSpec, VertexCycles, VertexIo};
 pub use engine::{AccessError, BuildError, Engine, EngineOptions, run_seconds_on_this_thread};
 pub use graph::{ComputeSetId, Direction, ExchangeId, Graph, GraphError, StreamId};
+pub use host::HostBytes;
 pub use mapping::{Interval, Mapping};
 pub use memory::{Bucket, MemorySummary, MemoryUsage, OutOfMemory, TileMemory};
 pub use profile::{

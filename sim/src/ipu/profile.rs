@@ -381,6 +381,16 @@ fn thousands(n: u64) -> String {
 
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_cycles(f)?;
+        self.fmt_programs(f)?;
+        self.fmt_memory(f)?;
+        self.fmt_busiest(f)
+    }
+}
+
+impl Profile {
+    /// The target, the total and the cycles by phase.
+    fn fmt_cycles(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = &self.target;
         let total = self.total_cycles.max(1);
         let pct = |c: u64| 100.0 * c as f64 / total as f64;
@@ -405,6 +415,11 @@ impl fmt::Display for Profile {
             let c = self.cycles.get(p);
             writeln!(f, "{:<10} {:>16} {:>6.1}%", p.name(), thousands(c), pct(c))?;
         }
+        Ok(())
+    }
+
+    /// A table per kind of program: compute sets, exchanges, host streams.
+    fn fmt_programs(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f)?;
         writeln!(
             f,
@@ -461,6 +476,11 @@ impl fmt::Display for Profile {
                 )?;
             }
         }
+        Ok(())
+    }
+
+    /// Memory per tile: the fullest, by category and a histogram.
+    fn fmt_memory(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = &self.memory;
         writeln!(f)?;
         writeln!(
@@ -489,6 +509,11 @@ impl fmt::Display for Profile {
                 b.tiles
             )?;
         }
+        Ok(())
+    }
+
+    /// The busiest tiles, if recorded.
+    fn fmt_busiest(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if !self.busiest_tiles.is_empty() {
             writeln!(f)?;
             writeln!(

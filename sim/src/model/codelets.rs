@@ -253,19 +253,22 @@ impl Codelet for CrossEntropy {
     }
 }
 
-/// Batch norm's first pass: `x = round(y + bias)` and per column the sums
-/// of `x` and `x^2` over the rows in order (f32). Fields: `y`, `bias`, `x`,
-/// `sums` (`2 * cols`: the sums of `x`, then of `x^2`).
+/// Batch norm's first pass: `x = round(y + bias)` and per chunk of
+/// `chunk_rows` rows and column the sum of `x` over the chunk's rows in
+/// order (f32). Fields: `y`, `bias`, `x`, `partials` (`chunks * cols`,
+/// chunk-major).
 #[derive(Debug)]
 pub(crate) struct BnStats {
     pub(crate) f16: bool,
+    pub(crate) chunk_rows: usize,
     fields: Vec<FieldSpec>,
 }
 
 impl BnStats {
-    pub(crate) fn new(f16: bool) -> Self {
+    pub(crate) fn new(f16: bool, chunk_rows: usize) -> Self {
         Self {
             f16,
+            chunk_rows,
             fields: f32_fields(&[Access::Read, Access::Read, Access::Write, Access::Write]),
         }
     }
@@ -291,24 +294,79 @@ impl Codelet for BnStats {
             sums.into_slice::<f32>(),
         );
         sums.fill(0.0);
-        for (yr, xr) in y.chunks_exact(cols).zip(x.chunks_exact_mut(cols)) {
-            for c in 0..cols {
-                let v = round(yr[c] + bias[c], self.f16);
-                xr[c] = v;
-                sums[c] += v;
-                sums[cols + c] += v * v;
+        let chunk = self.chunk_rows * cols;
+        for (k, (yc, xc)) in y.chunks(chunk).zip(x.chunks_mut(chunk)).enumerate() {
+            let s = &mut sums[k * cols..(k + 1) * cols];
+            for (yr, xr) in yc.chunks_exact(cols).zip(xc.chunks_exact_mut(cols)) {
+                for c in 0..cols {
+                    let v = round(yr[c] + bias[c], self.f16);
+                    xr[c] = v;
+                    s[c] += v;
+                }
             }
         }
     }
 }
 
-/// Per-column mean and inverse standard deviation from the group's sums
-/// `[S1 (cols), S2 (cols), n]`, or from running `[mean, var]`.
+/// Batch norm's second statistics pass: per chunk of `chunk_rows` rows and
+/// column the sum of `(x - mean)^2` over the chunk's rows in order, `mean`
+/// from the group's totals as [`moments`] takes it. Fields: `x`, `totals`
+/// (the block's `[S1 (cols), _, n]`), `partials` (`chunks * cols`).
+#[derive(Debug)]
+pub(crate) struct BnSquares {
+    pub(crate) chunk_rows: usize,
+    fields: Vec<FieldSpec>,
+}
+
+impl BnSquares {
+    pub(crate) fn new(chunk_rows: usize) -> Self {
+        Self {
+            chunk_rows,
+            fields: f32_fields(&[Access::Read, Access::Read, Access::Write]),
+        }
+    }
+}
+
+impl Codelet for BnSquares {
+    fn name(&self) -> &str {
+        "batch_norm_squares"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::BatchNorm, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let cols = (io.len(1) - 1) / 2;
+        let [x, totals, sums] = io.many([0, 1, 2]);
+        let (x, totals, sums) = (
+            x.into_slice::<f32>(),
+            totals.into_slice::<f32>(),
+            sums.into_slice::<f32>(),
+        );
+        let n = totals[2 * cols];
+        let mean: Vec<f32> = totals[..cols].iter().map(|s| s / n).collect();
+        sums.fill(0.0);
+        for (k, xc) in x.chunks(self.chunk_rows * cols).enumerate() {
+            let s = &mut sums[k * cols..(k + 1) * cols];
+            for xr in xc.chunks_exact(cols) {
+                for c in 0..cols {
+                    let d = xr[c] - mean[c];
+                    s[c] += d * d;
+                }
+            }
+        }
+    }
+}
+
+/// Per-column mean and inverse standard deviation from the group's totals
+/// `[S1 (cols), M2 (cols), n]` (`M2` the sum of squared deviations from
+/// the mean), or from running `[mean, var]`.
 fn moments(stats: &[f32], cols: usize, from_sums: bool, c: usize) -> (f32, f32) {
     let (mean, var) = if from_sums {
         let n = stats[2 * cols];
-        let mean = stats[c] / n;
-        (mean, (stats[cols + c] / n - mean * mean).max(0.0))
+        (stats[c] / n, stats[cols + c] / n)
     } else {
         (stats[c], stats[cols + c])
     };
@@ -384,24 +442,28 @@ impl Codelet for BnApply {
 }
 
 /// Batch norm's first backward pass: `dy = round(round(da) * act'(z))`
-/// (the gradient at batch norm's output) and per column the sums of `dy`
-/// and `dy * xhat` over the rows in order. Fields: `da`, `z`, `xhat`,
-/// `dy`, `sums` (`2 * cols`).
+/// (the gradient at batch norm's output) and per chunk of `chunk_rows`
+/// rows the column sums of `dy` and `dy * xhat` over the chunk's rows in
+/// order. Fields: `da`, `z`, `xhat`, `dy`, `partials` (`chunks * 2 cols`:
+/// per chunk the sums of `dy`, then of `dy * xhat`), `gamma` (read for its
+/// length: the block's columns).
 #[derive(Debug)]
 pub(crate) struct BnGradSums {
     pub(crate) act: Activation,
     pub(crate) f16: bool,
+    pub(crate) chunk_rows: usize,
     fields: Vec<FieldSpec>,
 }
 
 impl BnGradSums {
-    pub(crate) fn new(act: Activation, f16: bool) -> Self {
+    pub(crate) fn new(act: Activation, f16: bool, chunk_rows: usize) -> Self {
         let r = Access::Read;
         let w = Access::Write;
         Self {
             act,
             f16,
-            fields: f32_fields(&[r, r, r, w, w]),
+            chunk_rows,
+            fields: f32_fields(&[r, r, r, w, w, r]),
         }
     }
 }
@@ -417,7 +479,7 @@ impl Codelet for BnGradSums {
         elementwise(Kernel::BatchNorm, lens, 0, spec)
     }
     fn run(&self, io: &mut VertexIo<'_>) {
-        let cols = io.len(4) / 2;
+        let cols = io.len(5);
         let [da, z, xhat, dy, sums] = io.many([0, 1, 2, 3, 4]);
         let (da, z, xhat) = (
             da.into_slice::<f32>(),
@@ -427,14 +489,15 @@ impl Codelet for BnGradSums {
         let (dy, sums) = (dy.into_slice::<f32>(), sums.into_slice::<f32>());
         sums.fill(0.0);
         for k in 0..da.len() {
-            let c = k % cols;
+            let (row, c) = (k / cols, k % cols);
+            let s = 2 * cols * (row / self.chunk_rows);
             let g = round(
                 round(da[k], self.f16) * derivative(self.act, z[k]),
                 self.f16,
             );
             dy[k] = g;
-            sums[c] += g;
-            sums[cols + c] += g * xhat[k];
+            sums[s + c] += g;
+            sums[s + cols + c] += g * xhat[k];
         }
     }
 }
@@ -495,9 +558,66 @@ impl Codelet for BnGrad {
 /// A request to the host for a group sum, and where the answer comes back.
 pub(crate) type GroupLink = Arc<Mutex<Option<(Sender<Vec<f32>>, Receiver<Vec<f32>>)>>>;
 
-/// Hands its field to the host's [`GroupSum`](super::GroupSum) and writes
-/// back the group's total; with `count`, first sets the last element to
-/// the micro-batch's samples. Fields: `values`.
+/// The sum of `parts[k * stride + i]` over chunks `k` in `chunks`, by
+/// halves: a fixed tree for a given number of chunks.
+pub(crate) fn tree_sum(
+    parts: &[f32],
+    stride: usize,
+    i: usize,
+    chunks: core::ops::Range<usize>,
+) -> f32 {
+    match chunks.len() {
+        0 => 0.0,
+        1 => parts[chunks.start * stride + i],
+        len => {
+            let mid = chunks.start + len / 2;
+            tree_sum(parts, stride, i, chunks.start..mid)
+                + tree_sum(parts, stride, i, mid..chunks.end)
+        }
+    }
+}
+
+/// Adds a column block's per-chunk partial sums in a tree fixed by the
+/// number of chunks ([`tree_sum`]). Fields: `partials` (`chunks * len`,
+/// chunk-major), `totals` (`len`).
+#[derive(Debug)]
+pub(crate) struct ChunkTree {
+    fields: Vec<FieldSpec>,
+}
+
+impl ChunkTree {
+    pub(crate) fn new() -> Self {
+        Self {
+            fields: f32_fields(&[Access::Read, Access::Write]),
+        }
+    }
+}
+
+impl Codelet for ChunkTree {
+    fn name(&self) -> &str {
+        "batch_norm_chunk_tree"
+    }
+    fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        elementwise(Kernel::Combine, lens, 0, spec)
+    }
+    fn run(&self, io: &mut VertexIo<'_>) {
+        let len = io.len(1);
+        let parts = io.read::<f32>(0).to_vec();
+        let chunks = parts.len() / len.max(1);
+        for (i, t) in io.write::<f32>(1).iter_mut().enumerate() {
+            *t = tree_sum(&parts, len, i, 0..chunks);
+        }
+    }
+}
+
+/// Hands a layer's totals to the host's [`GroupSum`](super::GroupSum)
+/// and writes back the group's; with `count`, the last element is first
+/// set to the micro-batch's elements per column, and with `local` the
+/// totals are first kept. Fields: `values`, with `local` a second:
+/// `local` (this replica's totals).
 #[derive(Debug)]
 pub(crate) struct GroupSumVertex {
     pub(crate) link: GroupLink,
@@ -506,11 +626,15 @@ pub(crate) struct GroupSumVertex {
 }
 
 impl GroupSumVertex {
-    pub(crate) fn new(link: GroupLink, count: Option<f32>) -> Self {
+    pub(crate) fn new(link: GroupLink, count: Option<f32>, local: bool) -> Self {
+        let mut access = vec![Access::ReadWrite];
+        if local {
+            access.push(Access::Write);
+        }
         Self {
             link,
             count,
-            fields: f32_fields(&[Access::ReadWrite]),
+            fields: f32_fields(&access),
         }
     }
 }
@@ -523,9 +647,15 @@ impl Codelet for GroupSumVertex {
         &self.fields
     }
     fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
-        VertexCycles::Worker(spec.costs().get(Kernel::Scalar).thread_cycles(lens[0]))
+        // A copy out and back: the group's own sum is the trainer's
+        // collective, timed there.
+        elementwise(Kernel::Combine, lens, 0, spec)
     }
     fn run(&self, io: &mut VertexIo<'_>) {
+        if self.fields.len() == 2 {
+            let totals = io.read::<f32>(0).to_vec();
+            io.write::<f32>(1).copy_from_slice(&totals);
+        }
         let values = io.write::<f32>(0);
         if let Some(n) = self.count
             && let Some(last) = values.last_mut()
@@ -543,14 +673,15 @@ impl Codelet for GroupSumVertex {
     }
 }
 
-/// Running statistics after a micro-batch with group sums `stats` (`[S1,
-/// S2, n]`): `mean` and `var` updated in place (unbiased batch variance).
-pub(crate) fn update_running(stats: &[f32], mean: &mut [f32], var: &mut [f32]) {
+/// Running statistics after a micro-batch with group totals `group`
+/// (`[S1 (cols), n, M2 (cols)]`): `mean` and `var` updated in place
+/// (unbiased batch variance).
+pub(crate) fn update_running(group: &[f32], mean: &mut [f32], var: &mut [f32]) {
     let cols = mean.len();
-    let n = stats[2 * cols];
+    let n = group[cols];
     for c in 0..cols {
-        let m = stats[c] / n;
-        let v = (stats[cols + c] / n - m * m).max(0.0);
+        let m = group[c] / n;
+        let v = group[cols + 1 + c] / n;
         let unbiased = if n > 1.0 { v * n / (n - 1.0) } else { v };
         mean[c] = (1.0 - BN_MOMENTUM) * mean[c] + BN_MOMENTUM * m;
         var[c] = (1.0 - BN_MOMENTUM) * var[c] + BN_MOMENTUM * unbiased;

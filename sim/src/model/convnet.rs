@@ -12,7 +12,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::codelets::{GroupLink, round, update_running};
+use super::codelets::{GroupLink, update_running};
 use super::config::ParamSpec;
 use super::layers::Builder;
 use super::layers::conv2d::nchw_to_rows;
@@ -88,6 +88,17 @@ fn build(
     };
     let ids = graph(&mut b, &ops, config.input)?;
     Ok((b.g, Program::Sequence(b.programs), ids, b.group_calls))
+}
+
+/// `config`'s training (`train`) or inference sizing graph (nothing
+/// allocated), for [`MemoryEstimate::of_network`](super::MemoryEstimate::of_network).
+pub(super) fn sizing_graph(
+    config: &NetworkConfig,
+    at: (&ipu::Target, &Placement),
+    shape: (usize, Compute, bool),
+) -> Result<Graph, ModelError> {
+    let link: GroupLink = Arc::new(Mutex::new(None));
+    build(config, at, shape, &link, true).map(|(g, ..)| g)
 }
 
 impl Built {
@@ -285,8 +296,8 @@ impl Network {
     /// Forward and backward pass of one micro-batch (`inputs` `[micro_batch,
     /// c h w]`): writes into `grads[i]` the gradient of `scale * sum of the
     /// cross-entropy losses` for parameter `i`, f16-rounded in
-    /// [`Compute::F16`]; `group` sums batch norm's statistics (twice per
-    /// batch-norm layer); the running statistics are updated.
+    /// [`Compute::F16`]; `group` sums batch norm's statistics (three times
+    /// per batch-norm layer); the running statistics are updated.
     ///
     /// # Errors
     /// As [`Mlp::train_micro_batch`](super::Mlp::train_micro_batch).
@@ -333,19 +344,8 @@ impl Network {
             *g = match slot {
                 GradSlot::Matrix(a) => super::layers::read_rows(e, a),
                 GradSlot::Norm(k, beta) => {
-                    let bn = &self.train.ids.bns[*k];
-                    let sums = bn.bn.grad_sums.as_ref().expect("training graph");
-                    let values = e.read_tensor::<f32>(sums.tensor).expect("f32");
-                    let mut out = vec![0.0; bn.layout.cols()];
-                    for (blk, r) in bn.layout.blocks().iter().zip(&sums.ranges) {
-                        let w = blk.cols.len();
-                        let s = &values[r.start as usize..r.end as usize];
-                        let half = if *beta { &s[..w] } else { &s[w..] };
-                        for (j, col) in blk.cols.clone().enumerate() {
-                            out[col] = round(half[j], f16);
-                        }
-                    }
-                    out
+                    let (dgamma, dbeta) = self.train.ids.bns[*k].bn.param_grads(e, f16);
+                    if *beta { dbeta } else { dgamma }
                 }
             };
         }
@@ -459,7 +459,7 @@ impl Network {
 
 /// `placement` names one of `target`'s IPUs for every flattened layer of
 /// `config`, non-decreasing.
-fn check_placement(
+pub(super) fn check_placement(
     config: &NetworkConfig,
     placement: &Placement,
     target: &ipu::Target,

@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::mlp::{Compute, Recipe};
-use super::{MlpConfig, ModelError, Placement};
+use super::{MlpConfig, ModelError, NetworkConfig, Placement};
 use crate::ipu::{MemoryUsage, Target};
 
 /// A replica's model, measured ([`MemoryEstimate::of`]).
@@ -57,13 +57,53 @@ impl MemoryEstimate {
             host_bytes = host_bytes.saturating_add(graph.host_bytes());
             usage.push(memory);
         }
+        Ok(Self::of_pair(usage, host_bytes))
+    }
+
+    /// Measures the network [`Network::placed`](super::Network::placed)
+    /// would build from the same arguments, without building it.
+    ///
+    /// # Errors
+    /// [`ModelError::ZeroMicroBatch`], the network's checks
+    /// ([`NetworkConfig::validate`]); [`ModelError::OutOfTileMemory`]
+    /// naming the first tile over its memory in either graph.
+    pub fn of_network(
+        config: &NetworkConfig,
+        target: Target,
+        placement: &Placement,
+        micro_batch: usize,
+        compute: Compute,
+    ) -> Result<Self, ModelError> {
+        if micro_batch == 0 {
+            return Err(ModelError::ZeroMicroBatch);
+        }
+        config.validate()?;
+        super::convnet::check_placement(config, placement, &target)?;
+        let mut usage = Vec::with_capacity(2);
+        let mut host_bytes = 0u64;
+        for train in [true, false] {
+            let graph = super::convnet::sizing_graph(
+                config,
+                (&target, placement),
+                (micro_batch, compute, train),
+            )?;
+            let memory = MemoryUsage::of(&graph);
+            memory.check(&graph).map_err(ModelError::OutOfTileMemory)?;
+            host_bytes = host_bytes.saturating_add(graph.host_bytes());
+            usage.push(memory);
+        }
+        Ok(Self::of_pair(usage, host_bytes))
+    }
+
+    /// The estimate of the training and the inference graph's `usage`.
+    fn of_pair(mut usage: Vec<MemoryUsage>, host_bytes: u64) -> Self {
         let eval = usage.pop().expect("two graphs");
         let train = usage.pop().expect("two graphs");
-        Ok(Self {
+        Self {
             train,
             eval,
             host_bytes,
-        })
+        }
     }
 }
 

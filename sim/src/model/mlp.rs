@@ -4,7 +4,7 @@
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use super::codelets::{GroupLink, round, update_running};
+use super::codelets::{GroupLink, update_running};
 use super::config::{MlpConfig, ParamSpec};
 use super::layers::LayerIds;
 use super::placement::{Placement, StageCycles, stage_cycles};
@@ -298,7 +298,7 @@ impl Mlp {
     /// (resized to the shape of parameter `i`) the gradient of `scale *
     /// sum over samples of the cross-entropy`, f16-rounded in
     /// [`Compute::F16`]. With batch norm, `group` sums the statistics over
-    /// the replica group (twice per batch-norm layer) and the running
+    /// the replica group (three times per batch-norm layer: the mean, the squared deviations, the backward sums) and the running
     /// statistics are updated.
     ///
     /// # Errors
@@ -358,17 +358,7 @@ impl Mlp {
             }
             k += 2;
             if let Some(bn) = &layer.bn {
-                let gs = bn.grad_sums.as_ref().expect("training graph");
-                let (sums, ranges) = (e.read_tensor::<f32>(gs.tensor).expect("f32"), &gs.ranges);
-                let (mut dgamma, mut dbeta) = (vec![0.0; layer.width], vec![0.0; layer.width]);
-                for (blk, r) in layer.out.blocks().iter().zip(ranges) {
-                    let w = blk.cols.len();
-                    let s = &sums[r.start as usize..r.end as usize];
-                    for (j, c) in blk.cols.clone().enumerate() {
-                        dbeta[c] = round(s[j], f16);
-                        dgamma[c] = round(s[w + j], f16);
-                    }
-                }
+                let (dgamma, dbeta) = bn.param_grads(e, f16);
                 grads[k] = dgamma;
                 grads[k + 1] = dbeta;
                 k += 2;
@@ -503,6 +493,21 @@ impl Mlp {
     #[must_use]
     pub fn inference_memory(&self) -> ipu::MemoryUsage {
         self.eval.engine.memory().clone()
+    }
+
+    /// The host memory of the training and inference engines together.
+    #[must_use]
+    pub fn host_bytes(&self) -> ipu::HostBytes {
+        let (t, e) = (
+            self.train.engine.host_bytes(),
+            self.eval.engine.host_bytes(),
+        );
+        ipu::HostBytes {
+            tensors: t.tensors + e.tensors,
+            vertices: t.vertices + e.vertices,
+            exchanges: t.exchanges + e.exchanges,
+            per_tile: t.per_tile + e.per_tile,
+        }
     }
 
     /// Floating-point operations of the matrix products per sample:

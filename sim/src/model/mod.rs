@@ -63,15 +63,21 @@
 //! # Batch norm
 //!
 //! Hidden layers with batch norm: `z = gamma (y - mean) / sqrt(var + eps) +
-//! beta` after the bias, before the activation, `eps` = [`BN_EPSILON`]. A
-//! vertex per column block (every sample of a column is on one tile) sums
-//! `x` and `x^2` per column in f32 over the samples in order; one vertex
-//! gathers the sums, with the sample count, and hands them to the
+//! beta` after the bias, before the activation, `eps` = [`BN_EPSILON`]. The
+//! statistics take two passes, as PyTorch's: a vertex per block sums `x`
+//! per column in f32 over each chunk of its rows in order (the MLP's blocks
+//! hold whole columns, one chunk; a network's feature maps are cut into
+//! chunks of rows fixed by the layer's shape, never by the tiles); each
+//! column block's chunk partials are gathered to one of its tiles and added
+//! there in a tree fixed by the number of chunks; one vertex joins the
+//! columns' sums, sets the element count and hands them to the
 //! [`GroupSum`] (the trainer all-reduces them over the replica group); the
-//! totals are broadcast back and give `mean = S1 / n`, `var = max(S2 / n -
-//! mean^2, 0)` (biased). The backward pass sums `dz` and `dz * xhat` per
-//! column the same way and through the group again (synchronised batch
-//! norm); the gradients of gamma and beta are this replica's local sums.
+//! totals come back to every block, which give `mean = S1 / n`. Then the
+//! same for the squared deviations `(x - mean)^2`, giving `var = M2 / n`
+//! (biased). The backward pass sums `dz` and `dz * xhat` per column the
+//! same way and through the group a third time (synchronised batch norm);
+//! the gradients of gamma and beta are this replica's sums before the
+//! group's. Every sum is bitwise the same on every tiling.
 //! Running statistics (momentum [`BN_MOMENTUM`], unbiased variance) are
 //! updated on the host after each training micro-batch and used by
 //! [`Mlp::evaluate`]; [`Mlp::buffers`] and [`Mlp::set_buffers`] save and
@@ -87,6 +93,7 @@ mod layers;
 mod mlp;
 mod net_placement;
 mod network;
+pub mod network_file;
 mod placement;
 mod recompute;
 
@@ -103,6 +110,7 @@ pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
 pub use net_placement::{MappingError, StageActivations};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
+pub use network_file::{NetworkFile, NetworkFileError};
 pub use placement::{Placement, StageCycles};
 pub use recompute::{CheckpointError, Recomputation, check_checkpoints};
 

@@ -105,10 +105,9 @@ impl Conv {
         }
     }
 
-    /// The row as the simulator builds it: the convolution alone. (The
-    /// simulator's batch norm holds each channel whole on one tile:
-    /// conv1's 64 channels of 12,544 pixels need 937 kB on each of their
-    /// 64 tiles at micro-batch 1, over a Mk2 tile's 639 kB.)
+    /// The row as the simulator builds it: the convolution with its batch
+    /// norm and ReLU (the residual add of a block's last row is not
+    /// described).
     fn sim(&self) -> SimLayer {
         let size = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
         let (k, input) = (size(self.kernel), size(self.out * self.stride));
@@ -119,7 +118,7 @@ impl Conv {
             stride: size(self.stride),
             padding: k / 2,
             input: [input, input],
-            batch_norm: false,
+            batch_norm: true,
             residual: false,
             input_grad: self.input_grad,
         }
@@ -339,129 +338,151 @@ pub fn bert_large(seq_len: u64, masked: u64) -> Result<ModelTable, ModelTableErr
     ModelTable::new(t.name().to_owned(), t.input_bytes(), t.layers().to_vec())
 }
 
+/// A layer of the BERT table: `flops` forward and backward per sample,
+/// neither tied nor calibrated.
+fn bert_layer(
+    name: String,
+    params: u64,
+    flops: (u64, u64),
+    activation_bytes: u64,
+    output_bytes: Option<u64>,
+    gemm: Option<Gemm>,
+) -> Layer {
+    Layer {
+        name,
+        params,
+        flops_forward: flops.0,
+        flops_backward: flops.1,
+        activation_bytes,
+        output_bytes,
+        gemm,
+        tied: None,
+        sim: None,
+    }
+}
+
+/// A linear layer of `gemm`: `params`, the backward pass twice the
+/// forward (weight and input gradients), `activation_bytes` kept.
+fn linear_layer(name: String, params: u64, gemm: Gemm, activation_bytes: u64) -> Layer {
+    let flops = gemm.flops();
+    bert_layer(
+        name,
+        params,
+        (flops, 2 * flops),
+        activation_bytes,
+        None,
+        Some(gemm),
+    )
+}
+
+/// Encoder layer `l`'s five rows at sequence length `s`.
+fn encoder_layer(l: u64, s: u64) -> [Layer; 5] {
+    let BertShape {
+        hidden: h,
+        heads,
+        ffn,
+        ..
+    } = BERT_LARGE;
+    let name = |part: &str| format!("encoder{l}.{part}");
+    let linear = |m: u64, k: u64, n: u64| Gemm { m, k, n };
+    // Scores Q K^T and context P V per head: two products of 2 s^2
+    // (h / heads) FLOPs per head; the backward pass is twice that (the
+    // gradients of both operands of both).
+    let scores = Gemm {
+        m: heads * s,
+        k: h / heads,
+        n: s,
+    };
+    [
+        // Keeps Q, K and V.
+        linear_layer(
+            name("attention.qkv"),
+            3 * (h * h + h),
+            linear(s, h, 3 * h),
+            3 * s * h * HALF,
+        ),
+        // Keeps the softmax probabilities and the context.
+        bert_layer(
+            name("attention.scores"),
+            0,
+            (2 * scores.flops(), 4 * scores.flops()),
+            (heads * s * s + s * h) * HALF,
+            Some(s * h * HALF),
+            Some(scores),
+        ),
+        // Keeps the layer norm's input and output.
+        linear_layer(
+            name("attention.output"),
+            h * h + h + 2 * h,
+            linear(s, h, h),
+            2 * s * h * HALF,
+        ),
+        // Keeps the values before and after GELU.
+        linear_layer(
+            name("ffn.intermediate"),
+            h * ffn + ffn,
+            linear(s, h, ffn),
+            2 * s * ffn * HALF,
+        ),
+        linear_layer(
+            name("ffn.output"),
+            ffn * h + h + 2 * h,
+            linear(s, ffn, h),
+            2 * s * h * HALF,
+        ),
+    ]
+}
+
 /// The BERT-Large table (valid for `1 <= seq <= 512`, `masked <= seq`).
 fn bert_table(seq: u64, masked: u64) -> ModelTable {
     let BertShape {
         layers: depth,
         hidden: h,
-        heads,
-        ffn,
         vocab,
         positions,
         token_types,
+        ..
     } = BERT_LARGE;
     let s = seq;
-    let linear = |m: u64, k: u64, n: u64| Gemm { m, k, n };
-    let mut layers = Vec::new();
     // Word, position and token-type embeddings summed, then a layer norm:
     // lookups, no products. The weight gradient scatters s x h values into
     // the tables; the add and the layer norm are a few operations per value.
-    layers.push(Layer {
-        name: "embeddings".into(),
-        params: (vocab + positions + token_types) * h + 2 * h,
-        flops_forward: 8 * s * h,
-        flops_backward: 10 * s * h,
-        activation_bytes: 2 * s * h * HALF,
-        output_bytes: Some(s * h * HALF),
-        gemm: None,
-        tied: None,
-        sim: None,
-    });
+    let mut layers = vec![bert_layer(
+        "embeddings".into(),
+        (vocab + positions + token_types) * h + 2 * h,
+        (8 * s * h, 10 * s * h),
+        2 * s * h * HALF,
+        Some(s * h * HALF),
+        None,
+    )];
     for l in 0..depth {
-        let name = |part: &str| format!("encoder{l}.{part}");
-        let qkv = linear(s, h, 3 * h);
-        layers.push(Layer {
-            name: name("attention.qkv"),
-            params: 3 * (h * h + h),
-            flops_forward: qkv.flops(),
-            flops_backward: 2 * qkv.flops(),
-            // Q, K and V.
-            activation_bytes: 3 * s * h * HALF,
-            output_bytes: None,
-            gemm: Some(qkv),
-            tied: None,
-            sim: None,
-        });
-        // Scores Q K^T and context P V per head: two products of 2 s^2
-        // (h / heads) FLOPs per head; the backward pass is twice that (the
-        // gradients of both operands of both).
-        let scores = Gemm {
-            m: heads * s,
-            k: h / heads,
-            n: s,
-        };
-        layers.push(Layer {
-            name: name("attention.scores"),
-            params: 0,
-            flops_forward: 2 * scores.flops(),
-            flops_backward: 4 * scores.flops(),
-            // The softmax probabilities and the context.
-            activation_bytes: (heads * s * s + s * h) * HALF,
-            output_bytes: Some(s * h * HALF),
-            gemm: Some(scores),
-            tied: None,
-            sim: None,
-        });
-        let out = linear(s, h, h);
-        layers.push(Layer {
-            name: name("attention.output"),
-            params: h * h + h + 2 * h,
-            flops_forward: out.flops(),
-            flops_backward: 2 * out.flops(),
-            // The layer norm's input and output.
-            activation_bytes: 2 * s * h * HALF,
-            output_bytes: None,
-            gemm: Some(out),
-            tied: None,
-            sim: None,
-        });
-        let up = linear(s, h, ffn);
-        layers.push(Layer {
-            name: name("ffn.intermediate"),
-            params: h * ffn + ffn,
-            flops_forward: up.flops(),
-            flops_backward: 2 * up.flops(),
-            // Before and after GELU.
-            activation_bytes: 2 * s * ffn * HALF,
-            output_bytes: None,
-            gemm: Some(up),
-            tied: None,
-            sim: None,
-        });
-        let down = linear(s, ffn, h);
-        layers.push(Layer {
-            name: name("ffn.output"),
-            params: ffn * h + h + 2 * h,
-            flops_forward: down.flops(),
-            flops_backward: 2 * down.flops(),
-            activation_bytes: 2 * s * h * HALF,
-            output_bytes: None,
-            gemm: Some(down),
-            tied: None,
-            sim: None,
-        });
+        layers.extend(encoder_layer(l, s));
     }
     // The pre-training heads: the pooler (dense + tanh on [CLS]) and the
     // NSP classifier; the MLM transform (dense + GELU + layer norm) and
     // decoder (the word embeddings, tied, and a bias) on the masked
     // tokens. The decoder's product dominates: it is the row's `gemm`.
-    let decoder = linear(masked, h, vocab);
+    let decoder = Gemm {
+        m: masked,
+        k: h,
+        n: vocab,
+    };
     let heads_fwd = 2 * h * h + 2 * 2 * h + 2 * masked * h * h + decoder.flops();
     layers.push(Layer {
-        name: "heads".into(),
-        params: (h * h + h) + (2 * h + 2) + (h * h + h + 2 * h) + vocab,
-        flops_forward: heads_fwd,
-        flops_backward: 2 * heads_fwd,
-        // The transform's values (dense, GELU, layer norm), the logits,
-        // the pooled output.
-        activation_bytes: (3 * masked * h + masked * vocab + h) * HALF,
-        output_bytes: Some((masked * vocab + 2) * HALF),
-        gemm: Some(decoder),
         tied: Some(Tied {
             layer: "embeddings".into(),
             params: vocab * h,
         }),
-        sim: None,
+        ..bert_layer(
+            "heads".into(),
+            (h * h + h) + (2 * h + 2) + (h * h + h + 2 * h) + vocab,
+            (heads_fwd, 2 * heads_fwd),
+            // The transform's values (dense, GELU, layer norm), the
+            // logits, the pooled output.
+            (3 * masked * h + masked * vocab + h) * HALF,
+            Some((masked * vocab + 2) * HALF),
+            Some(decoder),
+        )
     });
     let input = s * 3 * 4 + masked * 2 * 4 + 4;
     ModelTable::trusted(format!("BERT-Large (seq {seq})"), input, layers)

@@ -248,6 +248,15 @@ pub enum CalibrationError {
         /// The simulator's error (boxed: it is large).
         error: Box<ModelError>,
     },
+    /// A network's graph cannot be built to price its layers.
+    Network {
+        /// The model's name.
+        model: String,
+        /// Samples per micro-batch.
+        micro_batch: usize,
+        /// What the simulator said.
+        error: Box<ModelError>,
+    },
     /// The model's rows describe no layer the simulator can build.
     NothingToCalibrate {
         /// The model.
@@ -271,6 +280,14 @@ impl fmt::Display for CalibrationError {
                 f,
                 "cannot calibrate {} at micro-batch {micro_batch} on the simulator: {error}",
                 layer.describe()
+            ),
+            Self::Network {
+                model,
+                micro_batch,
+                error,
+            } => write!(
+                f,
+                "cannot build {model} at micro-batch {micro_batch} on the simulator: {error}"
             ),
             Self::NothingToCalibrate { model } => write!(
                 f,
@@ -305,6 +322,8 @@ pub struct Calibration {
     ipu: IpuSpec,
     cache: HashMap<(SimLayer, usize, bool), SimulatedCost>,
     hits: usize,
+    /// Whole networks built (`network_costs`).
+    networks: usize,
 }
 
 impl Calibration {
@@ -315,13 +334,15 @@ impl Calibration {
             ipu,
             cache: HashMap::new(),
             hits: 0,
+            networks: 0,
         }
     }
 
-    /// Layers compiled so far (distinct layer, micro-batch and precision).
+    /// Layers compiled so far (distinct layer, micro-batch and precision),
+    /// a whole network counting as one.
     #[must_use]
     pub fn compiled(&self) -> usize {
-        self.cache.len()
+        self.cache.len() + self.networks
     }
 
     /// Prices answered from the cache.
@@ -404,23 +425,35 @@ impl Calibration {
     }
 
     /// Every row of `model` that has a [`SimLayer`] at `micro_batch`
-    /// samples in `precision` (f16 compute unless `32.32`).
+    /// samples in `precision` (f16 compute unless `32.32`); every row of
+    /// a network's table ([`ModelTable::from_network`]) from the whole
+    /// network built as the trainer builds it
+    /// (`plan::network_costs`, see the [planner's docs](super)).
     ///
     /// # Errors
     /// [`CalibrationError::NothingToCalibrate`] if no row has one;
-    /// [`Calibration::price`]'s.
+    /// [`Calibration::price`]'s; [`CalibrationError::Network`].
     pub fn price_model(
         &mut self,
         model: &ModelTable,
         micro_batch: usize,
         precision: Precision,
     ) -> Result<LayerCosts, CalibrationError> {
+        let f16 = precision != Precision::Fp32;
+        if let Some(network) = model.network() {
+            self.networks += 1;
+            return super::network_costs::network_costs(
+                self.ipu,
+                (model, network),
+                micro_batch,
+                f16,
+            );
+        }
         if model.layers().iter().all(|l| l.sim.is_none()) {
             return Err(CalibrationError::NothingToCalibrate {
                 model: model.name().to_owned(),
             });
         }
-        let f16 = precision != Precision::Fp32;
         let layers = model
             .layers()
             .iter()

@@ -9,13 +9,13 @@ use super::time::{LayerCost, StepBreakdown};
 use super::{Plan, WorstTile};
 
 /// One distinct simulated layer (a [`SimLayer`] the model may use on
-/// several rows), its cycles per micro-batch by the assumptions and on the
-/// simulator.
+/// several rows, or a row of a network priced in the whole network), its
+/// cycles per micro-batch by the assumptions and on the simulator.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CalibratedLayer {
-    /// The layer.
-    pub layer: SimLayer,
-    /// [`SimLayer::describe`].
+    /// The layer, if priced on its own (`None`: priced in its network).
+    pub layer: Option<SimLayer>,
+    /// [`SimLayer::describe`], or the row's name.
     pub description: String,
     /// The first row that is this layer.
     pub first: String,
@@ -77,20 +77,22 @@ impl Calibrated {
         let (mut assumed_cycles, mut simulated_cycles, mut simulated_rows) = (0u64, 0u64, 0);
         let rows = config.model.layers().iter().zip(assumed).zip(simulated);
         for ((row, a), s) in rows {
-            let (Some(sim), Some(s)) = (row.sim, s) else {
+            let Some(s) = s else {
                 continue;
             };
+            let sim = row.sim.filter(|_| config.model.network().is_none());
             simulated_rows += 1;
             assumed_cycles = assumed_cycles.saturating_add(a.forward.saturating_add(a.backward));
             simulated_cycles =
                 simulated_cycles.saturating_add(s.forward_cycles.saturating_add(s.backward_cycles));
-            if let Some(seen) = layers.iter_mut().find(|l| l.layer == sim) {
+            let description = sim.map_or_else(|| row.name.clone(), |l| l.describe());
+            if let Some(seen) = layers.iter_mut().find(|l| sim.is_some() && l.layer == sim) {
                 seen.rows += 1;
                 continue;
             }
             layers.push(CalibratedLayer {
                 layer: sim,
-                description: sim.describe(),
+                description,
                 first: row.name.clone(),
                 rows: 1,
                 assumed_forward_cycles: a.forward,

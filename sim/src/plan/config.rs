@@ -11,6 +11,7 @@ use super::assumptions::PlanAssumptions;
 use super::calibrate::LayerCosts;
 use super::model::ModelTable;
 use crate::IpuSpec;
+use crate::model::NetworkConfig;
 use crate::pod::{Algorithms, Distribution, Layout, PodSpec};
 use crate::train::{OptimizerConfig, PrecisionMode, TrainConfig};
 
@@ -281,7 +282,8 @@ impl PlanConfig {
     }
 
     /// The plan of the trainer's run `config` on data of `inputs` features
-    /// and `classes` classes: its MLP ([`ModelTable::from_mlp`]), Pod,
+    /// and `classes` classes: its network ([`ModelTable::from_network`])
+    /// or MLP ([`ModelTable::from_mlp`]), Pod,
     /// precision, optimizer, batch arithmetic, replicas, sharding and
     /// offloading, priced with [`PlanAssumptions::simulator`] so that
     /// [`Plan::step`](super::Plan::step) is comparable with the trainer's
@@ -292,13 +294,20 @@ impl PlanConfig {
     /// IPU-Link domain here, over an instance's replicas in the trainer.)
     ///
     /// # Errors
-    /// [`PlanError::Model`] for a zero width.
+    /// [`PlanError::Model`] for a zero width or a network the trainer
+    /// refuses.
     pub fn for_trainer(
         config: &TrainConfig,
         inputs: usize,
         classes: usize,
     ) -> Result<Self, PlanError> {
-        let model = ModelTable::from_mlp(&config.model(inputs, classes))?;
+        let model = match &config.network {
+            Some(net) => ModelTable::from_network(&NetworkConfig {
+                classes,
+                ..net.clone()
+            })?,
+            None => ModelTable::from_mlp(&config.model(inputs, classes))?,
+        };
         Ok(Self {
             precision: config.precision.into(),
             optimizer: (&config.optimizer).into(),

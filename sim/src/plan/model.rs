@@ -65,7 +65,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::calibrate::SimLayer;
-use crate::model::MlpConfig;
+use crate::model::{MlpConfig, NetworkConfig};
+pub use crate::toml_place::LayerRef;
+use crate::toml_place::{one_line, place};
 
 /// The matrix product a layer is built around, per sample:
 /// `[m, k] x [k, n]`.
@@ -158,25 +160,6 @@ impl Layer {
     }
 }
 
-/// Which layer a [`ModelTableError`] is about: its position (from 0) and,
-/// if it has one, its name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LayerRef {
-    /// Position in the table, from 0.
-    pub index: usize,
-    /// Its name, if known.
-    pub name: Option<String>,
-}
-
-impl fmt::Display for LayerRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.name {
-            Some(name) => write!(f, "layer {} (`{name}`)", self.index),
-            None => write!(f, "layer {}", self.index),
-        }
-    }
-}
-
 /// Why a model table cannot be used. Every variant names where it came
 /// from (a file's path, or a built-in's name).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -198,6 +181,14 @@ pub enum ModelTableError {
         /// The `[[layer]]` it is in, if it is in one.
         layer: Option<LayerRef>,
         /// The parser's message (it names the key).
+        message: String,
+    },
+    /// A network description the trainer refuses (a kernel that does not
+    /// fit its input, a residual body that changes the shape, ...).
+    Network {
+        /// Where it came from.
+        origin: String,
+        /// The trainer's message (it names the layer).
         message: String,
     },
     /// No layers.
@@ -268,6 +259,7 @@ impl fmt::Display for ModelTableError {
                 }
                 write!(f, ": {message}")
             }
+            Self::Network { origin, message } => write!(f, "{origin}: {message}"),
             Self::NoLayers { origin } => {
                 write!(f, "{origin}: no layers (a model needs `[[layer]]` tables)")
             }
@@ -332,6 +324,10 @@ pub struct ModelTable {
     params: u64,
     #[serde(skip)]
     flops: (u64, u64),
+    /// The network the table was made of, for pricing it on the simulator
+    /// as the trainer builds it ([`super::network`]).
+    #[serde(skip)]
+    network: Option<NetworkConfig>,
 }
 
 /// The TOML file's top level.
@@ -376,6 +372,7 @@ impl ModelTable {
             name,
             input_bytes,
             layers,
+            network: None,
         }
     }
 
@@ -397,7 +394,7 @@ impl ModelTable {
     pub const GEMM_FLOPS_ABOVE: u64 = 4;
 
     /// [`ModelTable::new`], errors naming `origin`.
-    fn checked(
+    pub(super) fn checked(
         name: String,
         origin: &str,
         input_bytes: u64,
@@ -442,6 +439,7 @@ impl ModelTable {
             layers,
             params,
             flops: (fwd, bwd),
+            network: None,
         })
     }
 
@@ -510,11 +508,11 @@ impl ModelTable {
     /// parser's message) the key; the errors of [`ModelTable::new`].
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ModelTableError> {
         let file: File = toml::from_str(text).map_err(|e| {
-            let start = e.span().map(|s| s.start.min(text.len()));
+            let (line, layer) = place(text, &e, "name");
             ModelTableError::Parse {
                 origin: origin.to_owned(),
-                line: start.map(|s| text[..s].matches('\n').count() + 1),
-                layer: start.and_then(|s| layer_at(text, s)),
+                line,
+                layer,
                 message: one_line(e.message()),
             }
         })?;
@@ -542,6 +540,15 @@ impl ModelTable {
         &self.name
     }
 
+    /// This table named `name`.
+    #[must_use]
+    pub fn named(self, name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..self
+        }
+    }
+
     /// Bytes per sample the host sends (inputs and labels).
     #[must_use]
     pub const fn input_bytes(&self) -> u64 {
@@ -564,6 +571,21 @@ impl ModelTable {
     #[must_use]
     pub const fn flops_per_sample(&self) -> (u64, u64) {
         self.flops
+    }
+
+    /// The network this table describes, if it was made of one
+    /// ([`ModelTable::from_network`]).
+    #[must_use]
+    pub const fn network(&self) -> Option<&NetworkConfig> {
+        self.network.as_ref()
+    }
+
+    /// This table describing `network`.
+    pub(super) fn of_network(self, network: NetworkConfig) -> Self {
+        Self {
+            network: Some(network),
+            ..self
+        }
     }
 
     /// Bytes per sample every layer stashes, summed.
@@ -702,52 +724,6 @@ fn mlp_name(c: &MlpConfig) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("-")
-}
-
-/// The `[[layer]]` table that byte `at` of `text` is in, with its name if
-/// its `name = "..."` line parses.
-fn layer_at(text: &str, at: usize) -> Option<LayerRef> {
-    let mut index = None;
-    let mut start = 0;
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        if offset > at {
-            break;
-        }
-        let header = line.trim();
-        if header.starts_with('[') {
-            let is_layer = header
-                .strip_prefix("[[")
-                .and_then(|h| h.split("]]").next())
-                .is_some_and(|h| h.trim() == "layer");
-            index = if is_layer {
-                Some(index.map_or(0, |i: usize| i + 1))
-            } else {
-                None
-            };
-            start = offset;
-        }
-        offset += line.len();
-    }
-    let index = index?;
-    let name = text[start..]
-        .lines()
-        .skip(1)
-        .take_while(|l| !l.trim().starts_with('['))
-        .find_map(|l| {
-            let (key, value) = l.split_once('=')?;
-            (key.trim() == "name").then(|| value.trim().trim_matches('"').to_owned())
-        });
-    Some(LayerRef { index, name })
-}
-
-/// `text` on one line: its lines trimmed and joined.
-fn one_line(text: &str) -> String {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]

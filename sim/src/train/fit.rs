@@ -22,7 +22,7 @@ use super::cost::optimizer_memory;
 use super::pipeline::{Schedule, stage_memory};
 use super::run::MemoryReport;
 use crate::ipu::{MemorySummary, Target};
-use crate::model::{Compute, MemoryEstimate, MlpConfig, ModelConfig, Placement};
+use crate::model::{Compute, MemoryEstimate, ModelConfig, ParamSpec, Placement};
 use crate::pod::{Layout, ProcessId};
 
 /// The variable that caps the host memory a run may use, in bytes (it
@@ -89,25 +89,30 @@ pub(crate) fn check(
     model: &ModelConfig,
     placement: &Placement,
 ) -> Result<(), TrainError> {
-    // A network is measured by its engines when they are built.
-    let ModelConfig::Mlp(model) = model else {
-        return Ok(());
-    };
-    crate::model::check_sizes(model, config.micro_batch)?;
     let target = layout.replica_target()?;
     let compute = if config.precision.f16_compute() {
         Compute::F16
     } else {
         Compute::F32
     };
-    let estimate = MemoryEstimate::of(model, target, placement, config.micro_batch, compute)?;
-    let elements = model
-        .params()
+    let (estimate, params) = match model {
+        ModelConfig::Mlp(mlp) => {
+            crate::model::check_sizes(mlp, config.micro_batch)?;
+            let e = MemoryEstimate::of(mlp, target, placement, config.micro_batch, compute)?;
+            (e, mlp.params())
+        }
+        ModelConfig::Network(net) => {
+            let e =
+                MemoryEstimate::of_network(net, target, placement, config.micro_batch, compute)?;
+            (e, net.params()?)
+        }
+    };
+    let elements = params
         .iter()
         .fold(0u64, |a, p| a.saturating_add(p.len() as u64));
     memory_report(
         config,
-        &ModelConfig::Mlp(model.clone()),
+        model,
         placement,
         elements,
         estimate.train.summary(10),
@@ -120,7 +125,7 @@ pub(crate) fn check(
     } else {
         (config.replicas, config.instances)
     };
-    let needed = host_bytes(config, &estimate, model, replicas, instances);
+    let needed = host_bytes(config, &estimate, &params, replicas, instances);
     match available_host_memory().map_err(TrainError::Invalid)? {
         Some((bytes, source)) if needed > bytes => Err(TrainError::OutOfHostMemory {
             needed,
@@ -137,7 +142,7 @@ pub(crate) fn check(
 fn host_bytes(
     config: &TrainConfig,
     estimate: &MemoryEstimate,
-    model: &MlpConfig,
+    params: &[ParamSpec],
     replicas: usize,
     instances: usize,
 ) -> u64 {
@@ -145,8 +150,7 @@ fn host_bytes(
     // in blocks of every shard (as `FlatParams` lays it out).
     let shards = config.shards().max(1) as u64;
     let block = BLOCK as u64;
-    let n = model
-        .params()
+    let n = params
         .iter()
         .fold(0u64, |a, p| {
             a.saturating_add((p.len() as u64).div_ceil(block).saturating_mul(block))

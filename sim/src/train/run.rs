@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -351,34 +351,17 @@ impl Trainer {
         let config = &self.config;
         let m = config.replicas_per_instance();
         let target = self.layout.replica_target()?;
-        let compute = if config.precision.f16_compute() {
-            Compute::F16
-        } else {
-            Compute::F32
-        };
-        let mut models = Vec::with_capacity(m);
-        for _ in 0..m {
-            models.push(Model::placed(
-                &self.model,
-                target,
-                &self.placement,
-                config.micro_batch,
-                compute,
-            )?);
-        }
+        let models = self.replica_models(target, m)?;
         self.memory_report(&models[0], &target).check()?;
         let total = self.steps_per_epoch * config.epochs;
-        let resume = match &options.resume {
-            Some(path) => Some(checkpoint::resume(
-                path,
-                config,
-                &self.data,
-                &self.flat,
-                &models[0].buffers(),
-                total,
-            )?),
-            None => None,
-        };
+        let resume = options
+            .resume
+            .as_ref()
+            .map(|path| {
+                let buffers = models[0].buffers();
+                checkpoint::resume(path, config, &self.data, &self.flat, &buffers, total)
+            })
+            .transpose()?;
         let first_step = resume.as_ref().map_or(0, |r| r.steps);
         let stop = options
             .stop_after_epochs
@@ -387,15 +370,7 @@ impl Trainer {
         let init = self.model.init(config.seed);
         let plan = config.batch_plan();
         let a = config.gradient_accumulation;
-        let mut senders = Vec::with_capacity(m);
-        let mut receivers = Vec::with_capacity(m);
-        for _ in 0..m {
-            // A host call's micro-batches, at most an epoch's.
-            let calls = config.device_iterations.min(self.steps_per_epoch as usize);
-            let (tx, rx) = sync_channel::<MicroBatch>(a * calls.max(1));
-            senders.push(tx);
-            receivers.push(rx);
-        }
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..m).map(|_| self.infeed_channel()).unzip();
         let locals = ThreadWorld::new(m)?.into_communicators();
         let (link, served) = InstanceLink::new();
         let mut link = instances.is_some().then_some(link);
@@ -446,12 +421,7 @@ impl Trainer {
                         start,
                         config.infeed_capacity,
                     );
-                    let first_replica = instance * m;
-                    for mb in infeed.take(wanted) {
-                        if senders[mb.replica - first_replica].send(mb).is_err() {
-                            break; // the replica stopped with an error: joined below
-                        }
-                    }
+                    feed(infeed.take(wanted), instance * m, &senders);
                     Ok(None)
                 })
                 .expect("spawning the host thread");
@@ -479,6 +449,57 @@ impl Trainer {
             c.comm().abort();
         }
         combine(results)
+    }
+}
+
+/// Hands each micro-batch to its replica's queue (replicas numbered from
+/// `first_replica`), until one is gone: that replica stopped with an
+/// error, which its join reports.
+fn feed(
+    micro_batches: impl Iterator<Item = MicroBatch>,
+    first_replica: usize,
+    senders: &[SyncSender<MicroBatch>],
+) {
+    for mb in micro_batches {
+        if senders[mb.replica - first_replica].send(mb).is_err() {
+            break;
+        }
+    }
+}
+
+impl Trainer {
+    /// One model per replica of an instance, `m` of them, on `target`.
+    fn replica_models(
+        &self,
+        target: crate::ipu::Target,
+        m: usize,
+    ) -> Result<Vec<Model>, TrainError> {
+        let config = &self.config;
+        let compute = if config.precision.f16_compute() {
+            Compute::F16
+        } else {
+            Compute::F32
+        };
+        (0..m)
+            .map(|_| {
+                Model::placed(
+                    &self.model,
+                    target,
+                    &self.placement,
+                    config.micro_batch,
+                    compute,
+                )
+                .map_err(TrainError::from)
+            })
+            .collect()
+    }
+
+    /// A replica's bounded queue of micro-batches from the host: a host
+    /// call's micro-batches (at most an epoch's) times the accumulation.
+    fn infeed_channel(&self) -> (SyncSender<MicroBatch>, Receiver<MicroBatch>) {
+        let config = &self.config;
+        let calls = config.device_iterations.min(self.steps_per_epoch as usize);
+        sync_channel::<MicroBatch>(config.gradient_accumulation * calls.max(1))
     }
 }
 

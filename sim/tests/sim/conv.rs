@@ -7,8 +7,8 @@
 use tessera_core::fp::{HalfFloat, f16};
 use tessera_sim::kernels::matmul::BlockLayout;
 use tessera_sim::model::{
-    Conv2d, ConvShape, ModelError, Pool2d, PoolKind, batch_norm2d_on_tiles, conv2d_on_tiles,
-    pool2d_on_tiles, residual_add_on_tiles,
+    Conv2d, ConvExtras, ConvShape, ModelError, Pool2d, PoolKind, batch_norm2d_on_tiles,
+    conv2d_cycles, conv2d_on_tiles, pool2d_on_tiles, residual_add_on_tiles,
 };
 
 use crate::support::{bits, target, uniform};
@@ -415,6 +415,48 @@ fn residual_add_gathers_the_second_branch_into_the_firsts_blocks() {
     }
     let other = BlockLayout::dense(cols, rows, 0);
     assert!(residual_add_on_tiles(target(2), (&layouts[0], &other), (&x, &y), false).is_err());
+}
+
+#[test]
+fn resnet50_convolutions_with_batch_norm_fit_one_mk2_at_micro_batch_1() {
+    // The largest feature map of each stage (conv1's 64 channels of 112 x
+    // 112, then 256 x 56 x 56 to 2048 x 7 x 7) with batch norm and ReLU,
+    // forward and backward: batch norm's sums split over row blocks, so no
+    // channel need be whole on a tile (whole channels took 937 kB on each
+    // of conv1's tiles).
+    let t = tessera_sim::ipu::Target::single(tessera_sim::IpuSpec::MK2_GC200);
+    let c = |ci, co, k, stride, padding, hw| {
+        let conv = Conv2d {
+            in_channels: ci,
+            out_channels: co,
+            kernel: (k, k),
+            stride,
+            padding,
+        };
+        conv.on(1, (hw, hw)).unwrap()
+    };
+    let shapes = [
+        c(3, 64, 7, 2, 3, 224),
+        c(64, 256, 1, 1, 0, 56),
+        c(128, 512, 1, 1, 0, 28),
+        c(256, 1024, 1, 1, 0, 14),
+        c(512, 2048, 1, 1, 0, 7),
+    ];
+    for s in shapes {
+        let extras = ConvExtras {
+            batch_norm: true,
+            input_grad: true,
+            ..ConvExtras::default()
+        };
+        let cost = conv2d_cycles(&s, extras, t).unwrap_or_else(|e| panic!("{s:?}: {e}"));
+        let tile = tessera_sim::IpuSpec::MK2_GC200.memory_per_tile();
+        assert!(
+            cost.max_tile_bytes <= tile,
+            "{s:?}: {}",
+            cost.max_tile_bytes
+        );
+        assert!(cost.forward > 0 && cost.backward > 0, "{s:?}");
+    }
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod matmul;
 mod model;
 mod netpipe;
 mod network;
+mod network_file;
 mod plan;
 mod pod;
 mod scaling;

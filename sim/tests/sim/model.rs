@@ -384,7 +384,9 @@ fn batch_norm_uses_the_group_and_keeps_running_statistics() {
     // A group of two identical replicas has the same statistics.
     let mut twice = Twice(0);
     let (paired, _) = run(&mut twice).unwrap();
-    assert_eq!(twice.0, 4);
+    // Three sums per batch-norm layer: the mean, the squared deviations
+    // from it, the backward pass's.
+    assert_eq!(twice.0, 6);
     for (a, b) in alone.iter().zip(&paired) {
         for (u, v) in a.iter().zip(b) {
             assert!((u - v).abs() <= 1e-5 * u.abs().max(1.0), "{u} vs {v}");
@@ -700,4 +702,104 @@ fn wide_dense_layers_fit_one_mk2_with_the_reduction_split() {
             mlp.memory().summary(1).max
         );
     }
+}
+
+#[test]
+fn the_network_memory_estimate_agrees_with_the_engines_accounting() {
+    use tessera_sim::model::{Network, NetworkConfig};
+    let spec = IpuSpec::MK2_GC200;
+    let mini = NetworkConfig::resnet_mini([1, 8, 8], 10, &[16, 32], &[1, 1]);
+    let small = NetworkConfig::resnet_mini([3, 6, 6], 4, &[4], &[2]);
+    // resnet-mini's 8 blocks over 2 IPUs: the stages' tiles, as built.
+    let two = Target::new(crate::support::spec(64), 2).unwrap();
+    let staged = Placement::network(&mini, &[0, 0, 0, 1, 1, 1, 1, 1], 2).unwrap();
+    for (net, target, placement, batch, compute) in [
+        (
+            &mini,
+            Target::single(spec),
+            &Placement::Spread,
+            4,
+            Compute::F16,
+        ),
+        (
+            &small,
+            Target::single(spec),
+            &Placement::Spread,
+            2,
+            Compute::F32,
+        ),
+        (
+            &small,
+            crate::support::target(64),
+            &Placement::Spread,
+            3,
+            Compute::F16,
+        ),
+        (&mini, two, &staged, 2, Compute::F32),
+    ] {
+        let what = format!("{net:?} {placement:?} batch {batch} {compute:?}");
+        let estimate = MemoryEstimate::of_network(net, target, placement, batch, compute).unwrap();
+        let built = Network::placed(net, target, placement, batch, compute).unwrap();
+        for (measured, built) in [
+            (&estimate.train, built.memory()),
+            (&estimate.eval, built.inference_memory()),
+        ] {
+            assert_eq!(measured.tiles.len(), built.tiles.len());
+            for (t, (m, b)) in measured.tiles.iter().zip(&built.tiles).enumerate() {
+                assert_eq!(m.tensors, b.tensors, "tile {t}: {what}");
+                assert_eq!(m.vertex_state, b.vertex_state, "tile {t}: {what}");
+                assert_eq!(m.code, b.code, "tile {t}: {what}");
+                assert!(m.exchange <= b.exchange, "tile {t}: {what}");
+            }
+            assert!(measured.summary(1).max <= built.summary(1).max, "{what}");
+        }
+    }
+    // Far beyond the tiles: refused from the sizing graph, with the tile.
+    let huge = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4096], &[1]);
+    let e = MemoryEstimate::of_network(
+        &huge,
+        Target::single(spec),
+        &Placement::Spread,
+        4,
+        Compute::F16,
+    )
+    .unwrap_err();
+    let ModelError::OutOfTileMemory(e) = e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(e.available, spec.memory_per_tile());
+    assert!(e.needed > e.available, "{e:?}");
+}
+
+#[test]
+fn host_memory_follows_the_model_not_the_tile_count() {
+    // The same MLP on 64 and 1,024 tiles: its tensors, vertices and copy
+    // plans take the same host bytes (it uses the same tiles), and each
+    // tile of the target adds a small fixed cost, not one per compute
+    // set or exchange.
+    let config = MlpConfig {
+        inputs: 256,
+        hidden: vec![128, 128],
+        classes: 10,
+        activation: Activation::Relu,
+        batch_norm: false,
+    };
+    let bytes = |tiles| {
+        let spec = IpuSpec::new(IpuParams {
+            tiles,
+            ..IpuParams::default()
+        })
+        .unwrap();
+        Mlp::new(&config, Target::single(spec), 8, Compute::F16)
+            .unwrap()
+            .host_bytes()
+    };
+    let (small, large) = (bytes(64), bytes(1024));
+    assert!(small.tensors > 0 && small.vertices > 0 && small.exchanges > 0);
+    assert_eq!(
+        (small.tensors, small.vertices, small.exchanges),
+        (large.tensors, large.vertices, large.exchanges)
+    );
+    // Two engines (training and inference), at most 128 bytes per tile each.
+    assert!(large.per_tile <= 2 * 128 * 1024, "{large:?}");
 }

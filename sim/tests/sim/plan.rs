@@ -35,11 +35,20 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 /// The planner's step against the trainer's: every Pod-side part the
 /// same (both use the Pod model), compute and the total within 10%.
 fn agrees(config: &TrainConfig, source: &str) -> (f64, f64) {
+    agrees_priced(config, source, false)
+}
+
+/// [`agrees`], the layers priced on the simulated IPU if `simulated`
+/// (`tessera plan --layer-costs simulated`).
+fn agrees_priced(config: &TrainConfig, source: &str, simulated_costs: bool) -> (f64, f64) {
     let (sim, inputs, classes) = simulated(config, source);
-    let plan = PlanConfig::for_trainer(config, inputs, classes)
-        .unwrap()
-        .plan()
-        .unwrap();
+    let mut plan = PlanConfig::for_trainer(config, inputs, classes).unwrap();
+    if simulated_costs {
+        let mut calibration = Calibration::new(plan.ipu);
+        let costs = calibration.price_model(&plan.model, plan.micro_batch, plan.precision);
+        plan.layer_costs = Some(costs.unwrap());
+    }
+    let plan = plan.plan().unwrap();
     let s = &plan.step;
     assert!(close(s.all_reduce.ipu_link_s, sim.ipu_link_s, 1e-12));
     assert!(close(s.all_reduce.gw_link_s, sim.gw_link_s, 1e-12));
@@ -90,6 +99,16 @@ fn plan_agrees_with_the_trainer_on_a_deeper_mlp() {
     };
     let (compute, total) = agrees(&config, "synthetic:320:256:16:1");
     println!("deep: compute {compute:+.3}, step {total:+.3}");
+}
+
+#[test]
+fn plan_agrees_with_the_trainer_on_resnet_mini() {
+    // resnet-mini's defaults (widths 16,32, blocks 1,1, micro-batch 4 x
+    // accumulation 2 on a POD16's 16 replicas) on 160 synthetic 1x8x8
+    // images: one step of 128.
+    let config = TrainConfig::resnet_mini([1, 8, 8]);
+    let (compute, total) = agrees_priced(&config, "images:160:1x8x8:10", true);
+    println!("resnet-mini: compute {compute:+.3}, step {total:+.3}");
 }
 
 fn bert(pipelined: bool) -> PlanConfig {

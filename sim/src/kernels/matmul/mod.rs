@@ -127,7 +127,7 @@ pub struct Block {
 
 /// `len` cut into `parts` nearly equal parts (the first `len % parts` one
 /// longer): the boundaries.
-fn split(len: usize, parts: usize) -> Vec<usize> {
+pub(crate) fn split(len: usize, parts: usize) -> Vec<usize> {
     let parts = parts.clamp(1, len.max(1));
     let (q, r) = (len / parts, len % parts);
     let mut bounds = vec![0];
@@ -202,7 +202,7 @@ impl BlockLayout {
 
     /// The layout of row bounds `rows`, column bounds `cols` and a tile per
     /// block in grid order.
-    pub(super) fn from_parts(rows: Vec<usize>, cols: Vec<usize>, tiles: Vec<Tile>) -> Self {
+    pub(crate) fn from_parts(rows: Vec<usize>, cols: Vec<usize>, tiles: Vec<Tile>) -> Self {
         debug_assert_eq!(tiles.len(), (rows.len() - 1) * (cols.len() - 1));
         Self {
             row_bounds: rows,

@@ -97,15 +97,17 @@ pub fn conv2d_cycles(
     let mut bn = None;
     if extras.batch_norm {
         let c = shape.conv.out_channels;
-        // Batch norm sums whole columns on a tile (as the trainer's MLP
-        // cuts a normalised layer's product by columns only): the output
-        // moved into a column per block first.
-        out = BlockLayout::grid(shape.out_rows(), c, 1, c, target.tiles());
+        // The output moved into batch norm's layout first, as the
+        // networks move every convolution's output.
+        let rows = shape.out_rows();
+        let chunk = super::batch_norm::chunk_rows(rows, c);
+        let min = super::batch_norm::MIN_BLOCK_ELEMENTS;
+        out = super::batch_norm::layout((rows, c, chunk), 0, target.tiles(), min);
         let y = relaid(&mut b, &layer.y, &out)?;
         let params = super::batch_norm::params(&mut b, 0, c)?;
         let stage = b.per_block("layer0.params", &out, |blk| 3 * blk.cols.len() as u64)?;
         let (z, a) = (b.matrix("layer0.z", &out)?, b.matrix("layer0.a", &out)?);
-        let norm = super::batch_norm::forward(&mut b, 0, params, &y, &stage, (&z, &a))?;
+        let norm = super::batch_norm::forward(&mut b, (0, chunk), params, &y, &stage, (&z, &a))?;
         if extras.residual {
             let other = input_layout(shape.out_rows(), c, &target);
             let shortcut = b.matrix("shortcut", &other)?;

@@ -94,7 +94,18 @@ fn layer_forward(
         }
     };
     let bn = match bn_params {
-        Some(p) => Some(batch_norm::forward(b, l, p, &dense.y, &stage, (&z, &a))?),
+        Some(p) => {
+            // Every block holds whole columns: one chunk of all the rows.
+            let chunk = (l, b.batch);
+            Some(batch_norm::forward(
+                b,
+                chunk,
+                p,
+                &dense.y,
+                &stage,
+                (&z, &a),
+            )?)
+        }
         None => {
             activation::forward(b, l, &dense.y, &stage, (&z, hidden.then_some(&a)))?;
             None

@@ -295,6 +295,16 @@ impl Builder<'_> {
         }
     }
 
+    /// Layer `l`'s first tile of a layout of `blocks` consecutive blocks:
+    /// layers take turns over their tiles (37 is prime to every tile count
+    /// of a power of two), so that no tile holds every layer's first block.
+    pub(super) fn first_tile(&self, l: usize, blocks: usize) -> Tile {
+        let tiles = self.tiles(l);
+        let span = tiles.end - tiles.start;
+        let free = span.saturating_sub(blocks as u32) + 1;
+        tiles.start + (l as u32).wrapping_mul(37) % free
+    }
+
     /// The tiles of layer `l` (its pipeline stage's IPU, or all).
     pub(super) fn tiles(&self, l: usize) -> Range<Tile> {
         self.placement.tiles(l, self.target)

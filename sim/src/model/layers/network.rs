@@ -7,14 +7,12 @@
 //! gradient is split by channels into the branches and their input
 //! gradients summed in branch order where they fork.
 //!
-//! Every convolution's output is copied into a few blocks of whole
-//! channels on consecutive tiles (layers take turns over the tiles):
-//! batch norm sums each channel on one tile, and a residual sum's
-//! operands share the layout. A product cut into whole columns instead
-//! gathers all its rows' patches onto each part's tile, and one channel
-//! per tile makes every pixel a run of the exchange: resnet-mini's did
-//! not fit either way. Feature maps of tens of KB suit this; ResNet-50's
-//! would need batch norm's sums split over row blocks.
+//! Every convolution's output is copied into batch norm's layout: row
+//! blocks of whole chunks of batch norm's sums (chunks fixed by the map's
+//! shape) times column blocks, on consecutive tiles (layers take turns
+//! over the tiles); a residual sum gathers its second operand into the
+//! first's blocks. No channel need be whole on a tile, so ResNet-50's
+//! maps fit.
 
 use super::batch_norm::{self, BatchNorm};
 use super::conv2d::{self, ConvTensors};
@@ -120,7 +118,7 @@ fn forward(
                 ids.0
                     .extend([Slot::Vector(bn.gamma), Slot::Vector(bn.beta)]);
                 let k = ids.1.len();
-                let layout = cur.layout.clone();
+                let layout = z.layout.clone();
                 ids.1.push(BnIds {
                     layer: l,
                     layout,
@@ -183,36 +181,33 @@ fn forward(
     Ok((cur, saved))
 }
 
-/// Column blocks of a feature map's layout (whole channels each).
-const CHANNEL_BLOCKS: usize = 8;
+/// The layout batch norm takes a `[rows, c]` feature map of layer `l` in:
+/// row blocks of whole chunks of its sums (see
+/// [`batch_norm::chunk_rows`]) times column blocks, at least
+/// [`batch_norm::MIN_BLOCK_ELEMENTS`] elements each, on consecutive tiles.
+fn feature_layout(b: &Builder<'_>, l: usize, (rows, c): (usize, usize)) -> BlockLayout {
+    let tiles = b.tiles(l);
+    let span = tiles.end - tiles.start;
+    let shape = (rows, c, batch_norm::chunk_rows(rows, c));
+    let on_zero = batch_norm::layout(shape, 0, span, batch_norm::MIN_BLOCK_ELEMENTS);
+    let first = b.first_tile(l, on_zero.blocks().len());
+    on_zero.shifted(first)
+}
 
-/// `y` copied into [`CHANNEL_BLOCKS`] blocks of whole channels on
-/// consecutive tiles of layer `l`'s.
+/// `y` copied into layer `l`'s [`feature_layout`].
 fn by_channels(b: &mut Builder<'_>, l: usize, y: &Act) -> Result<Act, ModelError> {
-    let layout = channel_layout(b, l, y.layout.rows(), y.layout.cols());
+    let layout = feature_layout(b, l, (y.layout.rows(), y.layout.cols()));
     let names = (&*format!("layer{l}.out"), &*format!("layer{l}.to_tile"));
     relayout(b, names, (y, 0), &layout)
 }
 
-/// A `[rows, c]` feature map's layout in [`CHANNEL_BLOCKS`] blocks of
-/// whole channels on consecutive tiles of layer `l`'s.
-fn channel_layout(b: &Builder<'_>, l: usize, rows: usize, c: usize) -> BlockLayout {
-    let tiles = b.tiles(l);
-    let span = tiles.end - tiles.start;
-    let k = c.min(CHANNEL_BLOCKS).min(span as usize);
-    // Layers take turns over the tiles (37 is prime to every tile count
-    // of a power of two).
-    let first = (l as u32).wrapping_mul(37) % (span - k as u32 + 1);
-    BlockLayout::grid(rows, c, 1, k, k as u32).shifted(tiles.start + first)
-}
-
 /// The branches' outputs `outs` concatenated by channels in branch order
-/// (layer `l`, channel blocks on its tiles): a copy of each output
+/// into layer `l`'s [`feature_layout`]: a copy of each output
 /// row's channels from the branch that holds them.
 fn concat(b: &mut Builder<'_>, l: usize, outs: &[Act]) -> Result<Act, ModelError> {
     let rows = outs[0].layout.rows();
     let c = outs.iter().map(|o| o.layout.cols()).sum();
-    let layout = channel_layout(b, l, rows, c);
+    let layout = feature_layout(b, l, (rows, c));
     let out = b.matrix(&format!("layer{l}.out"), &layout)?;
     let mut copies = Copies::new();
     for blk in layout.blocks() {
@@ -261,11 +256,9 @@ fn concat(b: &mut Builder<'_>, l: usize, outs: &[Act]) -> Result<Act, ModelError
 /// over layer `l`'s tiles.
 fn row_blocks(b: &Builder<'_>, l: usize, like: &BlockLayout) -> BlockLayout {
     let (rows, c) = (like.rows(), like.cols());
-    let tiles = b.tiles(l);
-    let span = tiles.end - tiles.start;
+    let span = b.tiles(l).len() as u32;
     let blocks = (rows * c / 1024).clamp(1, span as usize);
-    let first = (l as u32).wrapping_mul(37) % (span - blocks as u32 + 1);
-    BlockLayout::grid(rows, c, blocks, 1, blocks as u32).shifted(tiles.start + first)
+    BlockLayout::grid(rows, c, blocks, 1, blocks as u32).shifted(b.first_tile(l, blocks))
 }
 
 /// `y`'s columns from `offset` on copied into a new tensor `name` in
@@ -302,6 +295,27 @@ fn bn_act(
     channels: usize,
 ) -> Result<(Act, Act, BatchNorm, Staged), ModelError> {
     let params = batch_norm::params(b, l, channels)?;
+    // The sums' chunks must not straddle blocks: a map from elsewhere is
+    // moved into batch norm's layout first.
+    let rows = input.layout.rows();
+    let chunk = batch_norm::chunk_rows(rows, channels);
+    let moved;
+    let input = if input
+        .layout
+        .blocks()
+        .iter()
+        .all(|blk| blk.rows.start % chunk == 0)
+    {
+        input
+    } else {
+        let layout = feature_layout(b, l, (rows, channels));
+        let names = (
+            &*format!("layer{l}.bn.in"),
+            &*format!("layer{l}.bn.to_tile"),
+        );
+        moved = relayout(b, names, (input, 0), &layout)?;
+        &moved
+    };
     let out = input.layout.clone();
     // A convolution has no bias: batch norm's bias slot reads zeros.
     let mapping = b.linear_on(l);
@@ -321,7 +335,7 @@ fn bn_act(
     }
     let z = b.matrix(&format!("layer{l}.z"), &out)?;
     let a = b.matrix(&format!("layer{l}.a"), &out)?;
-    let bn = batch_norm::forward(b, l, params, input, &stage, (&z, &a))?;
+    let bn = batch_norm::forward(b, (l, chunk), params, input, &stage, (&z, &a))?;
     Ok((z, a, bn, stage))
 }
 

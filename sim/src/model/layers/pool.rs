@@ -2,7 +2,7 @@
 //! `max_pool2d`, `avg_pool2d` with `count_include_pad`, and
 //! `adaptive_avg_pool2d(1)`), on feature maps as `[n h w, c]` matrices.
 //!
-//! Forward: per block of the output (rows over the tiles, every channel),
+//! Forward: per block of the output (rows over the tiles, then channels),
 //! the window's input runs are gathered and one vertex takes each output
 //! pixel's maximum (the first in window order, as PyTorch, whose index it
 //! stores) or its sum over the window divided by the window's size.
@@ -130,6 +130,10 @@ impl Pooled {
     }
 }
 
+/// Tap elements (window runs times channels) a forward block of a
+/// pooling takes, about.
+const POOL_BLOCK_TAPS: usize = 1024;
+
 /// Adds layer `l`'s pooling of `input` (`[n h w, c]`) of `shape`.
 pub(in crate::model) fn forward(
     b: &mut Builder<'_>,
@@ -140,14 +144,22 @@ pub(in crate::model) fn forward(
     let (rows, c) = (shape.out_rows(), shape.conv.in_channels);
     let tiles = b.placement.tiles(l, b.target);
     let span = tiles.end - tiles.start;
-    let blocks = (rows * c / 256).clamp(1, span as usize);
-    let layout = BlockLayout::grid(rows, c, blocks, 1, span).shifted(tiles.start);
+    // Blocks of about POOL_BLOCK_TAPS tap elements each, cut over rows
+    // first, then channels: a global pool's few rows (one per sample)
+    // spread over the tiles by channels.
+    let (kh, kw) = shape.conv.kernel;
+    let work = rows * c * kh * kw;
+    let blocks = (work / POOL_BLOCK_TAPS).clamp(1, span as usize);
+    let row_blocks = blocks.min(rows);
+    let col_blocks = (blocks / row_blocks).clamp(1, c);
+    let used = row_blocks.min(rows) * col_blocks;
+    let layout = BlockLayout::grid(rows, c, row_blocks, col_blocks, used as u32)
+        .shifted(b.first_tile(l, used));
     let y = b.matrix(&format!("layer{l}.y"), &layout)?;
     let argmax = match pool.kind {
         PoolKind::Max => Some(b.matrix(&format!("layer{l}.argmax"), &layout)?),
         PoolKind::Avg => None,
     };
-    let (kh, kw) = shape.conv.kernel;
     let cs = b.g.add_compute_set(&format!("layer{l}.pool"));
     let mut copies = Copies::new();
     for (k, blk) in layout.blocks().iter().enumerate() {

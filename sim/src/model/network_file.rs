@@ -1,0 +1,766 @@
+//! A [`NetworkConfig`] described in a TOML file, in the planner's
+//! `[[layer]]` style with a `kind` per layer, so that one description
+//! serves `tessera train`, `scale` and `plan` ([`NetworkFile::read`]):
+//!
+//! ```toml
+//! name = "tiny-net"            # optional: the file's path otherwise
+//! input = [1, 8, 8]            # channels, height, width of a sample
+//! classes = 10                 # optional: the planner's head (default 10); training takes the data's
+//! activation = "relu"          # optional: relu (default) or gelu, after each batch norm
+//! bn_group = "replica"         # optional: replica (default) or all
+//!
+//! [[layer]]
+//! kind = "conv"                # a convolution without bias
+//! channels = 8
+//! kernel = 3                   # square
+//! stride = 1                   # optional, default 1
+//! padding = 1                  # optional, default 0
+//!
+//! [[layer]]
+//! kind = "residual"            # x + body(x): the body keeps the shape
+//! body = [
+//!   { kind = "bn_act" },       # batch norm, then the activation
+//!   { kind = "conv", channels = 8, kernel = 3, padding = 1 },
+//! ]
+//!
+//! [[layer]]
+//! kind = "max_pool"            # or avg_pool: kernel, stride (default the kernel), padding (default 0)
+//! kernel = 2
+//!
+//! [[layer]]
+//! kind = "bn_act"
+//!
+//! [[layer]]
+//! kind = "global_avg_pool"     # the dense head needs one pixel per sample
+//! ```
+//!
+//! Every key is checked: an unknown or missing key, a wrong type or a
+//! negative number is an error naming the file, the line, the layer
+//! (position and kind) and the key ([`NetworkFileError`]); so is every
+//! size that is zero or above [`NetworkFile::MAX_SIZE`], and a network
+//! that [`NetworkConfig::validate`] refuses (a kernel larger than its
+//! input, a residual body that changes the shape, no global pooling before
+//! the head), which names the layer, within a residual body its place in
+//! the body too. A file with `input_bytes` is the planner's table of costs
+//! ([`crate::plan::ModelTable`]): [`NetworkFileError::CostTable`].
+
+use core::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::layers::pool::{Pool2d, PoolKind};
+use super::network::Op;
+use super::{Activation, BnGroup, ModelError, NetLayer, NetworkConfig};
+use crate::toml_place::{LayerRef, key_at, one_line, place};
+
+/// A network read from a file: its name and the network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkFile {
+    /// The file's `name`, else its path.
+    pub name: String,
+    /// The network; its `classes` is the file's, else
+    /// [`NetworkFile::DEFAULT_CLASSES`].
+    pub network: NetworkConfig,
+    /// Whether the file gives `classes`.
+    pub classes_given: bool,
+}
+
+/// Why a network file cannot be used. Every variant names the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NetworkFileError {
+    /// The file cannot be read.
+    Read {
+        /// The file.
+        origin: String,
+        /// The operating system's message.
+        message: String,
+    },
+    /// The TOML is malformed, or a key is unknown, missing, negative or of
+    /// the wrong type.
+    Parse {
+        /// The file.
+        origin: String,
+        /// The line (from 1), if known.
+        line: Option<usize>,
+        /// The `[[layer]]` it is in (named by its kind), if in one.
+        layer: Option<LayerRef>,
+        /// The parser's message, the key first when the parser's message
+        /// does not name it.
+        message: String,
+    },
+    /// The file is the planner's table of costs (it has `input_bytes`),
+    /// not a network.
+    CostTable {
+        /// The file.
+        origin: String,
+    },
+    /// A key with a value that cannot be: a size that is zero or above
+    /// [`NetworkFile::MAX_SIZE`], an unknown kind, a key missing or not
+    /// of the layer's kind.
+    Field {
+        /// The file.
+        origin: String,
+        /// The layer's line (from 1), if in a layer.
+        line: Option<usize>,
+        /// The layer and, within residual bodies, the body's layers; empty
+        /// for the file's top level.
+        layer: Vec<LayerRef>,
+        /// The key.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A network the trainer refuses ([`NetworkConfig::validate`]).
+    Network {
+        /// The file.
+        origin: String,
+        /// As [`NetworkFileError::Field`]'s.
+        layer: Vec<LayerRef>,
+        /// The trainer's reason.
+        reason: String,
+    },
+}
+
+/// `layer 2 (`residual`): body layer 1 (`conv`): `, or nothing.
+struct Within<'a>(&'a [LayerRef]);
+
+impl fmt::Display for Within<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (depth, layer) in self.0.iter().enumerate() {
+            let within = if depth == 0 { "" } else { "body " };
+            write!(f, "{within}{layer}: ")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for NetworkFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Read { origin, message } => write!(f, "{origin}: cannot read: {message}"),
+            Self::Parse {
+                origin,
+                line,
+                layer,
+                message,
+            } => {
+                write!(f, "{origin}")?;
+                if let Some(line) = line {
+                    write!(f, ": line {line}")?;
+                }
+                if let Some(layer) = layer {
+                    write!(f, ": {layer}")?;
+                }
+                write!(f, ": {message}")
+            }
+            Self::CostTable { origin } => write!(
+                f,
+                "{origin}: describes costs (a planner's table with `input_bytes`), not a network \
+                 (`input` and layers of a `kind`)"
+            ),
+            Self::Field {
+                origin,
+                line,
+                layer,
+                field,
+                problem,
+            } => {
+                write!(f, "{origin}")?;
+                if let Some(line) = line {
+                    write!(f, ": line {line}")?;
+                }
+                write!(f, ": {}field `{field}` {problem}", Within(layer))
+            }
+            Self::Network {
+                origin,
+                layer,
+                reason,
+            } => write!(f, "{origin}: {}{reason}", Within(layer)),
+        }
+    }
+}
+
+impl core::error::Error for NetworkFileError {}
+
+/// The file's top level.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    #[serde(default)]
+    name: Option<String>,
+    input: [usize; 3],
+    #[serde(default)]
+    classes: Option<usize>,
+    #[serde(default)]
+    activation: ActivationName,
+    #[serde(default)]
+    bn_group: BnGroupName,
+    #[serde(rename = "layer")]
+    layers: Vec<Spanned<LayerSpec>>,
+}
+
+#[derive(Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ActivationName {
+    #[default]
+    Relu,
+    Gelu,
+}
+
+#[derive(Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum BnGroupName {
+    #[default]
+    Replica,
+    All,
+}
+
+/// One layer as written: every key any kind has, checked against its
+/// kind by [`LayerSpec::build`] (a flat table, not a tagged enum, so
+/// that the parser's errors point at the key).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LayerSpec {
+    kind: String,
+    #[serde(default)]
+    channels: Option<usize>,
+    #[serde(default)]
+    kernel: Option<usize>,
+    #[serde(default)]
+    stride: Option<usize>,
+    #[serde(default)]
+    padding: Option<usize>,
+    #[serde(default)]
+    body: Option<Vec<Spanned<LayerSpec>>>,
+}
+
+/// The kinds and the keys each takes (`kind` aside).
+const KINDS: [(&str, &[&str]); 6] = [
+    ("conv", &["channels", "kernel", "stride", "padding"]),
+    ("bn_act", &[]),
+    ("max_pool", &["kernel", "stride", "padding"]),
+    ("avg_pool", &["kernel", "stride", "padding"]),
+    ("global_avg_pool", &[]),
+    ("residual", &["body"]),
+];
+
+/// Where a layer is: the file, the text, the layer's line and its place.
+struct At<'a> {
+    origin: &'a str,
+    line: Option<usize>,
+    layer: Vec<LayerRef>,
+}
+
+impl At<'_> {
+    fn field(&self, field: &'static str, problem: String) -> NetworkFileError {
+        NetworkFileError::Field {
+            origin: self.origin.to_owned(),
+            line: self.line,
+            layer: self.layer.clone(),
+            field,
+            problem,
+        }
+    }
+
+    /// `value` if it is from 1 to [`NetworkFile::MAX_SIZE`] (0 too for a
+    /// padding).
+    fn size(&self, field: &'static str, value: usize) -> Result<usize, NetworkFileError> {
+        let least = usize::from(field != "padding");
+        if (least..=NetworkFile::MAX_SIZE).contains(&value) {
+            Ok(value)
+        } else {
+            Err(self.field(
+                field,
+                format!("is {value}: expected {least} to {}", NetworkFile::MAX_SIZE),
+            ))
+        }
+    }
+}
+
+impl LayerSpec {
+    /// The keys given (`kind` aside), with their names.
+    fn given(&self) -> [(&'static str, bool); 5] {
+        [
+            ("channels", self.channels.is_some()),
+            ("kernel", self.kernel.is_some()),
+            ("stride", self.stride.is_some()),
+            ("padding", self.padding.is_some()),
+            ("body", self.body.is_some()),
+        ]
+    }
+
+    /// The layer, its keys checked against its kind and its sizes against
+    /// [`NetworkFile::MAX_SIZE`].
+    fn build(&self, at: &At<'_>, text: &str) -> Result<NetLayer, NetworkFileError> {
+        let kinds = || KINDS.map(|(k, _)| k).join(", ");
+        let Some((kind, keys)) = KINDS.iter().find(|(k, _)| *k == self.kind) else {
+            return Err(at.field(
+                "kind",
+                format!("is `{}`: expected one of {}", self.kind, kinds()),
+            ));
+        };
+        if let Some((key, _)) = self.given().iter().find(|(k, g)| *g && !keys.contains(k)) {
+            let takes = if keys.is_empty() {
+                "none".to_owned()
+            } else {
+                keys.join(", ")
+            };
+            return Err(at.field(key, format!("is not a key of `{kind}` (it takes {takes})")));
+        }
+        let required = |field: &'static str, value: Option<usize>| {
+            let value =
+                value.ok_or_else(|| at.field(field, format!("is missing (`{kind}` needs it)")))?;
+            at.size(field, value)
+        };
+        let padding = at.size("padding", self.padding.unwrap_or(0))?;
+        Ok(match *kind {
+            "conv" => NetLayer::Conv {
+                channels: required("channels", self.channels)?,
+                kernel: required("kernel", self.kernel)?,
+                stride: at.size("stride", self.stride.unwrap_or(1))?,
+                padding,
+            },
+            "max_pool" | "avg_pool" => {
+                let kernel = required("kernel", self.kernel)?;
+                NetLayer::Pool(Pool2d {
+                    kind: if *kind == "max_pool" {
+                        PoolKind::Max
+                    } else {
+                        PoolKind::Avg
+                    },
+                    kernel: (kernel, kernel),
+                    stride: at.size("stride", self.stride.unwrap_or(kernel))?,
+                    padding,
+                })
+            }
+            "bn_act" => NetLayer::BnAct,
+            "global_avg_pool" => NetLayer::GlobalAvgPool,
+            _ => {
+                let body = self
+                    .body
+                    .as_deref()
+                    .ok_or_else(|| at.field("body", "is missing (`residual` needs it)".into()))?;
+                NetLayer::Residual(build_all(body, at, text)?)
+            }
+        })
+    }
+}
+
+/// `layers` built; `within` the place of the residual block they are the
+/// body of (the top level: no layer).
+fn build_all(
+    layers: &[Spanned<LayerSpec>],
+    within: &At<'_>,
+    text: &str,
+) -> Result<Vec<NetLayer>, NetworkFileError> {
+    layers
+        .iter()
+        .enumerate()
+        .map(|(index, l)| {
+            let mut layer = within.layer.clone();
+            layer.push(LayerRef {
+                index,
+                name: Some(l.get_ref().kind.clone()),
+            });
+            let start = l.span().start.min(text.len());
+            let at = At {
+                origin: within.origin,
+                line: Some(text[..start].matches('\n').count() + 1),
+                layer,
+            };
+            l.get_ref().build(&at, text)
+        })
+        .collect()
+}
+
+impl NetworkFile {
+    /// The head's classes when the file gives none (the digits').
+    pub const DEFAULT_CLASSES: usize = 10;
+
+    /// The largest size a file may give or a layer may produce: channels,
+    /// kernel, stride, padding, input and feature-map height and width,
+    /// classes. 4096 is twice ResNet-50's widest layer (2048 channels)
+    /// and keeps every product of sizes the planner forms within 64 bits.
+    pub const MAX_SIZE: usize = 4096;
+
+    /// Parses a network file (see the [module docs](self)); `origin` (its
+    /// path) names it in errors, and is its name if it gives none.
+    ///
+    /// # Errors
+    /// [`NetworkFileError::Parse`], [`NetworkFileError::CostTable`],
+    /// [`NetworkFileError::Field`], [`NetworkFileError::Network`].
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, NetworkFileError> {
+        let parse_error = |e: toml::de::Error| {
+            let (line, layer) = place(text, &e, "kind");
+            let mut message = one_line(e.message());
+            if let Some(key) = key_at(text, &e).filter(|k| !message.contains(&format!("`{k}`"))) {
+                message = format!("`{key}`: {message}");
+            }
+            NetworkFileError::Parse {
+                origin: origin.to_owned(),
+                line,
+                layer,
+                message,
+            }
+        };
+        // Told apart by the keys alone: a cost table's numbers may be
+        // beyond what a TOML table of any values holds (u64 above i64).
+        let keys = top_level_keys(text);
+        if keys.contains(&"input_bytes") && !keys.contains(&"input") {
+            return Err(NetworkFileError::CostTable {
+                origin: origin.to_owned(),
+            });
+        }
+        let spec: Spec = toml::from_str(text).map_err(parse_error)?;
+        let top = At {
+            origin,
+            line: None,
+            layer: Vec::new(),
+        };
+        for value in spec.input {
+            top.size("input", value)?;
+        }
+        let classes = top.size("classes", spec.classes.unwrap_or(Self::DEFAULT_CLASSES))?;
+        let network = NetworkConfig {
+            input: spec.input,
+            layers: build_all(&spec.layers, &top, text)?,
+            classes,
+            activation: match spec.activation {
+                ActivationName::Relu => Activation::Relu,
+                ActivationName::Gelu => Activation::Gelu,
+            },
+            bn_group: match spec.bn_group {
+                BnGroupName::Replica => BnGroup::Replica,
+                BnGroupName::All => BnGroup::All,
+            },
+        };
+        check_network(&network, &spec.layers, origin)?;
+        Ok(Self {
+            name: spec.name.unwrap_or_else(|| origin.to_owned()),
+            network,
+            classes_given: spec.classes.is_some(),
+        })
+    }
+
+    /// Reads a network file from `path`.
+    ///
+    /// # Errors
+    /// [`NetworkFileError::Read`]; those of
+    /// [`NetworkFile::from_toml_str`].
+    pub fn read(path: &Path) -> Result<Self, NetworkFileError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| NetworkFileError::Read {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
+        Self::from_toml_str(&text, &origin)
+    }
+}
+
+/// The keys before the first table header of `text`.
+fn top_level_keys(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with('['))
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim().trim_matches('"')))
+        .collect()
+}
+
+/// `network` through the trainer's own checks ([`NetworkConfig::ops`]),
+/// then every feature map's size against [`NetworkFile::MAX_SIZE`]; errors
+/// name the layer of `layers`.
+fn check_network(
+    network: &NetworkConfig,
+    layers: &[Spanned<LayerSpec>],
+    origin: &str,
+) -> Result<(), NetworkFileError> {
+    let refused = |op: Option<usize>, reason: String| NetworkFileError::Network {
+        origin: origin.to_owned(),
+        layer: op.map_or_else(Vec::new, |op| locate(layers, op, 0).unwrap_or_default()),
+        reason,
+    };
+    let ops = network.ops(1).map_err(|e| match e {
+        ModelError::InvalidNetwork { layer, reason } => refused(Some(layer), reason),
+        e => refused(None, e.to_string()),
+    })?;
+    for (l, op) in ops.iter().enumerate() {
+        let shape = match op {
+            Op::Conv(s) | Op::Pool(_, s) => s,
+            _ => continue,
+        };
+        let (h, w) = shape.output;
+        if h.max(w) > NetworkFile::MAX_SIZE {
+            return Err(refused(
+                Some(l),
+                format!(
+                    "makes {h}x{w} feature maps, above {}",
+                    NetworkFile::MAX_SIZE
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The place in `layers` (whose first layer is flattened op `first`) of
+/// flattened op `op`, numbered as [`NetworkConfig::ops`] numbers them (a
+/// residual block's start and end counting): the layer and, within
+/// residual bodies, the body's layers.
+fn locate(layers: &[Spanned<LayerSpec>], op: usize, first: usize) -> Option<Vec<LayerRef>> {
+    let mut next = first;
+    for (index, layer) in layers.iter().enumerate() {
+        let layer = layer.get_ref();
+        let end = next + flattened(layer);
+        if op < end {
+            let mut path = vec![LayerRef {
+                index,
+                name: Some(layer.kind.clone()),
+            }];
+            if let Some(body) = &layer.body
+                && op > next
+                && op + 1 < end
+            {
+                path.extend(locate(body, op, next + 1)?);
+            }
+            return Some(path);
+        }
+        next = end;
+    }
+    None
+}
+
+/// How many flattened ops `layer` (built) makes.
+fn flattened(layer: &LayerSpec) -> usize {
+    match &layer.body {
+        Some(body) => 2 + body.iter().map(|l| flattened(l.get_ref())).sum::<usize>(),
+        None => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The module docs' example.
+    fn docs_example() -> String {
+        include_str!("network_file.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .map(|l| l.strip_prefix(' ').unwrap_or(l))
+            .skip_while(|l| *l != "```toml")
+            .skip(1)
+            .take_while(|l| *l != "```")
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
+
+    #[test]
+    fn the_module_docs_example_parses_to_its_network() {
+        let f = NetworkFile::from_toml_str(&docs_example(), "docs").unwrap();
+        assert_eq!(f.name, "tiny-net");
+        assert!(f.classes_given);
+        let conv = |padding| NetLayer::Conv {
+            channels: 8,
+            kernel: 3,
+            stride: 1,
+            padding,
+        };
+        let expected = NetworkConfig {
+            input: [1, 8, 8],
+            layers: vec![
+                conv(1),
+                NetLayer::Residual(vec![NetLayer::BnAct, conv(1)]),
+                NetLayer::Pool(Pool2d {
+                    kind: PoolKind::Max,
+                    kernel: (2, 2),
+                    stride: 2,
+                    padding: 0,
+                }),
+                NetLayer::BnAct,
+                NetLayer::GlobalAvgPool,
+            ],
+            classes: 10,
+            activation: Activation::Relu,
+            bn_group: BnGroup::Replica,
+        };
+        assert_eq!(f.network, expected);
+    }
+
+    fn error(from: &str, to: &str) -> NetworkFileError {
+        let text = docs_example();
+        assert!(text.contains(from), "{from}");
+        NetworkFile::from_toml_str(&text.replacen(from, to, 1), "n.toml").unwrap_err()
+    }
+
+    /// The line and the layer an error names.
+    fn line_and_layer(e: &NetworkFileError) -> (Option<usize>, Option<(usize, String)>) {
+        let (line, layer) = match e {
+            NetworkFileError::Parse { line, layer, .. } => (*line, layer.clone()),
+            NetworkFileError::Field { line, layer, .. } => (*line, layer.first().cloned()),
+            _ => panic!("{e:?}"),
+        };
+        (line, layer.map(|l| (l.index, l.name.unwrap_or_default())))
+    }
+
+    #[test]
+    fn errors_name_the_file_the_line_the_layer_and_the_key() {
+        for (from, to, line, layer, key) in [
+            (
+                "channels = 8\n",
+                "chanels = 8\n",
+                9,
+                Some((0, "conv")),
+                "chanels",
+            ),
+            (
+                "stride = 1 ",
+                "stride = -1 ",
+                11,
+                Some((0, "conv")),
+                "`stride`",
+            ),
+            (
+                "padding = 1 ",
+                "padding = \"one\" ",
+                12,
+                Some((0, "conv")),
+                "`padding`",
+            ),
+            (
+                "kernel = 2\n",
+                "\n",
+                21,
+                Some((2, "max_pool")),
+                "`kernel` is missing",
+            ),
+            (
+                "kind = \"bn_act\"\n",
+                "kind = \"bn\"\n",
+                25,
+                Some((3, "bn")),
+                "`kind` is `bn`",
+            ),
+            (
+                "kind = \"bn_act\"\n",
+                "kind = \"bn_act\"\nkernel = 3\n",
+                25,
+                Some((3, "bn_act")),
+                "`kernel` is not a key of `bn_act`",
+            ),
+            ("input = [1, 8, 8]", "input = [1, 8]", 2, None, "input"),
+            (
+                "activation = \"relu\"",
+                "activation = \"tanh\"",
+                4,
+                None,
+                "tanh",
+            ),
+        ] {
+            let e = error(from, to);
+            let text = e.to_string();
+            let (at_line, at_layer) = line_and_layer(&e);
+            assert_eq!(at_line, Some(line), "{text}");
+            assert!(
+                text.starts_with(&format!("n.toml: line {line}: ")),
+                "{text}"
+            );
+            let layer = layer.map(|(i, k): (usize, &str)| (i, k.to_owned()));
+            assert_eq!(at_layer, layer, "{text}");
+            assert!(text.contains(key), "{key}: {text}");
+            assert!(!text.contains('\n'), "{text}");
+        }
+        // Within an inline residual body: the line and the key.
+        let e = error(
+            "{ kind = \"conv\", channels = 8,",
+            "{ kind = \"conv\", channels = -8,",
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("line 18: layer 1 (`residual`): `channels`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sizes_out_of_range_name_the_layer_and_the_field() {
+        let e = error("padding = 1 ", "padding = 4097 ");
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 7: layer 0 (`conv`): field `padding` is 4097: expected 0 to 4096"
+        );
+        let e = error("channels = 8, kernel", "channels = 0, kernel");
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 18: layer 1 (`residual`): body layer 1 (`conv`): field `channels` is 0: \
+             expected 1 to 4096"
+        );
+        let e = error("input = [1, 8, 8]", "input = [1, 0, 8]");
+        assert!(e.to_string().contains("field `input` is 0"), "{e}");
+        let e = error("classes = 10", "classes = 0");
+        assert!(e.to_string().contains("field `classes` is 0"), "{e}");
+    }
+
+    #[test]
+    fn networks_the_trainer_refuses_name_the_layer() {
+        // The body's convolution changes the channels.
+        let e = error("channels = 8, kernel", "channels = 4, kernel");
+        let NetworkFileError::Network { layer, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(layer[0].name.as_deref(), Some("residual"), "{e}");
+        // A kernel larger than its input, in the body.
+        let e = error(
+            "channels = 8, kernel = 3, padding = 1",
+            "channels = 8, kernel = 30, padding = 1",
+        );
+        assert!(
+            e.to_string()
+                .starts_with("n.toml: layer 1 (`residual`): body layer 1 (`conv`): "),
+            "{e}"
+        );
+        // No global pooling: the head.
+        let e = error("kind = \"global_avg_pool\"", "kind = \"bn_act\"");
+        assert!(e.to_string().contains("global average pool"), "{e}");
+        // Feature maps that grow past the limit.
+        let e = error("padding = 1 ", "padding = 3000 ");
+        assert!(
+            e.to_string().contains("layer 0 (`conv`): makes 6006x6006"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_cost_table_is_told_apart() {
+        let e = NetworkFile::from_toml_str("input_bytes = 4\n[[layer]]\nname = \"a\"\n", "t.toml")
+            .unwrap_err();
+        assert_eq!(
+            e,
+            NetworkFileError::CostTable {
+                origin: "t.toml".into()
+            }
+        );
+        assert!(e.to_string().contains("describes costs"), "{e}");
+    }
+
+    #[test]
+    fn locate_numbers_as_ops_do() {
+        let text = docs_example();
+        let spec: Spec = toml::from_str(&text).unwrap();
+        // conv 0; residual fork 1, bn 2, conv 3, join 4; pool 5; bn 6; gap 7.
+        let kinds = |op| {
+            locate(&spec.layers, op, 0)
+                .unwrap()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(0), ["layer 0 (`conv`)"]);
+        assert_eq!(kinds(1), ["layer 1 (`residual`)"]);
+        assert_eq!(kinds(3), ["layer 1 (`residual`)", "layer 1 (`conv`)"]);
+        assert_eq!(kinds(4), ["layer 1 (`residual`)"]);
+        assert_eq!(kinds(7), ["layer 4 (`global_avg_pool`)"]);
+        assert!(locate(&spec.layers, 8, 0).is_none());
+    }
+}
