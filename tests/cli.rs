@@ -894,8 +894,9 @@ fn messages_name_the_input_the_value_and_what_is_allowed() {
         ),
         (
             &["train", "--device-mapping", "0,99999999999"],
-            "tessera: error: invalid value '99999999999' for '--device-mapping <I,I>': \
-             expected a whole number from 0 to 4294967295",
+            "tessera: error: invalid value '0,99999999999' for '--device-mapping <I,I>': \
+             `99999999999` in device mapping `0,99999999999` is not an IPU number: expected a \
+             whole number from 0 to 4294967295 (e.g. 0,0,1 or 0,[1,2],2)",
         ),
         (
             &["train", "--checkpoint-every", "-1"],

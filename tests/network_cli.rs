@@ -8,7 +8,7 @@
 //! its errors are one line and status 2; resnet-mini with parallel
 //! branches (`--branches`) pipelined trains the data-parallel fingerprint.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use crate::cli::{fingerprint, report};
 use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
@@ -380,6 +380,60 @@ fn resnet_mini_with_branches_trains_pipelined_bitwise_as_data_parallel() {
         &out,
         "2 on IPU 2",
         "block 2 (2 parallel branches) is mapped to IPU 2",
+    );
+    // One IPU per branch: one concurrent stage (3 stages), or a stage per
+    // branch (4); the data-parallel weights either way.
+    let nested = [
+        "--pipeline-stages",
+        "4",
+        "--device-mapping",
+        "0,0,[1,2],3,3,3",
+    ];
+    let stages = |out: &Output| -> Vec<u64> {
+        let stashes = &report(out)["memory"]["activation_stashes"];
+        let stages = stashes.as_array().expect("a stash per stage part");
+        stages
+            .iter()
+            .map(|a| a["stage"].as_u64().unwrap())
+            .collect()
+    };
+    let concurrent = run(&nested);
+    assert_eq!(fingerprint(&concurrent), fingerprint(&reference));
+    assert_eq!(stages(&concurrent), [0, 1, 1, 2]);
+    assert_eq!(
+        report(&concurrent)["config"]["device_mapping"],
+        serde_json::json!([0, 0, [1, 2], 3, 3, 3])
+    );
+    let serial = run(&[&nested[..], &["--serial-branches"]].concat());
+    assert_eq!(fingerprint(&serial), fingerprint(&reference));
+    assert_eq!(stages(&serial), [0, 1, 2, 3]);
+    // The run's config.toml keeps the nested mapping as TOML arrays.
+    let config = std::fs::read_to_string(dir.join("default/config.toml")).unwrap();
+    assert!(
+        config.contains("device_mapping = [0, 0, [1, 2], 3, 3, 3]"),
+        "{config}"
+    );
+    assert!(config.contains("serial_branches = true"), "{config}");
+    for (mapping, needle) in [
+        ("0,0,[1,2", "a `[` without its `]`"),
+        (
+            "0,[0,1],1,2,3,3",
+            "block 1 (residual block) is mapped to IPUs [0, 1]",
+        ),
+        (
+            "0,0,[1,2,3],3,3,3",
+            "a concurrent stage needs 2 different IPUs",
+        ),
+    ] {
+        let out = run(&["--pipeline-stages", "4", "--device-mapping", mapping]);
+        assert_usage_error(&out, mapping, needle);
+    }
+    // Nothing to serialise without a pipeline.
+    let out = run(&["--serial-branches"]);
+    assert_usage_error(
+        &out,
+        "--serial-branches",
+        "--serial-branches applies to a pipelined",
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

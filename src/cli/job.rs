@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 use tessera_core::scale::{AutomaticConfig, DynamicConfig};
 use tessera_sim::checkpoint::write_atomic;
 use tessera_sim::data::{Dataset, OutputMode, Source};
-use tessera_sim::model::{Activation, BnGroup, NetworkConfig, NetworkFile, NetworkFileError};
+use tessera_sim::model::{
+    Activation, BnGroup, DeviceMapping, NetworkConfig, NetworkFile, NetworkFileError,
+};
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
     Event, GradReduction, LossScaling, LrSchedule, NamedOptimizer, Observer, OptimizerConfig,
@@ -190,17 +192,33 @@ pub(super) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) schedule: Option<String>,
 
-    /// The IPU of each layer, comma separated, non-decreasing (0,0,1)
+    /// The IPU of each layer (a network's top-level blocks, the head
+    /// last), comma separated, non-decreasing (0,0,1); a network's block of
+    /// parallel branches may take a list, one IPU per branch, run as one
+    /// concurrent stage (0,[1,2],3)
     #[arg(
         long,
         alias = "device_mapping",
         value_name = "I,I",
-        value_delimiter = ',',
-        value_parser = whole::<u32, 0>,
+        value_parser = DeviceMapping::from_str,
         help_heading = "Model parallelism"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) device_mapping: Option<Vec<u32>>,
+    pub(super) device_mapping: Option<DeviceMapping>,
+
+    /// Branches mapped to a list of IPUs run as a stage per branch, in
+    /// branch order, instead of one concurrent stage (for comparison)
+    /// [default: false]
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        help_heading = "Model parallelism"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) serial_branches: Option<bool>,
 
     /// Recompute activations in the backward pass, keeping only stage
     /// inputs [default: false]
@@ -815,6 +833,7 @@ impl JobArgs {
             pipeline_stages,
             schedule,
             device_mapping,
+            serial_branches,
             recompute,
             recompute_checkpoints,
             micro_batch,
@@ -898,6 +917,17 @@ impl JobArgs {
                 p.device_mapping = Some(m.clone());
             }
             c.pipeline = Some(p);
+        }
+        match (&mut c.pipeline, self.serial_branches) {
+            (Some(p), Some(serial)) => p.serial_branches = serial,
+            (None, Some(true)) => {
+                return Err(Failure::Usage(
+                    "--serial-branches applies to a pipelined network's branches mapped to a \
+                     list of IPUs (--pipeline-stages, --device-mapping 0,[1,2],3)"
+                        .into(),
+                ));
+            }
+            _ => {}
         }
         set(&mut c.recompute, self.recompute);
         if let Some(b) = &self.recompute_checkpoints {
@@ -1138,6 +1168,7 @@ impl Job {
             pipeline_stages: c.pipeline.as_ref().map(|_| c.ipus_per_replica),
             schedule: c.pipeline.as_ref().map(|p| p.schedule.to_string()),
             device_mapping: c.pipeline.as_ref().and_then(|p| p.device_mapping.clone()),
+            serial_branches: Some(c.pipeline.as_ref().is_some_and(|p| p.serial_branches)),
             recompute: Some(c.recompute),
             recompute_checkpoints: (!c.recompute_checkpoints.is_empty())
                 .then(|| c.recompute_checkpoints.clone()),
@@ -1516,6 +1547,11 @@ mod tests {
             };
             if default.contains(' ') {
                 continue; // a description, not a value
+            }
+            if default == "none" {
+                assert!(!table.contains_key(id), "--{id}: none by default");
+                checked += 1;
+                continue;
             }
             let value = match &table[id] {
                 toml::Value::String(s) => s.clone(),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{Value, json};
 use tessera_sim::data::Dataset;
-use tessera_sim::model::{ModelConfig, Placement};
+use tessera_sim::model::{DeviceMapping, ModelConfig, Placement};
 use tessera_sim::train::{
     Divergence, Event, MemoryReport, RunOptions, Summary, TrainConfig, TrainError, Trainer,
 };
@@ -445,23 +445,29 @@ fn bytes(b: u64) -> String {
 /// The report's lines on the replica's stages, their stashes and the
 /// recomputation checkpoints.
 fn model_parallelism(o: &mut String, job: &Job, trainer: &Trainer, m: &MemoryReport) {
-    if let Placement::Ipus(layers) = trainer.placement() {
+    let placement = trainer.placement();
+    if let Some(layers) = placement.ipus() {
         // A network's placement as its blocks' device mapping.
         let (what, ipus) = match trainer.model() {
-            ModelConfig::Network(net) => (
-                "blocks",
-                trainer.placement().network_mapping(net).unwrap_or_default(),
-            ),
-            ModelConfig::Mlp(_) => ("layers", layers.clone()),
+            ModelConfig::Network(net) => {
+                ("blocks", placement.network_mapping(net).unwrap_or_default())
+            }
+            ModelConfig::Mlp(_) => ("layers", DeviceMapping::from(layers.to_vec())),
         };
         let schedule = job
             .config
             .pipeline
             .as_ref()
             .map_or_else(String::new, |p| p.schedule.to_string());
+        let concurrent = if matches!(placement, Placement::Stages { .. }) {
+            " (branches concurrent)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             o,
-            "stages       {what} on IPUs {ipus:?}, {schedule}{}",
+            "stages       {} stages: {what} on IPUs {ipus}{concurrent}, {schedule}{}",
+            placement.stages(),
             if job.config.recompute {
                 ", recomputation"
             } else {
@@ -474,9 +480,10 @@ fn model_parallelism(o: &mut String, job: &Job, trainer: &Trainer, m: &MemoryRep
         if a.stashed > 1 || whole {
             let _ = writeln!(
                 o,
-                "  stage {}      keeps {} micro-batches: {} per tile of stashes; \
+                "  stage {} IPU {} keeps {} micro-batches: {} per tile of stashes; \
                  recomputation saves {} bytes",
                 a.stage,
+                a.ipu,
                 a.stashed,
                 bytes(a.stash_bytes_per_tile),
                 a.recompute_saves_bytes

@@ -18,7 +18,9 @@ use super::layers::Builder;
 use super::layers::conv2d::nchw_to_rows;
 use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
 use super::mlp::{check_batch, feed, outputs, run_with_group};
-use super::net_placement::{StageActivations, TileBytes, layer_bytes, stage_activations};
+use super::net_placement::{
+    StageActivations, TileBytes, branch_of_ops, layer_bytes, stage_activations,
+};
 use super::network::NetworkConfig;
 use super::placement::{Placement, StageCycles, stage_cycles};
 use super::recompute::{Recomputation, recomputation};
@@ -458,16 +460,30 @@ impl Network {
 }
 
 /// `placement` names one of `target`'s IPUs for every flattened layer of
-/// `config`, non-decreasing.
+/// `config`, non-decreasing, one per block but for parallel branches (one
+/// per branch), and stages that do not go back.
 pub(super) fn check_placement(
     config: &NetworkConfig,
     placement: &Placement,
     target: &ipu::Target,
 ) -> Result<(), ModelError> {
-    let Placement::Ipus(per_op) = placement else {
+    let Some(per_op) = placement.ipus() else {
         return Ok(());
     };
-    let layers = config.ops(1)?.len();
+    let ops = config.ops(1)?;
+    let layers = ops.len();
+    let stages_go_back = match placement {
+        Placement::Stages { stages, .. } => {
+            stages.len() != layers || stages.windows(2).any(|w| w[1] < w[0])
+        }
+        _ => false,
+    };
+    let cut_block = config.blocks()?.into_iter().find(|r| {
+        let branch = branch_of_ops(&ops[r.clone()]);
+        let ipus = &per_op[r.clone()];
+        // Within a branch (or a block without branches) one IPU.
+        (1..r.len()).any(|i| branch[i] == branch[i - 1] && ipus[i] != ipus[i - 1])
+    });
     let reason = if per_op.len() != layers {
         format!("{} layers placed, the network has {layers}", per_op.len())
     } else if let Some(l) = per_op.iter().position(|&i| i >= target.ipus()) {
@@ -475,11 +491,9 @@ pub(super) fn check_placement(
         format!("layer {l} is on IPU {}, a replica has {ipus}", per_op[l])
     } else if let Some(l) = per_op.windows(2).position(|w| w[1] < w[0]) {
         format!("layer {} comes back to an earlier IPU", l + 1)
-    } else if let Some(r) = config
-        .blocks()?
-        .into_iter()
-        .find(|r| per_op[r.clone()].windows(2).any(|w| w[0] != w[1]))
-    {
+    } else if stages_go_back {
+        "the layers' stages are not one per layer, non-decreasing".to_owned()
+    } else if let Some(r) = cut_block {
         format!("layers {r:?} form one block, cut between IPUs")
     } else {
         return Ok(());

@@ -86,6 +86,7 @@
 mod codelets;
 mod config;
 mod convnet;
+mod device_mapping;
 mod error;
 mod estimate;
 mod kind;
@@ -99,6 +100,7 @@ mod recompute;
 
 pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
 pub use convnet::Network;
+pub use device_mapping::{DeviceMapping, MappingEntry};
 pub use error::ModelError;
 pub use estimate::{MAX_TENSOR_BYTES, MemoryEstimate, check_sizes};
 pub use kind::{Model, ModelConfig};
@@ -111,7 +113,7 @@ pub use mlp::{Compute, MicroBatchOutput, Mlp};
 pub use net_placement::{MappingError, StageActivations};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use network_file::{NetworkFile, NetworkFileError};
-pub use placement::{Placement, StageCycles};
+pub use placement::{Part, Placement, StageCycles};
 pub use recompute::{CheckpointError, Recomputation, check_checkpoints};
 
 /// The fewest flops a product's output block gets (see the module docs):

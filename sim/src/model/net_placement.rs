@@ -1,15 +1,19 @@
 //! A [`NetworkConfig`]'s layers placed on a replica's IPUs block by block:
 //! stages cut only between top-level layers ([`NetworkConfig::blocks`]),
 //! never inside a residual body, as a device mapping names them or
-//! balanced by the blocks' forward flops.
+//! balanced by the blocks' forward flops. A block of parallel branches
+//! mapped to a list of IPUs puts each branch on its own IPU: one
+//! concurrent pipeline stage (TF IPU's `[s0, [s1a, s1b], s2]`), or, for
+//! comparison, one stage per branch in branch order.
 
 use core::fmt;
 use std::collections::BTreeMap;
 
 use super::ModelError;
+use super::device_mapping::{DeviceMapping, MappingEntry};
 use super::layers::network::Kept;
 use super::network::{NetLayer, NetworkConfig, Op};
-use super::placement::{Placement, contiguous_split};
+use super::placement::{Part, Placement, contiguous_split};
 use crate::ipu::{Graph, TensorId, Tile};
 
 /// Why a network's device mapping is refused.
@@ -43,6 +47,24 @@ pub enum MappingError {
         ipu: u32,
         /// The previous block's IPU.
         previous: u32,
+    },
+    /// IPUs listed for a block that is not parallel branches.
+    NotBranches {
+        /// The block.
+        block: usize,
+        /// What it is.
+        layer: String,
+        /// The IPUs listed.
+        ipus: Vec<u32>,
+    },
+    /// Not one IPU per branch, or the branches' IPUs not increasing.
+    BranchIpus {
+        /// The block.
+        block: usize,
+        /// Its branches.
+        branches: usize,
+        /// The IPUs listed.
+        ipus: Vec<u32>,
     },
     /// More IPUs to balance over than blocks.
     TooManyIpus {
@@ -82,6 +104,21 @@ impl fmt::Display for MappingError {
                  stages must be contiguous, in increasing IPU order",
                 block - 1
             ),
+            Self::NotBranches { block, layer, ipus } => write!(
+                f,
+                "block {block} ({layer}) is mapped to IPUs {ipus:?}, but only a block of parallel \
+                 branches runs on several IPUs (one per branch)"
+            ),
+            Self::BranchIpus {
+                block,
+                branches,
+                ipus,
+            } => write!(
+                f,
+                "block {block} ({branches} parallel branches) is mapped to IPUs {ipus:?}: a \
+                 concurrent stage needs {branches} different IPUs, one per branch, in increasing \
+                 order"
+            ),
             Self::TooManyIpus { ipus, blocks } => write!(
                 f,
                 "{ipus} IPUs but only {blocks} blocks (top-level layers and the head): every \
@@ -114,42 +151,49 @@ pub(super) fn describe(layer: Option<&NetLayer>) -> String {
 impl Placement {
     /// Block `b` of `config` (top-level layer, the head last) on IPU
     /// `mapping[b]` of a replica of `ipus` IPUs, as a placement of its
-    /// flattened layers.
+    /// flattened layers; a block of parallel branches mapped to a list of
+    /// IPUs has branch `i` on the list's IPU `i` (its split with the
+    /// first branch, its concat with the last), as one concurrent stage
+    /// if `concurrent`, else one stage per branch.
     ///
     /// # Errors
     /// [`ModelError::DeviceMapping`] naming the block; the network's own
     /// errors.
-    pub fn network(config: &NetworkConfig, mapping: &[u32], ipus: u32) -> Result<Self, ModelError> {
+    pub fn network(
+        config: &NetworkConfig,
+        mapping: &DeviceMapping,
+        ipus: u32,
+        concurrent: bool,
+    ) -> Result<Self, ModelError> {
         let blocks = config.blocks()?;
-        let err = |e| Err(ModelError::DeviceMapping(e));
-        if mapping.len() != blocks.len() {
-            return err(MappingError::Length {
-                blocks: blocks.len(),
-                got: mapping.len(),
-            });
+        check_mapping(config, mapping, ipus, blocks.len()).map_err(ModelError::DeviceMapping)?;
+        let ops = config.ops(1)?;
+        let (mut per_op, mut stages) = (Vec::new(), Vec::new());
+        // The stage and the IPU the previous block ended on, and whether
+        // its stage was concurrent.
+        let mut last: Option<(u32, u32, bool)> = None;
+        for (range, entry) in blocks.iter().zip(&mapping.0) {
+            let list = entry.ipus();
+            let branches = matches!(entry, MappingEntry::Branches(_));
+            let stage = match last {
+                None => 0,
+                Some((s, ipu, was)) if !branches && !was && ipu == list[0] => s,
+                Some((s, ..)) => s + 1,
+            };
+            let branch = branch_of_ops(&ops[range.clone()]);
+            per_op.extend(branch.iter().map(|&b| list[b.min(list.len() - 1)]));
+            stages.extend(core::iter::repeat_n(stage, range.len()));
+            last = Some((stage, list[list.len() - 1], branches));
         }
-        let layer = |b: usize| describe(config.layers.get(b));
-        if let Some(b) = mapping.iter().position(|&i| i >= ipus) {
-            return err(MappingError::Ipu {
-                block: b,
-                layer: layer(b),
-                ipu: mapping[b],
-                ipus,
-            });
-        }
-        if let Some(b) = mapping.windows(2).position(|w| w[1] < w[0]) {
-            return err(MappingError::Order {
-                block: b + 1,
-                layer: layer(b + 1),
-                ipu: mapping[b + 1],
-                previous: mapping[b],
-            });
-        }
-        let mut per_op = Vec::new();
-        for (range, &ipu) in blocks.iter().zip(mapping) {
-            per_op.extend(core::iter::repeat_n(ipu, range.len()));
-        }
-        Ok(Self::Ipus(per_op))
+        let has_branches = mapping.flat().is_none();
+        Ok(if concurrent && has_branches {
+            Self::Stages {
+                ipus: per_op,
+                stages,
+            }
+        } else {
+            Self::Ipus(per_op)
+        })
     }
 
     /// `config`'s blocks over `ipus` IPUs in contiguous stages balanced by
@@ -177,22 +221,101 @@ impl Placement {
             .map(|r| flops[r.clone()].iter().sum())
             .collect();
         let mapping = contiguous_split(&weight, ipus);
-        Self::network(config, &mapping, ipus.max(1))
+        Self::network(config, &mapping.into(), ipus.max(1), false)
     }
 
     /// The device mapping of `config`'s blocks this placement of its
     /// flattened layers makes (`None` when spread).
     #[must_use]
-    pub fn network_mapping(&self, config: &NetworkConfig) -> Option<Vec<u32>> {
-        let Self::Ipus(per_op) = self else {
-            return None;
-        };
+    pub fn network_mapping(&self, config: &NetworkConfig) -> Option<DeviceMapping> {
+        let per_op = self.ipus()?;
         let blocks = config.blocks().ok()?;
-        blocks
-            .iter()
-            .map(|r| per_op.get(r.start).copied())
-            .collect()
+        let entries = blocks.iter().map(|r| {
+            let mut used = per_op.get(r.clone())?.to_vec();
+            used.dedup();
+            Some(match used[..] {
+                [ipu] => MappingEntry::Ipu(ipu),
+                _ => MappingEntry::Branches(used),
+            })
+        });
+        entries.collect::<Option<Vec<_>>>().map(DeviceMapping)
     }
+}
+
+/// `mapping` has an entry per block (`blocks` of them), IPUs below
+/// `ipus`, lists only for parallel branches (one IPU per branch,
+/// increasing), and each entry's IPUs at or after the previous entry's.
+fn check_mapping(
+    config: &NetworkConfig,
+    mapping: &DeviceMapping,
+    ipus: u32,
+    blocks: usize,
+) -> Result<(), MappingError> {
+    if mapping.len() != blocks {
+        return Err(MappingError::Length {
+            blocks,
+            got: mapping.len(),
+        });
+    }
+    let layer = |b: usize| describe(config.layers.get(b));
+    for (block, entry) in mapping.0.iter().enumerate() {
+        if let Some(&ipu) = entry.ipus().iter().find(|&&i| i >= ipus) {
+            let layer = layer(block);
+            return Err(MappingError::Ipu {
+                block,
+                layer,
+                ipu,
+                ipus,
+            });
+        }
+        let MappingEntry::Branches(list) = entry else {
+            continue;
+        };
+        let Some(NetLayer::Branches(branches)) = config.layers.get(block) else {
+            let (layer, ipus) = (layer(block), list.clone());
+            return Err(MappingError::NotBranches { block, layer, ipus });
+        };
+        if list.len() != branches.len() || list.windows(2).any(|w| w[1] <= w[0]) {
+            return Err(MappingError::BranchIpus {
+                block,
+                branches: branches.len(),
+                ipus: list.clone(),
+            });
+        }
+    }
+    let out_of_order = mapping
+        .0
+        .windows(2)
+        .position(|w| w[1].ipus()[0] < w[0].ipus()[w[0].ipus().len() - 1]);
+    if let Some(b) = out_of_order {
+        let (now, before) = (&mapping.0[b + 1], &mapping.0[b]);
+        return Err(MappingError::Order {
+            block: b + 1,
+            layer: layer(b + 1),
+            ipu: now.ipus()[0],
+            previous: before.ipus()[before.ipus().len() - 1],
+        });
+    }
+    Ok(())
+}
+
+/// For each of a block's flattened layers `ops`, the top-level branch it
+/// belongs to: 0 throughout but in a block of parallel branches, whose
+/// split is branch 0's, each step starts the next branch and the concat
+/// is the last branch's.
+pub(super) fn branch_of_ops(ops: &[Op]) -> Vec<usize> {
+    let (mut depth, mut branch) = (0usize, 0usize);
+    ops.iter()
+        .map(|op| {
+            match op {
+                Op::Split => depth += 1,
+                Op::NextBranch if depth == 1 => branch += 1,
+                Op::Concat { .. } => depth -= 1,
+                _ => {}
+            }
+            branch
+        })
+        .collect()
 }
 
 /// Each flattened layer's forward flops on `n` samples: a product's
@@ -237,11 +360,13 @@ fn op_flops(ops: &[Op], n: usize, config: &NetworkConfig) -> Vec<u128> {
         .collect()
 }
 
-/// One stage's activations of one micro-batch, from the tensors of the
-/// built graph: what its backward pass reads of its forward's, and its
+/// One stage part's activations of one micro-batch, from the tensors of
+/// the built graph: what its backward pass reads of its forward's, and its
 /// input (all a stage keeps with recomputation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StageActivations {
+    /// The stage and its IPU.
+    pub part: Part,
     /// Bytes of the tensors the backward pass reads.
     pub bytes: u64,
     /// Of those, the most on one tile.
@@ -297,24 +422,33 @@ pub(super) fn total_and_max(m: &TileBytes) -> (u64, u64) {
     (m.values().sum(), m.values().copied().max().unwrap_or(0))
 }
 
-/// Each stage's [`StageActivations`] from the layers' [`layer_bytes`]
+/// Each stage part's [`StageActivations`] from the layers' [`layer_bytes`]
 /// placed by `placement`.
 pub(super) fn stage_activations(
     layers: &[(TileBytes, TileBytes)],
     placement: &Placement,
 ) -> Vec<StageActivations> {
-    (0..placement.stages())
-        .map(|s| {
+    let (parts, of_layer) = placement.parts_of_layers();
+    let of_layer = if of_layer.is_empty() {
+        vec![0; layers.len()]
+    } else {
+        of_layer
+    };
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| {
             let of: Vec<&(TileBytes, TileBytes)> = layers
                 .iter()
-                .enumerate()
-                .filter(|(l, _)| placement.stage_of(*l) == s)
-                .map(|(_, k)| k)
+                .zip(&of_layer)
+                .filter(|&(_, &p)| p == i)
+                .map(|(k, _)| k)
                 .collect();
             let (bytes, max_tile_bytes) = total_and_max(&sum(of.iter().map(|k| &k.0)));
             let (input_bytes, input_max_tile_bytes) =
                 of.first().map_or((0, 0), |k| total_and_max(&k.1));
             StageActivations {
+                part,
                 bytes,
                 max_tile_bytes,
                 input_bytes,

@@ -20,6 +20,26 @@ pub enum Placement {
     /// non-decreasing from layer to layer: contiguous stages, activations
     /// and their gradients crossing IPU-Links between them.
     Ipus(Vec<u32>),
+    /// A network's flattened layer `l` on IPU `ipus[l]` in pipeline stage
+    /// `stages[l]` (both non-decreasing): a stage of parallel branches has
+    /// a part on each branch's IPU, run concurrently (TF IPU's concurrent
+    /// pipeline stages), and an IPU may hold parts of successive stages.
+    Stages {
+        /// Each layer's IPU.
+        ipus: Vec<u32>,
+        /// Each layer's stage.
+        stages: Vec<u32>,
+    },
+}
+
+/// Where one stage runs on one IPU: a stage has one part, or one per IPU
+/// of its concurrent branches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Part {
+    /// The stage.
+    pub stage: usize,
+    /// The IPU of the replica.
+    pub ipu: u32,
 }
 
 impl Placement {
@@ -84,7 +104,8 @@ impl Placement {
         Ok(())
     }
 
-    /// Stages: the IPUs used (1 when spread).
+    /// Pipeline stages: the IPUs used in turn (1 when spread), a
+    /// concurrent stage counting once.
     #[must_use]
     pub fn stages(&self) -> usize {
         match self {
@@ -94,6 +115,7 @@ impl Placement {
                 used.dedup();
                 used.len()
             }
+            Self::Stages { stages, .. } => stages.last().map_or(1, |&s| s as usize + 1),
         }
     }
 
@@ -107,14 +129,56 @@ impl Placement {
                 used.dedup();
                 used.len() - 1
             }
+            Self::Stages { stages, .. } => stages[l] as usize,
         }
+    }
+
+    /// Each layer's IPU, unless spread.
+    #[must_use]
+    pub fn ipus(&self) -> Option<&[u32]> {
+        match self {
+            Self::Spread => None,
+            Self::Ipus(ipus) | Self::Stages { ipus, .. } => Some(ipus),
+        }
+    }
+
+    /// The parts of the stages, in the layers' order: one per stage, or
+    /// one per IPU of a concurrent stage.
+    #[must_use]
+    pub fn parts(&self) -> Vec<Part> {
+        self.parts_of_layers().0
+    }
+
+    /// [`Placement::parts`], and each layer's part (an index into them;
+    /// none when spread: every layer is in the one part).
+    #[must_use]
+    pub fn parts_of_layers(&self) -> (Vec<Part>, Vec<usize>) {
+        let Some(ipus) = self.ipus() else {
+            return (vec![Part::default()], Vec::new());
+        };
+        let (mut parts, mut of): (Vec<Part>, Vec<usize>) = (Vec::new(), Vec::new());
+        let mut stage = 0;
+        for (l, &ipu) in ipus.iter().enumerate() {
+            stage = match self {
+                Self::Stages { stages, .. } => stages[l] as usize,
+                // A stage per IPU in turn.
+                _ => stage + usize::from(l > 0 && ipus[l - 1] != ipu),
+            };
+            let part = Part { stage, ipu };
+            let i = parts.iter().position(|p| *p == part).unwrap_or_else(|| {
+                parts.push(part);
+                parts.len() - 1
+            });
+            of.push(i);
+        }
+        (parts, of)
     }
 
     /// The tiles layer `l` runs on.
     pub(crate) fn tiles(&self, l: usize, target: &Target) -> Range<Tile> {
-        match self {
-            Self::Spread => 0..target.tiles(),
-            Self::Ipus(ipus) => {
+        match self.ipus() {
+            None => 0..target.tiles(),
+            Some(ipus) => {
                 let per = target.spec().tiles();
                 ipus[l] * per..(ipus[l] + 1) * per
             }
@@ -162,23 +226,32 @@ pub(super) fn contiguous_split(weight: &[u128], ipus: u32) -> Vec<u32> {
     ipu_of
 }
 
-/// Cycles of one stage for one micro-batch.
+/// Cycles of one stage on one IPU (a [`Part`]) for one micro-batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StageCycles {
+    /// Where: the stage and its IPU.
+    pub part: Part,
     /// The forward pass (and, on the last stage, the loss).
     pub forward: u64,
     /// The backward pass.
     pub backward: u64,
 }
 
-/// The cycles of a training run's profile by stage: every compute set and
-/// exchange named after a layer goes to that layer's stage, forward or
-/// backward by its name; the rest (the loss, host transfers, the
-/// parameters' staging, syncs) is shared out in proportion, so that the
-/// stages add up to the profile's total (the sharded, one-after-the-other
-/// time).
+/// The cycles of a training run's profile by stage part ([`Placement::parts`]):
+/// every compute set and exchange named after a layer goes to that
+/// layer's part, forward or backward by its name; the rest (the loss,
+/// host transfers, the parameters' staging, syncs) is shared out in
+/// proportion, so that the parts add up to the profile's total (the
+/// sharded, one-after-the-other time).
 pub(crate) fn stage_cycles(profile: &Profile, placement: &Placement) -> Vec<StageCycles> {
-    let mut out = vec![StageCycles::default(); placement.stages()];
+    let (parts, part_of) = placement.parts_of_layers();
+    let mut out: Vec<StageCycles> = parts
+        .into_iter()
+        .map(|part| StageCycles {
+            part,
+            ..StageCycles::default()
+        })
+        .collect();
     let named = profile
         .compute_sets
         .iter()
@@ -194,7 +267,7 @@ pub(crate) fn stage_cycles(profile: &Profile, placement: &Placement) -> Vec<Stag
         let Some((layer, part)) = layer_of(name) else {
             continue;
         };
-        let s = &mut out[placement.stage_of(layer)];
+        let s = &mut out[part_of.get(layer).copied().unwrap_or(0)];
         if is_backward(part) {
             s.backward += cycles;
         } else {

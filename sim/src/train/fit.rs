@@ -42,7 +42,7 @@ pub(crate) fn memory_report(
     let spec = target.spec();
     let tiles_per_stage = match placement {
         Placement::Spread => u64::from(target.tiles()),
-        Placement::Ipus(_) => u64::from(spec.tiles()),
+        Placement::Ipus(_) | Placement::Stages { .. } => u64::from(spec.tiles()),
     };
     let schedule = config
         .pipeline
@@ -64,10 +64,8 @@ pub(crate) fn memory_report(
             ),
             // One stage, nothing stashed beyond the graph's own tensors.
             ModelConfig::Network(_) => vec![super::pipeline::StageMemory {
-                stage: 0,
                 stashed: 1,
-                stash_bytes_per_tile: 0,
-                recompute_saves_bytes: 0,
+                ..Default::default()
             }],
         },
     }

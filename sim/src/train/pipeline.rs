@@ -13,6 +13,17 @@
 //! | [`Schedule::Grouped`] | `(G + P - 1) * (max_s f_s + max_s b_s)`: each pipeline cycle runs its forward passes, then its backward passes | `min(2(P - s) - 1, G)` (PopART's stash: the cycles between a micro-batch's forward and backward pass on the stage) |
 //! | [`Schedule::Interleaved`] | `N * max_s (f_s + b_s)`, `N = 2(P - 1) + (G - (P - 1))` pipeline cycles | `P - s` |
 //!
+//! A concurrent stage (a block of parallel branches, one IPU per branch)
+//! runs its parts at once, and an IPU may hold parts of successive
+//! stages: with `f_i`, `b_i` the sums over the parts on IPU `i`, the
+//! overlapping schedules take `max_i` where the table takes `max_s`
+//! (each IPU runs its parts one after the other within a pipeline cycle),
+//! and the sequential schedule sums over the stages the slowest part of
+//! each. With one part per stage on its own IPU these are the table's.
+//! `P` counts a concurrent stage once: the pipeline is shorter and the
+//! stages before it keep fewer micro-batches than with a stage per
+//! branch.
+//!
 //! Recomputation keeps only each stage's input for the backward pass and
 //! runs the stage's forward pass again before it (`b_s` grows by `f_s`):
 //! a stage keeps `k` inputs and one live set of activations instead of `k`
@@ -22,10 +33,13 @@
 
 use core::fmt;
 use core::str::FromStr;
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::{MlpConfig, NetworkConfig, Placement, StageActivations, StageCycles};
+use crate::model::{
+    DeviceMapping, MlpConfig, ModelError, NetworkConfig, Placement, StageActivations, StageCycles,
+};
 
 /// PopART's pipeline schedules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -82,25 +96,31 @@ pub struct Pipeline {
     /// How the stages run.
     pub schedule: Schedule,
     /// Layer `l` on IPU `device_mapping[l]` (non-decreasing; a network's
-    /// top-level layer `l`, its head last); `None`: stages balanced over
+    /// top-level layer `l`, its head last, a block of parallel branches
+    /// on a list of IPUs, one per branch); `None`: stages balanced over
     /// every IPU of the replica (an MLP's by parameter memory, a
-    /// network's by forward flops).
-    pub device_mapping: Option<Vec<u32>>,
+    /// network's by forward flops, branches whole).
+    pub device_mapping: Option<DeviceMapping>,
+    /// Branches mapped to a list of IPUs run as a stage per branch, in
+    /// branch order, instead of one concurrent stage (TF IPU's flat
+    /// stage list instead of the nested one: for comparison).
+    pub serial_branches: bool,
 }
 
 impl Pipeline {
     /// The placement of `model`'s layers on `ipus` IPUs.
     ///
     /// # Errors
-    /// [`ModelError::Placement`](crate::model::ModelError::Placement) if
-    /// there are more IPUs than layers to place automatically.
-    pub fn placement(
-        &self,
-        model: &MlpConfig,
-        ipus: u32,
-    ) -> Result<Placement, crate::model::ModelError> {
+    /// [`ModelError::Placement`] if there are more IPUs than layers to
+    /// place automatically, or the mapping lists IPUs for branches.
+    pub fn placement(&self, model: &MlpConfig, ipus: u32) -> Result<Placement, ModelError> {
         match &self.device_mapping {
-            Some(m) => Ok(Placement::Ipus(m.clone())),
+            Some(m) => m.flat().map(Placement::Ipus).ok_or_else(|| ModelError::Placement {
+                reason: format!(
+                    "device mapping {m}: a list of IPUs maps a network's parallel branches; the \
+                     MLP's layers take one IPU each"
+                ),
+            }),
             None => Placement::by_memory(model, ipus),
         }
     }
@@ -112,16 +132,15 @@ impl Pipeline {
     /// by forward flops on `micro_batch` samples.
     ///
     /// # Errors
-    /// [`ModelError::DeviceMapping`](crate::model::ModelError::DeviceMapping)
-    /// naming the block that is wrong.
+    /// [`ModelError::DeviceMapping`] naming the block that is wrong.
     pub fn network_placement(
         &self,
         network: &NetworkConfig,
         ipus: u32,
         micro_batch: usize,
-    ) -> Result<Placement, crate::model::ModelError> {
+    ) -> Result<Placement, ModelError> {
         match &self.device_mapping {
-            Some(m) => Placement::network(network, m, ipus),
+            Some(m) => Placement::network(network, m, ipus, !self.serial_branches),
             None => Placement::network_balanced(network, ipus, micro_batch),
         }
     }
@@ -153,38 +172,50 @@ impl StepCycles {
     }
 }
 
-/// The cycles of `g` micro-batches over `stages` with `schedule` (a model
-/// that is not pipelined is one stage; no stages take no cycles).
+/// The cycles of `g` micro-batches over the stages' `parts` with
+/// `schedule` (a model that is not pipelined is one stage; no parts take
+/// no cycles): the overlapping schedules per pipeline cycle the busiest
+/// IPU's sum over its parts, the sequential one each stage's slowest part
+/// (the formulas are the `pipeline` module's).
 #[must_use]
 pub fn step_cycles(
-    stages: &[StageCycles],
+    parts: &[StageCycles],
     g: usize,
     schedule: Schedule,
     recompute: bool,
 ) -> StepCycles {
-    if stages.is_empty() {
+    if parts.is_empty() {
         return StepCycles::default();
     }
+    let p = parts.iter().map(|s| s.part.stage + 1).max().unwrap_or(1);
+    // The most any IPU spends on `cost` of its parts.
+    let busiest = |cost: &dyn Fn(&StageCycles) -> u64| {
+        let mut on: BTreeMap<u32, u64> = BTreeMap::new();
+        for s in parts {
+            *on.entry(s.part.ipu).or_default() += cost(s);
+        }
+        on.into_values().max().unwrap_or(0)
+    };
     let timed = |recompute: bool| -> (u64, u64) {
         let back = |s: &StageCycles| s.backward + if recompute { s.forward } else { 0 };
-        let p = stages.len();
         let g64 = g as u64;
         match schedule {
             Schedule::Sequential => {
-                let t: u64 = stages.iter().map(|s| s.forward + back(s)).sum();
+                let t: u64 = (0..p)
+                    .map(|stage| {
+                        let of = parts.iter().filter(|s| s.part.stage == stage);
+                        of.map(|s| s.forward + back(s)).max().unwrap_or(0)
+                    })
+                    .sum();
                 (g64 * t, g64 * t)
             }
             Schedule::Grouped => {
-                let f = stages.iter().map(|s| s.forward).max().unwrap_or(0);
-                let b = stages.iter().map(back).max().unwrap_or(0);
+                let f = busiest(&|s| s.forward);
+                let b = busiest(&back);
                 ((g + p - 1) as u64 * (f + b), g64 * (f + b))
             }
             Schedule::Interleaved => {
-                let c = stages
-                    .iter()
-                    .map(|s| s.forward + back(s))
-                    .max()
-                    .unwrap_or(0);
+                let c = busiest(&|s| s.forward + back(s));
                 (pipeline_cycles(p, g) as u64 * c, g64 * c)
             }
         }
@@ -210,11 +241,14 @@ pub fn stashed(schedule: Schedule, s: usize, p: usize, g: usize) -> usize {
     .max(1)
 }
 
-/// The activation memory of one stage.
+/// The activation memory of one stage on one IPU (a concurrent stage has
+/// one per IPU).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct StageMemory {
     /// The stage.
     pub stage: usize,
+    /// Its IPU in the replica (0 when the layers are spread).
+    pub ipu: u32,
     /// Micro-batches whose activations (or, with recomputation, inputs)
     /// it keeps.
     pub stashed: usize,
@@ -249,6 +283,7 @@ pub fn stage_memory(
         acts[s] += (micro_batch * width * sets * 4) as u64;
         input[s].get_or_insert((micro_batch * fan_in * 4) as u64);
     }
+    let parts = placement.parts();
     (0..p)
         .map(|s| {
             let k = stashed(schedule, s, p, g) as u64;
@@ -258,6 +293,8 @@ pub fn stage_memory(
             let extra = if recompute { with } else { plain };
             StageMemory {
                 stage: s,
+                // The MLP's stages have one part each.
+                ipu: parts.get(s).map_or(0, |p| p.ipu),
                 stashed: k as usize,
                 stash_bytes_per_tile: extra.div_ceil(tiles_per_stage.max(1)),
                 recompute_saves_bytes: plain as i64 - with as i64,
@@ -266,26 +303,26 @@ pub fn stage_memory(
         .collect()
 }
 
-/// Each stage's activation memory from its activations measured in the
-/// built graph (a network's): as [`stage_memory`], the stash per tile
+/// Each stage part's activation memory from its activations measured in
+/// the built graph (a network's): as [`stage_memory`], the stash per tile
 /// `(k - 1)` times the fullest tile's activations, or with recomputation
 /// `k` times its input's.
 #[must_use]
 pub(crate) fn measured_stage_memory(
-    stages: &[StageActivations],
+    parts: &[StageActivations],
     g: usize,
     schedule: Schedule,
     recompute: bool,
 ) -> Vec<StageMemory> {
-    let p = stages.len();
-    stages
+    let p = parts.iter().map(|a| a.part.stage + 1).max().unwrap_or(1);
+    parts
         .iter()
-        .enumerate()
-        .map(|(s, a)| {
-            let k = stashed(schedule, s, p, g) as u64;
+        .map(|a| {
+            let k = stashed(schedule, a.part.stage, p, g) as u64;
             let (plain, with) = ((k - 1) * a.bytes, k * a.input_bytes);
             StageMemory {
-                stage: s,
+                stage: a.part.stage,
+                ipu: a.part.ipu,
                 stashed: k as usize,
                 stash_bytes_per_tile: if recompute {
                     k * a.input_max_tile_bytes
@@ -302,8 +339,12 @@ pub(crate) fn measured_stage_memory(
 mod tests {
     use super::*;
 
-    fn st(f: u64, b: u64) -> StageCycles {
+    use crate::model::Part;
+
+    /// Stage `stage` on IPU `ipu`: `f` forward, `b` backward.
+    fn on(stage: usize, ipu: u32, f: u64, b: u64) -> StageCycles {
         StageCycles {
+            part: Part { stage, ipu },
             forward: f,
             backward: b,
         }
@@ -315,7 +356,7 @@ mod tests {
         assert_eq!(pipeline_cycles(1, 8), 8);
         assert_eq!(pipeline_cycles(4, 4), 7);
         assert_eq!(pipeline_cycles(4, 16), 19);
-        let stages = [st(10, 20), st(12, 18), st(8, 30)];
+        let stages = [on(0, 0, 10, 20), on(1, 1, 12, 18), on(2, 2, 8, 30)];
         let i = step_cycles(&stages, 6, Schedule::Interleaved, false);
         assert_eq!(i.total(), 8 * 38);
         assert_eq!((i.compute, i.bubble, i.recompute), (6 * 38, 2 * 38, 0));
@@ -326,6 +367,45 @@ mod tests {
         assert_eq!(g.total(), 8 * (12 + 30));
         let s = step_cycles(&stages, 6, Schedule::Sequential, false);
         assert_eq!((s.total(), s.bubble), (6 * 98, 0));
+    }
+
+    #[test]
+    fn a_concurrent_stage_takes_its_slowest_part_and_ipus_add_their_parts() {
+        // TF IPU's [s0, [s1a, s1b], s2] on [0, [1, 2], 3]: three stages.
+        let concurrent = [
+            on(0, 0, 10, 20),
+            on(1, 1, 12, 18),
+            on(1, 2, 8, 30),
+            on(2, 3, 9, 9),
+        ];
+        // Serialised: [s0, s1a, s1b, s2] on [0, 1, 2, 3], four stages.
+        let serial = [
+            on(0, 0, 10, 20),
+            on(1, 1, 12, 18),
+            on(2, 2, 8, 30),
+            on(3, 3, 9, 9),
+        ];
+        let time = |parts: &[StageCycles], schedule| step_cycles(parts, 6, schedule, false);
+        // Interleaved: the busiest IPU (38) per cycle, 8 cycles against 9.
+        let (c, s) = (
+            time(&concurrent, Schedule::Interleaved),
+            time(&serial, Schedule::Interleaved),
+        );
+        assert_eq!((c.total(), c.bubble), (8 * 38, 2 * 38));
+        assert_eq!((s.total(), s.bubble), (9 * 38, 3 * 38));
+        // Sequential: the branches' slower part, not their sum.
+        let seq = time(&concurrent, Schedule::Sequential);
+        assert_eq!(seq.total(), 6 * (30 + 38 + 18));
+        assert_eq!(
+            time(&serial, Schedule::Sequential).total(),
+            6 * (30 + 30 + 38 + 18)
+        );
+        // Grouped: the busiest IPU forward and backward, 8 cycles.
+        assert_eq!(time(&concurrent, Schedule::Grouped).total(), 8 * (12 + 30));
+        // TF IPU's own [0, [1, 2], 2]: IPU 2 runs s1b and s2 in turn.
+        let shared = [concurrent[0], concurrent[1], concurrent[2], on(2, 2, 9, 9)];
+        let i = time(&shared, Schedule::Interleaved);
+        assert_eq!(i.total(), 8 * (38 + 18));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod branches;
 mod checkpoint;
+mod concurrent;
 mod conv;
 mod data;
 mod engine;

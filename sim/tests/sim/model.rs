@@ -712,7 +712,7 @@ fn the_network_memory_estimate_agrees_with_the_engines_accounting() {
     let small = NetworkConfig::resnet_mini([3, 6, 6], 4, &[4], &[2]);
     // resnet-mini's 8 blocks over 2 IPUs: the stages' tiles, as built.
     let two = Target::new(crate::support::spec(64), 2).unwrap();
-    let staged = Placement::network(&mini, &[0, 0, 0, 1, 1, 1, 1, 1], 2).unwrap();
+    let staged = Placement::network(&mini, &vec![0, 0, 0, 1, 1, 1, 1, 1].into(), 2, true).unwrap();
     for (net, target, placement, batch, compute) in [
         (
             &mini,

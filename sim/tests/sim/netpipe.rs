@@ -15,7 +15,7 @@ use tessera_sim::train::{
 use super::train::assert_same;
 
 /// 64 synthetic 1x6x6 images of 3 classes.
-fn images() -> Dataset {
+pub(crate) fn images() -> Dataset {
     Source::Images {
         samples: 64,
         shape: (1, 6, 6),
@@ -29,7 +29,7 @@ fn images() -> Dataset {
 /// resnet-mini of widths 4, 8 (blocks: stem, residual, bn, conv s2,
 /// residual, bn, global pool, head) on `ipus` IPUs per replica, one
 /// replica, 4 micro-batches of 2 per step, one epoch.
-fn config(ipus: usize, pipeline: Option<Pipeline>, recompute: bool) -> TrainConfig {
+pub(crate) fn config(ipus: usize, pipeline: Option<Pipeline>, recompute: bool) -> TrainConfig {
     TrainConfig {
         network: Some(NetworkConfig::resnet_mini([1, 6, 6], 3, &[4, 8], &[1, 1])),
         pod: PodSpec::pod16(),
@@ -48,7 +48,7 @@ fn config(ipus: usize, pipeline: Option<Pipeline>, recompute: bool) -> TrainConf
     }
 }
 
-fn run(config: TrainConfig) -> Summary {
+pub(crate) fn run(config: TrainConfig) -> Summary {
     Trainer::new(config, images())
         .unwrap()
         .run(&RunOptions::default(), &|_| {})
@@ -58,7 +58,8 @@ fn run(config: TrainConfig) -> Summary {
 fn pipeline(schedule: Schedule, mapping: Option<Vec<u32>>) -> Option<Pipeline> {
     Some(Pipeline {
         schedule,
-        device_mapping: mapping,
+        device_mapping: mapping.map(Into::into),
+        serial_branches: false,
     })
 }
 
@@ -171,7 +172,7 @@ fn balanced_placements_cut_between_blocks() {
         let p = Placement::network_balanced(&net, ipus, 2).unwrap();
         let mapping = p.network_mapping(&net).unwrap();
         assert_eq!(p.stages(), ipus as usize, "{mapping:?}");
-        assert_eq!(Placement::network(&net, &mapping, ipus).unwrap(), p);
+        assert_eq!(Placement::network(&net, &mapping, ipus, true).unwrap(), p);
     }
 }
 

@@ -553,6 +553,7 @@ fn plan_agrees_with_the_trainer_on_a_pipelined_mlp() {
             pipeline: Some(Pipeline {
                 schedule,
                 device_mapping: None,
+                serial_branches: false,
             }),
             ..TrainConfig::default()
         };

@@ -538,7 +538,8 @@ fn pipelined_and_sharded_runs_are_bitwise_the_data_parallel_run() {
             for recompute in [false, true] {
                 let pipeline = Pipeline {
                     schedule,
-                    device_mapping: mapping.clone(),
+                    device_mapping: mapping.clone().map(Into::into),
+                    serial_branches: false,
                 };
                 let s = run(deep(Some(pipeline), recompute));
                 let what = format!("{schedule} {mapping:?} recompute {recompute}");
@@ -566,6 +567,7 @@ fn schedules_keep_the_documented_activations() {
             Some(Pipeline {
                 schedule,
                 device_mapping: None,
+                serial_branches: false,
             }),
             false,
         ));
@@ -604,7 +606,8 @@ fn impossible_model_parallelism_is_explained() {
         let e = err(deep(
             Some(Pipeline {
                 schedule: Schedule::Interleaved,
-                device_mapping: Some(mapping),
+                device_mapping: Some(mapping.into()),
+                serial_branches: false,
             }),
             false,
         ));

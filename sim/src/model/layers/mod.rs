@@ -172,7 +172,7 @@ impl Builder<'_> {
         let grain = NonZeroU64::new(PARAM_GRAIN).expect("nonzero");
         match self.placement {
             Placement::Spread => Mapping::linear(grain),
-            Placement::Ipus(_) => Mapping::Linear {
+            Placement::Ipus(_) | Placement::Stages { .. } => Mapping::Linear {
                 grain,
                 tiles: Some(self.placement.tiles(l, self.target)),
             },

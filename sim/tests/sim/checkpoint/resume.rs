@@ -320,6 +320,7 @@ fn free_settings_may_change_with_bitwise_the_same_result() {
         pipeline: Some(Pipeline {
             schedule: Schedule::Interleaved,
             device_mapping: None,
+            serial_branches: false,
         }),
         recompute: true,
         device_iterations: 3,
