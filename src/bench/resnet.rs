@@ -266,17 +266,23 @@ impl<'a> Direct<'a> {
         let f16 = self.f16();
         let (gamma, beta) = (&self.case.params[p], &self.case.params[p + 1]);
         let x: Vec<f32> = y.iter().map(|&v| round(v + 0.0, f16)).collect();
+        // Two passes, as the engine: the mean, then squared deviations.
         let (mut s1, mut s2) = (vec![0.0f32; c], vec![0.0f32; c]);
         for row in x.chunks_exact(c) {
             for k in 0..c {
                 s1[k] += row[k];
-                s2[k] += row[k] * row[k];
             }
         }
         let n = (y.len() / c) as f32;
         let mean: Vec<f32> = s1.iter().map(|s| s / n).collect();
+        for row in x.chunks_exact(c) {
+            for k in 0..c {
+                let d = row[k] - mean[k];
+                s2[k] += d * d;
+            }
+        }
         let inv: Vec<f32> = (0..c)
-            .map(|k| 1.0 / ((s2[k] / n - mean[k] * mean[k]).max(0.0) + BN_EPSILON).sqrt())
+            .map(|k| 1.0 / (s2[k] / n + BN_EPSILON).sqrt())
             .collect();
         let (mut xhat, mut z, mut a) = (vec![0.0; y.len()], vec![0.0; y.len()], vec![0.0; y.len()]);
         for (i, &v) in x.iter().enumerate() {

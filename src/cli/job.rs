@@ -903,32 +903,7 @@ impl JobArgs {
                 "{instances} instances x {per_instance} replicas is too many replicas"
             ))
         })?;
-        set(&mut c.ipus_per_replica, self.ipus_per_replica);
-        set(&mut c.ipus_per_replica, self.pipeline_stages);
-        if self.pipeline_stages.is_some()
-            || self.schedule.is_some()
-            || self.device_mapping.is_some()
-        {
-            let mut p = c.pipeline.clone().unwrap_or_default();
-            if let Some(s) = &self.schedule {
-                p.schedule = parse("schedule", s)?;
-            }
-            if let Some(m) = &self.device_mapping {
-                p.device_mapping = Some(m.clone());
-            }
-            c.pipeline = Some(p);
-        }
-        match (&mut c.pipeline, self.serial_branches) {
-            (Some(p), Some(serial)) => p.serial_branches = serial,
-            (None, Some(true)) => {
-                return Err(Failure::Usage(
-                    "--serial-branches applies to a pipelined network's branches mapped to a \
-                     list of IPUs (--pipeline-stages, --device-mapping 0,[1,2],3)"
-                        .into(),
-                ));
-            }
-            _ => {}
-        }
+        self.model_parallelism_over(&mut c)?;
         set(&mut c.recompute, self.recompute);
         if let Some(b) = &self.recompute_checkpoints {
             c.recompute_checkpoints.clone_from(b);
@@ -993,6 +968,38 @@ impl JobArgs {
 }
 
 impl JobArgs {
+    /// The model-parallelism options over `c`: IPUs per replica, the
+    /// pipeline (stages, schedule, device mapping, serialised branches).
+    fn model_parallelism_over(&self, c: &mut TrainConfig) -> Result<(), Failure> {
+        set(&mut c.ipus_per_replica, self.ipus_per_replica);
+        set(&mut c.ipus_per_replica, self.pipeline_stages);
+        if self.pipeline_stages.is_some()
+            || self.schedule.is_some()
+            || self.device_mapping.is_some()
+        {
+            let mut p = c.pipeline.clone().unwrap_or_default();
+            if let Some(s) = &self.schedule {
+                p.schedule = parse("schedule", s)?;
+            }
+            if let Some(m) = &self.device_mapping {
+                p.device_mapping = Some(m.clone());
+            }
+            c.pipeline = Some(p);
+        }
+        match (&mut c.pipeline, self.serial_branches) {
+            (Some(p), Some(serial)) => p.serial_branches = serial,
+            (None, Some(true)) => {
+                return Err(Failure::Usage(
+                    "--serial-branches applies to a pipelined network's branches mapped to a \
+                     list of IPUs (--pipeline-stages, --device-mapping 0,[1,2],3)"
+                        .into(),
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// `base`, or resnet-mini's defaults when a network is asked for over
     /// an MLP `base`, with the network's options applied; where the
     /// network came from.
