@@ -546,10 +546,14 @@ impl Codelet for BnGrad {
             dx.into_slice::<f32>(),
         );
         let n = stats[2 * cols];
+        // `gamma inv_std / n` once per column (the same operations, so
+        // the same bits as per element).
+        let scale: Vec<f32> = (0..cols)
+            .map(|c| gamma[c] * moments(stats, cols, true, c).1 / n)
+            .collect();
         for k in 0..dy.len() {
             let c = k % cols;
-            let (_, inv_std) = moments(stats, cols, true, c);
-            let v = gamma[c] * inv_std / n * (n * dy[k] - sums[c] - xhat[k] * sums[cols + c]);
+            let v = scale[c] * (n * dy[k] - sums[c] - xhat[k] * sums[cols + c]);
             dx[k] = round(v, self.f16);
         }
     }

@@ -47,6 +47,8 @@ fn concurrent_branches_shorten_the_pipeline_and_keep_the_weights() {
     let mapping = "0,0,0,0,0,[1,2],3,3,3";
     let concurrent = run(staged(4, mapping, Schedule::Interleaved, false));
     let serial = run(staged(4, mapping, Schedule::Interleaved, true));
+    // Value stability: the branched network's weights, pinned.
+    assert_eq!(format!("{:016x}", plain.fingerprint), "deb480a366cff545");
     assert_same(&plain, &concurrent, "concurrent branches");
     assert_same(&plain, &serial, "serialised branches");
     // G = 4: stage s of P keeps min(P - s, 4) micro-batches.
