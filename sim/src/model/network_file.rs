@@ -28,6 +28,13 @@
 //! kernel = 2
 //!
 //! [[layer]]
+//! kind = "branches"            # parallel branches on the same input, concatenated by channels:
+//! branches = [                 # at least two, all ending at one height and width
+//!   [{ kind = "bn_act" }, { kind = "conv", channels = 8, kernel = 3, padding = 1 }],
+//!   [{ kind = "bn_act" }, { kind = "conv", channels = 8, kernel = 1 }],
+//! ]
+//!
+//! [[layer]]
 //! kind = "bn_act"
 //!
 //! [[layer]]
@@ -39,9 +46,11 @@
 //! (position and kind) and the key ([`NetworkFileError`]); so is every
 //! size that is zero or above [`NetworkFile::MAX_SIZE`], and a network
 //! that [`NetworkConfig::validate`] refuses (a kernel larger than its
-//! input, a residual body that changes the shape, no global pooling before
-//! the head), which names the layer, within a residual body its place in
-//! the body too. A file with `input_bytes` is the planner's table of costs
+//! input, a residual body that changes the shape, fewer than two branches,
+//! branches ending at different sizes, no global pooling before the head),
+//! which names the layer, within a residual body or a branch its place
+//! there too (`body layer 1`, `branch 1 layer 0`).
+//! Residual bodies and branches nest in each other. A file with `input_bytes` is the planner's table of costs
 //! ([`crate::plan::ModelTable`]): [`NetworkFileError::CostTable`].
 
 use core::fmt;
@@ -84,8 +93,9 @@ pub enum NetworkFileError {
         origin: String,
         /// The line (from 1), if known.
         line: Option<usize>,
-        /// The `[[layer]]` it is in (named by its kind), if in one.
-        layer: Option<LayerRef>,
+        /// The layer it is in, as [`NetworkFileError::Field`]'s; when the
+        /// file's layers cannot be told apart, the `[[layer]]` it is in.
+        layer: Vec<LayerStep>,
         /// The parser's message, the key first when the parser's message
         /// does not name it.
         message: String,
@@ -104,9 +114,9 @@ pub enum NetworkFileError {
         origin: String,
         /// The layer's line (from 1), if in a layer.
         line: Option<usize>,
-        /// The layer and, within residual bodies, the body's layers; empty
-        /// for the file's top level.
-        layer: Vec<LayerRef>,
+        /// The layer and, within residual bodies and branches, their
+        /// layers; empty for the file's top level.
+        layer: Vec<LayerStep>,
         /// The key.
         field: &'static str,
         /// What is wrong with it.
@@ -117,22 +127,74 @@ pub enum NetworkFileError {
         /// The file.
         origin: String,
         /// As [`NetworkFileError::Field`]'s.
-        layer: Vec<LayerRef>,
+        layer: Vec<LayerStep>,
         /// The trainer's reason.
         reason: String,
     },
 }
 
-/// `layer 2 (`residual`): body layer 1 (`conv`): `, or nothing.
-struct Within<'a>(&'a [LayerRef]);
+/// One step of a layer's place in a network file: its place in its list
+/// of layers (the file's, a residual body's or a branch's) and, when the
+/// list is a branch of a `branches` layer, which branch (from 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerStep {
+    /// The branch the layer is in, if in one.
+    pub branch: Option<usize>,
+    /// The layer's position in its list and its kind.
+    pub layer: LayerRef,
+}
+
+impl LayerStep {
+    fn new(branch: Option<usize>, index: usize, kind: &str) -> Self {
+        Self {
+            branch,
+            layer: LayerRef {
+                index,
+                name: Some(kind.to_owned()),
+            },
+        }
+    }
+}
+
+impl fmt::Display for LayerStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(branch) = self.branch {
+            write!(f, "branch {branch} ")?;
+        }
+        write!(f, "{}", self.layer)
+    }
+}
+
+/// `layer 2 (`residual`): body layer 1 (`conv`): `,
+/// `layer 3 (`branches`): branch 1 layer 0 (`conv`): `, or nothing.
+struct Within<'a>(&'a [LayerStep]);
 
 impl fmt::Display for Within<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (depth, layer) in self.0.iter().enumerate() {
-            let within = if depth == 0 { "" } else { "body " };
-            write!(f, "{within}{layer}: ")?;
+        for (depth, step) in self.0.iter().enumerate() {
+            let within = if depth == 0 || step.branch.is_some() {
+                ""
+            } else {
+                "body "
+            };
+            write!(f, "{within}{step}: ")?;
         }
         Ok(())
+    }
+}
+
+/// `n.toml: line 4: layer 2 (`residual`): `: the file, the line if known
+/// and the layer if in one.
+struct Place<'a>(&'a str, Option<usize>, &'a [LayerStep]);
+
+impl fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self(origin, line, layer) = self;
+        write!(f, "{origin}: ")?;
+        if let Some(line) = line {
+            write!(f, "line {line}: ")?;
+        }
+        write!(f, "{}", Within(layer))
     }
 }
 
@@ -145,16 +207,7 @@ impl fmt::Display for NetworkFileError {
                 line,
                 layer,
                 message,
-            } => {
-                write!(f, "{origin}")?;
-                if let Some(line) = line {
-                    write!(f, ": line {line}")?;
-                }
-                if let Some(layer) = layer {
-                    write!(f, ": {layer}")?;
-                }
-                write!(f, ": {message}")
-            }
+            } => write!(f, "{}{message}", Place(origin, *line, layer)),
             Self::CostTable { origin } => write!(
                 f,
                 "{origin}: describes costs (a planner's table with `input_bytes`), not a network \
@@ -166,18 +219,16 @@ impl fmt::Display for NetworkFileError {
                 layer,
                 field,
                 problem,
-            } => {
-                write!(f, "{origin}")?;
-                if let Some(line) = line {
-                    write!(f, ": line {line}")?;
-                }
-                write!(f, ": {}field `{field}` {problem}", Within(layer))
-            }
+            } => write!(
+                f,
+                "{}field `{field}` {problem}",
+                Place(origin, *line, layer)
+            ),
             Self::Network {
                 origin,
                 layer,
                 reason,
-            } => write!(f, "{origin}: {}{reason}", Within(layer)),
+            } => write!(f, "{}{reason}", Place(origin, None, layer)),
         }
     }
 }
@@ -234,23 +285,26 @@ struct LayerSpec {
     padding: Option<usize>,
     #[serde(default)]
     body: Option<Vec<Spanned<LayerSpec>>>,
+    #[serde(default)]
+    branches: Option<Vec<Vec<Spanned<LayerSpec>>>>,
 }
 
 /// The kinds and the keys each takes (`kind` aside).
-const KINDS: [(&str, &[&str]); 6] = [
+const KINDS: [(&str, &[&str]); 7] = [
     ("conv", &["channels", "kernel", "stride", "padding"]),
     ("bn_act", &[]),
     ("max_pool", &["kernel", "stride", "padding"]),
     ("avg_pool", &["kernel", "stride", "padding"]),
     ("global_avg_pool", &[]),
     ("residual", &["body"]),
+    ("branches", &["branches"]),
 ];
 
 /// Where a layer is: the file, the text, the layer's line and its place.
 struct At<'a> {
     origin: &'a str,
     line: Option<usize>,
-    layer: Vec<LayerRef>,
+    layer: Vec<LayerStep>,
 }
 
 impl At<'_> {
@@ -281,13 +335,14 @@ impl At<'_> {
 
 impl LayerSpec {
     /// The keys given (`kind` aside), with their names.
-    fn given(&self) -> [(&'static str, bool); 5] {
+    fn given(&self) -> [(&'static str, bool); 6] {
         [
             ("channels", self.channels.is_some()),
             ("kernel", self.kernel.is_some()),
             ("stride", self.stride.is_some()),
             ("padding", self.padding.is_some()),
             ("body", self.body.is_some()),
+            ("branches", self.branches.is_some()),
         ]
     }
 
@@ -309,10 +364,9 @@ impl LayerSpec {
             };
             return Err(at.field(key, format!("is not a key of `{kind}` (it takes {takes})")));
         }
+        let missing = |field| at.field(field, format!("is missing (`{kind}` needs it)"));
         let required = |field: &'static str, value: Option<usize>| {
-            let value =
-                value.ok_or_else(|| at.field(field, format!("is missing (`{kind}` needs it)")))?;
-            at.size(field, value)
+            at.size(field, value.ok_or_else(|| missing(field))?)
         };
         let padding = at.size("padding", self.padding.unwrap_or(0))?;
         Ok(match *kind {
@@ -337,22 +391,32 @@ impl LayerSpec {
             }
             "bn_act" => NetLayer::BnAct,
             "global_avg_pool" => NetLayer::GlobalAvgPool,
+            "residual" => {
+                let body = self.body.as_deref().ok_or_else(|| missing("body"))?;
+                NetLayer::Residual(build_all(body, at, None, text)?)
+            }
             _ => {
-                let body = self
-                    .body
+                let branches = self
+                    .branches
                     .as_deref()
-                    .ok_or_else(|| at.field("body", "is missing (`residual` needs it)".into()))?;
-                NetLayer::Residual(build_all(body, at, text)?)
+                    .ok_or_else(|| missing("branches"))?;
+                let built = branches.iter().enumerate();
+                NetLayer::Branches(
+                    built
+                        .map(|(i, branch)| build_all(branch, at, Some(i), text))
+                        .collect::<Result<_, _>>()?,
+                )
             }
         })
     }
 }
 
-/// `layers` built; `within` the place of the residual block they are the
-/// body of (the top level: no layer).
+/// `layers` built; `within` the place of the residual or branches block
+/// they are the body or branch `branch` of (the top level: no layer).
 fn build_all(
     layers: &[Spanned<LayerSpec>],
     within: &At<'_>,
+    branch: Option<usize>,
     text: &str,
 ) -> Result<Vec<NetLayer>, NetworkFileError> {
     layers
@@ -360,10 +424,7 @@ fn build_all(
         .enumerate()
         .map(|(index, l)| {
             let mut layer = within.layer.clone();
-            layer.push(LayerRef {
-                index,
-                name: Some(l.get_ref().kind.clone()),
-            });
+            layer.push(LayerStep::new(branch, index, &l.get_ref().kind));
             let start = l.span().start.min(text.len());
             let at = At {
                 origin: within.origin,
@@ -393,7 +454,17 @@ impl NetworkFile {
     /// [`NetworkFileError::Field`], [`NetworkFileError::Network`].
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, NetworkFileError> {
         let parse_error = |e: toml::de::Error| {
-            let (line, layer) = place(text, &e, "kind");
+            let (line, top) = place(text, &e, "kind");
+            let layer = match (top, e.span()) {
+                (Some(top), Some(span)) => outline_place(text, top, span.start),
+                (top, _) => top
+                    .map(|layer| LayerStep {
+                        branch: None,
+                        layer,
+                    })
+                    .into_iter()
+                    .collect(),
+            };
             let mut message = one_line(e.message());
             if let Some(key) = key_at(text, &e).filter(|k| !message.contains(&format!("`{k}`"))) {
                 message = format!("`{key}`: {message}");
@@ -425,7 +496,7 @@ impl NetworkFile {
         let classes = top.size("classes", spec.classes.unwrap_or(Self::DEFAULT_CLASSES))?;
         let network = NetworkConfig {
             input: spec.input,
-            layers: build_all(&spec.layers, &top, text)?,
+            layers: build_all(&spec.layers, &top, None, text)?,
             classes,
             activation: match spec.activation {
                 ActivationName::Relu => Activation::Relu,
@@ -478,7 +549,9 @@ fn check_network(
 ) -> Result<(), NetworkFileError> {
     let refused = |op: Option<usize>, reason: String| NetworkFileError::Network {
         origin: origin.to_owned(),
-        layer: op.map_or_else(Vec::new, |op| locate(layers, op, 0).unwrap_or_default()),
+        layer: op.map_or_else(Vec::new, |op| {
+            locate(layers, None, op, 0).unwrap_or_default()
+        }),
         reason,
     };
     let ops = network.ops(1).map_err(|e| match e {
@@ -504,25 +577,34 @@ fn check_network(
     Ok(())
 }
 
-/// The place in `layers` (whose first layer is flattened op `first`) of
-/// flattened op `op`, numbered as [`NetworkConfig::ops`] numbers them (a
-/// residual block's start and end counting): the layer and, within
-/// residual bodies, the body's layers.
-fn locate(layers: &[Spanned<LayerSpec>], op: usize, first: usize) -> Option<Vec<LayerRef>> {
+/// The place in `layers` (branch `branch` of a branches block, or not;
+/// its first layer flattened op `first`) of flattened op `op`, numbered as
+/// [`NetworkConfig::ops`] numbers them (a residual block's fork and join,
+/// a branches block's split, steps between branches and concat
+/// counting): the layer and, within residual bodies and branches, their
+/// layers. A block's own ops are the block's.
+fn locate(
+    layers: &[Spanned<LayerSpec>],
+    branch: Option<usize>,
+    op: usize,
+    first: usize,
+) -> Option<Vec<LayerStep>> {
     let mut next = first;
     for (index, layer) in layers.iter().enumerate() {
         let layer = layer.get_ref();
         let end = next + flattened(layer);
         if op < end {
-            let mut path = vec![LayerRef {
-                index,
-                name: Some(layer.kind.clone()),
-            }];
-            if let Some(body) = &layer.body
-                && op > next
-                && op + 1 < end
-            {
-                path.extend(locate(body, op, next + 1)?);
+            let mut path = vec![LayerStep::new(branch, index, &layer.kind)];
+            // A body starts after the fork; a branch after the split or
+            // the step from the branch before it.
+            let mut start = next + 1;
+            for (i, list) in layer.lists() {
+                let stop = start + list.iter().map(|l| flattened(l.get_ref())).sum::<usize>();
+                if (start..stop).contains(&op) {
+                    path.extend(locate(list, i, op, start)?);
+                    break;
+                }
+                start = stop + 1;
             }
             return Some(path);
         }
@@ -531,12 +613,101 @@ fn locate(layers: &[Spanned<LayerSpec>], op: usize, first: usize) -> Option<Vec<
     None
 }
 
-/// How many flattened ops `layer` (built) makes.
-fn flattened(layer: &LayerSpec) -> usize {
-    match &layer.body {
-        Some(body) => 2 + body.iter().map(|l| flattened(l.get_ref())).sum::<usize>(),
-        None => 1,
+impl LayerSpec {
+    /// The lists of layers within this layer: a residual body (no
+    /// branch), or each branch with its number.
+    fn lists(&self) -> Vec<(Option<usize>, &[Spanned<Self>])> {
+        lists(self.body.as_ref(), self.branches.as_ref())
     }
+}
+
+/// A residual `body` (no branch) and each of `branches` with its number.
+fn lists<'a, T>(
+    body: Option<&'a Vec<T>>,
+    branches: Option<&'a Vec<Vec<T>>>,
+) -> Vec<(Option<usize>, &'a [T])> {
+    let body = body.map(|b| (None, b.as_slice()));
+    let branches = branches.into_iter().flatten().enumerate();
+    body.into_iter()
+        .chain(branches.map(|(i, b)| (Some(i), b.as_slice())))
+        .collect()
+}
+
+/// A file's layers as far as they nest, every other key and any kind's
+/// type let be, so that a parse error within a body or a branch is placed
+/// there ([`outline_place`]).
+#[derive(Deserialize)]
+struct Outline {
+    #[serde(default, rename = "layer")]
+    layers: Vec<Spanned<LayerOutline>>,
+}
+
+#[derive(Deserialize)]
+struct LayerOutline {
+    #[serde(default)]
+    kind: Option<toml::Value>,
+    #[serde(default)]
+    body: Option<Vec<Spanned<LayerOutline>>>,
+    #[serde(default)]
+    branches: Option<Vec<Vec<Spanned<LayerOutline>>>>,
+}
+
+/// The place of byte `at` of `text`, in `[[layer]]` `top`: `top`, then
+/// the layers of its bodies and branches that hold `at`, as far as `text`
+/// outlines ([`Outline`]).
+fn outline_place(text: &str, top: LayerRef, at: usize) -> Vec<LayerStep> {
+    fn within(
+        candidates: Vec<(Option<usize>, &[Spanned<LayerOutline>])>,
+        at: usize,
+    ) -> Vec<LayerStep> {
+        for (branch, list) in candidates {
+            let mut layers = list.iter().enumerate();
+            if let Some((index, layer)) = layers.find(|(_, l)| l.span().contains(&at)) {
+                let layer = layer.get_ref();
+                let kind = match &layer.kind {
+                    Some(toml::Value::String(kind)) => kind.clone(),
+                    Some(kind) => kind.to_string(),
+                    None => String::new(),
+                };
+                let mut path = vec![LayerStep::new(branch, index, &kind)];
+                path.extend(within(
+                    lists(layer.body.as_ref(), layer.branches.as_ref()),
+                    at,
+                ));
+                return path;
+            }
+        }
+        Vec::new()
+    }
+    let outline = toml::from_str::<Outline>(text).ok();
+    let layer = outline.as_ref().and_then(|o| o.layers.get(top.index));
+    let mut path = vec![LayerStep {
+        branch: None,
+        layer: top,
+    }];
+    if let Some(layer) = layer.map(Spanned::get_ref) {
+        path.extend(within(
+            lists(layer.body.as_ref(), layer.branches.as_ref()),
+            at,
+        ));
+    }
+    path
+}
+
+/// How many flattened ops `layer` (built) makes: one, or a block's
+/// layers and the ops around them (a residual's fork and join; a
+/// branches block's split, a step between each two branches, concat).
+fn flattened(layer: &LayerSpec) -> usize {
+    if layer.body.is_none() && layer.branches.is_none() {
+        return 1;
+    }
+    let lists = layer.lists();
+    let within: usize = lists
+        .iter()
+        .flat_map(|(_, list)| list.iter())
+        .map(|l| flattened(l.get_ref()))
+        .sum();
+    within + lists.len().saturating_sub(1) + 2
 }
 
 #[cfg(test)]
@@ -578,6 +749,18 @@ mod tests {
                     stride: 2,
                     padding: 0,
                 }),
+                NetLayer::Branches(vec![
+                    vec![NetLayer::BnAct, conv(1)],
+                    vec![
+                        NetLayer::BnAct,
+                        NetLayer::Conv {
+                            channels: 8,
+                            kernel: 1,
+                            stride: 1,
+                            padding: 0,
+                        },
+                    ],
+                ]),
                 NetLayer::BnAct,
                 NetLayer::GlobalAvgPool,
             ],
@@ -597,8 +780,10 @@ mod tests {
     /// The line and the layer an error names.
     fn line_and_layer(e: &NetworkFileError) -> (Option<usize>, Option<(usize, String)>) {
         let (line, layer) = match e {
-            NetworkFileError::Parse { line, layer, .. } => (*line, layer.clone()),
-            NetworkFileError::Field { line, layer, .. } => (*line, layer.first().cloned()),
+            NetworkFileError::Parse { line, layer, .. }
+            | NetworkFileError::Field { line, layer, .. } => {
+                (*line, layer.first().map(|s| s.layer.clone()))
+            }
             _ => panic!("{e:?}"),
         };
         (line, layer.map(|l| (l.index, l.name.unwrap_or_default())))
@@ -638,15 +823,15 @@ mod tests {
             (
                 "kind = \"bn_act\"\n",
                 "kind = \"bn\"\n",
-                25,
-                Some((3, "bn")),
+                32,
+                Some((4, "bn")),
                 "`kind` is `bn`",
             ),
             (
                 "kind = \"bn_act\"\n",
                 "kind = \"bn_act\"\nkernel = 3\n",
-                25,
-                Some((3, "bn_act")),
+                32,
+                Some((4, "bn_act")),
                 "`kernel` is not a key of `bn_act`",
             ),
             ("input = [1, 8, 8]", "input = [1, 8]", 2, None, "input"),
@@ -678,7 +863,7 @@ mod tests {
         );
         let text = e.to_string();
         assert!(
-            text.contains("line 18: layer 1 (`residual`): `channels`"),
+            text.contains("line 18: layer 1 (`residual`): body layer 1 (`conv`): `channels`"),
             "{text}"
         );
     }
@@ -709,7 +894,7 @@ mod tests {
         let NetworkFileError::Network { layer, .. } = &e else {
             panic!("{e:?}");
         };
-        assert_eq!(layer[0].name.as_deref(), Some("residual"), "{e}");
+        assert_eq!(layer[0].layer.name.as_deref(), Some("residual"), "{e}");
         // A kernel larger than its input, in the body.
         let e = error(
             "channels = 8, kernel = 3, padding = 1",
@@ -744,23 +929,215 @@ mod tests {
         assert!(e.to_string().contains("describes costs"), "{e}");
     }
 
+    /// The place [`locate`] gives `op` in `text`, as [`Within`] shows it.
+    fn located(text: &str, op: usize) -> Option<String> {
+        let spec: Spec = toml::from_str(text).unwrap();
+        locate(&spec.layers, None, op, 0).map(|path| Within(&path).to_string())
+    }
+
     #[test]
     fn locate_numbers_as_ops_do() {
         let text = docs_example();
-        let spec: Spec = toml::from_str(&text).unwrap();
-        // conv 0; residual fork 1, bn 2, conv 3, join 4; pool 5; bn 6; gap 7.
-        let kinds = |op| {
-            locate(&spec.layers, op, 0)
-                .unwrap()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(kinds(0), ["layer 0 (`conv`)"]);
-        assert_eq!(kinds(1), ["layer 1 (`residual`)"]);
-        assert_eq!(kinds(3), ["layer 1 (`residual`)", "layer 1 (`conv`)"]);
-        assert_eq!(kinds(4), ["layer 1 (`residual`)"]);
-        assert_eq!(kinds(7), ["layer 4 (`global_avg_pool`)"]);
-        assert!(locate(&spec.layers, 8, 0).is_none());
+        // conv 0; residual fork 1, bn 2, conv 3, join 4; pool 5; branches
+        // split 6, bn 7, conv 8, next 9, bn 10, conv 11, concat 12; bn 13;
+        // gap 14.
+        let expected = [
+            "layer 0 (`conv`)",
+            "layer 1 (`residual`)",
+            "layer 1 (`residual`): body layer 0 (`bn_act`)",
+            "layer 1 (`residual`): body layer 1 (`conv`)",
+            "layer 1 (`residual`)",
+            "layer 2 (`max_pool`)",
+            "layer 3 (`branches`)",
+            "layer 3 (`branches`): branch 0 layer 0 (`bn_act`)",
+            "layer 3 (`branches`): branch 0 layer 1 (`conv`)",
+            "layer 3 (`branches`)",
+            "layer 3 (`branches`): branch 1 layer 0 (`bn_act`)",
+            "layer 3 (`branches`): branch 1 layer 1 (`conv`)",
+            "layer 3 (`branches`)",
+            "layer 4 (`bn_act`)",
+            "layer 5 (`global_avg_pool`)",
+        ];
+        let ops = NetworkFile::from_toml_str(&text, "docs")
+            .unwrap()
+            .network
+            .ops(1)
+            .unwrap();
+        // The head comes after the layers.
+        assert_eq!(ops.len(), expected.len() + 1);
+        for (op, place) in expected.iter().enumerate() {
+            assert_eq!(located(&text, op).as_deref(), Some(&*format!("{place}: ")));
+        }
+        // The ops of the built network are the kinds named, in order.
+        for (op, place) in ops.iter().zip(expected) {
+            let kind = match op {
+                Op::Conv(_) => "(`conv`)",
+                Op::BnAct { .. } => "(`bn_act`)",
+                Op::Pool(p, _) if p.kind == PoolKind::Max => "(`max_pool`)",
+                Op::Pool(..) => "(`global_avg_pool`)",
+                Op::Fork | Op::Join => "(`residual`)",
+                Op::Split | Op::NextBranch | Op::Concat { .. } => "(`branches`)",
+                Op::Head { .. } => unreachable!("the head is last"),
+            };
+            assert!(place.ends_with(kind), "{op:?} at {place}");
+        }
+        assert!(located(&text, expected.len()).is_none());
+    }
+
+    #[test]
+    fn locate_finds_blocks_nested_in_each_other() {
+        let text = "input = [1, 8, 8]\n[[layer]]\nkind = \"conv\"\nchannels = 4\nkernel = 1\n\
+                    [[layer]]\nkind = \"branches\"\nbranches = [\n\
+                    [{ kind = \"residual\", body = [{ kind = \"bn_act\" }] }],\n\
+                    [],\n\
+                    [{ kind = \"bn_act\" }, { kind = \"branches\", branches = [[], \
+                    [{ kind = \"conv\", channels = 2, kernel = 1 }]] }],\n]\n\
+                    [[layer]]\nkind = \"global_avg_pool\"\n";
+        let network = NetworkFile::from_toml_str(text, "n").unwrap().network;
+        // conv 0; split 1, fork 2, bn 3, join 4, next 5, next 6, bn 7,
+        // split 8, next 9, conv 10, concat 11, concat 12; gap 13; head 14.
+        assert_eq!(network.ops(1).unwrap().len(), 15);
+        let outer = "layer 1 (`branches`): ";
+        let inner = format!("{outer}branch 2 layer 1 (`branches`): ");
+        for (op, place) in [
+            (1, outer.to_owned()),
+            (2, format!("{outer}branch 0 layer 0 (`residual`): ")),
+            (
+                3,
+                format!("{outer}branch 0 layer 0 (`residual`): body layer 0 (`bn_act`): "),
+            ),
+            (4, format!("{outer}branch 0 layer 0 (`residual`): ")),
+            (5, outer.to_owned()),
+            (6, outer.to_owned()),
+            (7, format!("{outer}branch 2 layer 0 (`bn_act`): ")),
+            (8, inner.clone()),
+            (9, inner.clone()),
+            (10, format!("{inner}branch 1 layer 0 (`conv`): ")),
+            (11, inner),
+            (12, outer.to_owned()),
+            (13, "layer 2 (`global_avg_pool`): ".to_owned()),
+        ] {
+            assert_eq!(located(text, op), Some(place), "op {op}");
+        }
+    }
+
+    #[test]
+    fn errors_within_a_branch_name_the_branch_and_its_layer() {
+        let e = error("channels = 8, kernel = 1 }", "channels = 8, kernel = 0 }");
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): field `kernel` \
+             is 0: expected 1 to 4096"
+        );
+        let e = error(
+            "[{ kind = \"bn_act\" }, { kind = \"conv\", channels = 8, kernel = 1",
+            "[{ kind = \"bn_act\", kernel = 1 }, { kind = \"conv\", channels = 8, kernel = 1",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 29: layer 3 (`branches`): branch 1 layer 0 (`bn_act`): field `kernel` \
+             is not a key of `bn_act` (it takes none)"
+        );
+        let e = error(
+            "kind = \"conv\", channels = 8, kernel = 1",
+            "kind = \"conv\", kernel = 1",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): field `channels` \
+             is missing (`conv` needs it)"
+        );
+        let e = error("kind = \"branches\" ", "kind = \"residual\" ");
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 25: layer 3 (`residual`): field `branches` is not a key of `residual` \
+             (it takes body)"
+        );
+        // A branch's layers cannot be a residual's body.
+        let e = error("branches = [  ", "body = [  ");
+        assert!(
+            e.to_string()
+                .starts_with("n.toml: line 28: layer 3 (`branches`): invalid type"),
+            "{e}"
+        );
+        // The parser's errors: an unknown key, a negative size.
+        let e = error("channels = 8, kernel = 1 }", "channels = 8, kernal = 1 }");
+        assert!(
+            e.to_string().starts_with(
+                "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): unknown field \
+                 `kernal`"
+            ),
+            "{e}"
+        );
+        let e = error("channels = 8, kernel = 1 }", "channels = -8, kernel = 1 }");
+        assert!(
+            e.to_string().starts_with(
+                "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): `channels`: "
+            ),
+            "{e}"
+        );
+        // A residual within a branch, its body checked too.
+        let e = error(
+            "[{ kind = \"bn_act\" }, { kind = \"conv\", channels = 8, kernel = 1 }]",
+            "[{ kind = \"residual\", body = [{ kind = \"pool\" }] }]",
+        );
+        assert!(
+            e.to_string().starts_with(
+                "n.toml: line 29: layer 3 (`branches`): branch 1 layer 0 (`residual`): body \
+                 layer 0 (`pool`): field `kind` is `pool`: expected one of conv, bn_act, \
+                 max_pool, avg_pool, global_avg_pool, residual, branches"
+            ),
+            "{e}"
+        );
+        // A branches block within a residual body.
+        let e = error(
+            "{ kind = \"bn_act\" },       #",
+            "{ kind = \"branches\", branches = [[], [{ kind = \"conv\", channels = 8, kernel = 1, stride = 0 }]] }, #",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 17: layer 1 (`residual`): body layer 0 (`branches`): branch 1 layer 0 \
+             (`conv`): field `stride` is 0: expected 1 to 4096"
+        );
+    }
+
+    #[test]
+    fn branches_the_trainer_refuses_name_the_layer() {
+        // One branch only.
+        let e = error(
+            "  [{ kind = \"bn_act\" }, { kind = \"conv\", channels = 8, kernel = 1 }],\n",
+            "",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: layer 3 (`branches`): parallel branches need at least two, got 1"
+        );
+        // Branches ending at different sizes: 4x4 and 2x2.
+        let e = error(
+            "channels = 8, kernel = 1 }",
+            "channels = 8, kernel = 1, stride = 2 }",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: layer 3 (`branches`): branch 1 ends at 2x2, branch 0 at 4x4: branches are \
+             concatenated by channels and must end at one height and width"
+        );
+        // A kernel larger than its input, in a branch.
+        let e = error("channels = 8, kernel = 1 }", "channels = 8, kernel = 5 }");
+        assert!(
+            e.to_string()
+                .starts_with("n.toml: layer 3 (`branches`): branch 1 layer 1 (`conv`): "),
+            "{e}"
+        );
+        // After the concat: the layers see the branches' channels summed.
+        let e = error(
+            "kind = \"bn_act\"\n",
+            "kind = \"residual\"\nbody = [{ kind = \"conv\", channels = 8, kernel = 1 }]\n",
+        );
+        assert!(
+            e.to_string()
+                .starts_with("n.toml: layer 4 (`residual`): a residual body turns 16x"),
+            "{e}"
+        );
     }
 }
