@@ -6,9 +6,10 @@
 //! mapping names its block; a network file (the shipped
 //! `docs/resnet-mini.toml`) trains, resumes and plans as the built-in, and
 //! its errors are one line and status 2; resnet-mini with parallel
-//! branches (`--branches`) pipelined trains the data-parallel fingerprint.
+//! branches (`--branches`) pipelined trains the data-parallel fingerprint,
+//! and from its file (`docs/resnet-mini-branches.toml`) the built-in's.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use crate::cli::{fingerprint, report};
 use crate::command::{assert_usage_error, scratch, stderr, stdout, tessera};
@@ -201,38 +202,41 @@ fn resnet_mini_file() -> String {
     concat!(env!("CARGO_MANIFEST_DIR"), "/docs/resnet-mini.toml").to_owned()
 }
 
+/// Two epochs of `--model` `model` (and `extra`) on 64 8x8 images of 10
+/// classes over 2 replicas, in `runs` as `name`: the run's output.
+fn train_tiny(runs: &str, model: &[&str], name: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["train", "--model"];
+    args.extend(model);
+    args.extend([
+        "--epochs",
+        "2",
+        "--data",
+        "images:64:1x8x8:10:1",
+        "--micro-batch",
+        "2",
+        "--instances",
+        "1",
+        "--replication-factor",
+        "2",
+        "--runs-dir",
+        runs,
+        "--name",
+        name,
+        "--no-progress",
+        "--json",
+    ]);
+    args.extend(extra);
+    let out = tessera(&args);
+    assert!(out.status.success(), "{name}: {}", stderr(&out));
+    out
+}
+
 #[test]
 fn a_network_file_trains_as_the_builtin_and_resumes_from_its_config() {
     let dir = scratch("network-file");
     let runs = dir.to_str().unwrap();
     let file = resnet_mini_file();
-    let train = |model: &str, name: &str, extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            "--model",
-            model,
-            "--epochs",
-            "2",
-            "--data",
-            "images:64:1x8x8:10:1",
-            "--micro-batch",
-            "2",
-            "--instances",
-            "1",
-            "--replication-factor",
-            "2",
-            "--runs-dir",
-            runs,
-            "--name",
-            name,
-            "--no-progress",
-            "--json",
-        ];
-        args.extend(extra);
-        let out = tessera(&args);
-        assert!(out.status.success(), "{name}: {}", stderr(&out));
-        out
-    };
+    let train = |model: &str, name: &str, extra: &[&str]| train_tiny(runs, &[model], name, extra);
     let builtin = fingerprint(&train("resnet-mini", "builtin", &[]));
     assert_eq!(fingerprint(&train(&file, "file", &[])), builtin);
     // config.toml records the file's absolute path: the run interrupted
@@ -261,6 +265,20 @@ fn a_network_file_trains_as_the_builtin_and_resumes_from_its_config() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(fingerprint(&out), builtin);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_network_file_with_branches_trains_as_the_builtin_with_branches() {
+    let dir = scratch("network-file-branches");
+    let runs = dir.to_str().unwrap();
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/resnet-mini-branches.toml"
+    );
+    let builtin = train_tiny(runs, &["resnet-mini", "--branches", "8"], "builtin", &[]);
+    let from_file = train_tiny(runs, &[file], "file", &[]);
+    assert_eq!(fingerprint(&from_file), fingerprint(&builtin));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
