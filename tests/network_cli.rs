@@ -314,11 +314,31 @@ fn network_file_errors_are_one_line_with_status_2() {
         "input = [1, 8, 8]\n[[layer]]\nkind = \"conv\"\nchannels = 4\nkernel = 9\n",
     )
     .unwrap();
+    // docs/training.md's example of an error within a branch.
+    let typo = dir.join("typo.toml");
+    let branches = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/resnet-mini-branches.toml"
+    ))
+    .unwrap();
+    let needle = "channels = 8, kernel = 1 }";
+    assert!(branches.contains(needle));
+    std::fs::write(
+        &typo,
+        branches.replace(needle, "channels = 8, kernal = 1 }"),
+    )
+    .unwrap();
     let (costs, bad) = (costs.to_str().unwrap(), bad.to_str().unwrap());
+    let typo = typo.to_str().unwrap();
     let file = resnet_mini_file();
     for (extra, needle) in [
         (&["--model", costs][..], "describes costs"),
         (&["--model", bad][..], "bad.toml: layer 0 (`conv`): "),
+        (
+            &["--model", typo][..],
+            "typo.toml: line 57: layer 5 (`branches`): branch 1 layer 1 (`conv`): unknown field \
+             `kernal`",
+        ),
         (
             &["--model", &file, "--widths", "8"][..],
             "--widths is not an option",
