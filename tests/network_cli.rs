@@ -197,9 +197,14 @@ fn train_pipelines_resnet_mini_bitwise_as_data_parallel() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The shipped file `docs/{name}`.
+fn docs_file(name: &str) -> String {
+    format!("{}/docs/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
 /// The shipped network file: `docs/resnet-mini.toml`.
 fn resnet_mini_file() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/docs/resnet-mini.toml").to_owned()
+    docs_file("resnet-mini.toml")
 }
 
 /// Two epochs of `--model` `model` (and `extra`) on 64 8x8 images of 10
@@ -272,12 +277,9 @@ fn a_network_file_trains_as_the_builtin_and_resumes_from_its_config() {
 fn a_network_file_with_branches_trains_as_the_builtin_with_branches() {
     let dir = scratch("network-file-branches");
     let runs = dir.to_str().unwrap();
-    let file = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/resnet-mini-branches.toml"
-    );
+    let file = docs_file("resnet-mini-branches.toml");
     let builtin = train_tiny(runs, &["resnet-mini", "--branches", "8"], "builtin", &[]);
-    let from_file = train_tiny(runs, &[file], "file", &[]);
+    let from_file = train_tiny(runs, &[&file], "file", &[]);
     assert_eq!(fingerprint(&from_file), fingerprint(&builtin));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -316,11 +318,7 @@ fn network_file_errors_are_one_line_with_status_2() {
     .unwrap();
     // docs/training.md's example of an error within a branch.
     let typo = dir.join("typo.toml");
-    let branches = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/resnet-mini-branches.toml"
-    ))
-    .unwrap();
+    let branches = std::fs::read_to_string(docs_file("resnet-mini-branches.toml")).unwrap();
     let needle = "channels = 8, kernel = 1 }";
     assert!(branches.contains(needle));
     std::fs::write(

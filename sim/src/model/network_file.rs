@@ -792,6 +792,17 @@ mod tests {
             ),
             "{e}"
         );
+        // A layer without a kind is named by its position alone.
+        let e = error(
+            "{ kind = \"conv\", channels = 8, kernel = 1",
+            "{ channels = 8, kernel = 1",
+        );
+        assert!(
+            e.to_string().starts_with(
+                "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1: missing field `kind`"
+            ),
+            "{e}"
+        );
         // A residual within a branch, its body checked too.
         let e = error(
             "[{ kind = \"bn_act\" }, { kind = \"conv\", channels = 8, kernel = 1 }]",

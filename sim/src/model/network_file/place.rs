@@ -168,12 +168,14 @@ pub(super) fn outline_place(text: &str, top: LayerRef, at: usize) -> Vec<LayerSt
             let mut layers = list.iter().enumerate();
             if let Some((index, layer)) = layers.find(|(_, l)| l.span().contains(&at)) {
                 let layer = layer.get_ref();
-                let kind = match &layer.kind {
-                    Some(toml::Value::String(kind)) => kind.clone(),
-                    Some(kind) => kind.to_string(),
-                    None => String::new(),
-                };
-                let mut path = vec![LayerStep::new(branch, index, &kind)];
+                let name = layer.kind.as_ref().map(|kind| match kind {
+                    toml::Value::String(kind) => kind.clone(),
+                    kind => kind.to_string(),
+                });
+                let mut path = vec![LayerStep {
+                    branch,
+                    layer: LayerRef { index, name },
+                }];
                 path.extend(within(
                     lists(layer.body.as_ref(), layer.branches.as_ref()),
                     at,
