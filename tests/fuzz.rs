@@ -508,6 +508,20 @@ fn fuzz_network_toml() {
           body = [{ kind = \"bn_act\" }, { kind = \"conv\", channels = 2, kernel = 1 }] }]\n\
           [[layer]]\nkind = \"global_avg_pool\"\n"
             .to_vec(),
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/resnet-mini-branches.toml"
+        ))
+        .unwrap(),
+        // Branches and residual blocks within each other, an empty branch.
+        b"input = [2, 6, 6]\n[[layer]]\nkind = \"branches\"\nbranches = [\n  [],\n  \
+          [{ kind = \"residual\", body = [{ kind = \"branches\", branches = [\
+          [{ kind = \"conv\", channels = 1, kernel = 3, padding = 1 }], \
+          [{ kind = \"max_pool\", kernel = 3, stride = 1, padding = 1 }, { kind = \"conv\", \
+          channels = 1, kernel = 1 }]] }] }],\n  [{ kind = \"avg_pool\", kernel = 2, stride = 1 \
+          }, { kind = \"conv\", channels = 3, kernel = 2, padding = 1 }],\n]\n\
+          [[layer]]\nkind = \"global_avg_pool\"\n"
+            .to_vec(),
     ];
     let file = dir.join("n.toml");
     let missing = format!("csv:{}", dir.join("absent.csv").display());

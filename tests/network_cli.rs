@@ -6,7 +6,8 @@
 //! mapping names its block; a network file (the shipped
 //! `docs/resnet-mini.toml`) trains, resumes and plans as the built-in, and
 //! its errors are one line and status 2; resnet-mini with parallel
-//! branches (`--branches`) pipelined trains the data-parallel fingerprint.
+//! branches (`--branches`) pipelined trains the data-parallel fingerprint,
+//! and from its file (`docs/resnet-mini-branches.toml`) the built-in's.
 
 use std::process::{Command, Output};
 
@@ -196,9 +197,43 @@ fn train_pipelines_resnet_mini_bitwise_as_data_parallel() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The shipped file `docs/{name}`.
+fn docs_file(name: &str) -> String {
+    format!("{}/docs/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
 /// The shipped network file: `docs/resnet-mini.toml`.
 fn resnet_mini_file() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/docs/resnet-mini.toml").to_owned()
+    docs_file("resnet-mini.toml")
+}
+
+/// Two epochs of `--model` `model` (and `extra`) on 64 8x8 images of 10
+/// classes over 2 replicas, in `runs` as `name`: the run's output.
+fn train_tiny(runs: &str, model: &[&str], name: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["train", "--model"];
+    args.extend(model);
+    args.extend([
+        "--epochs",
+        "2",
+        "--data",
+        "images:64:1x8x8:10:1",
+        "--micro-batch",
+        "2",
+        "--instances",
+        "1",
+        "--replication-factor",
+        "2",
+        "--runs-dir",
+        runs,
+        "--name",
+        name,
+        "--no-progress",
+        "--json",
+    ]);
+    args.extend(extra);
+    let out = tessera(&args);
+    assert!(out.status.success(), "{name}: {}", stderr(&out));
+    out
 }
 
 #[test]
@@ -206,33 +241,7 @@ fn a_network_file_trains_as_the_builtin_and_resumes_from_its_config() {
     let dir = scratch("network-file");
     let runs = dir.to_str().unwrap();
     let file = resnet_mini_file();
-    let train = |model: &str, name: &str, extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            "--model",
-            model,
-            "--epochs",
-            "2",
-            "--data",
-            "images:64:1x8x8:10:1",
-            "--micro-batch",
-            "2",
-            "--instances",
-            "1",
-            "--replication-factor",
-            "2",
-            "--runs-dir",
-            runs,
-            "--name",
-            name,
-            "--no-progress",
-            "--json",
-        ];
-        args.extend(extra);
-        let out = tessera(&args);
-        assert!(out.status.success(), "{name}: {}", stderr(&out));
-        out
-    };
+    let train = |model: &str, name: &str, extra: &[&str]| train_tiny(runs, &[model], name, extra);
     let builtin = fingerprint(&train("resnet-mini", "builtin", &[]));
     assert_eq!(fingerprint(&train(&file, "file", &[])), builtin);
     // config.toml records the file's absolute path: the run interrupted
@@ -261,6 +270,17 @@ fn a_network_file_trains_as_the_builtin_and_resumes_from_its_config() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(fingerprint(&out), builtin);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_network_file_with_branches_trains_as_the_builtin_with_branches() {
+    let dir = scratch("network-file-branches");
+    let runs = dir.to_str().unwrap();
+    let file = docs_file("resnet-mini-branches.toml");
+    let builtin = train_tiny(runs, &["resnet-mini", "--branches", "8"], "builtin", &[]);
+    let from_file = train_tiny(runs, &[&file], "file", &[]);
+    assert_eq!(fingerprint(&from_file), fingerprint(&builtin));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -296,11 +316,27 @@ fn network_file_errors_are_one_line_with_status_2() {
         "input = [1, 8, 8]\n[[layer]]\nkind = \"conv\"\nchannels = 4\nkernel = 9\n",
     )
     .unwrap();
+    // docs/training.md's example of an error within a branch.
+    let typo = dir.join("typo.toml");
+    let branches = std::fs::read_to_string(docs_file("resnet-mini-branches.toml")).unwrap();
+    let needle = "channels = 8, kernel = 1 }";
+    assert!(branches.contains(needle));
+    std::fs::write(
+        &typo,
+        branches.replace(needle, "channels = 8, kernal = 1 }"),
+    )
+    .unwrap();
     let (costs, bad) = (costs.to_str().unwrap(), bad.to_str().unwrap());
+    let typo = typo.to_str().unwrap();
     let file = resnet_mini_file();
     for (extra, needle) in [
         (&["--model", costs][..], "describes costs"),
         (&["--model", bad][..], "bad.toml: layer 0 (`conv`): "),
+        (
+            &["--model", typo][..],
+            "typo.toml: line 57: layer 5 (`branches`): branch 1 layer 1 (`conv`): unknown field \
+             `kernal`",
+        ),
         (
             &["--model", &file, "--widths", "8"][..],
             "--widths is not an option",

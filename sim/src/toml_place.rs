@@ -67,7 +67,7 @@ pub(crate) fn layer_at(text: &str, at: usize, label: &str) -> Option<LayerRef> {
             break;
         }
         let header = line.trim();
-        if header.starts_with('[') {
+        if is_table_header(header) {
             let is_layer = header
                 .strip_prefix("[[")
                 .and_then(|h| h.split("]]").next())
@@ -85,12 +85,30 @@ pub(crate) fn layer_at(text: &str, at: usize, label: &str) -> Option<LayerRef> {
     let name = text[start..]
         .lines()
         .skip(1)
-        .take_while(|l| !l.trim().starts_with('['))
+        .take_while(|l| !is_table_header(l.trim()))
         .find_map(|l| {
             let (key, value) = l.split_once('=')?;
             (key.trim() == label).then(|| string_value(value))
         });
     Some(LayerRef { index, name })
+}
+
+/// Whether `line` (trimmed) is a table header, `[[layer]]` or `[name]`,
+/// not a line of a multi-line array that starts with one of its elements
+/// (`[{ kind = "conv" }],`, `[1, 2],`).
+fn is_table_header(line: &str) -> bool {
+    let line = line.split('#').next().unwrap_or_default().trim_end();
+    let Some(inner) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) else {
+        return false;
+    };
+    let inner = inner
+        .strip_prefix('[')
+        .and_then(|l| l.strip_suffix(']'))
+        .unwrap_or(inner);
+    !inner.trim().is_empty()
+        && inner
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-. \"'".contains(c))
 }
 
 /// The value of `= "x"  # comment`: `x`.
@@ -114,4 +132,26 @@ pub(crate) fn one_line(text: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_of_arrays_that_open_with_a_bracket_are_not_headers() {
+        let text = "[[layer]]\nkind = \"branches\"\nbranches = [\n  [{ kind = \"bn_act\" }],\n  \
+                    [1, 2], # a comment\n]\n[[ layer ]] # the second\nkind = \"conv\"\n[meta]\n";
+        let at = |needle: &str| layer_at(text, text.find(needle).unwrap(), "kind");
+        let layer = |index, name: &str| {
+            Some(LayerRef {
+                index,
+                name: Some(name.to_owned()),
+            })
+        };
+        assert_eq!(at("[{"), layer(0, "branches"));
+        assert_eq!(at("[1, 2]"), layer(0, "branches"));
+        assert_eq!(at("= \"conv\""), layer(1, "conv"));
+        assert_eq!(at("[meta]"), None);
+    }
 }

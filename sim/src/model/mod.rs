@@ -112,7 +112,7 @@ pub use layers::residual::residual_add_on_tiles;
 pub use mlp::{Compute, MicroBatchOutput, Mlp};
 pub use net_placement::{MappingError, StageActivations};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
-pub use network_file::{NetworkFile, NetworkFileError};
+pub use network_file::{LayerStep, NetworkFile, NetworkFileError};
 pub use placement::{Part, Placement, StageCycles};
 pub use recompute::{CheckpointError, Recomputation, check_checkpoints};
 

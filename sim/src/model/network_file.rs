@@ -28,6 +28,13 @@
 //! kernel = 2
 //!
 //! [[layer]]
+//! kind = "branches"            # parallel branches on the same input, concatenated by channels:
+//! branches = [                 # at least two, all ending at one height and width
+//!   [{ kind = "bn_act" }, { kind = "conv", channels = 8, kernel = 3, padding = 1 }],
+//!   [{ kind = "bn_act" }, { kind = "conv", channels = 8, kernel = 1 }],
+//! ]
+//!
+//! [[layer]]
 //! kind = "bn_act"
 //!
 //! [[layer]]
@@ -39,10 +46,13 @@
 //! (position and kind) and the key ([`NetworkFileError`]); so is every
 //! size that is zero or above [`NetworkFile::MAX_SIZE`], and a network
 //! that [`NetworkConfig::validate`] refuses (a kernel larger than its
-//! input, a residual body that changes the shape, no global pooling before
-//! the head), which names the layer, within a residual body its place in
-//! the body too. A file with `input_bytes` is the planner's table of costs
-//! ([`crate::plan::ModelTable`]): [`NetworkFileError::CostTable`].
+//! input, a residual body that changes the shape, fewer than two branches,
+//! branches ending at different sizes, no global pooling before the head),
+//! which names the layer, within a residual body or a branch its place
+//! there too (`body layer 1`, `branch 1 layer 0`). Residual bodies and
+//! branches nest in each other. A file with `input_bytes` is the planner's
+//! table of costs ([`crate::plan::ModelTable`]):
+//! [`NetworkFileError::CostTable`].
 
 use core::fmt;
 use std::path::Path;
@@ -53,7 +63,12 @@ use toml::Spanned;
 use super::layers::pool::{Pool2d, PoolKind};
 use super::network::Op;
 use super::{Activation, BnGroup, ModelError, NetLayer, NetworkConfig};
-use crate::toml_place::{LayerRef, key_at, one_line, place};
+use crate::toml_place::{key_at, one_line, place};
+
+mod place;
+
+pub use place::LayerStep;
+use place::{Place, locate, outline_place};
 
 /// A network read from a file: its name and the network.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,8 +99,9 @@ pub enum NetworkFileError {
         origin: String,
         /// The line (from 1), if known.
         line: Option<usize>,
-        /// The `[[layer]]` it is in (named by its kind), if in one.
-        layer: Option<LayerRef>,
+        /// The layer it is in, as [`NetworkFileError::Field`]'s; when the
+        /// file's layers cannot be told apart, the `[[layer]]` it is in.
+        layer: Vec<LayerStep>,
         /// The parser's message, the key first when the parser's message
         /// does not name it.
         message: String,
@@ -104,9 +120,9 @@ pub enum NetworkFileError {
         origin: String,
         /// The layer's line (from 1), if in a layer.
         line: Option<usize>,
-        /// The layer and, within residual bodies, the body's layers; empty
-        /// for the file's top level.
-        layer: Vec<LayerRef>,
+        /// The layer and, within residual bodies and branches, their
+        /// layers; empty for the file's top level.
+        layer: Vec<LayerStep>,
         /// The key.
         field: &'static str,
         /// What is wrong with it.
@@ -117,23 +133,10 @@ pub enum NetworkFileError {
         /// The file.
         origin: String,
         /// As [`NetworkFileError::Field`]'s.
-        layer: Vec<LayerRef>,
+        layer: Vec<LayerStep>,
         /// The trainer's reason.
         reason: String,
     },
-}
-
-/// `layer 2 (`residual`): body layer 1 (`conv`): `, or nothing.
-struct Within<'a>(&'a [LayerRef]);
-
-impl fmt::Display for Within<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (depth, layer) in self.0.iter().enumerate() {
-            let within = if depth == 0 { "" } else { "body " };
-            write!(f, "{within}{layer}: ")?;
-        }
-        Ok(())
-    }
 }
 
 impl fmt::Display for NetworkFileError {
@@ -145,16 +148,7 @@ impl fmt::Display for NetworkFileError {
                 line,
                 layer,
                 message,
-            } => {
-                write!(f, "{origin}")?;
-                if let Some(line) = line {
-                    write!(f, ": line {line}")?;
-                }
-                if let Some(layer) = layer {
-                    write!(f, ": {layer}")?;
-                }
-                write!(f, ": {message}")
-            }
+            } => write!(f, "{}{message}", Place(origin, *line, layer)),
             Self::CostTable { origin } => write!(
                 f,
                 "{origin}: describes costs (a planner's table with `input_bytes`), not a network \
@@ -166,18 +160,16 @@ impl fmt::Display for NetworkFileError {
                 layer,
                 field,
                 problem,
-            } => {
-                write!(f, "{origin}")?;
-                if let Some(line) = line {
-                    write!(f, ": line {line}")?;
-                }
-                write!(f, ": {}field `{field}` {problem}", Within(layer))
-            }
+            } => write!(
+                f,
+                "{}field `{field}` {problem}",
+                Place(origin, *line, layer)
+            ),
             Self::Network {
                 origin,
                 layer,
                 reason,
-            } => write!(f, "{origin}: {}{reason}", Within(layer)),
+            } => write!(f, "{}{reason}", Place(origin, None, layer)),
         }
     }
 }
@@ -234,23 +226,26 @@ struct LayerSpec {
     padding: Option<usize>,
     #[serde(default)]
     body: Option<Vec<Spanned<LayerSpec>>>,
+    #[serde(default)]
+    branches: Option<Vec<Vec<Spanned<LayerSpec>>>>,
 }
 
 /// The kinds and the keys each takes (`kind` aside).
-const KINDS: [(&str, &[&str]); 6] = [
+const KINDS: [(&str, &[&str]); 7] = [
     ("conv", &["channels", "kernel", "stride", "padding"]),
     ("bn_act", &[]),
     ("max_pool", &["kernel", "stride", "padding"]),
     ("avg_pool", &["kernel", "stride", "padding"]),
     ("global_avg_pool", &[]),
     ("residual", &["body"]),
+    ("branches", &["branches"]),
 ];
 
 /// Where a layer is: the file, the text, the layer's line and its place.
 struct At<'a> {
     origin: &'a str,
     line: Option<usize>,
-    layer: Vec<LayerRef>,
+    layer: Vec<LayerStep>,
 }
 
 impl At<'_> {
@@ -281,13 +276,14 @@ impl At<'_> {
 
 impl LayerSpec {
     /// The keys given (`kind` aside), with their names.
-    fn given(&self) -> [(&'static str, bool); 5] {
+    fn given(&self) -> [(&'static str, bool); 6] {
         [
             ("channels", self.channels.is_some()),
             ("kernel", self.kernel.is_some()),
             ("stride", self.stride.is_some()),
             ("padding", self.padding.is_some()),
             ("body", self.body.is_some()),
+            ("branches", self.branches.is_some()),
         ]
     }
 
@@ -309,10 +305,9 @@ impl LayerSpec {
             };
             return Err(at.field(key, format!("is not a key of `{kind}` (it takes {takes})")));
         }
+        let missing = |field| at.field(field, format!("is missing (`{kind}` needs it)"));
         let required = |field: &'static str, value: Option<usize>| {
-            let value =
-                value.ok_or_else(|| at.field(field, format!("is missing (`{kind}` needs it)")))?;
-            at.size(field, value)
+            at.size(field, value.ok_or_else(|| missing(field))?)
         };
         let padding = at.size("padding", self.padding.unwrap_or(0))?;
         Ok(match *kind {
@@ -337,22 +332,32 @@ impl LayerSpec {
             }
             "bn_act" => NetLayer::BnAct,
             "global_avg_pool" => NetLayer::GlobalAvgPool,
+            "residual" => {
+                let body = self.body.as_deref().ok_or_else(|| missing("body"))?;
+                NetLayer::Residual(build_all(body, at, None, text)?)
+            }
             _ => {
-                let body = self
-                    .body
+                let branches = self
+                    .branches
                     .as_deref()
-                    .ok_or_else(|| at.field("body", "is missing (`residual` needs it)".into()))?;
-                NetLayer::Residual(build_all(body, at, text)?)
+                    .ok_or_else(|| missing("branches"))?;
+                let built = branches.iter().enumerate();
+                NetLayer::Branches(
+                    built
+                        .map(|(i, branch)| build_all(branch, at, Some(i), text))
+                        .collect::<Result<_, _>>()?,
+                )
             }
         })
     }
 }
 
-/// `layers` built; `within` the place of the residual block they are the
-/// body of (the top level: no layer).
+/// `layers` built; `within` the place of the residual or branches block
+/// they are the body or branch `branch` of (the top level: no layer).
 fn build_all(
     layers: &[Spanned<LayerSpec>],
     within: &At<'_>,
+    branch: Option<usize>,
     text: &str,
 ) -> Result<Vec<NetLayer>, NetworkFileError> {
     layers
@@ -360,10 +365,7 @@ fn build_all(
         .enumerate()
         .map(|(index, l)| {
             let mut layer = within.layer.clone();
-            layer.push(LayerRef {
-                index,
-                name: Some(l.get_ref().kind.clone()),
-            });
+            layer.push(LayerStep::new(branch, index, &l.get_ref().kind));
             let start = l.span().start.min(text.len());
             let at = At {
                 origin: within.origin,
@@ -393,7 +395,17 @@ impl NetworkFile {
     /// [`NetworkFileError::Field`], [`NetworkFileError::Network`].
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, NetworkFileError> {
         let parse_error = |e: toml::de::Error| {
-            let (line, layer) = place(text, &e, "kind");
+            let (line, top) = place(text, &e, "kind");
+            let layer = match (top, e.span()) {
+                (Some(top), Some(span)) => outline_place(text, top, span.start),
+                (top, _) => top
+                    .map(|layer| LayerStep {
+                        branch: None,
+                        layer,
+                    })
+                    .into_iter()
+                    .collect(),
+            };
             let mut message = one_line(e.message());
             if let Some(key) = key_at(text, &e).filter(|k| !message.contains(&format!("`{k}`"))) {
                 message = format!("`{key}`: {message}");
@@ -425,7 +437,7 @@ impl NetworkFile {
         let classes = top.size("classes", spec.classes.unwrap_or(Self::DEFAULT_CLASSES))?;
         let network = NetworkConfig {
             input: spec.input,
-            layers: build_all(&spec.layers, &top, text)?,
+            layers: build_all(&spec.layers, &top, None, text)?,
             classes,
             activation: match spec.activation {
                 ActivationName::Relu => Activation::Relu,
@@ -478,7 +490,9 @@ fn check_network(
 ) -> Result<(), NetworkFileError> {
     let refused = |op: Option<usize>, reason: String| NetworkFileError::Network {
         origin: origin.to_owned(),
-        layer: op.map_or_else(Vec::new, |op| locate(layers, op, 0).unwrap_or_default()),
+        layer: op.map_or_else(Vec::new, |op| {
+            locate(layers, None, op, 0).unwrap_or_default()
+        }),
         reason,
     };
     let ops = network.ops(1).map_err(|e| match e {
@@ -504,47 +518,12 @@ fn check_network(
     Ok(())
 }
 
-/// The place in `layers` (whose first layer is flattened op `first`) of
-/// flattened op `op`, numbered as [`NetworkConfig::ops`] numbers them (a
-/// residual block's start and end counting): the layer and, within
-/// residual bodies, the body's layers.
-fn locate(layers: &[Spanned<LayerSpec>], op: usize, first: usize) -> Option<Vec<LayerRef>> {
-    let mut next = first;
-    for (index, layer) in layers.iter().enumerate() {
-        let layer = layer.get_ref();
-        let end = next + flattened(layer);
-        if op < end {
-            let mut path = vec![LayerRef {
-                index,
-                name: Some(layer.kind.clone()),
-            }];
-            if let Some(body) = &layer.body
-                && op > next
-                && op + 1 < end
-            {
-                path.extend(locate(body, op, next + 1)?);
-            }
-            return Some(path);
-        }
-        next = end;
-    }
-    None
-}
-
-/// How many flattened ops `layer` (built) makes.
-fn flattened(layer: &LayerSpec) -> usize {
-    match &layer.body {
-        Some(body) => 2 + body.iter().map(|l| flattened(l.get_ref())).sum::<usize>(),
-        None => 1,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The module docs' example.
-    fn docs_example() -> String {
+    pub(super) fn docs_example() -> String {
         include_str!("network_file.rs")
             .lines()
             .filter_map(|l| l.strip_prefix("//!"))
@@ -578,6 +557,18 @@ mod tests {
                     stride: 2,
                     padding: 0,
                 }),
+                NetLayer::Branches(vec![
+                    vec![NetLayer::BnAct, conv(1)],
+                    vec![
+                        NetLayer::BnAct,
+                        NetLayer::Conv {
+                            channels: 8,
+                            kernel: 1,
+                            stride: 1,
+                            padding: 0,
+                        },
+                    ],
+                ]),
                 NetLayer::BnAct,
                 NetLayer::GlobalAvgPool,
             ],
@@ -597,8 +588,10 @@ mod tests {
     /// The line and the layer an error names.
     fn line_and_layer(e: &NetworkFileError) -> (Option<usize>, Option<(usize, String)>) {
         let (line, layer) = match e {
-            NetworkFileError::Parse { line, layer, .. } => (*line, layer.clone()),
-            NetworkFileError::Field { line, layer, .. } => (*line, layer.first().cloned()),
+            NetworkFileError::Parse { line, layer, .. }
+            | NetworkFileError::Field { line, layer, .. } => {
+                (*line, layer.first().map(|s| s.layer.clone()))
+            }
             _ => panic!("{e:?}"),
         };
         (line, layer.map(|l| (l.index, l.name.unwrap_or_default())))
@@ -638,15 +631,15 @@ mod tests {
             (
                 "kind = \"bn_act\"\n",
                 "kind = \"bn\"\n",
-                25,
-                Some((3, "bn")),
+                32,
+                Some((4, "bn")),
                 "`kind` is `bn`",
             ),
             (
                 "kind = \"bn_act\"\n",
                 "kind = \"bn_act\"\nkernel = 3\n",
-                25,
-                Some((3, "bn_act")),
+                32,
+                Some((4, "bn_act")),
                 "`kernel` is not a key of `bn_act`",
             ),
             ("input = [1, 8, 8]", "input = [1, 8]", 2, None, "input"),
@@ -678,7 +671,7 @@ mod tests {
         );
         let text = e.to_string();
         assert!(
-            text.contains("line 18: layer 1 (`residual`): `channels`"),
+            text.contains("line 18: layer 1 (`residual`): body layer 1 (`conv`): `channels`"),
             "{text}"
         );
     }
@@ -709,7 +702,7 @@ mod tests {
         let NetworkFileError::Network { layer, .. } = &e else {
             panic!("{e:?}");
         };
-        assert_eq!(layer[0].name.as_deref(), Some("residual"), "{e}");
+        assert_eq!(layer[0].layer.name.as_deref(), Some("residual"), "{e}");
         // A kernel larger than its input, in the body.
         let e = error(
             "channels = 8, kernel = 3, padding = 1",
@@ -745,22 +738,133 @@ mod tests {
     }
 
     #[test]
-    fn locate_numbers_as_ops_do() {
-        let text = docs_example();
-        let spec: Spec = toml::from_str(&text).unwrap();
-        // conv 0; residual fork 1, bn 2, conv 3, join 4; pool 5; bn 6; gap 7.
-        let kinds = |op| {
-            locate(&spec.layers, op, 0)
-                .unwrap()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(kinds(0), ["layer 0 (`conv`)"]);
-        assert_eq!(kinds(1), ["layer 1 (`residual`)"]);
-        assert_eq!(kinds(3), ["layer 1 (`residual`)", "layer 1 (`conv`)"]);
-        assert_eq!(kinds(4), ["layer 1 (`residual`)"]);
-        assert_eq!(kinds(7), ["layer 4 (`global_avg_pool`)"]);
-        assert!(locate(&spec.layers, 8, 0).is_none());
+    fn errors_within_a_branch_name_the_branch_and_its_layer() {
+        let e = error("channels = 8, kernel = 1 }", "channels = 8, kernel = 0 }");
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): field `kernel` \
+             is 0: expected 1 to 4096"
+        );
+        let e = error(
+            "[{ kind = \"bn_act\" }, { kind = \"conv\", channels = 8, kernel = 1",
+            "[{ kind = \"bn_act\", kernel = 1 }, { kind = \"conv\", channels = 8, kernel = 1",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 29: layer 3 (`branches`): branch 1 layer 0 (`bn_act`): field `kernel` \
+             is not a key of `bn_act` (it takes none)"
+        );
+        let e = error(
+            "kind = \"conv\", channels = 8, kernel = 1",
+            "kind = \"conv\", kernel = 1",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): field `channels` \
+             is missing (`conv` needs it)"
+        );
+        let e = error("kind = \"branches\" ", "kind = \"residual\" ");
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 25: layer 3 (`residual`): field `branches` is not a key of `residual` \
+             (it takes body)"
+        );
+        // A branch's layers cannot be a residual's body.
+        let e = error("branches = [  ", "body = [  ");
+        assert!(
+            e.to_string()
+                .starts_with("n.toml: line 28: layer 3 (`branches`): invalid type"),
+            "{e}"
+        );
+        // The parser's errors: an unknown key, a negative size.
+        let e = error("channels = 8, kernel = 1 }", "channels = 8, kernal = 1 }");
+        assert!(
+            e.to_string().starts_with(
+                "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): unknown field \
+                 `kernal`"
+            ),
+            "{e}"
+        );
+        let e = error("channels = 8, kernel = 1 }", "channels = -8, kernel = 1 }");
+        assert!(
+            e.to_string().starts_with(
+                "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): `channels`: "
+            ),
+            "{e}"
+        );
+        // A layer without a kind is named by its position alone.
+        let e = error(
+            "{ kind = \"conv\", channels = 8, kernel = 1",
+            "{ channels = 8, kernel = 1",
+        );
+        assert!(
+            e.to_string().starts_with(
+                "n.toml: line 29: layer 3 (`branches`): branch 1 layer 1: missing field `kind`"
+            ),
+            "{e}"
+        );
+        // A residual within a branch, its body checked too.
+        let e = error(
+            "[{ kind = \"bn_act\" }, { kind = \"conv\", channels = 8, kernel = 1 }]",
+            "[{ kind = \"residual\", body = [{ kind = \"pool\" }] }]",
+        );
+        assert!(
+            e.to_string().starts_with(
+                "n.toml: line 29: layer 3 (`branches`): branch 1 layer 0 (`residual`): body \
+                 layer 0 (`pool`): field `kind` is `pool`: expected one of conv, bn_act, \
+                 max_pool, avg_pool, global_avg_pool, residual, branches"
+            ),
+            "{e}"
+        );
+        // A branches block within a residual body.
+        let e = error(
+            "{ kind = \"bn_act\" },       #",
+            "{ kind = \"branches\", branches = [[], [{ kind = \"conv\", channels = 8, kernel = 1, stride = 0 }]] }, #",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: line 17: layer 1 (`residual`): body layer 0 (`branches`): branch 1 layer 0 \
+             (`conv`): field `stride` is 0: expected 1 to 4096"
+        );
+    }
+
+    #[test]
+    fn branches_the_trainer_refuses_name_the_layer() {
+        // One branch only.
+        let e = error(
+            "  [{ kind = \"bn_act\" }, { kind = \"conv\", channels = 8, kernel = 1 }],\n",
+            "",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: layer 3 (`branches`): parallel branches need at least two, got 1"
+        );
+        // Branches ending at different sizes: 4x4 and 2x2.
+        let e = error(
+            "channels = 8, kernel = 1 }",
+            "channels = 8, kernel = 1, stride = 2 }",
+        );
+        assert_eq!(
+            e.to_string(),
+            "n.toml: layer 3 (`branches`): branch 1 ends at 2x2, branch 0 at 4x4: branches are \
+             concatenated by channels and must end at one height and width"
+        );
+        // A kernel larger than its input, in a branch.
+        let e = error("channels = 8, kernel = 1 }", "channels = 8, kernel = 5 }");
+        assert!(
+            e.to_string()
+                .starts_with("n.toml: layer 3 (`branches`): branch 1 layer 1 (`conv`): "),
+            "{e}"
+        );
+        // After the concat: the layers see the branches' channels summed.
+        let e = error(
+            "kind = \"bn_act\"\n",
+            "kind = \"residual\"\nbody = [{ kind = \"conv\", channels = 8, kernel = 1 }]\n",
+        );
+        assert!(
+            e.to_string()
+                .starts_with("n.toml: layer 4 (`residual`): a residual body turns 16x"),
+            "{e}"
+        );
     }
 }

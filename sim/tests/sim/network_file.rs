@@ -1,6 +1,7 @@
 //! Tests: network files. The shipped `docs/resnet-mini.toml` is exactly
-//! the built-in resnet-mini with its defaults, and a network read from a
-//! file is the network the planner prices.
+//! the built-in resnet-mini with its defaults, `docs/resnet-mini-branches.toml`
+//! the same with parallel branches, and a network read from a file is the
+//! network the planner prices.
 
 use std::path::Path;
 
@@ -25,6 +26,21 @@ fn the_shipped_resnet_mini_file_is_the_builtin_with_its_defaults() {
     // set from the data).
     let job = TrainConfig::resnet_mini([1, 8, 8]).network.unwrap();
     assert_eq!(NetworkConfig { classes: 10, ..job }, file.network);
+    assert_eq!(
+        ModelTable::from_network(&file.network).unwrap(),
+        ModelTable::from_network(&builtin).unwrap()
+    );
+}
+
+#[test]
+fn the_shipped_branches_file_is_the_builtin_with_branches() {
+    let file = NetworkFile::read(&docs("resnet-mini-branches.toml")).unwrap();
+    let builtin =
+        NetworkConfig::resnet_mini([1, 8, 8], 10, &RESNET_MINI_WIDTHS, &RESNET_MINI_BLOCKS)
+            .with_branches(8);
+    assert_eq!(file.name, "resnet-mini-branches");
+    assert_eq!(file.network, builtin);
+    builtin.validate().unwrap();
     assert_eq!(
         ModelTable::from_network(&file.network).unwrap(),
         ModelTable::from_network(&builtin).unwrap()
