@@ -480,11 +480,12 @@ fn model_parallelism(o: &mut String, job: &Job, trainer: &Trainer, m: &MemoryRep
         if a.stashed > 1 || whole {
             let _ = writeln!(
                 o,
-                "  stage {} IPU {} keeps {} micro-batches: {} per tile of stashes; \
+                "  stage {} IPU {} keeps {} micro-batch{}: {} per tile of stashes; \
                  recomputation saves {} bytes",
                 a.stage,
                 a.ipu,
                 a.stashed,
+                if a.stashed == 1 { "" } else { "es" },
                 bytes(a.stash_bytes_per_tile),
                 a.recompute_saves_bytes
             );

@@ -303,6 +303,16 @@ pub fn stage_memory(
         .collect()
 }
 
+/// The most stash per tile on one IPU: the sum of its stage parts'.
+#[must_use]
+pub(crate) fn busiest_ipu_stash(parts: &[StageMemory]) -> u64 {
+    let mut on: BTreeMap<u32, u64> = BTreeMap::new();
+    for a in parts {
+        *on.entry(a.ipu).or_default() += a.stash_bytes_per_tile;
+    }
+    on.into_values().max().unwrap_or(0)
+}
+
 /// Each stage part's activation memory from its activations measured in
 /// the built graph (a network's): as [`stage_memory`], the stash per tile
 /// `(k - 1)` times the fullest tile's activations, or with recomputation
@@ -406,6 +416,26 @@ mod tests {
         let shared = [concurrent[0], concurrent[1], concurrent[2], on(2, 2, 9, 9)];
         let i = time(&shared, Schedule::Interleaved);
         assert_eq!(i.total(), 8 * (38 + 18));
+    }
+
+    #[test]
+    fn an_ipus_stash_is_the_sum_of_its_parts() {
+        let part = |stage, ipu, bytes| StageMemory {
+            stage,
+            ipu,
+            stash_bytes_per_tile: bytes,
+            ..StageMemory::default()
+        };
+        // IPU 2 holds a branch of stage 1 and stage 2: 30 + 25 > 50.
+        let parts = [
+            part(0, 0, 50),
+            part(1, 1, 40),
+            part(1, 2, 30),
+            part(2, 2, 25),
+        ];
+        assert_eq!(busiest_ipu_stash(&parts), 55);
+        assert_eq!(busiest_ipu_stash(&parts[..3]), 50);
+        assert_eq!(busiest_ipu_stash(&[]), 0);
     }
 
     #[test]

@@ -124,14 +124,11 @@ impl MemoryReport {
         self.model.max + self.optimizer.per_tile_bytes + self.stash_per_tile()
     }
 
-    /// The largest stage's activation stash per tile.
+    /// The largest activation stash per tile of an IPU: its stages'
+    /// (parts of successive stages on one IPU add up).
     #[must_use]
     pub fn stash_per_tile(&self) -> u64 {
-        self.activations
-            .iter()
-            .map(|a| a.stash_bytes_per_tile)
-            .max()
-            .unwrap_or(0)
+        super::pipeline::busiest_ipu_stash(&self.activations)
     }
 
     /// Whether it fits a tile.

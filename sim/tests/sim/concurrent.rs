@@ -95,6 +95,12 @@ fn tf_ipus_own_example_shares_an_ipu_between_stages() {
         parts(&shared),
         [(0, 0, 4), (1, 1, 3), (1, 2, 3), (2, 2, 2), (3, 3, 1)]
     );
+    // IPU 2's tiles hold both stages' stashes: the memory report adds
+    // them (pipeline's `an_ipus_stash_is_the_sum_of_its_parts`).
+    let m = &shared.memory;
+    let stash = |i: usize| m.activations[i].stash_bytes_per_tile;
+    assert!(stash(2) > 0 && stash(3) > 0);
+    assert!(m.stash_per_tile() >= stash(2) + stash(3));
 }
 
 #[test]
