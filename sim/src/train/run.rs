@@ -328,6 +328,30 @@ impl Trainer {
         combine(results).map(|s| s.expect("instance 0 reports"))
     }
 
+    /// The checkpoint `options` resume from (read against `model`'s
+    /// buffers), the step the run starts at and the step it stops before,
+    /// of `total`.
+    fn span(
+        &self,
+        options: &RunOptions,
+        model: &Model,
+        total: u64,
+    ) -> Result<(Option<ResumeState>, u64, u64), TrainError> {
+        let resume = options
+            .resume
+            .as_ref()
+            .map(|path| {
+                let buffers = model.buffers();
+                checkpoint::resume(path, &self.config, &self.data, &self.flat, &buffers, total)
+            })
+            .transpose()?;
+        let first_step = resume.as_ref().map_or(0, |r| r.steps);
+        let stop = options
+            .stop_after_epochs
+            .map_or(total, |e| total.min(self.steps_per_epoch * e));
+        Ok((resume, first_step, stop))
+    }
+
     /// Runs instance `instance` (its replicas on threads of this process),
     /// `instances` being its rank among the instances (`None` with one
     /// instance): with an MPI communicator, one process of `mpirun`.
@@ -351,18 +375,7 @@ impl Trainer {
         let models = self.replica_models(target, m)?;
         self.memory_report(&models[0], &target).check()?;
         let total = self.steps_per_epoch * config.epochs;
-        let resume = options
-            .resume
-            .as_ref()
-            .map(|path| {
-                let buffers = models[0].buffers();
-                checkpoint::resume(path, config, &self.data, &self.flat, &buffers, total)
-            })
-            .transpose()?;
-        let first_step = resume.as_ref().map_or(0, |r| r.steps);
-        let stop = options
-            .stop_after_epochs
-            .map_or(total, |e| total.min(self.steps_per_epoch * e));
+        let (resume, first_step, stop) = self.span(options, &models[0], total)?;
         let steps = stop.saturating_sub(first_step);
         let init = self.model.init(config.seed);
         let plan = config.batch_plan();
