@@ -429,20 +429,15 @@ pub(super) fn stage_activations(
     placement: &Placement,
 ) -> Vec<StageActivations> {
     let (parts, of_layer) = placement.parts_of_layers();
-    let of_layer = if of_layer.is_empty() {
-        vec![0; layers.len()]
-    } else {
-        of_layer
-    };
     parts
         .into_iter()
         .enumerate()
         .map(|(i, part)| {
             let of: Vec<&(TileBytes, TileBytes)> = layers
                 .iter()
-                .zip(&of_layer)
-                .filter(|&(_, &p)| p == i)
-                .map(|(k, _)| k)
+                .enumerate()
+                .filter(|&(l, _)| of_layer.get(l).map_or(0, |&p| p) == i)
+                .map(|(_, k)| k)
                 .collect();
             let (bytes, max_tile_bytes) = total_and_max(&sum(of.iter().map(|k| &k.0)));
             let (input_bytes, input_max_tile_bytes) =

@@ -150,7 +150,8 @@ impl Placement {
     }
 
     /// [`Placement::parts`], and each layer's part (an index into them;
-    /// none when spread: every layer is in the one part).
+    /// none when spread: every layer is in the one part, so look a layer
+    /// up as `of.get(l)`, part 0 when absent).
     #[must_use]
     pub fn parts_of_layers(&self) -> (Vec<Part>, Vec<usize>) {
         let Some(ipus) = self.ipus() else {

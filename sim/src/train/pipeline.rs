@@ -190,11 +190,7 @@ pub fn step_cycles(
     let p = parts.iter().map(|s| s.part.stage + 1).max().unwrap_or(1);
     // The most any IPU spends on `cost` of its parts.
     let busiest = |cost: &dyn Fn(&StageCycles) -> u64| {
-        let mut on: BTreeMap<u32, u64> = BTreeMap::new();
-        for s in parts {
-            *on.entry(s.part.ipu).or_default() += cost(s);
-        }
-        on.into_values().max().unwrap_or(0)
+        busiest_ipu(parts.iter().map(|s| (s.part.ipu, cost(s))))
     };
     let timed = |recompute: bool| -> (u64, u64) {
         let back = |s: &StageCycles| s.backward + if recompute { s.forward } else { 0 };
@@ -306,9 +302,15 @@ pub fn stage_memory(
 /// The most stash per tile on one IPU: the sum of its stage parts'.
 #[must_use]
 pub(crate) fn busiest_ipu_stash(parts: &[StageMemory]) -> u64 {
+    busiest_ipu(parts.iter().map(|a| (a.ipu, a.stash_bytes_per_tile)))
+}
+
+/// The largest per-IPU sum of `(ipu, amount)` pairs (0 for none): what
+/// the busiest IPU does or holds when it runs several stage parts.
+fn busiest_ipu(amounts: impl IntoIterator<Item = (u32, u64)>) -> u64 {
     let mut on: BTreeMap<u32, u64> = BTreeMap::new();
-    for a in parts {
-        *on.entry(a.ipu).or_default() += a.stash_bytes_per_tile;
+    for (ipu, amount) in amounts {
+        *on.entry(ipu).or_default() += amount;
     }
     on.into_values().max().unwrap_or(0)
 }
