@@ -210,13 +210,18 @@ fn resnet_mini_file() -> String {
 /// Two epochs of `--model` `model` (and `extra`) on 64 8x8 images of 10
 /// classes over 2 replicas, in `runs` as `name`: the run's output.
 fn train_tiny(runs: &str, model: &[&str], name: &str, extra: &[&str]) -> Output {
+    train_tiny_on("images:64:1x8x8:10:1", runs, model, name, extra)
+}
+
+/// [`train_tiny`] on the data set `data`.
+fn train_tiny_on(data: &str, runs: &str, model: &[&str], name: &str, extra: &[&str]) -> Output {
     let mut args = vec!["train", "--model"];
     args.extend(model);
     args.extend([
         "--epochs",
         "2",
         "--data",
-        "images:64:1x8x8:10:1",
+        data,
         "--micro-batch",
         "2",
         "--instances",
@@ -244,6 +249,28 @@ fn a_network_file_trains_as_the_builtin_and_resumes_from_its_config() {
     let train = |model: &str, name: &str, extra: &[&str]| train_tiny(runs, &[model], name, extra);
     let builtin = fingerprint(&train("resnet-mini", "builtin", &[]));
     assert_eq!(fingerprint(&train(&file, "file", &[])), builtin);
+    // Without `classes` the head takes the data's: 5 classes here.
+    let headless = dir.join("headless.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text: String = text
+        .lines()
+        .filter(|l| !l.starts_with("classes"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&headless, text).unwrap();
+    let five = |model: &str, name: &str| {
+        fingerprint(&train_tiny_on(
+            "images:64:1x8x8:5:1",
+            runs,
+            &[model],
+            name,
+            &[],
+        ))
+    };
+    assert_eq!(
+        five(headless.to_str().unwrap(), "headless"),
+        five("resnet-mini", "builtin5")
+    );
     // config.toml records the file's absolute path: the run interrupted
     // and resumed from it (elsewhere) finishes bitwise as the whole run.
     train(&file, "part", &["--stop-after-epochs", "1"]);
@@ -326,9 +353,13 @@ fn network_file_errors_are_one_line_with_status_2() {
         branches.replace(needle, "channels = 8, kernal = 1 }"),
     )
     .unwrap();
-    let (costs, bad) = (costs.to_str().unwrap(), bad.to_str().unwrap());
-    let typo = typo.to_str().unwrap();
     let file = resnet_mini_file();
+    let five = dir.join("five.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("\nclasses = 10 "));
+    std::fs::write(&five, text.replace("\nclasses = 10 ", "\nclasses = 5 ")).unwrap();
+    let (costs, bad) = (costs.to_str().unwrap(), bad.to_str().unwrap());
+    let (typo, five) = (typo.to_str().unwrap(), five.to_str().unwrap());
     for (extra, needle) in [
         (&["--model", costs][..], "describes costs"),
         (&["--model", bad][..], "bad.toml: layer 0 (`conv`): "),
@@ -354,6 +385,10 @@ fn network_file_errors_are_one_line_with_status_2() {
             "the data's images are [3, 8, 8]",
         ),
         (&["--model", "net.json"][..], "a network FILE.toml"),
+        (
+            &["--model", five][..],
+            "five.toml: its head has 5 classes (`classes`) but the data has 10",
+        ),
     ] {
         let mut args = vec![
             "train",

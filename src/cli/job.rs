@@ -785,8 +785,9 @@ pub(super) enum NetworkSource {
     /// resnet-mini of these stage widths and block counts, with a block
     /// of parallel branches of this many channels each if given.
     ResnetMini(Vec<usize>, Vec<usize>, Option<usize>),
-    /// A network file, its path made absolute (as config.toml records it).
-    File(PathBuf),
+    /// A network file, its path made absolute (as config.toml records it),
+    /// and its head's classes if it gives them (checked against the data).
+    File(PathBuf, Option<usize>),
 }
 
 impl JobArgs {
@@ -1126,7 +1127,8 @@ impl JobArgs {
             ..file.network
         });
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
-        Ok((c, Some(NetworkSource::File(absolute))))
+        let classes = file.classes_given.then_some(file.network.classes);
+        Ok((c, Some(NetworkSource::File(absolute, classes))))
     }
 }
 
@@ -1158,7 +1160,7 @@ impl Job {
             model: Some(match &self.network {
                 None => ModelArg::Mlp,
                 Some(NetworkSource::ResnetMini(..)) => ModelArg::ResnetMini,
-                Some(NetworkSource::File(path)) => ModelArg::File(path.clone()),
+                Some(NetworkSource::File(path, _)) => ModelArg::File(path.clone()),
             }),
             widths: self.resnet().map(|r| r.0.clone()),
             blocks: self.resnet().map(|r| r.1.clone()),
@@ -1208,11 +1210,24 @@ impl Job {
         }
     }
 
-    /// Loads the data set.
+    /// Loads the data set, refusing one whose classes are not those a
+    /// network file's head names.
     pub(super) fn load(&self) -> Result<Dataset, Failure> {
-        self.source
+        let data = self
+            .source
             .load()
-            .map_err(|e| Failure::Usage(format!("data: {e}")))
+            .map_err(|e| Failure::Usage(format!("data: {e}")))?;
+        if let Some(NetworkSource::File(path, Some(classes))) = &self.network
+            && *classes != data.classes()
+        {
+            return Err(Failure::Usage(format!(
+                "--model {}: its head has {classes} classes (`classes`) but the data has {}; \
+                 leave `classes` out to take the data's",
+                path.display(),
+                data.classes()
+            )));
+        }
+        Ok(data)
     }
 
     /// The job's distribution and batch on one line.
@@ -1246,7 +1261,7 @@ impl Job {
                     " + branches 3x3|1x1 of {c} channels"
                 ))
             ),
-            Some(NetworkSource::File(path)) => format!("network {}", path.display()),
+            Some(NetworkSource::File(path, _)) => format!("network {}", path.display()),
             None => format!(
                 "hidden {:?} {:?}{}",
                 c.hidden,

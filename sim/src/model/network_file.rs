@@ -5,7 +5,7 @@
 //! ```toml
 //! name = "tiny-net"            # optional: the file's path otherwise
 //! input = [1, 8, 8]            # channels, height, width of a sample
-//! classes = 10                 # optional: the planner's head (default 10); training takes the data's
+//! classes = 10                 # optional: the head (default 10); training checks it against the data
 //! activation = "relu"          # optional: relu (default) or gelu, after each batch norm
 //! bn_group = "replica"         # optional: replica (default) or all
 //!
