@@ -362,7 +362,10 @@ fn network_file_errors_are_one_line_with_status_2() {
     let (typo, five) = (typo.to_str().unwrap(), five.to_str().unwrap());
     for (extra, needle) in [
         (&["--model", costs][..], "describes costs"),
-        (&["--model", bad][..], "bad.toml: layer 0 (`conv`): "),
+        (
+            &["--model", bad][..],
+            "bad.toml: line 2: layer 0 (`conv`): Conv2d",
+        ),
         (
             &["--model", typo][..],
             "typo.toml: line 57: layer 5 (`branches`): branch 1 layer 1 (`conv`): unknown field \

@@ -25,6 +25,11 @@ impl fmt::Display for LayerRef {
     }
 }
 
+/// The line (from 1) of byte `at` of `text`.
+pub(crate) fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].matches('\n').count() + 1
+}
+
 /// The place of `error` in `text`: the line (from 1) and the
 /// `[[layer]]` it is in, labelled by the value of its `label` key.
 pub(crate) fn place(
@@ -34,7 +39,7 @@ pub(crate) fn place(
 ) -> (Option<usize>, Option<LayerRef>) {
     let start = error.span().map(|s| s.start.min(text.len()));
     (
-        start.map(|s| text[..s].matches('\n').count() + 1),
+        start.map(|s| line_of(text, s)),
         start.and_then(|s| layer_at(text, s, label)),
     )
 }

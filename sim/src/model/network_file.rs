@@ -63,7 +63,7 @@ use toml::Spanned;
 use super::layers::pool::{Pool2d, PoolKind};
 use super::network::Op;
 use super::{Activation, BnGroup, ModelError, NetLayer, NetworkConfig};
-use crate::toml_place::{key_at, one_line, place};
+use crate::toml_place::{key_at, line_of, one_line, place};
 
 mod place;
 
@@ -132,6 +132,8 @@ pub enum NetworkFileError {
     Network {
         /// The file.
         origin: String,
+        /// The line (from 1) of the layer it names, if it names one.
+        line: Option<usize>,
         /// As [`NetworkFileError::Field`]'s.
         layer: Vec<LayerStep>,
         /// The trainer's reason.
@@ -167,9 +169,10 @@ impl fmt::Display for NetworkFileError {
             ),
             Self::Network {
                 origin,
+                line,
                 layer,
                 reason,
-            } => write!(f, "{}{reason}", Place(origin, None, layer)),
+            } => write!(f, "{}{reason}", Place(origin, *line, layer)),
         }
     }
 }
@@ -366,10 +369,9 @@ fn build_all(
         .map(|(index, l)| {
             let mut layer = within.layer.clone();
             layer.push(LayerStep::new(branch, index, &l.get_ref().kind));
-            let start = l.span().start.min(text.len());
             let at = At {
                 origin: within.origin,
-                line: Some(text[..start].matches('\n').count() + 1),
+                line: Some(line_of(text, l.span().start)),
                 layer,
             };
             l.get_ref().build(&at, text)
@@ -448,7 +450,7 @@ impl NetworkFile {
                 BnGroupName::All => BnGroup::All,
             },
         };
-        check_network(&network, &spec.layers, origin)?;
+        check_network(&network, &spec.layers, origin, text)?;
         Ok(Self {
             name: spec.name.unwrap_or_else(|| origin.to_owned()),
             network,
@@ -487,13 +489,18 @@ fn check_network(
     network: &NetworkConfig,
     layers: &[Spanned<LayerSpec>],
     origin: &str,
+    text: &str,
 ) -> Result<(), NetworkFileError> {
-    let refused = |op: Option<usize>, reason: String| NetworkFileError::Network {
-        origin: origin.to_owned(),
-        layer: op.map_or_else(Vec::new, |op| {
-            locate(layers, None, op, 0).unwrap_or_default()
-        }),
-        reason,
+    let refused = |op: Option<usize>, reason: String| {
+        let (layer, at) = op
+            .and_then(|op| locate(layers, None, op, 0))
+            .map_or((Vec::new(), None), |(path, at)| (path, Some(at)));
+        NetworkFileError::Network {
+            origin: origin.to_owned(),
+            line: at.map(|at| line_of(text, at)),
+            layer,
+            reason,
+        }
     };
     let ops = network.ops(1).map_err(|e| match e {
         ModelError::InvalidNetwork { layer, reason } => refused(Some(layer), reason),
@@ -710,7 +717,7 @@ mod tests {
         );
         assert!(
             e.to_string()
-                .starts_with("n.toml: layer 1 (`residual`): body layer 1 (`conv`): "),
+                .starts_with("n.toml: line 18: layer 1 (`residual`): body layer 1 (`conv`): "),
             "{e}"
         );
         // No global pooling: the head.
@@ -719,7 +726,8 @@ mod tests {
         // Feature maps that grow past the limit.
         let e = error("padding = 1 ", "padding = 3000 ");
         assert!(
-            e.to_string().contains("layer 0 (`conv`): makes 6006x6006"),
+            e.to_string()
+                .starts_with("n.toml: line 7: layer 0 (`conv`): makes 6006x6006"),
             "{e}"
         );
     }
@@ -837,7 +845,7 @@ mod tests {
         );
         assert_eq!(
             e.to_string(),
-            "n.toml: layer 3 (`branches`): parallel branches need at least two, got 1"
+            "n.toml: line 25: layer 3 (`branches`): parallel branches need at least two, got 1"
         );
         // Branches ending at different sizes: 4x4 and 2x2.
         let e = error(
@@ -846,14 +854,14 @@ mod tests {
         );
         assert_eq!(
             e.to_string(),
-            "n.toml: layer 3 (`branches`): branch 1 ends at 2x2, branch 0 at 4x4: branches are \
+            "n.toml: line 25: layer 3 (`branches`): branch 1 ends at 2x2, branch 0 at 4x4: branches are \
              concatenated by channels and must end at one height and width"
         );
         // A kernel larger than its input, in a branch.
         let e = error("channels = 8, kernel = 1 }", "channels = 8, kernel = 5 }");
         assert!(
             e.to_string()
-                .starts_with("n.toml: layer 3 (`branches`): branch 1 layer 1 (`conv`): "),
+                .starts_with("n.toml: line 29: layer 3 (`branches`): branch 1 layer 1 (`conv`): "),
             "{e}"
         );
         // After the concat: the layers see the branches' channels summed.
@@ -863,7 +871,7 @@ mod tests {
         );
         assert!(
             e.to_string()
-                .starts_with("n.toml: layer 4 (`residual`): a residual body turns 16x"),
+                .starts_with("n.toml: line 32: layer 4 (`residual`): a residual body turns 16x"),
             "{e}"
         );
     }

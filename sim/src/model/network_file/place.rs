@@ -86,31 +86,35 @@ impl fmt::Display for Place<'_> {
 /// [`NetworkConfig::ops`] numbers them (a residual block's fork and join,
 /// a branches block's split, steps between branches and concat
 /// counting): the layer and, within residual bodies and branches, their
-/// layers. A block's own ops are the block's.
+/// layers; and the byte of the text where the innermost of them starts.
+/// A block's own ops are the block's.
 pub(super) fn locate(
     layers: &[Spanned<LayerSpec>],
     branch: Option<usize>,
     op: usize,
     first: usize,
-) -> Option<Vec<LayerStep>> {
+) -> Option<(Vec<LayerStep>, usize)> {
     let mut next = first;
-    for (index, layer) in layers.iter().enumerate() {
-        let layer = layer.get_ref();
+    for (index, spanned) in layers.iter().enumerate() {
+        let layer = spanned.get_ref();
         let end = next + flattened(layer);
         if op < end {
             let mut path = vec![LayerStep::new(branch, index, &layer.kind)];
+            let mut at = spanned.span().start;
             // A body starts after the fork; a branch after the split or
             // the step from the branch before it.
             let mut start = next + 1;
             for (i, list) in layer.lists() {
                 let stop = start + list.iter().map(|l| flattened(l.get_ref())).sum::<usize>();
                 if (start..stop).contains(&op) {
-                    path.extend(locate(list, i, op, start)?);
+                    let (inner, inner_at) = locate(list, i, op, start)?;
+                    path.extend(inner);
+                    at = inner_at;
                     break;
                 }
                 start = stop + 1;
             }
-            return Some(path);
+            return Some((path, at));
         }
         next = end;
     }
@@ -227,7 +231,7 @@ mod tests {
     /// The place [`locate`] gives `op` in `text`, as [`Within`] shows it.
     fn located(text: &str, op: usize) -> Option<String> {
         let spec: Spec = toml::from_str(text).unwrap();
-        locate(&spec.layers, None, op, 0).map(|path| Within(&path).to_string())
+        locate(&spec.layers, None, op, 0).map(|(path, _)| Within(&path).to_string())
     }
 
     #[test]
