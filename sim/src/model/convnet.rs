@@ -93,14 +93,18 @@ fn build(
 }
 
 /// `config`'s training (`train`) or inference sizing graph (nothing
-/// allocated), for [`MemoryEstimate::of_network`](super::MemoryEstimate::of_network).
+/// allocated) and its stage parts' activations as the built network's
+/// ([`Network::stage_activations`]), for
+/// [`MemoryEstimate::of_network`](super::MemoryEstimate::of_network).
 pub(super) fn sizing_graph(
     config: &NetworkConfig,
     at: (&ipu::Target, &Placement),
     shape: (usize, Compute, bool),
-) -> Result<Graph, ModelError> {
+) -> Result<(Graph, Vec<StageActivations>), ModelError> {
     let link: GroupLink = Arc::new(Mutex::new(None));
-    build(config, at, shape, &link, true).map(|(g, ..)| g)
+    let (g, _, ids, _) = build(config, at, shape, &link, true)?;
+    let activations = stage_activations(&layer_bytes(&g, &ids.kept), at.1);
+    Ok((g, activations))
 }
 
 impl Built {

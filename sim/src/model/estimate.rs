@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::mlp::{Compute, Recipe};
-use super::{MlpConfig, ModelError, NetworkConfig, Placement};
+use super::{MlpConfig, ModelError, NetworkConfig, Placement, StageActivations};
 use crate::ipu::{MemoryUsage, Target};
 
 /// A replica's model, measured ([`MemoryEstimate::of`]).
@@ -27,6 +27,13 @@ pub struct MemoryEstimate {
     /// Bytes the two engines hold on the host, at least
     /// ([`Graph::host_bytes`](crate::ipu::Graph::host_bytes)).
     pub host_bytes: u64,
+    /// A network's stage parts' activations in the training graph, as
+    /// the built network's ([`Network::stage_activations`]): what its
+    /// pipeline stashes. Empty for the MLP, whose stashes follow from
+    /// its shapes.
+    ///
+    /// [`Network::stage_activations`]: super::Network::stage_activations
+    pub stage_activations: Vec<StageActivations>,
 }
 
 impl MemoryEstimate {
@@ -57,7 +64,7 @@ impl MemoryEstimate {
             host_bytes = host_bytes.saturating_add(graph.host_bytes());
             usage.push(memory);
         }
-        Ok(Self::of_pair(usage, host_bytes))
+        Ok(Self::of_pair(usage, host_bytes, Vec::new()))
     }
 
     /// Measures the network [`Network::placed`](super::Network::placed)
@@ -81,8 +88,9 @@ impl MemoryEstimate {
         super::convnet::check_placement(config, placement, &target)?;
         let mut usage = Vec::with_capacity(2);
         let mut host_bytes = 0u64;
+        let mut stage_activations = Vec::new();
         for train in [true, false] {
-            let graph = super::convnet::sizing_graph(
+            let (graph, activations) = super::convnet::sizing_graph(
                 config,
                 (&target, placement),
                 (micro_batch, compute, train),
@@ -91,18 +99,26 @@ impl MemoryEstimate {
             memory.check(&graph).map_err(ModelError::OutOfTileMemory)?;
             host_bytes = host_bytes.saturating_add(graph.host_bytes());
             usage.push(memory);
+            if train {
+                stage_activations = activations;
+            }
         }
-        Ok(Self::of_pair(usage, host_bytes))
+        Ok(Self::of_pair(usage, host_bytes, stage_activations))
     }
 
     /// The estimate of the training and the inference graph's `usage`.
-    fn of_pair(mut usage: Vec<MemoryUsage>, host_bytes: u64) -> Self {
+    fn of_pair(
+        mut usage: Vec<MemoryUsage>,
+        host_bytes: u64,
+        stage_activations: Vec<StageActivations>,
+    ) -> Self {
         let eval = usage.pop().expect("two graphs");
         let train = usage.pop().expect("two graphs");
         Self {
             train,
             eval,
             host_bytes,
+            stage_activations,
         }
     }
 }

@@ -19,24 +19,26 @@ use tessera_core::kernels::BLOCK;
 use super::TrainError;
 use super::config::{PrecisionMode, TrainConfig};
 use super::cost::optimizer_memory;
-use super::pipeline::{Schedule, stage_memory};
+use super::pipeline::{Schedule, measured_stage_memory, stage_memory};
 use super::run::MemoryReport;
 use crate::ipu::{MemorySummary, Target};
-use crate::model::{Compute, MemoryEstimate, ModelConfig, ParamSpec, Placement};
+use crate::model::{Compute, MemoryEstimate, ModelConfig, ParamSpec, Placement, StageActivations};
 use crate::pod::{Layout, ProcessId};
 
 /// The variable that caps the host memory a run may use, in bytes (it
 /// replaces what the system says is available).
 pub const HOST_MEMORY_VARIABLE: &str = "TESSERA_HOST_MEMORY";
 
-/// The memory of a replica whose model's tiles are `model`: the figures
-/// the run checks before it starts stepping.
+/// The memory of a replica whose model's tiles are `summary`: the figures
+/// the run checks before it starts stepping. A network's stashes follow
+/// from its stage parts' `activations` (its graph's, built or sized); with
+/// recomputation checkpoints nothing is stashed beyond them.
 pub(crate) fn memory_report(
     config: &TrainConfig,
     model: &ModelConfig,
     placement: &Placement,
     elements: u64,
-    summary: MemorySummary,
+    (summary, activations): (MemorySummary, &[StageActivations]),
     target: &Target,
 ) -> MemoryReport {
     let spec = target.spec();
@@ -48,26 +50,34 @@ pub(crate) fn memory_report(
         .pipeline
         .as_ref()
         .map_or(Schedule::Sequential, |p| p.schedule);
+    let mut activations = match model {
+        ModelConfig::Mlp(model) => stage_memory(
+            model,
+            placement,
+            config.micro_batch,
+            config.gradient_accumulation,
+            schedule,
+            config.recompute,
+            tiles_per_stage,
+        ),
+        ModelConfig::Network(_) => measured_stage_memory(
+            activations,
+            config.gradient_accumulation,
+            schedule,
+            config.recompute,
+        ),
+    };
+    if !config.recompute_checkpoints.is_empty() {
+        // The checkpoints are graph tensors: no stash beyond them.
+        for a in &mut activations {
+            (a.stash_bytes_per_tile, a.recompute_saves_bytes) = (0, 0);
+        }
+    }
     MemoryReport {
         recomputation: None,
         model: summary,
         optimizer: optimizer_memory(config, spec, elements, config.shards() as u64),
-        activations: match model {
-            ModelConfig::Mlp(model) => stage_memory(
-                model,
-                placement,
-                config.micro_batch,
-                config.gradient_accumulation,
-                schedule,
-                config.recompute,
-                tiles_per_stage,
-            ),
-            // One stage, nothing stashed beyond the graph's own tensors.
-            ModelConfig::Network(_) => vec![super::pipeline::StageMemory {
-                stashed: 1,
-                ..Default::default()
-            }],
-        },
+        activations,
     }
 }
 
@@ -113,7 +123,7 @@ pub(crate) fn check(
         model,
         placement,
         elements,
-        estimate.train.summary(10),
+        (estimate.train.summary(10), &estimate.stage_activations),
         &target,
     )
     .check()?;

@@ -16,7 +16,7 @@ use super::config::TrainConfig;
 use super::cost::{OptimizerMemory, StepTime, step_time};
 use super::divergence::{Divergence, Streak};
 use super::params::FlatParams;
-use super::pipeline::{Schedule, StageMemory, measured_stage_memory, step_cycles};
+use super::pipeline::{Schedule, StageMemory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
@@ -567,26 +567,17 @@ impl Trainer {
             &self.model,
             &self.placement,
             self.flat.elements() as u64,
-            model.memory().summary(10),
+            (
+                model.memory().summary(10),
+                model.stage_activations().unwrap_or_default(),
+            ),
             target,
         );
-        let config = &self.config;
-        if let Some(stages) = model.stage_activations() {
-            report.activations = measured_stage_memory(
-                stages,
-                config.gradient_accumulation,
-                self.schedule(),
-                config.recompute,
-            );
-        }
-        if !config.recompute_checkpoints.is_empty() {
+        let checkpoints = &self.config.recompute_checkpoints;
+        if !checkpoints.is_empty() {
             // Checked by `Trainer::new`: a network's blocks.
-            let r = model.recomputation(&config.recompute_checkpoints);
+            let r = model.recomputation(checkpoints);
             report.recomputation = r.and_then(Result::ok);
-            // The checkpoints are graph tensors: no stash beyond them.
-            for a in &mut report.activations {
-                (a.stash_bytes_per_tile, a.recompute_saves_bytes) = (0, 0);
-            }
         }
         report
     }

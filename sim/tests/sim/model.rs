@@ -740,6 +740,12 @@ fn the_network_memory_estimate_agrees_with_the_engines_accounting() {
         let what = format!("{net:?} {placement:?} batch {batch} {compute:?}");
         let estimate = MemoryEstimate::of_network(net, target, placement, batch, compute).unwrap();
         let built = Network::placed(net, target, placement, batch, compute).unwrap();
+        // What a pipeline stashes, as the built network measures it.
+        assert_eq!(
+            estimate.stage_activations,
+            built.stage_activations(),
+            "{what}"
+        );
         for (measured, built) in [
             (&estimate.train, built.memory()),
             (&estimate.eval, built.inference_memory()),

@@ -5,6 +5,7 @@
 //! the graph's activation tensors; bad device mappings name the block.
 
 use tessera_sim::data::{Dataset, Source};
+use tessera_sim::ipu::{IpuParams, IpuSpec};
 use tessera_sim::model::{MappingError, ModelError, NetworkConfig, Placement};
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
@@ -116,6 +117,42 @@ fn network_stashes_come_from_the_activation_tensors() {
     let recomputed = stashes(Schedule::Grouped, true);
     assert!(recomputed[0].recompute_saves_bytes > 0);
     assert!(recomputed[0].stash_bytes_per_tile < grouped[0].stash_bytes_per_tile);
+}
+
+#[test]
+fn a_pipeline_whose_stashes_overflow_a_tile_is_refused_before_it_is_built() {
+    // IPUs of 32 tiles: the grouped pipeline's stash is a visible share
+    // of a tile.
+    let on = |memory_per_tile| {
+        let ipu = IpuSpec::new(IpuParams {
+            tiles: 32,
+            memory_per_tile,
+            ..IpuParams::default()
+        })
+        .unwrap();
+        TrainConfig {
+            pod: PodSpec::pod16().with_ipu(ipu),
+            ..config(2, pipeline(Schedule::Grouped, None), false)
+        }
+    };
+    let fits = run(on(IpuParams::default().memory_per_tile)).memory;
+    let stash = fits.stash_per_tile();
+    assert!(stash > 0);
+    // Room for the built graph and its optimizer share, none for the
+    // stash: `Trainer::new` refuses it from the sizing graph (whose
+    // exchange code is at most the engine's) with the built run's stash,
+    // before building anything.
+    let room = fits.model.max + fits.optimizer.per_tile_bytes;
+    let e = Trainer::new(on(room), images()).err().unwrap();
+    assert!(
+        matches!(
+            e,
+            TrainError::OutOfTileMemory { needed, available, stash: s }
+                if available == room && needed > room
+                    && needed <= fits.max_tile_bytes() && s == stash
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]
