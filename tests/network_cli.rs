@@ -313,18 +313,36 @@ fn a_network_file_with_branches_trains_as_the_builtin_with_branches() {
 
 #[test]
 fn plan_prices_a_network_file_as_the_builtin() {
-    let plan = |model: &str| {
-        let out = tessera(&["plan", "--model", model]);
+    let plan = |model: &[&str]| {
+        let mut args = vec!["plan", "--model"];
+        args.extend(model);
+        let out = tessera(&args);
         assert!(out.status.success(), "{}", stderr(&out));
         stdout(&out).to_owned()
     };
-    let (builtin, file) = (plan("resnet-mini"), plan(&resnet_mini_file()));
+    let (builtin, file) = (plan(&["resnet-mini"]), plan(&[&resnet_mini_file()]));
     let rest = |text: &str| text.lines().skip(1).collect::<Vec<_>>().join("\n");
     assert!(
         file.starts_with("plan         resnet-mini on POD16"),
         "{file}"
     );
     assert_eq!(rest(&file), rest(&builtin));
+    // `--branches` as `train --branches`: the file of the same network.
+    let branched = plan(&["resnet-mini", "--branches", "8"]);
+    let file = plan(&[&docs_file("resnet-mini-branches.toml")]);
+    assert_eq!(rest(&file), rest(&branched));
+    assert_ne!(rest(&branched), rest(&builtin));
+    for (model, needle) in [
+        (
+            "mlp",
+            "--branches is an option of --model resnet-mini, not of mlp",
+        ),
+        ("resnet-mini", "expected a whole number >= 1"),
+    ] {
+        let branches = if model == "mlp" { "8" } else { "0" };
+        let out = tessera(&["plan", "--model", model, "--branches", branches]);
+        assert_usage_error(&out, model, needle);
+    }
 }
 
 #[test]

@@ -125,6 +125,12 @@ pub(super) struct PlanArgs {
     )]
     blocks: Option<Vec<usize>>,
 
+    /// resnet-mini: add, before the final batch norm and pool, a block of
+    /// two parallel branches of C channels each (as `train --branches`)
+    /// [default: none]
+    #[arg(long, value_name = "C", value_parser = job::whole::<usize, 1>)]
+    branches: Option<usize>,
+
     /// The Pod: m2000, pod16, pod64, pod128, pod256 or podN (N a multiple
     /// of 64)
     #[arg(long, default_value = "pod16", help_heading = "Machine")]
@@ -266,10 +272,18 @@ impl PlanArgs {
     /// The configuration the flags describe.
     fn config(&self) -> Result<PlanConfig, Failure> {
         let model = if self.model == "resnet-mini" {
-            resnet_mini(self.widths.as_deref(), self.blocks.as_deref())?
-        } else if let Some(flag) = [("--widths", &self.widths), ("--blocks", &self.blocks)]
-            .iter()
-            .find_map(|(flag, given)| given.is_some().then_some(flag))
+            resnet_mini(
+                self.widths.as_deref(),
+                self.blocks.as_deref(),
+                self.branches,
+            )?
+        } else if let Some(flag) = [
+            ("--widths", self.widths.is_some()),
+            ("--blocks", self.blocks.is_some()),
+            ("--branches", self.branches.is_some()),
+        ]
+        .iter()
+        .find_map(|(flag, given)| given.then_some(flag))
         {
             return Err(Failure::Usage(format!(
                 "{flag} is an option of --model resnet-mini, not of {}",
@@ -364,8 +378,14 @@ fn scaling_chart(plan: &Plan, path: &std::path::Path) -> Result<(), Failure> {
 }
 
 /// The table of resnet-mini of `widths` and `blocks` (the trainer's
-/// defaults where not given) on the digits' 1x8x8 images and 10 classes.
-fn resnet_mini(widths: Option<&[usize]>, blocks: Option<&[usize]>) -> Result<ModelTable, Failure> {
+/// defaults where not given), with a block of parallel branches of
+/// `branches` channels each if given, on the digits' 1x8x8 images and 10
+/// classes.
+fn resnet_mini(
+    widths: Option<&[usize]>,
+    blocks: Option<&[usize]>,
+    branches: Option<usize>,
+) -> Result<ModelTable, Failure> {
     let widths = widths.unwrap_or(&RESNET_MINI_WIDTHS);
     let blocks = blocks.unwrap_or(&RESNET_MINI_BLOCKS);
     if widths.len() != blocks.len() {
@@ -373,7 +393,10 @@ fn resnet_mini(widths: Option<&[usize]>, blocks: Option<&[usize]>) -> Result<Mod
             "--widths {widths:?} and --blocks {blocks:?}: give as many block counts as widths"
         )));
     }
-    let net = NetworkConfig::resnet_mini([1, 8, 8], 10, widths, blocks);
+    let mut net = NetworkConfig::resnet_mini([1, 8, 8], 10, widths, blocks);
+    if let Some(channels) = branches {
+        net = net.with_branches(channels);
+    }
     ModelTable::from_network(&net).map_err(|e| Failure::Usage(one_line(&e.to_string())))
 }
 
