@@ -1047,19 +1047,11 @@ impl JobArgs {
             .blocks
             .clone()
             .unwrap_or_else(|| RESNET_MINI_BLOCKS.to_vec());
-        if widths.len() != blocks.len() {
-            return Err(Failure::Usage(format!(
-                "--widths {widths:?} and --blocks {blocks:?}: give as many block counts as widths"
-            )));
-        }
         let old = c
             .network
             .take()
             .unwrap_or_else(|| NetworkConfig::resnet_mini(input, 0, &[], &[]));
-        let mut net = NetworkConfig::resnet_mini(input, old.classes, &widths, &blocks);
-        if let Some(channels) = self.branches {
-            net = net.with_branches(channels);
-        }
+        let mut net = resnet_mini(input, old.classes, &widths, &blocks, self.branches)?;
         net.bn_group = self.bn_group.map_or(old.bn_group, BnGroup::from);
         c.network = Some(net);
         Ok((
@@ -1130,6 +1122,29 @@ impl JobArgs {
         let classes = file.classes_given.then_some(file.network.classes);
         Ok((c, Some(NetworkSource::File(absolute, classes))))
     }
+}
+
+/// resnet-mini on `input` images of `classes` classes: stages of `widths`
+/// channels and `blocks` residual blocks, and a block of parallel branches
+/// of `branches` channels each if given (`--widths`, `--blocks`,
+/// `--branches` of `train`, `scale` and `plan`).
+pub(super) fn resnet_mini(
+    input: [usize; 3],
+    classes: usize,
+    widths: &[usize],
+    blocks: &[usize],
+    branches: Option<usize>,
+) -> Result<NetworkConfig, Failure> {
+    if widths.len() != blocks.len() {
+        return Err(Failure::Usage(format!(
+            "--widths {widths:?} and --blocks {blocks:?}: give as many block counts as widths"
+        )));
+    }
+    let net = NetworkConfig::resnet_mini(input, classes, widths, blocks);
+    Ok(match branches {
+        Some(channels) => net.with_branches(channels),
+        None => net,
+    })
 }
 
 /// `base` if it has a network, else resnet-mini's job for `input` images

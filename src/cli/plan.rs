@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use tessera_sim::IpuSpec;
-use tessera_sim::model::{MlpConfig, NetworkConfig, NetworkFile, NetworkFileError};
+use tessera_sim::model::{MlpConfig, NetworkFile, NetworkFileError};
 use tessera_sim::plan::{
     Builtin, Calibrated, Calibration, ModelTable, Optimizer, Plan, PlanAssumptions, PlanConfig,
     Precision, Schedule,
@@ -388,15 +388,7 @@ fn resnet_mini(
 ) -> Result<ModelTable, Failure> {
     let widths = widths.unwrap_or(&RESNET_MINI_WIDTHS);
     let blocks = blocks.unwrap_or(&RESNET_MINI_BLOCKS);
-    if widths.len() != blocks.len() {
-        return Err(Failure::Usage(format!(
-            "--widths {widths:?} and --blocks {blocks:?}: give as many block counts as widths"
-        )));
-    }
-    let mut net = NetworkConfig::resnet_mini([1, 8, 8], 10, widths, blocks);
-    if let Some(channels) = branches {
-        net = net.with_branches(channels);
-    }
+    let net = job::resnet_mini([1, 8, 8], 10, widths, blocks, branches)?;
     ModelTable::from_network(&net).map_err(|e| Failure::Usage(one_line(&e.to_string())))
 }
 
