@@ -93,8 +93,9 @@ fn build(
 }
 
 /// `config`'s training (`train`) or inference sizing graph (nothing
-/// allocated) and its stage parts' activations as the built network's
-/// ([`Network::stage_activations`]), for
+/// allocated) and, for the training graph, its stage parts' activations
+/// as the built network's ([`Network::stage_activations`]; none for the
+/// inference graph, which stashes nothing), for
 /// [`MemoryEstimate::of_network`](super::MemoryEstimate::of_network).
 pub(super) fn sizing_graph(
     config: &NetworkConfig,
@@ -103,7 +104,12 @@ pub(super) fn sizing_graph(
 ) -> Result<(Graph, Vec<StageActivations>), ModelError> {
     let link: GroupLink = Arc::new(Mutex::new(None));
     let (g, _, ids, _) = build(config, at, shape, &link, true)?;
-    let activations = stage_activations(&layer_bytes(&g, &ids.kept), at.1);
+    let train = shape.2;
+    let activations = if train {
+        stage_activations(&layer_bytes(&g, &ids.kept), at.1)
+    } else {
+        Vec::new()
+    };
     Ok((g, activations))
 }
 

@@ -90,7 +90,7 @@ impl MemoryEstimate {
         let mut host_bytes = 0u64;
         let mut stage_activations = Vec::new();
         for train in [true, false] {
-            let (graph, activations) = super::convnet::sizing_graph(
+            let (graph, mut activations) = super::convnet::sizing_graph(
                 config,
                 (&target, placement),
                 (micro_batch, compute, train),
@@ -99,9 +99,7 @@ impl MemoryEstimate {
             memory.check(&graph).map_err(ModelError::OutOfTileMemory)?;
             host_bytes = host_bytes.saturating_add(graph.host_bytes());
             usage.push(memory);
-            if train {
-                stage_activations = activations;
-            }
+            stage_activations.append(&mut activations);
         }
         Ok(Self::of_pair(usage, host_bytes, stage_activations))
     }
