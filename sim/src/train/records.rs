@@ -126,7 +126,14 @@ impl Report {
         }
     }
 
-    pub(super) fn step(&mut self, step: u64, epoch: u64, o: &StepOutcome, seconds: f64, started: Instant) {
+    pub(super) fn step(
+        &mut self,
+        step: u64,
+        epoch: u64,
+        o: &StepOutcome,
+        seconds: f64,
+        started: Instant,
+    ) {
         self.sim_seconds += seconds;
         self.outfeed.push(step as usize, o.loss);
         self.steps.push(StepRecord {
