@@ -7,8 +7,10 @@ use crate::fp::{Element, Rounding};
 use crate::kernels::LANES;
 
 use super::error::Error;
+use super::message::{Kind, Op, Transfer};
 use super::op::{ReduceOp, Reduction};
-use super::schedule::{Kind, Op, Schedule, Span, Transfer};
+use super::schedule::Schedule;
+use super::span::Span;
 use super::sum_tree::SumTree;
 
 /// Runs `schedule` over the ranks' buffers `bufs[0..p]`, in place, and

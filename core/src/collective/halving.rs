@@ -8,7 +8,9 @@
 //!
 //! [`Algorithm::HalvingDoubling`]: super::Algorithm::HalvingDoubling
 
-use super::schedule::{Collective, Kind, Op, Ops, Ranks, Schedule, Span};
+use super::message::{Kind, Op, Ops};
+use super::schedule::{Collective, Schedule};
+use super::span::{Ranks, Span};
 
 pub(super) fn steps(s: &Schedule) -> usize {
     let hd = Hd::new(s);

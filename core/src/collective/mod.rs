@@ -148,17 +148,22 @@
 //!   infinity, stochastic rounding its [`Overflow`](crate::fp::Overflow)
 //!   policy).
 
+mod dispatch;
 mod error;
 mod execute;
 mod halving;
+mod message;
 mod op;
 mod ring;
 mod schedule;
+mod span;
 mod sum_tree;
 mod tree;
 
 pub use error::Error;
 pub use execute::{execute, execute_into};
+pub use message::{Kind, Op, Ops, Transfer};
 pub use op::{ReduceOp, Reduction};
-pub use schedule::{Algorithm, Collective, Kind, Op, Ops, Order, Ranks, Schedule, Span, Transfer};
+pub use schedule::{Algorithm, Collective, Order, Schedule};
+pub use span::{Ranks, Span};
 pub use sum_tree::{Node, SumTree, tree_sum};

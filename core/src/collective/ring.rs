@@ -7,7 +7,9 @@
 //! [`Algorithm::Ring`]: super::Algorithm::Ring
 //! [`Algorithm::BidirectionalRing`]: super::Algorithm::BidirectionalRing
 
-use super::schedule::{Algorithm, Collective, Kind, Op, Ops, Ranks, Schedule, Span};
+use super::message::{Kind, Op, Ops};
+use super::schedule::{Algorithm, Collective, Schedule};
+use super::span::{Ranks, Span};
 
 pub(super) fn steps(s: &Schedule) -> usize {
     let p = s.size();

@@ -3,7 +3,7 @@
 
 use crate::fp::Element;
 
-use super::schedule::Ranks;
+use super::span::Ranks;
 
 /// The summation tree over `leaves` contributions (see the
 /// [module docs](super#the-deterministic-order)): with `big` the largest

@@ -10,7 +10,9 @@
 //!
 //! [`Algorithm::DoubleBinaryTree`]: super::Algorithm::DoubleBinaryTree
 
-use super::schedule::{Collective, Kind, Op, Ops, Ranks, Schedule, Span};
+use super::message::{Kind, Op, Ops};
+use super::schedule::{Collective, Schedule};
+use super::span::{Ranks, Span};
 
 pub(super) fn steps(s: &Schedule) -> usize {
     let p = s.size();

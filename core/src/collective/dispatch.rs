@@ -1,0 +1,162 @@
+//! The per-algorithm dispatch: [`Schedule::new`] counts an algorithm's
+//! steps, [`Schedule::ops`] asks it for a rank's ops, and
+//! [`Schedule::transfers`] prices every message. Above the algorithms
+//! (`ring`, `tree`, `halving`), which read the schedule's sizes only.
+
+use crate::fp::Element;
+
+use super::error::Error;
+use super::message::{Kind, Op, Ops, Transfer};
+use super::op::ReduceOp;
+use super::schedule::{Algorithm, Collective, Schedule};
+use super::span::Span;
+use super::sum_tree::SumTree;
+use super::{halving, ring, tree};
+
+impl Schedule {
+    /// The schedule of `collective` by `algorithm` over `size` ranks with
+    /// buffers of `len` elements, in the algorithm's
+    /// [default order](Algorithm::default_order).
+    ///
+    /// # Errors
+    /// [`Error::NoRanks`], [`Error::TooManyRanks`],
+    /// [`Error::RankOutOfRange`] for a root `>= size`, and
+    /// [`Error::TooLong`] if `size * len` overflows `usize`.
+    pub fn new(
+        algorithm: Algorithm,
+        collective: Collective,
+        size: usize,
+        len: usize,
+    ) -> Result<Self, Error> {
+        if size == 0 {
+            return Err(Error::NoRanks);
+        }
+        if size > Self::MAX_RANKS {
+            return Err(Error::TooManyRanks {
+                size,
+                max: Self::MAX_RANKS,
+            });
+        }
+        if let Collective::Reduce { root } | Collective::Broadcast { root } = collective
+            && root >= size
+        {
+            return Err(Error::RankOutOfRange { rank: root, size });
+        }
+        let fragment = len.div_ceil(size);
+        if size.checked_mul(len).is_none() || size.checked_mul(fragment).is_none() {
+            return Err(Error::TooLong { len, size });
+        }
+        let mut schedule = Self {
+            algorithm,
+            collective,
+            order: algorithm.default_order(),
+            size,
+            len,
+            fragment,
+            steps: 0,
+        };
+        schedule.steps = schedule.count_steps();
+        Ok(schedule)
+    }
+
+    fn count_steps(&self) -> usize {
+        if self.size == 1 {
+            return usize::from(self.collective.reduces());
+        }
+        match self.algorithm {
+            Algorithm::Ring | Algorithm::BidirectionalRing => ring::steps(self),
+            Algorithm::DoubleBinaryTree => tree::steps(self),
+            Algorithm::HalvingDoubling => halving::steps(self),
+        }
+    }
+
+    /// What `rank` does at `step`: sends, receives and finalizations.
+    ///
+    /// # Panics
+    /// If `rank >= p` or `step >= self.steps()`.
+    #[must_use]
+    pub fn ops(&self, rank: usize, step: usize) -> Ops {
+        assert!(rank < self.size, "rank {rank} of a group of {}", self.size);
+        let steps = self.steps();
+        assert!(step < steps, "step {step} of a {steps}-step schedule");
+        let mut ops = Ops::new();
+        if self.size == 1 {
+            ops.push(Op::Finalize {
+                span: Span::new(0, self.len),
+            });
+            return ops;
+        }
+        match self.algorithm {
+            Algorithm::Ring | Algorithm::BidirectionalRing => ring::ops(self, rank, step, &mut ops),
+            Algorithm::DoubleBinaryTree => tree::ops(self, rank, step, &mut ops),
+            Algorithm::HalvingDoubling => halving::ops(self, rank, step, &mut ops),
+        }
+        ops
+    }
+
+    /// Calls `f` with every message, step by step, in the order
+    /// [`execute`](super::execute) reports them, without moving data: what
+    /// a cost model or simulator charges for element type `T` and
+    /// operation `op` (which matter only for [`Transfer::bytes`],
+    /// [`Transfer::partials`] and [`Transfer::combines`]).
+    pub fn transfers<T: Element>(&self, op: ReduceOp, mut f: impl FnMut(Transfer)) {
+        for step in 0..self.steps() {
+            for rank in 0..self.size {
+                for o in &self.ops(rank, step) {
+                    if let Op::Recv { from, span, kind } = *o {
+                        f(self.transfer::<T>(op, step, from, rank, span, kind));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The [`Transfer`] of one received message.
+    pub(crate) fn transfer<T: Element>(
+        &self,
+        op: ReduceOp,
+        step: usize,
+        from: usize,
+        to: usize,
+        span: Span,
+        kind: Kind,
+    ) -> Transfer {
+        let elements = span.elements();
+        let payload = span.elements_below(self.len);
+        let size_t = size_of::<T>();
+        // A partial sum of several 16-bit contributions travels as f32.
+        let wire = |single: bool| {
+            if single || !op.depends_on_order() {
+                size_t
+            } else {
+                size_of::<f32>()
+            }
+        };
+        let (partials, bytes, combines) = match kind {
+            Kind::Copy => (1, elements * size_t, 0),
+            Kind::Reduce { covers, onto } if self.carries_frontiers(op) => {
+                let tree = SumTree::new(self.size);
+                let (mut partials, mut bytes, mut merges) = (0, 0, 0);
+                tree.frontier(covers, &mut |node| {
+                    partials += 1;
+                    bytes += elements * wire(tree.leaf(node).is_some());
+                });
+                tree.merges(onto, covers, &mut |_, _, _| merges += 1);
+                (partials, bytes, merges * payload)
+            }
+            Kind::Reduce { covers, .. } => (1, elements * wire(covers.len == 1), payload),
+        };
+        Transfer {
+            step,
+            from,
+            to,
+            span,
+            kind,
+            partials,
+            elements: partials * elements,
+            payload: partials * payload,
+            bytes,
+            combines,
+        }
+    }
+}
