@@ -332,7 +332,7 @@ impl<'s> Replay<'s> {
                     "{what}: span beyond padding"
                 );
                 match kind {
-                    Kind::Reduce { covers, onto } => {
+                    Kind::Reduce { covers, onto, .. } => {
                         assert!(self.s.collective().reduces(), "{what}: reduce in a copy");
                         let (c, h) = (mask(covers, p), mask(onto, p));
                         assert_eq!(c & h, 0, "{what} step {step}: overlapping sets");

@@ -910,13 +910,13 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                         k += len;
                     }
                 }
-                Kind::Reduce { covers, onto } if self.frontiers => {
+                Kind::Reduce { covers, onto, .. } if self.frontiers => {
                     let held = &mut st.held;
                     merge_frontier(
                         &self.tree, op, self.r, held, span, covers, onto, body, buf, n,
                     );
                 }
-                Kind::Reduce { covers, onto } => {
+                Kind::Reduce { covers, onto, .. } => {
                     let single = onto.len == 1;
                     if native_wire(op, covers) {
                         let vals = values::<T>(body, &mut st.tmp_t);

@@ -6,7 +6,7 @@
 use crate::fp::Element;
 
 use super::error::Error;
-use super::message::{Kind, Op, Ops, Transfer};
+use super::message::{Carries, Kind, Op, Ops, Transfer};
 use super::op::ReduceOp;
 use super::schedule::{Algorithm, Collective, Schedule};
 use super::span::Span;
@@ -91,6 +91,9 @@ impl Schedule {
             Algorithm::DoubleBinaryTree => tree::ops(self, rank, step, &mut ops),
             Algorithm::HalvingDoubling => halving::ops(self, rank, step, &mut ops),
         }
+        if self.frontier_order() {
+            ops.mark_frontiers();
+        }
         ops
     }
 
@@ -123,28 +126,27 @@ impl Schedule {
     ) -> Transfer {
         let elements = span.elements();
         let payload = span.elements_below(self.len);
-        let size_t = size_of::<T>();
         // A partial sum of several 16-bit contributions travels as f32.
-        let wire = |single: bool| {
-            if single || !op.depends_on_order() {
-                size_t
-            } else {
+        let wire = |f32: bool| {
+            if f32 {
                 size_of::<f32>()
+            } else {
+                size_of::<T>()
             }
         };
-        let (partials, bytes, combines) = match kind {
-            Kind::Copy => (1, elements * size_t, 0),
-            Kind::Reduce { covers, onto } if self.carries_frontiers(op) => {
+        let (partials, bytes, combines) = match (kind, kind.carries(op)) {
+            (Kind::Reduce { covers, onto, .. }, Carries::Frontier) => {
                 let tree = SumTree::new(self.size);
                 let (mut partials, mut bytes, mut merges) = (0, 0, 0);
                 tree.frontier(covers, &mut |node| {
                     partials += 1;
-                    bytes += elements * wire(tree.leaf(node).is_some());
+                    bytes += elements * wire(tree.leaf(node).is_none());
                 });
                 tree.merges(onto, covers, &mut |_, _, _| merges += 1);
                 (partials, bytes, merges * payload)
             }
-            Kind::Reduce { covers, .. } => (1, elements * wire(covers.len == 1), payload),
+            (_, Carries::Partial { f32 }) => (1, elements * wire(f32), payload),
+            _ => (1, elements * wire(false), 0),
         };
         Transfer {
             step,

@@ -61,6 +61,14 @@ pub enum Error {
         /// f32 elements given.
         available: usize,
     },
+    /// A packed [`Frontier`](super::Frontier) whose length is not the one
+    /// its covered contributions and element count give.
+    MessageLength {
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes given.
+        found: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -95,6 +103,9 @@ impl fmt::Display for Error {
                 f,
                 "scratch of {available} f32 elements is too small: {needed} needed"
             ),
+            Self::MessageLength { expected, found } => {
+                write!(f, "a packed frontier of {found} bytes, {expected} expected")
+            }
         }
     }
 }

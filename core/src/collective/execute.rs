@@ -6,6 +6,7 @@ use wide::f32x8;
 use crate::fp::{Element, Rounding};
 use crate::kernels::LANES;
 
+use super::combine::{combine, combine_into};
 use super::error::Error;
 use super::message::{Kind, Op, Transfer};
 use super::op::{ReduceOp, Reduction};
@@ -159,10 +160,10 @@ fn run<T: Element>(
                 };
                 match kind {
                     Kind::Copy => copy(bufs, from, rank, span, n),
-                    Kind::Reduce { covers, onto } if frontiers => {
+                    Kind::Reduce { covers, onto, .. } if frontiers => {
                         merge(op, &tree, bufs, scratch, n, span, covers, onto);
                     }
-                    Kind::Reduce { covers, onto } => {
+                    Kind::Reduce { covers, onto, .. } => {
                         let single = (covers.len == 1, onto.len == 1);
                         reduce(op, bufs, scratch, n, (from, rank), span, single);
                     }
@@ -217,65 +218,6 @@ fn copy<T: Copy>(bufs: &mut [&mut [T]], from: usize, to: usize, span: Span, n: u
     }
 }
 
-/// Calls `$f(args.., combine)` with `combine` the operation's scalar
-/// function, so each loop is compiled for one operation.
-macro_rules! with_op {
-    ($op:expr, $f:ident($($arg:expr),*)) => {
-        match $op {
-            ReduceOp::Sum | ReduceOp::Mean => $f($($arg,)* |x: f32, y: f32| x + y),
-            ReduceOp::Max => $f($($arg,)* |x: f32, y: f32| ReduceOp::Max.combine(x, y)),
-            ReduceOp::Min => $f($($arg,)* |x: f32, y: f32| ReduceOp::Min.combine(x, y)),
-        }
-    };
-}
-
-/// `dst[i] = f(dst[i], b[i])`, widening eight at a time (the eight-lane
-/// widening equals [`Element::load`] bit for bit).
-#[inline(always)]
-fn assign_with<B: Element>(dst: &mut [f32], b: &[B], f: impl Fn(f32, f32) -> f32) {
-    let (d8, dt) = dst.as_chunks_mut::<LANES>();
-    let (b8, bt) = b.as_chunks::<LANES>();
-    for (d, b) in d8.iter_mut().zip(b8) {
-        let b = B::load_x8(*b).to_array();
-        for (d, b) in d.iter_mut().zip(b) {
-            *d = f(*d, b);
-        }
-    }
-    for (d, b) in dt.iter_mut().zip(bt) {
-        *d = f(*d, b.load());
-    }
-}
-
-/// `dst[i] = f(a[i], b[i])`, widening eight at a time.
-#[inline(always)]
-fn into_with<A: Element, B: Element>(
-    dst: &mut [f32],
-    a: &[A],
-    b: &[B],
-    f: impl Fn(f32, f32) -> f32,
-) {
-    let (d8, dt) = dst.as_chunks_mut::<LANES>();
-    let (a8, at) = a.as_chunks::<LANES>();
-    let (b8, bt) = b.as_chunks::<LANES>();
-    for ((d, a), b) in d8.iter_mut().zip(a8).zip(b8) {
-        let (a, b) = (A::load_x8(*a).to_array(), B::load_x8(*b).to_array());
-        for ((d, a), b) in d.iter_mut().zip(a).zip(b) {
-            *d = f(a, b);
-        }
-    }
-    for ((d, a), b) in dt.iter_mut().zip(at).zip(bt) {
-        *d = f(a.load(), b.load());
-    }
-}
-
-fn assign<B: Element>(op: ReduceOp, dst: &mut [f32], b: &[B]) {
-    with_op!(op, assign_with(dst, b));
-}
-
-fn into<A: Element, B: Element>(op: ReduceOp, dst: &mut [f32], a: &[A], b: &[B]) {
-    with_op!(op, into_with(dst, a, b));
-}
-
 /// A one-partial reduction `from -> to`: the receiver's partial (its own
 /// contribution if `single.1`) combined with the sender's (its own
 /// contribution if `single.0`), in place for f32, into the receiver's
@@ -295,7 +237,7 @@ fn reduce<T: Element>(
         let dst: &mut [f32] = bytemuck::cast_slice_mut(dst);
         let src: &[f32] = bytemuck::cast_slice(src);
         for run in span.runs_below(n) {
-            assign(op, &mut dst[run.clone()], &src[run]);
+            combine(op, &mut dst[run.clone()], &src[run]);
         }
         return;
     }
@@ -304,10 +246,10 @@ fn reduce<T: Element>(
     for run in span.runs_below(n) {
         let d = &mut dst[run.clone()];
         match (single_held, single_in) {
-            (true, true) => into(op, d, &held[run.clone()], &incoming[run]),
-            (true, false) => into(op, d, &held[run.clone()], &src[run]),
-            (false, true) => assign(op, d, &incoming[run]),
-            (false, false) => assign(op, d, &src[run]),
+            (true, true) => combine_into(op, d, &held[run.clone()], &incoming[run]),
+            (true, false) => combine_into(op, d, &held[run.clone()], &src[run]),
+            (false, true) => combine(op, d, &incoming[run]),
+            (false, false) => combine(op, d, &src[run]),
         }
     }
 }
@@ -354,10 +296,16 @@ fn merge<T: Element>(
         for run in span.runs_below(n) {
             let d = &mut row[run.clone()];
             match (a, b) {
-                (Operand::Leaf(a), Operand::Leaf(b)) => into(op, d, &a[run.clone()], &b[run]),
-                (Operand::Leaf(a), Operand::Row(b)) => into(op, d, &a[run.clone()], &b[run]),
-                (Operand::Row(a), Operand::Leaf(b)) => into(op, d, &a[run.clone()], &b[run]),
-                (Operand::Row(a), Operand::Row(b)) => into(op, d, &a[run.clone()], &b[run]),
+                (Operand::Leaf(a), Operand::Leaf(b)) => {
+                    combine_into(op, d, &a[run.clone()], &b[run])
+                }
+                (Operand::Leaf(a), Operand::Row(b)) => {
+                    combine_into(op, d, &a[run.clone()], &b[run])
+                }
+                (Operand::Row(a), Operand::Leaf(b)) => {
+                    combine_into(op, d, &a[run.clone()], &b[run])
+                }
+                (Operand::Row(a), Operand::Row(b)) => combine_into(op, d, &a[run.clone()], &b[run]),
             }
         }
     });

@@ -133,10 +133,7 @@ impl<'a> Hd<'a> {
             return;
         }
         let even = rank & !1;
-        let kind = Kind::Reduce {
-            covers: Ranks::one(even),
-            onto: Ranks::one(even + 1),
-        };
+        let kind = Kind::reduce(Ranks::one(even), Ranks::one(even + 1));
         let span = self.everything();
         if rank == even {
             ops.push(Op::Send {
@@ -194,10 +191,7 @@ impl<'a> Hd<'a> {
         let partner_group = group ^ bit;
         let m = bit << 1;
         let to = self.rank(partner);
-        let give = Kind::Reduce {
-            covers: self.ranks(group, bit),
-            onto: self.ranks(partner_group, bit),
-        };
+        let give = Kind::reduce(self.ranks(group, bit), self.ranks(partner_group, bit));
         for span in self.residue_spans(partner & (m - 1), m) {
             ops.push(Op::Send {
                 to,
@@ -205,10 +199,7 @@ impl<'a> Hd<'a> {
                 kind: give,
             });
         }
-        let take = Kind::Reduce {
-            covers: self.ranks(partner_group, bit),
-            onto: self.ranks(group, bit),
-        };
+        let take = Kind::reduce(self.ranks(partner_group, bit), self.ranks(group, bit));
         for span in self.residue_spans(q & (m - 1), m) {
             ops.push(Op::Recv {
                 from: to,

@@ -3,9 +3,11 @@
 
 use core::ops::Deref;
 
+use super::op::ReduceOp;
 use super::span::{Ranks, Span};
 
-/// What a message does at its receiver.
+/// What a message does at its receiver. [`Kind::carries`] says what its
+/// body holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// Partial results to combine with the receiver's own.
@@ -17,9 +19,87 @@ pub enum Kind {
         /// disjoint and adjacent, and their union is the receiver's
         /// afterwards.
         onto: Ranks,
+        /// Whether a Sum or Mean message carries the
+        /// [frontier](Carries::Frontier) of `covers` instead of one
+        /// partial: in [`Order::Deterministic`](super::Order::Deterministic)
+        /// on a ring or binary tree over more than two ranks. Max and Min
+        /// always carry one partial (they are exact in any order).
+        frontier: bool,
     },
     /// Finished values that overwrite the receiver's.
     Copy,
+}
+
+impl Kind {
+    /// A reduction message carrying one partial.
+    pub(crate) const fn reduce(covers: Ranks, onto: Ranks) -> Self {
+        Self::Reduce {
+            covers,
+            onto,
+            frontier: false,
+        }
+    }
+
+    /// What the message's body holds when the collective reduces with
+    /// `op`: what a transport sends and how the receiver reads it, so
+    /// that every rank gets bitwise [`execute`](super::execute)'s result.
+    ///
+    /// ```
+    /// use tessera_core::collective::{
+    ///     Algorithm, Carries, Collective, Kind, Op, Order, ReduceOp, Schedule,
+    /// };
+    ///
+    /// let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    /// let Op::Send { kind, .. } = s.ops(0, 0)[0] else { unreachable!() };
+    /// // Rank 0's own contribution, in the buffer's format.
+    /// assert_eq!(kind.carries(ReduceOp::Sum), Carries::Partial { f32: false });
+    /// let Op::Send { kind, .. } = s.ops(0, 1)[0] else { unreachable!() };
+    /// // A partial sum of two contributions travels in f32.
+    /// assert_eq!(kind.carries(ReduceOp::Sum), Carries::Partial { f32: true });
+    ///
+    /// let d = s.with_order(Order::Deterministic);
+    /// let Op::Send { kind, .. } = d.ops(0, 1)[0] else { unreachable!() };
+    /// assert_eq!(kind.carries(ReduceOp::Sum), Carries::Frontier);
+    /// assert_eq!(kind.carries(ReduceOp::Max), Carries::Partial { f32: false });
+    /// assert!(matches!(kind, Kind::Reduce { frontier: true, .. }));
+    /// ```
+    #[must_use]
+    pub const fn carries(self, op: ReduceOp) -> Carries {
+        match self {
+            Self::Copy => Carries::Values,
+            Self::Reduce { frontier, .. } if frontier && op.depends_on_order() => Carries::Frontier,
+            Self::Reduce { covers, .. } => Carries::Partial {
+                f32: covers.len > 1 && op.depends_on_order(),
+            },
+        }
+    }
+}
+
+/// What the body of a message holds: its payload is the span's positions
+/// below the buffer's length, in order (padding never travels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Carries {
+    /// Finished values in the buffer's format: the receiver overwrites
+    /// its own with them.
+    Values,
+    /// One partial result of the covered contributions, which the receiver
+    /// combines with its own partial ([`combine`](super::combine)): in f32
+    /// when it is a Sum or Mean of several contributions (`f32: true`;
+    /// partial sums of 16-bit values are never rounded), else in the
+    /// buffer's format (a single contribution, or a Max or Min, exact).
+    Partial {
+        /// Whether the values travel as f32.
+        f32: bool,
+    },
+    /// One vector per maximal complete subtree of the summation tree that
+    /// the covered contributions fill ([`SumTree::frontier`]), left to
+    /// right: a single contribution in the buffer's format, a sum in f32.
+    /// The receiver adds every node it can now complete and keeps the
+    /// rest ([`Frontier`]).
+    ///
+    /// [`SumTree::frontier`]: super::SumTree::frontier
+    /// [`Frontier`]: super::Frontier
+    Frontier,
 }
 
 /// One thing a rank does at one step.
@@ -86,6 +166,19 @@ impl Ops {
         if !span.is_empty() {
             self.ops[self.len] = op;
             self.len += 1;
+        }
+    }
+}
+
+impl Ops {
+    /// Marks every reduction message as carrying a frontier.
+    pub(crate) fn mark_frontiers(&mut self) {
+        for op in &mut self.ops[..self.len] {
+            if let Op::Send { kind, .. } | Op::Recv { kind, .. } = op
+                && let Kind::Reduce { frontier, .. } = kind
+            {
+                *frontier = true;
+            }
         }
     }
 }

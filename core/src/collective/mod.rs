@@ -148,9 +148,12 @@
 //!   infinity, stochastic rounding its [`Overflow`](crate::fp::Overflow)
 //!   policy).
 
+mod combine;
 mod dispatch;
 mod error;
 mod execute;
+#[cfg(feature = "alloc")]
+mod frontier;
 mod halving;
 mod message;
 mod op;
@@ -160,9 +163,13 @@ mod span;
 mod sum_tree;
 mod tree;
 
+pub use combine::{combine, combine_into};
 pub use error::Error;
 pub use execute::{execute, execute_into};
-pub use message::{Kind, Op, Ops, Transfer};
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
+pub use frontier::Frontier;
+pub use message::{Carries, Kind, Op, Ops, Transfer};
 pub use op::{ReduceOp, Reduction};
 pub use schedule::{Algorithm, Collective, Order, Schedule};
 pub use span::{Ranks, Span};

@@ -87,10 +87,7 @@ impl<'a> Dir<'a> {
     }
 
     fn reduce(&self, covers_from: i64, covers_len: i64, onto: i64) -> Kind {
-        Kind::Reduce {
-            covers: self.ranks(covers_from, covers_len),
-            onto: self.ranks(onto, 1),
-        }
+        Kind::reduce(self.ranks(covers_from, covers_len), self.ranks(onto, 1))
     }
 
     fn ops(&self, rank: usize, step: usize, ops: &mut Ops) {

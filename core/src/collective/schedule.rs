@@ -338,8 +338,13 @@ impl Schedule {
     /// in [`Order::Deterministic`] on an algorithm whose own order is not
     /// the summation tree's.
     pub(crate) fn carries_frontiers(&self, op: ReduceOp) -> bool {
+        self.frontier_order() && op.depends_on_order()
+    }
+
+    /// Whether Sum and Mean messages carry frontiers (the `frontier` of
+    /// [`Kind::Reduce`](super::Kind::Reduce)).
+    pub(crate) fn frontier_order(&self) -> bool {
         self.order == Order::Deterministic
-            && op.depends_on_order()
             && self.collective.reduces()
             && self.size > 2
             && self.algorithm != Algorithm::HalvingDoubling

@@ -139,4 +139,17 @@ impl Ranks {
         // Either a is in the set, or the set starts inside a..b.
         self.contains(a, size) || (self.start % size + size - a) % size < b - a
     }
+
+    /// The union of two disjoint, adjacent sets (one ends where the other
+    /// starts), as [`Kind::Reduce`](super::Kind::Reduce) guarantees its
+    /// `covers` and `onto` are, in a group of `size`.
+    pub(crate) fn union(self, other: Self, size: usize) -> Self {
+        let len = (self.len + other.len).min(size);
+        let start = if (self.start + self.len) % size == other.start % size {
+            self.start
+        } else {
+            other.start
+        };
+        Self::new(start % size, len)
+    }
 }

@@ -109,6 +109,31 @@ impl SumTree {
         }
     }
 
+    /// The node of leaf `j` (contribution `j`).
+    ///
+    /// ```
+    /// use tessera_core::collective::{Node, SumTree};
+    ///
+    /// let tree = SumTree::new(3); // (c0 + c1) + c2
+    /// assert_eq!(tree.leaf_node(1), Node::Folded(1));
+    /// assert_eq!(tree.leaf(tree.leaf_node(2)), Some(2));
+    /// ```
+    ///
+    /// # Panics
+    /// If `j` is not a leaf.
+    #[must_use]
+    pub fn leaf_node(&self, j: usize) -> Node {
+        assert!(j < self.leaves, "leaf {j} of {}", self.leaves);
+        if j < 2 * self.fold {
+            Node::Folded(j)
+        } else {
+            Node::Group {
+                h: 0,
+                k: j - self.fold,
+            }
+        }
+    }
+
     /// The row of an internal node in a table of `leaves - 1` rows: the
     /// last leaf of its left child (unique, below `leaves - 1`).
     #[must_use]

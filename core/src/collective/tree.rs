@@ -270,20 +270,17 @@ impl<'a> Tree<'a> {
         let sub = self.subtree(u);
         if let Some(up) = self.parent(u) {
             let i = step.checked_sub(self.height(u));
-            let kind = Kind::Reduce {
-                covers: self.ranks(sub),
-                onto: self.ranks(self.held_before(up, u)),
-            };
+            let kind = Kind::reduce(self.ranks(sub), self.ranks(self.held_before(up, u)));
             self.send(ops, up, self.chunk(i), kind);
         } else if let Some(span) = self.chunk((step + 1).checked_sub(self.height(u))) {
             ops.push(Op::Finalize { span });
         }
         for c in self.children(u) {
             let i = step.checked_sub(self.height(c));
-            let kind = Kind::Reduce {
-                covers: self.ranks(self.subtree(c)),
-                onto: self.ranks(self.held_before(u, c)),
-            };
+            let kind = Kind::reduce(
+                self.ranks(self.subtree(c)),
+                self.ranks(self.held_before(u, c)),
+            );
             self.recv(ops, c, self.chunk(i), kind);
         }
     }
