@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use tessera_core::collective::{
-    self, Algorithm, Carries, Collective, Frontier, Kind, Op, Order, ReduceOp, Reduction, Schedule,
-    Span, SumTree, combine,
+    self, Algorithm, Carries, Collective, CollectiveSchedule, Frontier, Kind, Op, Order, ReduceOp,
+    Reducer, Span, SumTree, combine,
 };
 use tessera_core::fp::{Element, Overflow, Rounding, Stochastic, bf16, f16};
 use tessera_core::rng::RandomStream;
@@ -38,8 +38,8 @@ fn payload<V: Copy>(x: &[V], span: Span, n: usize) -> Vec<V> {
 /// position (its own contribution widened at first) and, for messages that
 /// carry frontiers, a [`Frontier`] per span.
 struct Rank<'a, T> {
-    s: &'a Schedule,
-    reduction: Reduction,
+    s: &'a CollectiveSchedule,
+    reduction: Reducer,
     rank: usize,
     tree: SumTree,
     buf: Vec<T>,
@@ -172,8 +172,8 @@ impl<T: Element> Rank<'_, T> {
 
 /// Runs `s` over channels between `p` threads.
 fn over_channels<T: Element + Send + Sync>(
-    s: &Schedule,
-    reduction: Reduction,
+    s: &CollectiveSchedule,
+    reduction: Reducer,
     inputs: &[Vec<T>],
 ) -> Vec<Vec<T>> {
     let p = s.size();
@@ -229,7 +229,7 @@ fn bits<T: Element>(x: &[T]) -> Vec<u8> {
     bytemuck::cast_slice(x).to_vec()
 }
 
-fn check<T: Element + Send + Sync>(s: &Schedule, reduction: Reduction) {
+fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, reduction: Reducer) {
     let (p, n) = (s.size(), s.len());
     let inputs = inputs::<T>(p, n);
     let mut want = inputs.clone();
@@ -271,13 +271,13 @@ fn a_channel_transport_gets_the_executors_bits() {
             for algorithm in Algorithm::ALL {
                 for order in [Order::Schedule, Order::Deterministic] {
                     for collective in collectives {
-                        let s = Schedule::new(algorithm, collective, p, n)
+                        let s = CollectiveSchedule::new(algorithm, collective, p, n)
                             .unwrap()
                             .with_order(order);
                         for op in ReduceOp::ALL {
-                            check::<f32>(&s, Reduction::new(op));
-                            check::<f16>(&s, Reduction::new(op));
-                            check::<bf16>(&s, Reduction::new(op).with_rounding(sr));
+                            check::<f32>(&s, Reducer::new(op));
+                            check::<f16>(&s, Reducer::new(op));
+                            check::<bf16>(&s, Reducer::new(op).with_rounding(sr));
                         }
                     }
                 }
@@ -288,7 +288,7 @@ fn a_channel_transport_gets_the_executors_bits() {
 
 #[test]
 fn deterministic_rings_and_trees_carry_frontiers() {
-    let s = Schedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, 6, 12)
+    let s = CollectiveSchedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, 6, 12)
         .unwrap()
         .with_order(Order::Deterministic);
     let mut frontiers = 0;

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reduction, Schedule};
+use tessera_core::collective::{
+    Algorithm, Collective, CollectiveSchedule, Order, ReduceOp, Reducer,
+};
 use tessera_core::fp::{Element, Rounding};
 
 use crate::comm::Communicator;
@@ -158,12 +160,12 @@ pub struct HierarchicalReport {
 ///
 /// ```
 /// use tessera_collectives::{Collectives, ThreadWorld};
-/// use tessera_core::collective::{ReduceOp, Reduction};
+/// use tessera_core::collective::{ReduceOp, Reducer};
 ///
 /// let out = ThreadWorld::run(4, |comm| {
 ///     let mut c = Collectives::new(comm);
 ///     let mut x = vec![c.rank() as f32 + 1.0; 10];
-///     c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+///     c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
 ///     x
 /// })
 /// .unwrap();
@@ -274,7 +276,7 @@ impl<C: Communicator> Collectives<C> {
         collective: Collective,
         len: usize,
         op: ReduceOp,
-    ) -> Result<(Schedule, f64), CommError> {
+    ) -> Result<(CollectiveSchedule, f64), CommError> {
         choose::<T, _>(&self.comm, &self.options, &self.model, collective, len, op)
     }
 
@@ -288,7 +290,7 @@ impl<C: Communicator> Collectives<C> {
         &mut self,
         collective: Collective,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
     ) -> Result<Report, CommError> {
         exec(
             &self.comm,
@@ -310,7 +312,7 @@ impl<C: Communicator> Collectives<C> {
     pub fn all_reduce<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
     ) -> Result<Report, CommError> {
         self.run(Collective::AllReduce, buf, reduction)
     }
@@ -327,7 +329,7 @@ impl<C: Communicator> Collectives<C> {
         &mut self,
         input: &[T],
         output: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
     ) -> Result<Report, CommError> {
         output.copy_from_slice(input);
         self.all_reduce(output, reduction)
@@ -342,7 +344,7 @@ impl<C: Communicator> Collectives<C> {
     pub fn reduce_scatter<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
     ) -> Result<Report, CommError> {
         self.run(Collective::ReduceScatter, buf, reduction)
     }
@@ -353,7 +355,7 @@ impl<C: Communicator> Collectives<C> {
     /// # Errors
     /// As [`run`](Self::run).
     pub fn all_gather<T: Element>(&mut self, buf: &mut [T]) -> Result<Report, CommError> {
-        self.run(Collective::AllGather, buf, Reduction::new(ReduceOp::Sum))
+        self.run(Collective::AllGather, buf, Reducer::new(ReduceOp::Sum))
     }
 
     /// `root`'s `buf` is copied to every rank, bits unchanged.
@@ -368,7 +370,7 @@ impl<C: Communicator> Collectives<C> {
         self.run(
             Collective::Broadcast { root },
             buf,
-            Reduction::new(ReduceOp::Sum),
+            Reducer::new(ReduceOp::Sum),
         )
     }
 
@@ -380,7 +382,7 @@ impl<C: Communicator> Collectives<C> {
     pub fn reduce<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
         root: usize,
     ) -> Result<Report, CommError> {
         self.run(Collective::Reduce { root }, buf, reduction)
@@ -430,7 +432,7 @@ impl<C: Communicator> Collectives<C> {
     pub fn hierarchical_all_reduce<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
         k: usize,
     ) -> Result<HierarchicalReport, CommError> {
         let result = self.hierarchical_inner(buf, reduction, k);
@@ -445,7 +447,7 @@ impl<C: Communicator> Collectives<C> {
     fn hierarchical_inner<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
         k: usize,
     ) -> Result<HierarchicalReport, CommError> {
         // Arguments first: a call that is wrong on every rank then gets the
@@ -462,7 +464,7 @@ impl<C: Communicator> Collectives<C> {
         } else {
             op
         };
-        let phase = Reduction::new(sum_op);
+        let phase = Reducer::new(sum_op);
         let (options, model) = (self.options, self.model);
         let seq_of = |ctx: u16| self.group_seq.get(&ctx).copied().unwrap_or(0);
         let (mut inner_seq, mut outer_seq) = (seq_of(inner.context()), seq_of(outer.context()));
@@ -559,7 +561,7 @@ fn choose<T: Element, D: Communicator + ?Sized>(
     collective: Collective,
     len: usize,
     op: ReduceOp,
-) -> Result<(Schedule, f64), CommError> {
+) -> Result<(CollectiveSchedule, f64), CommError> {
     let p = comm.size();
     let link = *model
         .topology()
@@ -578,7 +580,7 @@ fn choose<T: Element, D: Communicator + ?Sized>(
             model.select(collective, p, len, size_of::<T>(), &link, candidates)?
         }
     };
-    let mut s = Schedule::new(estimate.algorithm, collective, p, len)?;
+    let mut s = CollectiveSchedule::new(estimate.algorithm, collective, p, len)?;
     if let OrderChoice::Use(order) = options.order {
         s = s.with_order(order);
     }
@@ -595,7 +597,7 @@ pub(crate) fn exec<T: Element, D: Communicator + ?Sized>(
     scratch: &mut Scratch,
     collective: Collective,
     buf: &mut [T],
-    reduction: &Reduction,
+    reduction: &Reducer,
 ) -> Result<Report, CommError> {
     let start = Instant::now();
     let n = *seq;

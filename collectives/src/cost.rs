@@ -20,7 +20,7 @@
 //!
 //! Reduce-scatter and all-gather are the halves of all-reduce (all-gather
 //! without gamma); [`terms`] gives every collective. The step counts are
-//! the core schedules' own ([`Schedule::steps`]), so the latency terms are
+//! the core schedules' own ([`CollectiveSchedule::steps`]), so the latency terms are
 //! exact. For [`Order::Deterministic`] on rings and trees, whose messages
 //! carry several partial sums, and for anything the closed forms round
 //! off, [`CostModel::schedule_time`] charges every message of the actual
@@ -40,7 +40,7 @@
 //!
 //! [`Order::Deterministic`]: tessera_core::collective::Order::Deterministic
 
-use tessera_core::collective::{Algorithm, Collective, ReduceOp, Schedule};
+use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, ReduceOp};
 use tessera_core::fp::Element;
 
 use crate::error::ConfigError;
@@ -480,7 +480,7 @@ impl Terms {
 /// (see the [module docs](self)).
 ///
 /// # Errors
-/// As [`Schedule::new`] (no ranks, a root out of range, an overflowing
+/// As [`CollectiveSchedule::new`] (no ranks, a root out of range, an overflowing
 /// length).
 pub fn terms(
     algorithm: Algorithm,
@@ -490,7 +490,7 @@ pub fn terms(
     elem_bytes: usize,
     ports: Ports,
 ) -> Result<Terms, tessera_core::collective::Error> {
-    let s = Schedule::new(algorithm, collective, p, len)?;
+    let s = CollectiveSchedule::new(algorithm, collective, p, len)?;
     if p == 1 {
         return Ok(Terms::default());
     }
@@ -702,7 +702,12 @@ impl CostModel {
     /// Bytes are those on the wire (padding excluded, partial sums of
     /// 16-bit values in f32).
     #[must_use]
-    pub fn schedule_time<T: Element>(&self, s: &Schedule, op: ReduceOp, link: &Link) -> f64 {
+    pub fn schedule_time<T: Element>(
+        &self,
+        s: &CollectiveSchedule,
+        op: ReduceOp,
+        link: &Link,
+    ) -> f64 {
         let p = s.size();
         let mut total = 0.0;
         let mut step = usize::MAX;
@@ -855,7 +860,7 @@ mod tests {
                     Collective::AllGather,
                 ] {
                     for a in [Algorithm::Ring, Algorithm::BidirectionalRing] {
-                        let s = Schedule::new(a, c, p, len).unwrap();
+                        let s = CollectiveSchedule::new(a, c, p, len).unwrap();
                         let exact = m.schedule_time::<f32>(&s, ReduceOp::Sum, &l);
                         let closed = m.estimate(a, c, p, len, 4, &l).unwrap().seconds;
                         assert!(
@@ -865,7 +870,7 @@ mod tests {
                     }
                     if p.is_power_of_two() {
                         let a = Algorithm::HalvingDoubling;
-                        let s = Schedule::new(a, c, p, len).unwrap();
+                        let s = CollectiveSchedule::new(a, c, p, len).unwrap();
                         let exact = m.schedule_time::<f32>(&s, ReduceOp::Sum, &l);
                         let closed = m.estimate(a, c, p, len, 4, &l).unwrap().seconds;
                         assert!(
@@ -895,7 +900,7 @@ mod tests {
                     Collective::Reduce { root: 1 },
                     Collective::Broadcast { root: 1 },
                 ] {
-                    let s = Schedule::new(a, c, p, len).unwrap();
+                    let s = CollectiveSchedule::new(a, c, p, len).unwrap();
                     let exact = m.schedule_time::<f32>(&s, ReduceOp::Sum, &l);
                     let closed = m.estimate(a, c, p, len, 4, &l).unwrap().seconds;
                     let ratio = closed / exact;

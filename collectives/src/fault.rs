@@ -5,7 +5,7 @@
 //! use std::time::Duration;
 //! use tessera_collectives::fault::{Fault, Faulty};
 //! use tessera_collectives::{Collectives, CommError, Communicator, Options, ThreadWorld};
-//! use tessera_core::collective::{ReduceOp, Reduction};
+//! use tessera_core::collective::{ReduceOp, Reducer};
 //!
 //! let results = ThreadWorld::run(4, |comm| {
 //!     // Rank 2 aborts at its third exchange, in the middle of the all-reduce.
@@ -14,7 +14,7 @@
 //!     let mut c = Collectives::new(comm)
 //!         .with_options(Options::new().with_timeout(Duration::from_secs(10)));
 //!     let mut x = vec![1.0f32; 1000];
-//!     c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).map(|_| ())
+//!     c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).map(|_| ())
 //! })
 //! .unwrap();
 //! for (rank, r) in results.into_iter().enumerate() {

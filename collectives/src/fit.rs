@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use tessera_core::collective::{Algorithm, Collective, ReduceOp, Reduction};
+use tessera_core::collective::{Algorithm, Collective, ReduceOp, Reducer};
 
 use crate::collectives::{Collectives, Options};
 use crate::comm::Communicator;
@@ -336,7 +336,7 @@ pub fn measure<C: Communicator>(comm: C, plan: &Plan) -> Result<Vec<Sample>, Com
         .with_algorithm(plan.algorithm)
         .with_timeout(plan.timeout);
     let mut c = Collectives::new(comm).with_options(options);
-    let sum = Reduction::new(ReduceOp::Sum);
+    let sum = Reducer::new(ReduceOp::Sum);
     let mut out = Vec::with_capacity(plan.sizes.len());
     for &len in &plan.sizes {
         let mut buf = vec![1.0f32; len];
@@ -352,7 +352,7 @@ pub fn measure<C: Communicator>(comm: C, plan: &Plan) -> Result<Vec<Sample>, Com
             buf.fill(1.0);
         }
         c.set_options(options.with_algorithm(Algorithm::HalvingDoubling));
-        c.all_reduce(&mut times, Reduction::new(ReduceOp::Max))?;
+        c.all_reduce(&mut times, Reducer::new(ReduceOp::Max))?;
         c.set_options(options);
         let best = times.iter().copied().fold(f32::INFINITY, f32::min);
         out.push(Sample {

@@ -33,14 +33,14 @@
 //!
 //! ```
 //! use tessera_collectives::{Collectives, Options, ThreadWorld};
-//! use tessera_core::collective::{Algorithm, ReduceOp, Reduction};
+//! use tessera_core::collective::{Algorithm, ReduceOp, Reducer};
 //! use tessera_core::fp::bf16;
 //!
 //! let results = ThreadWorld::run(3, |comm| {
 //!     let opts = Options::new().with_algorithm(Algorithm::BidirectionalRing);
 //!     let mut c = Collectives::new(comm).with_options(opts);
 //!     let mut x = vec![bf16::from_f32(c.rank() as f32); 7];
-//!     let report = c.all_reduce(&mut x, Reduction::new(ReduceOp::Max)).unwrap();
+//!     let report = c.all_reduce(&mut x, Reducer::new(ReduceOp::Max)).unwrap();
 //!     assert_eq!(report.algorithm, Algorithm::BidirectionalRing);
 //!     x
 //! })
@@ -72,7 +72,7 @@
 //! # Numerics
 //!
 //! As [`tessera_core::collective`]: reductions in f32, 16-bit results
-//! rounded once with the [`Reduction`]'s rounding at the element's
+//! rounded once with the [`Reducer`]'s rounding at the element's
 //! position, partial sums of 16-bit values sent in f32, copies bit-exact,
 //! NaN canonical. Messages carry values in this
 //! machine's byte order: every rank of a world must share it.
@@ -121,6 +121,6 @@ pub use cost::{CostModel, Link, Ports, Topology};
 pub use error::{Cause, CommError, ConfigError, Failure, Mismatch};
 pub use group::{GroupError, Members, ReplicaGroup};
 pub use subgroup::GroupComm;
-pub use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reduction};
+pub use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reducer};
 pub use thread::{AbortHandle, ThreadCommunicator, ThreadWorld};
 pub use topology::{Edge, Fabric, FabricError};

@@ -1,6 +1,6 @@
 //! Collectives priced by routing their schedules over a [`Fabric`].
 //!
-//! Every message of the algorithm's actual schedule ([`Schedule::transfers`])
+//! Every message of the algorithm's actual schedule ([`CollectiveSchedule::transfers`])
 //! is routed from its sender's node to its receiver's. A step costs the
 //! latency of its longest route (`k` hops, `k` link latencies), plus the
 //! time of the busiest directed edge (the bytes of every transfer crossing
@@ -10,7 +10,7 @@
 //! collective at once ([`price`]'s `groups`, the orthogonal groups of
 //! replicas of several IPUs): their transfers share the links too.
 
-use tessera_core::collective::{Algorithm, Collective, Error, ReduceOp, Schedule};
+use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Error, ReduceOp};
 
 use crate::cost::{Estimate, Terms};
 use crate::topology::Fabric;
@@ -27,7 +27,7 @@ pub const GCL: [Algorithm; 2] = [Algorithm::Ring, Algorithm::BidirectionalRing];
 /// units of one link, and the bytes combined.
 ///
 /// # Errors
-/// As [`Schedule::new`]; [`Error::RankOutOfRange`] for a node outside the
+/// As [`CollectiveSchedule::new`]; [`Error::RankOutOfRange`] for a node outside the
 /// fabric or groups of different sizes; [`Error::NoRanks`] for no groups.
 ///
 /// # Panics
@@ -56,7 +56,7 @@ pub fn price(
             });
         }
     }
-    let s = Schedule::new(algorithm, collective, p, len)?;
+    let s = CollectiveSchedule::new(algorithm, collective, p, len)?;
     let mut step = Step::new(fabric);
     let mut terms = Terms::default();
     let mut current = usize::MAX;

@@ -1,4 +1,4 @@
-//! Runs a core [`Schedule`] over a [`Communicator`]: one rank's half of
+//! Runs a core [`CollectiveSchedule`] over a [`Communicator`]: one rank's half of
 //! what [`tessera_core::collective::execute`] does for all ranks at once.
 //!
 //! At every step the rank sends what its [`Op::Send`]s name and receives
@@ -43,7 +43,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use tessera_core::collective::{
-    Algorithm, Collective, Kind, Op, Order, Ranks, ReduceOp, Reduction, Schedule, Span,
+    Algorithm, Collective, CollectiveSchedule, Kind, Op, Order, Ranks, ReduceOp, Reducer, Span,
 };
 use tessera_core::fp::{Element, Rounding};
 
@@ -126,7 +126,7 @@ fn dtype_name(code: u8) -> &'static str {
 }
 
 impl Call {
-    fn new<T: Element>(s: &Schedule, op: ReduceOp, seq: u32) -> Self {
+    fn new<T: Element>(s: &CollectiveSchedule, op: ReduceOp, seq: u32) -> Self {
         let (collective, root) = match s.collective() {
             Collective::ReduceScatter => (0, 0),
             Collective::AllGather => (1, 0),
@@ -152,7 +152,7 @@ impl Call {
         };
         Self {
             seq,
-            // Schedule::MAX_RANKS is 2^24.
+            // CollectiveSchedule::MAX_RANKS is 2^24.
             size: u32::try_from(s.size()).unwrap_or(u32::MAX),
             len: s.len() as u64,
             dtype: dtype_code(T::NAME),
@@ -284,8 +284,8 @@ fn decode(h: &[u8]) -> Option<(Call, Message)> {
 }
 
 /// Whether messages carry several partial sums (as the core's
-/// `Schedule::carries_frontiers`).
-pub(crate) fn carries_frontiers(s: &Schedule, op: ReduceOp) -> bool {
+/// `CollectiveSchedule::carries_frontiers`).
+pub(crate) fn carries_frontiers(s: &CollectiveSchedule, op: ReduceOp) -> bool {
     s.order() == Order::Deterministic
         && op.depends_on_order()
         && s.collective().reduces()
@@ -387,8 +387,8 @@ const HANDSHAKE_STEP: usize = u32::MAX as usize;
 /// ([`Cause::Panicked`]) as the panic unwinds out of it.
 pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     comm: &C,
-    s: &Schedule,
-    reduction: &Reduction,
+    s: &CollectiveSchedule,
+    reduction: &Reducer,
     buf: &mut [T],
     seq: u32,
     deadline: Instant,
@@ -452,7 +452,7 @@ impl<C: Communicator + ?Sized> Drop for AbortOnUnwind<'_, C> {
 /// One rank's run of a schedule: what every exchange needs to know.
 struct Runner<'a, C: ?Sized> {
     comm: &'a C,
-    s: &'a Schedule,
+    s: &'a CollectiveSchedule,
     op: ReduceOp,
     call: Call,
     tag: Tag,
@@ -488,7 +488,7 @@ type Got = (usize, Message, bool);
 impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
     fn new<T: Element>(
         comm: &'a C,
-        s: &'a Schedule,
+        s: &'a CollectiveSchedule,
         op: ReduceOp,
         seq: u32,
         deadline: Instant,
@@ -616,7 +616,8 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                 order.push(q);
             }
         };
-        if let Ok(full) = Schedule::new(self.s.algorithm(), self.s.collective(), p, 2 * p) {
+        if let Ok(full) = CollectiveSchedule::new(self.s.algorithm(), self.s.collective(), p, 2 * p)
+        {
             for step in 0..full.steps() {
                 for o in full.ops(self.r, step).iter() {
                     if let Op::Recv { from, .. } = *o {
@@ -1146,7 +1147,7 @@ fn sends_meet_receives(ops: &[Op], n: usize) -> bool {
 /// - Steps that carry frontiers stay whole (their partial sums are kept
 ///   per span).
 fn exchanges(
-    s: &Schedule,
+    s: &CollectiveSchedule,
     r: usize,
     n: usize,
     piece: usize,
@@ -1423,10 +1424,10 @@ fn union(a: Ranks, b: Ranks, size: usize) -> Ranks {
 mod tests {
     use std::time::Duration;
 
-    use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reduction};
+    use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reducer};
     use tessera_core::fp::{Element, Rounding, f16};
 
-    use super::{Schedule, Scratch, run};
+    use super::{CollectiveSchedule, Scratch, run};
     use crate::comm::Communicator;
     use crate::thread::ThreadWorld;
 
@@ -1446,9 +1447,13 @@ mod tests {
     /// Runs `s` with messages split into pieces of `piece` elements,
     /// compares every rank's specified positions with the executor's, and
     /// returns the number of messages sent.
-    fn check<T: Element + Send + Sync>(s: &Schedule, op: ReduceOp, piece: usize) -> usize {
+    fn check<T: Element + Send + Sync>(
+        s: &CollectiveSchedule,
+        op: ReduceOp,
+        piece: usize,
+    ) -> usize {
         let (p, len) = (s.size(), s.len());
-        let red = Reduction::new(op);
+        let red = Reducer::new(op);
         let got = ThreadWorld::run(p, |comm| {
             let mut scratch = Scratch {
                 piece,
@@ -1501,7 +1506,7 @@ mod tests {
                         (ReduceOp::Max, Order::Schedule),
                     ] {
                         for len in [37, 200] {
-                            let s = Schedule::new(algorithm, collective, p, len)
+                            let s = CollectiveSchedule::new(algorithm, collective, p, len)
                                 .unwrap()
                                 .with_order(order);
                             let whole = check::<f32>(&s, op, len);

@@ -1,6 +1,6 @@
-//! The per-algorithm dispatch: [`Schedule::new`] counts an algorithm's
-//! steps, [`Schedule::ops`] asks it for a rank's ops, and
-//! [`Schedule::transfers`] prices every message. Above the algorithms
+//! The per-algorithm dispatch: [`CollectiveSchedule::new`] counts an algorithm's
+//! steps, [`CollectiveSchedule::ops`] asks it for a rank's ops, and
+//! [`CollectiveSchedule::transfers`] prices every message. Above the algorithms
 //! (`ring`, `tree`, `halving`), which read the schedule's sizes only.
 
 use crate::fp::Element;
@@ -8,12 +8,12 @@ use crate::fp::Element;
 use super::error::Error;
 use super::message::{Carries, Kind, Op, Ops, Transfer};
 use super::op::ReduceOp;
-use super::schedule::{Algorithm, Collective, Schedule};
+use super::schedule::{Algorithm, Collective, CollectiveSchedule};
 use super::span::Span;
 use super::sum_tree::SumTree;
 use super::{halving, ring, tree};
 
-impl Schedule {
+impl CollectiveSchedule {
     /// The schedule of `collective` by `algorithm` over `size` ranks with
     /// buffers of `len` elements, in the algorithm's
     /// [default order](Algorithm::default_order).

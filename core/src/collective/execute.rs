@@ -1,4 +1,4 @@
-//! The in-memory executor: runs a [`Schedule`] over `p` buffers in one
+//! The in-memory executor: runs a [`CollectiveSchedule`] over `p` buffers in one
 //! address space.
 
 use wide::f32x8;
@@ -9,15 +9,15 @@ use crate::kernels::LANES;
 use super::combine::{combine, combine_into};
 use super::error::Error;
 use super::message::{Kind, Op, Transfer};
-use super::op::{ReduceOp, Reduction};
-use super::schedule::Schedule;
+use super::op::{ReduceOp, Reducer};
+use super::schedule::CollectiveSchedule;
 use super::span::Span;
 use super::sum_tree::SumTree;
 
 /// Runs `schedule` over the ranks' buffers `bufs[0..p]`, in place, and
 /// reports every message to `on_transfer` as it is delivered (step by
 /// step, receivers in rank order; the same [`Transfer`]s as
-/// [`Schedule::transfers`]).
+/// [`CollectiveSchedule::transfers`]).
 ///
 /// Every rank's sends at a step read the buffers as they were before the
 /// step, exactly as if the `p` ranks ran concurrently and exchanged
@@ -26,21 +26,21 @@ use super::sum_tree::SumTree;
 /// 16-bit result is rounded once, from the complete f32 reduction, with
 /// element `i` stored by `reduction.rounding` at position `i`. Nothing is
 /// allocated; `scratch` must hold at least
-/// [`schedule.scratch_len::<T>(reduction.op)`](Schedule::scratch_len)
+/// [`schedule.scratch_len::<T>(reduction.op)`](CollectiveSchedule::scratch_len)
 /// elements and its contents on entry do not matter.
 ///
 /// ```
 /// use tessera_core::collective::{
-///     self, Algorithm, Collective, ReduceOp, Reduction, Schedule,
+///     self, Algorithm, Collective, ReduceOp, Reducer, CollectiveSchedule,
 /// };
 ///
 /// let mut a = [1.0f32, 2.0, 3.0];
 /// let mut b = [10.0f32, 20.0, 30.0];
 /// let mut c = [100.0f32, 200.0, 300.0];
 /// let mut bufs = [&mut a[..], &mut b[..], &mut c[..]];
-/// let s = Schedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 3, 3).unwrap();
+/// let s = CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 3, 3).unwrap();
 /// let mut bytes = [0usize; 3];
-/// collective::execute(&s, &Reduction::new(ReduceOp::Sum), &mut bufs, &mut [], |t| {
+/// collective::execute(&s, &Reducer::new(ReduceOp::Sum), &mut bufs, &mut [], |t| {
 ///     bytes[t.from] += t.bytes;
 /// })
 /// .unwrap();
@@ -55,11 +55,11 @@ use super::sum_tree::SumTree;
 /// # Errors
 /// [`Error::BufferCount`] unless there are `p` buffers,
 /// [`Error::BufferLength`] for a buffer whose length is not
-/// [`schedule.len()`](Schedule::len), [`Error::ScratchTooSmall`]. Nothing
+/// [`schedule.len()`](CollectiveSchedule::len), [`Error::ScratchTooSmall`]. Nothing
 /// is written then.
 pub fn execute<T: Element>(
-    schedule: &Schedule,
-    reduction: &Reduction,
+    schedule: &CollectiveSchedule,
+    reduction: &Reducer,
     bufs: &mut [&mut [T]],
     scratch: &mut [f32],
     on_transfer: impl FnMut(Transfer),
@@ -87,10 +87,10 @@ pub fn execute<T: Element>(
 ///
 /// # Errors
 /// As [`execute`], for `inputs` and `outputs` (both must have `p` buffers
-/// of [`schedule.len()`](Schedule::len) elements). Nothing is written then.
+/// of [`schedule.len()`](CollectiveSchedule::len) elements). Nothing is written then.
 pub fn execute_into<T: Element>(
-    schedule: &Schedule,
-    reduction: &Reduction,
+    schedule: &CollectiveSchedule,
+    reduction: &Reducer,
     inputs: &[&[T]],
     outputs: &mut [&mut [T]],
     scratch: &mut [f32],
@@ -119,7 +119,7 @@ pub fn execute_into<T: Element>(
 }
 
 fn check_buffers(
-    schedule: &Schedule,
+    schedule: &CollectiveSchedule,
     count: usize,
     len: impl Fn(usize) -> usize,
 ) -> Result<(), Error> {
@@ -142,8 +142,8 @@ fn check_buffers(
 
 /// The checked body of [`execute`]: `scratch` is exactly the needed length.
 fn run<T: Element>(
-    schedule: &Schedule,
-    reduction: &Reduction,
+    schedule: &CollectiveSchedule,
+    reduction: &Reducer,
     bufs: &mut [&mut [T]],
     scratch: &mut [f32],
     mut on_transfer: impl FnMut(Transfer),
@@ -322,7 +322,7 @@ enum Source {
 /// Finishes (Mean's division) and stores the span, element `i` rounded
 /// at position `i`.
 fn finalize<T: Element>(
-    reduction: &Reduction,
+    reduction: &Reducer,
     p: usize,
     buf: &mut [T],
     scratch: &[f32],

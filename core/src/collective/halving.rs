@@ -9,10 +9,10 @@
 //! [`Algorithm::HalvingDoubling`]: super::Algorithm::HalvingDoubling
 
 use super::message::{Kind, Op, Ops};
-use super::schedule::{Collective, Schedule};
+use super::schedule::{Collective, CollectiveSchedule};
 use super::span::{Ranks, Span};
 
-pub(super) fn steps(s: &Schedule) -> usize {
+pub(super) fn steps(s: &CollectiveSchedule) -> usize {
     let hd = Hd::new(s);
     let fold = 2 * hd.folds();
     let logp = (usize::BITS - (hd.p - 1).leading_zeros()) as usize;
@@ -23,7 +23,7 @@ pub(super) fn steps(s: &Schedule) -> usize {
     }
 }
 
-pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
+pub(super) fn ops(s: &CollectiveSchedule, rank: usize, step: usize, ops: &mut Ops) {
     let hd = Hd::new(s);
     let rs = hd.folds() * 2 + hd.levels;
     let logp = (usize::BITS - (hd.p - 1).leading_zeros()) as usize;
@@ -39,7 +39,7 @@ pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
 }
 
 struct Hd<'a> {
-    s: &'a Schedule,
+    s: &'a CollectiveSchedule,
     p: usize,
     /// The survivor count `P`, a power of two.
     big: usize,
@@ -52,7 +52,7 @@ struct Hd<'a> {
 }
 
 impl<'a> Hd<'a> {
-    fn new(s: &'a Schedule) -> Self {
+    fn new(s: &'a CollectiveSchedule) -> Self {
         let p = s.size();
         let levels = (usize::BITS - 1 - p.leading_zeros()) as usize;
         Self {

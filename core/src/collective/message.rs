@@ -46,10 +46,10 @@ impl Kind {
     ///
     /// ```
     /// use tessera_core::collective::{
-    ///     Algorithm, Carries, Collective, Kind, Op, Order, ReduceOp, Schedule,
+    ///     Algorithm, Carries, Collective, Kind, Op, Order, ReduceOp, CollectiveSchedule,
     /// };
     ///
-    /// let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
     /// let Op::Send { kind, .. } = s.ops(0, 0)[0] else { unreachable!() };
     /// // Rank 0's own contribution, in the buffer's format.
     /// assert_eq!(kind.carries(ReduceOp::Sum), Carries::Partial { f32: false });
@@ -201,7 +201,7 @@ impl<'a> IntoIterator for &'a Ops {
 }
 
 /// One message, as the executor reports it (and
-/// [`Schedule::transfers`](super::Schedule::transfers) computes it without running): what a cost
+/// [`CollectiveSchedule::transfers`](super::CollectiveSchedule::transfers) computes it without running): what a cost
 /// model charges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Transfer {

@@ -1,4 +1,4 @@
-//! Reduction operations: [`ReduceOp`] and [`Reduction`].
+//! Reduction operations: [`ReduceOp`] and [`Reducer`] (an operation with its rounding).
 
 use crate::fp::Rounding;
 
@@ -56,7 +56,7 @@ impl ReduceOp {
     #[inline(always)]
     pub fn finish(self, x: f32, ranks: usize) -> f32 {
         match self {
-            // `ranks` is at most Schedule::MAX_RANKS = 2^24: exact in f32.
+            // `ranks` is at most CollectiveSchedule::MAX_RANKS = 2^24: exact in f32.
             Self::Mean => x / ranks as f32,
             _ => x,
         }
@@ -99,7 +99,7 @@ fn min(a: f32, b: f32) -> f32 {
 /// Copy-only collectives ([`AllGather`](super::Collective::AllGather),
 /// [`Broadcast`](super::Collective::Broadcast)) ignore it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Reduction {
+pub struct Reducer {
     /// The operation.
     pub op: ReduceOp,
     /// How f16/bf16 results are rounded from f32 (ignored for f32).
@@ -110,7 +110,7 @@ pub struct Reduction {
     pub rounding: Rounding,
 }
 
-impl Reduction {
+impl Reducer {
     /// `op` with round-to-nearest stores.
     #[must_use]
     pub const fn new(op: ReduceOp) -> Self {
@@ -130,7 +130,7 @@ impl Reduction {
     }
 }
 
-impl Default for Reduction {
+impl Default for Reducer {
     fn default() -> Self {
         Self::new(ReduceOp::Sum)
     }

@@ -8,10 +8,10 @@
 //! [`Algorithm::BidirectionalRing`]: super::Algorithm::BidirectionalRing
 
 use super::message::{Kind, Op, Ops};
-use super::schedule::{Algorithm, Collective, Schedule};
+use super::schedule::{Algorithm, Collective, CollectiveSchedule};
 use super::span::{Ranks, Span};
 
-pub(super) fn steps(s: &Schedule) -> usize {
+pub(super) fn steps(s: &CollectiveSchedule) -> usize {
     let p = s.size();
     match s.collective() {
         Collective::ReduceScatter | Collective::AllGather => p - 1,
@@ -21,7 +21,7 @@ pub(super) fn steps(s: &Schedule) -> usize {
     }
 }
 
-pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
+pub(super) fn ops(s: &CollectiveSchedule, rank: usize, step: usize, ops: &mut Ops) {
     match s.algorithm() {
         Algorithm::BidirectionalRing => {
             Dir::new(s, false, Some(0)).ops(rank, step, ops);
@@ -33,14 +33,14 @@ pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
 
 /// One directed ring over whole fragments or one half of each.
 struct Dir<'a> {
-    s: &'a Schedule,
+    s: &'a CollectiveSchedule,
     p: i64,
     reverse: bool,
     half: Option<usize>,
 }
 
 impl<'a> Dir<'a> {
-    fn new(s: &'a Schedule, reverse: bool, half: Option<usize>) -> Self {
+    fn new(s: &'a CollectiveSchedule, reverse: bool, half: Option<usize>) -> Self {
         Self {
             s,
             p: s.size() as i64,

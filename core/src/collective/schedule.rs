@@ -1,6 +1,6 @@
 //! Schedules as data: [`Algorithm`], [`Collective`], [`Order`] and
-//! [`Schedule`], with what every algorithm reads of it (sizes, fragments).
-//! The per-algorithm dispatch ([`Schedule::new`], [`Schedule::ops`]) is
+//! [`CollectiveSchedule`], with what every algorithm reads of it (sizes, fragments).
+//! The per-algorithm dispatch ([`CollectiveSchedule::new`], [`CollectiveSchedule::ops`]) is
 //! in `dispatch.rs`, above the algorithms.
 
 use core::ops::Range;
@@ -141,7 +141,7 @@ impl Algorithm {
         Self::HalvingDoubling,
     ];
 
-    /// The order a new [`Schedule`] uses: [`Order::Deterministic`] where it
+    /// The order a new [`CollectiveSchedule`] uses: [`Order::Deterministic`] where it
     /// costs nothing ([`HalvingDoubling`](Self::HalvingDoubling), whose own
     /// order is the deterministic one), [`Order::Schedule`] for the others,
     /// where it would multiply the bytes of the reduction phase (see the
@@ -160,7 +160,7 @@ impl Algorithm {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Collective {
     /// Every rank contributes `n` elements; rank `r` ends with the
-    /// reduction of [fragment](Schedule::fragment) `r` in that fragment's
+    /// reduction of [fragment](CollectiveSchedule::fragment) `r` in that fragment's
     /// place. The rest of its buffer is unspecified afterwards.
     ReduceScatter,
     /// Rank `r` contributes fragment `r` of its buffer; every rank ends
@@ -217,9 +217,9 @@ pub enum Order {
 /// whom, and whether to reduce or copy it.
 ///
 /// ```
-/// use tessera_core::collective::{Algorithm, Collective, Kind, Op, Schedule};
+/// use tessera_core::collective::{Algorithm, Collective, Kind, Op, CollectiveSchedule};
 ///
-/// let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+/// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
 /// assert_eq!(s.fragment_len(), 3); // ceil(10 / 4), the last fragment padded
 /// assert_eq!(s.steps(), 6);
 /// // Rank 0, step 0: sends fragment 3 (positions 9..12, 9..10 real) to rank 1.
@@ -228,7 +228,7 @@ pub enum Order {
 ///     if span.start == 9 && span.len == 3));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Schedule {
+pub struct CollectiveSchedule {
     pub(super) algorithm: Algorithm,
     pub(super) collective: Collective,
     pub(super) order: Order,
@@ -238,7 +238,7 @@ pub struct Schedule {
     pub(super) steps: usize,
 }
 
-impl Schedule {
+impl CollectiveSchedule {
     /// The largest group: `p` must be exact in f32 for
     /// [`ReduceOp::Mean`].
     pub const MAX_RANKS: usize = 1 << 24;
