@@ -334,10 +334,22 @@ impl CollectiveSchedule {
         self.steps
     }
 
-    /// Whether reduction messages carry several partial sums: Sum or Mean
-    /// in [`Order::Deterministic`] on an algorithm whose own order is not
-    /// the summation tree's.
-    pub(crate) fn carries_frontiers(&self, op: ReduceOp) -> bool {
+    /// Whether reduction messages carry several partial sums
+    /// ([`Carries::Frontier`](super::Carries::Frontier)) with `op`: Sum or
+    /// Mean in [`Order::Deterministic`] on an algorithm whose own order is
+    /// not the summation tree's, over more than two ranks.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order, ReduceOp};
+    ///
+    /// let ring = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    /// assert!(!ring.carries_frontiers(ReduceOp::Sum));
+    /// let ring = ring.with_order(Order::Deterministic);
+    /// assert!(ring.carries_frontiers(ReduceOp::Mean));
+    /// assert!(!ring.carries_frontiers(ReduceOp::Max));
+    /// ```
+    #[must_use]
+    pub fn carries_frontiers(&self, op: ReduceOp) -> bool {
         self.frontier_order() && op.depends_on_order()
     }
 
