@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::cost::Topology;
 use crate::error::{Cause, CommError, Failure};
+use crate::topology::Topology;
 
 /// A message tag. Messages from one rank to another with the same tag
 /// arrive in the order they were sent; tags keep independent streams

@@ -30,8 +30,8 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use crate::comm::{Apply, Communicator, Incoming, Outgoing};
-use crate::cost::Topology;
 use crate::error::{CommError, Failure};
+use crate::topology::Topology;
 
 /// What goes wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

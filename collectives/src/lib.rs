@@ -117,10 +117,10 @@ pub use collectives::{
     Report, fragment,
 };
 pub use comm::{Apply, Communicator, Incoming, MAX_USER_TAG, Outgoing, Tag};
-pub use cost::{CostModel, Link, Ports, Topology};
+pub use cost::{CostModel, Link, Ports};
 pub use error::{Cause, CommError, ConfigError, Failure, Mismatch};
 pub use group::{GroupError, Members, ReplicaGroup};
 pub use subgroup::GroupComm;
 pub use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reducer};
 pub use thread::{AbortHandle, ThreadCommunicator, ThreadWorld};
-pub use topology::{Edge, Fabric, FabricError};
+pub use topology::{Edge, Fabric, FabricError, Topology};

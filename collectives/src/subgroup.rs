@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use crate::comm::{Communicator, Incoming, Outgoing};
-use crate::cost::Topology;
 use crate::error::{CommError, Failure};
 use crate::group::ReplicaGroup;
+use crate::topology::Topology;
 
 /// The members of this rank's [`ReplicaGroup`] as a communicator of their
 /// own: rank `i` of the view is the group's `i`-th member (in increasing

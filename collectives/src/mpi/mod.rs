@@ -69,8 +69,8 @@ use ::mpi::topology::{Communicator as _, SimpleCommunicator};
 use ::mpi::traits::Equivalence;
 
 use crate::comm::{Communicator, Incoming, Outgoing, failure_error, peers_in_range};
-use crate::cost::Topology;
 use crate::error::{Cause, CommError, Failure};
+use crate::topology::Topology;
 
 pub use ::mpi::environment::Universe;
 pub use ::mpi::topology::SimpleCommunicator as RawCommunicator;
