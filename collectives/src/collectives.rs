@@ -464,77 +464,37 @@ impl<C: Communicator> Collectives<C> {
         } else {
             op
         };
-        let phase = Reducer::new(sum_op);
-        let (options, model) = (self.options, self.model);
         let seq_of = |ctx: u16| self.group_seq.get(&ctx).copied().unwrap_or(0);
-        let (mut inner_seq, mut outer_seq) = (seq_of(inner.context()), seq_of(outer.context()));
-        let scratch = &mut self.scratch;
+        let mut phases = Phases {
+            inner: &inner,
+            outer: &outer,
+            seqs: (seq_of(inner.context()), seq_of(outer.context())),
+            options: self.options,
+            model: self.model,
+            scratch: &mut self.scratch,
+            reducer: Reducer::new(sum_op),
+        };
         let wide = size_of::<T>() != size_of::<f32>();
         let (reduce_scatter, all_reduce) = if wide && op.depends_on_order() {
+            // 16-bit sums: both phases in f32, rounded once at the end.
             let mut work: Vec<f32> = buf.iter().map(|x| x.load()).collect();
-            let rs = exec(
-                &inner,
-                &mut inner_seq,
-                &options,
-                &model,
-                scratch,
-                Collective::ReduceScatter,
-                &mut work,
-                &phase,
-            )?;
-            let ar = exec(
-                &outer,
-                &mut outer_seq,
-                &options,
-                &model,
-                scratch,
-                Collective::AllReduce,
-                &mut work[frag.clone()],
-                &phase,
-            )?;
+            let reports = phases.reduce(&mut work, frag.clone())?;
             for i in frag {
                 buf[i] = T::store(op.finish(work[i], p), reduction.rounding, i);
             }
-            (rs, ar)
+            reports
         } else {
-            let rs = exec(
-                &inner,
-                &mut inner_seq,
-                &options,
-                &model,
-                scratch,
-                Collective::ReduceScatter,
-                buf,
-                &phase,
-            )?;
-            let ar = exec(
-                &outer,
-                &mut outer_seq,
-                &options,
-                &model,
-                scratch,
-                Collective::AllReduce,
-                &mut buf[frag.clone()],
-                &phase,
-            )?;
+            let reports = phases.reduce(buf, frag.clone())?;
             if op == ReduceOp::Mean {
                 // f32: one division by p, as the flat Mean.
                 for i in frag {
                     buf[i] = T::store(op.finish(buf[i].load(), p), Rounding::Nearest, i);
                 }
             }
-            (rs, ar)
+            reports
         };
-        let all_gather = exec(
-            &inner,
-            &mut inner_seq,
-            &options,
-            &model,
-            scratch,
-            Collective::AllGather,
-            buf,
-            &phase,
-        )?;
+        let all_gather = phases.run(false, Collective::AllGather, buf)?;
+        let (inner_seq, outer_seq) = phases.seqs;
         self.group_seq.insert(inner.context(), inner_seq);
         self.group_seq.insert(outer.context(), outer_seq);
         Ok(HierarchicalReport {
@@ -542,6 +502,58 @@ impl<C: Communicator> Collectives<C> {
             all_reduce,
             all_gather,
         })
+    }
+}
+
+/// The phases of a hierarchical all-reduce: the calls on the domain's
+/// communicator (`inner`) and across domains (`outer`), each numbered in
+/// its own sequence.
+struct Phases<'a, G: ?Sized> {
+    inner: &'a G,
+    outer: &'a G,
+    seqs: (u32, u32),
+    options: Options,
+    model: CostModel,
+    scratch: &'a mut Scratch,
+    reducer: Reducer,
+}
+
+impl<G: Communicator + ?Sized> Phases<'_, G> {
+    /// `collective` on `buf`, across domains if `outer`.
+    fn run<U: Element>(
+        &mut self,
+        outer: bool,
+        collective: Collective,
+        buf: &mut [U],
+    ) -> Result<Report, CommError> {
+        let (comm, seq) = if outer {
+            (self.outer, &mut self.seqs.1)
+        } else {
+            (self.inner, &mut self.seqs.0)
+        };
+        let (options, model) = (&self.options, &self.model);
+        exec(
+            comm,
+            seq,
+            options,
+            model,
+            self.scratch,
+            collective,
+            buf,
+            &self.reducer,
+        )
+    }
+
+    /// The reduction: reduce-scatter in the domain, then all-reduce of this
+    /// rank's fragment `frag` across domains.
+    fn reduce<U: Element>(
+        &mut self,
+        work: &mut [U],
+        frag: Range<usize>,
+    ) -> Result<(Report, Report), CommError> {
+        let reduce_scatter = self.run(false, Collective::ReduceScatter, work)?;
+        let all_reduce = self.run(true, Collective::AllReduce, &mut work[frag])?;
+        Ok((reduce_scatter, all_reduce))
     }
 }
 
