@@ -70,6 +70,15 @@ pub struct Options {
 
 impl Options {
     /// Cost-model choice, the algorithm's order, [`DEFAULT_TIMEOUT`].
+    ///
+    /// ```
+    /// use tessera_collectives::{AlgorithmChoice, DEFAULT_TIMEOUT, Options, OrderChoice};
+    ///
+    /// let o = Options::new();
+    /// assert_eq!(o.algorithm, AlgorithmChoice::Auto);
+    /// assert_eq!(o.order, OrderChoice::AlgorithmDefault);
+    /// assert_eq!(o.timeout, DEFAULT_TIMEOUT);
+    /// ```
     #[must_use]
     pub const fn new() -> Self {
         Self {
@@ -80,6 +89,13 @@ impl Options {
     }
 
     /// The same with `algorithm`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Algorithm, AlgorithmChoice, Options};
+    ///
+    /// let o = Options::new().with_algorithm(Algorithm::Ring);
+    /// assert_eq!(o.algorithm, AlgorithmChoice::Use(Algorithm::Ring));
+    /// ```
     #[must_use]
     pub const fn with_algorithm(self, algorithm: Algorithm) -> Self {
         Self {
@@ -89,6 +105,13 @@ impl Options {
     }
 
     /// The same with `order` for every algorithm.
+    ///
+    /// ```
+    /// use tessera_collectives::{Options, Order, OrderChoice};
+    ///
+    /// let o = Options::new().with_order(Order::Schedule);
+    /// assert_eq!(o.order, OrderChoice::Use(Order::Schedule));
+    /// ```
     #[must_use]
     pub const fn with_order(self, order: Order) -> Self {
         Self {
@@ -98,12 +121,25 @@ impl Options {
     }
 
     /// The same with [`Order::Deterministic`].
+    ///
+    /// ```
+    /// use tessera_collectives::{Options, Order};
+    ///
+    /// assert_eq!(Options::new().deterministic(), Options::new().with_order(Order::Deterministic));
+    /// ```
     #[must_use]
     pub const fn deterministic(self) -> Self {
         self.with_order(Order::Deterministic)
     }
 
     /// The same with `timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::Options;
+    ///
+    /// assert_eq!(Options::new().with_timeout(Duration::from_secs(5)).timeout.as_secs(), 5);
+    /// ```
     #[must_use]
     pub const fn with_timeout(self, timeout: Duration) -> Self {
         Self { timeout, ..self }
@@ -159,8 +195,7 @@ pub struct HierarchicalReport {
 /// deadline); every later call fails.
 ///
 /// ```
-/// use tessera_collectives::{Collectives, ThreadWorld};
-/// use tessera_core::collective::{ReduceOp, Reducer};
+/// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
 ///
 /// let out = ThreadWorld::run(4, |comm| {
 ///     let mut c = Collectives::new(comm);
@@ -188,6 +223,13 @@ impl<C: Communicator> Collectives<C> {
     /// Collectives over `comm` with default [`Options`] and the
     /// [`CostModel`] of its transport's topology
     /// ([`Communicator::topology`]).
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// let sizes = ThreadWorld::run(2, |comm| Collectives::new(comm).size()).unwrap();
+    /// assert!(sizes.into_iter().all(|s| s.unwrap() == 2));
+    /// ```
     #[must_use]
     pub fn new(comm: C) -> Self {
         let model = CostModel::new(comm.topology());
@@ -202,6 +244,16 @@ impl<C: Communicator> Collectives<C> {
     }
 
     /// The same with `options`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, Options, Order, OrderChoice, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let c = Collectives::new(comm).with_options(Options::new().deterministic());
+    ///     assert_eq!(c.options().order, OrderChoice::Use(Order::Deterministic));
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn with_options(mut self, options: Options) -> Self {
         self.options = options;
@@ -209,6 +261,17 @@ impl<C: Communicator> Collectives<C> {
     }
 
     /// The same with the cost model `model`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, CostModel, ThreadWorld, Topology};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let model = CostModel::new(Topology::processes());
+    ///     let c = Collectives::new(comm).with_model(model);
+    ///     assert_eq!(c.model(), &model);
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn with_model(mut self, model: CostModel) -> Self {
         self.model = model;
@@ -216,41 +279,103 @@ impl<C: Communicator> Collectives<C> {
     }
 
     /// The options.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, Options, ThreadWorld};
+    ///
+    /// ThreadWorld::run(1, |comm| assert_eq!(Collectives::new(comm).options(), &Options::new())).unwrap();
+    /// ```
     #[must_use]
     pub const fn options(&self) -> &Options {
         &self.options
     }
 
     /// Replaces the options for later calls.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Collectives, Options, ThreadWorld};
+    ///
+    /// ThreadWorld::run(1, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     c.set_options(Options::new().with_timeout(Duration::from_secs(1)));
+    ///     assert_eq!(c.options().timeout, Duration::from_secs(1));
+    /// })
+    /// .unwrap();
+    /// ```
     pub const fn set_options(&mut self, options: Options) {
         self.options = options;
     }
 
     /// The cost model.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld, Topology};
+    ///
+    /// ThreadWorld::run(1, |comm| {
+    ///     // The thread transport's own topology.
+    ///     assert_eq!(Collectives::new(comm).model().topology(), &Topology::shared_memory());
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub const fn model(&self) -> &CostModel {
         &self.model
     }
 
     /// The communicator.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, Communicator, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| {
+    ///     let c = Collectives::new(comm);
+    ///     assert_eq!(c.comm().rank(), c.rank());
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub const fn comm(&self) -> &C {
         &self.comm
     }
 
     /// The communicator, given back.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, Communicator, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let comm = Collectives::new(comm).into_inner();
+    ///     assert_eq!(comm.size(), 2);
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn into_inner(self) -> C {
         self.comm
     }
 
     /// This rank.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// let ranks = ThreadWorld::run(3, |comm| Collectives::new(comm).rank()).unwrap();
+    /// let ranks: Vec<usize> = ranks.into_iter().map(Result::unwrap).collect();
+    /// assert_eq!(ranks, [0, 1, 2]);
+    /// ```
     #[must_use]
     pub fn rank(&self) -> usize {
         self.comm.rank()
     }
 
     /// The number of ranks.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| assert_eq!(Collectives::new(comm).size(), 3)).unwrap();
+    /// ```
     #[must_use]
     pub fn size(&self) -> usize {
         self.comm.size()
@@ -260,6 +385,14 @@ impl<C: Communicator> Collectives<C> {
     /// after [`reduce_scatter`](Self::reduce_scatter) and contributes to
     /// [`all_gather`](Self::all_gather): fragment `rank` of `ceil(len / p)`
     /// elements (shorter or empty at the end).
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// let frags = ThreadWorld::run(4, |comm| Collectives::new(comm).fragment(10)).unwrap();
+    /// let frags: Vec<_> = frags.into_iter().map(Result::unwrap).collect();
+    /// assert_eq!(frags, [0..3, 3..6, 6..9, 9..10]);
+    /// ```
     #[must_use]
     pub fn fragment(&self, len: usize) -> Range<usize> {
         fragment(len, self.size(), self.rank())
@@ -267,6 +400,18 @@ impl<C: Communicator> Collectives<C> {
 
     /// The schedule a call of `collective` on `len` elements of `T` with
     /// `op` would run: the algorithm chosen and the order.
+    ///
+    /// ```
+    /// use tessera_collectives::{Algorithm, Collective, Collectives, Options, ReduceOp, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let c = Collectives::new(comm).with_options(Options::new().with_algorithm(Algorithm::Ring));
+    ///     let (s, seconds) = c.schedule::<f32>(Collective::AllReduce, 1000, ReduceOp::Sum).unwrap();
+    ///     assert_eq!((s.algorithm(), s.steps()), (Algorithm::Ring, 6));
+    ///     assert!(seconds > 0.0);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`CommError::Schedule`] for a root out of range or an overflowing
@@ -283,6 +428,18 @@ impl<C: Communicator> Collectives<C> {
     /// Runs `collective` on `buf` in place (see [`Collective`] for what
     /// each leaves where). `reduction` is ignored by the copy-only
     /// collectives.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collective, Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [c.rank() as f32 + 1.0; 4];
+    ///     c.run(Collective::AllReduce, &mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+    ///     assert_eq!(x, [3.0; 4]);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`CommError`]; the communicator is then aborted.
@@ -307,6 +464,18 @@ impl<C: Communicator> Collectives<C> {
     /// Every rank ends with the reduction of all ranks' `buf`, bitwise the
     /// same on every rank.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld, f16};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = vec![f16::from_f32(c.rank() as f32); 9];
+    ///     c.all_reduce(&mut x, Reducer::new(ReduceOp::Mean)).unwrap();
+    ///     assert_eq!(x, vec![f16::from_f32(1.5); 9]);
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn all_reduce<T: Element>(
@@ -319,6 +488,19 @@ impl<C: Communicator> Collectives<C> {
 
     /// [`all_reduce`](Self::all_reduce) out of place: `output` ends with
     /// the reduction of every rank's `input`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let input = [c.rank() as f32; 5];
+    ///     let mut output = [0.0f32; 5];
+    ///     c.all_reduce_into(&input, &mut output, Reducer::new(ReduceOp::Max)).unwrap();
+    ///     assert_eq!(output, [2.0; 5]);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// As [`run`](Self::run).
@@ -339,6 +521,19 @@ impl<C: Communicator> Collectives<C> {
     /// of every rank's `buf`, in that fragment's place; the rest of `buf`
     /// is unspecified afterwards.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [1.0f32, 2.0, 3.0, 4.0];
+    ///     c.reduce_scatter(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+    ///     let mine = c.fragment(4); // rank 0: 0..2, rank 1: 2..4
+    ///     assert_eq!(x[mine.clone()], [2.0, 4.0, 6.0, 8.0][mine]);
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn reduce_scatter<T: Element>(
@@ -352,6 +547,20 @@ impl<C: Communicator> Collectives<C> {
     /// Every rank contributes its [fragment](Self::fragment) of `buf` and
     /// ends with all of them, bits unchanged.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [0.0f32; 4];
+    ///     let mine = c.fragment(4);
+    ///     x[mine].fill(c.rank() as f32 + 1.0);
+    ///     c.all_gather(&mut x).unwrap();
+    ///     assert_eq!(x, [1.0, 1.0, 2.0, 2.0]);
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn all_gather<T: Element>(&mut self, buf: &mut [T]) -> Result<Report, CommError> {
@@ -359,6 +568,18 @@ impl<C: Communicator> Collectives<C> {
     }
 
     /// `root`'s `buf` is copied to every rank, bits unchanged.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [c.rank() as f32; 3];
+    ///     c.broadcast(&mut x, 2).unwrap();
+    ///     assert_eq!(x, [2.0; 3]);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// As [`run`](Self::run).
@@ -377,6 +598,20 @@ impl<C: Communicator> Collectives<C> {
     /// `root` ends with the reduction of every rank's `buf`; the other
     /// ranks' buffers are unspecified afterwards.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [c.rank() as f32 + 1.0; 2];
+    ///     c.reduce(&mut x, Reducer::new(ReduceOp::Sum), 0).unwrap();
+    ///     if c.rank() == 0 {
+    ///         assert_eq!(x, [6.0; 2]);
+    ///     }
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn reduce<T: Element>(
@@ -390,6 +625,12 @@ impl<C: Communicator> Collectives<C> {
 
     /// Returns once every rank has called it.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| Collectives::new(comm).barrier().unwrap()).unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`Communicator::barrier`].
     pub fn barrier(&self) -> Result<(), CommError> {
@@ -399,6 +640,21 @@ impl<C: Communicator> Collectives<C> {
     /// Collectives among the members of this rank's `group`, with these
     /// options and this cost model (the cost model picks the link the
     /// members are joined by). Its calls are numbered from 0 on every rank.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ReplicaGroup, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let c = Collectives::new(comm);
+    ///     let rank = c.rank();
+    ///     // Groups {0, 1} and {2, 3}.
+    ///     let mut g = c.in_group(ReplicaGroup::Consecutive(2)).unwrap();
+    ///     let mut x = [rank as f32];
+    ///     g.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+    ///     assert_eq!(x, [if rank < 2 { 1.0 } else { 5.0 }]);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`CommError::Group`] if `group` does not fit the communicator.
@@ -424,6 +680,20 @@ impl<C: Communicator> Collectives<C> {
     /// bitwise the flat all-reduce's in that order (each group's sum is a
     /// complete subtree of the summation tree); otherwise it is
     /// deterministic for a given `k` but may differ from the flat order.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = vec![c.rank() as f32 + 1.0; 6];
+    ///     // Two domains of two ranks.
+    ///     let report = c.hierarchical_all_reduce(&mut x, Reducer::new(ReduceOp::Sum), 2).unwrap();
+    ///     assert_eq!(x, vec![10.0; 6]);
+    ///     assert!(report.all_gather.steps > 0);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`CommError::Group`] ([`GroupError::Indivisible`](crate::GroupError::Indivisible) or
@@ -559,6 +829,14 @@ impl<G: Communicator + ?Sized> Phases<'_, G> {
 
 /// Fragment `r` of a buffer of `len` elements over `p` ranks:
 /// `r f .. min((r + 1) f, len)` with `f = ceil(len / p)`.
+///
+/// ```
+/// use tessera_collectives::fragment;
+///
+/// assert_eq!(fragment(10, 4, 0), 0..3);
+/// assert_eq!(fragment(10, 4, 3), 9..10);
+/// assert_eq!(fragment(2, 4, 3), 2..2); // nothing but padding
+/// ```
 #[must_use]
 pub fn fragment(len: usize, p: usize, r: usize) -> Range<usize> {
     let f = len.div_ceil(p.max(1));

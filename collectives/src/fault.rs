@@ -4,8 +4,9 @@
 //! ```
 //! use std::time::Duration;
 //! use tessera_collectives::fault::{Fault, Faulty};
-//! use tessera_collectives::{Collectives, CommError, Communicator, Options, ThreadWorld};
-//! use tessera_core::collective::{ReduceOp, Reducer};
+//! use tessera_collectives::{
+//!     Collectives, CommError, Communicator, Options, ReduceOp, Reducer, ThreadWorld,
+//! };
 //!
 //! let results = ThreadWorld::run(4, |comm| {
 //!     // Rank 2 aborts at its third exchange, in the middle of the all-reduce.
@@ -58,6 +59,20 @@ pub struct Faulty<C> {
 
 impl<C: Communicator> Faulty<C> {
     /// `inner` with `fault` at exchange `at` (`None`: never).
+    ///
+    /// ```
+    /// use tessera_collectives::fault::{Fault, Faulty};
+    /// use tessera_collectives::{Collectives, Communicator, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// let results = ThreadWorld::run(2, |comm| {
+    ///     // Rank 1 aborts at its first exchange.
+    ///     let fault = (comm.rank() == 1).then_some((0, Fault::Abort));
+    ///     let mut c = Collectives::new(Faulty::new(comm, fault));
+    ///     c.all_reduce(&mut [1.0f32; 4], Reducer::new(ReduceOp::Sum)).is_err()
+    /// })
+    /// .unwrap();
+    /// assert!(results.into_iter().all(|failed| failed.unwrap()));
+    /// ```
     #[must_use]
     pub const fn new(inner: C, fault: Option<(usize, Fault)>) -> Self {
         Self {
@@ -68,12 +83,31 @@ impl<C: Communicator> Faulty<C> {
     }
 
     /// How many exchanges have been made so far.
+    ///
+    /// ```
+    /// use tessera_collectives::fault::Faulty;
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let mut c = Collectives::new(Faulty::new(comm, None));
+    ///     c.broadcast(&mut [0.0f32; 4], 0).unwrap();
+    ///     assert!(c.comm().calls() > 0);
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn calls(&self) -> usize {
         self.calls.get()
     }
 
     /// The wrapped communicator.
+    ///
+    /// ```
+    /// use tessera_collectives::fault::Faulty;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| assert_eq!(Faulty::new(comm, None).into_inner().size(), 2)).unwrap();
+    /// ```
     #[must_use]
     pub fn into_inner(self) -> C {
         self.inner

@@ -26,6 +26,18 @@ pub const GCL: [Algorithm; 2] = [Algorithm::Ring, Algorithm::BidirectionalRing];
 /// estimate's terms are the hops of latency, the busiest edge's bytes in
 /// units of one link, and the bytes combined.
 ///
+/// ```
+/// use tessera_collectives::route;
+/// use tessera_collectives::{Algorithm, Collective, Fabric, Topology};
+///
+/// let pod16 = Fabric::ladder(16, true, Topology::IPU_LINK).unwrap();
+/// let all: Vec<usize> = (0..16).collect();
+/// let ring = route::price(&pod16, Algorithm::Ring, Collective::AllReduce, &[all], 1 << 20, 4, 0.0)
+///     .unwrap();
+/// assert!(ring.terms.latency >= 30.0); // 2 (p - 1) steps of at least one hop
+/// assert!(ring.seconds > 0.0);
+/// ```
+///
 /// # Errors
 /// As [`CollectiveSchedule::new`]; [`Error::RankOutOfRange`] for a node outside the
 /// fabric or groups of different sizes; [`Error::NoRanks`] for no groups.
@@ -84,6 +96,17 @@ pub fn price(
 }
 
 /// The cheapest of `candidates` by [`price`] (the first of equals).
+///
+/// ```
+/// use tessera_collectives::route;
+/// use tessera_collectives::{Algorithm, Collective, Fabric, Topology};
+///
+/// let pod16 = Fabric::ladder(16, true, Topology::IPU_LINK).unwrap();
+/// let all: Vec<usize> = (0..16).collect();
+/// let best = route::cheapest(&pod16, &Algorithm::ALL, Collective::AllReduce, &[all], 1 << 24, 4, 0.0)
+///     .unwrap();
+/// assert!(Algorithm::ALL.contains(&best.algorithm));
+/// ```
 ///
 /// # Errors
 /// As [`price`]; [`Error::NoRanks`] for no candidates.

@@ -27,6 +27,16 @@ pub struct GroupComm<C> {
 impl<C: Communicator> GroupComm<C> {
     /// The view of `group` for `inner`'s rank.
     ///
+    /// ```
+    /// use tessera_collectives::{Communicator, GroupComm, ReplicaGroup, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let g = GroupComm::new(&comm, ReplicaGroup::Consecutive(2)).unwrap();
+    ///     assert_eq!((g.rank(), g.size()), (comm.rank() % 2, 2));
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// [`CommError::Group`] if `group` does not fit `inner.size()` ranks.
     pub fn new(inner: C, group: ReplicaGroup) -> Result<Self, CommError> {
@@ -56,12 +66,33 @@ impl<C: Communicator> GroupComm<C> {
     }
 
     /// The members, as ranks of the parent communicator.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, GroupComm, ReplicaGroup, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let g = GroupComm::new(&comm, ReplicaGroup::Orthogonal(2)).unwrap();
+    ///     let first = comm.rank() % 2;
+    ///     assert_eq!(g.members(), [first, first + 2]);
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn members(&self) -> &[usize] {
         &self.members
     }
 
     /// The parent communicator.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, GroupComm, ReplicaGroup, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let g = GroupComm::new(&comm, ReplicaGroup::All).unwrap();
+    ///     assert_eq!(g.parent().rank(), comm.rank());
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub const fn parent(&self) -> &C {
         &self.inner

@@ -30,6 +30,14 @@ impl Link {
     /// A link with `latency` seconds per message, `bandwidth` bytes per
     /// second, of which a fraction `efficiency` is reached.
     ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// let nvlink = Link::new(2e-6, 25e9, 0.5, Ports::PerPeer).unwrap();
+    /// assert_eq!(nvlink.beta(), 1.0 / 12.5e9);
+    /// assert!(Link::new(2e-6, 25e9, 1.5, Ports::PerPeer).is_err());
+    /// ```
+    ///
     /// # Errors
     /// [`ConfigError`] unless `latency >= 0`, `bandwidth > 0` (both finite)
     /// and `0 < efficiency <= 1`.
@@ -66,6 +74,14 @@ impl Link {
     /// The same link with each algorithm's cost over it measured:
     /// estimates then use `fitted`, not this link's alpha, beta and the
     /// topology's gamma.
+    ///
+    /// ```
+    /// use tessera_collectives::cost::Fitted;
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// let link = Link::new(10e-6, 3e9, 1.0, Ports::Single).unwrap().with_fitted(Fitted::THREADS);
+    /// assert_eq!(link.fitted(), Some(&Fitted::THREADS));
+    /// ```
     #[must_use]
     pub const fn with_fitted(self, fitted: Fitted) -> Self {
         Self {
@@ -75,6 +91,12 @@ impl Link {
     }
 
     /// The measured costs of the algorithms over this link, if any.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// assert_eq!(Link::new(1e-6, 1e9, 1.0, Ports::Single).unwrap().fitted(), None);
+    /// ```
     #[must_use]
     pub const fn fitted(&self) -> Option<&Fitted> {
         self.fitted.as_ref()
@@ -82,6 +104,14 @@ impl Link {
 
     /// A link from fitted `alpha` (seconds) and `beta` (seconds per byte),
     /// efficiency 1.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// let l = Link::from_alpha_beta(5e-6, 0.5e-9, Ports::Single).unwrap();
+    /// assert_eq!((l.alpha(), l.efficiency()), (5e-6, 1.0));
+    /// assert!((l.bandwidth() - 2e9).abs() < 1.0);
+    /// ```
     ///
     /// # Errors
     /// As [`Link::new`], for `alpha >= 0` and `beta > 0`.
@@ -96,30 +126,61 @@ impl Link {
     }
 
     /// Seconds per message.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// assert_eq!(Link::new(3e-6, 1e9, 0.5, Ports::Single).unwrap().alpha(), 3e-6);
+    /// ```
     #[must_use]
     pub const fn alpha(&self) -> f64 {
         self.latency
     }
 
     /// Seconds per byte: `1 / (bandwidth * efficiency)`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// // Half of 4 GB/s reached: 2 GB/s, 0.5 ns per byte.
+    /// assert_eq!(Link::new(3e-6, 4e9, 0.5, Ports::Single).unwrap().beta(), 0.5e-9);
+    /// ```
     #[must_use]
     pub fn beta(&self) -> f64 {
         1.0 / (self.bandwidth * self.efficiency)
     }
 
     /// Bytes per second before efficiency.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// assert_eq!(Link::new(3e-6, 4e9, 0.5, Ports::Single).unwrap().bandwidth(), 4e9);
+    /// ```
     #[must_use]
     pub const fn bandwidth(&self) -> f64 {
         self.bandwidth
     }
 
     /// The fraction of the bandwidth reached.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// assert_eq!(Link::new(3e-6, 4e9, 0.5, Ports::Single).unwrap().efficiency(), 0.5);
+    /// ```
     #[must_use]
     pub const fn efficiency(&self) -> f64 {
         self.efficiency
     }
 
     /// How messages of one step share the bandwidth.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// assert_eq!(Link::new(3e-6, 4e9, 0.5, Ports::PerPeer).unwrap().ports(), Ports::PerPeer);
+    /// ```
     #[must_use]
     pub const fn ports(&self) -> Ports {
         self.ports

@@ -31,12 +31,25 @@ pub struct CostModel {
 
 impl CostModel {
     /// The model over `topology`.
+    ///
+    /// ```
+    /// use tessera_collectives::{CostModel, Topology};
+    ///
+    /// let pod = CostModel::new(Topology::ipu_pod(64).unwrap());
+    /// assert_eq!(pod.topology().domain(), 64);
+    /// ```
     #[must_use]
     pub const fn new(topology: Topology) -> Self {
         Self { topology }
     }
 
     /// The topology.
+    ///
+    /// ```
+    /// use tessera_collectives::{CostModel, Topology};
+    ///
+    /// assert_eq!(CostModel::default().topology(), &Topology::shared_memory());
+    /// ```
     #[must_use]
     pub const fn topology(&self) -> &Topology {
         &self.topology
@@ -45,6 +58,17 @@ impl CostModel {
     /// The closed-form time of one algorithm on `link`: with the link's
     /// [`Fitted`] costs if it has them, else with its alpha and beta and
     /// the topology's gamma.
+    ///
+    /// ```
+    /// use tessera_collectives::{Algorithm, Collective, CostModel, Topology};
+    ///
+    /// let model = CostModel::new(Topology::ipu_pod(16).unwrap());
+    /// let link = *model.topology().intra();
+    /// let ring = model.estimate(Algorithm::Ring, Collective::AllReduce, 16, 1 << 20, 4, &link).unwrap();
+    /// assert_eq!(ring.algorithm, Algorithm::Ring);
+    /// assert_eq!(ring.terms.latency, 30.0); // 2 (p - 1) steps
+    /// assert!(ring.seconds > 0.0);
+    /// ```
     ///
     /// # Errors
     /// As [`terms`].
@@ -74,9 +98,8 @@ impl CostModel {
     /// given) by [`CostModel::estimate`].
     ///
     /// ```
-    /// use tessera_collectives::Topology;
     /// use tessera_collectives::cost::{CostModel, Link, Ports};
-    /// use tessera_core::collective::{Algorithm, Collective};
+    /// use tessera_collectives::{Algorithm, Collective, Topology};
     ///
     /// let link = Link::new(5e-6, 10e9, 1.0, Ports::Single).unwrap();
     /// let model = CostModel::new(Topology::flat(link, 20e9).unwrap());
@@ -115,6 +138,15 @@ impl CostModel {
     /// all-gather inside each group; each phase with its cheapest
     /// algorithm.
     ///
+    /// ```
+    /// use tessera_collectives::{CostModel, Topology};
+    ///
+    /// let model = CostModel::new(Topology::ipu_pod(4).unwrap());
+    /// // 16 IPUs in four domains of four.
+    /// let seconds = model.hierarchical_all_reduce(16, 4, 1 << 20, 2).unwrap();
+    /// assert!(seconds > 0.0);
+    /// ```
+    ///
     /// # Errors
     /// As [`terms`]; [`tessera_core::collective::Error::RankOutOfRange`] if
     /// `k` does not divide `p`.
@@ -147,6 +179,20 @@ impl CostModel {
     /// deterministic order's extra partial sums, padding, uneven fragments.
     /// Bytes are those on the wire (padding excluded, partial sums of
     /// 16-bit values in f32).
+    ///
+    /// ```
+    /// use tessera_collectives::{
+    ///     Algorithm, Collective, CollectiveSchedule, CostModel, Order, ReduceOp, Topology,
+    /// };
+    ///
+    /// let model = CostModel::new(Topology::ipu_pod(64).unwrap());
+    /// let link = *model.topology().intra();
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 8, 1 << 16).unwrap();
+    /// let plain = model.schedule_time::<f32>(&s, ReduceOp::Sum, &link);
+    /// let fixed = s.with_order(Order::Deterministic);
+    /// // The deterministic order's frontiers cost bytes on a ring.
+    /// assert!(model.schedule_time::<f32>(&fixed, ReduceOp::Sum, &link) > plain);
+    /// ```
     #[must_use]
     pub fn schedule_time<T: Element>(
         &self,
@@ -197,6 +243,15 @@ impl CostModel {
 impl Fitted {
     /// The fitted time of `algorithm` over `p` ranks with these `terms`, on
     /// a buffer of `bytes` per rank; `None` if nothing was fitted.
+    ///
+    /// ```
+    /// use tessera_collectives::cost::{Fitted, Ports, terms};
+    /// use tessera_collectives::{Algorithm, Collective};
+    ///
+    /// let t = terms(Algorithm::Ring, Collective::AllReduce, 4, 1 << 20, 4, Ports::Single).unwrap();
+    /// let fitted = Fitted::THREADS.seconds(Algorithm::Ring, 4, 4 << 20, &t).unwrap();
+    /// assert!(fitted > 0.0);
+    /// ```
     #[must_use]
     pub fn seconds(
         &self,

@@ -22,6 +22,16 @@ pub struct Terms {
 
 impl Terms {
     /// The time over `link` with reductions at `gamma` seconds per byte.
+    ///
+    /// ```
+    /// use tessera_collectives::cost::{Terms, terms};
+    /// use tessera_collectives::{Link, Ports};
+    ///
+    /// let t = Terms { latency: 2.0, bandwidth: 1000.0, reduce: 500.0 };
+    /// let link = Link::from_alpha_beta(1e-6, 1e-9, Ports::Single).unwrap();
+    /// let s = t.seconds(&link, 2e-9);
+    /// assert!((s - (2e-6 + 1e-6 + 1e-6)).abs() < 1e-15);
+    /// ```
     #[must_use]
     pub fn seconds(&self, link: &Link, gamma: f64) -> f64 {
         self.latency * link.alpha() + self.bandwidth * link.beta() + self.reduce * gamma
@@ -31,6 +41,15 @@ impl Terms {
 /// The closed-form cost of `collective` by `algorithm` over `p` ranks on
 /// buffers of `len` elements of `elem_bytes` bytes, for links with `ports`
 /// (see the [module docs](crate::cost)).
+///
+/// ```
+/// use tessera_collectives::cost::terms;
+/// use tessera_collectives::{Algorithm, Collective, Ports};
+///
+/// // A ring all-reduce of 4 Ki f32 over 4 ranks: fragments of 4 KiB.
+/// let t = terms(Algorithm::Ring, Collective::AllReduce, 4, 4096, 4, Ports::Single).unwrap();
+/// assert_eq!((t.latency, t.bandwidth, t.reduce), (6.0, 24576.0, 12288.0));
+/// ```
 ///
 /// # Errors
 /// As [`CollectiveSchedule::new`] (no ranks, a root out of range, an overflowing
