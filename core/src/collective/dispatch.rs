@@ -18,6 +18,18 @@ impl CollectiveSchedule {
     /// buffers of `len` elements, in the algorithm's
     /// [default order](Algorithm::default_order).
     ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Error};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, 6, 100).unwrap();
+    /// assert_eq!((s.size(), s.len(), s.fragment_len()), (6, 100, 17));
+    /// assert_eq!(
+    ///     CollectiveSchedule::new(Algorithm::Ring, Collective::Reduce { root: 4 }, 4, 8),
+    ///     Err(Error::RankOutOfRange { rank: 4, size: 4 })
+    /// );
+    /// assert_eq!(CollectiveSchedule::new(Algorithm::Ring, Collective::AllGather, 0, 8), Err(Error::NoRanks));
+    /// ```
+    ///
     /// # Errors
     /// [`Error::NoRanks`], [`Error::TooManyRanks`],
     /// [`Error::RankOutOfRange`] for a root `>= size`, and
@@ -72,6 +84,16 @@ impl CollectiveSchedule {
 
     /// What `rank` does at `step`: sends, receives and finalizations.
     ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Op};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllGather, 3, 9).unwrap();
+    /// // Step 0: rank 1 sends its fragment (3..6) on to rank 2 and receives rank 0's.
+    /// let ops = s.ops(1, 0);
+    /// assert!(ops.iter().any(|o| matches!(*o, Op::Send { to: 2, span, .. } if span.start == 3)));
+    /// assert!(ops.iter().any(|o| matches!(*o, Op::Recv { from: 0, span, .. } if span.start == 0)));
+    /// ```
+    ///
     /// # Panics
     /// If `rank >= p` or `step >= self.steps()`.
     #[must_use]
@@ -102,6 +124,21 @@ impl CollectiveSchedule {
     /// a cost model or simulator charges for element type `T` and
     /// operation `op` (which matter only for [`Transfer::bytes`],
     /// [`Transfer::partials`] and [`Transfer::combines`]).
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order, ReduceOp};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 4096).unwrap();
+    /// let (mut messages, mut bytes) = (0, 0);
+    /// s.transfers::<f32>(ReduceOp::Sum, |t| {
+    ///     messages += 1;
+    ///     bytes += t.bytes;
+    /// });
+    /// assert_eq!((messages, bytes), (24, 24 * 1024 * 4)); // 2 (p - 1) steps of p fragments
+    /// let mut fixed = 0;
+    /// s.with_order(Order::Deterministic).transfers::<f32>(ReduceOp::Sum, |t| fixed += t.bytes);
+    /// assert!(fixed > bytes); // frontiers of partial sums
+    /// ```
     pub fn transfers<T: Element>(&self, op: ReduceOp, mut f: impl FnMut(Transfer)) {
         for step in 0..self.steps() {
             for rank in 0..self.size {

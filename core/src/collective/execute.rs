@@ -85,6 +85,19 @@ pub fn execute<T: Element>(
 /// [`execute`] out of place: copies `inputs[r]` into `outputs[r]`, then
 /// runs in place on `outputs`. `inputs` are never written.
 ///
+/// ```
+/// use tessera_core::collective::{self, Algorithm, Collective, CollectiveSchedule, ReduceOp, Reducer};
+///
+/// let inputs = [[1.0f32, 2.0], [3.0, 4.0]];
+/// let mut outputs = [[0.0f32; 2]; 2];
+/// let ins: Vec<&[f32]> = inputs.iter().map(|x| &x[..]).collect();
+/// let mut outs: Vec<&mut [f32]> = outputs.iter_mut().map(|x| &mut x[..]).collect();
+/// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 2, 2).unwrap();
+/// collective::execute_into(&s, &Reducer::new(ReduceOp::Min), &ins, &mut outs, &mut [], |_| {}).unwrap();
+/// assert_eq!(outputs, [[1.0, 2.0]; 2]);
+/// assert_eq!(inputs[1], [3.0, 4.0]); // untouched
+/// ```
+///
 /// # Errors
 /// As [`execute`], for `inputs` and `outputs` (both must have `p` buffers
 /// of [`schedule.len()`](CollectiveSchedule::len) elements). Nothing is written then.

@@ -32,6 +32,13 @@ impl ReduceOp {
     /// Whether the result depends on the order of combination (Sum and
     /// Mean: f32 addition is commutative but not associative). Max and Min
     /// are exact, so every algorithm and every order gives the same bits.
+    ///
+    /// ```
+    /// use tessera_core::collective::ReduceOp;
+    ///
+    /// assert!(ReduceOp::Sum.depends_on_order());
+    /// assert!(!ReduceOp::Max.depends_on_order());
+    /// ```
     #[must_use]
     pub const fn depends_on_order(self) -> bool {
         matches!(self, Self::Sum | Self::Mean)
@@ -39,6 +46,14 @@ impl ReduceOp {
 
     /// Combines two partial results (the scalar definition the executor's
     /// loops follow).
+    ///
+    /// ```
+    /// use tessera_core::collective::ReduceOp;
+    ///
+    /// assert_eq!(ReduceOp::Sum.combine(1.5, 2.0), 3.5);
+    /// assert!(ReduceOp::Min.combine(f32::NAN, 1.0).is_nan());
+    /// assert!(ReduceOp::Max.combine(-0.0, 0.0).is_sign_positive());
+    /// ```
     #[must_use]
     #[inline(always)]
     pub fn combine(self, a: f32, b: f32) -> f32 {
@@ -52,6 +67,13 @@ impl ReduceOp {
     /// Turns a complete reduction over `ranks` contributions into the
     /// value that is stored (before rounding to 16 bits): the division of
     /// [`Mean`](Self::Mean), the identity otherwise.
+    ///
+    /// ```
+    /// use tessera_core::collective::ReduceOp;
+    ///
+    /// assert_eq!(ReduceOp::Mean.finish(6.0, 4), 1.5);
+    /// assert_eq!(ReduceOp::Sum.finish(6.0, 4), 6.0);
+    /// ```
     #[must_use]
     #[inline(always)]
     pub fn finish(self, x: f32, ranks: usize) -> f32 {
@@ -112,6 +134,15 @@ pub struct Reducer {
 
 impl Reducer {
     /// `op` with round-to-nearest stores.
+    ///
+    /// ```
+    /// use tessera_core::collective::{ReduceOp, Reducer};
+    /// use tessera_core::fp::Rounding;
+    ///
+    /// let r = Reducer::new(ReduceOp::Mean);
+    /// assert_eq!((r.op, r.rounding), (ReduceOp::Mean, Rounding::Nearest));
+    /// assert_eq!(Reducer::default(), Reducer::new(ReduceOp::Sum));
+    /// ```
     #[must_use]
     pub const fn new(op: ReduceOp) -> Self {
         Self {
@@ -121,6 +152,19 @@ impl Reducer {
     }
 
     /// The same operation with 16-bit stores rounded by `rounding`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{ReduceOp, Reducer};
+    /// use tessera_core::fp::{Overflow, Rounding, Stochastic};
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let sr = Rounding::Stochastic {
+    ///     sr: Stochastic::new(RandomStream::new(42, 0), Overflow::Saturate),
+    ///     first_index: 0,
+    /// };
+    /// let r = Reducer::new(ReduceOp::Sum).with_rounding(sr);
+    /// assert_eq!(r.rounding, sr);
+    /// ```
     #[must_use]
     pub const fn with_rounding(self, rounding: Rounding) -> Self {
         Self {

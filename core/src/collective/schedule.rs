@@ -146,6 +146,13 @@ impl Algorithm {
     /// order is the deterministic one), [`Order::Schedule`] for the others,
     /// where it would multiply the bytes of the reduction phase (see the
     /// [module docs](super#what-it-costs)).
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Order};
+    ///
+    /// assert_eq!(Algorithm::HalvingDoubling.default_order(), Order::Deterministic);
+    /// assert_eq!(Algorithm::Ring.default_order(), Order::Schedule);
+    /// ```
     #[must_use]
     pub const fn default_order(self) -> Order {
         match self {
@@ -184,6 +191,13 @@ pub enum Collective {
 
 impl Collective {
     /// Whether the collective reduces (and so uses a [`ReduceOp`]).
+    ///
+    /// ```
+    /// use tessera_core::collective::Collective;
+    ///
+    /// assert!(Collective::ReduceScatter.reduces());
+    /// assert!(!Collective::Broadcast { root: 0 }.reduces());
+    /// ```
     #[must_use]
     pub const fn reduces(self) -> bool {
         matches!(
@@ -244,54 +258,116 @@ impl CollectiveSchedule {
     pub const MAX_RANKS: usize = 1 << 24;
 
     /// The same schedule with Sum and Mean added in `order`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    /// assert_eq!(s.order(), Order::Schedule);
+    /// assert_eq!(s.with_order(Order::Deterministic).order(), Order::Deterministic);
+    /// ```
     #[must_use]
     pub const fn with_order(self, order: Order) -> Self {
         Self { order, ..self }
     }
 
     /// The algorithm.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 3, 8).unwrap();
+    /// assert_eq!(s.algorithm(), Algorithm::HalvingDoubling);
+    /// ```
     #[must_use]
     pub const fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
 
     /// The collective.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::Broadcast { root: 2 }, 3, 8).unwrap();
+    /// assert_eq!(s.collective(), Collective::Broadcast { root: 2 });
+    /// ```
     #[must_use]
     pub const fn collective(&self) -> Collective {
         self.collective
     }
 
     /// The summation order.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 4, 8).unwrap();
+    /// assert_eq!(s.order(), Order::Deterministic); // halving-doubling's default
+    /// ```
     #[must_use]
     pub const fn order(&self) -> Order {
         self.order
     }
 
     /// The number of ranks `p`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// assert_eq!(CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 5, 8).unwrap().size(), 5);
+    /// ```
     #[must_use]
     pub const fn size(&self) -> usize {
         self.size
     }
 
     /// The buffer length `n`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// assert_eq!(CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 5, 8).unwrap().len(), 8);
+    /// ```
     #[must_use]
     pub const fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the buffers are empty.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 5, 0).unwrap();
+    /// assert!(s.is_empty());
+    /// ```
     #[must_use]
     pub const fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The padded fragment length `f = ceil(n / p)`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+    /// assert_eq!(s.fragment_len(), 3);
+    /// ```
     #[must_use]
     pub const fn fragment_len(&self) -> usize {
         self.fragment
     }
 
     /// The padded buffer length `p * f`, at most `n + p - 1`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+    /// assert_eq!(s.padded_len(), 12);
+    /// ```
     #[must_use]
     pub const fn padded_len(&self) -> usize {
         self.size * self.fragment
@@ -299,6 +375,15 @@ impl CollectiveSchedule {
 
     /// The real (unpadded) positions of fragment `j`:
     /// `j * f .. min((j + 1) * f, n)`, possibly empty.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::ReduceScatter, 4, 10).unwrap();
+    /// assert_eq!((s.fragment(0), s.fragment(3)), (0..3, 9..10));
+    /// let t = CollectiveSchedule::new(Algorithm::Ring, Collective::ReduceScatter, 4, 2).unwrap();
+    /// assert!(t.fragment(3).is_empty()); // all padding
+    /// ```
     ///
     /// # Panics
     /// If `j >= p`.
@@ -329,6 +414,14 @@ impl CollectiveSchedule {
     /// one (a finalization) for a reduction on one rank. Some steps of
     /// some schedules have no ops for some ranks; with `n = 0` none has
     /// any (empty messages are left out).
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let ring = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 8, 64).unwrap();
+    /// let hd = CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 8, 64).unwrap();
+    /// assert_eq!((ring.steps(), hd.steps()), (14, 6)); // 2 (p - 1) against 2 lg p
+    /// ```
     #[must_use]
     pub const fn steps(&self) -> usize {
         self.steps
@@ -375,6 +468,17 @@ impl CollectiveSchedule {
     ///   element type).
     ///
     /// Padding needs no scratch: the executor cuts spans at `n`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order, ReduceOp};
+    /// use tessera_core::fp::f16;
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+    /// assert_eq!(s.scratch_len::<f32>(ReduceOp::Sum), 0); // in place
+    /// assert_eq!(s.scratch_len::<f16>(ReduceOp::Sum), 40); // an f32 row per rank
+    /// let d = s.with_order(Order::Deterministic);
+    /// assert_eq!(d.scratch_len::<f32>(ReduceOp::Sum), 30); // a row per inner node
+    /// ```
     #[must_use]
     pub fn scratch_len<T: Element>(&self, op: ReduceOp) -> usize {
         if !self.collective.reduces() {
