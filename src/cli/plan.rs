@@ -15,7 +15,9 @@ use tessera_sim::pod::{Algorithms, PodSpec, ScalingRow};
 use tessera_sim::train::{RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig};
 
 use super::Failure;
-use super::job::{self, one_line};
+use super::job;
+use super::output::{self, one_line};
+use super::parse;
 use super::plot::{Series, stacked_bars};
 use super::train::{percent, seconds};
 
@@ -111,7 +113,7 @@ pub(super) struct PlanArgs {
         long,
         value_name = "W,W",
         value_delimiter = ',',
-        value_parser = job::whole::<usize, 1>,
+        value_parser = parse::whole::<usize, 1>,
     )]
     widths: Option<Vec<usize>>,
 
@@ -121,14 +123,14 @@ pub(super) struct PlanArgs {
         long,
         value_name = "B,B",
         value_delimiter = ',',
-        value_parser = job::whole::<usize, 0>,
+        value_parser = parse::whole::<usize, 0>,
     )]
     blocks: Option<Vec<usize>>,
 
     /// resnet-mini: add, before the final batch norm and pool, a block of
     /// two parallel branches of C channels each (as `train --branches`)
     /// [default: none]
-    #[arg(long, value_name = "C", value_parser = job::whole::<usize, 1>)]
+    #[arg(long, value_name = "C", value_parser = parse::whole::<usize, 1>)]
     branches: Option<usize>,
 
     /// The Pod: m2000, pod16, pod64, pod128, pod256 or podN (N a multiple
@@ -153,7 +155,7 @@ pub(super) struct PlanArgs {
         long,
         alias = "micro_batch",
         value_name = "N",
-        value_parser = job::whole::<usize, 1>,
+        value_parser = parse::whole::<usize, 1>,
         default_value_t = 8,
         help_heading = "Batch"
     )]
@@ -165,7 +167,7 @@ pub(super) struct PlanArgs {
         long,
         alias = "gradient_accumulation",
         value_name = "N",
-        value_parser = job::whole::<usize, 1>,
+        value_parser = parse::whole::<usize, 1>,
         help_heading = "Batch"
     )]
     gradient_accumulation: Option<usize>,
@@ -176,7 +178,7 @@ pub(super) struct PlanArgs {
         long,
         alias = "device_iterations",
         value_name = "N",
-        value_parser = job::whole::<usize, 1>,
+        value_parser = parse::whole::<usize, 1>,
         default_value_t = tessera_sim::plan::DEFAULT_DEVICE_ITERATIONS,
         help_heading = "Batch"
     )]
@@ -186,7 +188,7 @@ pub(super) struct PlanArgs {
     #[arg(
         long,
         value_name = "N",
-        value_parser = job::whole::<usize, 1>,
+        value_parser = parse::whole::<usize, 1>,
         help_heading = "Parallelism"
     )]
     replicas: Option<usize>,
@@ -196,7 +198,7 @@ pub(super) struct PlanArgs {
         long,
         alias = "ipus_per_replica",
         value_name = "N",
-        value_parser = job::whole::<usize, 1>,
+        value_parser = parse::whole::<usize, 1>,
         default_value_t = 1,
         help_heading = "Parallelism"
     )]
@@ -245,7 +247,7 @@ pub(super) struct PlanArgs {
 impl PlanArgs {
     pub(super) fn run(self) -> Result<(), Failure> {
         if let Some(path) = &self.svg {
-            job::output_file("--svg", path)?;
+            output::output_file("--svg", path)?;
         }
         let mut config = self.config()?;
         let calibration = if self.layer_costs == LayerCostsArg::Simulated {
@@ -266,7 +268,7 @@ impl PlanArgs {
         } else {
             report(&plan, self.svg.as_ref(), calibration.as_ref())
         };
-        job::print(&out)
+        output::print(&out)
     }
 
     /// The configuration the flags describe.
@@ -518,7 +520,7 @@ fn header(o: &mut String, p: &Plan) {
         "batch        micro-batch {} x accumulation {} x {} = global batch {}",
         p.micro_batch,
         p.gradient_accumulation,
-        job::plural(p.replicas as u64, "replica"),
+        output::plural(p.replicas as u64, "replica"),
         p.global_batch
     );
     let mut how = vec![format!("{}, {}", p.precision, p.optimizer)];
@@ -725,7 +727,7 @@ fn calibrated(o: &mut String, p: &Plan, c: &Calibrated, run: Option<&Calibration
     let how = run.map_or_else(String::new, |r| {
         format!(
             ", {} compiled in {:.1} s ({} from the cache)",
-            job::plural(r.compiled as u64, "layer"),
+            output::plural(r.compiled as u64, "layer"),
             r.seconds,
             r.hits
         )
