@@ -91,7 +91,7 @@ impl From<ConfigError> for FabricError {
 }
 
 /// Nodes joined by bundles of one kind of [`Link`], with every route
-/// precomputed (see the [module docs](self)).
+/// precomputed (see the [module docs](crate::topology)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fabric {
     nodes: usize,
