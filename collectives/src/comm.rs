@@ -356,20 +356,7 @@ pub trait Communicator {
     where
         Self: Sized,
     {
-        let message = self.recv_vec(from, tag, timeout)?;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        if message.len() != bytes.len() {
-            let e = CommError::LengthMismatch {
-                rank: self.world_rank(self.rank()),
-                peer: self.world_rank(from),
-                expected: bytes.len(),
-                found: message.len(),
-            };
-            self.fail(e.failure(self.world_rank(self.rank())).expect("aborts"));
-            return Err(e);
-        }
-        bytes.copy_from_slice(&message);
-        Ok(())
+        self.recv(from, tag, bytemuck::cast_slice_mut(buf), timeout)
     }
 
     /// Returns once every rank has called `barrier` (a dissemination

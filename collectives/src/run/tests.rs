@@ -1,0 +1,97 @@
+use std::time::Duration;
+
+use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reducer};
+use tessera_core::fp::{Element, Rounding, f16};
+
+use super::{CollectiveSchedule, Scratch, run};
+use crate::comm::Communicator;
+use crate::thread::ThreadWorld;
+
+fn input<T: Element>(r: usize, len: usize) -> Vec<T> {
+    (0..len)
+        .map(|i| {
+            let x = ((r * 7919 + i * 104_729) % 1000) as f32 / 97.0 - 5.0;
+            T::store(x, Rounding::Nearest, i)
+        })
+        .collect()
+}
+
+fn bits<T: Element>(x: &[T]) -> Vec<u32> {
+    x.iter().map(|v| v.load().to_bits()).collect()
+}
+
+/// Runs `s` with messages split into pieces of `piece` elements,
+/// compares every rank's specified positions with the executor's, and
+/// returns the number of messages sent.
+fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: usize) -> usize {
+    let (p, len) = (s.size(), s.len());
+    let red = Reducer::new(op);
+    let got = ThreadWorld::run(p, |comm| {
+        let mut scratch = Scratch {
+            piece,
+            ..Scratch::default()
+        };
+        let mut x = input::<T>(comm.rank(), len);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let traffic = run(&comm, s, &red, &mut x, 0, deadline, &mut scratch).unwrap();
+        (x, traffic.messages)
+    })
+    .unwrap();
+    let mut want: Vec<Vec<T>> = (0..p).map(|r| input(r, len)).collect();
+    let mut refs: Vec<&mut [T]> = want.iter_mut().map(|b| &mut b[..]).collect();
+    let mut scratch = vec![0.0f32; s.scratch_len::<T>(op)];
+    collective::execute(s, &red, &mut refs, &mut scratch, |_| {}).unwrap();
+    let m = len.div_ceil(p);
+    let mut messages = 0;
+    for (r, got) in got.into_iter().enumerate() {
+        let (got, sent) = got.unwrap();
+        messages += sent;
+        let at = match s.collective() {
+            Collective::ReduceScatter => (r * m).min(len)..((r + 1) * m).min(len),
+            Collective::Reduce { root } if root != r => 0..0,
+            _ => 0..len,
+        };
+        assert_eq!(
+            bits(&got[at.clone()]),
+            bits(&want[r][at]),
+            "{} {s:?} {op:?} piece {piece} rank {r}",
+            T::NAME
+        );
+    }
+    messages
+}
+
+#[test]
+fn messages_in_pieces_give_the_executors_bits() {
+    for p in 2..=5 {
+        for algorithm in Algorithm::ALL {
+            for collective in [
+                Collective::AllReduce,
+                Collective::ReduceScatter,
+                Collective::AllGather,
+                Collective::Reduce { root: p - 1 },
+                Collective::Broadcast { root: p / 2 },
+            ] {
+                for (op, order) in [
+                    (ReduceOp::Sum, Order::Schedule),
+                    (ReduceOp::Sum, Order::Deterministic),
+                    (ReduceOp::Max, Order::Schedule),
+                ] {
+                    for len in [37, 200] {
+                        let s = CollectiveSchedule::new(algorithm, collective, p, len)
+                            .unwrap()
+                            .with_order(order);
+                        let whole = check::<f32>(&s, op, len);
+                        for piece in [1, 5, 16] {
+                            let split = check::<f32>(&s, op, piece);
+                            // Only steps carrying frontiers stay whole.
+                            let frontiers = s.carries_frontiers(op);
+                            assert!(split > whole || frontiers || piece > 1, "{s:?} {op:?}");
+                        }
+                        check::<f16>(&s, op, 7);
+                    }
+                }
+            }
+        }
+    }
+}
