@@ -69,7 +69,7 @@ pub enum ModelError {
     },
     /// The loss scale is not finite and positive.
     InvalidScale(f32),
-    /// A buffer name [`Mlp::set_buffers`](super::Mlp::set_buffers) does not
+    /// A buffer name [`Model::set_buffers`](super::Model::set_buffers) does not
     /// know.
     UnknownBuffer {
         /// The name.

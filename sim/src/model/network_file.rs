@@ -60,8 +60,8 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::layers::pool::{Pool2d, PoolKind};
 use super::network::Op;
+use super::shapes::{Pool2d, PoolKind};
 use super::{Activation, BnGroup, ModelError, NetLayer, NetworkConfig};
 use crate::toml_place::{key_at, line_of, one_line, place};
 

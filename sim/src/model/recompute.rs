@@ -18,7 +18,7 @@ use core::fmt;
 use core::ops::Range;
 
 use super::ModelError;
-use super::net_placement::{TileBytes, sum};
+use super::activations::{TileBytes, sum};
 use super::placement::StageCycles;
 
 /// Why checkpoints are refused.

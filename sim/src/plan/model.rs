@@ -41,7 +41,7 @@
 //!
 //! - FLOPs count a multiply-add as two, and only the matrix products and
 //!   the operations a layer without a product is made of (a pooling
-//!   window's comparisons), as [`Mlp::flops_per_sample`] and the
+//!   window's comparisons), as the simulator's MLP layers and the
 //!   published GMAC counts do; the element-wise work after a product (bias,
 //!   normalisation, activation) is priced separately by the planner from
 //!   the layer's output size.
@@ -57,7 +57,6 @@
 //!   the layer's work spreads over tiles and what each tile must receive;
 //!   a layer without one is priced as vector work over its elements.
 //!
-//! [`Mlp::flops_per_sample`]: crate::model::Mlp::flops_per_sample
 
 use core::fmt;
 use std::path::Path;
@@ -445,7 +444,8 @@ impl ModelTable {
 
     /// The table of the trainer's MLP ([`crate::model`]): a row per dense
     /// layer (`layer{l}`), with the simulator's FLOP counts
-    /// ([`Mlp::flops_per_sample`](crate::model::Mlp::flops_per_sample)),
+    /// (`2 i o` per layer forward, twice that backward but the first
+    /// layer's),
     /// the pre-activation and the activation stashed, and the trainer's
     /// host input per sample (f32 features and a `u32` label). Batch norm
     /// adds its parameters; its extra phases are not priced.
@@ -1006,9 +1006,9 @@ output_bytes = 20
             batch_norm: false,
         };
         let t = ModelTable::from_mlp(&c).unwrap();
-        let params: usize = c.params().iter().map(|p| p.len()).sum();
+        let params: usize = c.network().params().unwrap().iter().map(|p| p.len()).sum();
         assert_eq!(t.params(), params as u64);
-        // Mlp::flops_per_sample: the backward pass is dW for every layer and
+        // The simulator's MLP: the backward pass is dW for every layer and
         // dA for all but the first.
         let f = [2 * 64 * 128, 2 * 128 * 64, 2 * 64 * 10];
         assert_eq!(

@@ -20,7 +20,7 @@ use super::calibrate::{CalibrationError, LayerCosts, SimulatedCost};
 use super::model::ModelTable;
 use crate::IpuSpec;
 use crate::ipu::{Profile, Target};
-use crate::model::{Compute, ModelError, Network, NetworkConfig, NoGroup};
+use crate::model::{Compute, Model, ModelError, NetworkConfig, NoGroup};
 
 /// `table`'s rows (made of `network` by
 /// [`ModelTable::from_network`]) priced from one training micro-batch
@@ -41,8 +41,7 @@ pub(super) fn network_costs(
         error: Box::new(error),
     };
     let compute = if f16 { Compute::F16 } else { Compute::F32 };
-    let mut net =
-        Network::new(network, Target::single(ipu), micro_batch, compute).map_err(failed)?;
+    let mut net = Model::new(network, Target::single(ipu), micro_batch, compute).map_err(failed)?;
     let params = network.init(0).map_err(failed)?;
     let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
     net.set_params(&refs).map_err(failed)?;

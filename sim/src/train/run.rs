@@ -20,7 +20,9 @@ use super::pipeline::{Schedule, StageMemory, step_cycles};
 use super::replica::{Replica, StepOutcome};
 use crate::data::{Dataset, Infeed, MicroBatch, Outfeed};
 use crate::ipu::MemorySummary;
-use crate::model::{Compute, Model, ModelConfig, Placement, Recomputation, StageCycles};
+use crate::model::{
+    Compute, Model, ModelConfig, NetworkConfig, Placement, Recomputation, StageCycles,
+};
 use crate::pod::Layout;
 
 /// One optimizer step as the host sees it.
@@ -153,11 +155,11 @@ pub struct Summary {
     /// Every epoch's evaluation.
     pub epochs: Vec<EpochRecord>,
     /// The final weights, per parameter (as f32), in
-    /// [`MlpConfig::params`](crate::model::MlpConfig::params) order.
+    /// [`NetworkConfig::params`](crate::model::NetworkConfig::params) order.
     pub weights: Vec<Vec<f32>>,
     /// FNV-1a of the final weights' bits as stored (f32, or f16 as a
     /// zero-extended 32-bit little-endian word), parameter by parameter in
-    /// [`MlpConfig::params`](crate::model::MlpConfig::params) order: equal exactly when the weights are.
+    /// [`NetworkConfig::params`](crate::model::NetworkConfig::params) order: equal exactly when the weights are.
     pub fingerprint: u64,
     /// The final test set evaluation.
     pub test: EpochRecord,
@@ -195,6 +197,8 @@ pub struct Trainer {
     config: TrainConfig,
     layout: Layout,
     model: ModelConfig,
+    /// The network every replica builds (an MLP's dense blocks).
+    network: NetworkConfig,
     data: Arc<Dataset>,
     train: Arc<Dataset>,
     test: Arc<Dataset>,
@@ -228,9 +232,8 @@ impl Trainer {
                 p.network_placement(net, ipus, config.micro_batch)?
             }
         };
-        if let Some(mlp) = model.mlp() {
-            placement.validate(mlp, &layout.replica_target()?)?;
-        }
+        let network = model.network();
+        placement.validate(&network, &layout.replica_target()?)?;
         check_checkpoints(&config, &model)?;
         if let Some(p) = &config.pipeline {
             let stages = placement.stages();
@@ -262,6 +265,7 @@ impl Trainer {
             config,
             layout,
             model,
+            network,
             data: Arc::new(data),
             train: Arc::new(train),
             test: Arc::new(test),
@@ -493,7 +497,7 @@ impl Trainer {
         (0..m)
             .map(|_| {
                 Model::placed(
-                    &self.model,
+                    &self.network,
                     target,
                     &self.placement,
                     config.micro_batch,
@@ -567,17 +571,13 @@ impl Trainer {
             &self.model,
             &self.placement,
             self.flat.elements() as u64,
-            (
-                model.memory().summary(10),
-                model.stage_activations().unwrap_or_default(),
-            ),
+            (model.memory().summary(10), model.stage_activations()),
             target,
         );
         let checkpoints = &self.config.recompute_checkpoints;
         if !checkpoints.is_empty() {
             // Checked by `Trainer::new`: a network's blocks.
-            let r = model.recomputation(checkpoints);
-            report.recomputation = r.and_then(Result::ok);
+            report.recomputation = model.recomputation(checkpoints).ok();
         }
         report
     }
@@ -879,7 +879,7 @@ fn evaluate(
     if full < test.len() {
         let rest = &indices[full..];
         let mut tail = Model::placed(
-            &replica.model.config(),
+            replica.model.config(),
             layout.replica_target()?,
             &Placement::Spread,
             rest.len(),
