@@ -96,3 +96,14 @@ pub(super) fn fits(rows: usize, cols: usize) -> Option<u64> {
         .and_then(|n| n.checked_mul(4))
         .filter(|&n| n <= MAX_TENSOR_BYTES)
 }
+
+/// The fewest flops a product's output block gets (see the module docs):
+/// 2^16, about 500 cycles of a tile's AMP unit in f16.
+pub const MIN_BLOCK_FLOPS: u64 = 1 << 16;
+
+/// Batch norm's `eps`.
+pub const BN_EPSILON: f32 = 1e-5;
+
+/// Batch norm's running-statistics momentum: `running = (1 - m) running +
+/// m batch`.
+pub const BN_MOMENTUM: f32 = 0.1;

@@ -11,7 +11,11 @@
 //! the engine too, and the estimate says so in well under a second where
 //! building the engine of a huge model takes minutes and gigabytes.
 
-use super::{Compute, ModelError, NetworkConfig, Placement, StageActivations};
+use super::activations::StageActivations;
+use super::config::Compute;
+use super::error::ModelError;
+use super::network::NetworkConfig;
+use super::placement::Placement;
 use crate::ipu::{MemoryUsage, Target};
 
 /// A replica's model, measured ([`MemoryEstimate::of`]).

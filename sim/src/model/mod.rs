@@ -123,9 +123,12 @@ mod runtime;
 mod shapes;
 
 pub use activations::StageActivations;
-pub use config::{Activation, Compute, MAX_TENSOR_BYTES, ParamKind, ParamSpec};
+pub use config::{
+    Activation, BN_EPSILON, BN_MOMENTUM, Compute, MAX_TENSOR_BYTES, MIN_BLOCK_FLOPS, ParamKind,
+    ParamSpec,
+};
 pub use device_mapping::{DeviceMapping, MappingEntry};
-pub use error::ModelError;
+pub use error::{CheckpointError, MappingError, ModelError};
 pub use estimate::MemoryEstimate;
 pub use layers::batch_norm::{BatchNormRun, batch_norm2d_on_tiles};
 pub use layers::conv2d::{ConvRun, conv2d_on_tiles, nchw_to_rows, rows_to_nchw};
@@ -133,42 +136,10 @@ pub use layers::cost::{ConvExtras, LayerCycles, conv2d_cycles, pool2d_cycles};
 pub use layers::pool::{PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
 pub use model_config::{MlpConfig, ModelConfig};
-pub use net_placement::MappingError;
 pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use network_file::{LayerStep, NetworkFile, NetworkFileError};
 pub use placement::{Part, Placement, StageCycles};
-pub use recompute::{CheckpointError, Recomputation, check_checkpoints};
+pub use recompute::{Recomputation, check_checkpoints};
 pub use replica::Model;
-pub use runtime::MicroBatchOutput;
+pub use runtime::{GroupSum, MicroBatchOutput, NoGroup};
 pub use shapes::{Conv2d, ConvShape, Pool2d, PoolKind};
-
-/// The fewest flops a product's output block gets (see the module docs):
-/// 2^16, about 500 cycles of a tile's AMP unit in f16.
-pub const MIN_BLOCK_FLOPS: u64 = 1 << 16;
-
-/// Batch norm's `eps`.
-pub const BN_EPSILON: f32 = 1e-5;
-
-/// Batch norm's running-statistics momentum: `running = (1 - m) running +
-/// m batch`.
-pub const BN_MOMENTUM: f32 = 0.1;
-
-/// Sums over a replica group for distributed batch-norm statistics (the
-/// trainer implements it with a deterministic all-reduce).
-pub trait GroupSum {
-    /// Replaces `values` by their element-wise sum over the group.
-    ///
-    /// # Errors
-    /// Whatever the group's communication fails with.
-    fn sum(&mut self, values: &mut [f32]) -> Result<(), ModelError>;
-}
-
-/// The group of one replica: the sum is the values themselves.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NoGroup;
-
-impl GroupSum for NoGroup {
-    fn sum(&mut self, _values: &mut [f32]) -> Result<(), ModelError> {
-        Ok(())
-    }
-}

@@ -2,8 +2,8 @@
 //! activation, batch norm) or a network ([`NetworkConfig`]), both built as
 //! the one network ([`ModelConfig::network`]; an MLP's is dense blocks).
 
-use super::ModelError;
 use super::config::{Activation, ParamSpec, fits};
+use super::error::ModelError;
 use super::network::{BnGroup, NetLayer, NetworkConfig};
 
 /// A multi-layer perceptron: `inputs -> hidden[0] -> ... -> classes`, the

@@ -9,8 +9,8 @@
 
 use tessera_core::rng::RandomStream;
 
-use super::ModelError;
 use super::config::{Activation, ParamKind, ParamSpec, fits, normals};
+use super::error::ModelError;
 use super::shapes::{Conv2d, ConvShape, Pool2d};
 
 /// One layer of a [`NetworkConfig`].

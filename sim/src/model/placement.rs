@@ -5,7 +5,7 @@
 
 use core::ops::Range;
 
-use super::ModelError;
+use super::error::ModelError;
 use super::model_config::MlpConfig;
 use super::network::{NetworkConfig, branch_of_ops};
 use crate::ipu::{Profile, Target, Tile};

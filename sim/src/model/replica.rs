@@ -15,14 +15,14 @@ use std::sync::{Arc, Mutex};
 use super::activations::{StageActivations, TileBytes, layer_bytes, stage_activations};
 use super::codelets::{GroupLink, update_running};
 use super::config::{Compute, ParamSpec};
+use super::error::ModelError;
 use super::layers::Builder;
 use super::layers::conv2d::nchw_to_rows;
 use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
 use super::network::NetworkConfig;
 use super::placement::{Placement, StageCycles, stage_cycles};
 use super::recompute::{Recomputation, recomputation};
-use super::runtime::{MicroBatchOutput, check_batch, feed, outputs, run_with_group};
-use super::{GroupSum, ModelError};
+use super::runtime::{GroupSum, MicroBatchOutput, check_batch, feed, outputs, run_with_group};
 use crate::ipu::{self, Engine, EngineOptions, Graph, Program};
 
 /// An engine and where its tensors are.

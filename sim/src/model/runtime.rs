@@ -5,9 +5,29 @@
 use std::sync::mpsc;
 
 use super::codelets::GroupLink;
-use super::{GroupSum, ModelError};
+use super::error::ModelError;
 
 use crate::ipu::{self, Engine, StreamId, TensorId};
+
+/// Sums over a replica group for distributed batch-norm statistics (the
+/// trainer implements it with a deterministic all-reduce).
+pub trait GroupSum {
+    /// Replaces `values` by their element-wise sum over the group.
+    ///
+    /// # Errors
+    /// Whatever the group's communication fails with.
+    fn sum(&mut self, values: &mut [f32]) -> Result<(), ModelError>;
+}
+
+/// The group of one replica: the sum is the values themselves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NoGroup;
+
+impl GroupSum for NoGroup {
+    fn sum(&mut self, _values: &mut [f32]) -> Result<(), ModelError> {
+        Ok(())
+    }
+}
 
 /// What one micro-batch gives back besides the gradients.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -31,7 +31,9 @@ use std::sync::Arc;
 
 use super::codelets::GroupLink;
 use super::config::Activation;
-use super::{MIN_BLOCK_FLOPS, ModelError, Placement};
+use super::config::MIN_BLOCK_FLOPS;
+use super::error::ModelError;
+use super::placement::Placement;
 use crate::ipu::{
     self, Codelet, DType, Graph, Interval, Kernel, Mapping, Program, TensorId, TensorSlice, Tile,
 };

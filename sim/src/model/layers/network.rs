@@ -21,10 +21,9 @@ use super::pool::{self, Pooled};
 use super::{Act, Builder, Copies, ModelError, Staged, activation, loss, residual};
 use crate::ipu::{Direction, Mapping, Program, TensorId};
 use crate::kernels::matmul::{BlockLayout, Cut, gather_copies};
-use crate::model::Pool2d;
 use crate::model::layers::loss::Loss;
 use crate::model::network::Op;
-use crate::model::shapes::ConvShape;
+use crate::model::shapes::{ConvShape, Pool2d};
 
 /// Where a parameter lives: a matrix in its layout, or a vector.
 #[derive(Clone, Debug)]
