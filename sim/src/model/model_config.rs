@@ -48,6 +48,27 @@ impl MlpConfig {
     /// u1)`, `t = 2 pi u2`, `u1 = (1 + (w(2p) >> 8)) / 2^24` (in `(0, 1]`),
     /// `u2 = (w(2p + 1) >> 8) / 2^24`, `w` the stream's words, in f64 with
     /// `libm`, rounded once to f32.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, NetLayer};
+    ///
+    /// let mlp = MlpConfig {
+    ///     inputs: 64,
+    ///     hidden: vec![32],
+    ///     classes: 10,
+    ///     activation: Activation::Relu,
+    ///     batch_norm: true,
+    /// };
+    /// let net = mlp.network();
+    /// assert_eq!(net.input, [64, 1, 1]);
+    /// assert_eq!(net.layers, [NetLayer::Dense { width: 32, batch_norm: true }]);
+    /// let names: Vec<String> = net.params()?.into_iter().map(|p| p.name).collect();
+    /// let bn = ["layer0.bn.gamma", "layer0.bn.beta"];
+    /// assert_eq!(names[..2], ["layer0.weight", "layer0.bias"]);
+    /// assert_eq!(names[2..4], bn);
+    /// assert_eq!(names[4..], ["layer1.weight", "layer1.bias"]);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn network(&self) -> NetworkConfig {
         let dense = |&width| NetLayer::Dense {
@@ -111,6 +132,22 @@ impl ModelConfig {
     }
 
     /// The network that is built.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelConfig};
+    ///
+    /// let mlp = MlpConfig {
+    ///     inputs: 4,
+    ///     hidden: vec![],
+    ///     classes: 2,
+    ///     activation: Activation::Gelu,
+    ///     batch_norm: false,
+    /// };
+    /// let model = ModelConfig::Mlp(mlp.clone());
+    /// assert_eq!(model.network(), mlp.network());
+    /// assert_eq!(model.params()?.len(), 2);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn network(&self) -> NetworkConfig {
         match self {

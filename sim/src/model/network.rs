@@ -565,3 +565,83 @@ fn flatten_branches(
     ops.push(Op::Concat { channels });
     Ok((total, first))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dense_block_takes_one_pixel_per_sample_and_keeps_the_mlp_names() {
+        let conv = NetLayer::Conv {
+            channels: 4,
+            kernel: 3,
+            stride: 1,
+            padding: 1,
+        };
+        let dense = NetLayer::Dense {
+            width: 6,
+            batch_norm: true,
+        };
+        let mut net = NetworkConfig {
+            input: [1, 4, 4],
+            layers: vec![conv.clone(), dense.clone(), NetLayer::GlobalAvgPool],
+            classes: 3,
+            activation: Activation::Relu,
+            bn_group: BnGroup::Replica,
+        };
+        let err = net.validate().unwrap_err().to_string();
+        assert!(err.contains("one pixel per sample"), "{err}");
+        net.layers = vec![conv, NetLayer::GlobalAvgPool, dense];
+        let params = net.params().unwrap();
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        let want = [
+            "layer0.weight",
+            "layer2.weight",
+            "layer2.bias",
+            "layer2.bn.gamma",
+            "layer2.bn.beta",
+            "layer3.weight",
+            "layer3.bias",
+        ];
+        assert_eq!(names, want);
+        assert_eq!(params[1].shape, [4, 6]);
+        assert_eq!(params[5].shape, [6, 3]);
+        // Gamma 1, beta and the biases 0; a convolution before the dense
+        // block: the head draws He, not the MLP's rule.
+        let init = net.init(3).unwrap();
+        assert!(init[3].iter().all(|&g| g == 1.0));
+        assert!(
+            init[2]
+                .iter()
+                .chain(&init[4])
+                .chain(&init[6])
+                .all(|&b| b == 0.0)
+        );
+    }
+
+    #[test]
+    fn an_mlp_under_gelu_draws_xavier_and_a_network_he() {
+        let mlp = NetworkConfig {
+            input: [8, 1, 1],
+            layers: vec![NetLayer::Dense {
+                width: 8,
+                batch_norm: false,
+            }],
+            classes: 8,
+            activation: Activation::Gelu,
+            bn_group: BnGroup::Replica,
+        };
+        // The head's weights: the last parameter but one, layer 1's.
+        let head = |net: &NetworkConfig| {
+            let init = net.init(1).unwrap();
+            init[init.len() - 2].clone()
+        };
+        let stream = RandomStream::new(1, 0).substream(1);
+        assert_eq!(head(&mlp), normals(&stream, 64, libm::sqrt(2.0 / 16.0)));
+        let net = NetworkConfig {
+            layers: vec![NetLayer::GlobalAvgPool],
+            ..mlp
+        };
+        assert_eq!(head(&net), normals(&stream, 64, libm::sqrt(2.0 / 8.0)));
+    }
+}
