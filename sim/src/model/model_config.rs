@@ -85,7 +85,7 @@ impl MlpConfig {
     }
 
     /// Checks that every width is at least 1 and every weight matrix has
-    /// at most [`MAX_TENSOR_BYTES`].
+    /// at most [`MAX_TENSOR_BYTES`](super::config::MAX_TENSOR_BYTES).
     ///
     /// # Errors
     /// [`ModelError::ZeroWidth`] naming the first zero width;
