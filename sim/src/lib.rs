@@ -71,6 +71,7 @@ pub mod data;
 pub mod ipu;
 pub mod kernels;
 pub mod model;
+mod names;
 pub mod plan;
 pub mod pod;
 mod toml_place;

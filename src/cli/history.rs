@@ -12,7 +12,7 @@ use serde_json::Value;
 use tessera_sim::train::{Continuation, EpochRecord, Event, StepRecord};
 
 use super::Failure;
-use super::job::{self, one_line};
+use super::output::{self, one_line};
 use super::plot::{Series, line_chart};
 
 /// One line of metrics.jsonl.
@@ -26,8 +26,8 @@ impl Record {
     /// The JSON line, with its newline.
     fn line(&self) -> String {
         match self {
-            Self::Step(r) => job::tagged("step", r) + "\n",
-            Self::Epoch(e) => job::tagged("epoch", e) + "\n",
+            Self::Step(r) => output::tagged("step", r) + "\n",
+            Self::Epoch(e) => output::tagged("epoch", e) + "\n",
         }
     }
 
@@ -238,8 +238,8 @@ impl Metrics {
     /// metrics.jsonl for appending.
     fn start(&self, records: &[Record]) -> Result<File, String> {
         let failed = |e: Failure| e.to_string();
-        job::write_file(&self.config.0, self.config.1.as_bytes()).map_err(failed)?;
-        job::write_file(&self.path, lines(records).as_bytes()).map_err(failed)?;
+        output::write_file(&self.config.0, self.config.1.as_bytes()).map_err(failed)?;
+        output::write_file(&self.path, lines(records).as_bytes()).map_err(failed)?;
         File::options()
             .append(true)
             .open(&self.path)
@@ -262,9 +262,9 @@ impl Metrics {
         }
         if live.file.take().is_none() {
             // No record came: nothing was written yet.
-            job::write_file(&self.config.0, self.config.1.as_bytes())?;
+            output::write_file(&self.config.0, self.config.1.as_bytes())?;
         }
-        job::write_file(&self.path, lines(&live.records).as_bytes())?;
+        output::write_file(&self.path, lines(&live.records).as_bytes())?;
         let (mut loss, mut test_loss) = (Vec::new(), Vec::new());
         for r in &live.records {
             let (x, _) = r.position(self.steps_per_epoch);

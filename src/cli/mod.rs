@@ -10,6 +10,8 @@ mod bench;
 mod history;
 mod job;
 mod launcher;
+mod output;
+mod parse;
 mod plan;
 mod plot;
 mod scale;

@@ -98,7 +98,7 @@ pub(crate) fn line_chart(
         .map_err(|e| failed(&e))?;
         root.present().map_err(|e| failed(&e))?;
     }
-    write_atomic(path, svg.as_bytes()).map_err(|e| super::job::write_failed(path, &e))
+    write_atomic(path, svg.as_bytes()).map_err(|e| super::output::write_failed(path, &e))
 }
 
 /// Draws one bar per category, stacked from `parts` (each part's value
@@ -139,7 +139,7 @@ pub(crate) fn stacked_bars(
         draw_bars(&root, labels, categories, parts, top, &value).map_err(|e| failed(&e))?;
         root.present().map_err(|e| failed(&e))?;
     }
-    write_atomic(path, svg.as_bytes()).map_err(|e| super::job::write_failed(path, &e))
+    write_atomic(path, svg.as_bytes()).map_err(|e| super::output::write_failed(path, &e))
 }
 
 /// The mesh, bars and legend of [`stacked_bars`].

@@ -14,6 +14,8 @@ use tessera_sim::train::{Event, RunOptions, Summary, TrainConfig, Trainer};
 
 use super::Failure;
 use super::job::{self, JobArgs, OutputArgs, Progress};
+use super::output;
+use super::parse;
 use super::plot::{Series, line_chart};
 
 /// The run directory's name when `--name` is not given.
@@ -37,7 +39,7 @@ pub(super) struct ScaleArgs {
         long,
         value_name = "N,N",
         value_delimiter = ',',
-        value_parser = job::whole::<usize, 1>,
+        value_parser = parse::whole::<usize, 1>,
         default_values_t = [1, 2, 4, 8, 16]
     )]
     replicas: Vec<usize>,
@@ -48,7 +50,7 @@ pub(super) struct ScaleArgs {
         long,
         alias = "global_batch",
         value_name = "N",
-        value_parser = job::whole::<usize, 1>
+        value_parser = parse::whole::<usize, 1>
     )]
     global_batch: Option<usize>,
 
@@ -122,7 +124,7 @@ impl ScaleArgs {
             );
             table(&head, &rows, &files)
         };
-        job::print(&report)?;
+        output::print(&report)?;
         differences(&rows)
     }
 
@@ -261,7 +263,7 @@ fn write_files(
     jsonl: &str,
 ) -> Result<[PathBuf; 3], Failure> {
     let files = FILES.map(|name| dir.join(name));
-    job::write_file(&files[0], jsonl.as_bytes())?;
+    output::write_file(&files[0], jsonl.as_bytes())?;
     let curves: Vec<Series> = rows
         .iter()
         .zip(summaries)
@@ -312,7 +314,7 @@ fn differences(rows: &[Row]) -> Result<(), Failure> {
         .filter_map(|r| {
             r.difference
                 .as_ref()
-                .map(|d| format!("{}: {d}", job::plural(r.replicas as u64, "replica")))
+                .map(|d| format!("{}: {d}", output::plural(r.replicas as u64, "replica")))
         })
         .collect();
     if differing.is_empty() {
@@ -320,7 +322,7 @@ fn differences(rows: &[Row]) -> Result<(), Failure> {
     }
     Err(Failure::Job(format!(
         "the runs differ from the first ({}): {}",
-        job::plural(rows[0].replicas as u64, "replica"),
+        output::plural(rows[0].replicas as u64, "replica"),
         differing.join("; ")
     )))
 }

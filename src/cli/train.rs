@@ -14,6 +14,8 @@ use tessera_sim::train::{
 
 use super::history::{History, Metrics};
 use super::job::{self, Job, JobArgs, OutputArgs, Progress};
+use super::output;
+use super::parse;
 use super::{Failure, launcher};
 
 /// The run directory's name when `--name` is not given.
@@ -38,7 +40,7 @@ pub(super) struct TrainArgs {
         long,
         alias = "checkpoint_every",
         value_name = "N",
-        value_parser = job::whole::<u64, 0>,
+        value_parser = parse::whole::<u64, 0>,
         default_value_t = 0
     )]
     checkpoint_every: u64,
@@ -50,7 +52,7 @@ pub(super) struct TrainArgs {
         long,
         alias = "stop_after_epochs",
         value_name = "N",
-        value_parser = job::whole::<u64, 0>
+        value_parser = parse::whole::<u64, 0>
     )]
     stop_after_epochs: Option<u64>,
 
@@ -60,7 +62,7 @@ pub(super) struct TrainArgs {
         long,
         alias = "diverged_after",
         value_name = "N",
-        value_parser = job::whole::<u64, 0>,
+        value_parser = parse::whole::<u64, 0>,
         default_value_t = Divergence::DEFAULT_STEPS
     )]
     diverged_after: u64,
@@ -175,7 +177,7 @@ impl TrainArgs {
         metrics.finish(&files.loss)?;
         if let Some(trace) = &summary.trace {
             let bytes = serde_json::to_vec(trace).expect("a trace serializes");
-            job::write_file(&files.trace, &bytes)?;
+            output::write_file(&files.trace, &bytes)?;
         }
         let report = if self.output.json {
             let mut line =
@@ -186,7 +188,7 @@ impl TrainArgs {
         } else {
             self.text(&job, &data, &trainer, &summary, &files)
         };
-        job::print(&report)
+        output::print(&report)
     }
 
     /// The run directory: with `--resume` and no `--name`, the

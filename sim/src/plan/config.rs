@@ -1,9 +1,6 @@
 //! What to plan: the model, the machine, the numerics and the
 //! parallelism.
 
-use core::fmt;
-use core::str::FromStr;
-
 use serde::Serialize;
 
 use super::PlanError;
@@ -11,6 +8,7 @@ use super::assumptions::PlanAssumptions;
 use super::table::{LayerCosts, ModelTable};
 use crate::IpuSpec;
 use crate::model::NetworkConfig;
+use crate::names::unit_names;
 use crate::pod::{Algorithms, Distribution, Layout, PodSpec};
 use crate::train::{OptimizerConfig, PrecisionMode, TrainConfig};
 
@@ -76,40 +74,14 @@ impl Precision {
             },
         }
     }
-
-    /// Its name: `32.32`, `16.32`, `16.16`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Fp32 => "32.32",
-            Self::Mixed => "16.32",
-            Self::Half => "16.16",
-        }
-    }
 }
 
-impl fmt::Display for Precision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Precision {
-    type Err = String;
-
-    /// `32.32`, `16.32`, `16.16` (also the trainer's `16.16-sr` and
-    /// `16.16-rn`, which use the same bytes).
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "32.32" => Ok(Self::Fp32),
-            "16.32" => Ok(Self::Mixed),
-            "16.16" | "16.16-sr" | "16.16-rn" => Ok(Self::Half),
-            _ => Err(format!(
-                "unknown precision `{s}`: expected 32.32, 16.32 or 16.16"
-            )),
-        }
-    }
-}
+// `16.16` also reads the trainer's `16.16-sr` and `16.16-rn`: the same bytes.
+unit_names!(Precision, "precision", "32.32, 16.32 or 16.16", {
+    Fp32 => "32.32",
+    Mixed => "16.32",
+    Half => "16.16" | "16.16-sr" | "16.16-rn",
+});
 
 impl From<PrecisionMode> for Precision {
     fn from(p: PrecisionMode) -> Self {
@@ -151,40 +123,14 @@ impl Optimizer {
     pub const fn needs_norms(self) -> bool {
         matches!(self, Self::Lamb | Self::Lars)
     }
-
-    /// Its name: `sgd`, `adamw`, `lamb`, `lars`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Sgd => "sgd",
-            Self::AdamW => "adamw",
-            Self::Lamb => "lamb",
-            Self::Lars => "lars",
-        }
-    }
 }
 
-impl fmt::Display for Optimizer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Optimizer {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "sgd" => Ok(Self::Sgd),
-            "adamw" => Ok(Self::AdamW),
-            "lamb" => Ok(Self::Lamb),
-            "lars" => Ok(Self::Lars),
-            _ => Err(format!(
-                "unknown optimizer `{s}`: expected sgd, adamw, lamb or lars"
-            )),
-        }
-    }
-}
+unit_names!(Optimizer, "optimizer", "sgd, adamw, lamb or lars", {
+    Sgd => "sgd",
+    AdamW => "adamw",
+    Lamb => "lamb",
+    Lars => "lars",
+});
 
 impl From<&OptimizerConfig> for Optimizer {
     fn from(o: &OptimizerConfig) -> Self {

@@ -17,6 +17,7 @@ use super::TrainError;
 use super::pipeline::Pipeline;
 use crate::data::{BatchPlan, OutputMode};
 use crate::model::{Activation, MlpConfig, ModelConfig, NetworkConfig};
+use crate::names::unit_names;
 use crate::pod::{Distribution, Layout, PodSpec};
 
 /// Compute and weight precision, as Graphcore names them: `compute.weights`.
@@ -219,31 +220,11 @@ pub enum GradReduction {
     RunningMean,
 }
 
-impl fmt::Display for GradReduction {
-    /// The name [`GradReduction::from_str`] reads (`mean` for post-mean).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Sum => "sum",
-            Self::PostMean => "mean",
-            Self::RunningMean => "running-mean",
-        })
-    }
-}
-
-impl FromStr for GradReduction {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "sum" => Ok(Self::Sum),
-            "mean" | "post-mean" => Ok(Self::PostMean),
-            "running-mean" => Ok(Self::RunningMean),
-            _ => Err(format!(
-                "unknown reduction `{s}`: expected sum, mean (post-mean) or running-mean"
-            )),
-        }
-    }
-}
+unit_names!(GradReduction, "reduction", "sum, mean (post-mean) or running-mean", {
+    Sum => "sum",
+    PostMean => "mean" | "post-mean",
+    RunningMean => "running-mean",
+});
 
 /// How the learning rate moves over the run, after the linear warm-up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -280,29 +261,10 @@ impl LrSchedule {
     }
 }
 
-impl fmt::Display for LrSchedule {
-    /// The name [`LrSchedule::from_str`] reads.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Constant => "constant",
-            Self::Cosine => "cosine",
-        })
-    }
-}
-
-impl FromStr for LrSchedule {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "constant" => Ok(Self::Constant),
-            "cosine" => Ok(Self::Cosine),
-            _ => Err(format!(
-                "unknown schedule `{s}`: expected constant or cosine"
-            )),
-        }
-    }
-}
+unit_names!(LrSchedule, "schedule", "constant or cosine", {
+    Constant => "constant",
+    Cosine => "cosine",
+});
 
 /// One training run.
 #[derive(Clone, Debug, PartialEq)]

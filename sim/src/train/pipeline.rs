@@ -31,8 +31,6 @@
 //! same whatever runs when, and they are summed in the micro-batches'
 //! order.
 
-use core::fmt;
-use core::str::FromStr;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -40,6 +38,7 @@ use serde::Serialize;
 use crate::model::{
     DeviceMapping, MlpConfig, ModelError, NetworkConfig, Placement, StageActivations, StageCycles,
 };
+use crate::names::unit_names;
 
 /// PopART's pipeline schedules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -57,38 +56,11 @@ pub enum Schedule {
     Sequential,
 }
 
-impl Schedule {
-    /// Its name: `grouped`, `interleaved`, `sequential`.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Grouped => "grouped",
-            Self::Interleaved => "interleaved",
-            Self::Sequential => "sequential",
-        }
-    }
-}
-
-impl fmt::Display for Schedule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Schedule {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "grouped" => Ok(Self::Grouped),
-            "interleaved" => Ok(Self::Interleaved),
-            "sequential" | "sharded" => Ok(Self::Sequential),
-            _ => Err(format!(
-                "unknown schedule `{s}`: expected grouped, interleaved or sequential"
-            )),
-        }
-    }
-}
+unit_names!(Schedule, "schedule", "grouped, interleaved or sequential", {
+    Grouped => "grouped",
+    Interleaved => "interleaved",
+    Sequential => "sequential" | "sharded",
+});
 
 /// Layers placed on the replica's IPUs (`ipus_per_replica` of them).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

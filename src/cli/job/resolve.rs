@@ -1,0 +1,433 @@
+//! Options into a job: flags over a config file over a base job, each
+//! option parsed and set on the [`TrainConfig`].
+
+use std::fmt::Display;
+use std::path::Path;
+
+use tessera_sim::data::Source;
+use tessera_sim::train::{NamedOptimizer, OptimizerConfig, TrainConfig};
+
+use super::args::JobArgs;
+use super::resolved::Job;
+use super::run::usage;
+use super::values::{LossScalingArg, parse};
+use crate::cli::Failure;
+use crate::cli::output::one_line;
+
+impl JobArgs {
+    /// These options (the flags) over those of the TOML file at `path`,
+    /// if any.
+    pub(in crate::cli) fn over_file(self, path: Option<&Path>) -> Result<Self, Failure> {
+        match path {
+            Some(path) => {
+                let file = read_config(path)?;
+                // Name the file in errors of its values.
+                if let Err(Failure::Usage(e)) = file.resolve_unchecked(&TrainConfig::default()) {
+                    return Err(Failure::Usage(format!("{}: {e}", path.display())));
+                }
+                Ok(self.over(file))
+            }
+            None => Ok(self),
+        }
+    }
+
+    /// These options, with `base`'s where these have none.
+    pub(in crate::cli) fn over(self, base: Self) -> Self {
+        // Every field is optional: the merge is field by field, listed
+        // without `..` so a new option cannot be forgotten.
+        macro_rules! merge {
+            ($($field:ident),* $(,)?) => {
+                Self { $($field: self.$field.or(base.$field)),* }
+            };
+        }
+        merge!(
+            data,
+            test_fraction,
+            model,
+            widths,
+            blocks,
+            branches,
+            bn_group,
+            hidden,
+            activation,
+            batch_norm,
+            pod,
+            instances,
+            replication_factor,
+            ipus_per_replica,
+            pipeline_stages,
+            schedule,
+            device_mapping,
+            serial_branches,
+            recompute,
+            recompute_checkpoints,
+            micro_batch,
+            gradient_accumulation,
+            device_iterations,
+            precision,
+            loss_scaling,
+            reduction,
+            optimizer,
+            lr,
+            weight_decay,
+            max_grad_norm,
+            warmup_steps,
+            lr_schedule,
+            epochs,
+            seed,
+            replicated_tensor_sharding,
+            offload_optimizer_state,
+            output_mode,
+            check_replicas_every,
+        )
+    }
+
+    /// The effective options as TOML, for `config.toml`, checked to read
+    /// back to the same options.
+    ///
+    /// # Errors
+    /// A usage error if they do not: found before the run, not after it.
+    pub(in crate::cli) fn to_toml(&self) -> Result<String, Failure> {
+        let refused = |e: &dyn Display| {
+            Failure::Usage(format!(
+                "the options cannot be written to config.toml and read back: {}",
+                one_line(&e.to_string())
+            ))
+        };
+        let text = toml::to_string(self).map_err(|e| refused(&e))?;
+        toml::from_str::<Self>(&text).map_err(|e| refused(&e))?;
+        Ok(text)
+    }
+
+    /// The job: defaults from `base` where an option is absent; every
+    /// option parsed and its combinations checked that need no data.
+    pub(in crate::cli) fn resolve(&self, base: &TrainConfig) -> Result<Job, Failure> {
+        let job = self.resolve_unchecked(base)?;
+        job.config.validate().map_err(usage)?;
+        Ok(job)
+    }
+
+    /// [`JobArgs::resolve`] without checking the combinations (the
+    /// distribution, say, which `scale` replaces).
+    pub(in crate::cli) fn resolve_unchecked(&self, base: &TrainConfig) -> Result<Job, Failure> {
+        let source = match &self.data {
+            Some(s) => parse::<Source>("data", s)?,
+            None => Source::Digits,
+        };
+        let (mut c, network) = self.model_over(base, &source)?;
+        if let Some(s) = &self.pod {
+            c.pod = parse("pod", s)?;
+        }
+        let instances = self.instances.unwrap_or(base.instances);
+        let per_instance = self
+            .replication_factor
+            .unwrap_or(base.replicas_per_instance());
+        c.instances = instances;
+        c.replicas = instances.checked_mul(per_instance).ok_or_else(|| {
+            Failure::Usage(format!(
+                "{instances} instances x {per_instance} replicas is too many replicas"
+            ))
+        })?;
+        self.model_parallelism_over(&mut c)?;
+        set(&mut c.recompute, self.recompute);
+        if let Some(b) = &self.recompute_checkpoints {
+            c.recompute_checkpoints.clone_from(b);
+        }
+        set(&mut c.micro_batch, self.micro_batch);
+        set(&mut c.gradient_accumulation, self.gradient_accumulation);
+        set(&mut c.device_iterations, self.device_iterations);
+        if let Some(h) = &self.hidden {
+            c.hidden.clone_from(h);
+        }
+        if let Some(a) = self.activation {
+            c.activation = a.into();
+        }
+        set(&mut c.batch_norm, self.batch_norm);
+        if let Some(s) = &self.precision {
+            c.precision = parse("precision", s)?;
+        }
+        if let Some(s) = &self.loss_scaling {
+            c.loss_scaling = parse::<LossScalingArg>("loss_scaling", s)?.0;
+        }
+        if let Some(s) = &self.reduction {
+            c.reduction = parse("reduction", s)?;
+        }
+        // Another optimizer brings its own defaults; a given --lr wins.
+        if let Some(name) = self.optimizer.as_deref()
+            && name != base.optimizer.name()
+        {
+            c.optimizer = OptimizerConfig::default_named(name)
+                .map_err(|e| Failure::Usage(format!("optimizer: {e}")))?;
+        }
+        if let Some(lr) = self.lr {
+            c.optimizer = c.optimizer.with_lr(lr);
+        }
+        if let Some(wd) = self.weight_decay {
+            c.optimizer = c.optimizer.with_weight_decay(wd);
+        }
+        if self.max_grad_norm.is_some() {
+            c.max_grad_norm = self.max_grad_norm;
+        }
+        set(&mut c.warmup_steps, self.warmup_steps);
+        if let Some(s) = &self.lr_schedule {
+            c.lr_schedule = parse("lr_schedule", s)?;
+        }
+        set(&mut c.epochs, self.epochs);
+        set(&mut c.seed, self.seed);
+        set(&mut c.test_fraction, self.test_fraction);
+        set(
+            &mut c.replicated_tensor_sharding,
+            self.replicated_tensor_sharding,
+        );
+        set(&mut c.offload_optimizer_state, self.offload_optimizer_state);
+        if let Some(s) = &self.output_mode {
+            c.output_mode = parse("output_mode", s)?;
+        }
+        set(&mut c.check_replicas_every, self.check_replicas_every);
+        Ok(Job {
+            config: c,
+            source,
+            network,
+        })
+    }
+}
+
+impl JobArgs {
+    /// The model-parallelism options over `c`: IPUs per replica, the
+    /// pipeline (stages, schedule, device mapping, serialised branches).
+    fn model_parallelism_over(&self, c: &mut TrainConfig) -> Result<(), Failure> {
+        set(&mut c.ipus_per_replica, self.ipus_per_replica);
+        set(&mut c.ipus_per_replica, self.pipeline_stages);
+        if self.pipeline_stages.is_some()
+            || self.schedule.is_some()
+            || self.device_mapping.is_some()
+        {
+            let mut p = c.pipeline.clone().unwrap_or_default();
+            if let Some(s) = &self.schedule {
+                p.schedule = parse("schedule", s)?;
+            }
+            if let Some(m) = &self.device_mapping {
+                p.device_mapping = Some(m.clone());
+            }
+            c.pipeline = Some(p);
+        }
+        match (&mut c.pipeline, self.serial_branches) {
+            (Some(p), Some(serial)) => p.serial_branches = serial,
+            (None, Some(true)) => {
+                return Err(Failure::Usage(
+                    "--serial-branches applies to a pipelined network's branches mapped to a \
+                     list of IPUs (--pipeline-stages, --device-mapping 0,[1,2],3)"
+                        .into(),
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// `*field = value` if there is one.
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *field = v;
+    }
+}
+
+/// Reads job options from a TOML file; an unknown key is an error naming
+/// it.
+fn read_config(path: &Path) -> Result<JobArgs, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Usage(format!("--config {}: cannot read: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        let message = one_line(e.message());
+        Failure::Usage(match line {
+            Some(line) => format!("{}: line {line}: {message}", path.display()),
+            None => format!("{}: {message}", path.display()),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::values::ActivationArg;
+    use super::*;
+
+    fn job(args: &JobArgs) -> Job {
+        args.resolve(&TrainConfig::default()).unwrap()
+    }
+
+    #[test]
+    fn no_options_is_the_default_job() {
+        let j = job(&JobArgs::default());
+        assert_eq!(j.config, TrainConfig::default());
+        assert_eq!(j.source, Source::Digits);
+    }
+
+    #[test]
+    fn the_effective_options_resolve_to_the_same_job_through_toml() {
+        let args = JobArgs {
+            data: Some("synthetic:300:8:3:1".into()),
+            hidden: Some(vec![16]),
+            activation: Some(ActivationArg::Gelu),
+            precision: Some("16.32".into()),
+            loss_scaling: Some("static:1024.5".into()),
+            optimizer: Some("adamw".into()),
+            lr: Some(0.003),
+            weight_decay: Some(0.05),
+            max_grad_norm: Some(1.5),
+            reduction: Some("running-mean".into()),
+            lr_schedule: Some("constant".into()),
+            output_mode: Some("every:3".into()),
+            pod: Some("m2000".into()),
+            instances: Some(2),
+            replication_factor: Some(2),
+            test_fraction: Some(0.3),
+            ..JobArgs::default()
+        };
+        for args in [JobArgs::default(), args] {
+            let first = job(&args);
+            let text = toml::to_string(&first.effective()).unwrap();
+            let back: JobArgs = toml::from_str(&text).unwrap();
+            let second = job(&back);
+            assert_eq!(first.config, second.config, "{text}");
+            assert_eq!(first.source, second.source, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_defaults_in_the_help_are_the_default_job() {
+        use clap::{CommandFactory, Parser};
+
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            job: JobArgs,
+        }
+        let table = toml::Table::try_from(job(&JobArgs::default()).effective()).unwrap();
+        let mut checked = 0;
+        for arg in Wrapper::command().get_arguments() {
+            let id = arg.get_id().as_str();
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let Some(default) = help
+                .split_once("[default: ")
+                .and_then(|(_, rest)| rest.split_once(']'))
+                .map(|(d, _)| d.split(';').next().unwrap_or(d))
+            else {
+                continue;
+            };
+            if default.contains(' ') {
+                continue; // a description, not a value
+            }
+            if default == "none" {
+                assert!(!table.contains_key(id), "--{id}: none by default");
+                checked += 1;
+                continue;
+            }
+            let value = match &table[id] {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Array(a) => a
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                // f32 options are f64 in a table: compare as f32.
+                &toml::Value::Float(x) => {
+                    let given: f64 = default.parse().unwrap();
+                    assert_eq!(given as f32, x as f32, "--{id}");
+                    default.to_owned()
+                }
+                other => other.to_string(),
+            };
+            assert_eq!(default, value, "--{id}");
+            checked += 1;
+        }
+        assert!(checked >= 25, "{checked} defaults checked");
+    }
+
+    #[test]
+    fn each_optimizer_has_the_defaults_its_help_states_and_lr_wins() {
+        use clap::CommandFactory;
+
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            job: JobArgs,
+        }
+        let command = Wrapper::command();
+        let help = |id: &str| {
+            let arg = command.get_arguments().find(|a| a.get_id() == id);
+            one_line(&arg.and_then(|a| a.get_help()).unwrap().to_string())
+        };
+        let (lr_help, wd_help) = (help("lr"), help("weight_decay"));
+        for name in ["sgd", "adamw", "lamb", "lars"] {
+            let args = JobArgs {
+                optimizer: Some(name.into()),
+                ..JobArgs::default()
+            };
+            let o = job(&args).config.optimizer;
+            assert_eq!(o, OptimizerConfig::default_named(name).unwrap());
+            assert!(lr_help.contains(&format!("{name} {}", o.lr())), "{lr_help}");
+            let wd = o.weight_decay();
+            assert!(wd_help.contains(&format!("{name} {wd}")), "{wd_help}");
+            let given = JobArgs {
+                lr: Some(0.25),
+                ..args
+            };
+            assert_eq!(job(&given).config.optimizer, o.with_lr(0.25));
+        }
+    }
+
+    #[test]
+    fn flags_override_the_file_and_keep_what_they_do_not_set() {
+        let file = JobArgs {
+            epochs: Some(3),
+            seed: Some(7),
+            ..JobArgs::default()
+        };
+        let flags = JobArgs {
+            epochs: Some(5),
+            micro_batch: Some(4),
+            ..JobArgs::default()
+        };
+        let merged = flags.over(file);
+        assert_eq!(
+            (merged.epochs, merged.seed, merged.micro_batch),
+            (Some(5), Some(7), Some(4))
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_option() {
+        for (args, needle) in [
+            (
+                JobArgs {
+                    precision: Some("8.8".into()),
+                    ..JobArgs::default()
+                },
+                "precision: unknown precision",
+            ),
+            (
+                JobArgs {
+                    loss_scaling: Some("static:-1".into()),
+                    ..JobArgs::default()
+                },
+                "loss_scaling: static loss scale -1",
+            ),
+            (
+                JobArgs {
+                    replication_factor: Some(8),
+                    ..JobArgs::default()
+                },
+                "the Pod has 16",
+            ),
+        ] {
+            match args.resolve(&TrainConfig::default()) {
+                Err(Failure::Usage(m)) => assert!(m.contains(needle), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}
