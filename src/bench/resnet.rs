@@ -1,7 +1,7 @@
 //! resnet-mini's training micro-batch on the simulated IPU against the
 //! same layers computed directly, with no engine, for `tessera bench sim`.
 //!
-//! The simulated side is [`Network::train_micro_batch`] on one replica's
+//! The simulated side is [`Model::train_micro_batch`] on one replica's
 //! Mk2 (the images streamed in and reordered to `[n h w, c]`, every
 //! convolution an im2col exchange and a product cut over the tiles, batch
 //! norm's sums gathered and broadcast, the gradients read back). The
@@ -18,7 +18,7 @@ use tessera_core::loss::{self, CrossEntropyParams, Reduction};
 use tessera_sim::IpuSpec;
 use tessera_sim::ipu::Target;
 use tessera_sim::model::{
-    BN_EPSILON, Compute, ModelError, NetLayer, Network, NetworkConfig, NoGroup, nchw_to_rows,
+    BN_EPSILON, Compute, Model, ModelError, NetLayer, NetworkConfig, NoGroup, nchw_to_rows,
 };
 
 /// resnet-mini for the 8x8 digits as the trainer builds it by default:
@@ -42,7 +42,7 @@ impl Case {
     /// The simulated replica, its parameters set.
     pub(crate) fn simulated(&self, spec: IpuSpec) -> Result<Simulated, ModelError> {
         let target = Target::single(spec);
-        let mut net = Network::new(&self.config, target, self.batch, self.compute)?;
+        let mut net = Model::new(&self.config, target, self.batch, self.compute)?;
         let params: Vec<&[f32]> = self.params.iter().map(Vec::as_slice).collect();
         net.set_params(&params)?;
         Ok(Simulated {
@@ -59,7 +59,7 @@ impl Case {
 
 /// The simulated side.
 pub(crate) struct Simulated {
-    net: Network,
+    net: Model,
     pub(crate) grads: Vec<Vec<f32>>,
 }
 
@@ -248,8 +248,11 @@ impl<'a> Direct<'a> {
                     }
                     saved.push(Saved::Join);
                 }
-                NetLayer::Pool(_) | NetLayer::Branches(_) => {
-                    unreachable!("the bench's resnet-mini pools only globally and has no branches")
+                NetLayer::Pool(_) | NetLayer::Branches(_) | NetLayer::Dense { .. } => {
+                    unreachable!(
+                        "the bench's resnet-mini pools only globally and has no branches or \
+                         dense blocks"
+                    )
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! called directly, with no engine: what the simulator's graph, exchanges
 //! and tiles cost on the host over the arithmetic itself.
 //!
-//! The simulated side is [`Mlp::train_micro_batch`] on one replica's Mk2
+//! The simulated side is [`Model::train_micro_batch`] on one replica's Mk2
 //! (forward, loss and backward: the inputs streamed in, every product cut
 //! over the tiles, the gradients read back row-major). The direct side,
 //! [`Direct::step`], computes the same numbers with the same products
@@ -18,7 +18,7 @@ use tessera_core::rng::RandomStream;
 use tessera_sim::IpuSpec;
 use tessera_sim::ipu::Target;
 use tessera_sim::kernels::matmul::{GemmShape, gemm_tree};
-use tessera_sim::model::{Activation, Compute, Mlp, MlpConfig, ModelError, NoGroup};
+use tessera_sim::model::{Activation, Compute, MlpConfig, Model, ModelError, NoGroup};
 
 /// Rounds to f16 and back if `f16`.
 pub(crate) fn round(x: f32, f16: bool) -> f32 {
@@ -90,13 +90,17 @@ impl<C> Case<C> {
 impl Case {
     /// A seeded case: He-initialised weights, inputs uniform in [0, 1).
     pub(crate) fn new(config: MlpConfig, batch: usize, compute: Compute) -> Self {
-        let (params, shape) = (config.init(7), (batch, config.inputs, config.classes));
+        let (params, shape) = (
+            config.network().init(7).expect("a valid MLP"),
+            (batch, config.inputs, config.classes),
+        );
         Self::seeded((config, params), shape, compute)
     }
 
     /// The simulated replica, its parameters set.
     pub(crate) fn simulated(&self, spec: IpuSpec) -> Result<Simulated, ModelError> {
-        let mut mlp = Mlp::new(&self.config, Target::single(spec), self.batch, self.compute)?;
+        let network = self.config.network();
+        let mut mlp = Model::new(&network, Target::single(spec), self.batch, self.compute)?;
         let params: Vec<&[f32]> = self.params.iter().map(Vec::as_slice).collect();
         mlp.set_params(&params)?;
         Ok(Simulated {
@@ -108,7 +112,7 @@ impl Case {
 
 /// The simulated side.
 pub(crate) struct Simulated {
-    mlp: Mlp,
+    mlp: Model,
     pub(crate) grads: Vec<Vec<f32>>,
 }
 

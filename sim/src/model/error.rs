@@ -21,7 +21,7 @@ pub enum ModelError {
     /// The model's measured graph puts a tile over its memory: found
     /// before anything was built ([`MemoryEstimate`](super::MemoryEstimate)).
     OutOfTileMemory(Box<OutOfMemory>),
-    /// A tensor above [`MAX_TENSOR_BYTES`](super::MAX_TENSOR_BYTES).
+    /// A tensor above [`MAX_TENSOR_BYTES`](super::config::MAX_TENSOR_BYTES).
     TooLarge {
         /// The tensor (`layer1.weight`).
         tensor: String,
@@ -69,7 +69,7 @@ pub enum ModelError {
     },
     /// The loss scale is not finite and positive.
     InvalidScale(f32),
-    /// A buffer name [`Mlp::set_buffers`](super::Mlp::set_buffers) does not
+    /// A buffer name [`Model::set_buffers`](super::Model::set_buffers) does not
     /// know.
     UnknownBuffer {
         /// The name.
@@ -88,10 +88,10 @@ pub enum ModelError {
     },
     /// A network's device mapping that does not fit its blocks or the
     /// replica's IPUs.
-    DeviceMapping(super::MappingError),
+    DeviceMapping(MappingError),
     /// Recomputation checkpoints that are not the network's block
     /// boundaries in order.
-    Checkpoint(super::CheckpointError),
+    Checkpoint(CheckpointError),
     /// A network whose layers do not fit together.
     InvalidNetwork {
         /// The layer (numbered as its tensors are named).
@@ -114,7 +114,7 @@ impl fmt::Display for ModelError {
                 "tensor {tensor} of {} x {} f32 values is above the {} bytes a tensor may have",
                 shape[0],
                 shape[1],
-                super::MAX_TENSOR_BYTES
+                super::config::MAX_TENSOR_BYTES
             ),
             Self::ParamCount { expected, got } => {
                 write!(f, "the model has {expected} parameter tensors, {got} given")
@@ -172,3 +172,155 @@ impl From<BuildError> for ModelError {
         Self::Build(e)
     }
 }
+
+/// Why a network's device mapping is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MappingError {
+    /// Not one IPU per top-level layer and the head.
+    Length {
+        /// Entries needed: the top-level layers and the head.
+        blocks: usize,
+        /// Entries given.
+        got: usize,
+    },
+    /// A block mapped beyond the replica's IPUs.
+    Ipu {
+        /// The block (top-level layer; the last is the head).
+        block: usize,
+        /// What it is (`residual block`, `conv 3x3 s1 -> 16`, `head`).
+        layer: String,
+        /// The IPU named.
+        ipu: u32,
+        /// IPUs of a replica.
+        ipus: u32,
+    },
+    /// A block on an IPU before its predecessor's.
+    Order {
+        /// The block.
+        block: usize,
+        /// What it is.
+        layer: String,
+        /// Its IPU.
+        ipu: u32,
+        /// The previous block's IPU.
+        previous: u32,
+    },
+    /// IPUs listed for a block that is not parallel branches.
+    NotBranches {
+        /// The block.
+        block: usize,
+        /// What it is.
+        layer: String,
+        /// The IPUs listed.
+        ipus: Vec<u32>,
+    },
+    /// Not one IPU per branch, or the branches' IPUs not increasing.
+    BranchIpus {
+        /// The block.
+        block: usize,
+        /// Its branches.
+        branches: usize,
+        /// The IPUs listed.
+        ipus: Vec<u32>,
+    },
+    /// More IPUs to balance over than blocks.
+    TooManyIpus {
+        /// IPUs of a replica.
+        ipus: u32,
+        /// Blocks of the network.
+        blocks: usize,
+    },
+}
+
+impl fmt::Display for MappingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Length { blocks, got } => write!(
+                f,
+                "the device mapping has {got} entries; the network needs {blocks}, one per \
+                 top-level layer and one for the head"
+            ),
+            Self::Ipu {
+                block,
+                layer,
+                ipu,
+                ipus,
+            } => write!(
+                f,
+                "block {block} ({layer}) is mapped to IPU {ipu}, but a replica has {ipus} IPUs \
+                 (0..{ipus})"
+            ),
+            Self::Order {
+                block,
+                layer,
+                ipu,
+                previous,
+            } => write!(
+                f,
+                "block {block} ({layer}) is on IPU {ipu} after block {} on IPU {previous}: \
+                 stages must be contiguous, in increasing IPU order",
+                block - 1
+            ),
+            Self::NotBranches { block, layer, ipus } => write!(
+                f,
+                "block {block} ({layer}) is mapped to IPUs {ipus:?}, but only a block of parallel \
+                 branches runs on several IPUs (one per branch)"
+            ),
+            Self::BranchIpus {
+                block,
+                branches,
+                ipus,
+            } => write!(
+                f,
+                "block {block} ({branches} parallel branches) is mapped to IPUs {ipus:?}: a \
+                 concurrent stage needs {branches} different IPUs, one per branch, in increasing \
+                 order"
+            ),
+            Self::TooManyIpus { ipus, blocks } => write!(
+                f,
+                "{ipus} IPUs but only {blocks} blocks (top-level layers and the head): every \
+                 IPU needs one"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MappingError {}
+
+/// Why checkpoints are refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CheckpointError {
+    /// Not the input of a block after the first (`1..blocks`).
+    OutOfRange {
+        /// The block named.
+        block: usize,
+        /// Blocks of the network (its top-level layers and the head).
+        blocks: usize,
+    },
+    /// Not after the previous checkpoint.
+    NotIncreasing {
+        /// The block named.
+        block: usize,
+        /// The one before it.
+        previous: usize,
+    },
+}
+
+impl fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OutOfRange { block, blocks } => write!(
+                f,
+                "recomputation checkpoint {block} is not a block boundary: give blocks 1 to {} \
+                 (the input of that top-level layer or the head is kept)",
+                blocks - 1
+            ),
+            Self::NotIncreasing { block, previous } => write!(
+                f,
+                "recomputation checkpoint {block} follows {previous}: give them in increasing order"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CheckpointError {}

@@ -1,21 +1,43 @@
-//! The MLP of the data-parallel trainer, run tile-parallel on one
-//! replica's simulated IPU.
+//! The model of the data-parallel trainer, run tile-parallel on one
+//! replica's simulated IPUs: one model type, built from layers.
 //!
-//! An [`MlpConfig`] describes the network (`inputs`, hidden widths,
-//! `classes`, ReLU or GELU, optional batch norm); [`Mlp`] builds it once for
-//! a fixed micro-batch size into an [`ipu::Graph`](crate::ipu::Graph) and
-//! two engines (forward + backward, and inference) and then runs
-//! micro-batches: [`Mlp::train_micro_batch`] writes the gradients of
-//! `scale * sum of cross-entropy losses`, [`Mlp::evaluate`] the losses and
-//! the number of correct predictions.
+//! A [`NetworkConfig`] describes it: layers (dense blocks, convolutions,
+//! batch norm with its activation, pooling, residual blocks, parallel
+//! branches) and a dense head, softmax cross-entropy on the logits. An
+//! MLP ([`MlpConfig`]: `inputs`, hidden widths, `classes`, ReLU or GELU,
+//! optional batch norm) is a network of dense blocks
+//! ([`MlpConfig::network`]), each hidden layer one op that keeps its index
+//! and parameter names. [`Model`] builds the network once for a fixed
+//! micro-batch size into an [`ipu::Graph`](crate::ipu::Graph) and two
+//! engines (forward + backward, and inference) and then runs
+//! micro-batches: [`Model::train_micro_batch`] writes the gradients of
+//! `scale * sum of cross-entropy losses`, [`Model::evaluate`] the losses
+//! and the number of correct predictions.
+//!
+//! # Layering
+//!
+//! The files depend one way, bottom up; each may import only from the
+//! levels below it:
+//! 1. descriptions: `config` (activation, arithmetic, parameter specs,
+//!    sizes), `shapes` (convolutions' and poolings'), `network` (the layers, flattened and shape-inferred once:
+//!    `NetworkConfig::ops`), `model_config` (the MLP, and what the trainer
+//!    is asked for), `device_mapping`, `network_file`, `error`;
+//! 2. placement: `placement`, `net_placement`;
+//! 3. layers: `layers/*` and their codelets (`codelets`);
+//! 4. the runtime: `runtime` (feeding a micro-batch, serving group sums,
+//!    reading the outputs), `activations` (what each stage keeps, measured
+//!    from the graph), `recompute`;
+//! 5. the model: `replica` ([`Model`]);
+//! 6. the estimate: `estimate` ([`MemoryEstimate`]).
 //!
 //! # Placement
 //!
 //! By default every layer spreads over every tile of the replica's IPUs.
 //! [`Placement::Ipus`] puts each layer on one IPU of the replica instead
-//! (contiguous stages, chosen by hand or [`Placement::by_memory`]): model
+//! (contiguous stages, chosen by hand, [`Placement::by_memory`] for an
+//! MLP or [`Placement::network_balanced`]): model
 //! sharding, and the stages of a pipeline, whose activations and their
-//! gradients cross IPU-Links between stages. [`Mlp::stage_cycles`] splits
+//! gradients cross IPU-Links between stages. [`Model::stage_cycles`] splits
 //! a training run's cycles by stage, forward and backward, for the
 //! pipeline schedules' time. The placement changes where things run and
 //! what they cost, never a bit of the results.
@@ -57,7 +79,7 @@
 //! The loss is `tessera_core::loss`'s softmax cross-entropy
 //! ([`Reduction::None`](tessera_core::loss::Reduction::None), gradient
 //! scaled by `scale`); GELU is the tanh approximation with `libm`'s `tanhf`
-//! and its exact derivative; [`MlpConfig::init`] uses `libm` too, so results
+//! and its exact derivative; [`NetworkConfig::init`] uses `libm` too, so results
 //! do not depend on the platform's maths library.
 //!
 //! # Batch norm
@@ -65,7 +87,7 @@
 //! Hidden layers with batch norm: `z = gamma (y - mean) / sqrt(var + eps) +
 //! beta` after the bias, before the activation, `eps` = [`BN_EPSILON`]. The
 //! statistics take two passes, as PyTorch's: a vertex per block sums `x`
-//! per column in f32 over each chunk of its rows in order (the MLP's blocks
+//! per column in f32 over each chunk of its rows in order (a dense block's blocks
 //! hold whole columns, one chunk; a network's feature maps are cut into
 //! chunks of rows fixed by the layer's shape, never by the tiles); each
 //! column block's chunk partials are gathered to one of its tiles and added
@@ -80,69 +102,44 @@
 //! group's. Every sum is bitwise the same on every tiling.
 //! Running statistics (momentum [`BN_MOMENTUM`], unbiased variance) are
 //! updated on the host after each training micro-batch and used by
-//! [`Mlp::evaluate`]; [`Mlp::buffers`] and [`Mlp::set_buffers`] save and
+//! [`Model::evaluate`]; [`Model::buffers`] and [`Model::set_buffers`] save and
 //! restore them. Without batch norm the [`GroupSum`] is never called.
 
+mod activations;
 mod codelets;
 mod config;
-mod convnet;
 mod device_mapping;
 mod error;
 mod estimate;
-mod kind;
 mod layers;
-mod mlp;
+mod model_config;
 mod net_placement;
 mod network;
 pub mod network_file;
 mod placement;
 mod recompute;
+mod replica;
+mod runtime;
+mod shapes;
 
-pub use config::{Activation, MlpConfig, ParamKind, ParamSpec};
-pub use convnet::Network;
+pub use activations::StageActivations;
+pub use config::{
+    Activation, BN_EPSILON, BN_MOMENTUM, Compute, MAX_TENSOR_BYTES, MIN_BLOCK_FLOPS, ParamKind,
+    ParamSpec,
+};
 pub use device_mapping::{DeviceMapping, MappingEntry};
-pub use error::ModelError;
-pub use estimate::{MAX_TENSOR_BYTES, MemoryEstimate, check_sizes};
-pub use kind::{Model, ModelConfig};
+pub use error::{CheckpointError, MappingError, ModelError};
+pub use estimate::MemoryEstimate;
 pub use layers::batch_norm::{BatchNormRun, batch_norm2d_on_tiles};
-pub use layers::conv2d::{Conv2d, ConvRun, ConvShape, conv2d_on_tiles, nchw_to_rows, rows_to_nchw};
+pub use layers::conv2d::{ConvRun, conv2d_on_tiles, nchw_to_rows, rows_to_nchw};
 pub use layers::cost::{ConvExtras, LayerCycles, conv2d_cycles, pool2d_cycles};
-pub use layers::pool::{Pool2d, PoolKind, PoolRun, pool2d_on_tiles};
+pub use layers::pool::{PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
-pub use mlp::{Compute, MicroBatchOutput, Mlp};
-pub use net_placement::{MappingError, StageActivations};
+pub use model_config::{MlpConfig, ModelConfig};
 pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use network_file::{LayerStep, NetworkFile, NetworkFileError};
 pub use placement::{Part, Placement, StageCycles};
-pub use recompute::{CheckpointError, Recomputation, check_checkpoints};
-
-/// The fewest flops a product's output block gets (see the module docs):
-/// 2^16, about 500 cycles of a tile's AMP unit in f16.
-pub const MIN_BLOCK_FLOPS: u64 = 1 << 16;
-
-/// Batch norm's `eps`.
-pub const BN_EPSILON: f32 = 1e-5;
-
-/// Batch norm's running-statistics momentum: `running = (1 - m) running +
-/// m batch`.
-pub const BN_MOMENTUM: f32 = 0.1;
-
-/// Sums over a replica group for distributed batch-norm statistics (the
-/// trainer implements it with a deterministic all-reduce).
-pub trait GroupSum {
-    /// Replaces `values` by their element-wise sum over the group.
-    ///
-    /// # Errors
-    /// Whatever the group's communication fails with.
-    fn sum(&mut self, values: &mut [f32]) -> Result<(), ModelError>;
-}
-
-/// The group of one replica: the sum is the values themselves.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NoGroup;
-
-impl GroupSum for NoGroup {
-    fn sum(&mut self, _values: &mut [f32]) -> Result<(), ModelError> {
-        Ok(())
-    }
-}
+pub use recompute::{Recomputation, check_checkpoints};
+pub use replica::Model;
+pub use runtime::{GroupSum, MicroBatchOutput, NoGroup};
+pub use shapes::{Conv2d, ConvShape, Pool2d, PoolKind};

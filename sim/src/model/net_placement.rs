@@ -6,134 +6,16 @@
 //! concurrent pipeline stage (TF IPU's `[s0, [s1a, s1b], s2]`), or, for
 //! comparison, one stage per branch in branch order.
 
-use core::fmt;
-use std::collections::BTreeMap;
-
-use super::ModelError;
 use super::device_mapping::{DeviceMapping, MappingEntry};
-use super::layers::network::Kept;
-use super::network::{NetLayer, NetworkConfig, Op};
-use super::placement::{Part, Placement, contiguous_split};
-use crate::ipu::{Graph, TensorId, Tile};
-
-/// Why a network's device mapping is refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MappingError {
-    /// Not one IPU per top-level layer and the head.
-    Length {
-        /// Entries needed: the top-level layers and the head.
-        blocks: usize,
-        /// Entries given.
-        got: usize,
-    },
-    /// A block mapped beyond the replica's IPUs.
-    Ipu {
-        /// The block (top-level layer; the last is the head).
-        block: usize,
-        /// What it is (`residual block`, `conv 3x3 s1 -> 16`, `head`).
-        layer: String,
-        /// The IPU named.
-        ipu: u32,
-        /// IPUs of a replica.
-        ipus: u32,
-    },
-    /// A block on an IPU before its predecessor's.
-    Order {
-        /// The block.
-        block: usize,
-        /// What it is.
-        layer: String,
-        /// Its IPU.
-        ipu: u32,
-        /// The previous block's IPU.
-        previous: u32,
-    },
-    /// IPUs listed for a block that is not parallel branches.
-    NotBranches {
-        /// The block.
-        block: usize,
-        /// What it is.
-        layer: String,
-        /// The IPUs listed.
-        ipus: Vec<u32>,
-    },
-    /// Not one IPU per branch, or the branches' IPUs not increasing.
-    BranchIpus {
-        /// The block.
-        block: usize,
-        /// Its branches.
-        branches: usize,
-        /// The IPUs listed.
-        ipus: Vec<u32>,
-    },
-    /// More IPUs to balance over than blocks.
-    TooManyIpus {
-        /// IPUs of a replica.
-        ipus: u32,
-        /// Blocks of the network.
-        blocks: usize,
-    },
-}
-
-impl fmt::Display for MappingError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Length { blocks, got } => write!(
-                f,
-                "the device mapping has {got} entries; the network needs {blocks}, one per \
-                 top-level layer and one for the head"
-            ),
-            Self::Ipu {
-                block,
-                layer,
-                ipu,
-                ipus,
-            } => write!(
-                f,
-                "block {block} ({layer}) is mapped to IPU {ipu}, but a replica has {ipus} IPUs \
-                 (0..{ipus})"
-            ),
-            Self::Order {
-                block,
-                layer,
-                ipu,
-                previous,
-            } => write!(
-                f,
-                "block {block} ({layer}) is on IPU {ipu} after block {} on IPU {previous}: \
-                 stages must be contiguous, in increasing IPU order",
-                block - 1
-            ),
-            Self::NotBranches { block, layer, ipus } => write!(
-                f,
-                "block {block} ({layer}) is mapped to IPUs {ipus:?}, but only a block of parallel \
-                 branches runs on several IPUs (one per branch)"
-            ),
-            Self::BranchIpus {
-                block,
-                branches,
-                ipus,
-            } => write!(
-                f,
-                "block {block} ({branches} parallel branches) is mapped to IPUs {ipus:?}: a \
-                 concurrent stage needs {branches} different IPUs, one per branch, in increasing \
-                 order"
-            ),
-            Self::TooManyIpus { ipus, blocks } => write!(
-                f,
-                "{ipus} IPUs but only {blocks} blocks (top-level layers and the head): every \
-                 IPU needs one"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for MappingError {}
+use super::error::{MappingError, ModelError};
+use super::network::{NetLayer, NetworkConfig, Op, branch_of_ops};
+use super::placement::{Placement, contiguous_split};
 
 /// What a top-level layer is, for messages.
 pub(super) fn describe(layer: Option<&NetLayer>) -> String {
     match layer {
         None => "head".into(),
+        Some(NetLayer::Dense { width, .. }) => format!("dense -> {width}"),
         Some(NetLayer::Conv {
             channels,
             kernel,
@@ -299,25 +181,6 @@ fn check_mapping(
     Ok(())
 }
 
-/// For each of a block's flattened layers `ops`, the top-level branch it
-/// belongs to: 0 throughout but in a block of parallel branches, whose
-/// split is branch 0's, each step starts the next branch and the concat
-/// is the last branch's.
-pub(super) fn branch_of_ops(ops: &[Op]) -> Vec<usize> {
-    let (mut depth, mut branch) = (0usize, 0usize);
-    ops.iter()
-        .map(|op| {
-            match op {
-                Op::Split => depth += 1,
-                Op::NextBranch if depth == 1 => branch += 1,
-                Op::Concat { .. } => depth -= 1,
-                _ => {}
-            }
-            branch
-        })
-        .collect()
-}
-
 /// Each flattened layer's forward flops on `n` samples: a product's
 /// multiply-adds twice, a pooling window's reads, batch norm's few
 /// operations per element; a residual's start nothing, its sum one per
@@ -331,6 +194,10 @@ fn op_flops(ops: &[Op], n: usize, config: &NetworkConfig) -> Vec<u128> {
     let mut splits = Vec::new();
     ops.iter()
         .map(|op| match op {
+            Op::Dense { fan_in, width, .. } => {
+                channels = *width as u128;
+                2 * rows * (*fan_in as u128) * channels
+            }
             Op::Conv(s) => {
                 (rows, channels) = (s.out_rows() as u128, s.conv.out_channels as u128);
                 2 * rows * (s.patch() as u128) * channels
@@ -356,99 +223,6 @@ fn op_flops(ops: &[Op], n: usize, config: &NetworkConfig) -> Vec<u128> {
                 rows * channels
             }
             Op::Head { fan_in, classes } => 2 * (n * fan_in * classes) as u128,
-        })
-        .collect()
-}
-
-/// One stage part's activations of one micro-batch, from the tensors of
-/// the built graph: what its backward pass reads of its forward's, and its
-/// input (all a stage keeps with recomputation).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StageActivations {
-    /// The stage and its IPU.
-    pub part: Part,
-    /// Bytes of the tensors the backward pass reads.
-    pub bytes: u64,
-    /// Of those, the most on one tile.
-    pub max_tile_bytes: u64,
-    /// Bytes of the stage's input.
-    pub input_bytes: u64,
-    /// Of those, the most on one tile.
-    pub input_max_tile_bytes: u64,
-}
-
-/// Bytes on each tile.
-pub(super) type TileBytes = BTreeMap<Tile, u64>;
-
-/// Per layer of `kept`, the bytes on each tile in `g` of what its
-/// backward pass reads (a tensor read by several layers counted at the
-/// first) and of its input.
-pub(super) fn layer_bytes(g: &Graph, kept: &[Kept]) -> Vec<(TileBytes, TileBytes)> {
-    let add = |to: &mut TileBytes, t: TensorId| {
-        let size = g.dtype(t).size();
-        for i in g.mapping(t) {
-            *to.entry(i.tile).or_default() += (i.range.end - i.range.start) * size;
-        }
-    };
-    let mut seen = Vec::new();
-    kept.iter()
-        .map(|k| {
-            let (mut saved, mut input) = (TileBytes::new(), TileBytes::new());
-            for &t in &k.saved {
-                if !seen.contains(&t) {
-                    seen.push(t);
-                    add(&mut saved, t);
-                }
-            }
-            add(&mut input, k.input);
-            (saved, input)
-        })
-        .collect()
-}
-
-/// The sum of `maps`, tile by tile.
-pub(super) fn sum<'a>(maps: impl IntoIterator<Item = &'a TileBytes>) -> TileBytes {
-    let mut out = TileBytes::new();
-    for m in maps {
-        for (&t, &b) in m {
-            *out.entry(t).or_default() += b;
-        }
-    }
-    out
-}
-
-/// The total and the fullest tile's bytes of `m`.
-pub(super) fn total_and_max(m: &TileBytes) -> (u64, u64) {
-    (m.values().sum(), m.values().copied().max().unwrap_or(0))
-}
-
-/// Each stage part's [`StageActivations`] from the layers' [`layer_bytes`]
-/// placed by `placement`.
-pub(super) fn stage_activations(
-    layers: &[(TileBytes, TileBytes)],
-    placement: &Placement,
-) -> Vec<StageActivations> {
-    let (parts, of_layer) = placement.parts_of_layers();
-    parts
-        .into_iter()
-        .enumerate()
-        .map(|(i, part)| {
-            let of: Vec<&(TileBytes, TileBytes)> = layers
-                .iter()
-                .enumerate()
-                .filter(|&(l, _)| of_layer.get(l).map_or(0, |&p| p) == i)
-                .map(|(_, k)| k)
-                .collect();
-            let (bytes, max_tile_bytes) = total_and_max(&sum(of.iter().map(|k| &k.0)));
-            let (input_bytes, input_max_tile_bytes) =
-                of.first().map_or((0, 0), |k| total_and_max(&k.1));
-            StageActivations {
-                part,
-                bytes,
-                max_tile_bytes,
-                input_bytes,
-                input_max_tile_bytes,
-            }
         })
         .collect()
 }

@@ -1,19 +1,31 @@
-//! A convolutional network's description: a sequence of layers over
-//! feature maps (convolutions, batch norm with its activation, pooling,
-//! residual blocks) and a dense head; its parameters and their
-//! deterministic initialisation. [`NetworkConfig::resnet_mini`] is the
-//! pre-activation residual network for the 8x8 digits.
+//! The model's description: a sequence of layers (dense blocks,
+//! convolutions, batch norm with its activation, pooling, residual blocks,
+//! parallel branches) and a dense head; its parameters and their
+//! deterministic initialisation, walked once ([`NetworkConfig::ops`]: the
+//! flattened, shape-inferred layers). An MLP is a network of dense blocks
+//! ([`MlpConfig::network`](super::MlpConfig::network));
+//! [`NetworkConfig::resnet_mini`] is the pre-activation residual network
+//! for the 8x8 digits.
 
 use tessera_core::rng::RandomStream;
 
-use super::ModelError;
-use super::config::{Activation, ParamKind, ParamSpec, normals};
-use super::layers::conv2d::{Conv2d, ConvShape};
-use super::layers::pool::Pool2d;
+use super::config::{Activation, ParamKind, ParamSpec, fits, normals};
+use super::error::ModelError;
+use super::shapes::{Conv2d, ConvShape, Pool2d};
 
 /// One layer of a [`NetworkConfig`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum NetLayer {
+    /// A dense block on `[n, c]` (one pixel per sample): the product onto
+    /// `width` columns, then the bias, batch norm if `batch_norm`, and the
+    /// network's activation, as one op (one layer index: an MLP's hidden
+    /// layer).
+    Dense {
+        /// Output columns.
+        width: usize,
+        /// Batch norm after the bias, before the activation.
+        batch_norm: bool,
+    },
     /// A convolution without bias (PyTorch's `Conv2d(bias=False)`): its
     /// output channels, square kernel, stride and zero padding.
     Conv {
@@ -74,6 +86,12 @@ pub struct NetworkConfig {
 /// A layer of the flattened network, numbered as its tensors are named.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Op {
+    /// A dense block `[fan_in, width]`, with batch norm if `bn`.
+    Dense {
+        fan_in: usize,
+        width: usize,
+        bn: bool,
+    },
     Conv(ConvShape),
     BnAct {
         channels: usize,
@@ -97,6 +115,23 @@ pub(super) enum Op {
         fan_in: usize,
         classes: usize,
     },
+}
+
+/// One parameter of the flattened layer `layer`: `layer{layer}.{suffix}`.
+struct Param {
+    layer: usize,
+    suffix: &'static str,
+    shape: Vec<usize>,
+    kind: ParamKind,
+    init: Init,
+}
+
+/// How a parameter starts.
+enum Init {
+    /// Normal with this standard deviation, from the layer's substream.
+    Normal(f64),
+    /// Every element this value.
+    Fill(f32),
 }
 
 impl NetworkConfig {
@@ -185,8 +220,10 @@ impl NetworkConfig {
                 .into(),
             });
         }
+        let n = n.max(1);
+        too_large("x", [n, self.inputs()])?;
         let mut ops = Vec::new();
-        let (c, hw) = flatten(&self.layers, n.max(1), (c, (h, w)), &mut ops)?;
+        let (c, hw) = flatten(&self.layers, n, (c, (h, w)), &mut ops)?;
         if hw != (1, 1) {
             return Err(invalid(
                 ops.len(),
@@ -196,6 +233,9 @@ impl NetworkConfig {
                 ),
             ));
         }
+        let l = ops.len();
+        too_large(&format!("layer{l}.weight"), [c, self.classes])?;
+        too_large(&format!("layer{l}.y"), [n, self.classes])?;
         ops.push(Op::Head {
             fan_in: c,
             classes: self.classes,
@@ -225,78 +265,109 @@ impl NetworkConfig {
 
     /// The parameters, in order: per layer `l` (numbered as
     /// `NetworkConfig::ops` flattens them, a residual block's start and
-    /// end counting as layers) `layer{l}.weight` of a convolution
-    /// `[kh, kw, c_in, c_out]` (the product's `[kh kw c_in, c_out]`),
-    /// `layer{l}.bn.gamma` and `layer{l}.bn.beta` `[c]` of batch norm, and
-    /// the head's `layer{l}.weight` `[c, classes]` and `layer{l}.bias`.
+    /// end counting as layers) `layer{l}.weight` `[fan_in, width]` and
+    /// `layer{l}.bias` `[width]` of a dense block (then `layer{l}.bn.gamma`
+    /// and `layer{l}.bn.beta` `[width]` with batch norm), `layer{l}.weight`
+    /// of a convolution `[kh, kw, c_in, c_out]` (the product's `[kh kw
+    /// c_in, c_out]`), `layer{l}.bn.gamma` and `layer{l}.bn.beta` `[c]` of
+    /// batch norm, and the head's `layer{l}.weight` `[c, classes]` and
+    /// `layer{l}.bias`.
     ///
     /// # Errors
     /// As [`NetworkConfig::validate`].
     pub fn params(&self) -> Result<Vec<ParamSpec>, ModelError> {
-        let mut out = Vec::new();
-        for (l, op) in self.ops(1)?.iter().enumerate() {
-            let spec = |suffix: &str, shape: Vec<usize>, kind| ParamSpec {
-                name: format!("layer{l}.{suffix}"),
-                shape,
-                kind,
-            };
-            match op {
-                Op::Conv(s) => {
-                    let (kh, kw) = s.conv.kernel;
-                    let shape = vec![kh, kw, s.conv.in_channels, s.conv.out_channels];
-                    out.push(spec("weight", shape, ParamKind::Weight));
-                }
-                Op::BnAct { channels } => {
-                    out.push(spec("bn.gamma", vec![*channels], ParamKind::Norm));
-                    out.push(spec("bn.beta", vec![*channels], ParamKind::Norm));
-                }
-                Op::Head { fan_in, .. } => {
-                    out.push(spec(
-                        "weight",
-                        vec![*fan_in, self.classes],
-                        ParamKind::Weight,
-                    ));
-                    out.push(spec("bias", vec![self.classes], ParamKind::Bias));
-                }
-                Op::Pool(..)
-                | Op::Fork
-                | Op::Join
-                | Op::Split
-                | Op::NextBranch
-                | Op::Concat { .. } => {}
-            }
-        }
-        Ok(out)
+        Ok(self
+            .walk_params()?
+            .into_iter()
+            .map(|p| ParamSpec {
+                name: format!("layer{}.{}", p.layer, p.suffix),
+                shape: p.shape,
+                kind: p.kind,
+            })
+            .collect())
     }
 
     /// Initial parameters in the order of [`NetworkConfig::params`]:
-    /// weights normal with standard deviation `sqrt(2 / fan_in)` (He;
-    /// `fan_in = kh kw c_in` for a convolution) from
-    /// `RandomStream::new(seed, 0).substream(l)` as
-    /// [`MlpConfig::init`](super::MlpConfig::init) draws them; gamma 1,
-    /// beta and the head's bias 0.
+    /// weights normal from `RandomStream::new(seed, 0).substream(l)` for
+    /// layer `l` (Box-Muller, as [`MlpConfig::network`](super::MlpConfig::network)
+    /// documents) with standard deviation `sqrt(2 / fan_in)` (He; `fan_in
+    /// = kh kw c_in` for a convolution), or for dense blocks under GELU
+    /// `sqrt(2 / (fan_in + width))` (Xavier), the head's too when every
+    /// layer before it is a dense block (an MLP); biases and beta 0, gamma
+    /// 1.
     ///
     /// # Errors
     /// As [`NetworkConfig::validate`].
     pub fn init(&self, seed: u64) -> Result<Vec<Vec<f32>>, ModelError> {
         let base = RandomStream::new(seed, 0);
+        Ok(self
+            .walk_params()?
+            .into_iter()
+            .map(|p| match p.init {
+                Init::Normal(std) => {
+                    let count = p.shape.iter().product();
+                    normals(&base.substream(p.layer as u64), count, std)
+                }
+                Init::Fill(v) => vec![v; p.shape.iter().product()],
+            })
+            .collect())
+    }
+
+    /// Every parameter in order, with how it starts: the one list
+    /// [`NetworkConfig::params`] and [`NetworkConfig::init`] read.
+    fn walk_params(&self) -> Result<Vec<Param>, ModelError> {
+        let mlp = self
+            .layers
+            .iter()
+            .all(|l| matches!(l, NetLayer::Dense { .. }));
+        // He for ReLU; Xavier for GELU's dense blocks (the MLP's rule).
+        let dense_std = |fan_in: usize, width: usize| match self.activation {
+            Activation::Relu => libm::sqrt(2.0 / fan_in as f64),
+            Activation::Gelu => libm::sqrt(2.0 / (fan_in + width) as f64),
+        };
         let mut out = Vec::new();
-        for (l, op) in self.ops(1)?.iter().enumerate() {
-            let stream = base.substream(l as u64);
-            match op {
+        for (layer, op) in self.ops(1)?.iter().enumerate() {
+            let mut push = |suffix, shape, kind, init| {
+                out.push(Param {
+                    layer,
+                    suffix,
+                    shape,
+                    kind,
+                    init,
+                });
+            };
+            let norms = |c: usize| {
+                [("bn.gamma", 1.0), ("bn.beta", 0.0)].map(|(s, v)| (s, vec![c], Init::Fill(v)))
+            };
+            match *op {
+                Op::Dense { fan_in, width, bn } => {
+                    let std = Init::Normal(dense_std(fan_in, width));
+                    push("weight", vec![fan_in, width], ParamKind::Weight, std);
+                    push("bias", vec![width], ParamKind::Bias, Init::Fill(0.0));
+                    for (suffix, shape, init) in norms(width).into_iter().filter(|_| bn) {
+                        push(suffix, shape, ParamKind::Norm, init);
+                    }
+                }
                 Op::Conv(s) => {
-                    let fan_in = s.patch();
-                    let std = libm::sqrt(2.0 / fan_in as f64);
-                    out.push(normals(&stream, fan_in * s.conv.out_channels, std));
+                    let (kh, kw) = s.conv.kernel;
+                    let shape = vec![kh, kw, s.conv.in_channels, s.conv.out_channels];
+                    let std = Init::Normal(libm::sqrt(2.0 / s.patch() as f64));
+                    push("weight", shape, ParamKind::Weight, std);
                 }
                 Op::BnAct { channels } => {
-                    out.push(vec![1.0; *channels]);
-                    out.push(vec![0.0; *channels]);
+                    for (suffix, shape, init) in norms(channels) {
+                        push(suffix, shape, ParamKind::Norm, init);
+                    }
                 }
-                Op::Head { fan_in, .. } => {
-                    let std = libm::sqrt(2.0 / *fan_in as f64);
-                    out.push(normals(&stream, fan_in * self.classes, std));
-                    out.push(vec![0.0; self.classes]);
+                Op::Head { fan_in, classes } => {
+                    let std = if mlp {
+                        dense_std(fan_in, classes)
+                    } else {
+                        libm::sqrt(2.0 / fan_in as f64)
+                    };
+                    let shape = vec![fan_in, classes];
+                    push("weight", shape, ParamKind::Weight, Init::Normal(std));
+                    push("bias", vec![classes], ParamKind::Bias, Init::Fill(0.0));
                 }
                 Op::Pool(..)
                 | Op::Fork
@@ -322,6 +393,37 @@ impl NetworkConfig {
     }
 }
 
+/// For each of a block's flattened layers `ops`, the top-level branch it
+/// belongs to: 0 throughout but in a block of parallel branches, whose
+/// split is branch 0's, each step starts the next branch and the concat
+/// is the last branch's.
+pub(super) fn branch_of_ops(ops: &[Op]) -> Vec<usize> {
+    let (mut depth, mut branch) = (0usize, 0usize);
+    ops.iter()
+        .map(|op| {
+            match op {
+                Op::Split => depth += 1,
+                Op::NextBranch if depth == 1 => branch += 1,
+                Op::Concat { .. } => depth -= 1,
+                _ => {}
+            }
+            branch
+        })
+        .collect()
+}
+
+/// [`ModelError::TooLarge`] if a `[rows, cols]` f32 tensor `name` would
+/// have more than [`MAX_TENSOR_BYTES`](super::MAX_TENSOR_BYTES).
+fn too_large(name: &str, [rows, cols]: [usize; 2]) -> Result<(), ModelError> {
+    match fits(rows, cols) {
+        Some(_) => Ok(()),
+        None => Err(ModelError::TooLarge {
+            tensor: name.to_owned(),
+            shape: [rows, cols],
+        }),
+    }
+}
+
 /// [`ModelError::InvalidNetwork`] at layer `layer`.
 fn invalid(layer: usize, reason: String) -> ModelError {
     ModelError::InvalidNetwork { layer, reason }
@@ -338,6 +440,26 @@ fn flatten(
     for layer in layers {
         let l = ops.len();
         match layer {
+            NetLayer::Dense { width, batch_norm } => {
+                if hw != (1, 1) {
+                    return Err(invalid(
+                        l,
+                        format!(
+                            "a dense block needs one pixel per sample, got {}x{}: end with a \
+                             global average pool",
+                            hw.0, hw.1
+                        ),
+                    ));
+                }
+                too_large(&format!("layer{l}.weight"), [c, *width])?;
+                too_large(&format!("layer{l}.y"), [n, *width])?;
+                ops.push(Op::Dense {
+                    fan_in: c,
+                    width: *width,
+                    bn: *batch_norm,
+                });
+                c = *width;
+            }
             NetLayer::Conv {
                 channels,
                 kernel,
@@ -442,4 +564,84 @@ fn flatten_branches(
     let total = channels.iter().sum();
     ops.push(Op::Concat { channels });
     Ok((total, first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dense_block_takes_one_pixel_per_sample_and_keeps_the_mlp_names() {
+        let conv = NetLayer::Conv {
+            channels: 4,
+            kernel: 3,
+            stride: 1,
+            padding: 1,
+        };
+        let dense = NetLayer::Dense {
+            width: 6,
+            batch_norm: true,
+        };
+        let mut net = NetworkConfig {
+            input: [1, 4, 4],
+            layers: vec![conv.clone(), dense.clone(), NetLayer::GlobalAvgPool],
+            classes: 3,
+            activation: Activation::Relu,
+            bn_group: BnGroup::Replica,
+        };
+        let err = net.validate().unwrap_err().to_string();
+        assert!(err.contains("one pixel per sample"), "{err}");
+        net.layers = vec![conv, NetLayer::GlobalAvgPool, dense];
+        let params = net.params().unwrap();
+        let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        let want = [
+            "layer0.weight",
+            "layer2.weight",
+            "layer2.bias",
+            "layer2.bn.gamma",
+            "layer2.bn.beta",
+            "layer3.weight",
+            "layer3.bias",
+        ];
+        assert_eq!(names, want);
+        assert_eq!(params[1].shape, [4, 6]);
+        assert_eq!(params[5].shape, [6, 3]);
+        // Gamma 1, beta and the biases 0; a convolution before the dense
+        // block: the head draws He, not the MLP's rule.
+        let init = net.init(3).unwrap();
+        assert!(init[3].iter().all(|&g| g == 1.0));
+        assert!(
+            init[2]
+                .iter()
+                .chain(&init[4])
+                .chain(&init[6])
+                .all(|&b| b == 0.0)
+        );
+    }
+
+    #[test]
+    fn an_mlp_under_gelu_draws_xavier_and_a_network_he() {
+        let mlp = NetworkConfig {
+            input: [8, 1, 1],
+            layers: vec![NetLayer::Dense {
+                width: 8,
+                batch_norm: false,
+            }],
+            classes: 8,
+            activation: Activation::Gelu,
+            bn_group: BnGroup::Replica,
+        };
+        // The head's weights: the last parameter but one, layer 1's.
+        let head = |net: &NetworkConfig| {
+            let init = net.init(1).unwrap();
+            init[init.len() - 2].clone()
+        };
+        let stream = RandomStream::new(1, 0).substream(1);
+        assert_eq!(head(&mlp), normals(&stream, 64, libm::sqrt(2.0 / 16.0)));
+        let net = NetworkConfig {
+            layers: vec![NetLayer::GlobalAvgPool],
+            ..mlp
+        };
+        assert_eq!(head(&net), normals(&stream, 64, libm::sqrt(2.0 / 8.0)));
+    }
 }

@@ -60,9 +60,11 @@ use std::path::Path;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::layers::pool::{Pool2d, PoolKind};
+use super::config::Activation;
+use super::error::ModelError;
 use super::network::Op;
-use super::{Activation, BnGroup, ModelError, NetLayer, NetworkConfig};
+use super::network::{BnGroup, NetLayer, NetworkConfig};
+use super::shapes::{Pool2d, PoolKind};
 use crate::toml_place::{key_at, line_of, one_line, place};
 
 mod place;

@@ -5,8 +5,9 @@
 
 use core::ops::Range;
 
-use super::ModelError;
-use super::config::MlpConfig;
+use super::error::ModelError;
+use super::model_config::MlpConfig;
+use super::network::{NetworkConfig, branch_of_ops};
 use crate::ipu::{Profile, Target, Tile};
 
 /// Where the layers of a replica's model run (a network's flattened
@@ -69,39 +70,56 @@ impl Placement {
         Ok(Self::Ipus(contiguous_split(&weight, ipus)))
     }
 
-    /// Checks the placement against the model and the replica's IPUs.
+    /// Checks the placement against the model and the replica's IPUs: it
+    /// names one of `target`'s IPUs for every flattened layer of `config`,
+    /// non-decreasing, one per block but for parallel branches (one per
+    /// branch), and stages that do not go back.
     ///
     /// # Errors
     /// [`ModelError::Placement`] naming the layer or IPU that is wrong.
-    pub fn validate(&self, config: &MlpConfig, target: &Target) -> Result<(), ModelError> {
-        let Self::Ipus(ipus) = self else {
+    pub fn validate(&self, config: &NetworkConfig, target: &Target) -> Result<(), ModelError> {
+        let Some(per_op) = self.ipus() else {
             return Ok(());
         };
-        let layers = config.layers().len();
-        let err = |reason: String| Err(ModelError::Placement { reason });
-        if ipus.len() != layers {
-            return err(format!(
-                "the device mapping names {} layers, the model has {layers}",
-                ipus.len()
-            ));
-        }
-        if let Some(l) = ipus.iter().position(|&i| i >= target.ipus()) {
-            return err(format!(
-                "layer {l} is mapped to IPU {}, but a replica has {} IPUs",
-                ipus[l],
-                target.ipus()
-            ));
-        }
-        if let Some(l) = ipus.windows(2).position(|w| w[1] < w[0]) {
-            return err(format!(
-                "layer {} is on IPU {} after layer {l} on IPU {}: stages must be contiguous, \
-                 in increasing IPU order",
-                l + 1,
-                ipus[l + 1],
-                ipus[l]
-            ));
-        }
-        Ok(())
+        let ops = config.ops(1)?;
+        let layers = ops.len();
+        let stages_go_back = match self {
+            Self::Stages { stages, .. } => {
+                stages.len() != layers || stages.windows(2).any(|w| w[1] < w[0])
+            }
+            _ => false,
+        };
+        let cut_block = config.blocks()?.into_iter().find(|r| {
+            let branch = branch_of_ops(&ops[r.clone()]);
+            let Some(ipus) = per_op.get(r.clone()) else {
+                return false;
+            };
+            // Within a branch (or a block without branches) one IPU.
+            (1..r.len()).any(|i| branch[i] == branch[i - 1] && ipus[i] != ipus[i - 1])
+        });
+        let reason = if per_op.len() != layers {
+            format!("{} layers placed, the model has {layers}", per_op.len())
+        } else if let Some(l) = per_op.iter().position(|&i| i >= target.ipus()) {
+            let ipus = target.ipus();
+            format!(
+                "layer {l} is on IPU {}, but a replica has {ipus} IPUs",
+                per_op[l]
+            )
+        } else if let Some(l) = per_op.windows(2).position(|w| w[1] < w[0]) {
+            let (now, before) = (per_op[l + 1], per_op[l]);
+            format!(
+                "layer {} is on IPU {now} after layer {l} on IPU {before}: stages must be \
+                 contiguous, in increasing IPU order",
+                l + 1
+            )
+        } else if stages_go_back {
+            "the layers' stages are not one per layer, non-decreasing".to_owned()
+        } else if let Some(r) = cut_block {
+            format!("layers {r:?} form one block, cut between IPUs")
+        } else {
+            return Ok(());
+        };
+        Err(ModelError::Placement { reason })
     }
 
     /// Pipeline stages: the IPUs used in turn (1 when spread), a
@@ -377,7 +395,7 @@ mod tests {
     #[test]
     fn a_networks_compute_sets_and_exchanges_split_into_forward_and_backward() {
         use crate::ipu::{IpuParams, IpuSpec};
-        use crate::model::{Compute, NetLayer, Network, NetworkConfig, NoGroup, Pool2d, PoolKind};
+        use crate::model::{Compute, Model, NetLayer, NetworkConfig, NoGroup, Pool2d, PoolKind};
         // Every kind of layer: convolutions (one strided), batch norm, a
         // max and an average pool, parallel branches, a residual block,
         // the head.
@@ -405,7 +423,7 @@ mod tests {
             ..IpuParams::default()
         })
         .unwrap();
-        let mut model = Network::new(&net, Target::single(spec), 2, Compute::F32).unwrap();
+        let mut model = Model::new(&net, Target::single(spec), 2, Compute::F32).unwrap();
         let params = net.init(1).unwrap();
         let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
         model.set_params(&refs).unwrap();

@@ -14,50 +14,11 @@
 //! all of them live at once, with it the checkpoints' tensors and one
 //! segment's at a time. Neither figure comes from freeing memory.
 
-use core::fmt;
 use core::ops::Range;
 
-use super::ModelError;
-use super::net_placement::{TileBytes, sum};
+use super::activations::{TileBytes, sum};
+use super::error::{CheckpointError, ModelError};
 use super::placement::StageCycles;
-
-/// Why checkpoints are refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CheckpointError {
-    /// Not the input of a block after the first (`1..blocks`).
-    OutOfRange {
-        /// The block named.
-        block: usize,
-        /// Blocks of the network (its top-level layers and the head).
-        blocks: usize,
-    },
-    /// Not after the previous checkpoint.
-    NotIncreasing {
-        /// The block named.
-        block: usize,
-        /// The one before it.
-        previous: usize,
-    },
-}
-
-impl fmt::Display for CheckpointError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::OutOfRange { block, blocks } => write!(
-                f,
-                "recomputation checkpoint {block} is not a block boundary: give blocks 1 to {} \
-                 (the input of that top-level layer or the head is kept)",
-                blocks - 1
-            ),
-            Self::NotIncreasing { block, previous } => write!(
-                f,
-                "recomputation checkpoint {block} follows {previous}: give them in increasing order"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CheckpointError {}
 
 /// What recomputation from checkpoints costs and saves per micro-batch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]

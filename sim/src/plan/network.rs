@@ -144,6 +144,25 @@ fn rows(
         *next += 1;
         let elements = c * (hw.0 * hw.1) as u64;
         match layer {
+            NetLayer::Dense { width, batch_norm } => {
+                // As the MLP's rows: 2 i o forward, the backward pass
+                // twice that but the network's first layer's.
+                let gemm = Gemm {
+                    m: 1,
+                    k: c,
+                    n: *width as u64,
+                };
+                let f = gemm.flops();
+                let bn = if *batch_norm { 2 * gemm.n } else { 0 };
+                out.push(Layer {
+                    params: (gemm.k * gemm.n).saturating_add(gemm.n + bn),
+                    flops_forward: f,
+                    flops_backward: if index == 0 { f } else { 2 * f },
+                    activation_bytes: gemm.n * 4,
+                    ..row(index, Some(gemm))
+                });
+                c = gemm.n;
+            }
             NetLayer::Conv {
                 channels,
                 kernel,

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use super::table::{LayerCosts, ModelTable, SimulatedCost};
 use crate::IpuSpec;
 use crate::ipu::{Profile, Target};
-use crate::model::{Compute, ModelError, Network, NetworkConfig, NoGroup};
+use crate::model::{Compute, Model, ModelError, NetworkConfig, NoGroup};
 
 /// `table`'s rows (made of `network` by
 /// [`ModelTable::from_network`]) priced from one training micro-batch
@@ -35,7 +35,7 @@ pub(super) fn network_costs(
     f16: bool,
 ) -> Result<LayerCosts, ModelError> {
     let compute = if f16 { Compute::F16 } else { Compute::F32 };
-    let mut net = Network::new(network, Target::single(ipu), micro_batch, compute)?;
+    let mut net = Model::new(network, Target::single(ipu), micro_batch, compute)?;
     let params = network.init(0)?;
     let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
     net.set_params(&refs)?;

@@ -41,7 +41,7 @@
 //!
 //! - FLOPs count a multiply-add as two, and only the matrix products and
 //!   the operations a layer without a product is made of (a pooling
-//!   window's comparisons), as [`Mlp::flops_per_sample`] and the
+//!   window's comparisons), as the simulator's MLP layers and the
 //!   published GMAC counts do; the element-wise work after a product (bias,
 //!   normalisation, activation) is priced separately by the planner from
 //!   the layer's output size.
@@ -57,7 +57,6 @@
 //!   the layer's work spreads over tiles and what each tile must receive;
 //!   a layer without one is priced as vector work over its elements.
 //!
-//! [`Mlp::flops_per_sample`]: crate::model::Mlp::flops_per_sample
 
 mod error;
 mod file;

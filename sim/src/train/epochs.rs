@@ -47,7 +47,7 @@ impl RunContext<'_> {
         let reporter = global == 0;
         let target = t.layout.replica_target()?;
         let spec = *target.spec();
-        let mut evaluation = Evaluation::new(&t.test, &t.model, target);
+        let mut evaluation = Evaluation::new(&t.test, &t.network, target);
         let time_of =
             |stages: &[StageCycles], checkpointed| t.step_time(&spec, (stages, checkpointed));
         let mut report = Report::new(config, self.options.continuation.sim_seconds);

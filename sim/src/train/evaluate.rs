@@ -5,7 +5,7 @@ use super::records::EpochRecord;
 use super::replica::Replica;
 use crate::data::Dataset;
 use crate::ipu::Target;
-use crate::model::{Model, ModelConfig, Placement};
+use crate::model::{Model, NetworkConfig, Placement};
 
 /// The first replica's evaluations of the test set: its micro-batches
 /// through the replica's own model, and the leftover samples (fewer than a
@@ -13,7 +13,7 @@ use crate::model::{Model, ModelConfig, Placement};
 /// evaluation and kept for the others.
 pub(super) struct Evaluation<'a> {
     test: &'a Dataset,
-    config: &'a ModelConfig,
+    config: &'a NetworkConfig,
     target: Target,
     /// The model of the leftover samples, once built.
     tail: Option<Model>,
@@ -21,7 +21,7 @@ pub(super) struct Evaluation<'a> {
 
 impl<'a> Evaluation<'a> {
     /// Evaluations of `test` by replicas of `config` on `target`.
-    pub(super) const fn new(test: &'a Dataset, config: &'a ModelConfig, target: Target) -> Self {
+    pub(super) const fn new(test: &'a Dataset, config: &'a NetworkConfig, target: Target) -> Self {
         Self {
             test,
             config,

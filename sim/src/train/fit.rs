@@ -150,18 +150,9 @@ pub(crate) fn check(
     } else {
         Compute::F32
     };
-    let (estimate, params) = match model {
-        ModelConfig::Mlp(mlp) => {
-            crate::model::check_sizes(mlp, config.micro_batch)?;
-            let e = MemoryEstimate::of(mlp, target, placement, config.micro_batch, compute)?;
-            (e, mlp.params())
-        }
-        ModelConfig::Network(net) => {
-            let e =
-                MemoryEstimate::of_network(net, target, placement, config.micro_batch, compute)?;
-            (e, net.params()?)
-        }
-    };
+    let network = model.network();
+    let estimate = MemoryEstimate::of(&network, target, placement, config.micro_batch, compute)?;
+    let params = network.params()?;
     let elements = params
         .iter()
         .fold(0u64, |a, p| a.saturating_add(p.len() as u64));

@@ -21,7 +21,7 @@
 //!
 //! 1. Every replica runs its `A` micro-batches forward and backward on its
 //!    tiles with the loss `scale * (1 / b) * sum of cross-entropies`
-//!    ([`Mlp::train_micro_batch`](crate::model::Mlp::train_micro_batch)),
+//!    ([`Model::train_micro_batch`](crate::model::Model::train_micro_batch)),
 //!    f16-rounded in the 16-bit modes. Each micro-batch's contribution is
 //!    its gradients, its loss and correct count, and (for automatic loss
 //!    scaling) its histogram counts as exact integer limbs.

@@ -5,7 +5,7 @@
 //!
 //! With `P` stages and `G` micro-batches (gradient accumulation), stage
 //! `s` taking `f_s` cycles forward and `b_s` backward per micro-batch
-//! (from the simulator's engine, [`Mlp::stage_cycles`](crate::model::Mlp::stage_cycles)):
+//! (from the simulator's engine, [`Model::stage_cycles`](crate::model::Model::stage_cycles)):
 //!
 //! | schedule | cycles of a step | micro-batches whose activations stage `s` keeps |
 //! |---|---|---|

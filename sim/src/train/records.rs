@@ -67,11 +67,11 @@ pub struct Summary {
     /// Every epoch's evaluation.
     pub epochs: Vec<EpochRecord>,
     /// The final weights, per parameter (as f32), in
-    /// [`MlpConfig::params`](crate::model::MlpConfig::params) order.
+    /// [`NetworkConfig::params`](crate::model::NetworkConfig::params) order.
     pub weights: Vec<Vec<f32>>,
     /// FNV-1a of the final weights' bits as stored (f32, or f16 as a
     /// zero-extended 32-bit little-endian word), parameter by parameter in
-    /// [`MlpConfig::params`](crate::model::MlpConfig::params) order: equal exactly when the weights are.
+    /// [`NetworkConfig::params`](crate::model::NetworkConfig::params) order: equal exactly when the weights are.
     pub fingerprint: u64,
     /// The final test set evaluation.
     pub test: EpochRecord,

@@ -314,8 +314,8 @@ impl<'a> Replica<'a> {
             return 0;
         }
         match self.model.recomputation(checkpoints) {
-            Some(Ok(r)) => r.cycles,
-            _ => 0,
+            Ok(r) => r.cycles,
+            Err(_) => 0,
         }
     }
 

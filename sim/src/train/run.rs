@@ -209,7 +209,7 @@ impl Trainer {
         (0..m)
             .map(|_| {
                 Model::placed(
-                    &self.model,
+                    &self.network,
                     target,
                     &self.placement,
                     config.micro_batch,

@@ -11,7 +11,7 @@ use super::fit::MemoryReport;
 use super::params::FlatParams;
 use super::pipeline::{Schedule, step_cycles};
 use crate::data::Dataset;
-use crate::model::{Model, ModelConfig, Placement, StageCycles};
+use crate::model::{Model, ModelConfig, NetworkConfig, Placement, StageCycles};
 use crate::pod::Layout;
 
 /// A validated training run over a data set.
@@ -20,6 +20,8 @@ pub struct Trainer {
     pub(super) config: TrainConfig,
     pub(super) layout: Layout,
     pub(super) model: ModelConfig,
+    /// The network every replica builds (an MLP's dense blocks).
+    pub(super) network: NetworkConfig,
     pub(super) data: Arc<Dataset>,
     pub(super) train: Arc<Dataset>,
     pub(super) test: Arc<Dataset>,
@@ -50,9 +52,8 @@ impl Trainer {
                 p.network_placement(net, ipus, config.micro_batch)?
             }
         };
-        if let Some(mlp) = model.mlp() {
-            placement.validate(mlp, &layout.replica_target()?)?;
-        }
+        let network = model.network();
+        placement.validate(&network, &layout.replica_target()?)?;
         check_checkpoints(&config, &model)?;
         if let Some(p) = &config.pipeline {
             let stages = placement.stages();
@@ -84,6 +85,7 @@ impl Trainer {
             config,
             layout,
             model,
+            network,
             data: Arc::new(data),
             train: Arc::new(train),
             test: Arc::new(test),
@@ -176,17 +178,13 @@ impl Trainer {
             &self.model,
             &self.placement,
             self.flat.elements() as u64,
-            (
-                model.memory().summary(10),
-                model.stage_activations().unwrap_or_default(),
-            ),
+            (model.memory().summary(10), model.stage_activations()),
             target,
         );
         let checkpoints = &self.config.recompute_checkpoints;
         if !checkpoints.is_empty() {
             // Checked by `Trainer::new`: a network's blocks.
-            let r = model.recomputation(checkpoints);
-            report.recomputation = r.and_then(Result::ok);
+            report.recomputation = model.recomputation(checkpoints).ok();
         }
         report
     }

@@ -4,7 +4,7 @@
 //! checks, and a checkpoint of a branched network resumed bitwise.
 
 use tessera_sim::ipu::{IpuParams, IpuSpec, Target};
-use tessera_sim::model::{Compute, ModelError, NetLayer, Network, NetworkConfig, NoGroup};
+use tessera_sim::model::{Compute, Model, ModelError, NetLayer, NetworkConfig, NoGroup};
 use tessera_sim::train::{RunOptions, TrainConfig, Trainer};
 
 use super::network::check_gradients_against_the_oracle;
@@ -69,7 +69,7 @@ fn branches_give_the_same_bits_on_every_tile_count() {
                 ..IpuParams::default()
             })
             .unwrap();
-            let mut model = Network::new(&net, Target::single(spec), n, Compute::F32).unwrap();
+            let mut model = Model::new(&net, Target::single(spec), n, Compute::F32).unwrap();
             model.set_params(&refs).unwrap();
             let mut grads = vec![Vec::new(); params.len()];
             let out = model

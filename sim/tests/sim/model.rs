@@ -8,8 +8,8 @@ use tessera_sim::kernels::matmul::{
     BlockLayout, GemmShape, Operand, Output, ProductPlan, gemm, matmul,
 };
 use tessera_sim::model::{
-    Activation, Compute, GroupSum, MemoryEstimate, Mlp, MlpConfig, ModelError, NoGroup, ParamKind,
-    Placement,
+    Activation, Compute, GroupSum, MemoryEstimate, MlpConfig, Model, ModelError, NoGroup,
+    ParamKind, Placement,
 };
 use tessera_sim::{IpuParams, IpuSpec};
 
@@ -122,8 +122,12 @@ fn check_gradients(cfg: &MlpConfig, batch: usize, tiles: u32) {
     // Nonzero biases and betas: with zero biases a sample whose inputs to a
     // ReLU layer are all zero sits on the kink, where finite differences
     // see a slope of 1/2.
-    let mut params = cfg.init(3);
-    for (k, (p, spec)) in params.iter_mut().zip(cfg.params()).enumerate() {
+    let mut params = cfg.network().init(3).unwrap();
+    for (k, (p, spec)) in params
+        .iter_mut()
+        .zip(cfg.network().params().unwrap())
+        .enumerate()
+    {
         if spec.kind != ParamKind::Weight {
             let noise = uniform(p.len(), 50 + k as u64, -0.1, 0.1);
             p.iter_mut().zip(noise).for_each(|(v, n)| *v += n);
@@ -131,7 +135,7 @@ fn check_gradients(cfg: &MlpConfig, batch: usize, tiles: u32) {
     }
     let x = uniform(batch * cfg.inputs, 4, -1.0, 1.0);
     let y = labels(batch, cfg.classes, 5);
-    let mut mlp = Mlp::new(cfg, target(tiles), batch, Compute::F32).unwrap();
+    let mut mlp = Model::new(&cfg.network(), target(tiles), batch, Compute::F32).unwrap();
     let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
     mlp.set_params(&refs).unwrap();
     let mut grads = vec![Vec::new(); params.len()];
@@ -151,7 +155,7 @@ fn check_gradients(cfg: &MlpConfig, batch: usize, tiles: u32) {
         out.loss_sum
     );
     let h = 1e-5;
-    for (i, spec) in cfg.params().iter().enumerate() {
+    for (i, spec) in cfg.network().params().unwrap().iter().enumerate() {
         assert_eq!(grads[i].len(), spec.len(), "{}", spec.name);
         for j in 0..spec.len() {
             let mut p = p64.clone();
@@ -189,7 +193,7 @@ fn run_bits(
     tiles: u32,
     compute: Compute,
 ) -> (Vec<Vec<u32>>, u32, usize) {
-    let mut params = cfg.init(7);
+    let mut params = cfg.network().init(7).unwrap();
     if compute == Compute::F16 {
         for p in &mut params {
             for v in p.iter_mut() {
@@ -202,7 +206,7 @@ fn run_bits(
         ..IpuParams::default()
     })
     .unwrap();
-    let mut mlp = Mlp::new(cfg, Target::single(spec), batch, compute).unwrap();
+    let mut mlp = Model::new(&cfg.network(), Target::single(spec), batch, compute).unwrap();
     let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
     mlp.set_params(&refs).unwrap();
     let x = uniform(batch * cfg.inputs, 8, -2.0, 2.0);
@@ -250,7 +254,7 @@ fn f16_mode_rounds_gradients() {
     let (grads, loss, _) = run_bits(&cfg, 8, 16, Compute::F16);
     assert!(f32::from_bits(loss).is_finite());
     let mut any_changed = false;
-    for g in &grads[..cfg.params().len()] {
+    for g in &grads[..cfg.network().params().unwrap().len()] {
         for &b in g {
             let v = f32::from_bits(b);
             let r = <f16 as HalfFloat>::from_f32(v).to_f32();
@@ -259,7 +263,7 @@ fn f16_mode_rounds_gradients() {
     }
     // The f32 run differs (its values are not all f16).
     let (g32, _, _) = run_bits(&cfg, 8, 16, Compute::F32);
-    for g in &g32[..cfg.params().len()] {
+    for g in &g32[..cfg.network().params().unwrap().len()] {
         any_changed |= g.iter().any(|&b| {
             let v = f32::from_bits(b);
             <f16 as HalfFloat>::from_f32(v).to_f32().to_bits() != b
@@ -271,10 +275,10 @@ fn f16_mode_rounds_gradients() {
 #[test]
 fn init_is_deterministic_and_pinned() {
     let cfg = config(8, &[16, 4], 3, Activation::Relu, true);
-    let a = cfg.init(1);
-    assert_eq!(a, cfg.init(1));
-    assert_ne!(a, cfg.init(2));
-    let specs = cfg.params();
+    let a = cfg.network().init(1).unwrap();
+    assert_eq!(a, cfg.network().init(1).unwrap());
+    assert_ne!(a, cfg.network().init(2).unwrap());
+    let specs = cfg.network().params().unwrap();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         names,
@@ -317,8 +321,8 @@ fn init_is_deterministic_and_pinned() {
 fn a_tiny_net_learns_a_separable_problem() {
     let cfg = config(4, &[8], 2, Activation::Relu, false);
     let batch = 16;
-    let mut params = cfg.init(11);
-    let mut mlp = Mlp::new(&cfg, target(8), batch, Compute::F32).unwrap();
+    let mut params = cfg.network().init(11).unwrap();
+    let mut mlp = Model::new(&cfg.network(), target(8), batch, Compute::F32).unwrap();
     let mut grads = vec![Vec::new(); params.len()];
     let mut losses = Vec::new();
     for step in 0..300u64 {
@@ -369,12 +373,12 @@ impl GroupSum for Failing {
 #[test]
 fn batch_norm_uses_the_group_and_keeps_running_statistics() {
     let cfg = config(6, &[8, 5], 3, Activation::Relu, true);
-    let params = cfg.init(2);
+    let params = cfg.network().init(2).unwrap();
     let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
     let x = uniform(4 * 6, 1, -1.0, 1.0);
     let y = labels(4, 3, 2);
     let run = |group: &mut dyn GroupSum| {
-        let mut mlp = Mlp::new(&cfg, target(4), 4, Compute::F32).unwrap();
+        let mut mlp = Model::new(&cfg.network(), target(4), 4, Compute::F32).unwrap();
         mlp.set_params(&refs).unwrap();
         let mut grads = vec![Vec::new(); params.len()];
         mlp.train_micro_batch(&x, &y, 1.0, group, &mut grads)
@@ -397,7 +401,7 @@ fn batch_norm_uses_the_group_and_keeps_running_statistics() {
     assert!(buffers[0].1.iter().any(|&m| m != 0.0));
     assert!(matches!(run(&mut Failing), Err(ModelError::Group { .. })));
     // Buffers round-trip.
-    let mut mlp = Mlp::new(&cfg, target(4), 4, Compute::F32).unwrap();
+    let mut mlp = Model::new(&cfg.network(), target(4), 4, Compute::F32).unwrap();
     mlp.set_buffers(&buffers).unwrap();
     assert_eq!(mlp.buffers(), buffers);
     assert!(matches!(
@@ -414,10 +418,10 @@ fn bad_inputs_are_typed_errors() {
         Err(ModelError::ZeroWidth { .. })
     ));
     assert_eq!(
-        Mlp::new(&cfg, target(2), 0, Compute::F32).unwrap_err(),
+        Model::new(&cfg.network(), target(2), 0, Compute::F32).unwrap_err(),
         ModelError::ZeroMicroBatch
     );
-    let mut mlp = Mlp::new(&cfg, target(2), 2, Compute::F32).unwrap();
+    let mut mlp = Model::new(&cfg.network(), target(2), 2, Compute::F32).unwrap();
     assert_eq!(mlp.micro_batch(), 2);
     assert_eq!(
         mlp.set_params(&[&[0.0; 12]]).unwrap_err(),
@@ -465,7 +469,6 @@ fn bad_inputs_are_typed_errors() {
     );
     assert_eq!(train(&x, &[0, 1], 0.0), ModelError::InvalidScale(0.0));
     assert!(train(&x, &[0, 1], f32::NAN).to_string().contains("scale"));
-    assert_eq!(mlp.flops_per_sample(), (2 * (12 + 8), 2 * 12 + 4 * 8));
     assert!(mlp.memory().tiles.len() == 2);
     // A tile without the memory is a typed error carrying the engine's.
     let small = IpuSpec::new(IpuParams {
@@ -475,7 +478,7 @@ fn bad_inputs_are_typed_errors() {
     })
     .unwrap();
     let big = config(64, &[128], 10, Activation::Relu, false);
-    match Mlp::new(&big, Target::single(small), 4, Compute::F32) {
+    match Model::new(&big.network(), Target::single(small), 4, Compute::F32) {
         Err(ModelError::Build(tessera_sim::ipu::BuildError::OutOfTileMemory(oom))) => {
             assert!(oom.needed > oom.available);
         }
@@ -559,8 +562,8 @@ fn assert_estimate_bounds_engine(
     batch: usize,
     compute: Compute,
 ) {
-    let estimate = MemoryEstimate::of(cfg, target, placement, batch, compute).unwrap();
-    let mlp = Mlp::placed(cfg, target, placement, batch, compute).unwrap();
+    let estimate = MemoryEstimate::of(&cfg.network(), target, placement, batch, compute).unwrap();
+    let mlp = Model::placed(&cfg.network(), target, placement, batch, compute).unwrap();
     let what = format!("{cfg:?} {placement:?} batch {batch} {compute:?}");
     for (measured, built) in [
         (&estimate.train, mlp.memory()),
@@ -611,8 +614,9 @@ fn the_estimate_refuses_what_the_engine_refuses_without_building_it() {
     for width in [512, 4096, 16_384, 65_536] {
         let cfg = config(64, &[width], 10, Activation::Relu, false);
         let target = crate::support::target(16);
-        let estimate = MemoryEstimate::of(&cfg, target, &Placement::Spread, 8, Compute::F16);
-        let built = Mlp::placed(&cfg, target, &Placement::Spread, 8, Compute::F16);
+        let estimate =
+            MemoryEstimate::of(&cfg.network(), target, &Placement::Spread, 8, Compute::F16);
+        let built = Model::placed(&cfg.network(), target, &Placement::Spread, 8, Compute::F16);
         match (estimate, built) {
             (Ok(_), Ok(_)) => neither += 1,
             (Err(ModelError::OutOfTileMemory(e)), Err(ModelError::Build(b))) => {
@@ -633,7 +637,7 @@ fn the_estimate_refuses_what_the_engine_refuses_without_building_it() {
     // Far beyond the tiles: refused from the shapes, with the numbers.
     let huge = config(64, &[100_000_000], 10, Activation::Relu, false);
     let e = MemoryEstimate::of(
-        &huge,
+        &huge.network(),
         Target::single(spec),
         &Placement::Spread,
         8,
@@ -651,11 +655,11 @@ fn the_estimate_refuses_what_the_engine_refuses_without_building_it() {
     // Beyond what 2^58 bytes hold: a typed error, not an overflow.
     let absurd = config(64, &[usize::MAX], 10, Activation::Relu, false);
     assert!(matches!(
-        MemoryEstimate::of(&absurd, Target::single(spec), &Placement::Spread, 8, Compute::F16),
+        MemoryEstimate::of(&absurd.network(), Target::single(spec), &Placement::Spread, 8, Compute::F16),
         Err(ModelError::TooLarge { ref tensor, .. }) if tensor == "layer0.weight"
     ));
     assert!(matches!(
-        Mlp::new(&absurd, Target::single(spec), 8, Compute::F16),
+        Model::new(&absurd.network(), Target::single(spec), 8, Compute::F16),
         Err(ModelError::TooLarge { .. })
     ));
     assert!(matches!(
@@ -682,7 +686,8 @@ fn wide_dense_layers_fit_one_mk2_with_the_reduction_split() {
         (config(256, &[1024, 1024], 10, Activation::Relu, true), 8),
     ];
     for (cfg, batch) in cases {
-        let e = MemoryEstimate::of(&cfg, one, &Placement::Spread, batch, Compute::F16).unwrap();
+        let e = MemoryEstimate::of(&cfg.network(), one, &Placement::Spread, batch, Compute::F16)
+            .unwrap();
         let (train, eval) = (e.train.summary(1), e.eval.summary(1));
         println!(
             "{:?} at {batch}: train max tile {} (tile {}), eval {}",
@@ -696,7 +701,7 @@ fn wide_dense_layers_fit_one_mk2_with_the_reduction_split() {
     // hold them (micro-batch 3 needed 661,880 bytes on tile 0).
     let cfg = config(256, &[1024, 1024], 10, Activation::Relu, false);
     for batch in [8, 3, 1] {
-        let mlp = Mlp::new(&cfg, one, batch, Compute::F16).unwrap();
+        let mlp = Model::new(&cfg.network(), one, batch, Compute::F16).unwrap();
         println!(
             "engine at {batch}: max tile {}",
             mlp.memory().summary(1).max
@@ -706,7 +711,7 @@ fn wide_dense_layers_fit_one_mk2_with_the_reduction_split() {
 
 #[test]
 fn the_network_memory_estimate_agrees_with_the_engines_accounting() {
-    use tessera_sim::model::{Network, NetworkConfig};
+    use tessera_sim::model::{Model, NetworkConfig};
     let spec = IpuSpec::MK2_GC200;
     let mini = NetworkConfig::resnet_mini([1, 8, 8], 10, &[16, 32], &[1, 1]);
     let small = NetworkConfig::resnet_mini([3, 6, 6], 4, &[4], &[2]);
@@ -738,8 +743,8 @@ fn the_network_memory_estimate_agrees_with_the_engines_accounting() {
         (&mini, two, &staged, 2, Compute::F32),
     ] {
         let what = format!("{net:?} {placement:?} batch {batch} {compute:?}");
-        let estimate = MemoryEstimate::of_network(net, target, placement, batch, compute).unwrap();
-        let built = Network::placed(net, target, placement, batch, compute).unwrap();
+        let estimate = MemoryEstimate::of(net, target, placement, batch, compute).unwrap();
+        let built = Model::placed(net, target, placement, batch, compute).unwrap();
         // What a pipeline stashes, as the built network measures it.
         assert_eq!(
             estimate.stage_activations,
@@ -762,7 +767,7 @@ fn the_network_memory_estimate_agrees_with_the_engines_accounting() {
     }
     // Far beyond the tiles: refused from the sizing graph, with the tile.
     let huge = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4096], &[1]);
-    let e = MemoryEstimate::of_network(
+    let e = MemoryEstimate::of(
         &huge,
         Target::single(spec),
         &Placement::Spread,
@@ -796,7 +801,7 @@ fn host_memory_follows_the_model_not_the_tile_count() {
             ..IpuParams::default()
         })
         .unwrap();
-        Mlp::new(&config, Target::single(spec), 8, Compute::F16)
+        Model::new(&config.network(), Target::single(spec), 8, Compute::F16)
             .unwrap()
             .host_bytes()
     };

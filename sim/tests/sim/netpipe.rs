@@ -250,14 +250,14 @@ fn recomputation_checkpoints_cost_segments_and_keep_the_bits() {
 #[test]
 fn checkpoint_activations_are_the_networks_stage_activations() {
     use tessera_sim::ipu::{IpuParams, IpuSpec, Target};
-    use tessera_sim::model::{Compute, Network};
+    use tessera_sim::model::{Compute, Model};
     let net = NetworkConfig::resnet_mini([1, 6, 6], 3, &[4, 8], &[1, 1]);
     let spec = IpuSpec::new(IpuParams {
         tiles: 32,
         ..IpuParams::default()
     })
     .unwrap();
-    let model = Network::new(&net, Target::single(spec), 2, Compute::F32).unwrap();
+    let model = Model::new(&net, Target::single(spec), 2, Compute::F32).unwrap();
     let one = model.stage_activations()[0];
     // Every block its own segment or one segment: the same activations.
     let r = model.recomputation(&[1, 2, 3, 4, 5, 6, 7]).unwrap();

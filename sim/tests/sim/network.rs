@@ -7,7 +7,7 @@
 use tessera_sim::data::{Dataset, Source};
 use tessera_sim::ipu::{IpuParams, IpuSpec, Target};
 use tessera_sim::model::{
-    BnGroup, Compute, NetLayer, Network, NetworkConfig, NoGroup, Pool2d, PoolKind,
+    BnGroup, Compute, Model, NetLayer, NetworkConfig, NoGroup, Pool2d, PoolKind,
 };
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
@@ -176,7 +176,7 @@ fn resnet_mini_fits_one_mk2_at_micro_batch_8() {
     // 638,976; batch norm's row blocks spread the feature maps.
     let net = NetworkConfig::resnet_mini([1, 8, 8], 10, &[16, 32], &[1, 1]);
     let target = Target::single(IpuSpec::MK2_GC200);
-    let model = Network::new(&net, target, 8, Compute::F16).unwrap();
+    let model = Model::new(&net, target, 8, Compute::F16).unwrap();
     let fullest = model.memory().summary(1).max;
     assert!(fullest <= IpuSpec::MK2_GC200.memory_per_tile(), "{fullest}");
 }
@@ -316,6 +316,7 @@ pub(super) mod oracle {
                     let (g, b) = (p.take().to_vec(), p.take().to_vec());
                     x = bn_relu(&x, &g, &b);
                 }
+                NetLayer::Dense { .. } => unreachable!("the oracle's networks are convolutional"),
                 NetLayer::GlobalAvgPool => {
                     x = x
                         .iter()
@@ -405,7 +406,7 @@ pub(super) fn check_gradients_against_the_oracle(net: &NetworkConfig, tiles: u32
         ..IpuParams::default()
     })
     .unwrap();
-    let mut model = Network::new(net, Target::single(spec), n, Compute::F32).unwrap();
+    let mut model = Model::new(net, Target::single(spec), n, Compute::F32).unwrap();
     let mut params = net.init(7).unwrap();
     // Non-trivial gamma and beta.
     for (spec, p) in net.params().unwrap().iter().zip(&mut params) {

@@ -22,7 +22,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tessera_sim::model::{
-    Activation, Compute, Conv2d, Mlp, MlpConfig, Pool2d, PoolKind, batch_norm2d_on_tiles,
+    Activation, Compute, Conv2d, MlpConfig, Model, Pool2d, PoolKind, batch_norm2d_on_tiles,
     conv2d_on_tiles, pool2d_on_tiles,
 };
 
@@ -323,7 +323,7 @@ fn bn_eval_through_mlp(c: &BnEval, tiles: u32) -> Vec<f32> {
         activation: Activation::Relu,
         batch_norm: true,
     };
-    let mut mlp = Mlp::new(&cfg, target(tiles), 1, Compute::F32).expect(&on.name);
+    let mut mlp = Model::new(&cfg.network(), target(tiles), 1, Compute::F32).expect(&on.name);
     let eye: Vec<f32> = (0..width * width)
         .map(|k| if k / width == k % width { 1.0 } else { 0.0 })
         .collect();

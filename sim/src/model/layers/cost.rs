@@ -8,7 +8,7 @@
 use super::{Act, Builder, Copies, ModelError, Placement};
 use crate::ipu::{self, Program};
 use crate::kernels::matmul::{BlockLayout, Cut, gather_copies};
-use crate::model::{ConvShape, Pool2d};
+use crate::model::shapes::{ConvShape, Pool2d};
 
 /// Cycles and memory of one layer's graph on a target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

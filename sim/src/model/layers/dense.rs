@@ -1,9 +1,12 @@
-//! A dense layer: `Y = A W` (the bias is added by the next layer's
-//! vertex, [`activation`](super::activation) or
-//! [`batch_norm`](super::batch_norm)), and its backward pass `dW = A^T
-//! dZ`, `db = 1^T dZ`, `dA = dZ W^T`.
+//! A dense layer: `Y = A W` (the bias is added by the next vertex,
+//! [`activation`](super::activation) or [`batch_norm`](super::batch_norm)),
+//! and its backward pass `dW = A^T dZ`, `db = 1^T dZ`, `dA = dZ W^T`; and
+//! the dense block ([`block`]): the product, its parameters staged per
+//! block, then the bias, batch norm and activation as one op (an MLP's
+//! layer, the network's head).
 
-use super::{Act, Builder, ModelError};
+use super::batch_norm::{self, BatchNorm};
+use super::{Act, Builder, ModelError, Staged, activation};
 use crate::ipu::TensorId;
 use crate::kernels::matmul::{BlockLayout, Cut, Operand, Output, Source};
 
@@ -126,4 +129,58 @@ pub(super) fn backward(
     let copies = vec![(b.all(da.tensor), b.all(sent.tensor))];
     b.exchange(&format!("layer{l}.da.send"), &copies)?;
     Ok(((dw, db), Some(sent)))
+}
+
+/// A dense block's tensors its backward pass reads: the product's, the
+/// pre-activation `z` (the logits of the head), and the parameters staged
+/// per block (`[bias | gamma | beta]`).
+#[derive(Debug)]
+pub(in crate::model) struct Block {
+    pub(in crate::model) dense: Dense,
+    pub(in crate::model) z: Act,
+    pub(in crate::model) stage: Staged,
+}
+
+/// Layer `l`'s dense block on `input` onto `width` columns: with batch
+/// norm if `bn` (its tensors returned); a `hidden` block also applies the
+/// activation (its output, returned), the head (`!hidden`) keeps whole
+/// rows of logits for the loss.
+pub(super) fn block(
+    b: &mut Builder<'_>,
+    l: usize,
+    input: &Act,
+    (width, hidden, bn): (usize, bool, bool),
+) -> Result<(Block, Option<BatchNorm>, Option<Act>), ModelError> {
+    let cut = Cut {
+        full_rows: !hidden,
+        full_cols: bn,
+    };
+    let dense = forward(b, l, input, width, cut)?;
+    let bn_params = if bn {
+        Some(batch_norm::params(b, l, width)?)
+    } else {
+        None
+    };
+    let out = dense.y.layout.clone();
+    let mut sources = vec![dense.b];
+    sources.extend(bn_params.iter().flat_map(|&(g, be)| [g, be]));
+    let stage = b.stage(l, &out, &sources)?;
+    let z = b.matrix(&format!("layer{l}.z"), &out)?;
+    let a = if hidden {
+        Some(b.matrix(&format!("layer{l}.a"), &out)?)
+    } else {
+        None
+    };
+    let bn = match (bn_params, &a) {
+        (Some(p), Some(a)) => {
+            // Every block holds whole columns: one chunk of all the rows.
+            let chunk = (l, b.batch);
+            Some(batch_norm::forward(b, chunk, p, &dense.y, &stage, (&z, a))?)
+        }
+        _ => {
+            activation::forward(b, l, &dense.y, &stage, (&z, a.as_ref()))?;
+            None
+        }
+    };
+    Ok((Block { dense, z, stage }, bn, a))
 }

@@ -9,16 +9,17 @@
 //!   the replica group) or by the running statistics, scaled, shifted and
 //!   activated; its backward pass;
 //! - [`loss`]: softmax cross-entropy over whole rows of logits, with the
-//!   gradient of the logits when training.
+//!   gradient of the logits when training;
+//! - [`conv2d`], [`pool`], [`residual`]: feature maps' layers.
 //!
-//! [`graph`] composes them into the MLP's training or inference graph.
+//! [`network`] composes them into a model's training or inference graph
+//! (an MLP's dense blocks, [`dense::block`], as a network's).
 
 pub(super) mod activation;
 pub(super) mod batch_norm;
 pub(super) mod conv2d;
 pub(super) mod cost;
 pub(super) mod dense;
-mod graph;
 pub(super) mod loss;
 pub(super) mod network;
 pub(super) mod pool;
@@ -28,11 +29,11 @@ use core::num::NonZeroU64;
 use core::ops::Range;
 use std::sync::Arc;
 
-pub(super) use graph::{LayerIds, graph};
-
 use super::codelets::GroupLink;
 use super::config::Activation;
-use super::{MIN_BLOCK_FLOPS, ModelError, Placement};
+use super::config::MIN_BLOCK_FLOPS;
+use super::error::ModelError;
+use super::placement::Placement;
 use crate::ipu::{
     self, Codelet, DType, Graph, Interval, Kernel, Mapping, Program, TensorId, TensorSlice, Tile,
 };
@@ -103,6 +104,25 @@ fn check_len(got: usize, expected: usize) -> Result<(), ModelError> {
     (got == expected)
         .then_some(())
         .ok_or(ModelError::InputLength { expected, got })
+}
+
+/// Copies of columns `cols` of each listed vector (`[len]`) into a piece,
+/// one after the other from `at`.
+fn copy_cols(
+    copies: &mut Copies,
+    sources: &[TensorId],
+    cols: &core::ops::Range<usize>,
+    dst: TensorId,
+    mut at: u64,
+) {
+    for &src in sources {
+        let n = cols.len() as u64;
+        copies.push((
+            TensorSlice::new(src, cols.start as u64..cols.end as u64),
+            TensorSlice::new(dst, at..at + n),
+        ));
+        at += n;
+    }
 }
 
 /// Writes a row-major matrix into `a`.
@@ -260,6 +280,30 @@ impl Builder<'_> {
         Ok(Staged { tensor, ranges })
     }
 
+    /// Layer `l`'s vectors `sources` (`[cols]` each) staged per block of
+    /// `out`, one after the other (`layer{l}.params`), by the exchange
+    /// before the forward pass.
+    pub(super) fn stage(
+        &mut self,
+        l: usize,
+        out: &BlockLayout,
+        sources: &[TensorId],
+    ) -> Result<Staged, ModelError> {
+        let stage = self.per_block(&format!("layer{l}.params"), out, |blk| {
+            (blk.cols.len() * sources.len()) as u64
+        })?;
+        for (blk, r) in out.blocks().iter().zip(&stage.ranges) {
+            copy_cols(
+                &mut self.stage_copies,
+                sources,
+                &blk.cols,
+                stage.tensor,
+                r.start,
+            );
+        }
+        Ok(stage)
+    }
+
     /// `c = op(a) op(b)` (vertices named `name`), cut by `plan`, appended
     /// to the program; `c` is a new tensor `tensor` in the plan's output
     /// layout.
@@ -346,10 +390,11 @@ impl Builder<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::conv2d::{self, Conv2d};
-    use super::pool::{self, Pool2d, PoolKind};
+    use super::conv2d;
+    use super::pool;
     use super::*;
     use crate::ipu::{IpuParams, IpuSpec, MemoryUsage, Target};
+    use crate::model::shapes::{Conv2d, Pool2d, PoolKind};
 
     /// A convolution, a max pool and a residual add, forward and
     /// backward, in a sizing graph (`sizing`) or a real one: its memory.

@@ -1,7 +1,7 @@
 //! A [`NetworkConfig`](crate::model::NetworkConfig)'s graph composed from
-//! the layer builders: feature maps `[n h w, c]` through convolutions,
-//! batch norm with its activation, pooling and residual blocks, the dense
-//! head and the loss; the backward pass in reverse, a residual block's
+//! the layer builders: dense blocks on `[n, c]`, feature maps `[n h w, c]`
+//! through convolutions, batch norm with its activation, pooling and
+//! residual blocks, the dense head and the loss; the backward pass in reverse, a residual block's
 //! two gradients added where its input forks. Parallel branches start
 //! from the same input and are concatenated by channels; backward, the
 //! gradient is split by channels into the branches and their input
@@ -16,16 +16,14 @@
 
 use super::batch_norm::{self, BatchNorm};
 use super::conv2d::{self, ConvTensors};
-use super::dense::{self, Dense};
-use super::graph::copy_cols;
+use super::dense::{self, Block};
 use super::pool::{self, Pooled};
 use super::{Act, Builder, Copies, ModelError, Staged, activation, loss, residual};
 use crate::ipu::{Direction, Mapping, Program, TensorId};
 use crate::kernels::matmul::{BlockLayout, Cut, gather_copies};
-use crate::model::Pool2d;
-use crate::model::layers::conv2d::ConvShape;
 use crate::model::layers::loss::Loss;
 use crate::model::network::Op;
+use crate::model::shapes::{ConvShape, Pool2d};
 
 /// Where a parameter lives: a matrix in its layout, or a vector.
 #[derive(Clone, Debug)]
@@ -88,7 +86,14 @@ enum Saved {
     NextBranch,
     /// The branches' outputs (their layouts and channels).
     Concat(Vec<Act>),
-    Head(Dense, Act),
+    /// A dense block of input `input`, its batch norm `bn` (of the
+    /// network's), a `hidden` block or the head.
+    Dense {
+        block: Block,
+        input: Act,
+        bn: Option<usize>,
+        hidden: bool,
+    },
 }
 
 /// The layers' forward pass from the input `x`: the logits, and what the
@@ -157,20 +162,24 @@ fn forward(
                 cur = concat(b, l, &outs)?;
                 Saved::Concat(outs)
             }
-            Op::Head { classes, .. } => {
-                let (dense, z) = head(b, l, &cur, *classes)?;
-                ids.0
-                    .extend([Slot::Matrix(dense.w.clone()), Slot::Vector(dense.b)]);
-                let s = Saved::Head(dense, cur);
-                cur = z;
-                s
-            }
+            Op::Dense { width, bn, .. } => dense_block(b, l, &mut cur, (*width, true, *bn), ids)?,
+            Op::Head { classes, .. } => dense_block(b, l, &mut cur, (*classes, false, false), ids)?,
         };
         let kept = match &s {
             Saved::Conv(_, t, _) => vec![t.cols.tensor],
             Saved::Bn(k, z, _) => [z.tensor].into_iter().chain(ids.1[*k].bn.saved()).collect(),
             Saved::Pool(_, _, pooled, _) => pooled.saved().into_iter().collect(),
-            Saved::Head(_, input) => vec![input.tensor],
+            Saved::Dense {
+                block,
+                input,
+                bn,
+                hidden,
+            } => {
+                // The head's logits are the loss's (added below).
+                let z = hidden.then_some(block.z.tensor);
+                let bn = bn.iter().flat_map(|&k| ids.1[k].bn.saved());
+                [input.tensor].into_iter().chain(z).chain(bn).collect()
+            }
             Saved::Fork | Saved::Join | Saved::Split | Saved::NextBranch | Saved::Concat(_) => {
                 Vec::new()
             }
@@ -320,53 +329,44 @@ fn bn_act(
     // A convolution has no bias: batch norm's bias slot reads zeros.
     let mapping = b.linear_on(l);
     let zero = b.tensor(&format!("layer{l}.bn.zero"), channels, mapping)?;
-    let stage = b.per_block(&format!("layer{l}.params"), &out, |blk| {
-        3 * blk.cols.len() as u64
-    })?;
-    for (blk, r) in out.blocks().iter().zip(&stage.ranges) {
-        let sources = [zero, params.0, params.1];
-        copy_cols(
-            &mut b.stage_copies,
-            &sources,
-            &blk.cols,
-            stage.tensor,
-            r.start,
-        );
-    }
+    let stage = b.stage(l, &out, &[zero, params.0, params.1])?;
     let z = b.matrix(&format!("layer{l}.z"), &out)?;
     let a = b.matrix(&format!("layer{l}.a"), &out)?;
     let bn = batch_norm::forward(b, (l, chunk), params, input, &stage, (&z, &a))?;
     Ok((z, a, bn, stage))
 }
 
-/// The dense head on `input` `[n, c]`: its tensors and the logits.
-fn head(
+/// Layer `l`'s dense block on `cur` (a hidden one with its activation,
+/// or the head: `(width, hidden, bn)`), its parameters' slots and batch
+/// norm recorded in `ids`; `cur` becomes its output.
+fn dense_block(
     b: &mut Builder<'_>,
     l: usize,
-    input: &Act,
-    classes: usize,
-) -> Result<(Dense, Act), ModelError> {
-    let cut = Cut {
-        full_rows: true,
-        full_cols: false,
-    };
-    let dense = dense::forward(b, l, input, classes, cut)?;
-    let out = dense.y.layout.clone();
-    let stage = b.per_block(&format!("layer{l}.params"), &out, |blk| {
-        blk.cols.len() as u64
-    })?;
-    for (blk, r) in out.blocks().iter().zip(&stage.ranges) {
-        copy_cols(
-            &mut b.stage_copies,
-            &[dense.b],
-            &blk.cols,
-            stage.tensor,
-            r.start,
-        );
-    }
-    let z = b.matrix(&format!("layer{l}.z"), &out)?;
-    activation::forward(b, l, &dense.y, &stage, (&z, None))?;
-    Ok((dense, z))
+    cur: &mut Act,
+    shape: (usize, bool, bool),
+    ids: &mut (Vec<Slot>, Vec<BnIds>, Vec<Kept>),
+) -> Result<Saved, ModelError> {
+    let (block, bn, a) = dense::block(b, l, cur, shape)?;
+    let d = &block.dense;
+    ids.0.extend([Slot::Matrix(d.w.clone()), Slot::Vector(d.b)]);
+    let bn = bn.map(|bn| {
+        ids.0
+            .extend([Slot::Vector(bn.gamma), Slot::Vector(bn.beta)]);
+        let layout = block.z.layout.clone();
+        ids.1.push(BnIds {
+            layer: l,
+            layout,
+            bn,
+        });
+        ids.1.len() - 1
+    });
+    let out = a.unwrap_or_else(|| block.z.clone());
+    Ok(Saved::Dense {
+        block,
+        input: core::mem::replace(cur, out),
+        bn,
+        hidden: shape.1,
+    })
 }
 
 /// The backward pass from the logits' gradient `dz`, last layer first:
@@ -385,12 +385,31 @@ fn backward(
     let mut splits: Vec<(Vec<Act>, Vec<Act>)> = Vec::new();
     for (l, s) in saved.iter().enumerate().rev() {
         match s {
-            Saved::Head(dense, input) => {
-                let prev = input.layout.clone();
+            Saved::Dense {
+                block,
+                input,
+                bn,
+                hidden,
+            } => {
+                if *hidden {
+                    grad = match bn {
+                        Some(k) => {
+                            let (z, stage) = (&block.z, &block.stage);
+                            let dz = batch_norm::backward(b, l, &bns[*k].bn, &grad, (z, stage))?;
+                            grads.extend([GradSlot::Norm(*k, true), GradSlot::Norm(*k, false)]);
+                            dz
+                        }
+                        None => activation::backward(b, l, &grad, &block.z)?,
+                    };
+                }
+                // The network's input needs no gradient.
+                let prev = (l > 0).then(|| input.layout.clone());
                 let ((dw, db), da) =
-                    dense::backward(b, l, (dense, input), &grad, ones, Some(&prev))?;
+                    dense::backward(b, l, (&block.dense, input), &grad, ones, prev.as_ref())?;
                 grads.extend([GradSlot::Matrix(db), GradSlot::Matrix(dw)]);
-                grad = da.expect("asked for");
+                if let Some(da) = da {
+                    grad = da;
+                }
             }
             Saved::Pool(p, shape, pooled, layout) => {
                 grad = pool::backward(b, l, (p, shape), (pooled, &grad), layout)?;

@@ -13,69 +13,14 @@
 use core::ops::Range;
 use std::sync::Arc;
 
-use super::conv2d::{Conv2d, ConvShape};
 use super::{Act, Builder, Copies, ModelError};
 use crate::ipu::{
     Access, Codelet, DType, FieldSpec, IpuSpec, Kernel, Mapping, Program, TensorId, TensorSlice,
     Tile, VertexCycles, VertexIo,
 };
 use crate::kernels::matmul::{BlockLayout, gather_copies};
-
-/// Which pooling.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PoolKind {
-    /// The window's maximum.
-    Max,
-    /// The window's mean, padding counted (PyTorch's default).
-    Avg,
-}
-
-/// A pooling layer (PyTorch's names); global average pooling is
-/// [`Pool2d::global`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Pool2d {
-    /// Max or average.
-    pub kind: PoolKind,
-    /// Window height and width.
-    pub kernel: (usize, usize),
-    /// Stride (both dimensions).
-    pub stride: usize,
-    /// Padding on every side (at most half the window, as PyTorch
-    /// requires).
-    pub padding: usize,
-}
-
-impl Pool2d {
-    /// Average pooling over the whole of an `h x w` map: one value per
-    /// channel.
-    #[must_use]
-    pub const fn global(input: (usize, usize)) -> Self {
-        Self {
-            kind: PoolKind::Avg,
-            kernel: input,
-            stride: 1,
-            padding: 0,
-        }
-    }
-
-    /// The shape on `n` samples of `c` channels of `input`, if the window
-    /// fits and the padding is at most half of it.
-    #[must_use]
-    pub fn on(&self, n: usize, c: usize, input: (usize, usize)) -> Option<ConvShape> {
-        let half = self.kernel.0.min(self.kernel.1) / 2;
-        if self.padding > half {
-            return None;
-        }
-        Conv2d {
-            in_channels: c,
-            out_channels: c,
-            kernel: self.kernel,
-            stride: self.stride,
-            padding: self.padding,
-        }
-        .on(n, input)
-    }
-}
+use crate::model::shapes::ConvShape;
+use crate::model::shapes::{Pool2d, PoolKind};
 
 /// Gathers, for each row of `rows`, the runs of `src` rows `taps(row)`
 /// over columns `cols` into a new tensor on `tile`: `None` if there are

@@ -225,8 +225,8 @@ mod tests {
     use super::super::tests::docs_example;
     use super::super::{NetworkFile, Spec};
     use super::*;
-    use crate::model::layers::pool::PoolKind;
     use crate::model::network::Op;
+    use crate::model::shapes::PoolKind;
 
     /// The place [`locate`] gives `op` in `text`, as [`Within`] shows it.
     fn located(text: &str, op: usize) -> Option<String> {
@@ -276,7 +276,9 @@ mod tests {
                 Op::Pool(..) => "(`global_avg_pool`)",
                 Op::Fork | Op::Join => "(`residual`)",
                 Op::Split | Op::NextBranch | Op::Concat { .. } => "(`branches`)",
-                Op::Head { .. } => unreachable!("the head is last"),
+                Op::Head { .. } | Op::Dense { .. } => {
+                    unreachable!("the head is last; network files have no dense blocks")
+                }
             };
             assert!(place.ends_with(kind), "{op:?} at {place}");
         }

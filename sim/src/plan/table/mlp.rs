@@ -8,7 +8,8 @@ use crate::model::MlpConfig;
 impl ModelTable {
     /// The table of the trainer's MLP ([`crate::model`]): a row per dense
     /// layer (`layer{l}`), with the simulator's FLOP counts
-    /// ([`Mlp::flops_per_sample`](crate::model::Mlp::flops_per_sample)),
+    /// (`2 i o` per layer forward, twice that backward but the first
+    /// layer's),
     /// the pre-activation and the activation stashed, and the trainer's
     /// host input per sample (f32 features and a `u32` label). Batch norm
     /// adds its parameters; its extra phases are not priced.
@@ -89,9 +90,9 @@ mod tests {
             batch_norm: false,
         };
         let t = ModelTable::from_mlp(&c).unwrap();
-        let params: usize = c.params().iter().map(|p| p.len()).sum();
+        let params: usize = c.network().params().unwrap().iter().map(|p| p.len()).sum();
         assert_eq!(t.params(), params as u64);
-        // Mlp::flops_per_sample: the backward pass is dW for every layer and
+        // The simulator's MLP: the backward pass is dW for every layer and
         // dA for all but the first.
         let f = [2 * 64 * 128, 2 * 128 * 64, 2 * 64 * 10];
         assert_eq!(

@@ -1,30 +1,28 @@
-//! One replica's convolutional network: the graph of a
-//! [`NetworkConfig`] built once for a micro-batch size into a training
-//! and an inference engine, run per micro-batch as [`Mlp`](super::Mlp)
-//! runs its own.
+//! One replica's model: the graph of a [`NetworkConfig`] (an MLP's
+//! too: [`MlpConfig::network`](super::MlpConfig::network)) built once for
+//! a micro-batch size into a training and an inference engine, run per
+//! micro-batch.
 //!
-//! Inputs are given per sample in CHW order (as data sets store images)
-//! and reordered on the host into the tiles' `[n h w, c]`. In
-//! [`Compute::F16`] the products, batch norm, pooling inputs and
-//! residual sums round as the MLP's layers do; a convolution's input
-//! gradient is summed from its taps in f32 (col2im) and rounded by the
-//! next layer's vertex.
+//! Inputs are given per sample in CHW order (as data sets store images;
+//! an MLP's features are `[inputs, 1, 1]`) and reordered on the host into
+//! the tiles' `[n h w, c]`. In [`Compute::F16`] the products, batch norm,
+//! pooling inputs and residual sums round as the dense blocks do; a
+//! convolution's input gradient is summed from its taps in f32 (col2im)
+//! and rounded by the next layer's vertex.
 
 use std::sync::{Arc, Mutex};
 
+use super::activations::{StageActivations, TileBytes, layer_bytes, stage_activations};
 use super::codelets::{GroupLink, update_running};
-use super::config::ParamSpec;
+use super::config::{Compute, ParamSpec};
+use super::error::ModelError;
 use super::layers::Builder;
 use super::layers::conv2d::nchw_to_rows;
 use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
-use super::mlp::{check_batch, feed, outputs, run_with_group};
-use super::net_placement::{
-    StageActivations, TileBytes, branch_of_ops, layer_bytes, stage_activations,
-};
 use super::network::NetworkConfig;
 use super::placement::{Placement, StageCycles, stage_cycles};
 use super::recompute::{Recomputation, recomputation};
-use super::{Compute, GroupSum, MicroBatchOutput, ModelError};
+use super::runtime::{GroupSum, MicroBatchOutput, check_batch, feed, outputs, run_with_group};
 use crate::ipu::{self, Engine, EngineOptions, Graph, Program};
 
 /// An engine and where its tensors are.
@@ -40,12 +38,14 @@ struct Built {
     layers: Vec<(TileBytes, TileBytes)>,
 }
 
-/// One replica's network: training and inference engines for a fixed
+/// One replica's model: training and inference engines for a fixed
 /// micro-batch size.
 #[derive(Debug)]
-pub struct Network {
+pub struct Model {
     config: NetworkConfig,
     specs: Vec<ParamSpec>,
+    /// Per batch-norm layer, the names of its running mean and variance.
+    buffer_names: Vec<[String; 2]>,
     batch: usize,
     compute: Compute,
     train: Built,
@@ -94,9 +94,9 @@ fn build(
 
 /// `config`'s training (`train`) or inference sizing graph (nothing
 /// allocated) and, for the training graph, its stage parts' activations
-/// as the built network's ([`Network::stage_activations`]; none for the
+/// as the built model's ([`Model::stage_activations`]; none for the
 /// inference graph, which stashes nothing), for
-/// [`MemoryEstimate::of_network`](super::MemoryEstimate::of_network).
+/// [`MemoryEstimate::of`](super::MemoryEstimate::of).
 pub(super) fn sizing_graph(
     config: &NetworkConfig,
     at: (&ipu::Target, &Placement),
@@ -153,10 +153,10 @@ impl Built {
     }
 }
 
-impl Network {
+impl Model {
     /// Builds `config` for micro-batches of `micro_batch` samples on
     /// `target` (one replica's IPUs), every layer over all its tiles.
-    /// Parameters start at zero: call [`Network::set_params`].
+    /// Parameters start at zero: call [`Model::set_params`].
     ///
     /// # Errors
     /// [`ModelError::ZeroMicroBatch`], [`ModelError::ZeroWidth`],
@@ -171,13 +171,13 @@ impl Network {
         Self::placed(config, target, &Placement::Spread, micro_batch, compute)
     }
 
-    /// As [`Network::new`], the flattened layers placed by `placement`
+    /// As [`Model::new`], the flattened layers placed by `placement`
     /// (made by [`Placement::network`] or [`Placement::network_balanced`]:
     /// whole blocks per IPU): model sharding, pipeline stages. The
     /// results are bitwise those of every other placement.
     ///
     /// # Errors
-    /// As [`Network::new`], and [`ModelError::Placement`] if `placement`
+    /// As [`Model::new`], and [`ModelError::Placement`] if `placement`
     /// does not place every layer on one of `target`'s IPUs.
     pub fn placed(
         config: &NetworkConfig,
@@ -190,7 +190,7 @@ impl Network {
             return Err(ModelError::ZeroMicroBatch);
         }
         let specs = config.params()?;
-        check_placement(config, placement, &target)?;
+        placement.validate(config, &target)?;
         let link: GroupLink = Arc::new(Mutex::new(None));
         let at = (&target, placement);
         let train = Built::new(config, at, (micro_batch, compute, true), &link)?;
@@ -201,9 +201,16 @@ impl Network {
             .iter()
             .map(|b| (vec![0.0; b.layout.cols()], vec![1.0; b.layout.cols()]))
             .collect();
+        let buffer_names = train
+            .ids
+            .bns
+            .iter()
+            .map(|b| ["running_mean", "running_var"].map(|s| format!("layer{}.bn.{s}", b.layer)))
+            .collect();
         Ok(Self {
             config: config.clone(),
             specs,
+            buffer_names,
             batch: micro_batch,
             compute,
             train,
@@ -312,7 +319,9 @@ impl Network {
     /// per batch-norm layer); the running statistics are updated.
     ///
     /// # Errors
-    /// As [`Mlp::train_micro_batch`](super::Mlp::train_micro_batch).
+    /// [`ModelError::InputLength`], [`ModelError::LabelCount`],
+    /// [`ModelError::LabelOutOfRange`], [`ModelError::InvalidScale`],
+    /// [`ModelError::ParamCount`] (for `grads`), and the group's error.
     pub fn train_micro_batch(
         &mut self,
         inputs: &[f32],
@@ -334,7 +343,11 @@ impl Network {
         }
         self.train.feed(c.input, (inputs, labels), scale);
         let t = &mut self.train;
-        let profile = run_with_group((&mut t.engine, t.group_calls), &self.link, group)?;
+        let profile = if t.group_calls == 0 {
+            t.engine.run()
+        } else {
+            run_with_group((&mut t.engine, t.group_calls), &self.link, group)?
+        };
         let out = self.train.outputs(profile.total_cycles);
         self.stages = Some(stage_cycles(&profile, &self.placement));
         let each = Placement::Ipus((0..self.train.layers.len() as u32).collect());
@@ -398,19 +411,16 @@ impl Network {
     }
 
     /// The batch-norm running statistics, `layer{l}.bn.running_mean` and
-    /// `layer{l}.bn.running_var` per batch-norm layer, for checkpoints.
+    /// `layer{l}.bn.running_var` per batch-norm layer (empty without batch
+    /// norm), for checkpoints.
     #[must_use]
     pub fn buffers(&self) -> Vec<(String, Vec<f32>)> {
-        let mut out = Vec::new();
-        for (bn, (mean, var)) in self.train.ids.bns.iter().zip(&self.running) {
-            let l = bn.layer;
-            out.push((format!("layer{l}.bn.running_mean"), mean.clone()));
-            out.push((format!("layer{l}.bn.running_var"), var.clone()));
-        }
-        out
+        let values = self.running.iter().flat_map(|(m, v)| [m, v]);
+        let names = self.buffer_names.iter().flatten();
+        names.cloned().zip(values.cloned()).collect()
     }
 
-    /// Restores buffers saved by [`Network::buffers`] (any subset, by
+    /// Restores buffers saved by [`Model::buffers`] (any subset, by
     /// name).
     ///
     /// # Errors
@@ -419,19 +429,11 @@ impl Network {
     pub fn set_buffers(&mut self, buffers: &[(String, Vec<f32>)]) -> Result<(), ModelError> {
         let mut updates = Vec::new();
         for (name, values) in buffers {
-            let found = self.train.ids.bns.iter().enumerate().find_map(|(k, bn)| {
-                let l = bn.layer;
-                let is_var = if *name == format!("layer{l}.bn.running_mean") {
-                    false
-                } else if *name == format!("layer{l}.bn.running_var") {
-                    true
-                } else {
-                    return None;
-                };
-                Some((k, is_var))
+            let at = self.buffer_names.iter().enumerate().find_map(|(k, names)| {
+                let is_var = names.iter().position(|n| n == name)?;
+                Some((k, is_var == 1))
             });
-            let (k, is_var) =
-                found.ok_or_else(|| ModelError::UnknownBuffer { name: name.clone() })?;
+            let (k, is_var) = at.ok_or_else(|| ModelError::UnknownBuffer { name: name.clone() })?;
             let len = self.running[k].0.len();
             if values.len() != len {
                 return Err(ModelError::ParamLength {
@@ -467,46 +469,19 @@ impl Network {
     pub fn inference_memory(&self) -> ipu::MemoryUsage {
         self.eval.engine.memory().clone()
     }
-}
 
-/// `placement` names one of `target`'s IPUs for every flattened layer of
-/// `config`, non-decreasing, one per block but for parallel branches (one
-/// per branch), and stages that do not go back.
-pub(super) fn check_placement(
-    config: &NetworkConfig,
-    placement: &Placement,
-    target: &ipu::Target,
-) -> Result<(), ModelError> {
-    let Some(per_op) = placement.ipus() else {
-        return Ok(());
-    };
-    let ops = config.ops(1)?;
-    let layers = ops.len();
-    let stages_go_back = match placement {
-        Placement::Stages { stages, .. } => {
-            stages.len() != layers || stages.windows(2).any(|w| w[1] < w[0])
+    /// The host memory of the training and inference engines together.
+    #[must_use]
+    pub fn host_bytes(&self) -> ipu::HostBytes {
+        let (t, e) = (
+            self.train.engine.host_bytes(),
+            self.eval.engine.host_bytes(),
+        );
+        ipu::HostBytes {
+            tensors: t.tensors + e.tensors,
+            vertices: t.vertices + e.vertices,
+            exchanges: t.exchanges + e.exchanges,
+            per_tile: t.per_tile + e.per_tile,
         }
-        _ => false,
-    };
-    let cut_block = config.blocks()?.into_iter().find(|r| {
-        let branch = branch_of_ops(&ops[r.clone()]);
-        let ipus = &per_op[r.clone()];
-        // Within a branch (or a block without branches) one IPU.
-        (1..r.len()).any(|i| branch[i] == branch[i - 1] && ipus[i] != ipus[i - 1])
-    });
-    let reason = if per_op.len() != layers {
-        format!("{} layers placed, the network has {layers}", per_op.len())
-    } else if let Some(l) = per_op.iter().position(|&i| i >= target.ipus()) {
-        let ipus = target.ipus();
-        format!("layer {l} is on IPU {}, a replica has {ipus}", per_op[l])
-    } else if let Some(l) = per_op.windows(2).position(|w| w[1] < w[0]) {
-        format!("layer {} comes back to an earlier IPU", l + 1)
-    } else if stages_go_back {
-        "the layers' stages are not one per layer, non-decreasing".to_owned()
-    } else if let Some(r) = cut_block {
-        format!("layers {r:?} form one block, cut between IPUs")
-    } else {
-        return Ok(());
-    };
-    Err(ModelError::Placement { reason })
+    }
 }

@@ -1,0 +1,164 @@
+//! The shapes of the feature-map layers: a convolution's and a
+//! pooling's hyperparameters, and what they make of an input (PyTorch's
+//! `conv2d`, `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d(1)`).
+
+/// A convolution's hyperparameters (PyTorch's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2d {
+    /// Input channels.
+    pub in_channels: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel height and width.
+    pub kernel: (usize, usize),
+    /// Stride (both dimensions).
+    pub stride: usize,
+    /// Zero padding on every side.
+    pub padding: usize,
+}
+
+/// A convolution on a batch: its sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvShape {
+    /// The convolution.
+    pub conv: Conv2d,
+    /// Samples.
+    pub n: usize,
+    /// Input height and width.
+    pub input: (usize, usize),
+    /// Output height and width.
+    pub output: (usize, usize),
+}
+
+impl Conv2d {
+    /// The shape on `n` samples of `input` (height, width): `None` if the
+    /// kernel does not fit the padded input or a size is zero.
+    #[must_use]
+    pub fn on(&self, n: usize, input: (usize, usize)) -> Option<ConvShape> {
+        let (kh, kw) = self.kernel;
+        let out = |size: usize, k: usize| {
+            let padded = size + 2 * self.padding;
+            (k > 0 && padded >= k && self.stride > 0).then(|| (padded - k) / self.stride + 1)
+        };
+        let output = (out(input.0, kh)?, out(input.1, kw)?);
+        let sizes = [n, input.0, input.1, self.in_channels, self.out_channels];
+        sizes.iter().all(|&s| s > 0).then_some(ConvShape {
+            conv: *self,
+            n,
+            input,
+            output,
+        })
+    }
+}
+
+impl ConvShape {
+    /// Rows of the input matrix (pixels).
+    #[must_use]
+    pub const fn in_rows(&self) -> usize {
+        self.n * self.input.0 * self.input.1
+    }
+
+    /// Rows of the output matrix.
+    #[must_use]
+    pub const fn out_rows(&self) -> usize {
+        self.n * self.output.0 * self.output.1
+    }
+
+    /// Columns of `cols` (the reduction of the product).
+    #[must_use]
+    pub const fn patch(&self) -> usize {
+        self.conv.kernel.0 * self.conv.kernel.1 * self.conv.in_channels
+    }
+
+    /// The input pixel (row) tap `(i, j)` of output row `r` reads, if not
+    /// padding.
+    pub(super) fn tap(&self, r: usize, (i, j): (usize, usize)) -> Option<usize> {
+        let (oh, ow) = self.output;
+        let (n, y, x) = (r / (oh * ow), r / ow % oh, r % ow);
+        let s = self.conv.stride;
+        let ih = (y * s + i).checked_sub(self.conv.padding)?;
+        let iw = (x * s + j).checked_sub(self.conv.padding)?;
+        (ih < self.input.0 && iw < self.input.1)
+            .then(|| (n * self.input.0 + ih) * self.input.1 + iw)
+    }
+
+    /// The output rows and columns of `cols` that input row `r` feeds, in
+    /// increasing tap order: `(output row, tap index i kw + j)`.
+    pub(super) fn taps_of(&self, r: usize) -> Vec<(usize, usize)> {
+        let (h, w) = self.input;
+        let (n, ih, iw) = (r / (h * w), r / w % h, r % w);
+        let (kh, kw) = self.conv.kernel;
+        let (s, p) = (self.conv.stride, self.conv.padding);
+        let mut out = Vec::new();
+        for i in 0..kh {
+            for j in 0..kw {
+                let (Some(y), Some(x)) = ((ih + p).checked_sub(i), (iw + p).checked_sub(j)) else {
+                    continue;
+                };
+                if y % s == 0 && x % s == 0 && y / s < self.output.0 && x / s < self.output.1 {
+                    out.push((
+                        (n * self.output.0 + y / s) * self.output.1 + x / s,
+                        i * kw + j,
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Which pooling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PoolKind {
+    /// The window's maximum.
+    Max,
+    /// The window's mean, padding counted (PyTorch's default).
+    Avg,
+}
+
+/// A pooling layer (PyTorch's names); global average pooling is
+/// [`Pool2d::global`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pool2d {
+    /// Max or average.
+    pub kind: PoolKind,
+    /// Window height and width.
+    pub kernel: (usize, usize),
+    /// Stride (both dimensions).
+    pub stride: usize,
+    /// Padding on every side (at most half the window, as PyTorch
+    /// requires).
+    pub padding: usize,
+}
+
+impl Pool2d {
+    /// Average pooling over the whole of an `h x w` map: one value per
+    /// channel.
+    #[must_use]
+    pub const fn global(input: (usize, usize)) -> Self {
+        Self {
+            kind: PoolKind::Avg,
+            kernel: input,
+            stride: 1,
+            padding: 0,
+        }
+    }
+
+    /// The shape on `n` samples of `c` channels of `input`, if the window
+    /// fits and the padding is at most half of it.
+    #[must_use]
+    pub fn on(&self, n: usize, c: usize, input: (usize, usize)) -> Option<ConvShape> {
+        let half = self.kernel.0.min(self.kernel.1) / 2;
+        if self.padding > half {
+            return None;
+        }
+        Conv2d {
+            in_channels: c,
+            out_channels: c,
+            kernel: self.kernel,
+            stride: self.stride,
+            padding: self.padding,
+        }
+        .on(n, input)
+    }
+}
