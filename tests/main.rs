@@ -11,6 +11,7 @@ mod loss;
 mod network_cli;
 mod optim;
 mod optim_api;
+mod optim_state;
 mod plan_cli;
 mod rng;
 mod scale;

@@ -74,8 +74,31 @@ extern crate std;
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
 
+/// `TryFrom<$state>` and `From<$t> for $state` through a checked
+/// constructor and a getter: the forms serde's `try_from`/`into` read and
+/// write a type with invariants through.
+macro_rules! via_state {
+    ($t:ty, $state:ty, $error:ty, $from:ident, $to:ident) => {
+        impl TryFrom<$state> for $t {
+            type Error = $error;
+            fn try_from(state: $state) -> Result<Self, $error> {
+                Self::$from(state)
+            }
+        }
+
+        impl From<$t> for $state {
+            fn from(x: $t) -> Self {
+                x.$to()
+            }
+        }
+    };
+}
+pub(crate) use via_state;
+
 pub mod arch;
 pub mod collective;
+#[cfg(feature = "serde")]
+mod exact;
 pub mod fp;
 pub mod kernels;
 pub mod loss;

@@ -21,7 +21,7 @@ use tessera_sim::model::{
 };
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
-    Event, GradReduction, LossScaling, LrSchedule, NamedOptimizer, Observer, OptimizerConfig,
+    Event, GradReduction, LossScaling, LrDecay, NamedOptimizer, Observer, OptimizerConfig,
     PrecisionMode, RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, RunOptions, Schedule, Summary,
     TrainConfig, TrainError, Trainer,
 };
@@ -361,7 +361,7 @@ pub(super) struct JobArgs {
         long,
         alias = "lr_schedule",
         value_name = "SCHEDULE",
-        value_parser = checked::<LrSchedule>,
+        value_parser = checked::<LrDecay>,
         help_heading = "Optimizer"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -87,6 +87,7 @@ use crate::rng::RandomStream;
 /// assert_eq!(f16::from_f32_sr(70000.0, ieee, 0), f16::INFINITY); // above 65536: always
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Overflow {
     /// IEEE-style: the next value above `MAX` is infinity, so `|x|` in
     /// `(MAX, 2 MAX')` (where `2 MAX'` is the next power of two) rounds to

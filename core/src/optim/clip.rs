@@ -3,6 +3,8 @@
 
 use half::{bf16, f16};
 
+use crate::fp::Element;
+use crate::fp::sealed::Format;
 use crate::kernels::{self, ExactSum};
 
 /// The exact sum of squares of gradients, over any number of tensors,
@@ -45,9 +47,15 @@ impl GradNorm {
         }
     }
 
-    /// The norm of these f32 tensors.
+    /// The norm of these tensors (f32, f16 or bf16).
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// assert_eq!(GradNorm::of([&[3.0f32][..], &[4.0f32][..]]).norm(), 5.0);
+    /// ```
     #[must_use]
-    pub fn of<'a>(tensors: impl IntoIterator<Item = &'a [f32]>) -> Self {
+    pub fn of<'a, E: Element>(tensors: impl IntoIterator<Item = &'a [E]>) -> Self {
         let mut norm = Self::new();
         for g in tensors {
             norm.add(g);
@@ -55,19 +63,27 @@ impl GradNorm {
         norm
     }
 
-    /// Adds f32 gradients.
-    pub fn add(&mut self, grads: &[f32]) {
-        self.sum.merge(&kernels::sum_of_squares_partial(grads));
-    }
-
-    /// Adds f16 gradients.
-    pub fn add_f16(&mut self, grads: &[f16]) {
-        self.sum.merge(&kernels::sum_of_squares_half_partial(grads));
-    }
-
-    /// Adds bf16 gradients.
-    pub fn add_bf16(&mut self, grads: &[bf16]) {
-        self.sum.merge(&kernels::sum_of_squares_half_partial(grads));
+    /// Adds gradients of any storage format (exactly).
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    /// use tessera_core::fp::{bf16, f16};
+    ///
+    /// let mut norm = GradNorm::new();
+    /// norm.add(&[2.0f32]);
+    /// norm.add(&[f16::from_f32(4.0)]);
+    /// norm.add(&[bf16::from_f32(4.0)]);
+    /// assert_eq!(norm.norm(), 6.0);
+    /// ```
+    pub fn add<E: Element>(&mut self, grads: &[E]) {
+        let partial = match E::FORMAT {
+            Format::F32 => kernels::sum_of_squares_partial(bytemuck::cast_slice(grads)),
+            Format::F16 => kernels::sum_of_squares_half_partial::<f16>(bytemuck::cast_slice(grads)),
+            Format::Bf16 => {
+                kernels::sum_of_squares_half_partial::<bf16>(bytemuck::cast_slice(grads))
+            }
+        };
+        self.sum.merge(&partial);
     }
 
     /// Adds another piece's sum (exact, so order does not matter).

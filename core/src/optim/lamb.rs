@@ -34,12 +34,16 @@ use super::{Norms, Param, Partials, Precision, Step, bias_correction};
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LambConfig {
     /// Learning rate (default 1e-3).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub lr: f32,
     /// `(b1, b2)`, each in `[0, 1)` (default (0.9, 0.999)).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub betas: (f32, f32),
     /// Added to the denominator (default 1e-6, timm; PopART uses 1e-6 too).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub eps: f32,
     /// Weight decay (default 0.01).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub weight_decay: f32,
     /// Divide the moments by `1 - b^t` (default on; off in torch-optimizer).
     pub bias_correction: bool,
@@ -54,9 +58,11 @@ pub struct LambConfig {
     /// Clip the trust ratio at 1 (default off).
     pub trust_clip: bool,
     /// Lower clamp of `||w||` in the ratio (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub min_weight_norm: f32,
     /// Upper clamp of `||w||` in the ratio; 0 disables the ratio (default
     /// infinity; PopART uses 65500, torch-optimizer 10).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub max_weight_norm: f32,
 }
 

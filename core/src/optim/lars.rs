@@ -26,18 +26,24 @@ use super::{Norms, Param, Partials, Precision, Step};
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LarsConfig {
     /// Learning rate (default 1.0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub lr: f32,
     /// Momentum in `[0, 1)` (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub momentum: f32,
     /// Dampening in `[0, 1]` (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub dampening: f32,
     /// Weight decay (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub weight_decay: f32,
     /// Nesterov momentum (default off).
     pub nesterov: bool,
     /// The trust coefficient `eta` (default 0.001).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub trust_coeff: f32,
     /// Added to the ratio's denominator (default 1e-8).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub eps: f32,
     /// LARC: clip the ratio to `min(ratio / lr, 1)` (default off).
     pub trust_clip: bool,

@@ -100,8 +100,7 @@ impl OptimizerConfig {
     }
 
     /// The settings for parameters excluded from weight decay and
-    /// adaptation (biases, normalisation: see
-    /// [`is_bias_or_norm`](super::is_bias_or_norm)).
+    /// adaptation (biases and normalisation parameters).
     #[must_use]
     pub const fn excluded(self) -> Self {
         rebuild!(self, c => c.excluded())
@@ -261,7 +260,7 @@ impl Optimizer {
         self.check::<N>(p.id)?;
         match self {
             Self::Sgd(o) => o.step(step, precision, &mut p.pick([0])),
-            Self::AdamW(o) => o.step(step, precision, p),
+            Self::AdamW(o) => o.step(step, precision, p)?,
             Self::Lamb(o) => o.apply(step, totals, precision, &mut p.pick([0, 1])),
             Self::Lars(o) => o.apply(step, totals, precision, &mut p.pick([0])),
         }

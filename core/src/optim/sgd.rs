@@ -36,12 +36,16 @@ use super::{Param, Precision, Step};
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SgdConfig {
     /// Learning rate (default 1e-3).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub lr: f32,
     /// Momentum in `[0, 1)` (default 0: no buffer is read or written).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub momentum: f32,
     /// Dampening in `[0, 1]` (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub dampening: f32,
     /// L2 weight decay added to the gradient (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub weight_decay: f32,
     /// Nesterov momentum (default off; needs momentum > 0 and dampening 0).
     pub nesterov: bool,

@@ -1,7 +1,7 @@
-//! [`StaticLossScale`]: a constant loss scale.
+//! [`StaticLossScaler`]: a constant loss scale.
 
 use super::{
-    ConfigError, GradSlice, GradStats, LossScaler, StepDecision, reciprocal, unscale_grads,
+    GradSlice, GradStats, LossScaler, ScalerConfigError, StepDecision, reciprocal, unscale_grads,
     usable_scale,
 };
 
@@ -16,29 +16,36 @@ use super::{
 /// `lr / scale` on the scaled gradients takes the same step.
 ///
 /// ```
-/// use tessera_core::scale::StaticLossScale;
+/// use tessera_core::scale::StaticLossScaler;
 ///
-/// let s = StaticLossScale::new(128.0)?;
+/// let s = StaticLossScaler::new(128.0)?;
 /// assert_eq!(s.inv_scale(), 0.0078125);
 /// assert_eq!(s.fold_into_lr(0.1), 0.1 / 128.0);
-/// # Ok::<(), tessera_core::scale::ConfigError>(())
+/// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StaticLossScale {
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(try_from = "f32", into = "f32")
+)]
+pub struct StaticLossScaler {
     scale: f32,
 }
 
-impl StaticLossScale {
+crate::via_state!(StaticLossScaler, f32, ScalerConfigError, new, scale);
+
+impl StaticLossScaler {
     /// A constant scale.
     ///
     /// # Errors
-    /// [`ConfigError::Scale`] unless `scale` is finite, positive and has a
-    /// finite reciprocal (see [`ConfigError`]).
-    pub fn new(scale: f32) -> Result<Self, ConfigError> {
+    /// [`ScalerConfigError::Scale`] unless `scale` is finite, positive and has a
+    /// finite reciprocal (see [`ScalerConfigError`]).
+    pub fn new(scale: f32) -> Result<Self, ScalerConfigError> {
         if usable_scale(scale) {
             Ok(Self { scale })
         } else {
-            Err(ConfigError::Scale(scale))
+            Err(ScalerConfigError::Scale(scale))
         }
     }
 
@@ -86,14 +93,14 @@ impl StaticLossScale {
     }
 }
 
-impl Default for StaticLossScale {
+impl Default for StaticLossScaler {
     /// A scale of 1: no loss scaling.
     fn default() -> Self {
         Self { scale: 1.0 }
     }
 }
 
-impl LossScaler for StaticLossScale {
+impl LossScaler for StaticLossScaler {
     fn scale(&self) -> f32 {
         self.scale
     }

@@ -5,7 +5,7 @@
 use crate::fp::{HalfFloat, Rounding, bf16, f16};
 use crate::kernels;
 
-use super::ConfigError;
+use super::ScalerConfigError;
 
 /// One gradient tensor, borrowed mutably for unscaling: f32, or 16-bit
 /// storage with the [`Rounding`] its unscaled values are stored back with.
@@ -167,6 +167,7 @@ impl GradSlice<'_> {
 /// of reach), so any grouping of tensors, micro-batches and replicas gives
 /// the same totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BinCounts {
     /// Elements with `|x| < edge`.
     pub lower: u64,
@@ -250,13 +251,13 @@ impl BinEdge {
     /// and NaNs as upper).
     ///
     /// # Errors
-    /// [`ConfigError::BinEdge`] if `edge` is NaN or negative.
-    pub fn new(edge: f32) -> Result<Self, ConfigError> {
+    /// [`ScalerConfigError::BinEdge`] if `edge` is NaN or negative.
+    pub fn new(edge: f32) -> Result<Self, ScalerConfigError> {
         if edge >= 0.0 {
             // `+ 0.0` turns -0.0 into +0.0 and changes nothing else.
             Ok(Self { edge: edge + 0.0 })
         } else {
-            Err(ConfigError::BinEdge(edge))
+            Err(ScalerConfigError::BinEdge(edge))
         }
     }
 
@@ -264,15 +265,15 @@ impl BinEdge {
     /// (`location` is PopART's `binEdgeLocation`).
     ///
     /// # Errors
-    /// [`ConfigError::BinEdgeLocation`] if `location` is NaN or outside
+    /// [`ScalerConfigError::BinEdgeLocation`] if `location` is NaN or outside
     /// `[0, 1]`.
-    pub fn from_f16_location(location: f32) -> Result<Self, ConfigError> {
+    pub fn from_f16_location(location: f32) -> Result<Self, ScalerConfigError> {
         if (0.0..=1.0).contains(&location) {
             Ok(Self {
                 edge: (Self::F16_MAX * location) + 0.0,
             })
         } else {
-            Err(ConfigError::BinEdgeLocation(location))
+            Err(ScalerConfigError::BinEdgeLocation(location))
         }
     }
 
@@ -346,7 +347,7 @@ pub struct GradStats {
 
 impl From<bool> for GradStats {
     /// Just `found_inf`, with no histogram counts: what
-    /// [`StaticLossScale`](super::StaticLossScale) and
+    /// [`StaticLossScaler`](super::StaticLossScaler) and
     /// [`DynamicLossScaler`](super::DynamicLossScaler) use.
     fn from(found_inf: bool) -> Self {
         Self {
@@ -415,7 +416,7 @@ impl GradStats {
 /// assert_eq!(b[0], f16::ONE);
 /// assert!(!stats.found_inf);
 /// assert_eq!((stats.bins.lower, stats.bins.upper), (2, 1));
-/// # Ok::<(), tessera_core::scale::ConfigError>(())
+/// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
 /// ```
 #[must_use]
 pub fn unscale_grads<'a, I>(grads: I, inv_scale: f32, histogram: Option<BinEdge>) -> GradStats

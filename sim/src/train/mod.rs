@@ -106,6 +106,7 @@ mod config;
 mod cost;
 mod divergence;
 mod error;
+mod exclude;
 mod fit;
 mod optimizer;
 mod params;
@@ -114,12 +115,13 @@ mod replica;
 mod run;
 
 pub use config::{
-    GradReduction, LossScaling, LrSchedule, NamedOptimizer, OptimizerConfig, PrecisionMode,
+    GradReduction, LossScaling, LrDecay, NamedOptimizer, OptimizerConfig, PrecisionMode,
     RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig,
 };
 pub use cost::{OptimizerMemory, StepTime};
 pub use divergence::Divergence;
 pub use error::{Difference, TrainError};
+pub use exclude::is_bias_or_norm;
 pub use fit::{HOST_MEMORY_VARIABLE, available_host_memory};
 pub use pipeline::{
     Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
