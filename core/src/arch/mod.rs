@@ -28,6 +28,7 @@
 //! All `unsafe` in the crate lives in this module.
 
 mod backend;
+mod cast;
 mod dispatch;
 mod kernel;
 pub(crate) mod lanes;
@@ -40,6 +41,7 @@ mod x86;
 pub use backend::with_backend;
 pub use backend::{Backend, BackendError, active, backend_from_env, best, force};
 
+pub(crate) use cast::{Plain, cast, cast_slice, cast_slice_mut};
 pub(crate) use dispatch::dispatch;
 pub use dispatch::with_backend_features;
 pub(crate) use kernel::{Kernel, kernel};

@@ -40,7 +40,7 @@ impl<H: HalfFloat> Kernel for Narrow<'_, H> {
             #[inline(always)]
             |s: &[f32], d: &mut [H]| {
                 let h = narrow_rn::<S>(H::FORMAT, S::F::load(s));
-                S::store_h(h, bytemuck::cast_slice_mut(d));
+                S::store_h(h, crate::arch::cast_slice_mut(d));
             },
             H::from_f32,
         );
@@ -83,7 +83,7 @@ impl<H: HalfFloat> Kernel for Widen<'_, H> {
 /// `scalar`. Large outputs are written with streaming stores from the
 /// first 16-byte aligned element on (see `arch::STREAMING_BYTES`).
 #[inline(always)]
-fn convert<S: Simd, A: Copy, B: bytemuck::Pod>(
+fn convert<S: Simd, A: Copy, B: crate::arch::Plain>(
     src: &[A],
     dst: &mut [B],
     lanes: impl Fn(&[A], &mut [B]),
@@ -104,7 +104,7 @@ fn convert<S: Simd, A: Copy, B: bytemuck::Pod>(
         *d = scalar(*s);
     }
     if streaming {
-        let mut buf = [B::zeroed(); 16];
+        let mut buf = [B::default(); 16];
         arch::each_vector::<S>(
             body,
             #[inline(always)]

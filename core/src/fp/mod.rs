@@ -210,7 +210,7 @@ impl Rounding {
             }
         };
         match packed {
-            Some(h) => S::store_h(h, bytemuck::cast_slice_mut(out)),
+            Some(h) => S::store_h(h, crate::arch::cast_slice_mut(out)),
             None => {
                 let mut lanes = [0.0f32; 16];
                 x.store(&mut lanes);
@@ -236,7 +236,7 @@ impl Rounding {
 /// assert_eq!(widen(&[bf16::ONE]), [1.0]);
 /// ```
 pub trait HalfFloat:
-    Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Lanes
+    Copy + Default + PartialEq + core::fmt::Debug + crate::arch::Plain + sealed::Pod + sealed::Lanes
 {
     /// The format's name, `"f16"` or `"bf16"`.
     const NAME: &'static str;
@@ -327,7 +327,7 @@ impl HalfFloat for bf16 {
 /// assert_eq!(widen_sum(&[f16::ONE, f16::ONE]), 2.0);
 /// ```
 pub trait Element:
-    Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Store
+    Copy + Default + PartialEq + core::fmt::Debug + crate::arch::Plain + sealed::Pod + sealed::Store
 {
     /// `"f32"`, `"f16"` or `"bf16"`.
     const NAME: &'static str;
@@ -452,6 +452,19 @@ pub(crate) mod sealed {
         }
     }
 
+    /// With the `bytemuck` feature, `bytemuck::Pod` (so generic code over
+    /// [`super::Element`] can cast with `bytemuck`); nothing without it,
+    /// sparing a build `bytemuck`'s derive macros.
+    #[cfg(feature = "bytemuck")]
+    pub trait Pod: bytemuck::Pod {}
+    #[cfg(feature = "bytemuck")]
+    impl<T: bytemuck::Pod> Pod for T {}
+    /// See above.
+    #[cfg(not(feature = "bytemuck"))]
+    pub trait Pod {}
+    #[cfg(not(feature = "bytemuck"))]
+    impl<T> Pod for T {}
+
     /// The format of a [`super::HalfFloat`].
     pub trait Lanes: Sized {
         /// Which one.
@@ -465,9 +478,9 @@ use sealed::Format;
 #[inline(always)]
 pub(crate) fn load<S: Simd, T: Element>(x: &[T]) -> S::F {
     match T::FORMAT {
-        Format::F32 => S::F::load(bytemuck::cast_slice(x)),
-        Format::F16 => S::f16_to_f32(S::load_h(bytemuck::cast_slice(x))),
-        Format::Bf16 => S::bf16_to_f32(S::load_h(bytemuck::cast_slice(x))),
+        Format::F32 => S::F::load(crate::arch::cast_slice(x)),
+        Format::F16 => S::f16_to_f32(S::load_h(crate::arch::cast_slice(x))),
+        Format::Bf16 => S::bf16_to_f32(S::load_h(crate::arch::cast_slice(x))),
     }
 }
 
@@ -478,7 +491,7 @@ pub(crate) fn load<S: Simd, T: Element>(x: &[T]) -> S::F {
 pub(crate) fn store<S: Simd, T: Element>(x: S::F, rounding: Rounding, at: usize, out: &mut [T]) {
     let x = x.canonical();
     match T::FORMAT {
-        Format::F32 => x.store(bytemuck::cast_slice_mut(out)),
+        Format::F32 => x.store(crate::arch::cast_slice_mut(out)),
         Format::F16 | Format::Bf16 => rounding.round_lanes::<S, T>(x, at, out),
     }
 }

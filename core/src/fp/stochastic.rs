@@ -123,10 +123,10 @@ impl Bits {
                 );
                 match rounded {
                     Some(v) if STREAMING => {
-                        S::store_h(v, bytemuck::cast_slice_mut(&mut buf));
+                        S::store_h(v, crate::arch::cast_slice_mut(&mut buf));
                         arch::store_streaming(d, &buf[..S::LANES]);
                     }
-                    Some(v) => S::store_h(v, bytemuck::cast_slice_mut(d)),
+                    Some(v) => S::store_h(v, crate::arch::cast_slice_mut(d)),
                     None => self.one_by_one(s, d, at),
                 }
             }

@@ -77,10 +77,12 @@ impl GradNorm {
     /// ```
     pub fn add<E: Element>(&mut self, grads: &[E]) {
         let partial = match E::FORMAT {
-            Format::F32 => kernels::sum_of_squares_partial(bytemuck::cast_slice(grads)),
-            Format::F16 => kernels::sum_of_squares_half_partial::<f16>(bytemuck::cast_slice(grads)),
+            Format::F32 => kernels::sum_of_squares_partial(crate::arch::cast_slice(grads)),
+            Format::F16 => {
+                kernels::sum_of_squares_half_partial::<f16>(crate::arch::cast_slice(grads))
+            }
             Format::Bf16 => {
-                kernels::sum_of_squares_half_partial::<bf16>(bytemuck::cast_slice(grads))
+                kernels::sum_of_squares_half_partial::<bf16>(crate::arch::cast_slice(grads))
             }
         };
         self.sum.merge(&partial);

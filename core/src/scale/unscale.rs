@@ -303,11 +303,11 @@ impl BinEdge {
         // The smallest magnitude pattern of H whose value is >= edge: the
         // rounded-to-nearest edge, or the next pattern up if that fell below.
         let nearest = H::from_f32(self.edge);
-        let mut edge: u16 = bytemuck::cast(nearest);
+        let mut edge: u16 = crate::arch::cast(nearest);
         if nearest.to_f32() < self.edge {
             edge += 1;
         }
-        let bits: &[u16] = bytemuck::cast_slice(x);
+        let bits: &[u16] = crate::arch::cast_slice(x);
         let upper = bits.iter().filter(|&&b| b & 0x7fff >= edge).count();
         counts(x.len(), upper)
     }
