@@ -301,6 +301,7 @@ pub fn force(backend: Option<Backend>) -> Result<(), BackendError> {
 /// # Errors
 /// [`BackendError::Unavailable`] if the CPU cannot run it; `f` is not run.
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub fn with_backend<R>(backend: Backend, f: impl FnOnce() -> R) -> Result<R, BackendError> {
     struct Restore(u8);
     impl Drop for Restore {

@@ -20,6 +20,16 @@
 //! assert!(b[3].is_nan());
 //! ```
 //!
+//! # Which function do I want
+//!
+//! | to | slices (SIMD) | one value (`const fn` scalar twin) |
+//! |---|---|---|
+//! | f32 -> f16/bf16, to nearest even | [`f32_to_half_slice`] | [`scalar::f32_to_f16`], [`scalar::f32_to_bf16`] |
+//! | f32 -> f16/bf16, stochastically | [`f32_to_half_sr_slice`] | [`scalar::f32_to_f16_sr`], [`scalar::f32_to_bf16_sr`] |
+//! | ... with your own random bits | | [`scalar::f32_to_f16_sr_with`], [`scalar::f32_to_bf16_sr_with`] |
+//! | f16/bf16 -> f32 (exact) | [`half_to_f32_slice`] | [`scalar::f16_to_f32`], [`scalar::bf16_to_f32`] |
+//! | round in a generic kernel | [`Element::store`] with a [`Rounding`] | [`HalfFloat::from_f32`], [`HalfFloat::from_f32_sr`] |
+//!
 //! # Round to nearest
 //!
 //! Ties to even, equal to the `half` crate's scalar conversions for every

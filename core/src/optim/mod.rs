@@ -39,6 +39,21 @@
 //! assert!(w[0] < 0.5);
 //! ```
 //!
+//! # Which type do I want
+//!
+//! | to | use |
+//! |---|---|
+//! | train parameter groups, state and counter kept for you (`alloc`) | `OwnedOptimizer` with `Group`s, one `step` per step; save with `state_dict` |
+//! | pick the optimizer at run time over your own state slices | [`Optimizer`] from an [`OptimizerConfig`] |
+//! | one known optimizer over slices, fastest | [`Sgd`], [`AdamW`], [`Lamb`], [`Lars`] with a [`Param`] |
+//! | split a tensor over tiles or replicas | `partials` per piece, [`Partials::merge`], then `apply` |
+//! | warm-up and decay | [`LrSchedule`]'s `factor(step)` as [`Step::with_lr_scale`] |
+//! | clip by the global gradient norm | [`GradNorm`], then [`Step::with_grad_scale`] |
+//! | count steps, skip on overflow | [`StepCounter`], [`StepCounter::step_for`] |
+//! | store f16/bf16 weights and state | [`Precision`] ([`StoreRounding`]) |
+//! | accumulate micro-batch gradients | [`Accumulation`] |
+//! | adapt to a framework's optimizer trait (`alloc`) | the `Optimize` trait |
+//!
 //! # Precision modes
 //!
 //! - f32 weights: `Param<f32, G, S, N>`.
@@ -88,6 +103,8 @@ mod drive;
 mod error;
 mod lamb;
 mod lars;
+#[cfg(feature = "alloc")]
+mod optimize;
 mod optimizer;
 #[cfg(feature = "alloc")]
 mod owned;
@@ -102,6 +119,8 @@ pub use clip::{GradNorm, clip_scale};
 pub use error::{ConfigError, StepError};
 pub use lamb::{Lamb, LambConfig};
 pub use lars::{Lars, LarsConfig};
+#[cfg(feature = "alloc")]
+pub use optimize::Optimize;
 pub use optimizer::{Optimizer, OptimizerConfig};
 #[cfg(feature = "alloc")]
 pub use owned::{Grads, Group, OwnedOptimizer, ParamState, StateDict, Tensor, Weights};

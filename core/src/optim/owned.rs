@@ -15,6 +15,7 @@ use super::{GradNorm, Optimizer, OptimizerConfig, Param, Precision, Step, StepCo
 /// One parameter group: its settings and its parameters' ids and lengths.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub struct Group {
     /// The group's hyperparameters.
     pub config: OptimizerConfig,
@@ -24,6 +25,7 @@ pub struct Group {
 
 /// A parameter's weights in any storage format.
 #[derive(Debug)]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub enum Weights<'a> {
     /// f32 (or an f32 master copy).
     F32(&'a mut [f32]),
@@ -35,6 +37,7 @@ pub enum Weights<'a> {
 
 /// A parameter's gradients in any storage format.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub enum Grads<'a> {
     /// f32.
     F32(&'a [f32]),
@@ -72,6 +75,7 @@ from_slices!(f32 => F32, f16 => F16, bf16 => Bf16);
 
 /// One parameter of a step: its id, weights and gradients.
 #[derive(Debug)]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub struct Tensor<'a> {
     /// The id it was registered with in its [`Group`].
     pub id: u64,
@@ -134,6 +138,7 @@ impl<'a> Tensor<'a> {
     derive(serde::Serialize, serde::Deserialize),
     serde(try_from = "StateDict", into = "StateDict")
 )]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub struct OwnedOptimizer {
     groups: Vec<(Optimizer, Vec<(u64, usize)>)>,
     precision: Precision,
@@ -157,6 +162,7 @@ pub struct OwnedOptimizer {
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub struct StateDict {
     /// The parameter groups, with their current settings.
     pub groups: Vec<Group>,
@@ -181,6 +187,7 @@ pub struct StateDict {
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub struct ParamState {
     /// The parameter's id.
     pub id: u64,
@@ -297,6 +304,20 @@ impl OwnedOptimizer {
             *o = new;
         }
         Ok(())
+    }
+
+    /// The base learning rate of the first group (0 without groups).
+    ///
+    /// ```
+    /// use tessera_core::optim::{Group, OwnedOptimizer, SgdConfig};
+    ///
+    /// let groups = vec![Group { config: SgdConfig { lr: 0.1, ..SgdConfig::default() }.into(), params: vec![] }];
+    /// assert_eq!(OwnedOptimizer::new(groups)?.lr(), 0.1);
+    /// # Ok::<(), tessera_core::optim::StepError>(())
+    /// ```
+    #[must_use]
+    pub fn lr(&self) -> f32 {
+        self.groups.first().map_or(0.0, |(o, _)| o.config().lr())
     }
 
     /// The ids of the parameters, in group order.

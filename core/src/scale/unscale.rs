@@ -82,6 +82,7 @@ impl<'a, const N: usize> From<&'a mut [bf16; N]> for GradSlice<'a> {
 }
 
 #[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 impl<'a> From<&'a mut alloc::vec::Vec<f32>> for GradSlice<'a> {
     fn from(x: &'a mut alloc::vec::Vec<f32>) -> Self {
         Self::F32(x)
@@ -89,6 +90,7 @@ impl<'a> From<&'a mut alloc::vec::Vec<f32>> for GradSlice<'a> {
 }
 
 #[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 impl<'a> From<&'a mut alloc::vec::Vec<f16>> for GradSlice<'a> {
     /// f16 gradients stored back with round to nearest even.
     fn from(x: &'a mut alloc::vec::Vec<f16>) -> Self {
@@ -97,6 +99,7 @@ impl<'a> From<&'a mut alloc::vec::Vec<f16>> for GradSlice<'a> {
 }
 
 #[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 impl<'a> From<&'a mut alloc::vec::Vec<bf16>> for GradSlice<'a> {
     /// bf16 gradients stored back with round to nearest even.
     fn from(x: &'a mut alloc::vec::Vec<bf16>) -> Self {
