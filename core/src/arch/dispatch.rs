@@ -23,6 +23,15 @@ pub(crate) fn dispatch<K: Kernel>(kernel: K) -> K::Output {
 /// it calls is inlined too, is then vectorised for this CPU as
 /// `-C target-cpu=native` would (the benchmarks' naive references use it).
 /// The scalar and portable backends run `f` as the build compiled it.
+///
+/// ```
+/// use tessera_core::arch;
+///
+/// // A plain loop, vectorised for this CPU's backend.
+/// let x = vec![1.5f32; 1000];
+/// let sum = arch::with_backend_features(|| x.iter().map(|v| v * 2.0).sum::<f32>());
+/// assert_eq!(sum, 3000.0);
+/// ```
 #[inline]
 pub fn with_backend_features<R>(f: impl FnOnce() -> R) -> R {
     struct Call<F>(F);

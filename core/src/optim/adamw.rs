@@ -73,6 +73,12 @@ impl Default for AdamWConfig {
 impl AdamWConfig {
     /// The same settings without weight decay (for biases and
     /// normalisation parameters).
+    ///
+    /// ```
+    /// use tessera_core::optim::AdamWConfig;
+    ///
+    /// assert_eq!(AdamWConfig::default().excluded().weight_decay, 0.0);
+    /// ```
     #[must_use]
     pub const fn excluded(self) -> Self {
         Self {
@@ -91,6 +97,12 @@ pub struct AdamW {
 impl AdamW {
     /// Validates `config`.
     ///
+    /// ```
+    /// use tessera_core::optim::{AdamW, AdamWConfig};
+    ///
+    /// assert!(AdamW::new(AdamWConfig { betas: (0.9, 1.0), ..AdamWConfig::default() }).is_err());
+    /// ```
+    ///
     /// # Errors
     /// A [`ConfigError`] naming the first field that is NaN, infinite or out
     /// of range (`lr`, `eps`, `weight_decay` >= 0; betas in `[0, 1)`).
@@ -104,6 +116,13 @@ impl AdamW {
     }
 
     /// The validated settings.
+    ///
+    /// ```
+    /// use tessera_core::optim::{AdamW, AdamWConfig};
+    ///
+    /// assert_eq!(AdamW::new(AdamWConfig::default())?.config().betas, (0.9, 0.999));
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &AdamWConfig {
         &self.config
@@ -111,6 +130,14 @@ impl AdamW {
 
     /// The number of state tensors: `[m, v]`, or `[m, v, v_max]` with
     /// `amsgrad`.
+    ///
+    /// ```
+    /// use tessera_core::optim::{AdamW, AdamWConfig};
+    ///
+    /// let amsgrad = AdamWConfig { amsgrad: true, ..AdamWConfig::default() };
+    /// assert_eq!(AdamW::new(amsgrad)?.state_tensors(), 3);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn state_tensors(&self) -> usize {
         if self.config.amsgrad { 3 } else { 2 }

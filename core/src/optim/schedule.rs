@@ -75,6 +75,15 @@ impl LrSchedule {
     /// Checks the factors: `final_factor` in `[0, 1]`, `power` finite and
     /// > 0.
     ///
+    /// ```
+    /// use tessera_core::optim::{Decay, LrSchedule};
+    ///
+    /// let cosine = LrSchedule { warmup: 10, decay: Decay::Cosine { final_factor: 0.1 }, total: 100 };
+    /// assert!(cosine.validate().is_ok());
+    /// let bad = LrSchedule { decay: Decay::Cosine { final_factor: 2.0 }, ..cosine };
+    /// assert!(bad.validate().is_err());
+    /// ```
+    ///
     /// # Errors
     /// A [`ConfigError`] naming the field.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -94,6 +103,14 @@ impl LrSchedule {
     /// The factor of step `step` (0-based, counting every step taken,
     /// skipped or not, as PyTorch's schedulers do), computed in f64 with
     /// `libm` and rounded once, so it is the same on every platform.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Decay, LrSchedule};
+    ///
+    /// let s = LrSchedule { warmup: 2, decay: Decay::Cosine { final_factor: 0.0 }, total: 12 };
+    /// assert_eq!((s.factor(0), s.factor(1), s.factor(2)), (0.5, 1.0, 1.0));
+    /// assert_eq!((s.factor(7), s.factor(12)), (0.5, 0.0)); // half-way, then the end
+    /// ```
     #[must_use]
     pub fn factor(&self, step: u64) -> f32 {
         if step < self.warmup {
