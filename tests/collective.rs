@@ -9,8 +9,8 @@
 
 use proptest::prelude::*;
 use tessera_core::collective::{
-    self, Algorithm, Collective, Error, Kind, Op, Order, ReduceOp, Reduction, Schedule, Span,
-    Transfer, tree_sum,
+    self, Algorithm, Collective, CollectiveSchedule, Error, Kind, Op, Order, ReduceOp, Reducer,
+    Span, Transfer, tree_sum,
 };
 use tessera_core::fp::{self, Element, Overflow, Rounding, Stochastic, bf16, f16};
 use tessera_core::rng::RandomStream;
@@ -60,7 +60,7 @@ fn assert_bits_eq<T: Element>(got: &[T], want: &[T], what: &str) {
 }
 
 /// Runs `s` in place, with scratch full of garbage, returning the transfers.
-fn exec<T: Element>(s: &Schedule, red: &Reduction, bufs: &mut [Vec<T>]) -> Vec<Transfer> {
+fn exec<T: Element>(s: &CollectiveSchedule, red: &Reducer, bufs: &mut [Vec<T>]) -> Vec<Transfer> {
     let mut scratch = vec![f32::from_bits(0x7fa0_beef); s.scratch_len::<T>(red.op)];
     let mut refs: Vec<&mut [T]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
     let mut transfers = Vec::new();
@@ -101,7 +101,7 @@ fn random_bits<T: Element>(p: usize, n: usize, seed: u64) -> Vec<Vec<T>> {
 
 /// The reduction of element `i` over the ranks, computed independently of
 /// the crate: exact for small integers (f64 sums), `total_cmp` for Max/Min.
-fn expected<T: Element>(inputs: &[Vec<T>], red: &Reduction) -> Vec<T> {
+fn expected<T: Element>(inputs: &[Vec<T>], red: &Reducer) -> Vec<T> {
     let p = inputs.len();
     let n = inputs[0].len();
     (0..n)
@@ -135,7 +135,7 @@ fn expected<T: Element>(inputs: &[Vec<T>], red: &Reduction) -> Vec<T> {
 /// Checks the buffers after `s` ran on `inputs`, given the expected
 /// reduction `want` (for reducing collectives).
 fn check_result<T: Element>(
-    s: &Schedule,
+    s: &CollectiveSchedule,
     inputs: &[Vec<T>],
     out: &[Vec<T>],
     want: &[T],
@@ -177,7 +177,7 @@ fn check_result<T: Element>(
 
 /// Runs one case with small-integer (reductions) or random-bit (copies)
 /// inputs and checks it bit for bit; also out of place.
-fn run_case<T: Element>(s: &Schedule, red: &Reduction, seed: u64) {
+fn run_case<T: Element>(s: &CollectiveSchedule, red: &Reducer, seed: u64) {
     let (p, n) = (s.size(), s.len());
     let inputs = if s.collective().reduces() {
         small_ints::<T>(p, n, seed)
@@ -209,7 +209,7 @@ fn run_case<T: Element>(s: &Schedule, red: &Reduction, seed: u64) {
     collective::execute_into(s, red, &ins, &mut outs, &mut scratch, |_| {}).unwrap();
     check_result(s, &inputs, &out2, &want, &format!("{what} out of place"));
 
-    // The executor reports what Schedule::transfers computes.
+    // The executor reports what CollectiveSchedule::transfers computes.
     let mut planned = Vec::new();
     s.transfers::<T>(red.op, |t| planned.push(t));
     assert_eq!(transfers, planned, "{what}: transfers");
@@ -235,7 +235,7 @@ fn overlap(a: Span, b: Span) -> bool {
 /// covers at each padded position, who holds finished values, and how
 /// often each position was finalized.
 struct Replay<'s> {
-    s: &'s Schedule,
+    s: &'s CollectiveSchedule,
     what: String,
     held: Vec<Vec<u64>>,
     done: Vec<Vec<bool>>,
@@ -244,7 +244,7 @@ struct Replay<'s> {
 
 impl<'s> Replay<'s> {
     /// The state before the first step.
-    fn new(s: &'s Schedule) -> Self {
+    fn new(s: &'s CollectiveSchedule) -> Self {
         let (p, np) = (s.size(), s.padded_len());
         let what = format!(
             "{:?} {:?} p={p} n={}",
@@ -332,7 +332,7 @@ impl<'s> Replay<'s> {
                     "{what}: span beyond padding"
                 );
                 match kind {
-                    Kind::Reduce { covers, onto } => {
+                    Kind::Reduce { covers, onto, .. } => {
                         assert!(self.s.collective().reduces(), "{what}: reduce in a copy");
                         let (c, h) = (mask(covers, p), mask(onto, p));
                         assert_eq!(c & h, 0, "{what} step {step}: overlapping sets");
@@ -423,7 +423,7 @@ impl<'s> Replay<'s> {
 /// receiver hold (disjoint, adjacent), copies move finished values, every
 /// position is finalized once from all contributions, and the collective's
 /// postcondition holds.
-fn check_schedule(s: &Schedule) {
+fn check_schedule(s: &CollectiveSchedule) {
     let mut replay = Replay::new(s);
     let mut any_op_in_last = false;
     for step in 0..s.steps() {
@@ -451,7 +451,7 @@ fn schedules_are_consistent() {
         for algorithm in Algorithm::ALL {
             for c in collectives(p) {
                 for &n in &ns {
-                    let s = Schedule::new(algorithm, c, p, n).unwrap();
+                    let s = CollectiveSchedule::new(algorithm, c, p, n).unwrap();
                     check_schedule(&s);
                     check_schedule(&s.with_order(Order::Deterministic));
                 }
@@ -462,7 +462,7 @@ fn schedules_are_consistent() {
 
 #[test]
 fn step_counts() {
-    let steps = |a, c, p| Schedule::new(a, c, p, 100).unwrap().steps();
+    let steps = |a, c, p| CollectiveSchedule::new(a, c, p, 100).unwrap().steps();
     for p in 2..=16usize {
         let lg = p.ilog2() as usize;
         let fold = if p.is_power_of_two() { 0 } else { 2 };
@@ -502,10 +502,12 @@ fn matrix<T: Element>(
             for c in collectives(p) {
                 for n in ns(p) {
                     for order in [Order::Schedule, Order::Deterministic] {
-                        let s = Schedule::new(algorithm, c, p, n).unwrap().with_order(order);
+                        let s = CollectiveSchedule::new(algorithm, c, p, n)
+                            .unwrap()
+                            .with_order(order);
                         let these: &[ReduceOp] = if c.reduces() { ops } else { &[ReduceOp::Sum] };
                         for &op in these {
-                            run_case::<T>(&s, &Reduction::new(op), (p * 1000 + n) as u64);
+                            run_case::<T>(&s, &Reducer::new(op), (p * 1000 + n) as u64);
                         }
                     }
                 }
@@ -564,8 +566,8 @@ proptest! {
             Collective::Broadcast { root },
         ][which];
         let order = if det { Order::Deterministic } else { Order::Schedule };
-        let s = Schedule::new(Algorithm::ALL[alg], c, p, n).unwrap().with_order(order);
-        let red = Reduction::new(ReduceOp::ALL[op]);
+        let s = CollectiveSchedule::new(Algorithm::ALL[alg], c, p, n).unwrap().with_order(order);
+        let red = Reducer::new(ReduceOp::ALL[op]);
         run_case::<f32>(&s, &red, seed);
         run_case::<f16>(&s, &red, seed);
     }
@@ -584,11 +586,11 @@ proptest! {
         let refs: Vec<&[f32]> = inputs.iter().map(|b| &b[..]).collect();
         let mut want = vec![0.0f32; n];
         tree_sum(&refs, &mut want);
-        let s = Schedule::new(Algorithm::ALL[alg], Collective::AllReduce, p, n)
+        let s = CollectiveSchedule::new(Algorithm::ALL[alg], Collective::AllReduce, p, n)
             .unwrap()
             .with_order(Order::Deterministic);
         let mut out = inputs.clone();
-        exec(&s, &Reduction::new(ReduceOp::Sum), &mut out);
+        exec(&s, &Reducer::new(ReduceOp::Sum), &mut out);
         for b in &out {
             assert_bits_eq(b, &want, "deterministic all-reduce");
         }
@@ -629,10 +631,10 @@ fn special_case<T: Element>(algorithm: Algorithm, p: usize, order: Order) {
         .collect();
     let canon = T::store(f32::NAN, Rounding::Nearest, 0);
     for op in ReduceOp::ALL {
-        let s = Schedule::new(algorithm, Collective::AllReduce, p, n)
+        let s = CollectiveSchedule::new(algorithm, Collective::AllReduce, p, n)
             .unwrap()
             .with_order(order);
-        let red = Reduction::new(op);
+        let red = Reducer::new(op);
         let mut out = inputs.clone();
         exec(&s, &red, &mut out);
         let b = &out[p / 2];
@@ -717,7 +719,7 @@ fn sr_case<T: Element + fp::HalfFloat>(grid_bits: i32) {
             let mut nearest = vec![T::default(); n];
             fp::f32_to_half_slice(&sums, &mut nearest);
             assert_ne!(want, nearest, "the test must round something up");
-            let red = Reduction::new(op).with_rounding(sr_rounding());
+            let red = Reducer::new(op).with_rounding(sr_rounding());
             for algorithm in Algorithm::ALL {
                 for order in [Order::Schedule, Order::Deterministic] {
                     for c in [
@@ -725,7 +727,9 @@ fn sr_case<T: Element + fp::HalfFloat>(grid_bits: i32) {
                         Collective::ReduceScatter,
                         Collective::Reduce { root: p - 1 },
                     ] {
-                        let s = Schedule::new(algorithm, c, p, n).unwrap().with_order(order);
+                        let s = CollectiveSchedule::new(algorithm, c, p, n)
+                            .unwrap()
+                            .with_order(order);
                         let mut out = inputs.clone();
                         exec(&s, &red, &mut out);
                         check_result(
@@ -766,11 +770,11 @@ fn stochastic_rounding_independent_of_fragmenting() {
             [frac, unit]
         })
         .collect();
-    let red = Reduction::new(ReduceOp::Sum).with_rounding(sr_rounding());
+    let red = Reducer::new(ReduceOp::Sum).with_rounding(sr_rounding());
     let mut results = Vec::new();
     for (inputs, p) in [(&four, 4), (&eight, 8)] {
         for algorithm in Algorithm::ALL {
-            let s = Schedule::new(algorithm, Collective::AllReduce, p, n).unwrap();
+            let s = CollectiveSchedule::new(algorithm, Collective::AllReduce, p, n).unwrap();
             let mut out = inputs.clone();
             exec(&s, &red, &mut out);
             results.push(out.swap_remove(0));
@@ -823,11 +827,11 @@ fn deterministic_across_algorithms_and_rank_counts() {
                     Collective::ReduceScatter,
                     Collective::Reduce { root: p / 2 },
                 ] {
-                    let s = Schedule::new(algorithm, c, p, n)
+                    let s = CollectiveSchedule::new(algorithm, c, p, n)
                         .unwrap()
                         .with_order(Order::Deterministic);
                     let mut out = inputs.clone();
-                    exec(&s, &Reduction::new(ReduceOp::Sum), &mut out);
+                    exec(&s, &Reducer::new(ReduceOp::Sum), &mut out);
                     check_result(
                         &s,
                         &inputs,
@@ -840,10 +844,10 @@ fn deterministic_across_algorithms_and_rank_counts() {
         }
         // The test is not vacuous: the ring's own order differs somewhere.
         if total == 16 {
-            let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 16, n).unwrap();
+            let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 16, n).unwrap();
             assert_eq!(s.order(), Order::Schedule);
             let mut out = contributions.clone();
-            exec(&s, &Reduction::new(ReduceOp::Sum), &mut out);
+            exec(&s, &Reducer::new(ReduceOp::Sum), &mut out);
             assert!(
                 out[0]
                     .iter()
@@ -871,15 +875,11 @@ fn deterministic_half_across_algorithms() {
             let mut first: Option<Vec<T>> = None;
             for algorithm in Algorithm::ALL {
                 for op in [ReduceOp::Sum, ReduceOp::Mean] {
-                    let s = Schedule::new(algorithm, Collective::AllReduce, p, n)
+                    let s = CollectiveSchedule::new(algorithm, Collective::AllReduce, p, n)
                         .unwrap()
                         .with_order(Order::Deterministic);
                     let mut out = inputs.clone();
-                    exec(
-                        &s,
-                        &Reduction::new(op).with_rounding(sr_rounding()),
-                        &mut out,
-                    );
+                    exec(&s, &Reducer::new(op).with_rounding(sr_rounding()), &mut out);
                     if op == ReduceOp::Sum {
                         match &first {
                             None => first = Some(out[0].clone()),
@@ -928,7 +928,7 @@ fn tree_sum_order() {
 // ---------------------------------------------------------------------------
 // Bytes on the wire (SEMANTICS.md section 4).
 
-fn sent(s: &Schedule, op: ReduceOp, elem: usize) -> Vec<usize> {
+fn sent(s: &CollectiveSchedule, op: ReduceOp, elem: usize) -> Vec<usize> {
     let mut v = vec![0; s.size()];
     let mut f = |t: Transfer| v[t.from] += if elem == 4 { t.bytes / 4 } else { t.bytes };
     match elem {
@@ -943,7 +943,7 @@ fn bytes_match_the_formulas() {
     let sum = ReduceOp::Sum;
     for p in 2..=16usize {
         for n in [p * 5, p * 5 + 1, 1000, 10007, p - 1] {
-            let sched = |a, c| Schedule::new(a, c, p, n).unwrap();
+            let sched = |a, c| CollectiveSchedule::new(a, c, p, n).unwrap();
             let f = n.div_ceil(p);
             let (h0, h1) = (f - f / 2, f / 2);
             // Ring all-reduce: 2 n (p - 1) / p per rank, padding counted.
@@ -1017,7 +1017,9 @@ fn bytes_match_the_formulas() {
 #[test]
 fn deterministic_cost() {
     let elements = |a, c, p, order| {
-        let s = Schedule::new(a, c, p, p * 64).unwrap().with_order(order);
+        let s = CollectiveSchedule::new(a, c, p, p * 64)
+            .unwrap()
+            .with_order(order);
         let mut e = 0;
         s.transfers::<f32>(ReduceOp::Sum, |t| {
             if matches!(t.kind, Kind::Reduce { .. }) {
@@ -1054,12 +1056,13 @@ fn deterministic_cost() {
             1.0
         );
         // Max needs no order: one partial per message.
-        let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, p, 100)
+        let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, p, 100)
             .unwrap()
             .with_order(Order::Deterministic);
         s.transfers::<f32>(ReduceOp::Max, |t| assert_eq!(t.partials, 1));
         assert_eq!(s.scratch_len::<f32>(ReduceOp::Max), 0);
-        let d = Schedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, p, 100).unwrap();
+        let d = CollectiveSchedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, p, 100)
+            .unwrap();
         let det = d.with_order(Order::Deterministic);
         let expected_scratch = if p > 2 { (p - 1) * 100 } else { 0 };
         assert_eq!(det.scratch_len::<f32>(ReduceOp::Sum), expected_scratch);
@@ -1090,34 +1093,34 @@ fn deterministic_cost() {
 fn errors() {
     let ar = Collective::AllReduce;
     assert_eq!(
-        Schedule::new(Algorithm::Ring, ar, 0, 10),
+        CollectiveSchedule::new(Algorithm::Ring, ar, 0, 10),
         Err(Error::NoRanks)
     );
     assert_eq!(
-        Schedule::new(Algorithm::Ring, ar, Schedule::MAX_RANKS + 1, 10),
+        CollectiveSchedule::new(Algorithm::Ring, ar, CollectiveSchedule::MAX_RANKS + 1, 10),
         Err(Error::TooManyRanks {
-            size: Schedule::MAX_RANKS + 1,
-            max: Schedule::MAX_RANKS
+            size: CollectiveSchedule::MAX_RANKS + 1,
+            max: CollectiveSchedule::MAX_RANKS
         })
     );
     assert_eq!(
-        Schedule::new(Algorithm::Ring, Collective::Reduce { root: 4 }, 4, 10),
+        CollectiveSchedule::new(Algorithm::Ring, Collective::Reduce { root: 4 }, 4, 10),
         Err(Error::RankOutOfRange { rank: 4, size: 4 })
     );
     assert_eq!(
-        Schedule::new(Algorithm::Ring, Collective::Broadcast { root: 9 }, 4, 10),
+        CollectiveSchedule::new(Algorithm::Ring, Collective::Broadcast { root: 9 }, 4, 10),
         Err(Error::RankOutOfRange { rank: 9, size: 4 })
     );
     assert_eq!(
-        Schedule::new(Algorithm::Ring, ar, 3, usize::MAX / 2),
+        CollectiveSchedule::new(Algorithm::Ring, ar, 3, usize::MAX / 2),
         Err(Error::TooLong {
             len: usize::MAX / 2,
             size: 3
         })
     );
 
-    let s = Schedule::new(Algorithm::Ring, ar, 3, 4).unwrap();
-    let red = Reduction::new(ReduceOp::Sum);
+    let s = CollectiveSchedule::new(Algorithm::Ring, ar, 3, 4).unwrap();
+    let red = Reducer::new(ReduceOp::Sum);
     let mut a = [1.0f32; 4];
     let mut b = [2.0f32; 4];
     let mut c = [3.0f32; 5];
@@ -1191,14 +1194,14 @@ fn errors() {
 #[test]
 #[should_panic(expected = "rank 4 of a group of 4")]
 fn ops_panics_on_a_rank_outside_the_group() {
-    let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
     let _ = s.ops(4, 0);
 }
 
 #[test]
 #[should_panic(expected = "step 6 of a 6-step schedule")]
 fn ops_panics_on_a_step_past_the_end() {
-    let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
     let _ = s.ops(0, 6);
 }
 
@@ -1211,10 +1214,10 @@ fn tree_sum_panics_on_a_length_mismatch() {
 
 #[test]
 fn fragments_and_padding() {
-    let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+    let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
     assert_eq!((s.fragment_len(), s.padded_len()), (3, 12));
     assert_eq!(s.fragment(3), 9..10);
-    let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 8, 3).unwrap();
+    let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 8, 3).unwrap();
     assert_eq!(s.fragment(2), 2..3);
     assert_eq!(s.fragment(5), 3..3);
     // Wire counts include padding, payload does not.
@@ -1224,7 +1227,8 @@ fn fragments_and_padding() {
         e.1 += t.payload;
     });
     assert_eq!(e, (2 * 7 * 8, 2 * 7 * 3));
-    let empty = Schedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, 5, 0).unwrap();
+    let empty =
+        CollectiveSchedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, 5, 0).unwrap();
     for step in 0..empty.steps() {
         for r in 0..5 {
             assert!(empty.ops(r, step).is_empty());

@@ -2,6 +2,7 @@
 
 mod cli;
 mod collective;
+mod collective_transport;
 mod command;
 mod conversions;
 mod fit_cli;

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use tessera_collectives::{Algorithm, Collectives, Options, ReduceOp, Reduction, ThreadWorld};
+use tessera_collectives::{Algorithm, Collectives, Options, ReduceOp, Reducer, ThreadWorld};
 
 fn main() {
     let args: Vec<usize> = std::env::args()
@@ -25,7 +25,7 @@ fn main() {
         for _ in 0..reps {
             c.barrier().unwrap();
             let t = Instant::now();
-            c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+            c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
             best = best.min(t.elapsed().as_secs_f64());
         }
         best

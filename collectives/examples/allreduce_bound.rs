@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use tessera_collectives::cost::bus_factor;
 use tessera_collectives::{
-    Algorithm, Collective, Collectives, Options, ReduceOp, Reduction, ThreadWorld,
+    Algorithm, Collective, Collectives, Options, ReduceOp, Reducer, ThreadWorld,
 };
 
 fn best(reps: usize, mut f: impl FnMut()) -> f64 {
@@ -158,7 +158,7 @@ fn main() {
                 c.barrier().unwrap();
                 let start = Instant::now();
                 for part in x.chunks_mut(chunk) {
-                    c.all_reduce(part, Reduction::new(ReduceOp::Sum)).unwrap();
+                    c.all_reduce(part, Reducer::new(ReduceOp::Sum)).unwrap();
                 }
                 t.push(start.elapsed().as_secs_f64());
             }

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reduction, Schedule};
+use tessera_core::collective::{
+    Algorithm, Collective, CollectiveSchedule, Order, ReduceOp, Reducer,
+};
 use tessera_core::fp::{Element, Rounding};
 
 use crate::comm::Communicator;
@@ -68,6 +70,15 @@ pub struct Options {
 
 impl Options {
     /// Cost-model choice, the algorithm's order, [`DEFAULT_TIMEOUT`].
+    ///
+    /// ```
+    /// use tessera_collectives::{AlgorithmChoice, DEFAULT_TIMEOUT, Options, OrderChoice};
+    ///
+    /// let o = Options::new();
+    /// assert_eq!(o.algorithm, AlgorithmChoice::Auto);
+    /// assert_eq!(o.order, OrderChoice::AlgorithmDefault);
+    /// assert_eq!(o.timeout, DEFAULT_TIMEOUT);
+    /// ```
     #[must_use]
     pub const fn new() -> Self {
         Self {
@@ -78,6 +89,13 @@ impl Options {
     }
 
     /// The same with `algorithm`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Algorithm, AlgorithmChoice, Options};
+    ///
+    /// let o = Options::new().with_algorithm(Algorithm::Ring);
+    /// assert_eq!(o.algorithm, AlgorithmChoice::Use(Algorithm::Ring));
+    /// ```
     #[must_use]
     pub const fn with_algorithm(self, algorithm: Algorithm) -> Self {
         Self {
@@ -87,6 +105,13 @@ impl Options {
     }
 
     /// The same with `order` for every algorithm.
+    ///
+    /// ```
+    /// use tessera_collectives::{Options, Order, OrderChoice};
+    ///
+    /// let o = Options::new().with_order(Order::Schedule);
+    /// assert_eq!(o.order, OrderChoice::Use(Order::Schedule));
+    /// ```
     #[must_use]
     pub const fn with_order(self, order: Order) -> Self {
         Self {
@@ -96,12 +121,25 @@ impl Options {
     }
 
     /// The same with [`Order::Deterministic`].
+    ///
+    /// ```
+    /// use tessera_collectives::{Options, Order};
+    ///
+    /// assert_eq!(Options::new().deterministic(), Options::new().with_order(Order::Deterministic));
+    /// ```
     #[must_use]
     pub const fn deterministic(self) -> Self {
         self.with_order(Order::Deterministic)
     }
 
     /// The same with `timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::Options;
+    ///
+    /// assert_eq!(Options::new().with_timeout(Duration::from_secs(5)).timeout.as_secs(), 5);
+    /// ```
     #[must_use]
     pub const fn with_timeout(self, timeout: Duration) -> Self {
         Self { timeout, ..self }
@@ -157,13 +195,12 @@ pub struct HierarchicalReport {
 /// deadline); every later call fails.
 ///
 /// ```
-/// use tessera_collectives::{Collectives, ThreadWorld};
-/// use tessera_core::collective::{ReduceOp, Reduction};
+/// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
 ///
 /// let out = ThreadWorld::run(4, |comm| {
 ///     let mut c = Collectives::new(comm);
 ///     let mut x = vec![c.rank() as f32 + 1.0; 10];
-///     c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+///     c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
 ///     x
 /// })
 /// .unwrap();
@@ -186,6 +223,13 @@ impl<C: Communicator> Collectives<C> {
     /// Collectives over `comm` with default [`Options`] and the
     /// [`CostModel`] of its transport's topology
     /// ([`Communicator::topology`]).
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// let sizes = ThreadWorld::run(2, |comm| Collectives::new(comm).size()).unwrap();
+    /// assert!(sizes.into_iter().all(|s| s.unwrap() == 2));
+    /// ```
     #[must_use]
     pub fn new(comm: C) -> Self {
         let model = CostModel::new(comm.topology());
@@ -200,6 +244,16 @@ impl<C: Communicator> Collectives<C> {
     }
 
     /// The same with `options`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, Options, Order, OrderChoice, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let c = Collectives::new(comm).with_options(Options::new().deterministic());
+    ///     assert_eq!(c.options().order, OrderChoice::Use(Order::Deterministic));
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn with_options(mut self, options: Options) -> Self {
         self.options = options;
@@ -207,6 +261,17 @@ impl<C: Communicator> Collectives<C> {
     }
 
     /// The same with the cost model `model`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, CostModel, ThreadWorld, Topology};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let model = CostModel::new(Topology::processes());
+    ///     let c = Collectives::new(comm).with_model(model);
+    ///     assert_eq!(c.model(), &model);
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn with_model(mut self, model: CostModel) -> Self {
         self.model = model;
@@ -214,41 +279,103 @@ impl<C: Communicator> Collectives<C> {
     }
 
     /// The options.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, Options, ThreadWorld};
+    ///
+    /// ThreadWorld::run(1, |comm| assert_eq!(Collectives::new(comm).options(), &Options::new())).unwrap();
+    /// ```
     #[must_use]
     pub const fn options(&self) -> &Options {
         &self.options
     }
 
     /// Replaces the options for later calls.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Collectives, Options, ThreadWorld};
+    ///
+    /// ThreadWorld::run(1, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     c.set_options(Options::new().with_timeout(Duration::from_secs(1)));
+    ///     assert_eq!(c.options().timeout, Duration::from_secs(1));
+    /// })
+    /// .unwrap();
+    /// ```
     pub const fn set_options(&mut self, options: Options) {
         self.options = options;
     }
 
     /// The cost model.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld, Topology};
+    ///
+    /// ThreadWorld::run(1, |comm| {
+    ///     // The thread transport's own topology.
+    ///     assert_eq!(Collectives::new(comm).model().topology(), &Topology::shared_memory());
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub const fn model(&self) -> &CostModel {
         &self.model
     }
 
     /// The communicator.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, Communicator, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| {
+    ///     let c = Collectives::new(comm);
+    ///     assert_eq!(c.comm().rank(), c.rank());
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub const fn comm(&self) -> &C {
         &self.comm
     }
 
     /// The communicator, given back.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, Communicator, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let comm = Collectives::new(comm).into_inner();
+    ///     assert_eq!(comm.size(), 2);
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn into_inner(self) -> C {
         self.comm
     }
 
     /// This rank.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// let ranks = ThreadWorld::run(3, |comm| Collectives::new(comm).rank()).unwrap();
+    /// let ranks: Vec<usize> = ranks.into_iter().map(Result::unwrap).collect();
+    /// assert_eq!(ranks, [0, 1, 2]);
+    /// ```
     #[must_use]
     pub fn rank(&self) -> usize {
         self.comm.rank()
     }
 
     /// The number of ranks.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| assert_eq!(Collectives::new(comm).size(), 3)).unwrap();
+    /// ```
     #[must_use]
     pub fn size(&self) -> usize {
         self.comm.size()
@@ -258,6 +385,14 @@ impl<C: Communicator> Collectives<C> {
     /// after [`reduce_scatter`](Self::reduce_scatter) and contributes to
     /// [`all_gather`](Self::all_gather): fragment `rank` of `ceil(len / p)`
     /// elements (shorter or empty at the end).
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// let frags = ThreadWorld::run(4, |comm| Collectives::new(comm).fragment(10)).unwrap();
+    /// let frags: Vec<_> = frags.into_iter().map(Result::unwrap).collect();
+    /// assert_eq!(frags, [0..3, 3..6, 6..9, 9..10]);
+    /// ```
     #[must_use]
     pub fn fragment(&self, len: usize) -> Range<usize> {
         fragment(len, self.size(), self.rank())
@@ -265,6 +400,18 @@ impl<C: Communicator> Collectives<C> {
 
     /// The schedule a call of `collective` on `len` elements of `T` with
     /// `op` would run: the algorithm chosen and the order.
+    ///
+    /// ```
+    /// use tessera_collectives::{Algorithm, Collective, Collectives, Options, ReduceOp, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let c = Collectives::new(comm).with_options(Options::new().with_algorithm(Algorithm::Ring));
+    ///     let (s, seconds) = c.schedule::<f32>(Collective::AllReduce, 1000, ReduceOp::Sum).unwrap();
+    ///     assert_eq!((s.algorithm(), s.steps()), (Algorithm::Ring, 6));
+    ///     assert!(seconds > 0.0);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`CommError::Schedule`] for a root out of range or an overflowing
@@ -274,7 +421,7 @@ impl<C: Communicator> Collectives<C> {
         collective: Collective,
         len: usize,
         op: ReduceOp,
-    ) -> Result<(Schedule, f64), CommError> {
+    ) -> Result<(CollectiveSchedule, f64), CommError> {
         choose::<T, _>(&self.comm, &self.options, &self.model, collective, len, op)
     }
 
@@ -282,13 +429,25 @@ impl<C: Communicator> Collectives<C> {
     /// each leaves where). `reduction` is ignored by the copy-only
     /// collectives.
     ///
+    /// ```
+    /// use tessera_collectives::{Collective, Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [c.rank() as f32 + 1.0; 4];
+    ///     c.run(Collective::AllReduce, &mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+    ///     assert_eq!(x, [3.0; 4]);
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// [`CommError`]; the communicator is then aborted.
     pub fn run<T: Element>(
         &mut self,
         collective: Collective,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
     ) -> Result<Report, CommError> {
         exec(
             &self.comm,
@@ -305,18 +464,43 @@ impl<C: Communicator> Collectives<C> {
     /// Every rank ends with the reduction of all ranks' `buf`, bitwise the
     /// same on every rank.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld, f16};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = vec![f16::from_f32(c.rank() as f32); 9];
+    ///     c.all_reduce(&mut x, Reducer::new(ReduceOp::Mean)).unwrap();
+    ///     assert_eq!(x, vec![f16::from_f32(1.5); 9]);
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn all_reduce<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
     ) -> Result<Report, CommError> {
         self.run(Collective::AllReduce, buf, reduction)
     }
 
     /// [`all_reduce`](Self::all_reduce) out of place: `output` ends with
     /// the reduction of every rank's `input`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let input = [c.rank() as f32; 5];
+    ///     let mut output = [0.0f32; 5];
+    ///     c.all_reduce_into(&input, &mut output, Reducer::new(ReduceOp::Max)).unwrap();
+    ///     assert_eq!(output, [2.0; 5]);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// As [`run`](Self::run).
@@ -327,7 +511,7 @@ impl<C: Communicator> Collectives<C> {
         &mut self,
         input: &[T],
         output: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
     ) -> Result<Report, CommError> {
         output.copy_from_slice(input);
         self.all_reduce(output, reduction)
@@ -337,12 +521,25 @@ impl<C: Communicator> Collectives<C> {
     /// of every rank's `buf`, in that fragment's place; the rest of `buf`
     /// is unspecified afterwards.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [1.0f32, 2.0, 3.0, 4.0];
+    ///     c.reduce_scatter(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+    ///     let mine = c.fragment(4); // rank 0: 0..2, rank 1: 2..4
+    ///     assert_eq!(x[mine.clone()], [2.0, 4.0, 6.0, 8.0][mine]);
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn reduce_scatter<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
     ) -> Result<Report, CommError> {
         self.run(Collective::ReduceScatter, buf, reduction)
     }
@@ -350,13 +547,39 @@ impl<C: Communicator> Collectives<C> {
     /// Every rank contributes its [fragment](Self::fragment) of `buf` and
     /// ends with all of them, bits unchanged.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [0.0f32; 4];
+    ///     let mine = c.fragment(4);
+    ///     x[mine].fill(c.rank() as f32 + 1.0);
+    ///     c.all_gather(&mut x).unwrap();
+    ///     assert_eq!(x, [1.0, 1.0, 2.0, 2.0]);
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn all_gather<T: Element>(&mut self, buf: &mut [T]) -> Result<Report, CommError> {
-        self.run(Collective::AllGather, buf, Reduction::new(ReduceOp::Sum))
+        self.run(Collective::AllGather, buf, Reducer::new(ReduceOp::Sum))
     }
 
     /// `root`'s `buf` is copied to every rank, bits unchanged.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [c.rank() as f32; 3];
+    ///     c.broadcast(&mut x, 2).unwrap();
+    ///     assert_eq!(x, [2.0; 3]);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// As [`run`](Self::run).
@@ -368,25 +591,45 @@ impl<C: Communicator> Collectives<C> {
         self.run(
             Collective::Broadcast { root },
             buf,
-            Reduction::new(ReduceOp::Sum),
+            Reducer::new(ReduceOp::Sum),
         )
     }
 
     /// `root` ends with the reduction of every rank's `buf`; the other
     /// ranks' buffers are unspecified afterwards.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = [c.rank() as f32 + 1.0; 2];
+    ///     c.reduce(&mut x, Reducer::new(ReduceOp::Sum), 0).unwrap();
+    ///     if c.rank() == 0 {
+    ///         assert_eq!(x, [6.0; 2]);
+    ///     }
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`run`](Self::run).
     pub fn reduce<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
         root: usize,
     ) -> Result<Report, CommError> {
         self.run(Collective::Reduce { root }, buf, reduction)
     }
 
     /// Returns once every rank has called it.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(3, |comm| Collectives::new(comm).barrier().unwrap()).unwrap();
+    /// ```
     ///
     /// # Errors
     /// As [`Communicator::barrier`].
@@ -397,6 +640,21 @@ impl<C: Communicator> Collectives<C> {
     /// Collectives among the members of this rank's `group`, with these
     /// options and this cost model (the cost model picks the link the
     /// members are joined by). Its calls are numbered from 0 on every rank.
+    ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ReplicaGroup, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let c = Collectives::new(comm);
+    ///     let rank = c.rank();
+    ///     // Groups {0, 1} and {2, 3}.
+    ///     let mut g = c.in_group(ReplicaGroup::Consecutive(2)).unwrap();
+    ///     let mut x = [rank as f32];
+    ///     g.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+    ///     assert_eq!(x, [if rank < 2 { 1.0 } else { 5.0 }]);
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`CommError::Group`] if `group` does not fit the communicator.
@@ -423,6 +681,20 @@ impl<C: Communicator> Collectives<C> {
     /// complete subtree of the summation tree); otherwise it is
     /// deterministic for a given `k` but may differ from the flat order.
     ///
+    /// ```
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let mut c = Collectives::new(comm);
+    ///     let mut x = vec![c.rank() as f32 + 1.0; 6];
+    ///     // Two domains of two ranks.
+    ///     let report = c.hierarchical_all_reduce(&mut x, Reducer::new(ReduceOp::Sum), 2).unwrap();
+    ///     assert_eq!(x, vec![10.0; 6]);
+    ///     assert!(report.all_gather.steps > 0);
+    /// })
+    /// .unwrap();
+    /// ```
+    ///
     /// # Errors
     /// [`CommError::Group`] ([`GroupError::Indivisible`](crate::GroupError::Indivisible) or
     /// [`GroupError::ZeroGroupSize`](crate::GroupError::ZeroGroupSize)) if `k` does not divide the number of
@@ -430,7 +702,7 @@ impl<C: Communicator> Collectives<C> {
     pub fn hierarchical_all_reduce<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
         k: usize,
     ) -> Result<HierarchicalReport, CommError> {
         let result = self.hierarchical_inner(buf, reduction, k);
@@ -445,7 +717,7 @@ impl<C: Communicator> Collectives<C> {
     fn hierarchical_inner<T: Element>(
         &mut self,
         buf: &mut [T],
-        reduction: Reduction,
+        reduction: Reducer,
         k: usize,
     ) -> Result<HierarchicalReport, CommError> {
         // Arguments first: a call that is wrong on every rank then gets the
@@ -462,77 +734,37 @@ impl<C: Communicator> Collectives<C> {
         } else {
             op
         };
-        let phase = Reduction::new(sum_op);
-        let (options, model) = (self.options, self.model);
         let seq_of = |ctx: u16| self.group_seq.get(&ctx).copied().unwrap_or(0);
-        let (mut inner_seq, mut outer_seq) = (seq_of(inner.context()), seq_of(outer.context()));
-        let scratch = &mut self.scratch;
+        let mut phases = Phases {
+            inner: &inner,
+            outer: &outer,
+            seqs: (seq_of(inner.context()), seq_of(outer.context())),
+            options: self.options,
+            model: self.model,
+            scratch: &mut self.scratch,
+            reducer: Reducer::new(sum_op),
+        };
         let wide = size_of::<T>() != size_of::<f32>();
         let (reduce_scatter, all_reduce) = if wide && op.depends_on_order() {
+            // 16-bit sums: both phases in f32, rounded once at the end.
             let mut work: Vec<f32> = buf.iter().map(|x| x.load()).collect();
-            let rs = exec(
-                &inner,
-                &mut inner_seq,
-                &options,
-                &model,
-                scratch,
-                Collective::ReduceScatter,
-                &mut work,
-                &phase,
-            )?;
-            let ar = exec(
-                &outer,
-                &mut outer_seq,
-                &options,
-                &model,
-                scratch,
-                Collective::AllReduce,
-                &mut work[frag.clone()],
-                &phase,
-            )?;
+            let reports = phases.reduce(&mut work, frag.clone())?;
             for i in frag {
                 buf[i] = T::store(op.finish(work[i], p), reduction.rounding, i);
             }
-            (rs, ar)
+            reports
         } else {
-            let rs = exec(
-                &inner,
-                &mut inner_seq,
-                &options,
-                &model,
-                scratch,
-                Collective::ReduceScatter,
-                buf,
-                &phase,
-            )?;
-            let ar = exec(
-                &outer,
-                &mut outer_seq,
-                &options,
-                &model,
-                scratch,
-                Collective::AllReduce,
-                &mut buf[frag.clone()],
-                &phase,
-            )?;
+            let reports = phases.reduce(buf, frag.clone())?;
             if op == ReduceOp::Mean {
                 // f32: one division by p, as the flat Mean.
                 for i in frag {
                     buf[i] = T::store(op.finish(buf[i].load(), p), Rounding::Nearest, i);
                 }
             }
-            (rs, ar)
+            reports
         };
-        let all_gather = exec(
-            &inner,
-            &mut inner_seq,
-            &options,
-            &model,
-            scratch,
-            Collective::AllGather,
-            buf,
-            &phase,
-        )?;
+        let all_gather = phases.run(false, Collective::AllGather, buf)?;
+        let (inner_seq, outer_seq) = phases.seqs;
         self.group_seq.insert(inner.context(), inner_seq);
         self.group_seq.insert(outer.context(), outer_seq);
         Ok(HierarchicalReport {
@@ -543,8 +775,68 @@ impl<C: Communicator> Collectives<C> {
     }
 }
 
+/// The phases of a hierarchical all-reduce: the calls on the domain's
+/// communicator (`inner`) and across domains (`outer`), each numbered in
+/// its own sequence.
+struct Phases<'a, G: ?Sized> {
+    inner: &'a G,
+    outer: &'a G,
+    seqs: (u32, u32),
+    options: Options,
+    model: CostModel,
+    scratch: &'a mut Scratch,
+    reducer: Reducer,
+}
+
+impl<G: Communicator + ?Sized> Phases<'_, G> {
+    /// `collective` on `buf`, across domains if `outer`.
+    fn run<U: Element>(
+        &mut self,
+        outer: bool,
+        collective: Collective,
+        buf: &mut [U],
+    ) -> Result<Report, CommError> {
+        let (comm, seq) = if outer {
+            (self.outer, &mut self.seqs.1)
+        } else {
+            (self.inner, &mut self.seqs.0)
+        };
+        let (options, model) = (&self.options, &self.model);
+        exec(
+            comm,
+            seq,
+            options,
+            model,
+            self.scratch,
+            collective,
+            buf,
+            &self.reducer,
+        )
+    }
+
+    /// The reduction: reduce-scatter in the domain, then all-reduce of this
+    /// rank's fragment `frag` across domains.
+    fn reduce<U: Element>(
+        &mut self,
+        work: &mut [U],
+        frag: Range<usize>,
+    ) -> Result<(Report, Report), CommError> {
+        let reduce_scatter = self.run(false, Collective::ReduceScatter, work)?;
+        let all_reduce = self.run(true, Collective::AllReduce, &mut work[frag])?;
+        Ok((reduce_scatter, all_reduce))
+    }
+}
+
 /// Fragment `r` of a buffer of `len` elements over `p` ranks:
 /// `r f .. min((r + 1) f, len)` with `f = ceil(len / p)`.
+///
+/// ```
+/// use tessera_collectives::fragment;
+///
+/// assert_eq!(fragment(10, 4, 0), 0..3);
+/// assert_eq!(fragment(10, 4, 3), 9..10);
+/// assert_eq!(fragment(2, 4, 3), 2..2); // nothing but padding
+/// ```
 #[must_use]
 pub fn fragment(len: usize, p: usize, r: usize) -> Range<usize> {
     let f = len.div_ceil(p.max(1));
@@ -559,7 +851,7 @@ fn choose<T: Element, D: Communicator + ?Sized>(
     collective: Collective,
     len: usize,
     op: ReduceOp,
-) -> Result<(Schedule, f64), CommError> {
+) -> Result<(CollectiveSchedule, f64), CommError> {
     let p = comm.size();
     let link = *model
         .topology()
@@ -578,7 +870,7 @@ fn choose<T: Element, D: Communicator + ?Sized>(
             model.select(collective, p, len, size_of::<T>(), &link, candidates)?
         }
     };
-    let mut s = Schedule::new(estimate.algorithm, collective, p, len)?;
+    let mut s = CollectiveSchedule::new(estimate.algorithm, collective, p, len)?;
     if let OrderChoice::Use(order) = options.order {
         s = s.with_order(order);
     }
@@ -595,7 +887,7 @@ pub(crate) fn exec<T: Element, D: Communicator + ?Sized>(
     scratch: &mut Scratch,
     collective: Collective,
     buf: &mut [T],
-    reduction: &Reduction,
+    reduction: &Reducer,
 ) -> Result<Report, CommError> {
     let start = Instant::now();
     let n = *seq;

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::cost::Topology;
 use crate::error::{Cause, CommError, Failure};
+use crate::topology::Topology;
 
 /// A message tag. Messages from one rank to another with the same tag
 /// arrive in the order they were sent; tags keep independent streams
@@ -50,6 +50,13 @@ pub struct Outgoing<'a> {
 
 impl<'a> Outgoing<'a> {
     /// A message of `data` alone.
+    ///
+    /// ```
+    /// use tessera_collectives::Outgoing;
+    ///
+    /// let m = Outgoing::new(1, 7, b"hello");
+    /// assert_eq!((m.to, m.tag, m.header.len(), m.body), (1, 7, 0, &b"hello"[..]));
+    /// ```
     #[must_use]
     pub const fn new(to: usize, tag: Tag, data: &'a [u8]) -> Self {
         Self {
@@ -61,12 +68,25 @@ impl<'a> Outgoing<'a> {
     }
 
     /// The message's length in bytes.
+    ///
+    /// ```
+    /// use tessera_collectives::Outgoing;
+    ///
+    /// let m = Outgoing { to: 0, tag: 1, header: b"head", body: b"body!" };
+    /// assert_eq!(m.len(), 9);
+    /// ```
     #[must_use]
     pub const fn len(&self) -> usize {
         self.header.len() + self.body.len()
     }
 
     /// Whether the message has no bytes.
+    ///
+    /// ```
+    /// use tessera_collectives::Outgoing;
+    ///
+    /// assert!(Outgoing::new(0, 1, &[]).is_empty());
+    /// ```
     #[must_use]
     pub const fn is_empty(&self) -> bool {
         self.len() == 0
@@ -94,6 +114,13 @@ pub struct Incoming {
 
 impl Incoming {
     /// The next message from `from` with `tag`, with an empty buffer.
+    ///
+    /// ```
+    /// use tessera_collectives::Incoming;
+    ///
+    /// let m = Incoming::new(2, 5);
+    /// assert_eq!((m.from, m.tag, m.message.len()), (2, 5, 0));
+    /// ```
     #[must_use]
     pub const fn new(from: usize, tag: Tag) -> Self {
         Self {

@@ -55,6 +55,13 @@ pub struct Failure {
 
 impl Failure {
     /// `rank` failed for `cause`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Cause, Failure};
+    ///
+    /// let f = Failure::of(3, Cause::Panicked);
+    /// assert_eq!((f.rank, f.cause), (Some(3), Cause::Panicked));
+    /// ```
     #[must_use]
     pub const fn of(rank: usize, cause: Cause) -> Self {
         Self {
@@ -379,6 +386,13 @@ impl CommError {
     /// The failure this error reports, as the aborting rank records it:
     /// `None` for errors found before anything was sent (which do not
     /// abort).
+    ///
+    /// ```
+    /// use tessera_collectives::{Cause, CommError, Failure};
+    ///
+    /// let e = CommError::Aborted { rank: 2 };
+    /// assert_eq!(e.failure(0), Some(Failure::of(2, Cause::Aborted)));
+    /// ```
     #[must_use]
     pub const fn failure(&self, rank: usize) -> Option<Failure> {
         match *self {

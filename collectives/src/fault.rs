@@ -4,8 +4,9 @@
 //! ```
 //! use std::time::Duration;
 //! use tessera_collectives::fault::{Fault, Faulty};
-//! use tessera_collectives::{Collectives, CommError, Communicator, Options, ThreadWorld};
-//! use tessera_core::collective::{ReduceOp, Reduction};
+//! use tessera_collectives::{
+//!     Collectives, CommError, Communicator, Options, ReduceOp, Reducer, ThreadWorld,
+//! };
 //!
 //! let results = ThreadWorld::run(4, |comm| {
 //!     // Rank 2 aborts at its third exchange, in the middle of the all-reduce.
@@ -14,7 +15,7 @@
 //!     let mut c = Collectives::new(comm)
 //!         .with_options(Options::new().with_timeout(Duration::from_secs(10)));
 //!     let mut x = vec![1.0f32; 1000];
-//!     c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).map(|_| ())
+//!     c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).map(|_| ())
 //! })
 //! .unwrap();
 //! for (rank, r) in results.into_iter().enumerate() {
@@ -30,8 +31,8 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use crate::comm::{Apply, Communicator, Incoming, Outgoing};
-use crate::cost::Topology;
 use crate::error::{CommError, Failure};
+use crate::topology::Topology;
 
 /// What goes wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,6 +59,20 @@ pub struct Faulty<C> {
 
 impl<C: Communicator> Faulty<C> {
     /// `inner` with `fault` at exchange `at` (`None`: never).
+    ///
+    /// ```
+    /// use tessera_collectives::fault::{Fault, Faulty};
+    /// use tessera_collectives::{Collectives, Communicator, ReduceOp, Reducer, ThreadWorld};
+    ///
+    /// let results = ThreadWorld::run(2, |comm| {
+    ///     // Rank 1 aborts at its first exchange.
+    ///     let fault = (comm.rank() == 1).then_some((0, Fault::Abort));
+    ///     let mut c = Collectives::new(Faulty::new(comm, fault));
+    ///     c.all_reduce(&mut [1.0f32; 4], Reducer::new(ReduceOp::Sum)).is_err()
+    /// })
+    /// .unwrap();
+    /// assert!(results.into_iter().all(|failed| failed.unwrap()));
+    /// ```
     #[must_use]
     pub const fn new(inner: C, fault: Option<(usize, Fault)>) -> Self {
         Self {
@@ -68,12 +83,31 @@ impl<C: Communicator> Faulty<C> {
     }
 
     /// How many exchanges have been made so far.
+    ///
+    /// ```
+    /// use tessera_collectives::fault::Faulty;
+    /// use tessera_collectives::{Collectives, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let mut c = Collectives::new(Faulty::new(comm, None));
+    ///     c.broadcast(&mut [0.0f32; 4], 0).unwrap();
+    ///     assert!(c.comm().calls() > 0);
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn calls(&self) -> usize {
         self.calls.get()
     }
 
     /// The wrapped communicator.
+    ///
+    /// ```
+    /// use tessera_collectives::fault::Faulty;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| assert_eq!(Faulty::new(comm, None).into_inner().size(), 2)).unwrap();
+    /// ```
     #[must_use]
     pub fn into_inner(self) -> C {
         self.inner

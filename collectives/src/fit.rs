@@ -9,8 +9,8 @@
 //! root-mean-square and worst relative error.
 //!
 //! ```no_run
+//! use tessera_collectives::Algorithm;
 //! use tessera_collectives::fit::{self, Plan};
-//! use tessera_core::collective::Algorithm;
 //!
 //! let plan = Plan::new(Algorithm::Ring, vec![1 << 10, 1 << 14, 1 << 18, 1 << 22]);
 //! let samples = fit::measure_threads(4, &plan).unwrap();
@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use tessera_core::collective::{Algorithm, Collective, ReduceOp, Reduction};
+use tessera_core::collective::{Algorithm, Collective, ReduceOp, Reducer};
 
 use crate::collectives::{Collectives, Options};
 use crate::comm::Communicator;
@@ -60,6 +60,15 @@ pub struct Fit {
 
 impl Fit {
     /// The fitted time of `terms` (gamma 0 if not fitted).
+    ///
+    /// ```
+    /// use tessera_collectives::cost::Terms;
+    /// use tessera_collectives::fit::Fit;
+    ///
+    /// let f = Fit { alpha: 1e-6, beta: 1e-9, gamma: None, rms_error: 0.0, max_error: 0.0, samples: 4 };
+    /// let t = Terms { latency: 2.0, bandwidth: 1e6, reduce: 5e5 };
+    /// assert!((f.seconds(&t) - (2e-6 + 1e-3)).abs() < 1e-12);
+    /// ```
     #[must_use]
     pub fn seconds(&self, terms: &Terms) -> f64 {
         let gamma = self.gamma.unwrap_or(0.0);
@@ -81,6 +90,24 @@ impl Fit {
 /// effective seconds per byte. Fitting gamma needs samples whose reduce and
 /// bandwidth coefficients are not proportional (for instance all-gather
 /// and all-reduce together).
+///
+/// ```
+/// use tessera_collectives::cost::terms;
+/// use tessera_collectives::fit::{self, Sample};
+/// use tessera_collectives::{Algorithm, Collective, Ports};
+///
+/// // Times made from alpha = 2 us and beta = 1 ns per byte are fitted back.
+/// let samples: Vec<Sample> = [1 << 10, 1 << 14, 1 << 18, 1 << 20]
+///     .into_iter()
+///     .map(|len| {
+///         let terms = terms(Algorithm::Ring, Collective::AllReduce, 4, len, 4, Ports::Single).unwrap();
+///         Sample { len, terms, seconds: 2e-6 * terms.latency + 1e-9 * terms.bandwidth }
+///     })
+///     .collect();
+/// let f = fit::fit(&samples, false).unwrap();
+/// assert!((f.alpha / 2e-6 - 1.0).abs() < 1e-3 && (f.beta / 1e-9 - 1.0).abs() < 1e-3);
+/// assert!(f.rms_error < 1e-3);
+/// ```
 ///
 /// # Errors
 /// [`ConfigError::Samples`] with fewer samples than unknowns, or samples
@@ -122,6 +149,23 @@ pub struct CostFit {
 /// the bandwidth term split: the share `c = min(1, cache / bytes)` of a
 /// buffer of `bytes` per rank at `beta_cached`, the rest at
 /// `beta_streamed` ([`crate::cost::Fitted`]).
+///
+/// ```
+/// use tessera_collectives::cost::terms;
+/// use tessera_collectives::fit::{self, Sample};
+/// use tessera_collectives::{Algorithm, Collective, Ports};
+///
+/// let samples: Vec<Sample> = [1 << 10, 1 << 14, 1 << 18, 1 << 20]
+///     .into_iter()
+///     .map(|len| {
+///         let terms = terms(Algorithm::Ring, Collective::AllReduce, 4, len, 4, Ports::Single).unwrap();
+///         Sample { len, terms, seconds: 2e-6 * terms.latency + 1e-9 * terms.bandwidth }
+///     })
+///     .collect();
+/// let f = fit::fit_algorithm(&samples, 1_048_576.0).unwrap();
+/// assert!((f.cost.alpha / 2e-6 - 1.0).abs() < 1e-2);
+/// assert!(f.rms_error < 1e-2);
+/// ```
 ///
 /// # Errors
 /// As [`fit`]; [`ConfigError::Samples`] also when the samples do not span
@@ -309,6 +353,14 @@ pub struct Plan {
 impl Plan {
     /// All-reduce by `algorithm` over `sizes`, 5 repetitions after 1
     /// warm-up, one port, a 60 s timeout.
+    ///
+    /// ```
+    /// use tessera_collectives::fit::Plan;
+    /// use tessera_collectives::{Algorithm, Collective};
+    ///
+    /// let plan = Plan::new(Algorithm::HalvingDoubling, vec![1 << 10, 1 << 20]);
+    /// assert_eq!((plan.collective, plan.reps, plan.warmup), (Collective::AllReduce, 5, 1));
+    /// ```
     #[must_use]
     pub const fn new(algorithm: Algorithm, sizes: Vec<usize>) -> Self {
         Self {
@@ -328,6 +380,19 @@ impl Plan {
 /// best repetition of the slowest rank (all-reduced with Max). Every rank
 /// returns the same samples.
 ///
+/// ```
+/// use tessera_collectives::fit::{self, Plan};
+/// use tessera_collectives::{Algorithm, ThreadWorld};
+///
+/// let mut plan = Plan::new(Algorithm::Ring, vec![64, 256]);
+/// (plan.reps, plan.warmup) = (1, 0);
+/// let per_rank = ThreadWorld::run(2, |comm| fit::measure(comm, &plan).unwrap()).unwrap();
+/// for samples in per_rank {
+///     let lens: Vec<usize> = samples.unwrap().iter().map(|s| s.len).collect();
+///     assert_eq!(lens, [64, 256]);
+/// }
+/// ```
+///
 /// # Errors
 /// [`CommError`] from the collectives (the communicator is then aborted).
 pub fn measure<C: Communicator>(comm: C, plan: &Plan) -> Result<Vec<Sample>, CommError> {
@@ -336,7 +401,7 @@ pub fn measure<C: Communicator>(comm: C, plan: &Plan) -> Result<Vec<Sample>, Com
         .with_algorithm(plan.algorithm)
         .with_timeout(plan.timeout);
     let mut c = Collectives::new(comm).with_options(options);
-    let sum = Reduction::new(ReduceOp::Sum);
+    let sum = Reducer::new(ReduceOp::Sum);
     let mut out = Vec::with_capacity(plan.sizes.len());
     for &len in &plan.sizes {
         let mut buf = vec![1.0f32; len];
@@ -352,7 +417,7 @@ pub fn measure<C: Communicator>(comm: C, plan: &Plan) -> Result<Vec<Sample>, Com
             buf.fill(1.0);
         }
         c.set_options(options.with_algorithm(Algorithm::HalvingDoubling));
-        c.all_reduce(&mut times, Reduction::new(ReduceOp::Max))?;
+        c.all_reduce(&mut times, Reducer::new(ReduceOp::Max))?;
         c.set_options(options);
         let best = times.iter().copied().fold(f32::INFINITY, f32::min);
         out.push(Sample {
@@ -365,6 +430,17 @@ pub fn measure<C: Communicator>(comm: C, plan: &Plan) -> Result<Vec<Sample>, Com
 }
 
 /// [`measure`] on a [`ThreadWorld`] of `p` ranks.
+///
+/// ```
+/// use tessera_collectives::fit::{self, Plan};
+/// use tessera_collectives::Algorithm;
+///
+/// let mut plan = Plan::new(Algorithm::HalvingDoubling, vec![128]);
+/// (plan.reps, plan.warmup) = (2, 0);
+/// let samples = fit::measure_threads(3, &plan).unwrap();
+/// assert_eq!(samples.len(), 1);
+/// assert!(samples[0].seconds > 0.0);
+/// ```
 ///
 /// # Errors
 /// As [`measure`]; [`CommError::PeerFailed`] if a rank panicked.

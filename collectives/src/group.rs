@@ -85,6 +85,15 @@ impl core::error::Error for GroupError {}
 impl ReplicaGroup {
     /// The number of replicas in each group when there are `replicas` in all.
     ///
+    /// ```
+    /// use tessera_collectives::{GroupError, ReplicaGroup};
+    ///
+    /// assert_eq!(ReplicaGroup::All.group_size(8), Ok(8));
+    /// assert_eq!(ReplicaGroup::Orthogonal(2).group_size(8), Ok(2));
+    /// assert!(ReplicaGroup::Consecutive(3).group_size(8).is_err());
+    /// let _: GroupError = ReplicaGroup::All.group_size(0).unwrap_err();
+    /// ```
+    ///
     /// # Errors
     /// [`GroupError::NoReplicas`], [`GroupError::ZeroGroupSize`] or
     /// [`GroupError::Indivisible`].
@@ -110,6 +119,13 @@ impl ReplicaGroup {
     }
 
     /// The number of groups when there are `replicas` in all.
+    ///
+    /// ```
+    /// use tessera_collectives::ReplicaGroup;
+    ///
+    /// assert_eq!(ReplicaGroup::Consecutive(2).groups(8), Ok(4));
+    /// assert_eq!(ReplicaGroup::All.groups(8), Ok(1));
+    /// ```
     ///
     /// # Errors
     /// As [`ReplicaGroup::group_size`].
@@ -170,12 +186,28 @@ pub struct Members {
 impl Members {
     /// Whether `rank` is among the members not yet iterated over (all of
     /// them, for a fresh [`ReplicaGroup::members`]).
+    ///
+    /// ```
+    /// use tessera_collectives::ReplicaGroup;
+    ///
+    /// // Orthogonal(2) of 8 replicas: {0, 4}, {1, 5}, {2, 6}, {3, 7}.
+    /// let m = ReplicaGroup::Orthogonal(2).members(5, 8).unwrap();
+    /// assert!(m.contains(1) && m.contains(5) && !m.contains(2));
+    /// ```
     #[must_use]
     pub const fn contains(&self, rank: usize) -> bool {
         self.position(rank).is_some()
     }
 
     /// The index of `rank` among the members still to come, if it is one.
+    ///
+    /// ```
+    /// use tessera_collectives::ReplicaGroup;
+    ///
+    /// let m = ReplicaGroup::Consecutive(4).members(6, 8).unwrap(); // {4, 5, 6, 7}
+    /// assert_eq!(m.position(6), Some(2));
+    /// assert_eq!(m.position(3), None);
+    /// ```
     #[must_use]
     pub const fn position(&self, rank: usize) -> Option<usize> {
         if rank < self.next || !(rank - self.next).is_multiple_of(self.stride) {

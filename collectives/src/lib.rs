@@ -7,6 +7,33 @@
 //! the in-memory executor) live in [`tessera_core::collective`]; this crate
 //! runs those schedules between ranks that only exchange messages.
 //!
+//! # Quick start
+//!
+//! Four ranks on threads all-reduce a gradient; every rank ends with the
+//! same bits. Everything comes from this crate (it re-exports what it uses
+//! of `tessera-core`):
+//!
+//! ```
+//! use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld, f16};
+//!
+//! let results = ThreadWorld::run(4, |comm| {
+//!     let mut c = Collectives::new(comm).with_options(Default::default());
+//!     let mut grad = vec![f16::from_f32(c.rank() as f32); 1000];
+//!     // The algorithm is chosen by the cost model for this size.
+//!     let report = c.all_reduce(&mut grad, Reducer::new(ReduceOp::Mean)).unwrap();
+//!     assert!(report.steps > 0);
+//!     grad
+//! })
+//! .unwrap();
+//! for grad in results {
+//!     assert_eq!(grad.unwrap(), vec![f16::from_f32(1.5); 1000]);
+//! }
+//! ```
+//!
+//! Over MPI (feature `mpi`), take the communicator from
+//! `mpi::MpiCommunicator::world` instead and launch with `mpirun`; the
+//! rest is the same.
+//!
 //! # Contents
 //!
 //! - [`Communicator`]: rank, size, point-to-point messages with a timeout
@@ -32,15 +59,15 @@
 //! - [`fault`]: fault injection for tests.
 //!
 //! ```
-//! use tessera_collectives::{Collectives, Options, ThreadWorld};
-//! use tessera_core::collective::{Algorithm, ReduceOp, Reduction};
-//! use tessera_core::fp::bf16;
+//! use tessera_collectives::{
+//!     Algorithm, Collectives, Options, ReduceOp, Reducer, ThreadWorld, bf16,
+//! };
 //!
 //! let results = ThreadWorld::run(3, |comm| {
 //!     let opts = Options::new().with_algorithm(Algorithm::BidirectionalRing);
 //!     let mut c = Collectives::new(comm).with_options(opts);
 //!     let mut x = vec![bf16::from_f32(c.rank() as f32); 7];
-//!     let report = c.all_reduce(&mut x, Reduction::new(ReduceOp::Max)).unwrap();
+//!     let report = c.all_reduce(&mut x, Reducer::new(ReduceOp::Max)).unwrap();
 //!     assert_eq!(report.algorithm, Algorithm::BidirectionalRing);
 //!     x
 //! })
@@ -72,7 +99,7 @@
 //! # Numerics
 //!
 //! As [`tessera_core::collective`]: reductions in f32, 16-bit results
-//! rounded once with the [`Reduction`]'s rounding at the element's
+//! rounded once with the [`Reducer`]'s rounding at the element's
 //! position, partial sums of 16-bit values sent in f32, copies bit-exact,
 //! NaN canonical. Messages carry values in this
 //! machine's byte order: every rank of a world must share it.
@@ -95,6 +122,7 @@
 // bodies), which allows it and argues its soundness.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod collectives;
 pub mod comm;
@@ -105,6 +133,7 @@ pub mod fit;
 pub mod group;
 mod loan;
 #[cfg(feature = "mpi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
 pub mod mpi;
 pub mod route;
 mod run;
@@ -117,10 +146,13 @@ pub use collectives::{
     Report, fragment,
 };
 pub use comm::{Apply, Communicator, Incoming, MAX_USER_TAG, Outgoing, Tag};
-pub use cost::{CostModel, Link, Ports, Topology};
+pub use cost::{CostModel, Link, Ports};
 pub use error::{Cause, CommError, ConfigError, Failure, Mismatch};
 pub use group::{GroupError, Members, ReplicaGroup};
 pub use subgroup::GroupComm;
-pub use tessera_core::collective::{Algorithm, Collective, Order, ReduceOp, Reduction};
+pub use tessera_core::collective::{
+    Algorithm, Collective, CollectiveSchedule, Order, ReduceOp, Reducer,
+};
+pub use tessera_core::fp::{Element, Rounding, bf16, f16};
 pub use thread::{AbortHandle, ThreadCommunicator, ThreadWorld};
-pub use topology::{Edge, Fabric, FabricError};
+pub use topology::{Edge, Fabric, FabricError, Topology};

@@ -1,6 +1,6 @@
 //! Collectives priced by routing their schedules over a [`Fabric`].
 //!
-//! Every message of the algorithm's actual schedule ([`Schedule::transfers`])
+//! Every message of the algorithm's actual schedule ([`CollectiveSchedule::transfers`])
 //! is routed from its sender's node to its receiver's. A step costs the
 //! latency of its longest route (`k` hops, `k` link latencies), plus the
 //! time of the busiest directed edge (the bytes of every transfer crossing
@@ -10,7 +10,7 @@
 //! collective at once ([`price`]'s `groups`, the orthogonal groups of
 //! replicas of several IPUs): their transfers share the links too.
 
-use tessera_core::collective::{Algorithm, Collective, Error, ReduceOp, Schedule};
+use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Error, ReduceOp};
 
 use crate::cost::{Estimate, Terms};
 use crate::topology::Fabric;
@@ -26,8 +26,20 @@ pub const GCL: [Algorithm; 2] = [Algorithm::Ring, Algorithm::BidirectionalRing];
 /// estimate's terms are the hops of latency, the busiest edge's bytes in
 /// units of one link, and the bytes combined.
 ///
+/// ```
+/// use tessera_collectives::route;
+/// use tessera_collectives::{Algorithm, Collective, Fabric, Topology};
+///
+/// let pod16 = Fabric::ladder(16, true, Topology::IPU_LINK).unwrap();
+/// let all: Vec<usize> = (0..16).collect();
+/// let ring = route::price(&pod16, Algorithm::Ring, Collective::AllReduce, &[all], 1 << 20, 4, 0.0)
+///     .unwrap();
+/// assert!(ring.terms.latency >= 30.0); // 2 (p - 1) steps of at least one hop
+/// assert!(ring.seconds > 0.0);
+/// ```
+///
 /// # Errors
-/// As [`Schedule::new`]; [`Error::RankOutOfRange`] for a node outside the
+/// As [`CollectiveSchedule::new`]; [`Error::RankOutOfRange`] for a node outside the
 /// fabric or groups of different sizes; [`Error::NoRanks`] for no groups.
 ///
 /// # Panics
@@ -56,7 +68,7 @@ pub fn price(
             });
         }
     }
-    let s = Schedule::new(algorithm, collective, p, len)?;
+    let s = CollectiveSchedule::new(algorithm, collective, p, len)?;
     let mut step = Step::new(fabric);
     let mut terms = Terms::default();
     let mut current = usize::MAX;
@@ -84,6 +96,17 @@ pub fn price(
 }
 
 /// The cheapest of `candidates` by [`price`] (the first of equals).
+///
+/// ```
+/// use tessera_collectives::route;
+/// use tessera_collectives::{Algorithm, Collective, Fabric, Topology};
+///
+/// let pod16 = Fabric::ladder(16, true, Topology::IPU_LINK).unwrap();
+/// let all: Vec<usize> = (0..16).collect();
+/// let best = route::cheapest(&pod16, &Algorithm::ALL, Collective::AllReduce, &[all], 1 << 24, 4, 0.0)
+///     .unwrap();
+/// assert!(Algorithm::ALL.contains(&best.algorithm));
+/// ```
 ///
 /// # Errors
 /// As [`price`]; [`Error::NoRanks`] for no candidates.

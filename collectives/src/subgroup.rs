@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use crate::comm::{Communicator, Incoming, Outgoing};
-use crate::cost::Topology;
 use crate::error::{CommError, Failure};
 use crate::group::ReplicaGroup;
+use crate::topology::Topology;
 
 /// The members of this rank's [`ReplicaGroup`] as a communicator of their
 /// own: rank `i` of the view is the group's `i`-th member (in increasing
@@ -26,6 +26,16 @@ pub struct GroupComm<C> {
 
 impl<C: Communicator> GroupComm<C> {
     /// The view of `group` for `inner`'s rank.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, GroupComm, ReplicaGroup, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let g = GroupComm::new(&comm, ReplicaGroup::Consecutive(2)).unwrap();
+    ///     assert_eq!((g.rank(), g.size()), (comm.rank() % 2, 2));
+    /// })
+    /// .unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`CommError::Group`] if `group` does not fit `inner.size()` ranks.
@@ -56,12 +66,33 @@ impl<C: Communicator> GroupComm<C> {
     }
 
     /// The members, as ranks of the parent communicator.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, GroupComm, ReplicaGroup, ThreadWorld};
+    ///
+    /// ThreadWorld::run(4, |comm| {
+    ///     let g = GroupComm::new(&comm, ReplicaGroup::Orthogonal(2)).unwrap();
+    ///     let first = comm.rank() % 2;
+    ///     assert_eq!(g.members(), [first, first + 2]);
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub fn members(&self) -> &[usize] {
         &self.members
     }
 
     /// The parent communicator.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, GroupComm, ReplicaGroup, ThreadWorld};
+    ///
+    /// ThreadWorld::run(2, |comm| {
+    ///     let g = GroupComm::new(&comm, ReplicaGroup::All).unwrap();
+    ///     assert_eq!(g.parent().rank(), comm.rank());
+    /// })
+    /// .unwrap();
+    /// ```
     #[must_use]
     pub const fn parent(&self) -> &C {
         &self.inner

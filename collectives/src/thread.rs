@@ -102,6 +102,14 @@ impl ThreadWorld {
 
     /// The communicators, in rank order: move each into the thread that
     /// plays its rank.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let comms = ThreadWorld::new(3).unwrap().into_communicators();
+    /// let ranks: Vec<usize> = comms.iter().map(|c| c.rank()).collect();
+    /// assert_eq!(ranks, [0, 1, 2]);
+    /// ```
     #[must_use]
     pub fn into_communicators(self) -> Vec<ThreadCommunicator> {
         self.comms
@@ -111,6 +119,18 @@ impl ThreadWorld {
     /// communicator, and returns what each returned (or its panic), in rank
     /// order. A rank that panics aborts the world ([`Cause::Panicked`]), so
     /// the others fail rather than wait.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let results = ThreadWorld::run(2, |comm| {
+    ///     assert!(comm.rank() == 0, "rank {} panics", comm.rank());
+    ///     comm.rank()
+    /// })
+    /// .unwrap();
+    /// assert_eq!(*results[0].as_ref().unwrap(), 0);
+    /// assert!(results[1].is_err()); // its panic
+    /// ```
     ///
     /// # Errors
     /// As [`ThreadWorld::new`].
@@ -380,6 +400,16 @@ impl ThreadCommunicator {
     }
 
     /// A handle that aborts this rank's world from any thread.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let comms = ThreadWorld::new(2).unwrap().into_communicators();
+    /// let handle = comms[0].abort_handle();
+    /// std::thread::spawn(move || handle.abort()).join().unwrap();
+    /// assert!(comms[1].barrier(Duration::from_secs(5)).is_err());
+    /// ```
     #[must_use]
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle {
@@ -636,6 +666,15 @@ impl Drop for ThreadCommunicator {
 impl AbortHandle {
     /// Aborts the world on behalf of this handle's rank
     /// ([`Cause::Aborted`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{CommError, Communicator, ThreadWorld};
+    ///
+    /// let comms = ThreadWorld::new(2).unwrap().into_communicators();
+    /// comms[1].abort_handle().abort();
+    /// assert!(matches!(comms[0].barrier(Duration::from_secs(5)), Err(CommError::PeerFailed { rank: 1, .. })));
+    /// ```
     pub fn abort(&self) {
         self.shared.fail(Failure::of(self.rank, Cause::Aborted));
     }

@@ -1,6 +1,7 @@
-//! Which devices are joined by which links, and the route a transfer takes
-//! over them: the [`Fabric`]. [`crate::route`] prices a collective's
-//! schedule on one.
+//! Where the ranks are: the cost model's [`Topology`] (domains of ranks
+//! joined by two kinds of link), and the [`Fabric`], which says which
+//! devices are joined by which links and the route a transfer takes over
+//! them. [`crate::route`] prices a collective's schedule on a fabric.
 //!
 //! A fabric is a graph of `nodes` (IPUs, or POD64s joined by GW-Links)
 //! whose edges are bundles of identical full-duplex links, each carrying
@@ -28,8 +29,279 @@
 use core::fmt;
 use std::collections::VecDeque;
 
-use crate::cost::Link;
+use crate::cost::fitted::Fitted;
+use crate::cost::link::{Link, Ports};
 use crate::error::ConfigError;
+
+/// Where the ranks are: domains of `domain` consecutive ranks joined by
+/// fast links (IPU-Links inside an IPU-Link domain, shared memory inside a
+/// machine), domains joined by slower ones (GW-Links, the network), and
+/// the speed of the reduction arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Topology {
+    domain: usize,
+    intra: Link,
+    inter: Link,
+    reduce_bandwidth: f64,
+}
+
+impl Topology {
+    /// One kind of link between every pair of ranks; reductions at
+    /// `reduce_bandwidth` bytes of contributions per second.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports, Topology};
+    ///
+    /// let link = Link::new(5e-6, 10e9, 0.9, Ports::Single).unwrap();
+    /// let t = Topology::flat(link, 20e9).unwrap();
+    /// assert_eq!(t.intra(), t.inter());
+    /// assert!(Topology::flat(link, 0.0).is_err());
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError::NotPositive`] unless `reduce_bandwidth > 0`.
+    pub fn flat(link: Link, reduce_bandwidth: f64) -> Result<Self, ConfigError> {
+        Self::two_level(usize::MAX, link, link, reduce_bandwidth)
+    }
+
+    /// Domains of `domain` consecutive ranks joined by `intra` links, the
+    /// domains joined by `inter` links.
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports, Topology};
+    ///
+    /// let nvlink = Link::new(2e-6, 150e9, 0.8, Ports::PerPeer).unwrap();
+    /// let ib = Link::new(5e-6, 25e9, 0.9, Ports::Single).unwrap();
+    /// // Machines of 8 GPUs.
+    /// let t = Topology::two_level(8, nvlink, ib, 100e9).unwrap();
+    /// assert_eq!(t.domain(), 8);
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError::NotPositive`] for `domain == 0` or
+    /// `reduce_bandwidth <= 0`.
+    pub fn two_level(
+        domain: usize,
+        intra: Link,
+        inter: Link,
+        reduce_bandwidth: f64,
+    ) -> Result<Self, ConfigError> {
+        if domain == 0 {
+            return Err(ConfigError::NotPositive {
+                field: "domain",
+                value: 0.0,
+            });
+        }
+        if !(reduce_bandwidth.is_finite() && reduce_bandwidth > 0.0) {
+            return Err(ConfigError::NotPositive {
+                field: "reduce_bandwidth",
+                value: reduce_bandwidth,
+            });
+        }
+        Ok(Self {
+            domain,
+            intra,
+            inter,
+            reduce_bandwidth,
+        })
+    }
+
+    /// Threads of one process on the 2-core machines Tessera is developed
+    /// on, as the thread transport ([`crate::ThreadWorld`]) runs them: each
+    /// algorithm's measured cost ([`Fitted::THREADS`]). Its link's own
+    /// alpha and beta (what [`CostModel::schedule_time`](crate::CostModel::schedule_time) charges) are the
+    /// round numbers of the earlier single fit: 10 us per step (a
+    /// condition-variable wake-up) and 0.33 ns per byte, reductions at
+    /// 4 GB/s. Measure your own machine with [`crate::fit`].
+    ///
+    /// ```
+    /// use tessera_collectives::Topology;
+    /// use tessera_collectives::cost::Fitted;
+    ///
+    /// let t = Topology::shared_memory();
+    /// assert_eq!(t.intra().fitted(), Some(&Fitted::THREADS));
+    /// ```
+    #[must_use]
+    pub fn shared_memory() -> Self {
+        let link = Self::SHARED_MEMORY.with_fitted(Fitted::THREADS);
+        Self {
+            domain: usize::MAX,
+            intra: link,
+            inter: link,
+            reduce_bandwidth: 4.0e9,
+        }
+    }
+
+    /// MPI processes on one machine, as the MPI transport runs them: each
+    /// algorithm's measured cost ([`Fitted::PROCESSES`]) over
+    /// [`Topology::shared_memory`]'s link.
+    ///
+    /// ```
+    /// use tessera_collectives::Topology;
+    /// use tessera_collectives::cost::Fitted;
+    ///
+    /// assert_eq!(Topology::processes().intra().fitted(), Some(&Fitted::PROCESSES));
+    /// ```
+    #[must_use]
+    pub const fn processes() -> Self {
+        let link = Self::SHARED_MEMORY.with_fitted(Fitted::PROCESSES);
+        Self {
+            domain: usize::MAX,
+            intra: link,
+            inter: link,
+            reduce_bandwidth: 4.0e9,
+        }
+    }
+
+    /// The shared-memory link's own alpha and beta: 10 us, 3 GB/s, one
+    /// port.
+    const SHARED_MEMORY: Link = Link {
+        latency: 10.0e-6,
+        bandwidth: 3.0e9,
+        efficiency: 1.0,
+        ports: Ports::Single,
+        fitted: None,
+    };
+
+    /// Graphcore Mk2 IPUs, one rank per IPU, in IPU-Link domains of
+    /// `domain` IPUs (64 for a POD64) joined by GW-Links (SEMANTICS.md
+    /// section 5). Only the links' figures: where they run, and what a
+    /// collective costs on them, is [`crate::topology::Fabric`] and
+    /// [`crate::route`].
+    ///
+    /// - IPU-Links: 128 Gbit/s (16 GB/s) each way per link (Graphcore's
+    ///   GC200: 10 IPU-Links, 320 GB/s in all) at 0.85 efficiency
+    ///   (PopLibs' test model);
+    /// - GW-Links: 100 Gbit/s each way per link, 2 per IPU-M2000
+    ///   (IPU-M2000 and Bow-2000 datasheets), each shared by its 4 IPUs;
+    /// - latencies are assumptions, not measurements (Graphcore publishes
+    ///   none): 1 us per IPU-Link hop, 10 us per GW-Link message (a RoCE
+    ///   round through two IPU-Gateways);
+    /// - reductions at 1 TB/s (the tiles' aggregate f32 add rate is far
+    ///   above the links' bandwidth, so gamma hardly matters).
+    ///
+    /// ```
+    /// use tessera_collectives::Topology;
+    ///
+    /// let pod = Topology::ipu_pod(64).unwrap();
+    /// assert_eq!(pod.intra(), &Topology::IPU_LINK);
+    /// assert_eq!(pod.inter(), &Topology::GW_LINK_PER_IPU);
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError::NotPositive`] for `domain == 0`.
+    pub fn ipu_pod(domain: usize) -> Result<Self, ConfigError> {
+        Self::two_level(
+            domain,
+            Self::IPU_LINK,
+            Self::GW_LINK_PER_IPU,
+            Self::IPU_REDUCE_BANDWIDTH,
+        )
+    }
+
+    /// One IPU-Link of [`Topology::ipu_pod`]: 1 us, 16 GB/s each way
+    /// (128 Gbit/s, as `tessera-sim`'s `IpuParams::link_bits_per_second`),
+    /// 0.85, [`Ports::PerPeer`].
+    pub const IPU_LINK: Link = Link {
+        latency: 1.0e-6,
+        bandwidth: 16.0e9,
+        efficiency: 0.85,
+        ports: Ports::PerPeer,
+        fitted: None,
+    };
+
+    /// One IPU's share of one GW-Link in [`Topology::ipu_pod`]: 10 us,
+    /// 100 Gbit/s over the IPU-M2000's 4 IPUs, [`Ports::Single`].
+    pub const GW_LINK_PER_IPU: Link = Link {
+        latency: 10.0e-6,
+        bandwidth: 100.0e9 / 8.0 / 4.0,
+        efficiency: 1.0,
+        ports: Ports::Single,
+        fitted: None,
+    };
+
+    /// The IPUs' reduction rate in [`Topology::ipu_pod`], bytes of
+    /// contributions per second.
+    pub const IPU_REDUCE_BANDWIDTH: f64 = 1.0e12;
+
+    /// Ranks per fast domain.
+    ///
+    /// ```
+    /// use tessera_collectives::Topology;
+    ///
+    /// assert_eq!(Topology::ipu_pod(16).unwrap().domain(), 16);
+    /// assert_eq!(Topology::shared_memory().domain(), usize::MAX);
+    /// ```
+    #[must_use]
+    pub const fn domain(&self) -> usize {
+        self.domain
+    }
+
+    /// The links inside a domain.
+    ///
+    /// ```
+    /// use tessera_collectives::Topology;
+    ///
+    /// assert_eq!(Topology::ipu_pod(16).unwrap().intra().alpha(), 1e-6);
+    /// ```
+    #[must_use]
+    pub const fn intra(&self) -> &Link {
+        &self.intra
+    }
+
+    /// The links between domains.
+    ///
+    /// ```
+    /// use tessera_collectives::Topology;
+    ///
+    /// let pod = Topology::ipu_pod(16).unwrap();
+    /// assert!(pod.inter().beta() > pod.intra().beta()); // GW-Links are slower
+    /// ```
+    #[must_use]
+    pub const fn inter(&self) -> &Link {
+        &self.inter
+    }
+
+    /// Seconds per byte of contributions combined.
+    ///
+    /// ```
+    /// use tessera_collectives::Topology;
+    ///
+    /// // Shared memory reduces 4 GB of contributions per second.
+    /// assert_eq!(Topology::shared_memory().gamma(), 0.25e-9);
+    /// ```
+    #[must_use]
+    pub fn gamma(&self) -> f64 {
+        1.0 / self.reduce_bandwidth
+    }
+
+    /// The link a collective among `members` (world ranks) runs on: the
+    /// intra-domain link if they are all in one domain, else the
+    /// inter-domain one (the slowest link of a ring sets its pace).
+    ///
+    /// ```
+    /// use tessera_collectives::Topology;
+    ///
+    /// let pod = Topology::ipu_pod(4).unwrap();
+    /// assert_eq!(pod.link_for(0..4), pod.intra());
+    /// assert_eq!(pod.link_for([3, 4]), pod.inter());
+    /// ```
+    #[must_use]
+    pub fn link_for(&self, members: impl IntoIterator<Item = usize>) -> &Link {
+        let mut domains = members.into_iter().map(|r| r / self.domain);
+        match domains.next() {
+            Some(first) if domains.all(|d| d == first) => &self.intra,
+            Some(_) => &self.inter,
+            None => &self.intra,
+        }
+    }
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Self::shared_memory()
+    }
+}
 
 /// One bundle of links between two nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,6 +407,20 @@ impl Fabric {
     /// A fabric of `nodes` joined by `edges` of `link`s, its rings in
     /// `ring` order (every node once).
     ///
+    /// ```
+    /// use tessera_collectives::{Edge, Fabric, Topology};
+    ///
+    /// // Three IPUs in a triangle, one link per side.
+    /// let edges = vec![
+    ///     Edge { a: 0, b: 1, links: 1 },
+    ///     Edge { a: 1, b: 2, links: 1 },
+    ///     Edge { a: 2, b: 0, links: 1 },
+    /// ];
+    /// let f = Fabric::new(3, edges, Topology::IPU_LINK, vec![0, 1, 2]).unwrap();
+    /// assert_eq!(f.hops(0, 2), 1);
+    /// assert!(Fabric::new(3, vec![Edge { a: 0, b: 5, links: 1 }], Topology::IPU_LINK, vec![0, 1, 2]).is_err());
+    /// ```
+    ///
     /// # Errors
     /// [`FabricError`]: no nodes, an edge naming a missing node or the same
     /// node twice, an edge of no links, a node unreachable from node 0, a
@@ -202,6 +488,15 @@ impl Fabric {
     /// topology" of the IPU-POD64 datasheet. Rings go up the even rail and
     /// down the odd one, every step one hop.
     ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// let open = Fabric::ladder(8, false, Topology::IPU_LINK).unwrap();
+    /// let closed = Fabric::ladder(8, true, Topology::IPU_LINK).unwrap();
+    /// assert!(closed.hops(0, 6) < open.hops(0, 6));
+    /// assert!(Fabric::ladder(3, true, Topology::IPU_LINK).is_err());
+    /// ```
+    ///
     /// # Errors
     /// [`FabricError::NoNodes`] for 0 IPUs; [`FabricError::MissingNode`]
     /// for an odd count above 1 (the last IPU has no partner).
@@ -258,6 +553,14 @@ impl Fabric {
     /// nodes: one bundle of `2 * links`, both ways round being the same
     /// pair).
     ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// let r = Fabric::ring(6, 2, Topology::GW_LINK_PER_IPU).unwrap();
+    /// assert_eq!(r.hops(0, 3), 3);
+    /// assert_eq!(r.links_of(0), 4);
+    /// ```
+    ///
     /// # Errors
     /// As [`Fabric::new`].
     pub fn ring(nodes: usize, links: u32, link: Link) -> Result<Self, FabricError> {
@@ -280,6 +583,12 @@ impl Fabric {
     }
 
     /// Nodes.
+    ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// assert_eq!(Fabric::ladder(16, true, Topology::IPU_LINK).unwrap().nodes(), 16);
+    /// ```
     #[must_use]
     pub const fn nodes(&self) -> usize {
         self.nodes
@@ -287,18 +596,36 @@ impl Fabric {
 
     /// One link's figures: latency per hop, bandwidth per direction,
     /// efficiency.
+    ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// assert_eq!(Fabric::ring(4, 1, Topology::IPU_LINK).unwrap().link(), &Topology::IPU_LINK);
+    /// ```
     #[must_use]
     pub const fn link(&self) -> &Link {
         &self.link
     }
 
     /// The edges.
+    ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// assert_eq!(Fabric::ring(5, 1, Topology::IPU_LINK).unwrap().edges().len(), 5);
+    /// ```
     #[must_use]
     pub fn edges(&self) -> &[Edge] {
         &self.edges
     }
 
     /// Links that end at `node`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// assert_eq!(Fabric::ring(5, 3, Topology::IPU_LINK).unwrap().links_of(2), 6);
+    /// ```
     #[must_use]
     pub fn links_of(&self, node: usize) -> u32 {
         self.edges
@@ -309,6 +636,12 @@ impl Fabric {
     }
 
     /// The order rings visit the nodes in.
+    ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// assert_eq!(Fabric::ring(4, 1, Topology::IPU_LINK).unwrap().ring_order(), [0, 1, 2, 3]);
+    /// ```
     #[must_use]
     pub fn ring_order(&self) -> &[usize] {
         &self.ring
@@ -316,6 +649,14 @@ impl Fabric {
 
     /// `members` (nodes) sorted by their place in the ring order: the
     /// order a ring over them visits them in.
+    ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// let ladder = Fabric::ladder(4, true, Topology::IPU_LINK).unwrap();
+    /// let sorted = ladder.in_ring_order(&[0, 1, 2, 3]);
+    /// assert_eq!(sorted, ladder.ring_order());
+    /// ```
     #[must_use]
     pub fn in_ring_order(&self, members: &[usize]) -> Vec<usize> {
         let mut place = vec![usize::MAX; self.nodes];
@@ -329,6 +670,13 @@ impl Fabric {
 
     /// Links a transfer from `from` to `to` crosses (0 to itself).
     ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// let r = Fabric::ring(8, 1, Topology::IPU_LINK).unwrap();
+    /// assert_eq!((r.hops(0, 0), r.hops(0, 7), r.hops(1, 5)), (0, 1, 4));
+    /// ```
+    ///
     /// # Panics
     /// If either is not a node.
     #[must_use]
@@ -338,6 +686,15 @@ impl Fabric {
 
     /// Calls `f` with each directed edge (`2 * edge + direction`, 0 from
     /// `a` to `b`) of the route from `from` to `to`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// let r = Fabric::ring(8, 1, Topology::IPU_LINK).unwrap();
+    /// let mut edges = Vec::new();
+    /// r.route(1, 4, |d| edges.push(d));
+    /// assert_eq!(edges.len(), 3);
+    /// ```
     ///
     /// # Panics
     /// If either is not a node.
@@ -354,6 +711,14 @@ impl Fabric {
 
     /// Bytes per second of directed edge `d` (its links times the link's
     /// data rate).
+    ///
+    /// ```
+    /// use tessera_collectives::{Fabric, Topology};
+    ///
+    /// let two = Fabric::ring(4, 2, Topology::IPU_LINK).unwrap();
+    /// let one = Fabric::ring(4, 1, Topology::IPU_LINK).unwrap();
+    /// assert_eq!(two.edge_bytes_per_s(0), 2.0 * one.edge_bytes_per_s(0));
+    /// ```
     #[must_use]
     pub fn edge_bytes_per_s(&self, d: usize) -> f64 {
         f64::from(self.edges[d / 2].links) / self.link.beta()

@@ -27,7 +27,7 @@ use tessera_collectives::{
     fragment,
 };
 use tessera_core::collective::{
-    self, Algorithm, Collective, Op, Order, ReduceOp, Reduction, Schedule, tree_sum,
+    self, Algorithm, Collective, CollectiveSchedule, Op, Order, ReduceOp, Reducer, tree_sum,
 };
 use tessera_core::fp::{Element, Rounding, bf16, f16};
 
@@ -135,12 +135,12 @@ fn bits<T: Element>(x: &[T]) -> Vec<u32> {
 }
 
 /// The in-memory executor's buffers (every rank computes all of them).
-fn reference<T: Element>(s: &Schedule, op: ReduceOp, values: Values) -> Vec<Vec<T>> {
+fn reference<T: Element>(s: &CollectiveSchedule, op: ReduceOp, values: Values) -> Vec<Vec<T>> {
     let p = s.size();
     let mut bufs: Vec<Vec<T>> = (0..p).map(|r| input(values, r, s.len())).collect();
     let mut refs: Vec<&mut [T]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
     let mut scratch = vec![0.0f32; s.scratch_len::<T>(op)];
-    collective::execute(s, &Reduction::new(op), &mut refs, &mut scratch, |_| {})
+    collective::execute(s, &Reducer::new(op), &mut refs, &mut scratch, |_| {})
         .expect("the executor runs");
     bufs
 }
@@ -222,12 +222,12 @@ fn every_case<T: Element>(c: &mut Collectives<MpiCommunicator>, passed: &mut usi
                             );
                             let mut x: Vec<T> = input(values, r, len);
                             let report = c
-                                .run(collective, &mut x, Reduction::new(op))
+                                .run(collective, &mut x, Reducer::new(op))
                                 .unwrap_or_else(|e| {
                                     panic!("rank {r}: {} {algorithm:?} {collective:?} {op:?} {order:?} n={len}: {e}", T::NAME)
                                 });
                             assert_eq!(report.algorithm, algorithm);
-                            let s = Schedule::new(algorithm, collective, p, len)
+                            let s = CollectiveSchedule::new(algorithm, collective, p, len)
                                 .unwrap()
                                 .with_order(order);
                             let want = reference::<T>(&s, op, values);
@@ -291,14 +291,14 @@ fn deterministic(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
                 .with_timeout(LONG),
         );
         let mut x = mine.clone();
-        c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+        c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
         assert_eq!(
             bits(&x),
             bits(&want),
             "rank {r}: deterministic {algorithm:?}"
         );
         // And the executor's deterministic all-reduce of the same inputs.
-        let s = Schedule::new(algorithm, Collective::AllReduce, p, len)
+        let s = CollectiveSchedule::new(algorithm, Collective::AllReduce, p, len)
             .unwrap()
             .with_order(Order::Deterministic);
         let mut bufs: Vec<Vec<f32>> = (0..p)
@@ -312,7 +312,7 @@ fn deterministic(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
         let mut scratch = vec![0.0f32; s.scratch_len::<f32>(ReduceOp::Sum)];
         collective::execute(
             &s,
-            &Reduction::new(ReduceOp::Sum),
+            &Reducer::new(ReduceOp::Sum),
             &mut refs,
             &mut scratch,
             |_| {},
@@ -323,12 +323,12 @@ fn deterministic(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
     // The cost model's choice in deterministic mode.
     c.set_options(Options::new().deterministic().with_timeout(LONG));
     let mut x = mine.clone();
-    c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+    c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
     assert_eq!(bits(&x), bits(&want), "rank {r}: deterministic auto");
     // Out of place: the same bits, the input untouched.
     let mut out = vec![0.0f32; len];
     let before = mine.clone();
-    c.all_reduce_into(&mine, &mut out, Reduction::new(ReduceOp::Sum))
+    c.all_reduce_into(&mine, &mut out, Reducer::new(ReduceOp::Sum))
         .unwrap();
     assert_eq!(bits(&out), bits(&want), "rank {r}: out of place");
     assert_eq!(bits(&mine), bits(&before));
@@ -354,7 +354,7 @@ fn groups(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
         }
         let mut g = c.in_group(group).unwrap();
         let mut x: Vec<f32> = input(Values::Exact, r, 100);
-        g.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+        g.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
         let members: Vec<usize> = group.members(r, p).unwrap().collect();
         for (i, &v) in x.iter().enumerate() {
             let want: f32 = members.iter().map(|&q| value(Values::Exact, q, i)).sum();
@@ -370,10 +370,10 @@ fn groups(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
             }
             c.set_options(opts);
             let mut h: Vec<f32> = input(Values::Fuzzy, r, len);
-            c.hierarchical_all_reduce(&mut h, Reduction::new(ReduceOp::Sum), k)
+            c.hierarchical_all_reduce(&mut h, Reducer::new(ReduceOp::Sum), k)
                 .unwrap();
             let mut flat: Vec<f32> = input(Values::Fuzzy, r, len);
-            c.all_reduce(&mut flat, Reduction::new(ReduceOp::Sum))
+            c.all_reduce(&mut flat, Reducer::new(ReduceOp::Sum))
                 .unwrap();
             if det {
                 assert_eq!(
@@ -383,7 +383,7 @@ fn groups(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
                 );
             }
             let mut e: Vec<bf16> = input(Values::Exact, r, len);
-            c.hierarchical_all_reduce(&mut e, Reduction::new(ReduceOp::Mean), k)
+            c.hierarchical_all_reduce(&mut e, Reducer::new(ReduceOp::Mean), k)
                 .unwrap();
             for (i, v) in e.iter().enumerate() {
                 let want = exact::<bf16>(p, Collective::AllReduce, ReduceOp::Mean, len, i);
@@ -473,7 +473,7 @@ fn faults(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
             seed ^= seed << 17;
             let len = 5000 + (seed % 1000) as usize;
             let faulty = (seed % p as u64) as usize;
-            let s = Schedule::new(algorithm, Collective::AllReduce, p, len).unwrap();
+            let s = CollectiveSchedule::new(algorithm, Collective::AllReduce, p, len).unwrap();
             let exchanges = (0..s.steps())
                 .filter(|&k| {
                     s.ops(faulty, k)
@@ -490,7 +490,7 @@ fn faults(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
             let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
             let start = Instant::now();
             let mut x: Vec<f32> = input(Values::Exact, r, len);
-            let result = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum));
+            let result = c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum));
             let next = c.barrier();
             let ctx =
                 format!("rank {r}: {algorithm:?} {order:?}, rank {faulty} aborts at exchange {at}");
@@ -577,7 +577,7 @@ fn stalls_are_blamed_on_the_rank_that_stopped(
     );
     let mut x: Vec<f32> = input(Values::Exact, r, 1000);
     let start = Instant::now();
-    let result = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum));
+    let result = c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum));
     match result {
         Err(CommError::Timeout { rank, peer, waited }) => {
             assert_eq!((rank, peer), (r, Some(p - 1)));
@@ -611,7 +611,7 @@ fn stalls_are_blamed_on_the_rank_that_stopped(
         let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
         let mut x: Vec<f32> = input(Values::Exact, r, 1000);
         let e = c
-            .all_reduce(&mut x, Reduction::new(ReduceOp::Sum))
+            .all_reduce(&mut x, Reducer::new(ReduceOp::Sum))
             .expect_err("a stalled ring cannot finish");
         let ctx = format!("rank {r}, rank {first} first, rank {stalled} stalled");
         assert!(names_unresponsive(&e, stalled), "{ctx}: {e:?}");
@@ -704,7 +704,7 @@ fn panicking_job(comm: MpiCommunicator) -> ExitCode {
         .with_timeout(LONG);
     let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
     let mut x: Vec<f32> = input(Values::Exact, r, 1000);
-    let result = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum));
+    let result = c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum));
     eprintln!("inner job: rank {r}: {result:?}");
     ExitCode::FAILURE
 }
@@ -726,15 +726,15 @@ fn mismatches(mut comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator 
                 let odd_len = if what == 0 { 11 } else { 0 };
                 c.all_reduce(
                     &mut vec![1.0f32; if odd { odd_len } else { 10 }],
-                    Reduction::new(ReduceOp::Sum),
+                    Reducer::new(ReduceOp::Sum),
                 )
                 .map(|_| ())
             }
             _ if odd => c
-                .all_reduce(&mut [f16::ONE; 10], Reduction::new(ReduceOp::Sum))
+                .all_reduce(&mut [f16::ONE; 10], Reducer::new(ReduceOp::Sum))
                 .map(|_| ()),
             _ => c
-                .all_reduce(&mut [1.0f32; 10], Reduction::new(ReduceOp::Sum))
+                .all_reduce(&mut [1.0f32; 10], Reducer::new(ReduceOp::Sum))
                 .map(|_| ()),
         };
         let e = result.expect_err("a mismatched call succeeded");

@@ -12,7 +12,7 @@ use tessera_collectives::{
     fragment,
 };
 use tessera_core::collective::{
-    self, Algorithm, Collective, Op, Order, ReduceOp, Reduction, Schedule, tree_sum,
+    self, Algorithm, Collective, CollectiveSchedule, Op, Order, ReduceOp, Reducer, tree_sum,
 };
 use tessera_core::fp::{Element, Rounding, bf16, f16};
 
@@ -61,8 +61,8 @@ struct Case {
 }
 
 impl Case {
-    fn schedule(&self, p: usize) -> Schedule {
-        Schedule::new(self.algorithm, self.collective, p, self.len)
+    fn schedule(&self, p: usize) -> CollectiveSchedule {
+        CollectiveSchedule::new(self.algorithm, self.collective, p, self.len)
             .unwrap()
             .with_order(self.order)
     }
@@ -82,7 +82,7 @@ fn bits<T: Element>(x: &[T]) -> Vec<u32> {
 /// The core executor's buffers for the same case.
 fn reference<T: Element>(p: usize, case: &Case) -> Vec<Vec<T>> {
     let s = case.schedule(p);
-    let red = Reduction::new(case.op);
+    let red = Reducer::new(case.op);
     let mut bufs: Vec<Vec<T>> = (0..p).map(|r| input(case.values, r, case.len)).collect();
     let mut refs: Vec<&mut [T]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
     let mut scratch = vec![0.0f32; s.scratch_len::<T>(case.op)];
@@ -111,7 +111,7 @@ fn check<T: Element + Send + Sync>(p: usize, cases: &[Case]) {
                 c.set_options(case.options());
                 let mut x: Vec<T> = input(case.values, c.rank(), case.len);
                 let report = c
-                    .run(case.collective, &mut x, Reduction::new(case.op))
+                    .run(case.collective, &mut x, Reducer::new(case.op))
                     .unwrap_or_else(|e| panic!("rank {} {case:?}: {e}", c.rank()));
                 assert_eq!(report.algorithm, case.algorithm);
                 x
@@ -291,7 +291,7 @@ fn all_reduce_everywhere<T: Element + Send + Sync>(
             .map(|&o| {
                 c.set_options(o);
                 let mut x = inputs[c.rank()].clone();
-                c.all_reduce(&mut x, Reduction::new(op)).unwrap();
+                c.all_reduce(&mut x, Reducer::new(op)).unwrap();
                 x
             })
             .collect::<Vec<_>>()
@@ -367,10 +367,10 @@ fn out_of_place_equals_in_place_and_leaves_the_input() {
         let mut c = Collectives::new(comm);
         let input: Vec<f16> = self::input(Values::Fuzzy, c.rank(), 777);
         let mut out = vec![f16::ZERO; 777];
-        c.all_reduce_into(&input, &mut out, Reduction::new(ReduceOp::Mean))
+        c.all_reduce_into(&input, &mut out, Reducer::new(ReduceOp::Mean))
             .unwrap();
         let mut inplace = input.clone();
-        c.all_reduce(&mut inplace, Reduction::new(ReduceOp::Mean))
+        c.all_reduce(&mut inplace, Reducer::new(ReduceOp::Mean))
             .unwrap();
         assert_eq!(input, self::input::<f16>(Values::Fuzzy, c.rank(), 777));
         assert_eq!(bits(&out), bits(&inplace));
@@ -396,16 +396,14 @@ fn stochastic_rounding_gives_the_same_bits_on_every_rank() {
     let results = ThreadWorld::run(p, |comm| {
         let mut c = Collectives::new(comm).with_options(Options::new().deterministic());
         let mut x: Vec<bf16> = input(Values::Fuzzy, c.rank(), len);
-        c.all_reduce(
-            &mut x,
-            Reduction::new(ReduceOp::Sum).with_rounding(rounding),
-        )
-        .unwrap();
+        c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum).with_rounding(rounding))
+            .unwrap();
         x
     })
     .unwrap();
-    let s = Schedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, p, len).unwrap();
-    let red = Reduction::new(ReduceOp::Sum).with_rounding(rounding);
+    let s =
+        CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, p, len).unwrap();
+    let red = Reducer::new(ReduceOp::Sum).with_rounding(rounding);
     let mut bufs: Vec<Vec<bf16>> = (0..p).map(|r| input(Values::Fuzzy, r, len)).collect();
     let mut refs: Vec<&mut [bf16]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
     let mut scratch = vec![0.0f32; s.scratch_len::<bf16>(ReduceOp::Sum)];
@@ -429,7 +427,7 @@ fn replica_groups_reduce_within_their_members() {
             let c = Collectives::new(comm);
             let mut g = c.in_group(group).unwrap();
             let mut x: Vec<f32> = input(Values::Exact, c.rank(), 50);
-            g.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).unwrap();
+            g.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
             // A second collective on the same view, then the whole world.
             let mut y = vec![g.rank() as f32; 3];
             g.broadcast(&mut y, g.size() - 1).unwrap();
@@ -461,7 +459,7 @@ fn hierarchical<T: Element + Send + Sync>(
         let mut c = Collectives::new(comm).with_options(opts);
         let mut x: Vec<T> = input(values, c.rank(), len);
         let report = c
-            .hierarchical_all_reduce(&mut x, Reduction::new(op), k)
+            .hierarchical_all_reduce(&mut x, Reducer::new(op), k)
             .unwrap();
         assert!(report.all_gather.steps > 0 || k == 1);
         x
@@ -546,7 +544,7 @@ fn a_group_size_that_does_not_divide_is_an_error_on_every_rank() {
     let results = ThreadWorld::run(6, |comm| {
         let mut c = Collectives::new(comm);
         let mut x = vec![1.0f32; 10];
-        c.hierarchical_all_reduce(&mut x, Reduction::new(ReduceOp::Sum), 4)
+        c.hierarchical_all_reduce(&mut x, Reducer::new(ReduceOp::Sum), 4)
     })
     .unwrap();
     for r in results {
@@ -580,7 +578,7 @@ fn faulted(
                 .with_timeout(timeout),
         );
         let mut x: Vec<f32> = input(Values::Exact, c.rank(), len);
-        let r = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum));
+        let r = c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum));
         let next = c.barrier().err();
         (r.map(|_| x), next)
     })
@@ -604,7 +602,8 @@ fn a_rank_that_aborts_or_panics_mid_all_reduce_fails_every_rank_cleanly() {
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     for p in [2usize, 3, 5, 8] {
         for algorithm in Algorithm::ALL {
-            let s = Schedule::new(algorithm, Collective::AllReduce, p, 3 * p + 1).unwrap();
+            let s =
+                CollectiveSchedule::new(algorithm, Collective::AllReduce, p, 3 * p + 1).unwrap();
             for fault in [Fault::Abort, Fault::Panic] {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
@@ -881,7 +880,7 @@ fn stall_with_first(
             .with_timeout(Duration::from_millis(400));
         let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
         let mut x: Vec<f32> = input(Values::Exact, r, 1001);
-        let result = c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).err();
+        let result = c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).err();
         (result, c.barrier().err())
     })
     .unwrap()
@@ -947,7 +946,7 @@ fn a_rank_that_panics_inside_a_collective_fails_the_others_at_once() {
         let mut c = Collectives::new(Faulty::new(&comm, fault)).with_options(opts);
         let mut x = vec![1.0f32; 100];
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            c.all_reduce(&mut x, Reduction::new(ReduceOp::Sum)).err()
+            c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).err()
         }));
         if r == 1 {
             assert!(caught.is_err(), "rank 1 panics");
@@ -1017,13 +1016,13 @@ fn mismatched_calls_fail_on_every_rank() {
                 ReduceOp::Sum
             };
             match what {
-                1 if odd => c.all_reduce(&mut vec![f16::ONE; len], Reduction::new(op)),
+                1 if odd => c.all_reduce(&mut vec![f16::ONE; len], Reducer::new(op)),
                 4 if odd => c.broadcast(&mut vec![1.0f32; len], 0),
                 5 if odd => c
-                    .all_reduce(&mut vec![1.0f32; len], Reduction::new(op))
-                    .and_then(|_| c.all_reduce(&mut vec![1.0f32; len], Reduction::new(op))),
+                    .all_reduce(&mut vec![1.0f32; len], Reducer::new(op))
+                    .and_then(|_| c.all_reduce(&mut vec![1.0f32; len], Reducer::new(op))),
                 5 => c.broadcast(&mut vec![1.0f32; len], 5),
-                _ => c.all_reduce(&mut vec![1.0f32; len], Reduction::new(op)),
+                _ => c.all_reduce(&mut vec![1.0f32; len], Reducer::new(op)),
             }
             .map(|_| ())
         })
@@ -1080,8 +1079,7 @@ fn a_zero_length_call_among_longer_ones_is_a_length_mismatch() {
                     let opts = Options::new().with_algorithm(algorithm).with_timeout(LONG);
                     let mut c = Collectives::new(comm).with_options(opts);
                     let mut x = vec![1.0f32; len];
-                    c.run(collective, &mut x, Reduction::new(ReduceOp::Sum))
-                        .err()
+                    c.run(collective, &mut x, Reducer::new(ReduceOp::Sum)).err()
                 })
                 .unwrap();
                 let ctx = format!("{algorithm:?} {collective:?}, rank {zero} zero-length");
@@ -1127,7 +1125,7 @@ fn a_rank_that_leaves_makes_its_waiters_fail_at_once() {
         }
         let mut c = Collectives::new(comm).with_options(Options::new().with_timeout(LONG));
         Some(
-            c.all_reduce(&mut [1.0f32; 4], Reduction::new(ReduceOp::Sum))
+            c.all_reduce(&mut [1.0f32; 4], Reducer::new(ReduceOp::Sum))
                 .map(|_| ()),
         )
     })

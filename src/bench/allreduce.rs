@@ -38,7 +38,7 @@ use std::time::Instant;
 
 use tessera_collectives::cost::{CostModel, bus_factor};
 use tessera_collectives::{
-    Algorithm, Collective, Collectives, CommError, Communicator, Options, ReduceOp, Reduction,
+    Algorithm, Collective, Collectives, CommError, Communicator, Options, ReduceOp, Reducer,
     ThreadCommunicator, ThreadWorld, Topology,
 };
 
@@ -132,7 +132,7 @@ impl Variant {
         c: &mut Collectives<C>,
         buf: &mut [f32],
     ) -> Result<(), CommError> {
-        let sum = Reduction::new(ReduceOp::Sum);
+        let sum = Reducer::new(ReduceOp::Sum);
         if self == Self::RingChunked {
             for part in buf.chunks_mut(chunk_elements(c.size())) {
                 c.all_reduce(part, sum)?;

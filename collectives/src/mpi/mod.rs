@@ -69,14 +69,25 @@ use ::mpi::topology::{Communicator as _, SimpleCommunicator};
 use ::mpi::traits::Equivalence;
 
 use crate::comm::{Communicator, Incoming, Outgoing, failure_error, peers_in_range};
-use crate::cost::Topology;
 use crate::error::{Cause, CommError, Failure};
+use crate::topology::Topology;
 
 pub use ::mpi::environment::Universe;
 pub use ::mpi::topology::SimpleCommunicator as RawCommunicator;
 
 /// Initialises MPI (`MPI_Init`); `None` if it already was. Keep the
 /// [`Universe`] alive for as long as MPI is used: dropping it finalises.
+///
+/// ```no_run
+/// use tessera_collectives::mpi::{self, MpiCommunicator};
+/// use tessera_collectives::{Collectives, ReduceOp, Reducer};
+///
+/// // Under `mpirun -n 4`: every process runs this.
+/// let universe = mpi::initialize().expect("MPI is initialised once");
+/// let mut c = Collectives::new(MpiCommunicator::world(&universe));
+/// let mut x = [c.rank() as f32; 8];
+/// c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+/// ```
 #[must_use]
 pub fn initialize() -> Option<Universe> {
     ::mpi::initialize()
@@ -151,6 +162,15 @@ impl MpiCommunicator {
     /// A communicator over `comm` (take one of your own, for instance
     /// `universe.world().duplicate()`, so that nothing else uses its
     /// messages).
+    ///
+    /// ```no_run
+    /// use tessera_collectives::Communicator;
+    /// use tessera_collectives::mpi::{self, MpiCommunicator};
+    ///
+    /// let universe = mpi::initialize().unwrap();
+    /// let comm = MpiCommunicator::new(universe.world());
+    /// println!("rank {} of {}", comm.rank(), comm.size());
+    /// ```
     #[must_use]
     pub fn new(comm: SimpleCommunicator) -> Self {
         let rank = usize::try_from(comm.rank()).expect("MPI ranks are not negative");
@@ -170,6 +190,14 @@ impl MpiCommunicator {
     }
 
     /// A communicator over a duplicate of `MPI_COMM_WORLD`.
+    ///
+    /// ```no_run
+    /// use tessera_collectives::{Collectives, mpi};
+    ///
+    /// let universe = mpi::initialize().unwrap();
+    /// let c = Collectives::new(mpi::MpiCommunicator::world(&universe));
+    /// c.barrier().unwrap();
+    /// ```
     #[must_use]
     pub fn world(universe: &Universe) -> Self {
         Self::new(universe.world().duplicate())
@@ -178,12 +206,33 @@ impl MpiCommunicator {
     /// A fresh communicator over the same processes (`MPI_Comm_dup`):
     /// collective, every rank must call it. Used to go on after a failure
     /// aborted this one.
+    ///
+    /// ```no_run
+    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, mpi};
+    ///
+    /// let universe = mpi::initialize().unwrap();
+    /// let world = mpi::MpiCommunicator::world(&universe);
+    /// let mut c = Collectives::new(world.duplicate());
+    /// if c.all_reduce(&mut [1.0f32; 4], Reducer::new(ReduceOp::Sum)).is_err() {
+    ///     // That communicator is aborted: go on over a fresh one.
+    ///     c = Collectives::new(world.duplicate());
+    /// }
+    /// c.barrier().unwrap();
+    /// ```
     #[must_use]
     pub fn duplicate(&self) -> Self {
         Self::new(self.comm.duplicate())
     }
 
     /// The MPI communicator.
+    ///
+    /// ```no_run
+    /// use tessera_collectives::mpi;
+    ///
+    /// let universe = mpi::initialize().unwrap();
+    /// let comm = mpi::MpiCommunicator::world(&universe);
+    /// let _world: &::mpi::topology::SimpleCommunicator = comm.raw();
+    /// ```
     #[must_use]
     pub const fn raw(&self) -> &SimpleCommunicator {
         &self.comm

@@ -4,7 +4,7 @@ use core::fmt;
 
 /// A collective that cannot be run, with the numbers that show why.
 ///
-/// Returned by [`Schedule::new`](super::Schedule::new) (impossible groups)
+/// Returned by [`CollectiveSchedule::new`](super::CollectiveSchedule::new) (impossible groups)
 /// and by [`execute`](super::execute) and [`execute_into`](super::execute_into)
 /// (buffers and scratch that do not fit the schedule). Nothing is written
 /// when an error is returned.
@@ -12,7 +12,7 @@ use core::fmt;
 pub enum Error {
     /// A group of zero ranks.
     NoRanks,
-    /// More ranks than [`Schedule::MAX_RANKS`](super::Schedule::MAX_RANKS).
+    /// More ranks than [`CollectiveSchedule::MAX_RANKS`](super::CollectiveSchedule::MAX_RANKS).
     TooManyRanks {
         /// The group size asked for.
         size: usize,
@@ -53,13 +53,21 @@ pub enum Error {
         /// That rank's buffer length.
         found: usize,
     },
-    /// Less scratch than [`Schedule::scratch_len`](super::Schedule::scratch_len)
+    /// Less scratch than [`CollectiveSchedule::scratch_len`](super::CollectiveSchedule::scratch_len)
     /// asks for.
     ScratchTooSmall {
         /// f32 elements needed.
         needed: usize,
         /// f32 elements given.
         available: usize,
+    },
+    /// A packed [`Frontier`](super::Frontier) whose length is not the one
+    /// its covered contributions and element count give.
+    MessageLength {
+        /// Bytes expected.
+        expected: usize,
+        /// Bytes given.
+        found: usize,
     },
 }
 
@@ -95,6 +103,9 @@ impl fmt::Display for Error {
                 f,
                 "scratch of {available} f32 elements is too small: {needed} needed"
             ),
+            Self::MessageLength { expected, found } => {
+                write!(f, "a packed frontier of {found} bytes, {expected} expected")
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The in-memory executor: runs a [`Schedule`] over `p` buffers in one
+//! The in-memory executor: runs a [`CollectiveSchedule`] over `p` buffers in one
 //! address space.
 
 use wide::f32x8;
@@ -6,15 +6,18 @@ use wide::f32x8;
 use crate::fp::{Element, Rounding};
 use crate::kernels::LANES;
 
+use super::combine::{combine, combine_into};
 use super::error::Error;
-use super::op::{ReduceOp, Reduction};
-use super::schedule::{Kind, Op, Schedule, Span, Transfer};
+use super::message::{Kind, Op, Transfer};
+use super::op::{ReduceOp, Reducer};
+use super::schedule::CollectiveSchedule;
+use super::span::Span;
 use super::sum_tree::SumTree;
 
 /// Runs `schedule` over the ranks' buffers `bufs[0..p]`, in place, and
 /// reports every message to `on_transfer` as it is delivered (step by
 /// step, receivers in rank order; the same [`Transfer`]s as
-/// [`Schedule::transfers`]).
+/// [`CollectiveSchedule::transfers`]).
 ///
 /// Every rank's sends at a step read the buffers as they were before the
 /// step, exactly as if the `p` ranks ran concurrently and exchanged
@@ -23,21 +26,21 @@ use super::sum_tree::SumTree;
 /// 16-bit result is rounded once, from the complete f32 reduction, with
 /// element `i` stored by `reduction.rounding` at position `i`. Nothing is
 /// allocated; `scratch` must hold at least
-/// [`schedule.scratch_len::<T>(reduction.op)`](Schedule::scratch_len)
+/// [`schedule.scratch_len::<T>(reduction.op)`](CollectiveSchedule::scratch_len)
 /// elements and its contents on entry do not matter.
 ///
 /// ```
 /// use tessera_core::collective::{
-///     self, Algorithm, Collective, ReduceOp, Reduction, Schedule,
+///     self, Algorithm, Collective, ReduceOp, Reducer, CollectiveSchedule,
 /// };
 ///
 /// let mut a = [1.0f32, 2.0, 3.0];
 /// let mut b = [10.0f32, 20.0, 30.0];
 /// let mut c = [100.0f32, 200.0, 300.0];
 /// let mut bufs = [&mut a[..], &mut b[..], &mut c[..]];
-/// let s = Schedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 3, 3).unwrap();
+/// let s = CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 3, 3).unwrap();
 /// let mut bytes = [0usize; 3];
-/// collective::execute(&s, &Reduction::new(ReduceOp::Sum), &mut bufs, &mut [], |t| {
+/// collective::execute(&s, &Reducer::new(ReduceOp::Sum), &mut bufs, &mut [], |t| {
 ///     bytes[t.from] += t.bytes;
 /// })
 /// .unwrap();
@@ -52,11 +55,11 @@ use super::sum_tree::SumTree;
 /// # Errors
 /// [`Error::BufferCount`] unless there are `p` buffers,
 /// [`Error::BufferLength`] for a buffer whose length is not
-/// [`schedule.len()`](Schedule::len), [`Error::ScratchTooSmall`]. Nothing
+/// [`schedule.len()`](CollectiveSchedule::len), [`Error::ScratchTooSmall`]. Nothing
 /// is written then.
 pub fn execute<T: Element>(
-    schedule: &Schedule,
-    reduction: &Reduction,
+    schedule: &CollectiveSchedule,
+    reduction: &Reducer,
     bufs: &mut [&mut [T]],
     scratch: &mut [f32],
     on_transfer: impl FnMut(Transfer),
@@ -82,12 +85,25 @@ pub fn execute<T: Element>(
 /// [`execute`] out of place: copies `inputs[r]` into `outputs[r]`, then
 /// runs in place on `outputs`. `inputs` are never written.
 ///
+/// ```
+/// use tessera_core::collective::{self, Algorithm, Collective, CollectiveSchedule, ReduceOp, Reducer};
+///
+/// let inputs = [[1.0f32, 2.0], [3.0, 4.0]];
+/// let mut outputs = [[0.0f32; 2]; 2];
+/// let ins: Vec<&[f32]> = inputs.iter().map(|x| &x[..]).collect();
+/// let mut outs: Vec<&mut [f32]> = outputs.iter_mut().map(|x| &mut x[..]).collect();
+/// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 2, 2).unwrap();
+/// collective::execute_into(&s, &Reducer::new(ReduceOp::Min), &ins, &mut outs, &mut [], |_| {}).unwrap();
+/// assert_eq!(outputs, [[1.0, 2.0]; 2]);
+/// assert_eq!(inputs[1], [3.0, 4.0]); // untouched
+/// ```
+///
 /// # Errors
 /// As [`execute`], for `inputs` and `outputs` (both must have `p` buffers
-/// of [`schedule.len()`](Schedule::len) elements). Nothing is written then.
+/// of [`schedule.len()`](CollectiveSchedule::len) elements). Nothing is written then.
 pub fn execute_into<T: Element>(
-    schedule: &Schedule,
-    reduction: &Reduction,
+    schedule: &CollectiveSchedule,
+    reduction: &Reducer,
     inputs: &[&[T]],
     outputs: &mut [&mut [T]],
     scratch: &mut [f32],
@@ -116,7 +132,7 @@ pub fn execute_into<T: Element>(
 }
 
 fn check_buffers(
-    schedule: &Schedule,
+    schedule: &CollectiveSchedule,
     count: usize,
     len: impl Fn(usize) -> usize,
 ) -> Result<(), Error> {
@@ -139,8 +155,8 @@ fn check_buffers(
 
 /// The checked body of [`execute`]: `scratch` is exactly the needed length.
 fn run<T: Element>(
-    schedule: &Schedule,
-    reduction: &Reduction,
+    schedule: &CollectiveSchedule,
+    reduction: &Reducer,
     bufs: &mut [&mut [T]],
     scratch: &mut [f32],
     mut on_transfer: impl FnMut(Transfer),
@@ -157,10 +173,10 @@ fn run<T: Element>(
                 };
                 match kind {
                     Kind::Copy => copy(bufs, from, rank, span, n),
-                    Kind::Reduce { covers, onto } if frontiers => {
+                    Kind::Reduce { covers, onto, .. } if frontiers => {
                         merge(op, &tree, bufs, scratch, n, span, covers, onto);
                     }
-                    Kind::Reduce { covers, onto } => {
+                    Kind::Reduce { covers, onto, .. } => {
                         let single = (covers.len == 1, onto.len == 1);
                         reduce(op, bufs, scratch, n, (from, rank), span, single);
                     }
@@ -215,65 +231,6 @@ fn copy<T: Copy>(bufs: &mut [&mut [T]], from: usize, to: usize, span: Span, n: u
     }
 }
 
-/// Calls `$f(args.., combine)` with `combine` the operation's scalar
-/// function, so each loop is compiled for one operation.
-macro_rules! with_op {
-    ($op:expr, $f:ident($($arg:expr),*)) => {
-        match $op {
-            ReduceOp::Sum | ReduceOp::Mean => $f($($arg,)* |x: f32, y: f32| x + y),
-            ReduceOp::Max => $f($($arg,)* |x: f32, y: f32| ReduceOp::Max.combine(x, y)),
-            ReduceOp::Min => $f($($arg,)* |x: f32, y: f32| ReduceOp::Min.combine(x, y)),
-        }
-    };
-}
-
-/// `dst[i] = f(dst[i], b[i])`, widening eight at a time (the eight-lane
-/// widening equals [`Element::load`] bit for bit).
-#[inline(always)]
-fn assign_with<B: Element>(dst: &mut [f32], b: &[B], f: impl Fn(f32, f32) -> f32) {
-    let (d8, dt) = dst.as_chunks_mut::<LANES>();
-    let (b8, bt) = b.as_chunks::<LANES>();
-    for (d, b) in d8.iter_mut().zip(b8) {
-        let b = B::load_x8(*b).to_array();
-        for (d, b) in d.iter_mut().zip(b) {
-            *d = f(*d, b);
-        }
-    }
-    for (d, b) in dt.iter_mut().zip(bt) {
-        *d = f(*d, b.load());
-    }
-}
-
-/// `dst[i] = f(a[i], b[i])`, widening eight at a time.
-#[inline(always)]
-fn into_with<A: Element, B: Element>(
-    dst: &mut [f32],
-    a: &[A],
-    b: &[B],
-    f: impl Fn(f32, f32) -> f32,
-) {
-    let (d8, dt) = dst.as_chunks_mut::<LANES>();
-    let (a8, at) = a.as_chunks::<LANES>();
-    let (b8, bt) = b.as_chunks::<LANES>();
-    for ((d, a), b) in d8.iter_mut().zip(a8).zip(b8) {
-        let (a, b) = (A::load_x8(*a).to_array(), B::load_x8(*b).to_array());
-        for ((d, a), b) in d.iter_mut().zip(a).zip(b) {
-            *d = f(a, b);
-        }
-    }
-    for ((d, a), b) in dt.iter_mut().zip(at).zip(bt) {
-        *d = f(a.load(), b.load());
-    }
-}
-
-fn assign<B: Element>(op: ReduceOp, dst: &mut [f32], b: &[B]) {
-    with_op!(op, assign_with(dst, b));
-}
-
-fn into<A: Element, B: Element>(op: ReduceOp, dst: &mut [f32], a: &[A], b: &[B]) {
-    with_op!(op, into_with(dst, a, b));
-}
-
 /// A one-partial reduction `from -> to`: the receiver's partial (its own
 /// contribution if `single.1`) combined with the sender's (its own
 /// contribution if `single.0`), in place for f32, into the receiver's
@@ -293,7 +250,7 @@ fn reduce<T: Element>(
         let dst: &mut [f32] = crate::arch::cast_slice_mut(dst);
         let src: &[f32] = crate::arch::cast_slice(src);
         for run in span.runs_below(n) {
-            assign(op, &mut dst[run.clone()], &src[run]);
+            combine(op, &mut dst[run.clone()], &src[run]);
         }
         return;
     }
@@ -302,10 +259,10 @@ fn reduce<T: Element>(
     for run in span.runs_below(n) {
         let d = &mut dst[run.clone()];
         match (single_held, single_in) {
-            (true, true) => into(op, d, &held[run.clone()], &incoming[run]),
-            (true, false) => into(op, d, &held[run.clone()], &src[run]),
-            (false, true) => assign(op, d, &incoming[run]),
-            (false, false) => assign(op, d, &src[run]),
+            (true, true) => combine_into(op, d, &held[run.clone()], &incoming[run]),
+            (true, false) => combine_into(op, d, &held[run.clone()], &src[run]),
+            (false, true) => combine(op, d, &incoming[run]),
+            (false, false) => combine(op, d, &src[run]),
         }
     }
 }
@@ -352,10 +309,16 @@ fn merge<T: Element>(
         for run in span.runs_below(n) {
             let d = &mut row[run.clone()];
             match (a, b) {
-                (Operand::Leaf(a), Operand::Leaf(b)) => into(op, d, &a[run.clone()], &b[run]),
-                (Operand::Leaf(a), Operand::Row(b)) => into(op, d, &a[run.clone()], &b[run]),
-                (Operand::Row(a), Operand::Leaf(b)) => into(op, d, &a[run.clone()], &b[run]),
-                (Operand::Row(a), Operand::Row(b)) => into(op, d, &a[run.clone()], &b[run]),
+                (Operand::Leaf(a), Operand::Leaf(b)) => {
+                    combine_into(op, d, &a[run.clone()], &b[run])
+                }
+                (Operand::Leaf(a), Operand::Row(b)) => {
+                    combine_into(op, d, &a[run.clone()], &b[run])
+                }
+                (Operand::Row(a), Operand::Leaf(b)) => {
+                    combine_into(op, d, &a[run.clone()], &b[run])
+                }
+                (Operand::Row(a), Operand::Row(b)) => combine_into(op, d, &a[run.clone()], &b[run]),
             }
         }
     });
@@ -372,7 +335,7 @@ enum Source {
 /// Finishes (Mean's division) and stores the span, element `i` rounded
 /// at position `i`.
 fn finalize<T: Element>(
-    reduction: &Reduction,
+    reduction: &Reducer,
     p: usize,
     buf: &mut [T],
     scratch: &[f32],

@@ -8,9 +8,11 @@
 //!
 //! [`Algorithm::HalvingDoubling`]: super::Algorithm::HalvingDoubling
 
-use super::schedule::{Collective, Kind, Op, Ops, Ranks, Schedule, Span};
+use super::message::{Kind, Op, Ops};
+use super::schedule::{Collective, CollectiveSchedule};
+use super::span::{Ranks, Span};
 
-pub(super) fn steps(s: &Schedule) -> usize {
+pub(super) fn steps(s: &CollectiveSchedule) -> usize {
     let hd = Hd::new(s);
     let fold = 2 * hd.folds();
     let logp = (usize::BITS - (hd.p - 1).leading_zeros()) as usize;
@@ -21,7 +23,7 @@ pub(super) fn steps(s: &Schedule) -> usize {
     }
 }
 
-pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
+pub(super) fn ops(s: &CollectiveSchedule, rank: usize, step: usize, ops: &mut Ops) {
     let hd = Hd::new(s);
     let rs = hd.folds() * 2 + hd.levels;
     let logp = (usize::BITS - (hd.p - 1).leading_zeros()) as usize;
@@ -37,7 +39,7 @@ pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
 }
 
 struct Hd<'a> {
-    s: &'a Schedule,
+    s: &'a CollectiveSchedule,
     p: usize,
     /// The survivor count `P`, a power of two.
     big: usize,
@@ -50,7 +52,7 @@ struct Hd<'a> {
 }
 
 impl<'a> Hd<'a> {
-    fn new(s: &'a Schedule) -> Self {
+    fn new(s: &'a CollectiveSchedule) -> Self {
         let p = s.size();
         let levels = (usize::BITS - 1 - p.leading_zeros()) as usize;
         Self {
@@ -131,10 +133,7 @@ impl<'a> Hd<'a> {
             return;
         }
         let even = rank & !1;
-        let kind = Kind::Reduce {
-            covers: Ranks::one(even),
-            onto: Ranks::one(even + 1),
-        };
+        let kind = Kind::reduce(Ranks::one(even), Ranks::one(even + 1));
         let span = self.everything();
         if rank == even {
             ops.push(Op::Send {
@@ -192,10 +191,7 @@ impl<'a> Hd<'a> {
         let partner_group = group ^ bit;
         let m = bit << 1;
         let to = self.rank(partner);
-        let give = Kind::Reduce {
-            covers: self.ranks(group, bit),
-            onto: self.ranks(partner_group, bit),
-        };
+        let give = Kind::reduce(self.ranks(group, bit), self.ranks(partner_group, bit));
         for span in self.residue_spans(partner & (m - 1), m) {
             ops.push(Op::Send {
                 to,
@@ -203,10 +199,7 @@ impl<'a> Hd<'a> {
                 kind: give,
             });
         }
-        let take = Kind::Reduce {
-            covers: self.ranks(partner_group, bit),
-            onto: self.ranks(group, bit),
-        };
+        let take = Kind::reduce(self.ranks(partner_group, bit), self.ranks(group, bit));
         for span in self.residue_spans(q & (m - 1), m) {
             ops.push(Op::Recv {
                 from: to,

@@ -1,14 +1,14 @@
 //! The pure parts of collectives: schedules as data, reduction operations,
 //! a fixed summation order, and an in-memory executor.
 //!
-//! - [`Schedule`]: reduce-scatter, all-gather, all-reduce, reduce and
+//! - [`CollectiveSchedule`]: reduce-scatter, all-gather, all-reduce, reduce and
 //!   broadcast ([`Collective`]) by ring, bidirectional ring, double binary
 //!   tree or recursive halving-doubling ([`Algorithm`]), for any number of
-//!   ranks. For rank `r` at step `s`, [`Schedule::ops`] says which span to
+//!   ranks. For rank `r` at step `s`, [`CollectiveSchedule::ops`] says which span to
 //!   send to whom, which to receive from whom, and whether to reduce or
 //!   copy it ([`Op`]).
 //! - [`ReduceOp`]: Sum, Mean, Max, Min over f32, f16 and bf16, computed in
-//!   f32 and rounded once ([`Reduction`]).
+//!   f32 and rounded once ([`Reducer`]).
 //! - [`Order`]: the schedule's own summation order, or a fixed tree over
 //!   the contribution index that gives bitwise the same result for every
 //!   algorithm and every rank count ([`tree_sum`]).
@@ -19,17 +19,17 @@
 //!
 //! ```
 //! use tessera_core::collective::{
-//!     self, Algorithm, Collective, Order, ReduceOp, Reduction, Schedule,
+//!     self, Algorithm, Collective, Order, ReduceOp, Reducer, CollectiveSchedule,
 //! };
 //! use tessera_core::fp::f16;
 //!
 //! // Four ranks, ten f16 elements each: rank r holds r + 1 everywhere.
 //! let mut data: Vec<Vec<f16>> = (0..4).map(|r| vec![f16::from_f32(r as f32 + 1.0); 10]).collect();
 //! let mut bufs: Vec<&mut [f16]> = data.iter_mut().map(|b| &mut b[..]).collect();
-//! let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10)
+//! let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10)
 //!     .unwrap()
 //!     .with_order(Order::Deterministic);
-//! let mean = Reduction::new(ReduceOp::Mean);
+//! let mean = Reducer::new(ReduceOp::Mean);
 //! let mut scratch = vec![0.0f32; s.scratch_len::<f16>(mean.op)];
 //! let mut sent = [0usize; 4];
 //! collective::execute(&s, &mean, &mut bufs, &mut scratch, |t| sent[t.from] += t.bytes).unwrap();
@@ -113,11 +113,11 @@
 //!   1.33x (p = 4), 1.57x (8) and 1.73x (16) the elements of schedule
 //!   order.
 //! - Memory: `(p - 1) * n` f32 of scratch, one row per inner node (see
-//!   [`Schedule::scratch_len`]), for every element type.
+//!   [`CollectiveSchedule::scratch_len`]), for every element type.
 //!
 //! So the rings and the tree keep [`Order::Schedule`] by default
 //! ([`Algorithm::default_order`]); ask for [`Order::Deterministic`] with
-//! [`Schedule::with_order`] when reproducibility across algorithms and
+//! [`CollectiveSchedule::with_order`] when reproducibility across algorithms and
 //! rank counts is worth those bytes.
 //!
 //! # Numerics
@@ -125,7 +125,7 @@
 //! - Precision: every reduction is computed in f32 (f16/bf16 values widen
 //!   exactly); partial sums of 16-bit contributions are never rounded to 16
 //!   bits (they travel as f32, see [`Transfer::bytes`]). A 16-bit result is
-//!   rounded once, from the complete f32 value, by the [`Reduction`]'s
+//!   rounded once, from the complete f32 value, by the [`Reducer`]'s
 //!   [`Rounding`](crate::fp::Rounding): element `i` of the buffer uses
 //!   stream position `first_index + i`, so stochastic rounding gives the
 //!   same bits whatever the algorithm, the rank count and the fragmenting,
@@ -148,17 +148,29 @@
 //!   infinity, stochastic rounding its [`Overflow`](crate::fp::Overflow)
 //!   policy).
 
+mod combine;
+mod dispatch;
 mod error;
 mod execute;
+#[cfg(feature = "alloc")]
+mod frontier;
 mod halving;
+mod message;
 mod op;
 mod ring;
 mod schedule;
+mod span;
 mod sum_tree;
 mod tree;
 
+pub use combine::{combine, combine_into};
 pub use error::Error;
 pub use execute::{execute, execute_into};
-pub use op::{ReduceOp, Reduction};
-pub use schedule::{Algorithm, Collective, Kind, Op, Ops, Order, Ranks, Schedule, Span, Transfer};
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
+pub use frontier::Frontier;
+pub use message::{Carries, Kind, Op, Ops, Transfer};
+pub use op::{ReduceOp, Reducer};
+pub use schedule::{Algorithm, Collective, CollectiveSchedule, Order};
+pub use span::{Ranks, Span};
 pub use sum_tree::{Node, SumTree, tree_sum};

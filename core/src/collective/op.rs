@@ -1,4 +1,4 @@
-//! Reduction operations: [`ReduceOp`] and [`Reduction`].
+//! Reduction operations: [`ReduceOp`] and [`Reducer`] (an operation with its rounding).
 
 use crate::fp::Rounding;
 
@@ -32,6 +32,13 @@ impl ReduceOp {
     /// Whether the result depends on the order of combination (Sum and
     /// Mean: f32 addition is commutative but not associative). Max and Min
     /// are exact, so every algorithm and every order gives the same bits.
+    ///
+    /// ```
+    /// use tessera_core::collective::ReduceOp;
+    ///
+    /// assert!(ReduceOp::Sum.depends_on_order());
+    /// assert!(!ReduceOp::Max.depends_on_order());
+    /// ```
     #[must_use]
     pub const fn depends_on_order(self) -> bool {
         matches!(self, Self::Sum | Self::Mean)
@@ -39,6 +46,14 @@ impl ReduceOp {
 
     /// Combines two partial results (the scalar definition the executor's
     /// loops follow).
+    ///
+    /// ```
+    /// use tessera_core::collective::ReduceOp;
+    ///
+    /// assert_eq!(ReduceOp::Sum.combine(1.5, 2.0), 3.5);
+    /// assert!(ReduceOp::Min.combine(f32::NAN, 1.0).is_nan());
+    /// assert!(ReduceOp::Max.combine(-0.0, 0.0).is_sign_positive());
+    /// ```
     #[must_use]
     #[inline(always)]
     pub fn combine(self, a: f32, b: f32) -> f32 {
@@ -52,11 +67,18 @@ impl ReduceOp {
     /// Turns a complete reduction over `ranks` contributions into the
     /// value that is stored (before rounding to 16 bits): the division of
     /// [`Mean`](Self::Mean), the identity otherwise.
+    ///
+    /// ```
+    /// use tessera_core::collective::ReduceOp;
+    ///
+    /// assert_eq!(ReduceOp::Mean.finish(6.0, 4), 1.5);
+    /// assert_eq!(ReduceOp::Sum.finish(6.0, 4), 6.0);
+    /// ```
     #[must_use]
     #[inline(always)]
     pub fn finish(self, x: f32, ranks: usize) -> f32 {
         match self {
-            // `ranks` is at most Schedule::MAX_RANKS = 2^24: exact in f32.
+            // `ranks` is at most CollectiveSchedule::MAX_RANKS = 2^24: exact in f32.
             Self::Mean => x / ranks as f32,
             _ => x,
         }
@@ -99,7 +121,7 @@ fn min(a: f32, b: f32) -> f32 {
 /// Copy-only collectives ([`AllGather`](super::Collective::AllGather),
 /// [`Broadcast`](super::Collective::Broadcast)) ignore it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Reduction {
+pub struct Reducer {
     /// The operation.
     pub op: ReduceOp,
     /// How f16/bf16 results are rounded from f32 (ignored for f32).
@@ -110,8 +132,17 @@ pub struct Reduction {
     pub rounding: Rounding,
 }
 
-impl Reduction {
+impl Reducer {
     /// `op` with round-to-nearest stores.
+    ///
+    /// ```
+    /// use tessera_core::collective::{ReduceOp, Reducer};
+    /// use tessera_core::fp::Rounding;
+    ///
+    /// let r = Reducer::new(ReduceOp::Mean);
+    /// assert_eq!((r.op, r.rounding), (ReduceOp::Mean, Rounding::Nearest));
+    /// assert_eq!(Reducer::default(), Reducer::new(ReduceOp::Sum));
+    /// ```
     #[must_use]
     pub const fn new(op: ReduceOp) -> Self {
         Self {
@@ -121,6 +152,19 @@ impl Reduction {
     }
 
     /// The same operation with 16-bit stores rounded by `rounding`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{ReduceOp, Reducer};
+    /// use tessera_core::fp::{Overflow, Rounding, Stochastic};
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let sr = Rounding::Stochastic {
+    ///     sr: Stochastic::new(RandomStream::new(42, 0), Overflow::Saturate),
+    ///     first_index: 0,
+    /// };
+    /// let r = Reducer::new(ReduceOp::Sum).with_rounding(sr);
+    /// assert_eq!(r.rounding, sr);
+    /// ```
     #[must_use]
     pub const fn with_rounding(self, rounding: Rounding) -> Self {
         Self {
@@ -130,7 +174,7 @@ impl Reduction {
     }
 }
 
-impl Default for Reduction {
+impl Default for Reducer {
     fn default() -> Self {
         Self::new(ReduceOp::Sum)
     }

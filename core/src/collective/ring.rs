@@ -7,9 +7,11 @@
 //! [`Algorithm::Ring`]: super::Algorithm::Ring
 //! [`Algorithm::BidirectionalRing`]: super::Algorithm::BidirectionalRing
 
-use super::schedule::{Algorithm, Collective, Kind, Op, Ops, Ranks, Schedule, Span};
+use super::message::{Kind, Op, Ops};
+use super::schedule::{Algorithm, Collective, CollectiveSchedule};
+use super::span::{Ranks, Span};
 
-pub(super) fn steps(s: &Schedule) -> usize {
+pub(super) fn steps(s: &CollectiveSchedule) -> usize {
     let p = s.size();
     match s.collective() {
         Collective::ReduceScatter | Collective::AllGather => p - 1,
@@ -19,7 +21,7 @@ pub(super) fn steps(s: &Schedule) -> usize {
     }
 }
 
-pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
+pub(super) fn ops(s: &CollectiveSchedule, rank: usize, step: usize, ops: &mut Ops) {
     match s.algorithm() {
         Algorithm::BidirectionalRing => {
             Dir::new(s, false, Some(0)).ops(rank, step, ops);
@@ -31,14 +33,14 @@ pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
 
 /// One directed ring over whole fragments or one half of each.
 struct Dir<'a> {
-    s: &'a Schedule,
+    s: &'a CollectiveSchedule,
     p: i64,
     reverse: bool,
     half: Option<usize>,
 }
 
 impl<'a> Dir<'a> {
-    fn new(s: &'a Schedule, reverse: bool, half: Option<usize>) -> Self {
+    fn new(s: &'a CollectiveSchedule, reverse: bool, half: Option<usize>) -> Self {
         Self {
             s,
             p: s.size() as i64,
@@ -85,10 +87,7 @@ impl<'a> Dir<'a> {
     }
 
     fn reduce(&self, covers_from: i64, covers_len: i64, onto: i64) -> Kind {
-        Kind::Reduce {
-            covers: self.ranks(covers_from, covers_len),
-            onto: self.ranks(onto, 1),
-        }
+        Kind::reduce(self.ranks(covers_from, covers_len), self.ranks(onto, 1))
     }
 
     fn ops(&self, rank: usize, step: usize, ops: &mut Ops) {

@@ -1,14 +1,14 @@
-//! Schedules as data: [`Algorithm`], [`Collective`], [`Order`],
-//! [`Schedule`] and the [`Op`]s it gives each rank at each step.
+//! Schedules as data: [`Algorithm`], [`Collective`], [`Order`] and
+//! [`CollectiveSchedule`], with what every algorithm reads of it (sizes, fragments).
+//! The per-algorithm dispatch ([`CollectiveSchedule::new`], [`CollectiveSchedule::ops`]) is
+//! in `dispatch.rs`, above the algorithms.
 
-use core::ops::{Deref, Range};
+use core::ops::Range;
 
 use crate::fp::Element;
 
-use super::error::Error;
 use super::op::ReduceOp;
-use super::sum_tree::SumTree;
-use super::{halving, ring, tree};
+use super::span::Span;
 
 /// How the data moves. Every variant implements every [`Collective`].
 ///
@@ -141,11 +141,18 @@ impl Algorithm {
         Self::HalvingDoubling,
     ];
 
-    /// The order a new [`Schedule`] uses: [`Order::Deterministic`] where it
+    /// The order a new [`CollectiveSchedule`] uses: [`Order::Deterministic`] where it
     /// costs nothing ([`HalvingDoubling`](Self::HalvingDoubling), whose own
     /// order is the deterministic one), [`Order::Schedule`] for the others,
     /// where it would multiply the bytes of the reduction phase (see the
     /// [module docs](super#what-it-costs)).
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Order};
+    ///
+    /// assert_eq!(Algorithm::HalvingDoubling.default_order(), Order::Deterministic);
+    /// assert_eq!(Algorithm::Ring.default_order(), Order::Schedule);
+    /// ```
     #[must_use]
     pub const fn default_order(self) -> Order {
         match self {
@@ -160,7 +167,7 @@ impl Algorithm {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Collective {
     /// Every rank contributes `n` elements; rank `r` ends with the
-    /// reduction of [fragment](Schedule::fragment) `r` in that fragment's
+    /// reduction of [fragment](CollectiveSchedule::fragment) `r` in that fragment's
     /// place. The rest of its buffer is unspecified afterwards.
     ReduceScatter,
     /// Rank `r` contributes fragment `r` of its buffer; every rank ends
@@ -184,6 +191,13 @@ pub enum Collective {
 
 impl Collective {
     /// Whether the collective reduces (and so uses a [`ReduceOp`]).
+    ///
+    /// ```
+    /// use tessera_core::collective::Collective;
+    ///
+    /// assert!(Collective::ReduceScatter.reduces());
+    /// assert!(!Collective::Broadcast { root: 0 }.reduces());
+    /// ```
     #[must_use]
     pub const fn reduces(self) -> bool {
         matches!(
@@ -212,289 +226,14 @@ pub enum Order {
     Schedule,
 }
 
-/// A set of positions in the (padded) buffer: `count` runs of `len`
-/// elements, `stride` apart, from `start`.
-///
-/// Everything but halving-doubling's reduce-scatter uses one run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Span {
-    /// The first position.
-    pub start: usize,
-    /// Elements per run.
-    pub len: usize,
-    /// Distance between the starts of consecutive runs.
-    pub stride: usize,
-    /// Number of runs.
-    pub count: usize,
-}
-
-impl Span {
-    /// No positions.
-    pub const EMPTY: Self = Self::new(0, 0);
-
-    /// The positions `start..start + len`.
-    #[must_use]
-    pub const fn new(start: usize, len: usize) -> Self {
-        Self {
-            start,
-            len,
-            stride: len,
-            count: 1,
-        }
-    }
-
-    /// `count` runs of `len`, `stride` apart.
-    #[must_use]
-    pub const fn strided(start: usize, len: usize, stride: usize, count: usize) -> Self {
-        Self {
-            start,
-            len,
-            stride,
-            count,
-        }
-    }
-
-    /// The number of positions (padding included).
-    #[must_use]
-    pub const fn elements(&self) -> usize {
-        self.len * self.count
-    }
-
-    /// Whether there are no positions.
-    #[must_use]
-    pub const fn is_empty(&self) -> bool {
-        self.elements() == 0
-    }
-
-    /// The runs, as ranges of positions.
-    pub fn runs(&self) -> impl Iterator<Item = Range<usize>> + use<> {
-        let Self {
-            start,
-            len,
-            stride,
-            count,
-        } = *self;
-        (0..if len == 0 { 0 } else { count }).map(move |k| {
-            let a = start + k * stride;
-            a..a + len
-        })
-    }
-
-    /// The runs cut at `n` (positions from `n` on are padding), empty ones
-    /// left out.
-    pub fn runs_below(&self, n: usize) -> impl Iterator<Item = Range<usize>> + use<> {
-        self.runs()
-            .map(move |r| r.start.min(n)..r.end.min(n))
-            .filter(|r| !r.is_empty())
-    }
-
-    /// The number of positions below `n` (the payload, padding excluded).
-    #[must_use]
-    pub fn elements_below(&self, n: usize) -> usize {
-        self.runs_below(n).map(|r| r.len()).sum()
-    }
-}
-
-/// A set of ranks `start, start + 1, ..., start + len - 1`, counted modulo
-/// the group size (so it may wrap past the last rank): the contributions a
-/// partial result covers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Ranks {
-    /// The first rank.
-    pub start: usize,
-    /// How many (at most the group size).
-    pub len: usize,
-}
-
-impl Ranks {
-    /// The ranks `start, ..., start + len - 1` (mod the group size).
-    #[must_use]
-    pub const fn new(start: usize, len: usize) -> Self {
-        Self { start, len }
-    }
-
-    /// The single rank `rank`.
-    #[must_use]
-    pub const fn one(rank: usize) -> Self {
-        Self::new(rank, 1)
-    }
-
-    /// Whether `rank` is in the set, in a group of `size`.
-    #[must_use]
-    pub const fn contains(&self, rank: usize, size: usize) -> bool {
-        (rank + size - self.start % size) % size < self.len
-    }
-
-    /// The ranks in order, in a group of `size`.
-    pub fn iter(&self, size: usize) -> impl Iterator<Item = usize> + use<> {
-        let start = self.start;
-        (0..self.len).map(move |k| (start + k) % size)
-    }
-
-    /// Whether all of the ranks `a..b` (no wrap, `a < b <= size`) are in
-    /// the set.
-    pub(crate) fn covers(&self, a: usize, b: usize, size: usize) -> bool {
-        if self.len >= size {
-            return true;
-        }
-        (a + size - self.start % size) % size + (b - a) <= self.len
-    }
-
-    /// Whether any of the ranks `a..b` (no wrap) is in the set.
-    pub(crate) fn meets(&self, a: usize, b: usize, size: usize) -> bool {
-        if self.len == 0 {
-            return false;
-        }
-        // Either a is in the set, or the set starts inside a..b.
-        self.contains(a, size) || (self.start % size + size - a) % size < b - a
-    }
-}
-
-/// What a message does at its receiver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// Partial results to combine with the receiver's own.
-    Reduce {
-        /// The contributions the message covers.
-        covers: Ranks,
-        /// The contributions the receiver holds for these positions before
-        /// it combines (always including its own). The two sets are
-        /// disjoint and adjacent, and their union is the receiver's
-        /// afterwards.
-        onto: Ranks,
-    },
-    /// Finished values that overwrite the receiver's.
-    Copy,
-}
-
-/// One thing a rank does at one step.
-///
-/// At a step, every rank's sends read the state from before the step;
-/// a rank never receives into positions it sends from at the same step.
-/// Receives are applied in the order listed (which matters only when two
-/// reductions arrive for the same positions at one step), then
-/// finalizations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// Send the span to rank `to`.
-    Send {
-        /// The receiver.
-        to: usize,
-        /// The positions sent.
-        span: Span,
-        /// What the receiver does with them.
-        kind: Kind,
-    },
-    /// Receive the span from rank `from`.
-    Recv {
-        /// The sender.
-        from: usize,
-        /// The positions received.
-        span: Span,
-        /// What to do with them.
-        kind: Kind,
-    },
-    /// The reduction of the span is complete here (all ranks' contributions
-    /// are in): apply [`ReduceOp::finish`] and store it, rounded with the
-    /// [`Rounding`](crate::fp::Rounding), into this rank's buffer. Done
-    /// after the step's receives.
-    Finalize {
-        /// The positions finished.
-        span: Span,
-    },
-}
-
-/// The ops of one rank at one step (a small fixed-capacity list).
-#[derive(Clone, Copy, Debug)]
-pub struct Ops {
-    len: usize,
-    ops: [Op; Ops::CAPACITY],
-}
-
-impl Ops {
-    /// The most ops a rank has at one step, over all schedules.
-    pub const CAPACITY: usize = 24;
-
-    pub(crate) const fn new() -> Self {
-        Self {
-            len: 0,
-            ops: [Op::Finalize { span: Span::EMPTY }; Self::CAPACITY],
-        }
-    }
-
-    /// Appends `op` unless its span is empty (nothing to send, receive or
-    /// finish).
-    pub(crate) fn push(&mut self, op: Op) {
-        let span = match op {
-            Op::Send { span, .. } | Op::Recv { span, .. } | Op::Finalize { span } => span,
-        };
-        if !span.is_empty() {
-            self.ops[self.len] = op;
-            self.len += 1;
-        }
-    }
-}
-
-impl Deref for Ops {
-    type Target = [Op];
-
-    fn deref(&self) -> &[Op] {
-        &self.ops[..self.len]
-    }
-}
-
-impl<'a> IntoIterator for &'a Ops {
-    type Item = &'a Op;
-    type IntoIter = core::slice::Iter<'a, Op>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.iter()
-    }
-}
-
-/// One message, as the executor reports it (and
-/// [`Schedule::transfers`] computes it without running): what a cost
-/// model charges.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Transfer {
-    /// The step.
-    pub step: usize,
-    /// The sender.
-    pub from: usize,
-    /// The receiver.
-    pub to: usize,
-    /// The positions.
-    pub span: Span,
-    /// Reduce or copy.
-    pub kind: Kind,
-    /// Vectors in the message: 1, or in [`Order::Deterministic`] on a
-    /// ring or tree the number of maximal complete subtrees of the
-    /// summation tree its contributions cover.
-    pub partials: usize,
-    /// Elements on the wire, padding included: `partials * span.elements()`.
-    pub elements: usize,
-    /// Elements on the wire below the buffer's length (padding excluded).
-    pub payload: usize,
-    /// Bytes on the wire, padding included. A vector is sent in the
-    /// buffer's format when it holds a single contribution, a Max or Min
-    /// partial, or finished values, and in f32 (4 bytes) when it holds a
-    /// partial Sum of several contributions.
-    pub bytes: usize,
-    /// Element-wise f32 combinations the receiver does (padding excluded):
-    /// `payload` for a one-vector reduction; in the deterministic order on
-    /// a ring or tree, the span's payload times the number of subtree sums
-    /// the receiver completes (possibly 0); 0 for a copy.
-    pub combines: usize,
-}
-
 /// A collective algorithm for `size` ranks and buffers of `len` elements:
 /// for every rank and step, what to send to whom, what to receive from
 /// whom, and whether to reduce or copy it.
 ///
 /// ```
-/// use tessera_core::collective::{Algorithm, Collective, Kind, Op, Schedule};
+/// use tessera_core::collective::{Algorithm, Collective, Kind, Op, CollectiveSchedule};
 ///
-/// let s = Schedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+/// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
 /// assert_eq!(s.fragment_len(), 3); // ceil(10 / 4), the last fragment padded
 /// assert_eq!(s.steps(), 6);
 /// // Rank 0, step 0: sends fragment 3 (positions 9..12, 9..10 real) to rank 1.
@@ -503,115 +242,132 @@ pub struct Transfer {
 ///     if span.start == 9 && span.len == 3));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Schedule {
-    algorithm: Algorithm,
-    collective: Collective,
-    order: Order,
-    size: usize,
-    len: usize,
-    fragment: usize,
-    steps: usize,
+pub struct CollectiveSchedule {
+    pub(super) algorithm: Algorithm,
+    pub(super) collective: Collective,
+    pub(super) order: Order,
+    pub(super) size: usize,
+    pub(super) len: usize,
+    pub(super) fragment: usize,
+    pub(super) steps: usize,
 }
 
-impl Schedule {
+impl CollectiveSchedule {
     /// The largest group: `p` must be exact in f32 for
     /// [`ReduceOp::Mean`].
     pub const MAX_RANKS: usize = 1 << 24;
 
-    /// The schedule of `collective` by `algorithm` over `size` ranks with
-    /// buffers of `len` elements, in the algorithm's
-    /// [default order](Algorithm::default_order).
-    ///
-    /// # Errors
-    /// [`Error::NoRanks`], [`Error::TooManyRanks`],
-    /// [`Error::RankOutOfRange`] for a root `>= size`, and
-    /// [`Error::TooLong`] if `size * len` overflows `usize`.
-    pub fn new(
-        algorithm: Algorithm,
-        collective: Collective,
-        size: usize,
-        len: usize,
-    ) -> Result<Self, Error> {
-        if size == 0 {
-            return Err(Error::NoRanks);
-        }
-        if size > Self::MAX_RANKS {
-            return Err(Error::TooManyRanks {
-                size,
-                max: Self::MAX_RANKS,
-            });
-        }
-        if let Collective::Reduce { root } | Collective::Broadcast { root } = collective
-            && root >= size
-        {
-            return Err(Error::RankOutOfRange { rank: root, size });
-        }
-        let fragment = len.div_ceil(size);
-        if size.checked_mul(len).is_none() || size.checked_mul(fragment).is_none() {
-            return Err(Error::TooLong { len, size });
-        }
-        let mut schedule = Self {
-            algorithm,
-            collective,
-            order: algorithm.default_order(),
-            size,
-            len,
-            fragment,
-            steps: 0,
-        };
-        schedule.steps = schedule.count_steps();
-        Ok(schedule)
-    }
-
     /// The same schedule with Sum and Mean added in `order`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    /// assert_eq!(s.order(), Order::Schedule);
+    /// assert_eq!(s.with_order(Order::Deterministic).order(), Order::Deterministic);
+    /// ```
     #[must_use]
     pub const fn with_order(self, order: Order) -> Self {
         Self { order, ..self }
     }
 
     /// The algorithm.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 3, 8).unwrap();
+    /// assert_eq!(s.algorithm(), Algorithm::HalvingDoubling);
+    /// ```
     #[must_use]
     pub const fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
 
     /// The collective.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::Broadcast { root: 2 }, 3, 8).unwrap();
+    /// assert_eq!(s.collective(), Collective::Broadcast { root: 2 });
+    /// ```
     #[must_use]
     pub const fn collective(&self) -> Collective {
         self.collective
     }
 
     /// The summation order.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 4, 8).unwrap();
+    /// assert_eq!(s.order(), Order::Deterministic); // halving-doubling's default
+    /// ```
     #[must_use]
     pub const fn order(&self) -> Order {
         self.order
     }
 
     /// The number of ranks `p`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// assert_eq!(CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 5, 8).unwrap().size(), 5);
+    /// ```
     #[must_use]
     pub const fn size(&self) -> usize {
         self.size
     }
 
     /// The buffer length `n`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// assert_eq!(CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 5, 8).unwrap().len(), 8);
+    /// ```
     #[must_use]
     pub const fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the buffers are empty.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 5, 0).unwrap();
+    /// assert!(s.is_empty());
+    /// ```
     #[must_use]
     pub const fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The padded fragment length `f = ceil(n / p)`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+    /// assert_eq!(s.fragment_len(), 3);
+    /// ```
     #[must_use]
     pub const fn fragment_len(&self) -> usize {
         self.fragment
     }
 
     /// The padded buffer length `p * f`, at most `n + p - 1`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+    /// assert_eq!(s.padded_len(), 12);
+    /// ```
     #[must_use]
     pub const fn padded_len(&self) -> usize {
         self.size * self.fragment
@@ -619,6 +375,15 @@ impl Schedule {
 
     /// The real (unpadded) positions of fragment `j`:
     /// `j * f .. min((j + 1) * f, n)`, possibly empty.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::ReduceScatter, 4, 10).unwrap();
+    /// assert_eq!((s.fragment(0), s.fragment(3)), (0..3, 9..10));
+    /// let t = CollectiveSchedule::new(Algorithm::Ring, Collective::ReduceScatter, 4, 2).unwrap();
+    /// assert!(t.fragment(3).is_empty()); // all padding
+    /// ```
     ///
     /// # Panics
     /// If `j >= p`.
@@ -649,52 +414,42 @@ impl Schedule {
     /// one (a finalization) for a reduction on one rank. Some steps of
     /// some schedules have no ops for some ranks; with `n = 0` none has
     /// any (empty messages are left out).
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule};
+    ///
+    /// let ring = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 8, 64).unwrap();
+    /// let hd = CollectiveSchedule::new(Algorithm::HalvingDoubling, Collective::AllReduce, 8, 64).unwrap();
+    /// assert_eq!((ring.steps(), hd.steps()), (14, 6)); // 2 (p - 1) against 2 lg p
+    /// ```
     #[must_use]
     pub const fn steps(&self) -> usize {
         self.steps
     }
 
-    fn count_steps(&self) -> usize {
-        if self.size == 1 {
-            return usize::from(self.collective.reduces());
-        }
-        match self.algorithm {
-            Algorithm::Ring | Algorithm::BidirectionalRing => ring::steps(self),
-            Algorithm::DoubleBinaryTree => tree::steps(self),
-            Algorithm::HalvingDoubling => halving::steps(self),
-        }
-    }
-
-    /// What `rank` does at `step`: sends, receives and finalizations.
+    /// Whether reduction messages carry several partial sums
+    /// ([`Carries::Frontier`](super::Carries::Frontier)) with `op`: Sum or
+    /// Mean in [`Order::Deterministic`] on an algorithm whose own order is
+    /// not the summation tree's, over more than two ranks.
     ///
-    /// # Panics
-    /// If `rank >= p` or `step >= self.steps()`.
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order, ReduceOp};
+    ///
+    /// let ring = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    /// assert!(!ring.carries_frontiers(ReduceOp::Sum));
+    /// let ring = ring.with_order(Order::Deterministic);
+    /// assert!(ring.carries_frontiers(ReduceOp::Mean));
+    /// assert!(!ring.carries_frontiers(ReduceOp::Max));
+    /// ```
     #[must_use]
-    pub fn ops(&self, rank: usize, step: usize) -> Ops {
-        assert!(rank < self.size, "rank {rank} of a group of {}", self.size);
-        let steps = self.steps();
-        assert!(step < steps, "step {step} of a {steps}-step schedule");
-        let mut ops = Ops::new();
-        if self.size == 1 {
-            ops.push(Op::Finalize {
-                span: Span::new(0, self.len),
-            });
-            return ops;
-        }
-        match self.algorithm {
-            Algorithm::Ring | Algorithm::BidirectionalRing => ring::ops(self, rank, step, &mut ops),
-            Algorithm::DoubleBinaryTree => tree::ops(self, rank, step, &mut ops),
-            Algorithm::HalvingDoubling => halving::ops(self, rank, step, &mut ops),
-        }
-        ops
+    pub fn carries_frontiers(&self, op: ReduceOp) -> bool {
+        self.frontier_order() && op.depends_on_order()
     }
 
-    /// Whether reduction messages carry several partial sums: Sum or Mean
-    /// in [`Order::Deterministic`] on an algorithm whose own order is not
-    /// the summation tree's.
-    pub(crate) fn carries_frontiers(&self, op: ReduceOp) -> bool {
+    /// Whether Sum and Mean messages carry frontiers (the `frontier` of
+    /// [`Kind::Reduce`](super::Kind::Reduce)).
+    pub(crate) fn frontier_order(&self) -> bool {
         self.order == Order::Deterministic
-            && op.depends_on_order()
             && self.collective.reduces()
             && self.size > 2
             && self.algorithm != Algorithm::HalvingDoubling
@@ -713,6 +468,17 @@ impl Schedule {
     ///   element type).
     ///
     /// Padding needs no scratch: the executor cuts spans at `n`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order, ReduceOp};
+    /// use tessera_core::fp::f16;
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 10).unwrap();
+    /// assert_eq!(s.scratch_len::<f32>(ReduceOp::Sum), 0); // in place
+    /// assert_eq!(s.scratch_len::<f16>(ReduceOp::Sum), 40); // an f32 row per rank
+    /// let d = s.with_order(Order::Deterministic);
+    /// assert_eq!(d.scratch_len::<f32>(ReduceOp::Sum), 30); // a row per inner node
+    /// ```
     #[must_use]
     pub fn scratch_len<T: Element>(&self, op: ReduceOp) -> usize {
         if !self.collective.reduces() {
@@ -723,72 +489,6 @@ impl Schedule {
             0
         } else {
             self.size * self.len
-        }
-    }
-
-    /// Calls `f` with every message, step by step, in the order
-    /// [`execute`](super::execute) reports them, without moving data: what
-    /// a cost model or simulator charges for element type `T` and
-    /// operation `op` (which matter only for [`Transfer::bytes`],
-    /// [`Transfer::partials`] and [`Transfer::combines`]).
-    pub fn transfers<T: Element>(&self, op: ReduceOp, mut f: impl FnMut(Transfer)) {
-        for step in 0..self.steps() {
-            for rank in 0..self.size {
-                for o in &self.ops(rank, step) {
-                    if let Op::Recv { from, span, kind } = *o {
-                        f(self.transfer::<T>(op, step, from, rank, span, kind));
-                    }
-                }
-            }
-        }
-    }
-
-    /// The [`Transfer`] of one received message.
-    pub(crate) fn transfer<T: Element>(
-        &self,
-        op: ReduceOp,
-        step: usize,
-        from: usize,
-        to: usize,
-        span: Span,
-        kind: Kind,
-    ) -> Transfer {
-        let elements = span.elements();
-        let payload = span.elements_below(self.len);
-        let size_t = size_of::<T>();
-        // A partial sum of several 16-bit contributions travels as f32.
-        let wire = |single: bool| {
-            if single || !op.depends_on_order() {
-                size_t
-            } else {
-                size_of::<f32>()
-            }
-        };
-        let (partials, bytes, combines) = match kind {
-            Kind::Copy => (1, elements * size_t, 0),
-            Kind::Reduce { covers, onto } if self.carries_frontiers(op) => {
-                let tree = SumTree::new(self.size);
-                let (mut partials, mut bytes, mut merges) = (0, 0, 0);
-                tree.frontier(covers, &mut |node| {
-                    partials += 1;
-                    bytes += elements * wire(tree.leaf(node).is_some());
-                });
-                tree.merges(onto, covers, &mut |_, _, _| merges += 1);
-                (partials, bytes, merges * payload)
-            }
-            Kind::Reduce { covers, .. } => (1, elements * wire(covers.len == 1), payload),
-        };
-        Transfer {
-            step,
-            from,
-            to,
-            span,
-            kind,
-            partials,
-            elements: partials * elements,
-            payload: partials * payload,
-            bytes,
-            combines,
         }
     }
 }

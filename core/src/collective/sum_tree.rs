@@ -3,7 +3,7 @@
 
 use crate::fp::Element;
 
-use super::schedule::Ranks;
+use super::span::Ranks;
 
 /// The summation tree over `leaves` contributions (see the
 /// [module docs](super#the-deterministic-order)): with `big` the largest
@@ -41,6 +41,14 @@ pub enum Node {
 
 impl SumTree {
     /// The tree over `leaves >= 1` contributions.
+    ///
+    /// ```
+    /// use tessera_core::collective::SumTree;
+    ///
+    /// // ((c0 + c1) + c2) + (c3 + c4)
+    /// let tree = SumTree::new(5);
+    /// assert_eq!(tree.range(tree.root()), (0, 5));
+    /// ```
     #[must_use]
     pub fn new(leaves: usize) -> Self {
         debug_assert!(leaves >= 1);
@@ -53,12 +61,24 @@ impl SumTree {
     }
 
     /// The number of leaves (contributions).
+    ///
+    /// ```
+    /// use tessera_core::collective::SumTree;
+    ///
+    /// assert_eq!(SumTree::new(6).leaves(), 6);
+    /// ```
     #[must_use]
     pub const fn leaves(&self) -> usize {
         self.leaves
     }
 
     /// The root, whose sum is the total.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Node, SumTree};
+    ///
+    /// assert_eq!(SumTree::new(5).root(), Node::Group { h: 2, k: 0 });
+    /// ```
     #[must_use]
     pub fn root(&self) -> Node {
         Node::Group {
@@ -73,6 +93,14 @@ impl SumTree {
     }
 
     /// The leaves `a..b` under `node`.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Node, SumTree};
+    ///
+    /// let tree = SumTree::new(5);
+    /// // The left half: the folded pair (c0 + c1), then c2.
+    /// assert_eq!(tree.range(Node::Group { h: 1, k: 0 }), (0, 3));
+    /// ```
     #[must_use]
     pub fn range(&self, node: Node) -> (usize, usize) {
         match node {
@@ -82,6 +110,15 @@ impl SumTree {
     }
 
     /// The two children of an internal node, `None` for a leaf.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Node, SumTree};
+    ///
+    /// let tree = SumTree::new(5);
+    /// let (left, right) = tree.children(tree.root()).unwrap();
+    /// assert_eq!((tree.range(left), tree.range(right)), ((0, 3), (3, 5)));
+    /// assert_eq!(tree.children(Node::Folded(0)), None);
+    /// ```
     #[must_use]
     pub fn children(&self, node: Node) -> Option<(Node, Node)> {
         match node {
@@ -100,6 +137,15 @@ impl SumTree {
     }
 
     /// The leaf index of a leaf node.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Node, SumTree};
+    ///
+    /// let tree = SumTree::new(5);
+    /// assert_eq!(tree.leaf(Node::Folded(1)), Some(1));
+    /// assert_eq!(tree.leaf(Node::Group { h: 0, k: 1 }), Some(2)); // c2, not folded
+    /// assert_eq!(tree.leaf(tree.root()), None);
+    /// ```
     #[must_use]
     pub fn leaf(&self, node: Node) -> Option<usize> {
         match node {
@@ -109,8 +155,40 @@ impl SumTree {
         }
     }
 
+    /// The node of leaf `j` (contribution `j`).
+    ///
+    /// ```
+    /// use tessera_core::collective::{Node, SumTree};
+    ///
+    /// let tree = SumTree::new(3); // (c0 + c1) + c2
+    /// assert_eq!(tree.leaf_node(1), Node::Folded(1));
+    /// assert_eq!(tree.leaf(tree.leaf_node(2)), Some(2));
+    /// ```
+    ///
+    /// # Panics
+    /// If `j` is not a leaf.
+    #[must_use]
+    pub fn leaf_node(&self, j: usize) -> Node {
+        assert!(j < self.leaves, "leaf {j} of {}", self.leaves);
+        if j < 2 * self.fold {
+            Node::Folded(j)
+        } else {
+            Node::Group {
+                h: 0,
+                k: j - self.fold,
+            }
+        }
+    }
+
     /// The row of an internal node in a table of `leaves - 1` rows: the
     /// last leaf of its left child (unique, below `leaves - 1`).
+    ///
+    /// ```
+    /// use tessera_core::collective::SumTree;
+    ///
+    /// let tree = SumTree::new(5);
+    /// assert_eq!(tree.row(tree.root()), 2); // the last leaf of its left child
+    /// ```
     #[must_use]
     pub fn row(&self, node: Node) -> usize {
         let (_, right) = self.children(node).expect("row of a leaf");
@@ -119,6 +197,15 @@ impl SumTree {
 
     /// Calls `f` with every maximal node whose leaves are all in `set`
     /// (the partial sums a message covering `set` carries), left to right.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Node, Ranks, SumTree};
+    ///
+    /// let tree = SumTree::new(5);
+    /// let mut nodes = Vec::new();
+    /// tree.frontier(Ranks::new(0, 3), &mut |n| nodes.push(n));
+    /// assert_eq!(nodes, [Node::Group { h: 1, k: 0 }]); // one sum covers c0..c2
+    /// ```
     pub fn frontier(&self, set: Ranks, f: &mut impl FnMut(Node)) {
         self.frontier_at(self.root(), set, f);
     }
@@ -139,6 +226,15 @@ impl SumTree {
     /// internal node whose leaves are all in `held` or `incoming` but that
     /// lies in neither (the additions a receiver holding `held` does when
     /// partial sums covering `incoming` arrive).
+    ///
+    /// ```
+    /// use tessera_core::collective::{Node, Ranks, SumTree};
+    ///
+    /// let tree = SumTree::new(5);
+    /// let mut adds = Vec::new();
+    /// tree.merges(Ranks::new(0, 2), Ranks::one(2), &mut |node, _, _| adds.push(node));
+    /// assert_eq!(adds, [Node::Group { h: 1, k: 0 }]); // (c0 + c1) + c2
+    /// ```
     pub fn merges(&self, held: Ranks, incoming: Ranks, f: &mut impl FnMut(Node, Node, Node)) {
         self.merges_at(self.root(), held, incoming, f);
     }

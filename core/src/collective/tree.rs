@@ -10,9 +10,11 @@
 //!
 //! [`Algorithm::DoubleBinaryTree`]: super::Algorithm::DoubleBinaryTree
 
-use super::schedule::{Collective, Kind, Op, Ops, Ranks, Schedule, Span};
+use super::message::{Kind, Op, Ops};
+use super::schedule::{Collective, CollectiveSchedule};
+use super::span::{Ranks, Span};
 
-pub(super) fn steps(s: &Schedule) -> usize {
+pub(super) fn steps(s: &CollectiveSchedule) -> usize {
     let p = s.size();
     let (t0, t1) = (Tree::new(s, 0), Tree::new(s, 1));
     let (h0, h1) = (t0.height(0), t1.height(0));
@@ -40,7 +42,7 @@ pub(super) fn steps(s: &Schedule) -> usize {
     }
 }
 
-pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
+pub(super) fn ops(s: &CollectiveSchedule, rank: usize, step: usize, ops: &mut Ops) {
     for t in 0..2 {
         Tree::new(s, t).ops(rank, step, ops);
     }
@@ -48,7 +50,7 @@ pub(super) fn ops(s: &Schedule, rank: usize, step: usize, ops: &mut Ops) {
 
 /// One of the two trees.
 struct Tree<'a> {
-    s: &'a Schedule,
+    s: &'a CollectiveSchedule,
     p: usize,
     /// 0 or 1.
     t: usize,
@@ -57,7 +59,7 @@ struct Tree<'a> {
 }
 
 impl<'a> Tree<'a> {
-    fn new(s: &'a Schedule, t: usize) -> Self {
+    fn new(s: &'a CollectiveSchedule, t: usize) -> Self {
         let base = match s.collective() {
             Collective::Reduce { root } | Collective::Broadcast { root } => root,
             _ => 0,
@@ -268,20 +270,17 @@ impl<'a> Tree<'a> {
         let sub = self.subtree(u);
         if let Some(up) = self.parent(u) {
             let i = step.checked_sub(self.height(u));
-            let kind = Kind::Reduce {
-                covers: self.ranks(sub),
-                onto: self.ranks(self.held_before(up, u)),
-            };
+            let kind = Kind::reduce(self.ranks(sub), self.ranks(self.held_before(up, u)));
             self.send(ops, up, self.chunk(i), kind);
         } else if let Some(span) = self.chunk((step + 1).checked_sub(self.height(u))) {
             ops.push(Op::Finalize { span });
         }
         for c in self.children(u) {
             let i = step.checked_sub(self.height(c));
-            let kind = Kind::Reduce {
-                covers: self.ranks(self.subtree(c)),
-                onto: self.ranks(self.held_before(u, c)),
-            };
+            let kind = Kind::reduce(
+                self.ranks(self.subtree(c)),
+                self.ranks(self.held_before(u, c)),
+            );
             self.recv(ops, c, self.chunk(i), kind);
         }
     }
@@ -368,14 +367,15 @@ impl<'a> Tree<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Algorithm, Collective, Schedule};
+    use super::super::{Algorithm, Collective, CollectiveSchedule};
     use super::Tree;
 
     #[test]
     fn closed_forms_match_the_recursive_tree() {
         for p in 2..=600 {
             let s =
-                Schedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, p, p).unwrap();
+                CollectiveSchedule::new(Algorithm::DoubleBinaryTree, Collective::AllReduce, p, p)
+                    .unwrap();
             for t in 0..2 {
                 let tree = Tree::new(&s, t);
                 for u in 0..p {

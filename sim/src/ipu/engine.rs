@@ -14,7 +14,10 @@ use super::graph::StreamId;
 use super::graph::{Direction, Graph, GraphError, Segment, VertexInfo};
 use super::host::HostBytes;
 use super::memory::{MemoryUsage, OutOfMemory};
-use super::profile::{Phase, PhaseCycles, Profile, ProfileData, Step, StepKind, TargetInfo};
+use super::profile::{
+    ComputeSetRow, ExchangeRow, Phase, PhaseCycles, Profile, ProfileData, Step, StepKind,
+    TargetInfo,
+};
 use super::program::Program;
 use super::rng::Seeds;
 use super::target::{LinkGroup, Tile};
@@ -99,7 +102,7 @@ impl std::error::Error for AccessError {}
 
 /// A compute set ready to run: vertices grouped by tile, costs known.
 #[derive(Debug)]
-pub(crate) struct CompiledComputeSet {
+struct CompiledComputeSet {
     /// Vertices sorted by tile (stable).
     vertices: Vec<VertexInfo>,
     /// Tiles with at least one vertex, in order, and where their vertices
@@ -107,32 +110,32 @@ pub(crate) struct CompiledComputeSet {
     /// per touched tile, not per tile of the target.
     touched: Vec<(Tile, u32)>,
     /// Tile cycles per touched tile.
-    pub(crate) tile_cycles: Vec<(Tile, u64)>,
+    tile_cycles: Vec<(Tile, u64)>,
     /// The slowest tile's cycles and the tile.
-    pub(crate) cycles: u64,
-    pub(crate) busiest: Tile,
+    cycles: u64,
+    busiest: Tile,
 }
 
 /// An exchange ready to run.
 #[derive(Debug)]
-pub(crate) struct CompiledExchange {
+struct CompiledExchange {
     run: ExchangeRun,
-    pub(crate) cycles: u64,
-    pub(crate) busiest: Tile,
+    cycles: u64,
+    busiest: Tile,
     /// Bytes sent off-tile (multicast counted once per sender).
-    pub(crate) bytes: u64,
+    bytes: u64,
     /// Bytes crossing IPU-Links (once per destination IPU).
-    pub(crate) link_bytes: u64,
+    link_bytes: u64,
 }
 
 /// A host stream ready to run.
 #[derive(Debug)]
-pub(crate) struct CompiledStream {
+struct CompiledStream {
     tensor: TensorId,
     direction: Direction,
     buffer: Piece,
-    pub(crate) cycles: u64,
-    pub(crate) bytes: u64,
+    cycles: u64,
+    bytes: u64,
 }
 
 /// Compute sets with this few tiles run on the calling thread.
@@ -549,7 +552,13 @@ impl Engine {
                 .iter()
                 .zip(&self.compute_sets)
                 .zip(&acc.cs_runs)
-                .map(|((info, c), &runs)| (info.name.clone(), c, runs))
+                .map(|((info, c), &runs)| ComputeSetRow {
+                    name: info.name.clone(),
+                    tile_cycles: &c.tile_cycles,
+                    cycles: c.cycles,
+                    busiest: c.busiest,
+                    runs,
+                })
                 .collect(),
             exchanges: self
                 .graph
@@ -557,7 +566,13 @@ impl Engine {
                 .iter()
                 .zip(&self.exchanges)
                 .zip(&acc.ex_runs)
-                .map(|((info, c), &runs)| (info.name.clone(), c, runs))
+                .map(|((info, c), &runs)| ExchangeRow {
+                    name: info.name.clone(),
+                    cycles: c.cycles,
+                    bytes: c.bytes,
+                    link_bytes: c.link_bytes,
+                    runs,
+                })
                 .collect(),
             streams: self
                 .graph

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::engine::{CompiledComputeSet, CompiledExchange};
 use super::memory::{MemorySummary, MemoryUsage};
 use super::target::{Target, Tile};
 
@@ -215,12 +214,33 @@ pub(crate) struct ProfileData<'a> {
     pub(crate) cycles: PhaseCycles,
     pub(crate) supersteps: u64,
     pub(crate) wall_seconds: f64,
-    pub(crate) compute_sets: Vec<(Arc<str>, &'a CompiledComputeSet, u64)>,
-    pub(crate) exchanges: Vec<(Arc<str>, &'a CompiledExchange, u64)>,
+    pub(crate) compute_sets: Vec<ComputeSetRow<'a>>,
+    pub(crate) exchanges: Vec<ExchangeRow>,
     pub(crate) streams: Vec<(Arc<str>, u64, u64, u64)>,
     pub(crate) memory: &'a MemoryUsage,
     pub(crate) steps: Vec<Step>,
     pub(crate) steps_dropped: u64,
+}
+
+/// A compute set as the engine compiled it, and its runs.
+pub(crate) struct ComputeSetRow<'a> {
+    pub(crate) name: Arc<str>,
+    /// Cycles per tile with a vertex.
+    pub(crate) tile_cycles: &'a [(Tile, u64)],
+    /// The slowest tile's cycles and the tile.
+    pub(crate) cycles: u64,
+    pub(crate) busiest: Tile,
+    pub(crate) runs: u64,
+}
+
+/// An exchange as the engine compiled it, and its runs.
+pub(crate) struct ExchangeRow {
+    pub(crate) name: Arc<str>,
+    pub(crate) cycles: u64,
+    /// Bytes sent off-tile and bytes crossing IPU-Links per run.
+    pub(crate) bytes: u64,
+    pub(crate) link_bytes: u64,
+    pub(crate) runs: u64,
 }
 
 /// Most tiles listed as busiest.
@@ -232,10 +252,10 @@ impl Profile {
     pub(crate) fn new(d: ProfileData<'_>, target: &Target) -> Self {
         let tiles = d.target.tiles as usize;
         let mut busy = vec![0u64; tiles];
-        for (_, c, runs) in &d.compute_sets {
-            if *runs > 0 {
-                for &(t, cyc) in &c.tile_cycles {
-                    busy[t as usize] += cyc * runs;
+        for c in &d.compute_sets {
+            if c.runs > 0 {
+                for &(t, cyc) in c.tile_cycles {
+                    busy[t as usize] += cyc * c.runs;
                 }
             }
         }
@@ -256,8 +276,8 @@ impl Profile {
             .iter()
             .map(|s| TraceStep {
                 name: match s.kind {
-                    StepKind::ComputeSet(k) => d.compute_sets[k].0.clone(),
-                    StepKind::Exchange(k) => d.exchanges[k].0.clone(),
+                    StepKind::ComputeSet(k) => d.compute_sets[k].name.clone(),
+                    StepKind::Exchange(k) => d.exchanges[k].name.clone(),
                     StepKind::Stream(k) => d.streams[k].0.clone(),
                     StepKind::Sync => Arc::from("sync"),
                 },
@@ -278,10 +298,10 @@ impl Profile {
             compute_sets: d
                 .compute_sets
                 .iter()
-                .map(|(name, c, runs)| ComputeSetProfile {
-                    name: name.to_string(),
-                    executions: *runs,
-                    cycles: c.cycles * runs,
+                .map(|c| ComputeSetProfile {
+                    name: c.name.to_string(),
+                    executions: c.runs,
+                    cycles: c.cycles * c.runs,
                     cycles_per_execution: c.cycles,
                     busiest_tile: c.busiest,
                     tiles: c.tile_cycles.len() as u32,
@@ -290,10 +310,10 @@ impl Profile {
             exchanges: d
                 .exchanges
                 .iter()
-                .map(|(name, c, runs)| ExchangeProfile {
-                    name: name.to_string(),
-                    executions: *runs,
-                    cycles: c.cycles * runs,
+                .map(|c| ExchangeProfile {
+                    name: c.name.to_string(),
+                    executions: c.runs,
+                    cycles: c.cycles * c.runs,
                     cycles_per_execution: c.cycles,
                     bytes_per_execution: c.bytes,
                     link_bytes_per_execution: c.link_bytes,

@@ -17,8 +17,7 @@
 //! Dropout masks are not stored (Graphcore's BERT regenerates them from
 //! the seed).
 
-use super::calibrate::SimLayer;
-use super::model::{Gemm, Layer, ModelTable, ModelTableError, Tied};
+use super::table::{Gemm, Layer, ModelTable, ModelTableError, SimLayer, Tied};
 
 /// A built-in model, by its command-line name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -326,7 +325,7 @@ pub fn bert_large(seq_len: u64, masked: u64) -> Result<ModelTable, ModelTableErr
     if let Some(problem) = problem {
         return Err(ModelTableError::Field {
             origin: "bert-large".into(),
-            layer: super::model::LayerRef {
+            layer: super::table::LayerRef {
                 index: 0,
                 name: Some("embeddings".into()),
             },

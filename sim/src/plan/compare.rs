@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use super::calibrate::{SimLayer, SimulatedCost};
 use super::config::PlanConfig;
+use super::table::{SimLayer, SimulatedCost};
 use super::time::{LayerCost, StepBreakdown};
 use super::{Plan, WorstTile};
 

@@ -8,8 +8,7 @@ use serde::Serialize;
 
 use super::PlanError;
 use super::assumptions::PlanAssumptions;
-use super::calibrate::LayerCosts;
-use super::model::ModelTable;
+use super::table::{LayerCosts, ModelTable};
 use crate::IpuSpec;
 use crate::model::NetworkConfig;
 use crate::pod::{Algorithms, Distribution, Layout, PodSpec};

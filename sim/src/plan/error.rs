@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use super::model::ModelTableError;
+use super::table::ModelTableError;
 use crate::pod::PodError;
 
 /// Why a [`PlanConfig`](super::PlanConfig) cannot be planned. A plan that

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use super::assumptions::PlanAssumptions;
 use super::config::{PlanConfig, Schedule};
-use super::model::ModelTable;
+use super::table::ModelTable;
 
 /// Bytes on one IPU, by what holds them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -58,7 +58,7 @@
 //!
 //! Tables for other models are TOML files of `[[layer]]` rows (the
 //! format and the conventions, FLOPs and bytes per sample, are in the
-//! [`model`] module).
+//! [`table`] module).
 //!
 //! # Limits
 //!
@@ -85,25 +85,27 @@ mod compare;
 mod config;
 mod error;
 pub mod memory;
-pub mod model;
 pub mod network;
 mod network_costs;
 mod planner;
 mod split;
+pub mod table;
 pub mod time;
 
 use serde::Serialize;
 
 pub use assumptions::{MatmulPlan, PlanAssumptions};
 pub use builtin::{Builtin, bert_large, resnet50};
-pub use calibrate::{Calibration, CalibrationError, LayerCosts, SimLayer, SimulatedCost};
+pub use calibrate::{Calibration, CalibrationError};
 pub use compare::{AssumedPlan, Calibrated, CalibratedLayer};
 pub use config::{
     DEFAULT_DEVICE_ITERATIONS, Optimizer, PlanConfig, Precision, PrecisionBytes, Schedule, ipu_name,
 };
 pub use error::PlanError;
 pub use memory::MemoryBreakdown;
-pub use model::{Gemm, Layer, LayerRef, ModelTable, ModelTableError, Tied};
+pub use table::{
+    Gemm, Layer, LayerCosts, LayerRef, ModelTable, ModelTableError, SimLayer, SimulatedCost, Tied,
+};
 pub use time::StepBreakdown;
 
 use crate::pod::{PodSpec, ScalingRow};

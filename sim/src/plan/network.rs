@@ -3,7 +3,7 @@
 //! them (`layer{l}`, a residual block's start and end counting), so the
 //! planner's rows and the trainer's tensors share their names.
 //!
-//! Per sample, following the [conventions](super::model#conventions):
+//! Per sample, following the [conventions](super::table#conventions):
 //!
 //! - a convolution is its im2col product `[oh ow, kh kw c_in] x [kh kw
 //!   c_in, c_out]` (`2 m k n` FLOPs forward; backward its weight gradient
@@ -28,7 +28,7 @@
 //! The host sends each sample's features as f32 and a `u32` label, as the
 //! trainer does.
 
-use super::model::{Gemm, Layer, ModelTable, ModelTableError};
+use super::table::{Gemm, Layer, ModelTable, ModelTableError};
 use crate::model::{Conv2d, ConvShape, NetLayer, NetworkConfig, Pool2d, PoolKind};
 
 /// Operations per element of batch norm and its activation forward: the

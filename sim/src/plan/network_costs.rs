@@ -16,8 +16,7 @@
 
 use std::collections::HashMap;
 
-use super::calibrate::{CalibrationError, LayerCosts, SimulatedCost};
-use super::model::ModelTable;
+use super::table::{LayerCosts, ModelTable, SimulatedCost};
 use crate::IpuSpec;
 use crate::ipu::{Profile, Target};
 use crate::model::{Compute, ModelError, Network, NetworkConfig, NoGroup};
@@ -27,30 +26,23 @@ use crate::model::{Compute, ModelError, Network, NetworkConfig, NoGroup};
 /// of `network` on one `ipu`.
 ///
 /// # Errors
-/// [`CalibrationError::Network`] when the network cannot be built (it
-/// does not fit the IPU's tiles at this micro-batch, say).
+/// The simulator's, when the network cannot be built (it does not fit
+/// the IPU's tiles at this micro-batch, say).
 pub(super) fn network_costs(
     ipu: IpuSpec,
     (table, network): (&ModelTable, &NetworkConfig),
     micro_batch: usize,
     f16: bool,
-) -> Result<LayerCosts, CalibrationError> {
-    let failed = |error: ModelError| CalibrationError::Network {
-        model: table.name().to_owned(),
-        micro_batch,
-        error: Box::new(error),
-    };
+) -> Result<LayerCosts, ModelError> {
     let compute = if f16 { Compute::F16 } else { Compute::F32 };
-    let mut net =
-        Network::new(network, Target::single(ipu), micro_batch, compute).map_err(failed)?;
-    let params = network.init(0).map_err(failed)?;
+    let mut net = Network::new(network, Target::single(ipu), micro_batch, compute)?;
+    let params = network.init(0)?;
     let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
-    net.set_params(&refs).map_err(failed)?;
+    net.set_params(&refs)?;
     let mut grads = vec![Vec::new(); params.len()];
     let inputs = vec![0.0; micro_batch * network.inputs()];
     let labels = vec![0; micro_batch];
-    net.train_micro_batch(&inputs, &labels, 1.0, &mut NoGroup, &mut grads)
-        .map_err(failed)?;
+    net.train_micro_batch(&inputs, &labels, 1.0, &mut NoGroup, &mut grads)?;
     let profile = net.last_profile().expect("a micro-batch ran");
     let max_tile_bytes = net.memory().summary(1).max;
     let sync = Target::single(ipu).sync_cycles();

@@ -3,9 +3,9 @@
 
 use core::ops::Range;
 
-use super::calibrate::SimulatedCost;
 use super::config::{PlanConfig, Schedule, ipu_name};
 use super::memory::{StageShape, stage_memory, stage_params, stashed};
+use super::table::SimulatedCost;
 use super::time::{CostModel, LayerCost, StepBreakdown};
 use super::{
     Calibrated, Flops, Overflow, POPLAR_PREFETCH_DEPTH, Plan, PlanError, StagePlan, WorstTile,

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::assumptions::{MatmulPlan, PlanAssumptions};
 use super::config::Precision;
-use super::model::{Layer, ModelTable};
+use super::table::{Layer, ModelTable};
 use crate::IpuSpec;
 use crate::ipu::{Kernel, Target};
 use crate::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
@@ -94,7 +94,7 @@ pub(crate) struct LayerCost {
 impl LayerCost {
     /// The cost with the simulator's passes instead (where the output lies
     /// and what a tile receives stay the assumptions').
-    pub(crate) const fn simulated(&self, s: &super::calibrate::SimulatedCost) -> Self {
+    pub(crate) const fn simulated(&self, s: &super::table::SimulatedCost) -> Self {
         Self {
             forward: s.forward_cycles,
             backward: s.backward_cycles,

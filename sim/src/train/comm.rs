@@ -19,7 +19,7 @@
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use tessera_collectives::{
-    Collectives, CommError, Communicator, Options, ReduceOp, Reduction, ThreadCommunicator,
+    Collectives, CommError, Communicator, Options, ReduceOp, Reducer, ThreadCommunicator,
 };
 
 /// Bits per limb of the exact integer sums: sums of up to 2^16
@@ -81,7 +81,7 @@ pub(crate) fn serve<C: Communicator>(
     for request in &served.asked {
         let result = match request {
             Request::AllReduce(op, mut values) => instances
-                .all_reduce(&mut values, Reduction::new(op))
+                .all_reduce(&mut values, Reducer::new(op))
                 .map(|_| values),
             Request::Broadcast(mut values) => instances.broadcast(&mut values, 0).map(|_| values),
         };
@@ -131,7 +131,7 @@ impl ReplicaComm {
     /// Every replica of every instance ends with the reduction (`op`) of
     /// all replicas' `buf`, bitwise the same everywhere.
     pub(crate) fn all_reduce(&mut self, buf: &mut [f32], op: ReduceOp) -> Result<(), CommError> {
-        let reduction = Reduction::new(op);
+        let reduction = Reducer::new(op);
         self.local.reduce(buf, reduction, 0)?;
         if let Some(link) = &self.instances {
             link.call(Request::AllReduce(op, buf.to_vec()), buf)?;

@@ -14,20 +14,67 @@
 //!   reduced one), and each instance's initial weights, against the memory
 //!   available ([`available_host_memory`]).
 
+use serde::Serialize;
 use tessera_core::kernels::BLOCK;
 
 use super::TrainError;
 use super::config::{PrecisionMode, TrainConfig};
-use super::cost::optimizer_memory;
-use super::pipeline::{Schedule, measured_stage_memory, stage_memory};
-use super::run::MemoryReport;
+use super::cost::{OptimizerMemory, optimizer_memory};
+use super::pipeline::{Schedule, StageMemory, measured_stage_memory, stage_memory};
 use crate::ipu::{MemorySummary, Target};
-use crate::model::{Compute, MemoryEstimate, ModelConfig, ParamSpec, Placement, StageActivations};
+use crate::model::{
+    Compute, MemoryEstimate, ModelConfig, ParamSpec, Placement, Recomputation, StageActivations,
+};
 use crate::pod::{Layout, ProcessId};
 
 /// The variable that caps the host memory a run may use, in bytes (it
 /// replaces what the system says is available).
 pub const HOST_MEMORY_VARIABLE: &str = "TESSERA_HOST_MEMORY";
+
+/// Memory of one replica.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemoryReport {
+    /// The model's tensors, vertices, code and exchange buffers per tile.
+    pub model: MemorySummary,
+    /// The optimizer's state and master weights.
+    pub optimizer: OptimizerMemory,
+    /// The activation stashes of each stage (one stage when not
+    /// pipelined).
+    pub activations: Vec<StageMemory>,
+    /// A network's recomputation from checkpoints
+    /// ([`TrainConfig::recompute_checkpoints`]): its memory, and the
+    /// cycles of the last training micro-batch (0 before one has run).
+    pub recomputation: Option<Recomputation>,
+}
+
+impl MemoryReport {
+    /// Bytes of the fullest tile: model, optimizer share and activation
+    /// stashes together.
+    #[must_use]
+    pub fn max_tile_bytes(&self) -> u64 {
+        self.model.max + self.optimizer.per_tile_bytes + self.stash_per_tile()
+    }
+
+    /// The largest activation stash per tile of an IPU: its stages'
+    /// (parts of successive stages on one IPU add up).
+    #[must_use]
+    pub fn stash_per_tile(&self) -> u64 {
+        super::pipeline::busiest_ipu_stash(&self.activations)
+    }
+
+    /// Whether it fits a tile.
+    pub(crate) fn check(&self) -> Result<(), TrainError> {
+        let needed = self.max_tile_bytes();
+        if needed > self.model.capacity {
+            return Err(TrainError::OutOfTileMemory {
+                needed,
+                available: self.model.capacity,
+                stash: self.stash_per_tile(),
+            });
+        }
+        Ok(())
+    }
+}
 
 /// The memory of a replica whose model's tiles are `summary`: the figures
 /// the run checks before it starts stepping. A network's stashes follow

@@ -105,14 +105,19 @@ mod comm;
 mod config;
 mod cost;
 mod divergence;
+mod epochs;
 mod error;
+mod evaluate;
 mod exclude;
 mod fit;
 mod optimizer;
+mod options;
 mod params;
 mod pipeline;
+mod records;
 mod replica;
 mod run;
+mod trainer;
 
 pub use config::{
     GradReduction, LossScaling, LrDecay, NamedOptimizer, OptimizerConfig, PrecisionMode,
@@ -122,12 +127,11 @@ pub use cost::{OptimizerMemory, StepTime};
 pub use divergence::Divergence;
 pub use error::{Difference, TrainError};
 pub use exclude::is_bias_or_norm;
-pub use fit::{HOST_MEMORY_VARIABLE, available_host_memory};
+pub use fit::{HOST_MEMORY_VARIABLE, MemoryReport, available_host_memory};
+pub use options::{Continuation, RunOptions};
 pub use pipeline::{
     Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
     step_cycles,
 };
-pub use run::{
-    Continuation, EpochRecord, Event, MemoryReport, Observer, RunOptions, StepRecord, Summary,
-    Trainer,
-};
+pub use records::{EpochRecord, Event, Observer, StepRecord, Summary};
+pub use trainer::Trainer;

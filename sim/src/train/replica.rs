@@ -557,10 +557,8 @@ fn sum_exactly(totals: &mut [Partials], comm: &mut ReplicaComm) -> Result<(), Co
         .flat_map(|t| t.limbs().into_iter().flatten().map(|l| l as u64))
         .collect();
     let mut limbs = to_limbs(&words);
-    comm.local().all_reduce(
-        &mut limbs,
-        tessera_collectives::Reduction::new(ReduceOp::Sum),
-    )?;
+    comm.local()
+        .all_reduce(&mut limbs, tessera_collectives::Reducer::new(ReduceOp::Sum))?;
     let summed = from_limb_sums(&limbs);
     let per = summed.len() / totals.len().max(1);
     for (t, w) in totals.iter_mut().zip(summed.chunks_exact(per)) {

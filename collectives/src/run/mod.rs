@@ -1,4 +1,4 @@
-//! Runs a core [`Schedule`] over a [`Communicator`]: one rank's half of
+//! Runs a core [`CollectiveSchedule`] over a [`Communicator`]: one rank's half of
 //! what [`tessera_core::collective::execute`] does for all ranks at once.
 //!
 //! At every step the rank sends what its [`Op::Send`]s name and receives
@@ -17,8 +17,8 @@
 //!   bits, and a result is rounded once, element `i` at position `i`;
 //! - in [`Order::Deterministic`] on rings and trees, a message carries one
 //!   vector per complete subtree of the summation tree it covers, and the
-//!   receiver adds the tree's nodes that it can now complete
-//!   ([`crate::sum_tree`]).
+//!   receiver adds the tree's nodes that it can now complete (the core's
+//!   [`Frontier`]).
 //!
 //! Messages of more than the communicator's
 //! [`Communicator::piece_elements`] travel as pieces, one exchange each
@@ -42,19 +42,22 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::time::Instant;
 
+mod combine;
+mod pieces;
+mod wire;
+
 use tessera_core::collective::{
-    Algorithm, Collective, Kind, Op, Order, Ranks, ReduceOp, Reduction, Schedule, Span,
+    CollectiveSchedule, Frontier, Kind, Op, ReduceOp, Reducer, Span, SumTree,
 };
 use tessera_core::fp::{Element, Rounding};
 
 use crate::comm::{Communicator, Incoming, Outgoing, Tag, collective_tag};
 use crate::error::{Cause, CommError, Failure, Mismatch};
-use tessera_core::collective::{Node, SumTree};
 
-/// Bytes of the header before every message's values.
-pub(crate) const HEADER: usize = 96;
-
-const MAGIC: u32 = u32::from_le_bytes(*b"TSC1");
+use combine::{native_wire, reduce_into};
+pub(crate) use pieces::PIECE_ELEMENTS;
+use pieces::{direct_runs, exchanges};
+use wire::{Call, HANDSHAKE_STEP, HEADER, Message, decode, encode, split_header, values};
 
 /// What a run sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -75,309 +78,12 @@ pub(crate) struct Scratch {
     piece: usize,
 }
 
-/// The partial sum a rank holds for one span in [`Order::Deterministic`]:
-/// the contributions `set`, as the values of the tree's complete subtrees
-/// over them (its own leaf excepted: that one is read from its buffer).
-struct Held {
-    set: Ranks,
-    nodes: Vec<(Node, Vec<f32>)>,
-}
-
-/// The call-wide fields of a header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Call {
-    seq: u32,
-    size: u32,
-    len: u64,
-    dtype: u8,
-    collective: u8,
-    root: u32,
-    algorithm: u8,
-    order: u8,
-    op: u8,
-}
-
-/// A message's own fields.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Message {
-    step: u32,
-    span: Span,
-    kind: u8,
-    covers: (u32, u32),
-    body: u64,
-}
-
-fn dtype_code(name: &str) -> u8 {
-    match name {
-        "f32" => 1,
-        "f16" => 2,
-        "bf16" => 3,
-        _ => 0,
-    }
-}
-
-fn dtype_name(code: u8) -> &'static str {
-    match code {
-        1 => "f32",
-        2 => "f16",
-        3 => "bf16",
-        _ => "unknown",
-    }
-}
-
-impl Call {
-    fn new<T: Element>(s: &Schedule, op: ReduceOp, seq: u32) -> Self {
-        let (collective, root) = match s.collective() {
-            Collective::ReduceScatter => (0, 0),
-            Collective::AllGather => (1, 0),
-            Collective::AllReduce => (2, 0),
-            Collective::Reduce { root } => (3, root),
-            Collective::Broadcast { root } => (4, root),
-        };
-        let algorithm = match s.algorithm() {
-            Algorithm::Ring => 0,
-            Algorithm::BidirectionalRing => 1,
-            Algorithm::DoubleBinaryTree => 2,
-            Algorithm::HalvingDoubling => 3,
-        };
-        let op = if s.collective().reduces() {
-            match op {
-                ReduceOp::Sum => 1,
-                ReduceOp::Mean => 2,
-                ReduceOp::Max => 3,
-                ReduceOp::Min => 4,
-            }
-        } else {
-            0
-        };
-        Self {
-            seq,
-            // Schedule::MAX_RANKS is 2^24.
-            size: u32::try_from(s.size()).unwrap_or(u32::MAX),
-            len: s.len() as u64,
-            dtype: dtype_code(T::NAME),
-            collective,
-            root: u32::try_from(root).unwrap_or(u32::MAX),
-            algorithm,
-            order: match s.order() {
-                Order::Deterministic => 0,
-                Order::Schedule => 1,
-            },
-            op,
-        }
-    }
-
-    /// The first field in which `theirs` differs, most telling first.
-    fn mismatch(&self, theirs: &Self) -> Option<Mismatch> {
-        if self.size != theirs.size {
-            Some(Mismatch::GroupSize {
-                ours: self.size.into(),
-                theirs: theirs.size.into(),
-            })
-        } else if self.dtype != theirs.dtype {
-            Some(Mismatch::ElementType {
-                ours: dtype_name(self.dtype),
-                theirs: dtype_name(theirs.dtype),
-            })
-        } else if self.len != theirs.len {
-            Some(Mismatch::Length {
-                ours: self.len,
-                theirs: theirs.len,
-            })
-        } else if (self.collective, self.root) != (theirs.collective, theirs.root) {
-            Some(Mismatch::Collective)
-        } else if self.op != theirs.op {
-            Some(Mismatch::Operation)
-        } else if (self.algorithm, self.order) != (theirs.algorithm, theirs.order) {
-            Some(Mismatch::Algorithm)
-        } else if self.seq != theirs.seq {
-            Some(Mismatch::Sequence)
-        } else {
-            None
-        }
-    }
-}
-
-impl Message {
-    /// Whether this is the message `expect` describes (its body aside).
-    fn is(&self, expect: &Self) -> bool {
-        (self.step, self.span, self.kind, self.covers)
-            == (expect.step, expect.span, expect.kind, expect.covers)
-    }
-
-    fn new(step: usize, span: Span, kind: Kind, body: usize) -> Self {
-        let (kind, covers) = match kind {
-            Kind::Copy => (0, (0, 0)),
-            Kind::Reduce { covers, .. } => (1, (covers.start as u32, covers.len as u32)),
-        };
-        Self {
-            step: step as u32,
-            span,
-            kind,
-            covers,
-            body: body as u64,
-        }
-    }
-}
-
-fn encode(call: &Call, m: &Message) -> [u8; HEADER] {
-    let mut h = [0u8; HEADER];
-    let mut put = |at: usize, bytes: &[u8]| h[at..at + bytes.len()].copy_from_slice(bytes);
-    put(0, &MAGIC.to_le_bytes());
-    put(4, &call.seq.to_le_bytes());
-    put(8, &m.step.to_le_bytes());
-    put(12, &call.size.to_le_bytes());
-    put(
-        16,
-        &[
-            call.collective,
-            call.algorithm,
-            call.order,
-            call.op,
-            call.dtype,
-            m.kind,
-        ],
-    );
-    put(24, &call.root.to_le_bytes());
-    put(28, &m.covers.0.to_le_bytes());
-    put(32, &m.covers.1.to_le_bytes());
-    put(40, &call.len.to_le_bytes());
-    put(48, &(m.span.start as u64).to_le_bytes());
-    put(56, &(m.span.len as u64).to_le_bytes());
-    put(64, &(m.span.stride as u64).to_le_bytes());
-    put(72, &(m.span.count as u64).to_le_bytes());
-    put(80, &m.body.to_le_bytes());
-    h
-}
-
-fn decode(h: &[u8]) -> Option<(Call, Message)> {
-    if h.len() < HEADER {
-        return None;
-    }
-    let u32_at = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("4 bytes"));
-    let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
-    if u32_at(0) != MAGIC {
-        return None;
-    }
-    let usize_at = |at: usize| usize::try_from(u64_at(at)).ok();
-    let span = Span::strided(usize_at(48)?, usize_at(56)?, usize_at(64)?, usize_at(72)?);
-    Some((
-        Call {
-            seq: u32_at(4),
-            size: u32_at(12),
-            len: u64_at(40),
-            dtype: h[20],
-            collective: h[16],
-            root: u32_at(24),
-            algorithm: h[17],
-            order: h[18],
-            op: h[19],
-        },
-        Message {
-            step: u32_at(8),
-            span,
-            kind: h[21],
-            covers: (u32_at(28), u32_at(32)),
-            body: u64_at(80),
-        },
-    ))
-}
-
-/// Whether messages carry several partial sums (as the core's
-/// `Schedule::carries_frontiers`).
-pub(crate) fn carries_frontiers(s: &Schedule, op: ReduceOp) -> bool {
-    s.order() == Order::Deterministic
-        && op.depends_on_order()
-        && s.collective().reduces()
-        && s.size() > 2
-        && s.algorithm() != Algorithm::HalvingDoubling
-}
-
-/// Whether a reduction message covering `covers` travels in the buffer's
-/// format (else in f32).
-fn native_wire(op: ReduceOp, covers: Ranks) -> bool {
-    covers.len == 1 || !op.depends_on_order()
-}
-
-/// An element-wise combination, monomorphised per operation so the loops
-/// vectorise.
-trait Combine {
-    fn f(a: f32, b: f32) -> f32;
-}
-struct Add;
-struct Max;
-struct Min;
-impl Combine for Add {
-    #[inline(always)]
-    fn f(a: f32, b: f32) -> f32 {
-        a + b
-    }
-}
-impl Combine for Max {
-    #[inline(always)]
-    fn f(a: f32, b: f32) -> f32 {
-        ReduceOp::Max.combine(a, b)
-    }
-}
-impl Combine for Min {
-    #[inline(always)]
-    fn f(a: f32, b: f32) -> f32 {
-        ReduceOp::Min.combine(a, b)
-    }
-}
-
-macro_rules! with_combine {
-    ($op:expr, $f:ident::<_ $(, $t:ty)*>($($arg:expr),*)) => {
-        match $op {
-            ReduceOp::Sum | ReduceOp::Mean => $f::<Add $(, $t)*>($($arg),*),
-            ReduceOp::Max => $f::<Max $(, $t)*>($($arg),*),
-            ReduceOp::Min => $f::<Min $(, $t)*>($($arg),*),
-        }
-    };
-}
-
-/// `dst[i] = f(dst[i], src[i])`.
-#[inline(always)]
-fn assign<F: Combine, B: Element>(dst: &mut [f32], src: &[B]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = F::f(*d, s.load());
-    }
-}
-
-/// `dst[i] = f(a[i], b[i])`.
-#[inline(always)]
-fn into<F: Combine, A: Element, B: Element>(dst: &mut [f32], a: &[A], b: &[B]) {
-    for ((d, a), b) in dst.iter_mut().zip(a).zip(b) {
-        *d = F::f(a.load(), b.load());
-    }
-}
-
-/// The values of a message body, cast in place when aligned, else copied.
-fn values<'a, V: bytemuck::AnyBitPattern>(bytes: &'a [u8], tmp: &'a mut Vec<V>) -> &'a [V] {
-    match bytemuck::try_cast_slice(bytes) {
-        Ok(v) => v,
-        Err(_) => {
-            tmp.clear();
-            tmp.extend(
-                bytes
-                    .chunks_exact(size_of::<V>())
-                    .map(bytemuck::pod_read_unaligned::<V>),
-            );
-            tmp
-        }
-    }
-}
-
 /// Where a message's values come from.
 enum Body {
     Buf(Range<usize>),
     Acc(Range<usize>),
     Staged(usize),
 }
-
-/// The step named in the headers of a zero-length call's messages
-/// ([`Runner::handshake`]): no schedule has that many steps.
-const HANDSHAKE_STEP: usize = u32::MAX as usize;
 
 /// Runs this rank's part of `s` on `buf`, in place.
 ///
@@ -387,8 +93,8 @@ const HANDSHAKE_STEP: usize = u32::MAX as usize;
 /// ([`Cause::Panicked`]) as the panic unwinds out of it.
 pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     comm: &C,
-    s: &Schedule,
-    reduction: &Reduction,
+    s: &CollectiveSchedule,
+    reduction: &Reducer,
     buf: &mut [T],
     seq: u32,
     deadline: Instant,
@@ -452,7 +158,7 @@ impl<C: Communicator + ?Sized> Drop for AbortOnUnwind<'_, C> {
 /// One rank's run of a schedule: what every exchange needs to know.
 struct Runner<'a, C: ?Sized> {
     comm: &'a C,
-    s: &'a Schedule,
+    s: &'a CollectiveSchedule,
     op: ReduceOp,
     call: Call,
     tag: Tag,
@@ -476,7 +182,7 @@ struct State<'a, T> {
     staged: &'a mut Vec<Vec<u8>>,
     incoming: &'a mut Vec<Incoming>,
     headers: &'a mut Vec<[u8; HEADER]>,
-    held: HashMap<Span, Held>,
+    held: HashMap<Span, Frontier>,
     tmp_f32: Vec<f32>,
     tmp_t: Vec<T>,
     traffic: Traffic,
@@ -488,13 +194,13 @@ type Got = (usize, Message, bool);
 impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
     fn new<T: Element>(
         comm: &'a C,
-        s: &'a Schedule,
+        s: &'a CollectiveSchedule,
         op: ReduceOp,
         seq: u32,
         deadline: Instant,
     ) -> Self {
         let (p, r) = (s.size(), comm.rank());
-        let frontiers = carries_frontiers(s, op);
+        let frontiers = s.carries_frontiers(op);
         let wide = size_of::<T>() != size_of::<f32>();
         Self {
             comm,
@@ -543,7 +249,11 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         for (step, ops) in exchanges(self.s, self.r, self.n, piece, self.frontiers) {
             let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
             let excluded = self.frontiers || self.use_acc;
-            if let Some((send, recv)) = direct_runs(&ops, &bodies, self.n, excluded) {
+            let send = match &bodies[..] {
+                [Body::Buf(run)] => Some(run),
+                _ => None,
+            };
+            if let Some((send, recv)) = direct_runs(&ops, send, self.n, excluded) {
                 self.direct(step, &ops, sends[0], send, recv, buf, &mut st)?;
             } else {
                 let got = self.exchange(&ops, &bodies, &sends, buf, &mut st)?;
@@ -616,7 +326,8 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                 order.push(q);
             }
         };
-        if let Ok(full) = Schedule::new(self.s.algorithm(), self.s.collective(), p, 2 * p) {
+        if let Ok(full) = CollectiveSchedule::new(self.s.algorithm(), self.s.collective(), p, 2 * p)
+        {
             for step in 0..full.steps() {
                 for o in full.ops(self.r, step).iter() {
                     if let Op::Recv { from, .. } = *o {
@@ -703,14 +414,14 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             };
         };
         if self.frontiers {
-            let state = held.get(&span);
-            let body = stage(&mut |v| {
-                pack_frontier(&self.tree, covers, self.r, state, &runs, buf, v);
-            });
-            if state.is_some_and(|h| h.set == covers) {
-                held.remove(&span);
-            }
-            return body;
+            // What it holds: its own contribution until it has received.
+            let own = || {
+                let own: Vec<T> = runs.iter().flat_map(|r| buf[r.clone()].to_vec()).collect();
+                Frontier::own(&self.tree, self.r, &own)
+            };
+            let state = held.remove(&span).unwrap_or_else(own);
+            debug_assert_eq!(state.covers(), covers, "a rank sends what it holds");
+            return stage(&mut |v| state.pack::<T>(&self.tree, v));
         }
         if covers.len == 1 || !self.wide {
             // Its own contribution, or an f32 partial in place.
@@ -910,13 +621,19 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                         k += len;
                     }
                 }
-                Kind::Reduce { covers, onto } if self.frontiers => {
-                    let held = &mut st.held;
-                    merge_frontier(
-                        &self.tree, op, self.r, held, span, covers, onto, body, buf, n,
-                    );
+                Kind::Reduce { covers, onto, .. } if self.frontiers => {
+                    let incoming = Frontier::unpack::<T>(&self.tree, covers, payload, body)
+                        .map_err(|_| self.mismatch(peer, Mismatch::Format))?;
+                    let mut held = st.held.remove(&span).unwrap_or_else(|| {
+                        let own: Vec<T> =
+                            span.runs_below(n).flat_map(|r| buf[r].to_vec()).collect();
+                        Frontier::own(&self.tree, self.r, &own)
+                    });
+                    debug_assert_eq!(held.covers(), onto, "the schedule's onto is what it holds");
+                    held.merge(&self.tree, op, incoming);
+                    st.held.insert(span, held);
                 }
-                Kind::Reduce { covers, onto } => {
+                Kind::Reduce { covers, onto, .. } => {
                     let single = onto.len == 1;
                     if native_wire(op, covers) {
                         let vals = values::<T>(body, &mut st.tmp_t);
@@ -946,13 +663,11 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                 continue;
             };
             if self.frontiers {
-                let h = st
-                    .held
-                    .remove(&span)
+                let h = st.held.remove(&span);
+                let root = h
+                    .as_ref()
+                    .and_then(|h| h.total(&self.tree))
                     .expect("a finalized span holds the whole tree");
-                debug_assert_eq!(h.set.len, p);
-                let (node, root) = &h.nodes[0];
-                debug_assert_eq!(*node, self.tree.root());
                 let mut k = 0;
                 for run in span.runs_below(self.n) {
                     for i in run {
@@ -996,15 +711,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         let per_element = match kind {
             Kind::Copy => size_of::<T>(),
             Kind::Reduce { covers, .. } if self.frontiers => {
-                let mut bytes = 0;
-                self.tree.frontier(covers, &mut |node| {
-                    bytes += if self.tree.leaf(node).is_some() {
-                        size_of::<T>()
-                    } else {
-                        4
-                    };
-                });
-                bytes
+                return Frontier::packed_len::<T>(&self.tree, covers, payload);
             }
             Kind::Reduce { covers, .. } if native_wire(self.op, covers) => size_of::<T>(),
             Kind::Reduce { .. } => 4,
@@ -1034,399 +741,19 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
     }
 }
 
-/// A received message's header and body from the two parts a transport
-/// hands to [`Communicator::exchange_apply`]'s `apply`: one part holding
-/// both, or the header then the body. `None` if neither.
-fn split_header<'m>(head: &'m [u8], tail: &'m [u8]) -> Option<(&'m [u8], &'m [u8])> {
-    if tail.is_empty() && head.len() >= HEADER {
-        Some(head.split_at(HEADER))
-    } else if head.len() == HEADER {
-        Some((head, tail))
-    } else {
-        None
-    }
-}
-
-/// The most elements a message of the thread transport carries
-/// ([`Communicator::piece_elements`]): a step's larger messages travel as
-/// pieces of this many (2 MiB of f32), one exchange per piece, so that a
-/// ring's fragment is still in cache (the shared L3) between its reduction
-/// and its all-gather. On the 2-core machine of the README's figures
-/// (1 MiB L2 per core, 32 MiB L3), with bodies lent in place, the 64 MiB
-/// ring all-reduce of 2 thread ranks took 7.7 to 8.3 ms with these pieces,
-/// 9.2 to 11 ms with 128Ki and 256Ki, 10 to 12 ms whole. (With bodies
-/// copied, 128Ki pieces were the best: 2x faster than whole.) Over MPI,
-/// pieces made large all-reduces about twice as slow (its transports
-/// pipeline large messages themselves), so MPI sends them whole.
-pub(crate) const PIECE_ELEMENTS: usize = 512 << 10;
-
-/// The contiguous pieces of at most `piece` payload elements
-/// that `span` travels as (the whole span if it is strided or no larger).
-fn split(span: Span, n: usize, piece: usize) -> Vec<Span> {
-    let payload = span.elements_below(n);
-    if span.count != 1 || payload <= piece {
-        return vec![span];
-    }
-    (span.start..span.start + payload)
-        .step_by(piece)
-        .map(|at| Span::new(at, piece.min(span.start + payload - at)))
-        .collect()
-}
-
-/// The span a send or receive moves.
-fn moved(o: &Op) -> Option<Span> {
-    match *o {
-        Op::Send { span, .. } | Op::Recv { span, .. } => Some(span),
-        Op::Finalize { .. } => None,
-    }
-}
-
-/// `ops` with piece `k` of every op in element `k`, finalizations not
-/// placed (see [`exchanges`]).
-fn split_moves(ops: &[Op], n: usize, piece: usize) -> Vec<Vec<Op>> {
-    let mut out: Vec<Vec<Op>> = Vec::new();
-    for o in ops {
-        let parts: Vec<Op> = match *o {
-            Op::Send { to, span, kind } => split(span, n, piece)
-                .into_iter()
-                .map(|span| Op::Send { to, span, kind })
-                .collect(),
-            Op::Recv { from, span, kind } => split(span, n, piece)
-                .into_iter()
-                .map(|span| Op::Recv { from, span, kind })
-                .collect(),
-            Op::Finalize { .. } => Vec::new(),
-        };
-        for (k, part) in parts.into_iter().enumerate() {
-            if out.len() == k {
-                out.push(Vec::new());
-            }
-            out[k].push(part);
-        }
-    }
-    out
-}
-
-/// Whether some send of `ops` reads a position one of its receives writes.
-fn sends_meet_receives(ops: &[Op], n: usize) -> bool {
-    ops.iter().any(|a| {
-        matches!(a, Op::Send { .. })
-            && ops.iter().any(|b| {
-                matches!(b, Op::Recv { .. })
-                    && overlaps(moved(a).expect("a send"), moved(b).expect("a receive"), n)
-            })
-    })
-}
-
-/// This rank's part of `s` as a sequence of exchanges: `(step, ops)`, the
-/// step named in the messages' headers. Messages of more than `piece`
-/// payload elements (contiguous spans) travel as
-/// contiguous pieces of at most that many, one exchange per piece, so that
-/// a piece is still in cache when the receiver reduces it. Sender and
-/// receiver name the same span, so they split it alike; every choice below
-/// depends on the schedule alone, not on the rank, so all ranks exchange
-/// the same sequence.
-///
-/// The arithmetic is the schedule's, operand for operand: every position
-/// sees the same operations in the same order, and every send reads the
-/// values it would have read whole.
-///
-/// - Rings ([`Algorithm::Ring`], [`Algorithm::BidirectionalRing`]) run
-///   piece by piece through all steps: piece `k` of every step, then piece
-///   `k + 1`. A position belongs to one fragment (or half-fragment) span,
-///   at the same offset in every step, so it is in piece `k` at every step
-///   that touches it, and its operations keep their order; within a step
-///   a ring sends one fragment and receives another. A fragment then stays
-///   in cache from its reduction to its all-gather (about as fast as the
-///   caller slicing the buffer, with the ring's own summation order).
-/// - Other schedules split step by step, unless some rank's step sends a
-///   position it receives (its send must read it before the receive);
-///   a finalized piece goes after the last exchange of its step that
-///   moves any of its positions.
-/// - Steps that carry frontiers stay whole (their partial sums are kept
-///   per span).
-fn exchanges(
-    s: &Schedule,
-    r: usize,
-    n: usize,
-    piece: usize,
-    frontiers: bool,
-) -> Vec<(usize, Vec<Op>)> {
-    let steps = s.steps();
-    let whole = |step: usize| (step, s.ops(r, step).to_vec());
-    let splits = |step: usize| {
-        s.ops(r, step)
-            .iter()
-            .filter_map(moved)
-            .any(|m| split(m, n, piece).len() > 1)
-    };
-    if frontiers || !(0..steps).any(splits) {
-        return (0..steps).map(whole).collect();
-    }
-    if matches!(
-        s.algorithm(),
-        Algorithm::Ring | Algorithm::BidirectionalRing
-    ) {
-        let mut per_step: Vec<Vec<Vec<Op>>> = Vec::with_capacity(steps);
-        for step in 0..steps {
-            let ops = s.ops(r, step);
-            let mut parts = split_moves(&ops, n, piece);
-            for o in ops.iter() {
-                let Op::Finalize { span } = *o else {
-                    continue;
-                };
-                for (k, part) in split(span, n, piece).into_iter().enumerate() {
-                    if parts.len() <= k {
-                        parts.resize_with(k + 1, Vec::new);
-                    }
-                    parts[k].push(Op::Finalize { span: part });
-                }
-            }
-            per_step.push(parts);
-        }
-        let most = per_step.iter().map(Vec::len).max().unwrap_or(0);
-        let mut out = Vec::new();
-        for k in 0..most {
-            for (step, parts) in per_step.iter_mut().enumerate() {
-                if let Some(ops) = parts.get_mut(k)
-                    && !ops.is_empty()
-                {
-                    out.push((step, std::mem::take(ops)));
-                }
-            }
-        }
-        return out;
-    }
-    let mut out = Vec::new();
-    for step in 0..steps {
-        let ops = s.ops(r, step);
-        if !splits(step) || (0..s.size()).any(|q| sends_meet_receives(&s.ops(q, step), n)) {
-            out.push((step, ops.to_vec()));
-            continue;
-        }
-        let mut parts = split_moves(&ops, n, piece);
-        for o in ops.iter() {
-            let Op::Finalize { span } = *o else {
-                continue;
-            };
-            for part in split(span, n, piece) {
-                let last = (0..parts.len())
-                    .rev()
-                    .find(|&k| {
-                        parts[k]
-                            .iter()
-                            .filter_map(moved)
-                            .any(|m| overlaps(m, part, n))
-                    })
-                    .unwrap_or(0);
-                parts[last].push(Op::Finalize { span: part });
-            }
-        }
-        out.extend(parts.into_iter().map(|ops| (step, ops)));
-    }
-    out
-}
-
-/// Whether two spans share a position below `n`.
-fn overlaps(a: Span, b: Span, n: usize) -> bool {
-    a.runs_below(n)
-        .any(|x| b.runs_below(n).any(|y| x.start < y.end && y.start < x.end))
-}
-
-/// The runs of a step that may lend its body in place
-/// ([`Communicator::exchange_apply`]): exactly one send, of a run of the
-/// buffer itself, and one receive, into one run of the buffer disjoint
-/// from it, so the two can be borrowed apart. Not for steps that carry
-/// frontiers or accumulate in f32 beside a 16-bit buffer (`excluded`).
-fn direct_runs(
-    ops: &[Op],
-    bodies: &[Body],
-    n: usize,
-    excluded: bool,
-) -> Option<(Range<usize>, Range<usize>)> {
-    let [Body::Buf(send)] = bodies else {
-        return None;
-    };
-    let mut recvs = ops.iter().filter_map(|o| match *o {
-        Op::Recv { span, .. } => Some(span),
-        _ => None,
-    });
-    let (Some(span), None) = (recvs.next(), recvs.next()) else {
-        return None;
-    };
-    let mut runs = span.runs_below(n);
-    let (Some(recv), None) = (runs.next(), runs.next()) else {
-        return None;
-    };
-    (!excluded && (send.end <= recv.start || recv.end <= send.start)).then(|| (send.clone(), recv))
-}
-
-/// A one-partial reduction of `vals` (the span's payload, in order) into
-/// this rank's partial: in place for f32 buffers, into the accumulator for
-/// 16-bit ones (from the rank's own contribution if `held_single`).
-#[allow(clippy::too_many_arguments)]
-fn reduce_into<T: Element, V: Element>(
-    op: ReduceOp,
-    buf: &mut [T],
-    acc: &mut [f32],
-    use_acc: bool,
-    held_single: bool,
-    span: Span,
-    n: usize,
-    vals: &[V],
-) {
-    let mut k = 0;
-    for run in span.runs_below(n) {
-        let len = run.len();
-        let src = &vals[k..k + len];
-        k += len;
-        if !use_acc {
-            // An f32 buffer (the only four-byte element type) accumulates
-            // in place, as the core executor's does.
-            let dst: &mut [f32] = bytemuck::cast_slice_mut(&mut buf[run]);
-            with_combine!(op, assign::<_, V>(dst, src));
-        } else if held_single {
-            with_combine!(op, into::<_, T, V>(&mut acc[run.clone()], &buf[run], src));
-        } else {
-            with_combine!(op, assign::<_, V>(&mut acc[run], src));
-        }
-    }
-}
-
-/// Writes the message covering `covers` of the span: one vector per node
-/// of the frontier, leaves in the buffer's format, inner nodes in f32.
-fn pack_frontier<T: Element>(
-    tree: &SumTree,
-    covers: Ranks,
-    rank: usize,
-    state: Option<&Held>,
-    runs: &[Range<usize>],
-    buf: &[T],
-    out: &mut Vec<u8>,
-) {
-    tree.frontier(covers, &mut |node| {
-        if tree.leaf(node) == Some(rank) {
-            for run in runs {
-                out.extend_from_slice(bytemuck::cast_slice(&buf[run.clone()]));
-            }
-            return;
-        }
-        let vals = state
-            .and_then(|h| h.nodes.iter().find(|(m, _)| *m == node))
-            .map(|(_, v)| v)
-            .expect("a rank sends only the partial sums it holds");
-        if tree.leaf(node).is_some() {
-            for &x in vals {
-                out.extend_from_slice(bytemuck::bytes_of(&T::store(x, Rounding::Nearest, 0)));
-            }
-        } else {
-            out.extend_from_slice(bytemuck::cast_slice(vals));
-        }
-    });
-}
-
-/// Receives the frontier of `covers` onto what this rank holds (`onto`),
-/// adds every node it completes, and keeps the frontier of the union.
-#[allow(clippy::too_many_arguments)]
-fn merge_frontier<T: Element>(
-    tree: &SumTree,
-    op: ReduceOp,
-    rank: usize,
-    held: &mut HashMap<Span, Held>,
-    span: Span,
-    covers: Ranks,
-    onto: Ranks,
-    body: &[u8],
-    buf: &[T],
-    n: usize,
-) {
-    let payload = span.elements_below(n);
-    let own: Vec<f32> = span
-        .runs_below(n)
-        .flat_map(|run| buf[run].iter().map(|x| x.load()))
-        .collect();
-    // The incoming vectors, widened.
-    let mut pool: Vec<(Node, Vec<f32>)> = Vec::new();
-    let mut at = 0;
-    tree.frontier(covers, &mut |node| {
-        let v = if tree.leaf(node).is_some() {
-            let bytes = &body[at..at + payload * size_of::<T>()];
-            at += bytes.len();
-            bytes
-                .chunks_exact(size_of::<T>())
-                .map(|c| bytemuck::pod_read_unaligned::<T>(c).load())
-                .collect()
-        } else {
-            let bytes = &body[at..at + payload * 4];
-            at += bytes.len();
-            bytes
-                .chunks_exact(4)
-                .map(bytemuck::pod_read_unaligned::<f32>)
-                .collect()
-        };
-        pool.push((node, v));
-    });
-    if let Some(h) = held.remove(&span) {
-        debug_assert_eq!(h.set, onto, "the schedule's onto is what this rank holds");
-        pool.extend(h.nodes);
-    } else {
-        debug_assert_eq!(onto, Ranks::one(rank));
-    }
-    tree.merges(onto, covers, &mut |node, left, right| {
-        let get = |m: Node| -> &[f32] {
-            if tree.leaf(m) == Some(rank) {
-                &own
-            } else {
-                &pool
-                    .iter()
-                    .find(|(k, _)| *k == m)
-                    .expect("both children of a merge are known")
-                    .1
-            }
-        };
-        let mut v = vec![0.0f32; payload];
-        with_combine!(op, into::<_, f32, f32>(&mut v, get(left), get(right)));
-        pool.push((node, v));
-    });
-    let set = union(onto, covers, tree.leaves());
-    let mut nodes = Vec::new();
-    tree.frontier(set, &mut |node| {
-        if tree.leaf(node) != Some(rank) {
-            let i = pool
-                .iter()
-                .position(|(k, _)| *k == node)
-                .expect("the union's frontier is known after the merges");
-            nodes.push(pool.swap_remove(i));
-        }
-    });
-    held.insert(span, Held { set, nodes });
-}
-
 /// A failure recorded for this rank's own invalid call.
 pub(crate) fn own_failure<C: Communicator + ?Sized>(comm: &C) -> Failure {
     Failure::of(comm.world_rank(comm.rank()), Cause::Mismatch)
-}
-
-/// The union of two disjoint, adjacent sets (one ends where the other
-/// starts), as the schedules' `Kind::Reduce` guarantees.
-fn union(a: Ranks, b: Ranks, size: usize) -> Ranks {
-    let len = (a.len + b.len).min(size);
-    let start = if (a.start + a.len) % size == b.start % size {
-        a.start
-    } else {
-        b.start
-    };
-    Ranks::new(start % size, len)
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reduction};
+    use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reducer};
     use tessera_core::fp::{Element, Rounding, f16};
 
-    use super::{Schedule, Scratch, run};
+    use super::{CollectiveSchedule, Scratch, run};
     use crate::comm::Communicator;
     use crate::thread::ThreadWorld;
 
@@ -1446,9 +773,13 @@ mod tests {
     /// Runs `s` with messages split into pieces of `piece` elements,
     /// compares every rank's specified positions with the executor's, and
     /// returns the number of messages sent.
-    fn check<T: Element + Send + Sync>(s: &Schedule, op: ReduceOp, piece: usize) -> usize {
+    fn check<T: Element + Send + Sync>(
+        s: &CollectiveSchedule,
+        op: ReduceOp,
+        piece: usize,
+    ) -> usize {
         let (p, len) = (s.size(), s.len());
-        let red = Reduction::new(op);
+        let red = Reducer::new(op);
         let got = ThreadWorld::run(p, |comm| {
             let mut scratch = Scratch {
                 piece,
@@ -1501,14 +832,14 @@ mod tests {
                         (ReduceOp::Max, Order::Schedule),
                     ] {
                         for len in [37, 200] {
-                            let s = Schedule::new(algorithm, collective, p, len)
+                            let s = CollectiveSchedule::new(algorithm, collective, p, len)
                                 .unwrap()
                                 .with_order(order);
                             let whole = check::<f32>(&s, op, len);
                             for piece in [1, 5, 16] {
                                 let split = check::<f32>(&s, op, piece);
                                 // Only steps carrying frontiers stay whole.
-                                let frontiers = super::carries_frontiers(&s, op);
+                                let frontiers = s.carries_frontiers(op);
                                 assert!(split > whole || frontiers || piece > 1, "{s:?} {op:?}");
                             }
                             check::<f16>(&s, op, 7);

@@ -1,0 +1,44 @@
+//! Combining a received partial: one vector reduced into this rank's
+//! partial with the core's [`combine`] kernels, exactly as
+//! [`tessera_core::collective::execute`] does.
+
+use tessera_core::collective::{Ranks, ReduceOp, Span, combine, combine_into};
+use tessera_core::fp::Element;
+
+/// Whether a reduction message covering `covers` travels in the buffer's
+/// format (else in f32).
+pub(super) fn native_wire(op: ReduceOp, covers: Ranks) -> bool {
+    covers.len == 1 || !op.depends_on_order()
+}
+
+/// A one-partial reduction of `vals` (the span's payload, in order) into
+/// this rank's partial: in place for f32 buffers, into the accumulator for
+/// 16-bit ones (from the rank's own contribution if `held_single`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn reduce_into<T: Element, V: Element>(
+    op: ReduceOp,
+    buf: &mut [T],
+    acc: &mut [f32],
+    use_acc: bool,
+    held_single: bool,
+    span: Span,
+    n: usize,
+    vals: &[V],
+) {
+    let mut k = 0;
+    for run in span.runs_below(n) {
+        let len = run.len();
+        let src = &vals[k..k + len];
+        k += len;
+        if !use_acc {
+            // An f32 buffer (the only four-byte element type) accumulates
+            // in place, as the core executor's does.
+            let dst: &mut [f32] = bytemuck::cast_slice_mut(&mut buf[run]);
+            combine(op, dst, src);
+        } else if held_single {
+            combine_into(op, &mut acc[run.clone()], &buf[run], src);
+        } else {
+            combine(op, &mut acc[run], src);
+        }
+    }
+}

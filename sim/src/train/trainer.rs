@@ -1,0 +1,222 @@
+//! The trainer: a run's configuration checked against its data before
+//! anything is built, and the figures its replicas share.
+
+use std::sync::Arc;
+
+use super::TrainError;
+use super::checkpoint;
+use super::config::TrainConfig;
+use super::cost::{StepTime, step_time};
+use super::fit::MemoryReport;
+use super::params::FlatParams;
+use super::pipeline::{Schedule, step_cycles};
+use crate::data::Dataset;
+use crate::model::{Model, ModelConfig, Placement, StageCycles};
+use crate::pod::Layout;
+
+/// A validated training run over a data set.
+#[derive(Debug)]
+pub struct Trainer {
+    pub(super) config: TrainConfig,
+    pub(super) layout: Layout,
+    pub(super) model: ModelConfig,
+    pub(super) data: Arc<Dataset>,
+    pub(super) train: Arc<Dataset>,
+    pub(super) test: Arc<Dataset>,
+    pub(super) flat: FlatParams,
+    pub(super) placement: Placement,
+    pub(super) steps_per_epoch: u64,
+}
+
+impl Trainer {
+    /// Checks `config` against `data` (split into train and test sets).
+    ///
+    /// # Errors
+    /// The first problem found: the distribution, the batch arithmetic
+    /// (a global batch larger than the training set, say), a
+    /// hyperparameter.
+    pub fn new(config: TrainConfig, data: Dataset) -> Result<Self, TrainError> {
+        let layout = config.validate()?;
+        let (train, test) = data.split(config.test_fraction, config.seed)?;
+        let plan = config.batch_plan();
+        plan.validate(train.len())?;
+        let model = config.model_config(data.features(), data.classes())?;
+        model.validate()?;
+        let ipus = config.ipus_per_replica as u32;
+        let placement = match (&config.pipeline, &model) {
+            (None, _) => Placement::Spread,
+            (Some(p), ModelConfig::Mlp(mlp)) => p.placement(mlp, ipus)?,
+            (Some(p), ModelConfig::Network(net)) => {
+                p.network_placement(net, ipus, config.micro_batch)?
+            }
+        };
+        if let Some(mlp) = model.mlp() {
+            placement.validate(mlp, &layout.replica_target()?)?;
+        }
+        check_checkpoints(&config, &model)?;
+        if let Some(p) = &config.pipeline {
+            let stages = placement.stages();
+            let g = config.gradient_accumulation;
+            if p.schedule != Schedule::Sequential && g < stages {
+                return Err(TrainError::Invalid(format!(
+                    "a pipeline of {stages} stages needs gradient_accumulation >= {stages}, \
+                     got {g} (or use the sequential schedule)"
+                )));
+            }
+        }
+        super::fit::check(&config, &layout, &model, &placement)?;
+        let flat = FlatParams::new(model.params()?, config.shards());
+        let steps_per_epoch = plan.steps_per_epoch(train.len()) as u64;
+        if test.is_empty() {
+            return Err(TrainError::Invalid(format!(
+                "test_fraction {} leaves no test sample of {}",
+                config.test_fraction,
+                data.len()
+            )));
+        }
+        if steps_per_epoch.checked_mul(config.epochs).is_none() {
+            return Err(TrainError::Invalid(format!(
+                "{} epochs of {steps_per_epoch} steps are more steps than can be counted",
+                config.epochs
+            )));
+        }
+        Ok(Self {
+            config,
+            layout,
+            model,
+            data: Arc::new(data),
+            train: Arc::new(train),
+            test: Arc::new(test),
+            flat,
+            placement,
+            steps_per_epoch,
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub const fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// The model.
+    #[must_use]
+    pub const fn model(&self) -> &ModelConfig {
+        &self.model
+    }
+
+    /// The training and test sets.
+    #[must_use]
+    pub fn sets(&self) -> (&Dataset, &Dataset) {
+        (&self.train, &self.test)
+    }
+
+    /// Where each replica's layers run.
+    #[must_use]
+    pub const fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Optimizer steps per epoch (drop-last).
+    #[must_use]
+    pub const fn steps_per_epoch(&self) -> u64 {
+        self.steps_per_epoch
+    }
+
+    /// The steps run before the checkpoint at `path`, checked to be of
+    /// this run: where a run resumed from it starts.
+    ///
+    /// # Errors
+    /// As resuming from it: [`TrainError::Checkpoint`] if it cannot be
+    /// read, [`TrainError::CheckpointMismatch`] if it is another run's or
+    /// beyond this run's end.
+    pub fn resume_point(&self, path: &std::path::Path) -> Result<u64, TrainError> {
+        let total = self.steps_per_epoch * self.config.epochs;
+        checkpoint::resume_point(path, &self.config, &self.data, total)
+    }
+
+    /// The schedule of the replica's stages (sequential when not
+    /// pipelined: one stage, or sharded).
+    pub(super) fn schedule(&self) -> Schedule {
+        self.config
+            .pipeline
+            .as_ref()
+            .map_or(Schedule::Sequential, |p| p.schedule)
+    }
+
+    /// A step's simulated time on IPUs `spec` from its stages' cycles per
+    /// micro-batch.
+    pub(super) fn step_time(
+        &self,
+        spec: &crate::ipu::IpuSpec,
+        (stages, checkpointed): (&[StageCycles], u64),
+    ) -> StepTime {
+        let config = &self.config;
+        let g = config.gradient_accumulation;
+        // From checkpoints: the segments' forward cycles, not the stage's.
+        let whole = config.recompute && config.recompute_checkpoints.is_empty();
+        let mut cycles = step_cycles(stages, g, self.schedule(), whole);
+        cycles.recompute += g as u64 * checkpointed;
+        step_time(
+            config,
+            &self.layout,
+            spec,
+            self.model.inputs(),
+            self.flat.elements() as u64,
+            config.shards() as u64,
+            cycles,
+        )
+    }
+
+    /// The memory of a replica whose model is `model`: a network's
+    /// stashes from its graph's activation tensors.
+    pub(super) fn memory_report(&self, model: &Model, target: &crate::ipu::Target) -> MemoryReport {
+        let mut report = super::fit::memory_report(
+            &self.config,
+            &self.model,
+            &self.placement,
+            self.flat.elements() as u64,
+            (
+                model.memory().summary(10),
+                model.stage_activations().unwrap_or_default(),
+            ),
+            target,
+        );
+        let checkpoints = &self.config.recompute_checkpoints;
+        if !checkpoints.is_empty() {
+            // Checked by `Trainer::new`: a network's blocks.
+            let r = model.recomputation(checkpoints);
+            report.recomputation = r.and_then(Result::ok);
+        }
+        report
+    }
+}
+
+/// Recomputation checkpoints only with `recompute`, on a network that is
+/// not pipelined, at its block boundaries in order.
+fn check_checkpoints(config: &TrainConfig, model: &ModelConfig) -> Result<(), TrainError> {
+    let c = &config.recompute_checkpoints;
+    if c.is_empty() {
+        return Ok(());
+    }
+    let invalid = |why: &str| {
+        Err(TrainError::Invalid(format!(
+            "recompute_checkpoints {c:?}: {why}"
+        )))
+    };
+    let ModelConfig::Network(net) = model else {
+        return invalid(
+            "checkpoints are a network's block boundaries; the MLP recomputes whole stages",
+        );
+    };
+    if !config.recompute {
+        return invalid("checkpoints need recomputation (--recompute)");
+    }
+    if config.pipeline.is_some() {
+        return invalid(
+            "a pipeline's stage inputs are its checkpoints; give checkpoints without --pipeline-stages",
+        );
+    }
+    crate::model::check_checkpoints(net.blocks()?.len(), c)?;
+    Ok(())
+}
