@@ -63,6 +63,28 @@ pub(crate) fn cast<A: Plain, B: Plain>(x: A) -> B {
     cast_slice::<A, B>(core::slice::from_ref(&x))[0]
 }
 
+/// The bytes of `x` (in memory order).
+#[cfg(feature = "alloc")]
+#[inline(always)]
+pub(crate) fn bytes_of<T: Plain>(x: &T) -> &[u8] {
+    // SAFETY: `T` is plain (no padding), so its `size_of` bytes are
+    // initialised; they live as long as the borrow of `x`.
+    unsafe { core::slice::from_raw_parts(core::ptr::from_ref(x).cast::<u8>(), size_of::<T>()) }
+}
+
+/// A `T` from `size_of::<T>()` bytes at any alignment.
+///
+/// # Panics
+/// If `bytes` has another length.
+#[cfg(feature = "alloc")]
+#[inline(always)]
+pub(crate) fn read_unaligned<T: Plain>(bytes: &[u8]) -> T {
+    assert_eq!(bytes.len(), size_of::<T>(), "read_unaligned: length");
+    // SAFETY: `bytes` holds `size_of::<T>()` readable bytes (checked), the
+    // read needs no alignment, and every bit pattern is a `T` (plain).
+    unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +96,15 @@ mod tests {
         let mut x = [1.0f32];
         cast_slice_mut::<f32, u32>(&mut x)[0] = 0x4000_0000;
         assert_eq!(x, [2.0]);
+    }
+
+    #[cfg(feature = "alloc")]
+    #[test]
+    fn bytes_read_back() {
+        assert_eq!(bytes_of(&f16::ONE), 0x3c00u16.to_ne_bytes());
+        let mut bytes = [0u8; 5];
+        bytes[1..].copy_from_slice(&1.0f32.to_ne_bytes());
+        assert_eq!(read_unaligned::<f32>(&bytes[1..]), 1.0);
     }
 
     #[test]

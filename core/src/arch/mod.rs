@@ -42,6 +42,8 @@ pub use backend::with_backend;
 pub use backend::{Backend, BackendError, active, backend_from_env, best, force};
 
 pub(crate) use cast::{Plain, cast, cast_slice, cast_slice_mut};
+#[cfg(feature = "alloc")]
+pub(crate) use cast::{bytes_of, read_unaligned};
 pub(crate) use dispatch::dispatch;
 pub use dispatch::with_backend_features;
 pub(crate) use kernel::{Kernel, kernel};

@@ -79,6 +79,13 @@ impl AutomaticConfig {
 
     /// Checks every field (see [`AutomaticLossScaler::new`]).
     ///
+    /// ```
+    /// use tessera_core::scale::AutomaticConfig;
+    ///
+    /// assert!(AutomaticConfig::default().validate().is_ok());
+    /// assert!(AutomaticConfig { threshold: 2.0, ..AutomaticConfig::default() }.validate().is_err());
+    /// ```
+    ///
     /// # Errors
     /// The first invalid field, in the order: [`ScalerConfigError::Scale`],
     /// [`ScalerConfigError::BinEdgeLocation`], [`ScalerConfigError::Threshold`],
@@ -210,6 +217,14 @@ crate::via_state!(
 impl AutomaticLossScaler {
     /// A scaler at `config.init_scale`, at the start of a period.
     ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler};
+    ///
+    /// let scaler = AutomaticLossScaler::new(AutomaticConfig { init_scale: 512.0, ..AutomaticConfig::default() })?;
+    /// assert_eq!(scaler.scale(), 512.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
+    ///
     /// # Errors
     /// The first invalid field (see [`AutomaticConfig::validate`]): an
     /// initial scale or bound that is not a usable scale, a bin-edge
@@ -290,36 +305,81 @@ impl AutomaticLossScaler {
 
     /// The counts gathered so far in the current window (zero with
     /// [`HistogramWindow::UpdateStep`]).
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler, BinCounts};
+    ///
+    /// let scaler = AutomaticLossScaler::new(AutomaticConfig::default())?;
+    /// assert_eq!(scaler.window_counts(), BinCounts::default());
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn window_counts(&self) -> BinCounts {
         self.window_counts
     }
 
     /// The hyperparameters.
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler};
+    ///
+    /// let scaler = AutomaticLossScaler::new(AutomaticConfig::default())?;
+    /// assert_eq!(scaler.config().bin_edge_location, 0.125);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &AutomaticConfig {
         &self.config
     }
 
     /// The current loss scale (multiply the loss by it).
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler};
+    ///
+    /// assert_eq!(AutomaticLossScaler::new(AutomaticConfig::default())?.scale(), 65536.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn scale(&self) -> f32 {
         self.scale
     }
 
     /// `f32(1 / f64(scale))`.
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler};
+    ///
+    /// let scaler = AutomaticLossScaler::new(AutomaticConfig { init_scale: 4.0, ..AutomaticConfig::default() })?;
+    /// assert_eq!(scaler.inv_scale(), 0.25);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn inv_scale(&self) -> f32 {
         reciprocal(self.scale)
     }
 
     /// The histogram's bin edge, `f32(65504 * bin_edge_location)`.
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler};
+    ///
+    /// assert_eq!(AutomaticLossScaler::new(AutomaticConfig::default())?.bin_edge().value(), 8188.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn bin_edge(&self) -> BinEdge {
         self.edge
     }
 
     /// The step's position in the current period, `0..update_period`.
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler};
+    ///
+    /// assert_eq!(AutomaticLossScaler::new(AutomaticConfig::default())?.step_in_period(), 0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn step_in_period(&self) -> u32 {
         self.step_in_period
@@ -328,6 +388,13 @@ impl AutomaticLossScaler {
     /// Whether [`update`](Self::update) will use this step's counts: always
     /// with [`HistogramWindow::Period`], only on the first step of each
     /// period with [`HistogramWindow::UpdateStep`].
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler};
+    ///
+    /// assert!(AutomaticLossScaler::new(AutomaticConfig::default())?.needs_histogram());
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn needs_histogram(&self) -> bool {
         match self.config.window {
@@ -338,6 +405,14 @@ impl AutomaticLossScaler {
 
     /// The bin edge whose counts this step's update will use, if it needs
     /// them.
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler};
+    ///
+    /// let scaler = AutomaticLossScaler::new(AutomaticConfig::default())?;
+    /// assert_eq!(scaler.histogram_edge().map(|e| e.value()), Some(8188.0));
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn histogram_edge(&self) -> Option<BinEdge> {
         self.needs_histogram().then_some(self.edge)
@@ -346,6 +421,16 @@ impl AutomaticLossScaler {
     /// Unscales `grads` by [`inv_scale`](Self::inv_scale), counting the
     /// histogram when this step needs it: the statistics to combine across
     /// replicas before [`update`](Self::update).
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler, GradSlice};
+    ///
+    /// let scaler = AutomaticLossScaler::new(AutomaticConfig { init_scale: 2.0, ..AutomaticConfig::default() })?;
+    /// let mut g = [20000.0f32, 2.0];
+    /// let stats = scaler.unscale([GradSlice::from(&mut g)]);
+    /// assert_eq!((stats.bins.upper, stats.bins.lower, g), (1, 1, [10000.0, 1.0])); // counted before unscaling
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn unscale<'a>(&self, grads: impl IntoIterator<Item = GradSlice<'a>>) -> GradStats {
         unscale_grads(grads, self.inv_scale(), self.histogram_edge())
@@ -358,6 +443,17 @@ impl AutomaticLossScaler {
     ///
     /// [`StepDecision::Apply`] carries `inv_scale` of the scale *this* step
     /// was computed with.
+    ///
+    /// ```
+    /// use tessera_core::scale::{AutomaticConfig, AutomaticLossScaler, BinCounts, GradStats, StepDecision};
+    ///
+    /// let mut scaler = AutomaticLossScaler::new(AutomaticConfig::default())?;
+    /// // A third of the gradients above the edge: far over the threshold, so the scale halves.
+    /// let stats = GradStats { found_inf: false, bins: BinCounts { lower: 2, upper: 1 } };
+    /// assert_eq!(scaler.update(stats), StepDecision::Apply { inv_scale: 1.0 / 65536.0 });
+    /// assert_eq!(scaler.scale(), 32768.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     pub fn update(&mut self, stats: impl Into<GradStats>) -> StepDecision {
         let stats = stats.into();
         let inv_scale = self.inv_scale();

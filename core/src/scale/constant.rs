@@ -38,6 +38,13 @@ crate::via_state!(StaticLossScaler, f32, ScalerConfigError, new, scale);
 impl StaticLossScaler {
     /// A constant scale.
     ///
+    /// ```
+    /// use tessera_core::scale::StaticLossScaler;
+    ///
+    /// assert!(StaticLossScaler::new(4096.0).is_ok());
+    /// assert!(StaticLossScaler::new(0.0).is_err());
+    /// ```
+    ///
     /// # Errors
     /// [`ScalerConfigError::Scale`] unless `scale` is finite, positive and has a
     /// finite reciprocal (see [`ScalerConfigError`]).
@@ -50,6 +57,13 @@ impl StaticLossScaler {
     }
 
     /// The loss scale.
+    ///
+    /// ```
+    /// use tessera_core::scale::StaticLossScaler;
+    ///
+    /// assert_eq!(StaticLossScaler::new(128.0)?.scale(), 128.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn scale(self) -> f32 {
         self.scale
@@ -57,6 +71,13 @@ impl StaticLossScaler {
 
     /// `f32(1 / f64(scale))`, the factor that unscales a gradient (computed
     /// as GradScaler computes its `inv_scale`).
+    ///
+    /// ```
+    /// use tessera_core::scale::StaticLossScaler;
+    ///
+    /// assert_eq!(StaticLossScaler::new(4.0)?.inv_scale(), 0.25);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn inv_scale(self) -> f32 {
         reciprocal(self.scale)
@@ -64,6 +85,13 @@ impl StaticLossScaler {
 
     /// `lr / scale`, correctly rounded in f32: the learning rate that
     /// removes the scale at an SGD update on still-scaled gradients.
+    ///
+    /// ```
+    /// use tessera_core::scale::StaticLossScaler;
+    ///
+    /// assert_eq!(StaticLossScaler::new(128.0)?.fold_into_lr(1.0), 0.0078125);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn fold_into_lr(self, lr: f32) -> f32 {
         lr / self.scale
@@ -72,6 +100,16 @@ impl StaticLossScaler {
     /// Unscales `grads` by [`inv_scale`](Self::inv_scale): the
     /// statistics to combine across replicas before
     /// [`update`](Self::update).
+    ///
+    /// ```
+    /// use tessera_core::scale::{GradSlice, StaticLossScaler};
+    ///
+    /// let scaler = StaticLossScaler::new(128.0)?;
+    /// let mut g = [256.0f32];
+    /// assert!(!scaler.unscale([GradSlice::from(&mut g)]).found_inf);
+    /// assert_eq!(g, [2.0]);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn unscale<'a>(&self, grads: impl IntoIterator<Item = GradSlice<'a>>) -> GradStats {
         unscale_grads(grads, self.inv_scale(), None)
@@ -82,6 +120,15 @@ impl StaticLossScaler {
     /// [`StepDecision::Apply`]. The scale never changes. (PopART's static
     /// scaling applies every step; pass `false` for that.) `stats` is the
     /// combined [`GradStats`] or just `found_inf`.
+    ///
+    /// ```
+    /// use tessera_core::scale::{StaticLossScaler, StepDecision};
+    ///
+    /// let mut scaler = StaticLossScaler::new(128.0)?;
+    /// assert_eq!(scaler.update(true), StepDecision::Skip); // the scale never moves
+    /// assert_eq!(scaler.scale(), 128.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     pub fn update(&mut self, stats: impl Into<GradStats>) -> StepDecision {
         if stats.into().found_inf {
             StepDecision::Skip

@@ -102,6 +102,13 @@ impl DynamicConfig {
 
     /// Checks every field (see [`DynamicLossScaler::new`]).
     ///
+    /// ```
+    /// use tessera_core::scale::DynamicConfig;
+    ///
+    /// assert!(DynamicConfig::APEX.validate().is_ok());
+    /// assert!(DynamicConfig { backoff_factor: 1.5, ..DynamicConfig::default() }.validate().is_err());
+    /// ```
+    ///
     /// # Errors
     /// The first invalid field, in the order: [`ScalerConfigError::Scale`],
     /// [`ScalerConfigError::GrowthFactor`], [`ScalerConfigError::BackoffFactor`],
@@ -225,6 +232,14 @@ impl DynamicLossScaler {
     /// A scaler at `config.init_scale` with both trackers fresh (growth 0,
     /// hysteresis full).
     ///
+    /// ```
+    /// use tessera_core::scale::{DynamicConfig, DynamicLossScaler};
+    ///
+    /// let scaler = DynamicLossScaler::new(DynamicConfig { init_scale: 1024.0, ..DynamicConfig::default() })?;
+    /// assert_eq!(scaler.scale(), 1024.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
+    ///
     /// # Errors
     /// The first invalid field (see [`DynamicConfig::validate`]): an initial
     /// scale or bound that is not a usable scale (finite, positive, with a
@@ -311,18 +326,36 @@ impl DynamicLossScaler {
     }
 
     /// The hyperparameters.
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicConfig, DynamicLossScaler};
+    ///
+    /// assert_eq!(*DynamicLossScaler::default().config(), DynamicConfig::GRAD_SCALER);
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &DynamicConfig {
         &self.config
     }
 
     /// The current loss scale (multiply the loss by it).
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// assert_eq!(DynamicLossScaler::default().scale(), 65536.0);
+    /// ```
     #[must_use]
     pub const fn scale(&self) -> f32 {
         self.scale
     }
 
     /// `f32(1 / f64(scale))`, GradScaler's `inv_scale`.
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// assert_eq!(DynamicLossScaler::default().inv_scale(), 1.0 / 65536.0);
+    /// ```
     #[must_use]
     pub fn inv_scale(&self) -> f32 {
         reciprocal(self.scale)
@@ -330,6 +363,14 @@ impl DynamicLossScaler {
 
     /// Good steps since the last overflow or growth (GradScaler's
     /// `_growth_tracker`), in `0..growth_interval`.
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// let mut scaler = DynamicLossScaler::default();
+    /// let _ = scaler.update(false);
+    /// assert_eq!(scaler.growth_tracker(), 1);
+    /// ```
     #[must_use]
     pub const fn growth_tracker(&self) -> i32 {
         self.growth_tracker
@@ -338,6 +379,12 @@ impl DynamicLossScaler {
     /// Overflows still absorbed before a backoff, in `0..=hysteresis`
     /// (Megatron's `_hysteresis_tracker`, held at 0 where Megatron's goes
     /// negative; both back off when it is at most 0).
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// assert_eq!(DynamicLossScaler::default().hysteresis_tracker(), 1);
+    /// ```
     #[must_use]
     pub const fn hysteresis_tracker(&self) -> u32 {
         self.hysteresis_tracker
@@ -346,6 +393,15 @@ impl DynamicLossScaler {
     /// Unscales `grads` by [`inv_scale`](Self::inv_scale): the
     /// statistics to combine across replicas before
     /// [`update`](Self::update).
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicLossScaler, GradSlice};
+    ///
+    /// let scaler = DynamicLossScaler::default();
+    /// let mut g = [65536.0f32, f32::INFINITY];
+    /// assert!(scaler.unscale([GradSlice::from(&mut g)]).found_inf);
+    /// assert_eq!(g[0], 1.0);
+    /// ```
     #[must_use]
     pub fn unscale<'a>(&self, grads: impl IntoIterator<Item = GradSlice<'a>>) -> GradStats {
         unscale_grads(grads, self.inv_scale(), None)
@@ -358,6 +414,15 @@ impl DynamicLossScaler {
     /// [`StepDecision::Apply`] carries `inv_scale` of the scale *this* step
     /// was computed with (the one its gradients were unscaled by). `stats`
     /// is the combined [`GradStats`] or just `found_inf`.
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicLossScaler, StepDecision};
+    ///
+    /// let mut scaler = DynamicLossScaler::default();
+    /// assert_eq!(scaler.update(true), StepDecision::Skip);
+    /// assert_eq!(scaler.scale(), 32768.0); // backed off
+    /// assert_eq!(scaler.update(false), StepDecision::Apply { inv_scale: 1.0 / 32768.0 });
+    /// ```
     pub fn update(&mut self, stats: impl Into<GradStats>) -> StepDecision {
         let found_inf = stats.into().found_inf;
         let inv_scale = self.inv_scale();

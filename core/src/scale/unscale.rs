@@ -109,6 +109,12 @@ impl<'a> From<&'a mut alloc::vec::Vec<bf16>> for GradSlice<'a> {
 
 impl GradSlice<'_> {
     /// The number of elements.
+    ///
+    /// ```
+    /// use tessera_core::scale::GradSlice;
+    ///
+    /// assert_eq!(GradSlice::from(&mut [0.0f32; 3]).len(), 3);
+    /// ```
     #[must_use]
     pub const fn len(&self) -> usize {
         match self {
@@ -119,6 +125,12 @@ impl GradSlice<'_> {
     }
 
     /// Whether the slice has no elements.
+    ///
+    /// ```
+    /// use tessera_core::scale::GradSlice;
+    ///
+    /// assert!(GradSlice::from(&mut [0.0f32; 0]).is_empty());
+    /// ```
     #[must_use]
     pub const fn is_empty(&self) -> bool {
         self.len() == 0
@@ -128,6 +140,17 @@ impl GradSlice<'_> {
     /// keeps its slices in an array can pass them to [`unscale_grads`] step
     /// after step: `unscale_grads(grads.iter_mut().map(GradSlice::reborrow),
     /// ..)`.
+    ///
+    /// ```
+    /// use tessera_core::scale::{unscale_grads, GradSlice};
+    ///
+    /// let (mut a, mut b) = ([2.0f32; 2], [4.0f32; 2]);
+    /// let mut grads = [GradSlice::from(&mut a), GradSlice::from(&mut b)];
+    /// for _ in 0..2 {
+    ///     let _ = unscale_grads(grads.iter_mut().map(GradSlice::reborrow), 0.5, None);
+    /// }
+    /// assert_eq!((a, b), ([0.5; 2], [1.0; 2]));
+    /// ```
     #[must_use]
     pub fn reborrow(&mut self) -> GradSlice<'_> {
         match self {
@@ -141,6 +164,15 @@ impl GradSlice<'_> {
     /// `round(widen(x[i]) * inv_scale)`), with the fused kernels
     /// [`kernels::unscale_and_check`] and [`kernels::unscale_and_check_half`];
     /// returns whether any unscaled (stored) value is infinite or NaN.
+    ///
+    /// ```
+    /// use tessera_core::fp::f16;
+    /// use tessera_core::scale::GradSlice;
+    ///
+    /// let mut g = [f16::from_f32(8.0)];
+    /// assert!(!GradSlice::from(&mut g).unscale(0.25));
+    /// assert_eq!(g, [f16::from_f32(2.0)]);
+    /// ```
     #[must_use]
     pub fn unscale(&mut self, inv_scale: f32) -> bool {
         match self {
@@ -152,6 +184,15 @@ impl GradSlice<'_> {
 
     /// The histogram counts of the current values against `edge` (see
     /// [`BinEdge::count`]).
+    ///
+    /// ```
+    /// use tessera_core::scale::{BinEdge, GradSlice};
+    ///
+    /// let mut g = [1.0f32, 100.0, f32::INFINITY];
+    /// let counts = GradSlice::from(&mut g).bins(BinEdge::new(10.0)?);
+    /// assert_eq!((counts.lower, counts.upper), (1, 2));
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn bins(&self, edge: BinEdge) -> BinCounts {
         match self {
@@ -180,6 +221,13 @@ pub struct BinCounts {
 
 impl BinCounts {
     /// The counts of both histograms together.
+    ///
+    /// ```
+    /// use tessera_core::scale::BinCounts;
+    ///
+    /// let a = BinCounts { lower: 3, upper: 1 };
+    /// assert_eq!(a.merge(a), BinCounts { lower: 6, upper: 2 });
+    /// ```
     #[must_use]
     pub const fn merge(self, other: Self) -> Self {
         Self {
@@ -189,6 +237,12 @@ impl BinCounts {
     }
 
     /// `lower + upper`, as a `u128` (it cannot overflow).
+    ///
+    /// ```
+    /// use tessera_core::scale::BinCounts;
+    ///
+    /// assert_eq!(BinCounts { lower: u64::MAX, upper: 1 }.total(), 1 << 64);
+    /// ```
     #[must_use]
     pub const fn total(self) -> u128 {
         self.lower as u128 + self.upper as u128
@@ -199,6 +253,14 @@ impl BinCounts {
     /// with the exact binary value of `threshold`. For non-zero counts this
     /// is `upper / (upper + lower) > threshold`; with no elements at all
     /// (both counts zero) it is `false`.
+    ///
+    /// ```
+    /// use tessera_core::scale::BinCounts;
+    ///
+    /// let counts = BinCounts { lower: 999, upper: 1 }; // 1 in 1000 above the edge
+    /// assert!(counts.upper_fraction_exceeds(1e-4));
+    /// assert!(!counts.upper_fraction_exceeds(1e-3));
+    /// ```
     ///
     /// # Panics
     /// If `threshold` is NaN or outside `[0, 1]`.
@@ -253,6 +315,14 @@ impl BinEdge {
     /// An edge at `edge` (`+0.0` for `-0.0`; `+inf` counts only infinities
     /// and NaNs as upper).
     ///
+    /// ```
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// assert_eq!(BinEdge::new(8188.0)?.value(), 8188.0);
+    /// assert!(BinEdge::new(f32::NAN).is_err());
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
+    ///
     /// # Errors
     /// [`ScalerConfigError::BinEdge`] if `edge` is NaN or negative.
     pub fn new(edge: f32) -> Result<Self, ScalerConfigError> {
@@ -266,6 +336,13 @@ impl BinEdge {
 
     /// An edge at `location * 65504`, computed in f32 as PopART does
     /// (`location` is PopART's `binEdgeLocation`).
+    ///
+    /// ```
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// assert_eq!(BinEdge::from_f16_location(0.125)?.value(), 8188.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     ///
     /// # Errors
     /// [`ScalerConfigError::BinEdgeLocation`] if `location` is NaN or outside
@@ -281,12 +358,27 @@ impl BinEdge {
     }
 
     /// The edge's value.
+    ///
+    /// ```
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// assert_eq!(BinEdge::new(0.5)?.value(), 0.5);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn value(self) -> f32 {
         self.edge
     }
 
     /// Counts the elements of `x` below and at-or-above the edge.
+    ///
+    /// ```
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// let counts = BinEdge::new(1.0)?.count(&[0.5, -1.0, 2.0, f32::NAN]);
+    /// assert_eq!((counts.lower, counts.upper), (1, 3));
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn count(self, x: &[f32]) -> BinCounts {
         // Magnitudes order like their bit patterns; NaN patterns lie above
@@ -301,6 +393,15 @@ impl BinEdge {
 
     /// Counts the elements of a 16-bit slice below and at-or-above the edge,
     /// comparing the exact values the elements hold.
+    ///
+    /// ```
+    /// use tessera_core::fp::f16;
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// let counts = BinEdge::new(1.0)?.count_half(&[f16::from_f32(0.5), f16::from_f32(-4.0)]);
+    /// assert_eq!((counts.lower, counts.upper), (1, 1));
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn count_half<H: HalfFloat>(self, x: &[H]) -> BinCounts {
         // The smallest magnitude pattern of H whose value is >= edge: the
@@ -362,6 +463,13 @@ impl From<bool> for GradStats {
 
 impl GradStats {
     /// The statistics of both parts together.
+    ///
+    /// ```
+    /// use tessera_core::scale::GradStats;
+    ///
+    /// let (ok, bad) = (GradStats::from(false), GradStats::from(true));
+    /// assert!(ok.merge(bad).found_inf);
+    /// ```
     #[must_use]
     pub const fn merge(self, other: Self) -> Self {
         Self {
@@ -373,6 +481,13 @@ impl GradStats {
     /// `[found_inf as 0 or 1, lower, upper]`: element-wise wrapping sums of
     /// these arrays over replicas, rebuilt with [`from_words`](Self::from_words),
     /// equal the [`merge`](Self::merge) of the replicas' statistics.
+    ///
+    /// ```
+    /// use tessera_core::scale::{BinCounts, GradStats};
+    ///
+    /// let s = GradStats { found_inf: true, bins: BinCounts { lower: 5, upper: 2 } };
+    /// assert_eq!(GradStats::from_words(s.to_words()), s);
+    /// ```
     #[must_use]
     pub const fn to_words(self) -> [u64; 3] {
         [self.found_inf as u64, self.bins.lower, self.bins.upper]
@@ -380,6 +495,17 @@ impl GradStats {
 
     /// Rebuilds from summed [`to_words`](Self::to_words) arrays: `found_inf`
     /// is set when any replica set it (a non-zero first word).
+    ///
+    /// ```
+    /// use tessera_core::scale::{BinCounts, GradStats};
+    ///
+    /// // Two replicas' stats, all-reduced by an integer sum.
+    /// let a = GradStats { found_inf: false, bins: BinCounts { lower: 5, upper: 0 } };
+    /// let b = GradStats { found_inf: true, bins: BinCounts { lower: 1, upper: 2 } };
+    /// let (wa, wb) = (a.to_words(), b.to_words());
+    /// let summed = core::array::from_fn(|k| wa[k] + wb[k]);
+    /// assert_eq!(GradStats::from_words(summed), a.merge(b));
+    /// ```
     #[must_use]
     pub const fn from_words(words: [u64; 3]) -> Self {
         Self {
