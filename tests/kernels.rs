@@ -1405,7 +1405,7 @@ fn optimizer_steps<W: Element, G: Element, S: Element>(precision: Precision) -> 
             }));
         }
         out.extend(after_step::<W, G, S, 2>(n, offset, &|p| {
-            adamw.step(step, &precision, p);
+            adamw.step(step, &precision, p).unwrap();
         }));
         let aligned = offset / BLOCK as u64 * BLOCK as u64;
         out.extend(after_step::<W, G, S, 2>(n, aligned, &|p| {

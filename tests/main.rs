@@ -12,6 +12,7 @@ mod loss;
 mod network_cli;
 mod optim;
 mod optim_api;
+mod optim_state;
 mod pinned;
 mod plan_cli;
 mod rng;

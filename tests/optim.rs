@@ -7,7 +7,7 @@ use tessera_core::fp::Element;
 use tessera_core::kernels::{BLOCK, ExactSum};
 use tessera_core::optim::{
     AdamW, AdamWConfig, ConfigError, Lamb, LambConfig, Lars, LarsConfig, Param, Partials,
-    Precision, Sgd, SgdConfig, Step, StoreRounding, clip_scale, is_bias_or_norm, reference,
+    Precision, Sgd, SgdConfig, Step, StoreRounding, clip_scale, reference,
 };
 
 /// Deterministic pseudo-random values in about [-scale, scale].
@@ -166,9 +166,9 @@ fn sgd_adamw_lars_simd_match_scalar() {
             let adamw = AdamW::new(AdamWConfig::default()).unwrap();
             twin_check::<2>(n, |scalar, p| {
                 if scalar {
-                    reference::adamw_step(&adamw, step, &precision, p)
+                    reference::adamw_step(&adamw, step, &precision, p).unwrap();
                 } else {
-                    adamw.step(step, &precision, p)
+                    adamw.step(step, &precision, p).unwrap();
                 }
             });
             for config in [
@@ -374,11 +374,13 @@ fn adamw_sgd_lars_match_their_formulas() {
     let (b1, b2, lr, wd, eps) = (0.9f64, 0.999f64, 0.01f64, 0.1f64, f64::from(1e-8f32));
     for (t, g) in gs.iter().enumerate() {
         let t = t as i32 + 1;
-        adamw.step(
-            Step::after(t as u64 - 1),
-            &precision,
-            &mut Param::new(0, &mut w, g, [&mut m, &mut v]),
-        );
+        adamw
+            .step(
+                Step::after(t as u64 - 1),
+                &precision,
+                &mut Param::new(0, &mut w, g, [&mut m, &mut v]),
+            )
+            .unwrap();
         for i in 0..n {
             let gi = f64::from(g[i]);
             rw[i] *= 1.0 - lr * wd;
@@ -530,9 +532,9 @@ fn adamw_and_sgd_decay_as_torch() {
             let (mut m, mut v) = (vec![0.0f32; n], vec![0.0f32; n]);
             let mut p = Param::new(0, w, &g, [&mut m, &mut v]);
             if scalar {
-                reference::adamw_step(&adamw, Step::first(), &precision, &mut p);
+                reference::adamw_step(&adamw, Step::first(), &precision, &mut p).unwrap();
             } else {
-                adamw.step(Step::first(), &precision, &mut p);
+                adamw.step(Step::first(), &precision, &mut p).unwrap();
             }
         },
     );
@@ -762,28 +764,12 @@ fn trust_ratio_edge_cases() {
 }
 
 #[test]
-fn global_clip_scale_and_exclusion_by_name() {
+fn global_clip_scale() {
     let mut g_sq = ExactSum::new();
     g_sq.add(9.0);
     g_sq.add(16.0);
     assert_eq!(clip_scale(&g_sq, 1.0), 0.2);
     assert_eq!(clip_scale(&g_sq, 10.0), 1.0);
-    for name in [
-        "encoder.layer.0.attention.output.dense.bias",
-        "bn1.weight",
-        "layer_norm.gamma",
-        "LayerNorm.beta",
-        "ln_f.weight",
-    ] {
-        assert!(is_bias_or_norm(name), "{name}");
-    }
-    for name in [
-        "conv1.weight",
-        "fc.weight",
-        "embeddings.word_embeddings.weight",
-    ] {
-        assert!(!is_bias_or_norm(name), "{name}");
-    }
 }
 
 #[test]
@@ -948,11 +934,13 @@ fn adamw_trains_a_logistic_regression() {
                 g[1] += e * x[1];
                 g[2] += e;
             }
-            adamw.step(
-                Step::after(t - 1),
-                &Precision::default(),
-                &mut Param::new(0, &mut w, &g, [&mut m, &mut v]),
-            );
+            adamw
+                .step(
+                    Step::after(t - 1),
+                    &Precision::default(),
+                    &mut Param::new(0, &mut w, &g, [&mut m, &mut v]),
+                )
+                .unwrap();
         }
         let correct = xs
             .iter()

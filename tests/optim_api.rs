@@ -6,9 +6,9 @@
 use half::f16;
 use tessera_core::kernels::BLOCK;
 use tessera_core::optim::{
-    AdamW, AdamWConfig, Decay, GradNorm, Group, Lamb, LambConfig, Optimizer, OptimizerConfig,
-    OwnedOptimizer, Param, Precision, Schedule, Sgd, SgdConfig, Step, StepCounter, StepError,
-    Tensor, reference,
+    AdamW, AdamWConfig, Decay, GradNorm, Group, Lamb, LambConfig, LrSchedule, Optimizer,
+    OptimizerConfig, OwnedOptimizer, Param, Precision, Sgd, SgdConfig, Step, StepCounter,
+    StepError, Tensor, reference,
 };
 
 use crate::optim::{norm, values};
@@ -62,6 +62,7 @@ fn adamw_amsgrad_and_maximize_follow_torch() {
                 ),
                 _ => unreachable!(),
             }
+            .unwrap();
             counter.applied(step);
             let t = step.t() as i32;
             for i in 0..n {
@@ -118,9 +119,9 @@ fn adamw_amsgrad_twin_agrees() {
         for (k, (w, [m, v, x])) in runs.iter_mut().enumerate() {
             let mut p = Param::new(5, w, &g, [m, v, x]);
             if k == 0 {
-                adamw.step(step, &Precision::default(), &mut p);
+                adamw.step(step, &Precision::default(), &mut p).unwrap();
             } else {
-                reference::adamw_step(&adamw, step, &Precision::default(), &mut p);
+                reference::adamw_step(&adamw, step, &Precision::default(), &mut p).unwrap();
             }
         }
     }
@@ -168,7 +169,7 @@ fn sgd_maximize_follows_torch() {
 fn the_learning_rate_comes_with_the_step() {
     let n = 300;
     let g = values(n, 12, 0.1);
-    let schedule = Schedule {
+    let schedule = LrSchedule {
         warmup: 3,
         decay: Decay::Cosine { final_factor: 0.1 },
         total: 10,
@@ -346,7 +347,9 @@ fn the_owned_optimizer_matches_the_slice_api() {
             params: vec![(7, 9)],
         },
     ];
-    let mut owned = OwnedOptimizer::new(groups.clone(), Precision::default(), Some(0.5)).unwrap();
+    let mut owned = OwnedOptimizer::new(groups.clone())
+        .and_then(|o| o.with_max_grad_norm(0.5))
+        .unwrap();
     let mut w0: Vec<f16> = values(40, 1, 1.0)
         .iter()
         .map(|&x| f16::from_f32(x))
@@ -393,7 +396,7 @@ fn the_owned_optimizer_matches_the_slice_api() {
     let mut dup = groups.clone();
     dup[1].params.push((0, 3));
     assert_eq!(
-        OwnedOptimizer::new(dup, Precision::default(), None).unwrap_err(),
+        OwnedOptimizer::new(dup).unwrap_err(),
         StepError::DuplicateId { id: 0 }
     );
     let (mut w, g) = (vec![0.0f32; 9], vec![0.0f32; 9]);
@@ -412,8 +415,14 @@ fn the_owned_optimizer_matches_the_slice_api() {
             got: 9
         }
     );
+    let e = owned
+        .step(1.0, &mut [Tensor::new(7, &mut w, &g)])
+        .unwrap_err();
+    assert_eq!(e, StepError::Missing { ids: vec![0] });
+    assert_eq!(w, [0.0; 9], "a refused step writes nothing");
     assert_eq!(owned.applied_steps(), 3, "a refused step is not counted");
-    assert!(OwnedOptimizer::new(groups, Precision::default(), Some(0.0)).is_err());
+    let fresh = OwnedOptimizer::new(groups).unwrap();
+    assert!(fresh.with_max_grad_norm(0.0).is_err());
 }
 
 /// The run-time-chosen optimizer refuses the wrong number of state
@@ -454,14 +463,14 @@ fn the_owned_optimizer_resumes() {
         config: AdamWConfig::default().into(),
         params: vec![(4, 30)],
     }];
-    let mut first = OwnedOptimizer::new(groups.clone(), Precision::default(), None).unwrap();
+    let mut first = OwnedOptimizer::new(groups.clone()).unwrap();
     let (mut w, g) = (values(30, 1, 1.0), values(30, 2, 0.1));
     for _ in 0..3 {
         first.step(1.0, &mut [Tensor::new(4, &mut w, &g)]).unwrap();
     }
-    let saved = (first.counter(), vec![(4, first.state(4).unwrap().to_vec())]);
-    let mut resumed = OwnedOptimizer::new(groups, Precision::default(), None).unwrap();
-    resumed.restore(saved.0, saved.1.clone()).unwrap();
+    let saved = first.state_dict();
+    let mut resumed = OwnedOptimizer::new(groups.clone()).unwrap();
+    resumed.load_state_dict(saved.clone()).unwrap();
     let mut w2 = w.clone();
     let a = first.step(1.0, &mut [Tensor::new(4, &mut w, &g)]).unwrap();
     let b = resumed
@@ -470,8 +479,9 @@ fn the_owned_optimizer_resumes() {
     assert_eq!((a, w), (b, w2));
     assert_eq!(a.t(), 4);
 
-    let wrong = vec![(4, vec![vec![0.0; 30]])];
-    let e = resumed.restore(saved.0, wrong).unwrap_err();
+    let mut wrong = saved.clone();
+    wrong.state[0].tensors.pop();
+    let e = resumed.load_state_dict(wrong).unwrap_err();
     assert_eq!(
         e,
         StepError::StateTensors {
@@ -480,12 +490,25 @@ fn the_owned_optimizer_resumes() {
             got: 1
         }
     );
-    // A refused restore changes nothing, not even the parameters before
-    // the bad one.
-    let before = resumed.state(4).unwrap().to_vec();
-    let partly = vec![(4, vec![vec![9.0; 30]; 2]), (5, Vec::new())];
-    let e = resumed.restore(saved.0, partly).unwrap_err();
-    assert_eq!(e, StepError::UnknownId { id: 5 });
-    assert_eq!(resumed.state(4).unwrap(), &before[..]);
+    // A refused load changes nothing.
+    let before = resumed.state_dict();
+    let mut other = saved.clone();
+    other.groups[0].params[0].0 = 5;
+    assert_eq!(
+        resumed.load_state_dict(other.clone()).unwrap_err(),
+        StepError::UnknownId { id: 4 }
+    );
+    other.state[0].id = 5;
+    assert_eq!(
+        resumed.load_state_dict(other).unwrap_err(),
+        StepError::Layout
+    );
+    let mut missing = saved;
+    missing.state.clear();
+    assert_eq!(
+        resumed.load_state_dict(missing).unwrap_err(),
+        StepError::Missing { ids: vec![4] }
+    );
+    assert_eq!(resumed.state_dict(), before);
     assert_eq!(resumed.applied_steps(), 4);
 }

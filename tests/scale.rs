@@ -9,9 +9,9 @@ use proptest::prelude::*;
 use tessera_core::fp::{HalfFloat, Overflow, Rounding, Stochastic, bf16, f16};
 use tessera_core::rng::{RandomStream, mix64};
 use tessera_core::scale::{
-    AutomaticConfig, AutomaticLossScaler, BinCounts, BinEdge, ConfigError, DynamicConfig,
-    DynamicLossScaler, GradSlice, GradStats, HistogramWindow, HysteresisReset, LossScaler,
-    StaticLossScale, StepDecision, unscale_grads,
+    AutomaticConfig, AutomaticLossScaler, BinCounts, BinEdge, DynamicConfig, DynamicLossScaler,
+    GradSlice, GradStats, HistogramWindow, HysteresisReset, LossScaler, ScalerConfigError,
+    StaticLossScaler, StepDecision, unscale_grads,
 };
 
 // ---------------------------------------------------------------------------
@@ -276,7 +276,7 @@ fn inv_scale_is_f32_of_the_f64_reciprocal() {
     for &scale in &scales {
         let expected = inv_of(scale).to_bits();
         assert!(f32::from_bits(expected).is_finite(), "{scale:e}");
-        let st = StaticLossScale::new(scale).unwrap();
+        let st = StaticLossScaler::new(scale).unwrap();
         assert_eq!(st.inv_scale().to_bits(), expected, "static {scale:e}");
         let dy = dynamic(DynamicConfig {
             init_scale: scale,
@@ -293,15 +293,15 @@ fn inv_scale_is_f32_of_the_f64_reciprocal() {
     }
     // Pinned values.
     assert_eq!(
-        StaticLossScale::new(3.0).unwrap().inv_scale().to_bits(),
+        StaticLossScaler::new(3.0).unwrap().inv_scale().to_bits(),
         0x3eaa_aaab
     );
     assert_eq!(
-        StaticLossScale::new(1000.0).unwrap().inv_scale().to_bits(),
+        StaticLossScaler::new(1000.0).unwrap().inv_scale().to_bits(),
         0x3a83_126f
     );
     assert_eq!(
-        StaticLossScale::new(pow2(-127)).unwrap().inv_scale(),
+        StaticLossScaler::new(pow2(-127)).unwrap().inv_scale(),
         pow2(127)
     );
 }
@@ -458,7 +458,7 @@ fn hysteresis_reset_on_growth() {
 #[test]
 fn dynamic_config_errors() {
     let base = DynamicConfig::default();
-    let check = |c: DynamicConfig, e: ConfigError| {
+    let check = |c: DynamicConfig, e: ScalerConfigError| {
         assert_eq!(DynamicLossScaler::new(c), Err(e));
         assert_eq!(c.validate(), Err(e));
     };
@@ -468,21 +468,21 @@ fn dynamic_config_errors() {
                 init_scale: bad,
                 ..base
             },
-            ConfigError::Scale(bad),
+            ScalerConfigError::Scale(bad),
         );
     }
     let nan = DynamicLossScaler::new(DynamicConfig {
         init_scale: f32::NAN,
         ..base
     });
-    assert!(matches!(nan, Err(ConfigError::Scale(x)) if x.is_nan()));
+    assert!(matches!(nan, Err(ScalerConfigError::Scale(x)) if x.is_nan()));
     for bad in [1.0, 0.5, f64::INFINITY] {
         check(
             DynamicConfig {
                 growth_factor: bad,
                 ..base
             },
-            ConfigError::GrowthFactor(bad),
+            ScalerConfigError::GrowthFactor(bad),
         );
     }
     for bad in [0.0, 1.0, -0.5, 2.0] {
@@ -491,7 +491,7 @@ fn dynamic_config_errors() {
                 backoff_factor: bad,
                 ..base
             },
-            ConfigError::BackoffFactor(bad),
+            ScalerConfigError::BackoffFactor(bad),
         );
     }
     let too_long = i32::MAX as u32 + 1;
@@ -500,7 +500,7 @@ fn dynamic_config_errors() {
             growth_interval: nz(too_long),
             ..base
         },
-        ConfigError::GrowthInterval(too_long),
+        ScalerConfigError::GrowthInterval(too_long),
     );
     assert!(
         DynamicLossScaler::new(DynamicConfig {
@@ -514,14 +514,14 @@ fn dynamic_config_errors() {
             min_scale: Some(0.0),
             ..base
         },
-        ConfigError::MinScale(0.0),
+        ScalerConfigError::MinScale(0.0),
     );
     check(
         DynamicConfig {
             max_scale: Some(f32::INFINITY),
             ..base
         },
-        ConfigError::MaxScale(f32::INFINITY),
+        ScalerConfigError::MaxScale(f32::INFINITY),
     );
     check(
         DynamicConfig {
@@ -529,14 +529,14 @@ fn dynamic_config_errors() {
             max_scale: Some(2.0),
             ..base
         },
-        ConfigError::BoundsOrder { min: 4.0, max: 2.0 },
+        ScalerConfigError::BoundsOrder { min: 4.0, max: 2.0 },
     );
     check(
         DynamicConfig {
             max_scale: Some(1024.0),
             ..base
         },
-        ConfigError::ScaleOutsideBounds {
+        ScalerConfigError::ScaleOutsideBounds {
             scale: 65536.0,
             min: None,
             max: Some(1024.0),
@@ -547,7 +547,7 @@ fn dynamic_config_errors() {
             min_scale: Some(1e6),
             ..base
         },
-        ConfigError::ScaleOutsideBounds {
+        ScalerConfigError::ScaleOutsideBounds {
             scale: 65536.0,
             min: Some(1e6),
             max: None,
@@ -558,26 +558,26 @@ fn dynamic_config_errors() {
 #[test]
 fn config_errors_display_and_error_trait() {
     let errors = [
-        ConfigError::Scale(-1.0),
-        ConfigError::MinScale(0.0),
-        ConfigError::MaxScale(f32::NAN),
-        ConfigError::BoundsOrder { min: 2.0, max: 1.0 },
-        ConfigError::ScaleOutsideBounds {
+        ScalerConfigError::Scale(-1.0),
+        ScalerConfigError::MinScale(0.0),
+        ScalerConfigError::MaxScale(f32::NAN),
+        ScalerConfigError::BoundsOrder { min: 2.0, max: 1.0 },
+        ScalerConfigError::ScaleOutsideBounds {
             scale: 5.0,
             min: Some(1.0),
             max: Some(2.0),
         },
-        ConfigError::ScaleOutsideBounds {
+        ScalerConfigError::ScaleOutsideBounds {
             scale: 5.0,
             min: None,
             max: None,
         },
-        ConfigError::GrowthFactor(0.5),
-        ConfigError::BackoffFactor(1.5),
-        ConfigError::GrowthInterval(u32::MAX),
-        ConfigError::BinEdgeLocation(2.0),
-        ConfigError::BinEdge(-1.0),
-        ConfigError::Threshold(1.5),
+        ScalerConfigError::GrowthFactor(0.5),
+        ScalerConfigError::BackoffFactor(1.5),
+        ScalerConfigError::GrowthInterval(u32::MAX),
+        ScalerConfigError::BinEdgeLocation(2.0),
+        ScalerConfigError::BinEdge(-1.0),
+        ScalerConfigError::Threshold(1.5),
     ];
     for e in errors {
         let err: &dyn std::error::Error = &e;
@@ -585,11 +585,11 @@ fn config_errors_display_and_error_trait() {
         assert!(!text.is_empty() && !text.contains('\n'), "{text}");
     }
     assert_eq!(
-        ConfigError::BackoffFactor(1.5).to_string(),
+        ScalerConfigError::BackoffFactor(1.5).to_string(),
         "backoff factor 1.5 is not in the open interval (0, 1)"
     );
     assert_eq!(
-        ConfigError::ScaleOutsideBounds {
+        ScalerConfigError::ScaleOutsideBounds {
             scale: 5.0,
             min: Some(1.0),
             max: Some(2.0),
@@ -600,15 +600,15 @@ fn config_errors_display_and_error_trait() {
 }
 
 // ---------------------------------------------------------------------------
-// StaticLossScale.
+// StaticLossScaler.
 
 #[test]
 fn static_loss_scale() {
-    let mut s = StaticLossScale::new(4096.0).unwrap();
+    let mut s = StaticLossScaler::new(4096.0).unwrap();
     assert_eq!(s.scale(), 4096.0);
     assert_eq!(s.inv_scale(), pow2(-12));
     assert_eq!(s.fold_into_lr(0.5), 0.5 / 4096.0);
-    let s3 = StaticLossScale::new(3.0).unwrap();
+    let s3 = StaticLossScaler::new(3.0).unwrap();
     assert_eq!(s3.fold_into_lr(1.0).to_bits(), (1.0f32 / 3.0).to_bits());
     assert_eq!(
         s.update(false),
@@ -617,14 +617,17 @@ fn static_loss_scale() {
         }
     );
     assert_eq!(s.update(true), StepDecision::Skip);
-    assert_eq!(StaticLossScale::default().scale(), 1.0);
+    assert_eq!(StaticLossScaler::default().scale(), 1.0);
     let mut s2 = s;
     assert_eq!(s2.update(stats(true, 0, 0)), StepDecision::Skip);
     assert_eq!(s2, s); // the scale never moves
     for bad in [0.0, -0.0, -4.0, f32::INFINITY, pow2(-130)] {
-        assert_eq!(StaticLossScale::new(bad), Err(ConfigError::Scale(bad)));
+        assert_eq!(
+            StaticLossScaler::new(bad),
+            Err(ScalerConfigError::Scale(bad))
+        );
     }
-    assert!(StaticLossScale::new(f32::NAN).is_err());
+    assert!(StaticLossScaler::new(f32::NAN).is_err());
 }
 
 // ---------------------------------------------------------------------------
@@ -877,7 +880,7 @@ fn als_skips_non_finite_steps_unless_told_not_to() {
 #[test]
 fn als_config_errors() {
     let base = AutomaticConfig::default();
-    let check = |c: AutomaticConfig, e: ConfigError| {
+    let check = |c: AutomaticConfig, e: ScalerConfigError| {
         assert_eq!(AutomaticLossScaler::new(c), Err(e));
         assert_eq!(c.validate(), Err(e));
     };
@@ -886,7 +889,7 @@ fn als_config_errors() {
             init_scale: 0.0,
             ..base
         },
-        ConfigError::Scale(0.0),
+        ScalerConfigError::Scale(0.0),
     );
     for bad in [-0.1, 1.5] {
         check(
@@ -894,23 +897,23 @@ fn als_config_errors() {
                 bin_edge_location: bad,
                 ..base
             },
-            ConfigError::BinEdgeLocation(bad),
+            ScalerConfigError::BinEdgeLocation(bad),
         );
         check(
             AutomaticConfig {
                 threshold: bad,
                 ..base
             },
-            ConfigError::Threshold(bad),
+            ScalerConfigError::Threshold(bad),
         );
     }
     assert!(matches!(
         AutomaticConfig { threshold: f32::NAN, ..base }.validate(),
-        Err(ConfigError::Threshold(t)) if t.is_nan()
+        Err(ScalerConfigError::Threshold(t)) if t.is_nan()
     ));
     assert!(matches!(
         AutomaticConfig { bin_edge_location: f32::NAN, ..base }.validate(),
-        Err(ConfigError::BinEdgeLocation(t)) if t.is_nan()
+        Err(ScalerConfigError::BinEdgeLocation(t)) if t.is_nan()
     ));
     check(
         AutomaticConfig {
@@ -918,7 +921,7 @@ fn als_config_errors() {
             max_scale: Some(1.0),
             ..base
         },
-        ConfigError::BoundsOrder { min: 2.0, max: 1.0 },
+        ScalerConfigError::BoundsOrder { min: 2.0, max: 1.0 },
     );
     // The edge is 65504 * location in f32.
     for loc in [0.0, 0.0625, 0.125, 0.3, 1.0] {
@@ -928,7 +931,7 @@ fn als_config_errors() {
         });
         assert_eq!(s.bin_edge().value().to_bits(), (65504.0f32 * loc).to_bits());
     }
-    assert_eq!(BinEdge::new(-1.0), Err(ConfigError::BinEdge(-1.0)));
+    assert_eq!(BinEdge::new(-1.0), Err(ScalerConfigError::BinEdge(-1.0)));
     assert!(BinEdge::new(f32::NAN).is_err());
     assert_eq!(BinEdge::new(-0.0).unwrap().value().to_bits(), 0);
     assert_eq!(BinEdge::new(f32::INFINITY).unwrap().value(), f32::INFINITY);
@@ -1342,7 +1345,7 @@ fn a_generic_trainer_skips_on_every_replica_together() {
     // Steps 0 and 2 decide: 15 calm elements (double), then 5 infinities in
     // 15 (halve).
     assert_eq!(a.scale(), 16.0);
-    let mut s = StaticLossScale::new(8.0).unwrap();
+    let mut s = StaticLossScaler::new(8.0).unwrap();
     assert_eq!(train(&mut s, &mut replicas, 4), [false, false, true, false]);
     assert_eq!(replicas[0], [1.0; 5]);
 }

@@ -10,7 +10,7 @@
 
 use tessera_core::fp::f16;
 use tessera_core::optim::{
-    Decay, Group, LambConfig, OwnedOptimizer, Precision, Schedule, StepError, Tensor,
+    Decay, Group, LambConfig, LrSchedule, OwnedOptimizer, StepError, Tensor,
 };
 use tessera_core::scale::{DynamicLossScaler, GradSlice};
 
@@ -24,10 +24,11 @@ fn main() -> Result<(), StepError> {
         config: lamb.into(),
         params: vec![(0, n0), (1, n1)],
     }];
-    // Stochastic rounding of the f16 weights (the default precision).
-    let mut optimizer = OwnedOptimizer::new(groups, Precision::default(), Some(1.0))?;
+    // Stochastic rounding of the f16 weights (the default precision),
+    // timm's max_grad_norm = 1.
+    let mut optimizer = OwnedOptimizer::new(groups)?.with_max_grad_norm(1.0)?;
     let steps = 40;
-    let schedule = Schedule {
+    let schedule = LrSchedule {
         warmup: 5,
         decay: Decay::Cosine { final_factor: 0.0 },
         total: steps,

@@ -18,13 +18,52 @@
 //!   ring, double binary tree and halving-doubling schedules, reduction
 //!   ops, an in-memory executor and a deterministic summation order.
 //!
+//! # Quick start
+//!
+//! f16 weights without a master copy, LAMB with timm's `max_grad_norm`, a
+//! warm-up-plus-cosine schedule and dynamic loss scaling; the optimizer's
+//! whole state is a [`StateDict`](optim::StateDict) to save (with the
+//! `serde` feature, the optimizer and scaler serialize themselves):
+//!
+//! ```
+//! use tessera_core::fp::f16;
+//! use tessera_core::optim::{Decay, Group, LambConfig, LrSchedule, OwnedOptimizer, Tensor};
+//! use tessera_core::scale::{DynamicLossScaler, GradSlice};
+//!
+//! let groups = vec![Group { config: LambConfig::default().into(), params: vec![(0, 4)] }];
+//! let mut optimizer = OwnedOptimizer::new(groups)?.with_max_grad_norm(1.0)?;
+//! let schedule = LrSchedule { warmup: 2, decay: Decay::Cosine { final_factor: 0.0 }, total: 10 };
+//! let mut scaler = DynamicLossScaler::default();
+//! let mut w = vec![f16::ONE; 4];
+//! for step in 0..10 {
+//!     // Gradients of the scaled loss, from your backward pass:
+//!     let mut g = vec![0.5 * scaler.scale(); 4];
+//!     let stats = scaler.unscale([GradSlice::from(&mut g)]);
+//!     let params = &mut [Tensor::new(0, &mut w, &g)];
+//!     optimizer.step_on(scaler.update(stats), schedule.factor(step), params)?;
+//! }
+//! assert!(w[0] < f16::ONE);
+//! let saved = optimizer.state_dict(); // resume with OwnedOptimizer::from_state_dict(saved)
+//! assert_eq!(saved.counter.applied_steps(), 10);
+//! # Ok::<(), tessera_core::optim::StepError>(())
+//! ```
+//!
+//! Below the owned optimizer every piece is a function over slices:
+//! conversions in [`fp`], kernels in [`kernels`], the typed optimizers in
+//! [`optim`]; each module's docs open with a "which function do I want"
+//! table.
+//!
 //! # Cargo features
 //!
 //! - `std` (default): implies `alloc`; nothing in the kernels needs it.
 //! - `alloc`: heap-backed conveniences (`optim::OwnedOptimizer`); no kernel
 //!   allocates.
-//! - `serde`: `Serialize`/`Deserialize` for the optimizers' settings,
-//!   schedules and step counter.
+//! - `serde`: `Serialize`/`Deserialize` for the optimizers (their settings,
+//!   schedules, step counter and the owned optimizer's state dict),
+//!   `Precision` and the loss scalers, exact through JSON and TOML
+//!   (infinities and NaN included).
+//! - `bytemuck`: `fp::Element` and `fp::HalfFloat` imply `bytemuck::Pod`
+//!   (off by default: it brings `bytemuck`'s derive macros into the build).
 //!
 //! With `default-features = false` the crate is `no_std` and pulls no `std`
 //! feature of any dependency.
@@ -61,6 +100,7 @@
 //! same bits.
 
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -75,8 +115,31 @@ extern crate std;
 #[doc = include_str!("../README.md")]
 struct ReadmeExample;
 
+/// `TryFrom<$state>` and `From<$t> for $state` through a checked
+/// constructor and a getter: the forms serde's `try_from`/`into` read and
+/// write a type with invariants through.
+macro_rules! via_state {
+    ($t:ty, $state:ty, $error:ty, $from:ident, $to:ident) => {
+        impl TryFrom<$state> for $t {
+            type Error = $error;
+            fn try_from(state: $state) -> Result<Self, $error> {
+                Self::$from(state)
+            }
+        }
+
+        impl From<$t> for $state {
+            fn from(x: $t) -> Self {
+                x.$to()
+            }
+        }
+    };
+}
+pub(crate) use via_state;
+
 pub mod arch;
 pub mod collective;
+#[cfg(feature = "serde")]
+mod exact;
 pub mod fp;
 pub mod kernels;
 pub mod loss;

@@ -373,7 +373,8 @@ impl Steps {
                 .step(step, precision, &mut Param::new(ID, w, g, [s0])),
             Optimizer::AdamW => {
                 let mut p = Param::new(ID, w, g, [s0, s1]);
-                self.adamw.step(step, precision, &mut p);
+                let two = "two state tensors: AdamW without amsgrad";
+                self.adamw.step(step, precision, &mut p).expect(two);
             }
             Optimizer::Sgd => self
                 .sgd

@@ -38,6 +38,12 @@ impl Backend {
     ];
 
     /// The name [`Backend::from_name`] and `TESSERA_BACKEND` accept.
+    ///
+    /// ```
+    /// use tessera_core::arch::Backend;
+    ///
+    /// assert_eq!(Backend::Avx2.name(), "avx2");
+    /// ```
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -52,6 +58,13 @@ impl Backend {
 
     /// The backend called `name`.
     ///
+    /// ```
+    /// use tessera_core::arch::{Backend, BackendError};
+    ///
+    /// assert_eq!(Backend::from_name("sse2"), Ok(Backend::Sse2));
+    /// assert_eq!(Backend::from_name("neon"), Err(BackendError::Unknown));
+    /// ```
+    ///
     /// # Errors
     /// [`BackendError::Unknown`] if no backend has that name.
     pub fn from_name(name: &str) -> Result<Self, BackendError> {
@@ -63,6 +76,12 @@ impl Backend {
 
     /// Whether this CPU can run the backend: detected at run time under
     /// `std`, the build's target features without it.
+    ///
+    /// ```
+    /// use tessera_core::arch::Backend;
+    ///
+    /// assert!(Backend::Scalar.is_available() && Backend::Portable.is_available());
+    /// ```
     #[must_use]
     pub fn is_available(self) -> bool {
         let x86 = cfg!(target_arch = "x86_64");
@@ -79,6 +98,13 @@ impl Backend {
 
     /// The `#[target_feature]`s its kernels are compiled with (empty for
     /// the scalar and portable backends, which use the build's).
+    ///
+    /// ```
+    /// use tessera_core::arch::Backend;
+    ///
+    /// assert_eq!(Backend::Scalar.target_features(), "");
+    /// assert!(Backend::Avx2.target_features().contains("f16c"));
+    /// ```
     #[must_use]
     pub const fn target_features(self) -> &'static str {
         match self {
@@ -214,6 +240,12 @@ std::thread_local! {
 /// `with_backend` on this thread, else by [`force`], else the default
 /// (`TESSERA_BACKEND` if set, else the best the CPU can run).
 ///
+/// ```
+/// use tessera_core::arch;
+///
+/// assert!(arch::active().is_available());
+/// ```
+///
 /// # Panics
 /// The first time it is called, if `TESSERA_BACKEND` is set (under `std`)
 /// to a name that is not a backend or to a backend this CPU cannot run.
@@ -250,6 +282,14 @@ fn choose_default() -> Backend {
 
 /// The fastest backend this CPU can run (compile-time when the build's
 /// target features already guarantee it).
+///
+/// ```
+/// use tessera_core::arch::{self, Backend};
+///
+/// let best = arch::best();
+/// assert!(best.is_available());
+/// assert!(Backend::ALL.iter().all(|b| !b.is_available() || *b <= best));
+/// ```
 #[must_use]
 pub fn best() -> Backend {
     if STATIC_BEST >= Backend::Avx512 || !cfg!(feature = "std") {
@@ -264,6 +304,17 @@ pub fn best() -> Backend {
 
 /// The backend named by the environment variable `TESSERA_BACKEND`, if it
 /// is set (always `None` without `std`).
+///
+/// ```
+/// use tessera_core::arch;
+///
+/// // `TESSERA_BACKEND=avx2 program` picks AVX2; a bad name is an error here,
+/// // not a panic in the first kernel call.
+/// match arch::backend_from_env() {
+///     Ok(chosen) => assert!(chosen.is_none_or(|b| b.is_available())),
+///     Err(e) => eprintln!("TESSERA_BACKEND: {e}"),
+/// }
+/// ```
 ///
 /// # Errors
 /// If the name is not a backend's, or the CPU cannot run that backend.
@@ -282,6 +333,15 @@ pub fn backend_from_env() -> Result<Option<Backend>, BackendError> {
 
 /// Forces `backend` for every thread (`None` returns to the default).
 ///
+/// ```
+/// use tessera_core::arch::{self, Backend};
+///
+/// arch::force(Some(Backend::Scalar))?; // every thread: the scalar twins
+/// assert_eq!(arch::active(), Backend::Scalar);
+/// arch::force(None)?; // back to the default
+/// # Ok::<(), tessera_core::arch::BackendError>(())
+/// ```
+///
 /// # Errors
 /// [`BackendError::Unavailable`] if the CPU cannot run it; nothing changes.
 pub fn force(backend: Option<Backend>) -> Result<(), BackendError> {
@@ -298,9 +358,20 @@ pub fn force(backend: Option<Backend>) -> Result<(), BackendError> {
 /// thread pool's workers, keep theirs), then restores the previous choice,
 /// also if `f` panics.
 ///
+/// ```
+/// use tessera_core::arch::{self, Backend};
+/// use tessera_core::kernels;
+///
+/// let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.01).collect();
+/// let twin = arch::with_backend(Backend::Scalar, || kernels::sum_of_squares(&x))?;
+/// assert_eq!(twin.to_bits(), kernels::sum_of_squares(&x).to_bits()); // every backend: the same bits
+/// # Ok::<(), tessera_core::arch::BackendError>(())
+/// ```
+///
 /// # Errors
 /// [`BackendError::Unavailable`] if the CPU cannot run it; `f` is not run.
 #[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub fn with_backend<R>(backend: Backend, f: impl FnOnce() -> R) -> Result<R, BackendError> {
     struct Restore(u8);
     impl Drop for Restore {

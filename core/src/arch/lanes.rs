@@ -1,19 +1,10 @@
 //! What every vector backend provides: u32 and f32 lanes with the
-//! operations the kernels use, 16-bit packing and conversions, and the
-//! dispatcher that runs a kernel on the active backend.
-//!
-//! Kernels are written once, generic over [`Simd`], and must be
-//! `#[inline(always)]` all the way down: a backend's operations compile to
-//! its instructions only once inlined into the backend's entry function,
-//! which carries the `#[target_feature]`s (the model of `pulp`'s
-//! `WithSimd`, which faer uses).
+//! operations the kernels use, and 16-bit packing and conversions.
 
 use core::ops::{Add, AddAssign, BitAnd, BitOr, BitOrAssign, BitXor, Div, Mul, Not, Shl, Shr, Sub};
 
 use crate::fp::lanes as formulas;
 use crate::rng::RandomStream;
-
-use super::Backend;
 
 /// u32 lanes. Comparisons are unsigned and give masks (all ones or all
 /// zeros per lane); `select`, `any` and `all` take masks.
@@ -257,85 +248,3 @@ pub(crate) fn each_vector<S: Simd>(len: usize, mut f: impl FnMut(usize)) -> usiz
     }
     body
 }
-
-/// A kernel written once for every backend.
-pub(crate) trait Kernel: Sized {
-    type Output;
-    /// The kernel on backend `S`. Implementations must be
-    /// `#[inline(always)]` (see the module docs).
-    fn run<S: Simd>(self) -> Self::Output;
-    /// The scalar twin.
-    fn scalar(self) -> Self::Output;
-}
-
-/// Runs `kernel` on the [active](super::active) backend.
-#[inline]
-pub(crate) fn dispatch<K: Kernel>(kernel: K) -> K::Output {
-    match super::active() {
-        Backend::Scalar => kernel.scalar(),
-        #[cfg(target_arch = "x86_64")]
-        backend => super::x86::dispatch(backend, kernel),
-        #[cfg(not(target_arch = "x86_64"))]
-        _ => kernel.run::<super::portable::Portable>(),
-    }
-}
-
-/// Runs `f` inside the [active](super::active) backend's entry function,
-/// compiled with its target features ([`Backend::target_features`]): a
-/// plain loop in `f`, if the closure is `#[inline(always)]` and everything
-/// it calls is inlined too, is then vectorised for this CPU as
-/// `-C target-cpu=native` would (the benchmarks' naive references use it).
-/// The scalar and portable backends run `f` as the build compiled it.
-#[inline]
-pub fn with_backend_features<R>(f: impl FnOnce() -> R) -> R {
-    struct Call<F>(F);
-    impl<R, F: FnOnce() -> R> Kernel for Call<F> {
-        type Output = R;
-        #[inline(always)]
-        fn run<S: Simd>(self) -> R {
-            (self.0)()
-        }
-        fn scalar(self) -> R {
-            (self.0)()
-        }
-    }
-    dispatch(Call(f))
-}
-
-/// Defines a [`Kernel`]: a struct of the kernel's arguments, its body on
-/// backend `S` (always inlined) and its scalar twin.
-///
-/// ```ignore
-/// kernel! {
-///     Scale<'a> { a: f32, x: &'a mut [f32] } -> ();
-///     run<S>(k) { /* k.a, k.x, lanes of S */ }
-///     scalar(k) { scalar::scale(k.a, k.x) }
-/// }
-/// ```
-macro_rules! kernel {
-    (
-        $Name:ident<'a $(, $G:ident: $Bound:path)*> { $($field:ident: $ty:ty),* $(,)? } -> $Out:ty;
-        run<$S:ident>($k:ident) $run:block
-        scalar($k2:ident) $scalar:block
-    ) => {
-        struct $Name<'a $(, $G)*> {
-            $($field: $ty),*
-        }
-
-        impl<'a $(, $G: $Bound)*> $crate::arch::Kernel for $Name<'a $(, $G)*> {
-            type Output = $Out;
-
-            #[inline(always)]
-            fn run<$S: $crate::arch::Simd>(self) -> $Out {
-                let $k = self;
-                $run
-            }
-
-            fn scalar(self) -> $Out {
-                let $k2 = self;
-                $scalar
-            }
-        }
-    };
-}
-pub(crate) use kernel;

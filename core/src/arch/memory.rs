@@ -93,7 +93,7 @@ pub(crate) fn wants_streaming<T>(dst: &[T]) -> bool {
 /// # Panics
 /// If the lengths differ or are not a multiple of 16 bytes.
 #[inline(always)]
-pub(crate) fn store_streaming<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
+pub(crate) fn store_streaming<T: super::Plain>(dst: &mut [T], src: &[T]) {
     assert!(dst.len() == src.len() && size_of_val(dst).is_multiple_of(16));
     #[cfg(target_arch = "x86_64")]
     {

@@ -28,6 +28,9 @@
 //! All `unsafe` in the crate lives in this module.
 
 mod backend;
+mod cast;
+mod dispatch;
+mod kernel;
 pub(crate) mod lanes;
 pub(crate) mod memory;
 mod portable;
@@ -38,7 +41,12 @@ mod x86;
 pub use backend::with_backend;
 pub use backend::{Backend, BackendError, active, backend_from_env, best, force};
 
-pub use lanes::with_backend_features;
-pub(crate) use lanes::{F32s, Kernel, Real, Simd, U32s, dispatch, each_vector, kernel};
+pub(crate) use cast::{Plain, cast, cast_slice, cast_slice_mut};
+#[cfg(feature = "alloc")]
+pub(crate) use cast::{bytes_of, read_unaligned};
+pub(crate) use dispatch::dispatch;
+pub use dispatch::with_backend_features;
+pub(crate) use kernel::{Kernel, kernel};
+pub(crate) use lanes::{F32s, Real, Simd, U32s, each_vector};
 pub(crate) use memory::{prefetch, prefetch_ahead, store_fence, store_streaming, wants_streaming};
 pub(crate) use portable::Portable;

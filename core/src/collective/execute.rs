@@ -247,8 +247,8 @@ fn reduce<T: Element>(
     if size_of::<T>() == size_of::<f32>() {
         // Only f32 among the Element types has four bytes.
         let (dst, src) = pair(bufs, to, from);
-        let dst: &mut [f32] = bytemuck::cast_slice_mut(dst);
-        let src: &[f32] = bytemuck::cast_slice(src);
+        let dst: &mut [f32] = crate::arch::cast_slice_mut(dst);
+        let src: &[f32] = crate::arch::cast_slice(src);
         for run in span.runs_below(n) {
             combine(op, &mut dst[run.clone()], &src[run]);
         }

@@ -159,7 +159,11 @@ impl Frontier {
             if tree.leaf(*node).is_some() {
                 for &x in values {
                     // Exact: the value was widened from a `T`.
-                    out.extend_from_slice(bytemuck::bytes_of(&T::store(x, Rounding::Nearest, 0)));
+                    out.extend_from_slice(crate::arch::bytes_of(&T::store(
+                        x,
+                        Rounding::Nearest,
+                        0,
+                    )));
                 }
             } else {
                 out.extend_from_slice(bytemuck::cast_slice(values));
@@ -206,7 +210,7 @@ impl Frontier {
             at += body.len();
             let values = if tree.leaf(node).is_some() {
                 body.chunks_exact(size)
-                    .map(|c| bytemuck::pod_read_unaligned::<T>(c).load())
+                    .map(|c| crate::arch::read_unaligned::<T>(c).load())
                     .collect()
             } else {
                 body.chunks_exact(size)

@@ -8,6 +8,19 @@ use crate::arch::{self, F32s, Kernel, Simd};
 /// Bitwise equal to [`HalfFloat::from_f32`] (and to `half`) element by
 /// element, on every backend.
 ///
+/// ```
+/// use tessera_core::fp::{self, bf16, f16};
+///
+/// let x = [1.0f32, 0.1, 1e6];
+/// let mut h = [f16::ZERO; 3];
+/// fp::f32_to_half_slice(&x, &mut h);
+/// assert_eq!(h[0], f16::ONE);
+/// assert!(h[2].is_infinite()); // above f16's range
+/// let mut b = [bf16::ZERO; 3];
+/// fp::f32_to_half_slice(&x, &mut b);
+/// assert_eq!(b[2], bf16::from_f32(1e6));
+/// ```
+///
 /// # Panics
 /// If `src` and `dst` differ in length.
 pub fn f32_to_half_slice<H: HalfFloat>(src: &[f32], dst: &mut [H]) {
@@ -16,6 +29,14 @@ pub fn f32_to_half_slice<H: HalfFloat>(src: &[f32], dst: &mut [H]) {
 }
 
 /// Widens every `H` in `src` to f32 (exactly; NaN is quieted) into `dst`.
+///
+/// ```
+/// use tessera_core::fp::{self, f16};
+///
+/// let mut x = [0.0f32; 2];
+/// fp::half_to_f32_slice(&[f16::ONE, f16::MAX], &mut x);
+/// assert_eq!(x, [1.0, 65504.0]);
+/// ```
 ///
 /// # Panics
 /// If `src` and `dst` differ in length.
@@ -40,7 +61,7 @@ impl<H: HalfFloat> Kernel for Narrow<'_, H> {
             #[inline(always)]
             |s: &[f32], d: &mut [H]| {
                 let h = narrow_rn::<S>(H::FORMAT, S::F::load(s));
-                S::store_h(h, bytemuck::cast_slice_mut(d));
+                S::store_h(h, crate::arch::cast_slice_mut(d));
             },
             H::from_f32,
         );
@@ -83,7 +104,7 @@ impl<H: HalfFloat> Kernel for Widen<'_, H> {
 /// `scalar`. Large outputs are written with streaming stores from the
 /// first 16-byte aligned element on (see `arch::STREAMING_BYTES`).
 #[inline(always)]
-fn convert<S: Simd, A: Copy, B: bytemuck::Pod>(
+fn convert<S: Simd, A: Copy, B: crate::arch::Plain>(
     src: &[A],
     dst: &mut [B],
     lanes: impl Fn(&[A], &mut [B]),
@@ -104,7 +125,7 @@ fn convert<S: Simd, A: Copy, B: bytemuck::Pod>(
         *d = scalar(*s);
     }
     if streaming {
-        let mut buf = [B::zeroed(); 16];
+        let mut buf = [B::default(); 16];
         arch::each_vector::<S>(
             body,
             #[inline(always)]

@@ -20,6 +20,16 @@
 //! assert!(b[3].is_nan());
 //! ```
 //!
+//! # Which function do I want
+//!
+//! | to | slices (SIMD) | one value (`const fn` scalar twin) |
+//! |---|---|---|
+//! | f32 -> f16/bf16, to nearest even | [`f32_to_half_slice`] | [`scalar::f32_to_f16`], [`scalar::f32_to_bf16`] |
+//! | f32 -> f16/bf16, stochastically | [`f32_to_half_sr_slice`] | [`scalar::f32_to_f16_sr`], [`scalar::f32_to_bf16_sr`] |
+//! | ... with your own random bits | | [`scalar::f32_to_f16_sr_with`], [`scalar::f32_to_bf16_sr_with`] |
+//! | f16/bf16 -> f32 (exact) | [`half_to_f32_slice`] | [`scalar::f16_to_f32`], [`scalar::bf16_to_f32`] |
+//! | round in a generic kernel | [`Element::store`] with a [`Rounding`] | [`HalfFloat::from_f32`], [`HalfFloat::from_f32_sr`] |
+//!
 //! # Round to nearest
 //!
 //! Ties to even, equal to the `half` crate's scalar conversions for every
@@ -87,6 +97,7 @@ use crate::rng::RandomStream;
 /// assert_eq!(f16::from_f32_sr(70000.0, ieee, 0), f16::INFINITY); // above 65536: always
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Overflow {
     /// IEEE-style: the next value above `MAX` is infinity, so `|x|` in
     /// `(MAX, 2 MAX')` (where `2 MAX'` is the next power of two) rounds to
@@ -209,7 +220,7 @@ impl Rounding {
             }
         };
         match packed {
-            Some(h) => S::store_h(h, bytemuck::cast_slice_mut(out)),
+            Some(h) => S::store_h(h, crate::arch::cast_slice_mut(out)),
             None => {
                 let mut lanes = [0.0f32; 16];
                 x.store(&mut lanes);
@@ -235,7 +246,7 @@ impl Rounding {
 /// assert_eq!(widen(&[bf16::ONE]), [1.0]);
 /// ```
 pub trait HalfFloat:
-    Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Lanes
+    Copy + Default + PartialEq + core::fmt::Debug + crate::arch::Plain + sealed::Pod + sealed::Lanes
 {
     /// The format's name, `"f16"` or `"bf16"`.
     const NAME: &'static str;
@@ -326,7 +337,7 @@ impl HalfFloat for bf16 {
 /// assert_eq!(widen_sum(&[f16::ONE, f16::ONE]), 2.0);
 /// ```
 pub trait Element:
-    Copy + Default + PartialEq + core::fmt::Debug + bytemuck::Pod + sealed::Store
+    Copy + Default + PartialEq + core::fmt::Debug + crate::arch::Plain + sealed::Pod + sealed::Store
 {
     /// `"f32"`, `"f16"` or `"bf16"`.
     const NAME: &'static str;
@@ -451,6 +462,19 @@ pub(crate) mod sealed {
         }
     }
 
+    /// With the `bytemuck` feature, `bytemuck::Pod` (so generic code over
+    /// [`super::Element`] can cast with `bytemuck`); nothing without it,
+    /// sparing a build `bytemuck`'s derive macros.
+    #[cfg(feature = "bytemuck")]
+    pub trait Pod: bytemuck::Pod {}
+    #[cfg(feature = "bytemuck")]
+    impl<T: bytemuck::Pod> Pod for T {}
+    /// See above.
+    #[cfg(not(feature = "bytemuck"))]
+    pub trait Pod {}
+    #[cfg(not(feature = "bytemuck"))]
+    impl<T> Pod for T {}
+
     /// The format of a [`super::HalfFloat`].
     pub trait Lanes: Sized {
         /// Which one.
@@ -464,9 +488,9 @@ use sealed::Format;
 #[inline(always)]
 pub(crate) fn load<S: Simd, T: Element>(x: &[T]) -> S::F {
     match T::FORMAT {
-        Format::F32 => S::F::load(bytemuck::cast_slice(x)),
-        Format::F16 => S::f16_to_f32(S::load_h(bytemuck::cast_slice(x))),
-        Format::Bf16 => S::bf16_to_f32(S::load_h(bytemuck::cast_slice(x))),
+        Format::F32 => S::F::load(crate::arch::cast_slice(x)),
+        Format::F16 => S::f16_to_f32(S::load_h(crate::arch::cast_slice(x))),
+        Format::Bf16 => S::bf16_to_f32(S::load_h(crate::arch::cast_slice(x))),
     }
 }
 
@@ -477,7 +501,7 @@ pub(crate) fn load<S: Simd, T: Element>(x: &[T]) -> S::F {
 pub(crate) fn store<S: Simd, T: Element>(x: S::F, rounding: Rounding, at: usize, out: &mut [T]) {
     let x = x.canonical();
     match T::FORMAT {
-        Format::F32 => x.store(bytemuck::cast_slice_mut(out)),
+        Format::F32 => x.store(crate::arch::cast_slice_mut(out)),
         Format::F16 | Format::Bf16 => rounding.round_lanes::<S, T>(x, at, out),
     }
 }

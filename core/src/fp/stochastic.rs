@@ -12,6 +12,23 @@ use crate::rng::HalfBitGroups;
 /// offset) gives the same result. See [the module docs](super) for the
 /// rounding rule.
 ///
+/// ```
+/// use tessera_core::fp::{self, f16, Overflow, Stochastic};
+/// use tessera_core::rng::RandomStream;
+///
+/// let sr = Stochastic::new(RandomStream::new(7, 0), Overflow::Infinity);
+/// let x = vec![1.0 + 2f32.powi(-12); 4096]; // a quarter of an f16 ulp above 1
+/// let mut h = vec![f16::ZERO; 4096];
+/// fp::f32_to_half_sr_slice(&x, &mut h, sr, 0);
+/// let mean = h.iter().map(|v| f64::from(v.to_f32())).sum::<f64>() / 4096.0;
+/// assert!((mean - (1.0 + 2f64.powi(-12))).abs() < 1e-4); // unbiased
+/// // In pieces, each with its offset: the same bits.
+/// let mut pieces = vec![f16::ZERO; 4096];
+/// fp::f32_to_half_sr_slice(&x[..1000], &mut pieces[..1000], sr, 0);
+/// fp::f32_to_half_sr_slice(&x[1000..], &mut pieces[1000..], sr, 1000);
+/// assert_eq!(pieces, h);
+/// ```
+///
 /// # Panics
 /// If `src` and `dst` differ in length.
 pub fn f32_to_half_sr_slice<H: HalfFloat>(
@@ -123,10 +140,10 @@ impl Bits {
                 );
                 match rounded {
                     Some(v) if STREAMING => {
-                        S::store_h(v, bytemuck::cast_slice_mut(&mut buf));
+                        S::store_h(v, crate::arch::cast_slice_mut(&mut buf));
                         arch::store_streaming(d, &buf[..S::LANES]);
                     }
-                    Some(v) => S::store_h(v, bytemuck::cast_slice_mut(d)),
+                    Some(v) => S::store_h(v, crate::arch::cast_slice_mut(d)),
                     None => self.one_by_one(s, d, at),
                 }
             }

@@ -39,6 +39,14 @@ fn map2<S: Simd>(
 /// `y[i] = y[i] + a * x[i]`: the product is rounded to f32, then added (no
 /// fused multiply-add).
 ///
+/// ```
+/// use tessera_core::kernels::axpy;
+///
+/// let mut y = [1.0f32, 1.0];
+/// axpy(0.5, &[2.0, 4.0], &mut y);
+/// assert_eq!(y, [2.0, 3.0]);
+/// ```
+///
 /// # Panics
 /// If `x` and `y` differ in length.
 pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
@@ -56,6 +64,14 @@ kernel! {
 }
 
 /// `x[i] = x[i] * a`.
+///
+/// ```
+/// use tessera_core::kernels::scale;
+///
+/// let mut x = [1.0f32, -2.0];
+/// scale(0.25, &mut x);
+/// assert_eq!(x, [0.25, -0.5]);
+/// ```
 pub fn scale(a: f32, x: &mut [f32]) {
     arch::dispatch(Scale { a, x });
 }
@@ -76,6 +92,14 @@ kernel! {
 }
 
 /// `y[i] = y[i] + x[i]`.
+///
+/// ```
+/// use tessera_core::kernels::add;
+///
+/// let mut y = [1.0f32, 2.0];
+/// add(&[0.5, 0.5], &mut y);
+/// assert_eq!(y, [1.5, 2.5]);
+/// ```
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
@@ -103,6 +127,15 @@ kernel! {
 /// overflow to infinity, and with a non-finite `inv_scale` any input can
 /// become non-finite; this kernel reports those too, so an optimizer step
 /// never consumes an infinite gradient, where PyTorch would not report them.
+///
+/// ```
+/// use tessera_core::kernels::unscale_and_check;
+///
+/// let mut g = [1024.0f32, 512.0];
+/// assert!(!unscale_and_check(&mut g, 1.0 / 1024.0));
+/// assert_eq!(g, [1.0, 0.5]);
+/// assert!(unscale_and_check(&mut [f32::INFINITY], 0.5));
+/// ```
 #[must_use]
 pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
     arch::dispatch(Unscale { x, inv_scale })
@@ -131,6 +164,15 @@ kernel! {
 
 /// Accumulates 16-bit values into f32: `acc[i] = acc[i] + widen(src[i])`
 /// (widening is exact; the add rounds to f32).
+///
+/// ```
+/// use tessera_core::fp::f16;
+/// use tessera_core::kernels::accumulate;
+///
+/// let mut acc = [0.5f32; 2];
+/// accumulate(&[f16::ONE, f16::from_f32(-0.5)], &mut acc);
+/// assert_eq!(acc, [1.5, 0.0]);
+/// ```
 ///
 /// # Panics
 /// If `src` and `acc` differ in length.
@@ -185,6 +227,15 @@ fn map_half<S: Simd, H: HalfFloat>(
 /// multiply-add), one rounding to `H` on the store; element `i` of `y` is
 /// rounded at position `i` of `rounding`.
 ///
+/// ```
+/// use tessera_core::fp::{f16, Rounding};
+/// use tessera_core::kernels::axpy_half;
+///
+/// let mut y = [f16::ONE; 2];
+/// axpy_half(2.0, &[f16::from_f32(0.5); 2], &mut y, Rounding::Nearest);
+/// assert_eq!(y, [f16::from_f32(2.0); 2]);
+/// ```
+///
 /// # Panics
 /// If `x` and `y` differ in length.
 pub fn axpy_half<H: HalfFloat>(a: f32, x: &[H], y: &mut [H], rounding: Rounding) {
@@ -208,6 +259,15 @@ kernel! {
 }
 
 /// `x[i] = round(widen(x[i]) * a)`, element `i` rounded at position `i`.
+///
+/// ```
+/// use tessera_core::fp::{bf16, Rounding};
+/// use tessera_core::kernels::scale_half;
+///
+/// let mut x = [bf16::from_f32(3.0)];
+/// scale_half(0.5, &mut x, Rounding::Nearest);
+/// assert_eq!(x, [bf16::from_f32(1.5)]);
+/// ```
 pub fn scale_half<H: HalfFloat>(a: f32, x: &mut [H], rounding: Rounding) {
     arch::dispatch(ScaleHalf { a, x, rounding });
 }
@@ -223,6 +283,15 @@ kernel! {
 
 /// `y[i] = round(widen(y[i]) + widen(x[i]))`, element `i` rounded at
 /// position `i`.
+///
+/// ```
+/// use tessera_core::fp::{f16, Rounding};
+/// use tessera_core::kernels::add_half;
+///
+/// let mut y = [f16::ONE];
+/// add_half(&[f16::ONE], &mut y, Rounding::Nearest);
+/// assert_eq!(y, [f16::from_f32(2.0)]);
+/// ```
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
@@ -252,6 +321,15 @@ kernel! {
 /// stored values also catches a finite product that the rounding takes to
 /// infinity (only possible when `inv_scale > 1`); otherwise the result is
 /// as for [`unscale_and_check`], which describes the relation to PyTorch.
+///
+/// ```
+/// use tessera_core::fp::{f16, Rounding};
+/// use tessera_core::kernels::unscale_and_check_half;
+///
+/// let mut g = [f16::from_f32(2048.0), f16::INFINITY];
+/// assert!(unscale_and_check_half(&mut g, 1.0 / 1024.0, Rounding::Nearest));
+/// assert_eq!(g[0], f16::from_f32(2.0));
+/// ```
 #[must_use]
 pub fn unscale_and_check_half<H: HalfFloat>(
     x: &mut [H],

@@ -74,6 +74,12 @@ impl ExactSum {
     pub const LIMBS: usize = DIGITS + 3;
 
     /// The empty sum (zero).
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactSum;
+    ///
+    /// assert_eq!(ExactSum::new().to_f32(), 0.0);
+    /// ```
     #[must_use]
     pub const fn new() -> Self {
         Self {
@@ -85,6 +91,16 @@ impl ExactSum {
     }
 
     /// Adds `x` exactly.
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactSum;
+    ///
+    /// let mut s = ExactSum::new();
+    /// for x in [1e30f32, 1.0, -1e30] {
+    ///     s.add(x);
+    /// }
+    /// assert_eq!(s.to_f32(), 1.0); // exact: f32 addition would give 0
+    /// ```
     #[inline]
     pub fn add(&mut self, x: f32) {
         let bits = x.to_bits();
@@ -123,6 +139,16 @@ impl ExactSum {
     }
 
     /// Adds every value of `other` (exactly).
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactSum;
+    ///
+    /// let (mut a, mut b) = (ExactSum::new(), ExactSum::new());
+    /// a.add(0.5);
+    /// b.add(0.25);
+    /// a.merge(&b);
+    /// assert_eq!(a.to_f32(), 0.75);
+    /// ```
     pub fn merge(&mut self, other: &Self) {
         for (d, o) in self.digits[..TOP].iter_mut().zip(&other.digits[..TOP]) {
             *d += o; // both below 2^32
@@ -135,6 +161,14 @@ impl ExactSum {
     }
 
     /// The state as integers (see [the type docs](Self#all-reduce-as-integers)).
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactSum;
+    ///
+    /// let mut s = ExactSum::new();
+    /// s.add(3.0);
+    /// assert_eq!(ExactSum::from_limbs(s.limbs()), s);
+    /// ```
     #[must_use]
     pub fn limbs(&self) -> [i64; Self::LIMBS] {
         let mut limbs = [0; Self::LIMBS];
@@ -148,6 +182,18 @@ impl ExactSum {
     /// Rebuilds a sum from [`limbs`](Self::limbs), or from the element-wise
     /// sum of several accumulators' limbs. Any digits are accepted (they are
     /// renormalised); a nonzero count means "present".
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactSum;
+    ///
+    /// // Two replicas' sums, all-reduced as integers.
+    /// let (mut a, mut b) = (ExactSum::new(), ExactSum::new());
+    /// a.add(1.5);
+    /// b.add(2.5);
+    /// let (la, lb) = (a.limbs(), b.limbs());
+    /// let summed = core::array::from_fn(|k| la[k] + lb[k]);
+    /// assert_eq!(ExactSum::from_limbs(summed).to_f32(), 4.0);
+    /// ```
     #[must_use]
     pub fn from_limbs(limbs: [i64; Self::LIMBS]) -> Self {
         let mut digits = [0; DIGITS];
@@ -174,6 +220,15 @@ impl ExactSum {
     /// - A finite total of magnitude `2^128 - 2^103` (halfway between
     ///   `f32::MAX` and 2^128) or more gives infinity with its sign.
     /// - Subnormal totals are exact; an exact zero is `+0.0`.
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactSum;
+    ///
+    /// let mut s = ExactSum::new();
+    /// s.add(f32::INFINITY);
+    /// s.add(f32::NEG_INFINITY);
+    /// assert!(s.to_f32().is_nan());
+    /// ```
     #[must_use]
     pub fn to_f32(&self) -> f32 {
         if self.nan != 0 || (self.pos_inf != 0 && self.neg_inf != 0) {

@@ -24,6 +24,13 @@ pub struct GemmShape {
 
 impl GemmShape {
     /// Floating-point operations of the product (a multiply-add is two).
+    ///
+    /// ```
+    /// use tessera_core::kernels::GemmShape;
+    ///
+    /// let shape = GemmShape { m: 2, k: 3, n: 4, a_transposed: false, b_transposed: false };
+    /// assert_eq!(shape.flops(), 2 * 2 * 3 * 4);
+    /// ```
     #[must_use]
     pub const fn flops(&self) -> u64 {
         2 * self.m as u64 * self.k as u64 * self.n as u64
@@ -51,6 +58,13 @@ impl GemmShape {
 
     /// Checks that `a`, `b` and `c` hold the product's matrices.
     ///
+    /// ```
+    /// use tessera_core::kernels::GemmShape;
+    ///
+    /// let shape = GemmShape { m: 2, k: 3, n: 1, a_transposed: false, b_transposed: false };
+    /// shape.assert_lengths(&[0.0; 6], &[0.0; 3], &[0.0; 2]); // A 2x3, B 3x1, C 2x1
+    /// ```
+    ///
     /// # Panics
     /// If a slice's length is not its matrix's.
     pub fn assert_lengths(&self, a: &[f32], b: &[f32], c: &[f32]) {
@@ -71,6 +85,16 @@ impl GemmShape {
 /// The scratch [`gemm`] needs for `shape`, in f32 elements: `k * n` for
 /// `op(B)` copied into column panels, plus `m * k` when `A` is transposed
 /// (it is first copied to `[m, k]`).
+///
+/// ```
+/// use tessera_core::kernels::{gemm, gemm_scratch_len, GemmShape};
+///
+/// let shape = GemmShape { m: 1, k: 2, n: 2, a_transposed: false, b_transposed: false };
+/// let mut scratch = vec![0.0f32; gemm_scratch_len(&shape)];
+/// let mut c = [0.0f32; 2];
+/// gemm(shape, &[1.0, 2.0], &[1.0, 0.0, 0.0, 1.0], &mut c, &mut scratch);
+/// assert_eq!(c, [1.0, 2.0]);
+/// ```
 #[must_use]
 pub const fn gemm_scratch_len(shape: &GemmShape) -> usize {
     let a = if shape.a_transposed {

@@ -22,6 +22,24 @@
 //! assert_eq!(sum.to_f32().to_bits(), whole.to_bits());
 //! ```
 //!
+//! # Which function do I want
+//!
+//! | to | f32 slices | f16/bf16 slices (rounded on the store) | a piece of a split slice |
+//! |---|---|---|---|
+//! | `y += a x` | [`axpy`] | [`axpy_half`] | (element-wise: any piece) |
+//! | `x *= a` | [`scale`] | [`scale_half`] | |
+//! | `y += x` | [`add`] | [`add_half`] | |
+//! | unscale gradients, find inf/NaN | [`unscale_and_check`] | [`unscale_and_check_half`] | |
+//! | widen and add 16-bit values into f32 | | [`accumulate`] | |
+//! | `x . y` | [`dot`] | [`dot_half`] | [`dot_partial`], [`dot_half_partial`] |
+//! | `x . x` | [`sum_of_squares`] | [`sum_of_squares_half`] | [`sum_of_squares_partial`], [`sum_of_squares_half_partial`] |
+//! | `max |x|` | [`max_abs`] | [`max_abs_half`] | [`max_abs_partial`], [`max_abs_half_partial`] |
+//! | `C += A B` | [`gemm`] (scratch: [`gemm_scratch_len`]) | | |
+//!
+//! The `*_partial` forms return an exact sum ([`ExactSum`]) or a
+//! [`MaxAbs`] to merge across pieces, threads and replicas; [`scalar`] holds
+//! every kernel's scalar twin under the same name.
+//!
 //! # Determinism
 //!
 //! The SIMD kernels equal their [`scalar`] twins bit for bit on every

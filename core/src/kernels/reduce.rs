@@ -43,6 +43,15 @@ fn block_sums<S: Simd>(
 /// [the order](super#determinism)): combine it with the partials of other
 /// block-aligned pieces, then [`ExactSum::to_f32`].
 ///
+/// ```
+/// use tessera_core::kernels::{dot, dot_partial, BLOCK};
+///
+/// let (x, y) = (vec![0.5f32; 3 * BLOCK], vec![2.0f32; 3 * BLOCK]);
+/// let mut sum = dot_partial(&x[BLOCK..], &y[BLOCK..]);
+/// sum.merge(&dot_partial(&x[..BLOCK], &y[..BLOCK]));
+/// assert_eq!(sum.to_f32(), dot(&x, &y));
+/// ```
+///
 /// # Panics
 /// If `x` and `y` differ in length.
 #[must_use]
@@ -53,6 +62,12 @@ pub fn dot_partial(x: &[f32], y: &[f32]) -> ExactSum {
 
 /// The dot product `sum(x[i] * y[i])`, in the fixed order, rounded once.
 ///
+/// ```
+/// use tessera_core::kernels::dot;
+///
+/// assert_eq!(dot(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0);
+/// ```
+///
 /// # Panics
 /// If `x` and `y` differ in length.
 #[must_use]
@@ -61,12 +76,26 @@ pub fn dot(x: &[f32], y: &[f32]) -> f32 {
 }
 
 /// The exact sum of the block partials of `x * x`.
+///
+/// ```
+/// use tessera_core::kernels::sum_of_squares_partial;
+///
+/// let mut sum = sum_of_squares_partial(&[3.0]);
+/// sum.merge(&sum_of_squares_partial(&[4.0]));
+/// assert_eq!(sum.to_f32(), 25.0);
+/// ```
 #[must_use]
 pub fn sum_of_squares_partial(x: &[f32]) -> ExactSum {
     arch::dispatch(SumOfSquares { x })
 }
 
 /// The sum of squares `sum(x[i] * x[i])`, in the fixed order, rounded once.
+///
+/// ```
+/// use tessera_core::kernels::sum_of_squares;
+///
+/// assert_eq!(sum_of_squares(&[3.0, 4.0]), 25.0);
+/// ```
 #[must_use]
 pub fn sum_of_squares(x: &[f32]) -> f32 {
     sum_of_squares_partial(x).to_f32()
@@ -74,6 +103,14 @@ pub fn sum_of_squares(x: &[f32]) -> f32 {
 
 /// The dot product of 16-bit vectors as an exact partial: the products of
 /// the widened values are rounded to f32 and summed as in [`dot_partial`].
+///
+/// ```
+/// use tessera_core::fp::f16;
+/// use tessera_core::kernels::dot_half_partial;
+///
+/// let x = [f16::from_f32(1.5); 4];
+/// assert_eq!(dot_half_partial(&x, &x).to_f32(), 9.0);
+/// ```
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
@@ -86,6 +123,14 @@ pub fn dot_half_partial<H: HalfFloat>(x: &[H], y: &[H]) -> ExactSum {
 /// The dot product of 16-bit vectors with f32 products and accumulation,
 /// rounded once.
 ///
+/// ```
+/// use tessera_core::fp::bf16;
+/// use tessera_core::kernels::dot_half;
+///
+/// let (x, y) = ([bf16::from_f32(2.0); 3], [bf16::from_f32(0.5); 3]);
+/// assert_eq!(dot_half(&x, &y), 3.0);
+/// ```
+///
 /// # Panics
 /// If `x` and `y` differ in length.
 #[must_use]
@@ -94,6 +139,13 @@ pub fn dot_half<H: HalfFloat>(x: &[H], y: &[H]) -> f32 {
 }
 
 /// The sum of squares of a 16-bit vector as an exact partial.
+///
+/// ```
+/// use tessera_core::fp::f16;
+/// use tessera_core::kernels::sum_of_squares_half_partial;
+///
+/// assert_eq!(sum_of_squares_half_partial(&[f16::from_f32(3.0), f16::from_f32(4.0)]).to_f32(), 25.0);
+/// ```
 #[must_use]
 pub fn sum_of_squares_half_partial<H: HalfFloat>(x: &[H]) -> ExactSum {
     arch::dispatch(SumOfSquares { x })
@@ -101,6 +153,13 @@ pub fn sum_of_squares_half_partial<H: HalfFloat>(x: &[H]) -> ExactSum {
 
 /// The sum of squares of a 16-bit vector with f32 squares and
 /// accumulation, rounded once.
+///
+/// ```
+/// use tessera_core::fp::f16;
+/// use tessera_core::kernels::sum_of_squares_half;
+///
+/// assert_eq!(sum_of_squares_half(&[f16::ONE; 9]), 9.0);
+/// ```
 #[must_use]
 pub fn sum_of_squares_half<H: HalfFloat>(x: &[H]) -> f32 {
     sum_of_squares_half_partial(x).to_f32()
@@ -156,24 +215,53 @@ pub struct MaxAbs {
 
 impl MaxAbs {
     /// Nothing seen yet (the maximum of nothing is `0.0`).
+    ///
+    /// ```
+    /// use tessera_core::kernels::MaxAbs;
+    ///
+    /// assert_eq!(MaxAbs::new().to_f32(), 0.0);
+    /// ```
     #[must_use]
     pub const fn new() -> Self {
         Self { bits: 0 }
     }
 
     /// Takes `|x|` into account.
+    ///
+    /// ```
+    /// use tessera_core::kernels::MaxAbs;
+    ///
+    /// let mut m = MaxAbs::new();
+    /// m.add(-3.0);
+    /// m.add(2.0);
+    /// assert_eq!(m.to_f32(), 3.0);
+    /// ```
     #[inline]
     pub fn add(&mut self, x: f32) {
         self.bits = self.bits.max(x.to_bits() & 0x7fff_ffff);
     }
 
     /// Takes every value `other` has seen into account.
+    ///
+    /// ```
+    /// use tessera_core::kernels::{max_abs_partial, MaxAbs};
+    ///
+    /// let mut m: MaxAbs = max_abs_partial(&[1.0, -7.0]);
+    /// m.merge(&max_abs_partial(&[5.0]));
+    /// assert_eq!(m.to_f32(), 7.0);
+    /// ```
     #[inline]
     pub fn merge(&mut self, other: &Self) {
         self.bits = self.bits.max(other.bits);
     }
 
     /// The largest magnitude as f32: `f32::NAN` if a NaN was seen.
+    ///
+    /// ```
+    /// use tessera_core::kernels::max_abs_partial;
+    ///
+    /// assert!(max_abs_partial(&[1.0, f32::NAN]).to_f32().is_nan());
+    /// ```
     #[must_use]
     pub const fn to_f32(self) -> f32 {
         if self.bits > 0x7f80_0000 {
@@ -184,12 +272,26 @@ impl MaxAbs {
     }
 
     /// The largest `|x|` bit pattern seen (0 to `0x7fff_ffff`).
+    ///
+    /// ```
+    /// use tessera_core::kernels::max_abs_partial;
+    ///
+    /// assert_eq!(max_abs_partial(&[-1.0]).to_bits(), 1.0f32.to_bits());
+    /// ```
     #[must_use]
     pub const fn to_bits(self) -> u32 {
         self.bits
     }
 
     /// Rebuilds from [`to_bits`](Self::to_bits) (the sign bit is ignored).
+    ///
+    /// ```
+    /// use tessera_core::kernels::{max_abs_partial, MaxAbs};
+    ///
+    /// // Replicas all-reduce the bits with an integer maximum.
+    /// let (a, b) = (max_abs_partial(&[2.0]), max_abs_partial(&[-9.0]));
+    /// assert_eq!(MaxAbs::from_bits(a.to_bits().max(b.to_bits())).to_f32(), 9.0);
+    /// ```
     #[must_use]
     pub const fn from_bits(bits: u32) -> Self {
         Self {
@@ -227,6 +329,15 @@ kernel! {
 
 /// The largest magnitude of `x` as a combinable partial (any split works,
 /// block-aligned or not).
+///
+/// ```
+/// use tessera_core::kernels::max_abs_partial;
+///
+/// let (x, y) = ([1.0f32, -4.0], [3.0f32]);
+/// let mut m = max_abs_partial(&x);
+/// m.merge(&max_abs_partial(&y)); // any split, aligned or not
+/// assert_eq!(m.to_f32(), 4.0);
+/// ```
 #[must_use]
 pub fn max_abs_partial(x: &[f32]) -> MaxAbs {
     arch::dispatch(MaxAbsOf { x })
@@ -234,6 +345,13 @@ pub fn max_abs_partial(x: &[f32]) -> MaxAbs {
 
 /// The largest `|x[i]|`: NaN (`f32::NAN`) if any element is NaN, `0.0` for
 /// an empty slice.
+///
+/// ```
+/// use tessera_core::kernels::max_abs;
+///
+/// assert_eq!(max_abs(&[0.5, -2.5, 1.0]), 2.5);
+/// assert_eq!(max_abs(&[]), 0.0);
+/// ```
 #[must_use]
 pub fn max_abs(x: &[f32]) -> f32 {
     max_abs_partial(x).to_f32()
@@ -241,6 +359,13 @@ pub fn max_abs(x: &[f32]) -> f32 {
 
 /// The largest magnitude of a 16-bit vector (widened to f32) as a
 /// combinable partial.
+///
+/// ```
+/// use tessera_core::fp::f16;
+/// use tessera_core::kernels::max_abs_half_partial;
+///
+/// assert_eq!(max_abs_half_partial(&[f16::from_f32(-6.0), f16::ONE]).to_f32(), 6.0);
+/// ```
 #[must_use]
 pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
     arch::dispatch(MaxAbsOf { x })
@@ -248,6 +373,13 @@ pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
 
 /// The largest `|x[i]|` of a 16-bit vector as f32: NaN if any element is
 /// NaN, `0.0` for an empty slice.
+///
+/// ```
+/// use tessera_core::fp::bf16;
+/// use tessera_core::kernels::max_abs_half;
+///
+/// assert_eq!(max_abs_half(&[bf16::from_f32(-0.25), bf16::ONE]), 1.0);
+/// ```
 #[must_use]
 pub fn max_abs_half<H: HalfFloat>(x: &[H]) -> f32 {
     max_abs_half_partial(x).to_f32()

@@ -28,6 +28,7 @@ use super::{CtcError, CtcInput};
 /// # Ok::<(), Box<dyn core::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub struct CtcTargets {
     input_lengths: Vec<usize>,
     targets: Vec<u32>,

@@ -39,6 +39,16 @@ impl Accumulation {
     /// `precision.weights` says (the stochastic bits of micro-batch `micro`
     /// are those of step `micro + 1` of [`Precision::weight_stream`]).
     ///
+    /// ```
+    /// use tessera_core::optim::{Accumulation, Precision};
+    ///
+    /// let mut acc = [0.0f32; 2];
+    /// for (micro, g) in [[1.0f32, 2.0], [3.0, 4.0]].iter().enumerate() {
+    ///     Accumulation::RunningMean.add(micro as u32, g, &mut acc, &Precision::default(), 0);
+    /// }
+    /// assert_eq!(acc, [2.0, 3.0]);
+    /// ```
+    ///
     /// # Panics
     /// If the slices differ in length.
     pub fn add<A: Element, G: Element>(
@@ -70,6 +80,16 @@ impl Accumulation {
 
     /// Finishes after `count` micro-batches: `PostMean` divides by `count`;
     /// the other modes leave `acc` as it is.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Accumulation, Precision};
+    ///
+    /// let (mut acc, p) = ([0.0f32; 1], Precision::default());
+    /// Accumulation::PostMean.add(0, &[1.0f32], &mut acc, &p, 0);
+    /// Accumulation::PostMean.add(1, &[2.0f32], &mut acc, &p, 0);
+    /// Accumulation::PostMean.finish(2, &mut acc, &p, 0);
+    /// assert_eq!(acc, [1.5]);
+    /// ```
     pub fn finish<A: Element>(self, count: u32, acc: &mut [A], precision: &Precision, id: u64) {
         if self != Self::PostMean || count <= 1 {
             return;

@@ -4,7 +4,7 @@
 use crate::fp::Element;
 
 use super::drive::{self, Update};
-use super::error::{ConfigError, non_negative, unit};
+use super::error::{ConfigError, StepError, non_negative, unit};
 use super::real::Real;
 use super::{Param, Precision, Step, bias_correction};
 
@@ -31,20 +31,24 @@ use super::{Param, Precision, Step, bias_correction};
 /// let (mut w, g) = ([1.0f32; 4], [0.5f32; 4]);
 /// let (mut m, mut v, mut v_max) = ([0.0f32; 4], [0.0f32; 4], [0.0f32; 4]);
 /// let mut p = Param::new(0, &mut w, &g, [&mut m, &mut v, &mut v_max]);
-/// adamw.step(Step::first(), &Precision::default(), &mut p);
+/// adamw.step(Step::first(), &Precision::default(), &mut p)?;
 /// assert!(w[0] < 1.0 && v_max[0] == v[0]);
-/// # Ok::<(), tessera_core::optim::ConfigError>(())
+/// # Ok::<(), tessera_core::optim::StepError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AdamWConfig {
     /// Learning rate (default 1e-3).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub lr: f32,
     /// `(b1, b2)`, each in `[0, 1)` (default (0.9, 0.999)).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub betas: (f32, f32),
     /// Added to the denominator (default 1e-8).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub eps: f32,
     /// Decoupled weight decay (default 0.01).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub weight_decay: f32,
     /// Divide by the running maximum of `v` (a third state tensor;
     /// default off).
@@ -69,6 +73,12 @@ impl Default for AdamWConfig {
 impl AdamWConfig {
     /// The same settings without weight decay (for biases and
     /// normalisation parameters).
+    ///
+    /// ```
+    /// use tessera_core::optim::AdamWConfig;
+    ///
+    /// assert_eq!(AdamWConfig::default().excluded().weight_decay, 0.0);
+    /// ```
     #[must_use]
     pub const fn excluded(self) -> Self {
         Self {
@@ -87,6 +97,12 @@ pub struct AdamW {
 impl AdamW {
     /// Validates `config`.
     ///
+    /// ```
+    /// use tessera_core::optim::{AdamW, AdamWConfig};
+    ///
+    /// assert!(AdamW::new(AdamWConfig { betas: (0.9, 1.0), ..AdamWConfig::default() }).is_err());
+    /// ```
+    ///
     /// # Errors
     /// A [`ConfigError`] naming the first field that is NaN, infinite or out
     /// of range (`lr`, `eps`, `weight_decay` >= 0; betas in `[0, 1)`).
@@ -100,6 +116,13 @@ impl AdamW {
     }
 
     /// The validated settings.
+    ///
+    /// ```
+    /// use tessera_core::optim::{AdamW, AdamWConfig};
+    ///
+    /// assert_eq!(AdamW::new(AdamWConfig::default())?.config().betas, (0.9, 0.999));
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &AdamWConfig {
         &self.config
@@ -107,6 +130,14 @@ impl AdamW {
 
     /// The number of state tensors: `[m, v]`, or `[m, v, v_max]` with
     /// `amsgrad`.
+    ///
+    /// ```
+    /// use tessera_core::optim::{AdamW, AdamWConfig};
+    ///
+    /// let amsgrad = AdamWConfig { amsgrad: true, ..AdamWConfig::default() };
+    /// assert_eq!(AdamW::new(amsgrad)?.state_tensors(), 3);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn state_tensors(&self) -> usize {
         if self.config.amsgrad { 3 } else { 2 }
@@ -115,16 +146,31 @@ impl AdamW {
     /// Updates a parameter (or any piece of one). State: `[m, v]`, or `[m,
     /// v, v_max]` with `amsgrad`.
     ///
+    /// ```
+    /// use tessera_core::optim::{AdamW, AdamWConfig, Param, Precision, Step, StepError};
+    ///
+    /// let amsgrad = AdamW::new(AdamWConfig { amsgrad: true, ..AdamWConfig::default() })?;
+    /// let (mut w, g, mut m, mut v) = ([1.0f32; 4], [0.5f32; 4], [0.0f32; 4], [0.0f32; 4]);
+    /// // Two state tensors where amsgrad keeps three: refused, nothing written.
+    /// let e = amsgrad.step(Step::first(), &Precision::default(), &mut Param::new(3, &mut w, &g, [&mut m, &mut v]));
+    /// assert_eq!(e, Err(StepError::StateTensors { id: 3, expected: 3, got: 2 }));
+    /// assert_eq!(w, [1.0; 4]);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`StepError::StateTensors`] if `N` is not
+    /// [`AdamW::state_tensors`]; then nothing is written.
+    ///
     /// # Panics
-    /// If the slices differ in length or `N` is not
-    /// [`AdamW::state_tensors`].
+    /// If the slices differ in length.
     pub fn step<W: Element, G: Element, S: Element, const N: usize>(
         &self,
         step: Step,
         precision: &Precision,
         p: &mut Param<'_, W, G, S, N>,
-    ) {
-        self.run(step, precision, p, false);
+    ) -> Result<(), StepError> {
+        self.run(step, precision, p, false)
     }
 
     pub(super) fn run<W: Element, G: Element, S: Element, const N: usize>(
@@ -133,12 +179,16 @@ impl AdamW {
         precision: &Precision,
         p: &mut Param<'_, W, G, S, N>,
         scalar: bool,
-    ) {
-        assert_eq!(N, self.state_tensors(), "AdamW: state tensors");
+    ) -> Result<(), StepError> {
+        let expected = self.state_tensors();
+        if N != expected {
+            let (id, got) = (p.id, N);
+            return Err(StepError::StateTensors { id, expected, got });
+        }
         let update = self.update(step);
         if !self.config.amsgrad {
             drive::apply(&update, &mut p.pick([0, 1]), precision, step.t, scalar);
-            return;
+            return Ok(());
         }
         // AMSGrad in three passes, as torch's: the moments, then `v_max =
         // maximum(v_max, v)` on the stored values, then the weights from
@@ -159,6 +209,7 @@ impl AdamW {
             step.t,
             scalar,
         );
+        Ok(())
     }
 
     fn update(&self, step: Step) -> Apply {

@@ -3,6 +3,8 @@
 
 use half::{bf16, f16};
 
+use crate::fp::Element;
+use crate::fp::sealed::Format;
 use crate::kernels::{self, ExactSum};
 
 /// The exact sum of squares of gradients, over any number of tensors,
@@ -38,6 +40,12 @@ pub struct GradNorm {
 
 impl GradNorm {
     /// No gradients yet.
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// assert_eq!(GradNorm::new().norm(), 0.0);
+    /// ```
     #[must_use]
     pub const fn new() -> Self {
         Self {
@@ -45,9 +53,15 @@ impl GradNorm {
         }
     }
 
-    /// The norm of these f32 tensors.
+    /// The norm of these tensors (f32, f16 or bf16).
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// assert_eq!(GradNorm::of([&[3.0f32][..], &[4.0f32][..]]).norm(), 5.0);
+    /// ```
     #[must_use]
-    pub fn of<'a>(tensors: impl IntoIterator<Item = &'a [f32]>) -> Self {
+    pub fn of<'a, E: Element>(tensors: impl IntoIterator<Item = &'a [E]>) -> Self {
         let mut norm = Self::new();
         for g in tensors {
             norm.add(g);
@@ -55,39 +69,79 @@ impl GradNorm {
         norm
     }
 
-    /// Adds f32 gradients.
-    pub fn add(&mut self, grads: &[f32]) {
-        self.sum.merge(&kernels::sum_of_squares_partial(grads));
-    }
-
-    /// Adds f16 gradients.
-    pub fn add_f16(&mut self, grads: &[f16]) {
-        self.sum.merge(&kernels::sum_of_squares_half_partial(grads));
-    }
-
-    /// Adds bf16 gradients.
-    pub fn add_bf16(&mut self, grads: &[bf16]) {
-        self.sum.merge(&kernels::sum_of_squares_half_partial(grads));
+    /// Adds gradients of any storage format (exactly).
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    /// use tessera_core::fp::{bf16, f16};
+    ///
+    /// let mut norm = GradNorm::new();
+    /// norm.add(&[2.0f32]);
+    /// norm.add(&[f16::from_f32(4.0)]);
+    /// norm.add(&[bf16::from_f32(4.0)]);
+    /// assert_eq!(norm.norm(), 6.0);
+    /// ```
+    pub fn add<E: Element>(&mut self, grads: &[E]) {
+        let partial = match E::FORMAT {
+            Format::F32 => kernels::sum_of_squares_partial(crate::arch::cast_slice(grads)),
+            Format::F16 => {
+                kernels::sum_of_squares_half_partial::<f16>(crate::arch::cast_slice(grads))
+            }
+            Format::Bf16 => {
+                kernels::sum_of_squares_half_partial::<bf16>(crate::arch::cast_slice(grads))
+            }
+        };
+        self.sum.merge(&partial);
     }
 
     /// Adds another piece's sum (exact, so order does not matter).
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// let mut a = GradNorm::of([&[3.0f32][..]]);
+    /// a.merge(&GradNorm::of([&[4.0f32][..]]));
+    /// assert_eq!(a.norm(), 5.0);
+    /// ```
     pub fn merge(&mut self, other: &Self) {
         self.sum.merge(&other.sum);
     }
 
     /// The exact sum of squares.
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// assert_eq!(GradNorm::of([&[1.0f32, 2.0][..]]).sum_of_squares().to_f32(), 5.0);
+    /// ```
     #[must_use]
     pub const fn sum_of_squares(&self) -> &ExactSum {
         &self.sum
     }
 
     /// The limbs of the sum, for an integer all-reduce across replicas.
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// let norm = GradNorm::of([&[1.0f32, 2.0][..]]);
+    /// assert_eq!(GradNorm::from_limbs(norm.limbs()), norm);
+    /// ```
     #[must_use]
     pub fn limbs(&self) -> [i64; ExactSum::LIMBS] {
         self.sum.limbs()
     }
 
     /// Rebuilds a norm from (summed) [`GradNorm::limbs`].
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// // Two replicas' norms, all-reduced as integers.
+    /// let (la, lb) = (GradNorm::of([&[3.0f32][..]]).limbs(), GradNorm::of([&[4.0f32][..]]).limbs());
+    /// let summed = core::array::from_fn(|k| la[k] + lb[k]);
+    /// assert_eq!(GradNorm::from_limbs(summed).norm(), 5.0);
+    /// ```
     #[must_use]
     pub fn from_limbs(limbs: [i64; ExactSum::LIMBS]) -> Self {
         Self {
@@ -96,6 +150,12 @@ impl GradNorm {
     }
 
     /// `||g||`: the square root of the sum rounded to f32.
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// assert_eq!(GradNorm::of([&[6.0f32, 8.0][..]]).norm(), 10.0);
+    /// ```
     #[must_use]
     pub fn norm(&self) -> f32 {
         libm::sqrtf(self.sum.to_f32())
@@ -104,6 +164,13 @@ impl GradNorm {
     /// The gradient multiplier of a clip at `max_norm`:
     /// `1 / max(||g|| / max_norm, 1)`, as [`clip_scale`]. Pass it to
     /// [`Step::with_grad_scale`](super::Step::with_grad_scale).
+    ///
+    /// ```
+    /// use tessera_core::optim::GradNorm;
+    ///
+    /// let norm = GradNorm::of([&[6.0f32, 8.0][..]]); // ||g|| = 10
+    /// assert_eq!((norm.clip_scale(5.0), norm.clip_scale(20.0)), (0.5, 1.0));
+    /// ```
     #[must_use]
     pub fn clip_scale(&self, max_norm: f32) -> f32 {
         clip_scale(&self.sum, max_norm)

@@ -69,7 +69,7 @@ impl core::error::Error for ConfigError {}
 
 /// An optimizer that cannot be built or a step that cannot run, with the
 /// parameter it concerns.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum StepError {
     /// A setting that cannot be used.
     Config(ConfigError),
@@ -92,6 +92,17 @@ pub enum StepError {
         /// The id.
         id: u64,
     },
+    /// A step that leaves out registered parameters (it would clip over
+    /// a subset and advance the left-out tensors' step count).
+    #[cfg(feature = "alloc")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
+    Missing {
+        /// The ids left out, in group order.
+        ids: alloc::vec::Vec<u64>,
+    },
+    /// A saved state of other parameters (other ids, lengths or groups)
+    /// than the optimizer it is loaded into.
+    Layout,
     /// A parameter whose weights or gradients have the wrong length.
     Length {
         /// The parameter's id.
@@ -107,6 +118,11 @@ impl fmt::Display for StepError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::Config(e) => e.fmt(f),
+            #[cfg(feature = "alloc")]
+            Self::Missing { ref ids } => {
+                write!(f, "the step leaves out registered parameters {ids:?}")
+            }
+            Self::Layout => f.write_str("the saved state is of other parameters"),
             Self::StateTensors { id, expected, got } => write!(
                 f,
                 "parameter {id}: the optimizer keeps {expected} state tensors, got {got}"

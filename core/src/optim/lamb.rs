@@ -34,12 +34,16 @@ use super::{Norms, Param, Partials, Precision, Step, bias_correction};
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LambConfig {
     /// Learning rate (default 1e-3).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub lr: f32,
     /// `(b1, b2)`, each in `[0, 1)` (default (0.9, 0.999)).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub betas: (f32, f32),
     /// Added to the denominator (default 1e-6, timm; PopART uses 1e-6 too).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub eps: f32,
     /// Weight decay (default 0.01).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub weight_decay: f32,
     /// Divide the moments by `1 - b^t` (default on; off in torch-optimizer).
     pub bias_correction: bool,
@@ -54,9 +58,11 @@ pub struct LambConfig {
     /// Clip the trust ratio at 1 (default off).
     pub trust_clip: bool,
     /// Lower clamp of `||w||` in the ratio (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub min_weight_norm: f32,
     /// Upper clamp of `||w||` in the ratio; 0 disables the ratio (default
     /// infinity; PopART uses 65500, torch-optimizer 10).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub max_weight_norm: f32,
 }
 
@@ -82,6 +88,13 @@ impl LambConfig {
     /// The same settings for parameters excluded from weight decay and
     /// adaptation (biases, normalisation): `weight_decay` 0, `always_adapt`
     /// off, `max_weight_norm` 0, so the update is Adam's.
+    ///
+    /// ```
+    /// use tessera_core::optim::LambConfig;
+    ///
+    /// let bias = LambConfig::default().excluded();
+    /// assert_eq!(bias.weight_decay, 0.0);
+    /// ```
     #[must_use]
     pub const fn excluded(self) -> Self {
         Self {
@@ -101,6 +114,13 @@ pub struct Lamb {
 
 impl Lamb {
     /// Validates `config`.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lamb, LambConfig};
+    ///
+    /// assert!(Lamb::new(LambConfig::default()).is_ok());
+    /// assert!(Lamb::new(LambConfig { eps: f32::NAN, ..LambConfig::default() }).is_err());
+    /// ```
     ///
     /// # Errors
     /// A [`ConfigError`] naming the first field that is NaN, infinite where
@@ -130,6 +150,13 @@ impl Lamb {
     }
 
     /// The validated settings.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lamb, LambConfig};
+    ///
+    /// assert_eq!(Lamb::new(LambConfig::default())?.config().eps, 1e-6);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &LambConfig {
         &self.config
@@ -138,6 +165,31 @@ impl Lamb {
     /// Phase 1 over a piece starting at a multiple of
     /// [`BLOCK`](crate::kernels::BLOCK): the partial sums of `||w'||^2`,
     /// `||g||^2` and `||u||^2`.
+    ///
+    /// ```
+    /// use tessera_core::kernels::BLOCK;
+    /// use tessera_core::optim::{Lamb, LambConfig, Param, Partials, Precision, Step};
+    ///
+    /// // A tensor owned by two tiles: each runs phase 1 on its piece, the
+    /// // partials merge, and each applies phase 2 with the totals.
+    /// let lamb = Lamb::new(LambConfig::default())?;
+    /// let n = 2 * BLOCK;
+    /// let (mut w, g) = (vec![0.5f32; n], vec![0.1f32; n]);
+    /// let (mut m, mut v) = (vec![0.0f32; n], vec![0.0f32; n]);
+    /// let (step, precision) = (Step::first(), Precision::default());
+    /// let (mut w_whole, mut m_whole, mut v_whole) = (w.clone(), m.clone(), v.clone());
+    /// lamb.step(step, &precision, &mut Param::new(0, &mut w_whole, &g, [&mut m_whole, &mut v_whole]));
+    ///
+    /// let ((w0, w1), (m0, m1), (v0, v1)) = (w.split_at_mut(BLOCK), m.split_at_mut(BLOCK), v.split_at_mut(BLOCK));
+    /// let mut p0 = Param::new(0, w0, &g[..BLOCK], [m0, v0]);
+    /// let mut p1 = Param::new(0, w1, &g[BLOCK..], [m1, v1]).at_offset(BLOCK as u64);
+    /// let mut totals: Partials = lamb.partials(step, &p0);
+    /// totals.merge(&lamb.partials(step, &p1));
+    /// lamb.apply(step, &totals, &precision, &mut p0);
+    /// lamb.apply(step, &totals, &precision, &mut p1);
+    /// assert_eq!(w, w_whole);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     ///
     /// # Panics
     /// If the slices differ in length or the offset is not block-aligned.
@@ -152,6 +204,18 @@ impl Lamb {
 
     /// Phase 2: updates a piece given the whole tensor's merged partials.
     ///
+    /// ```
+    /// use tessera_core::optim::{Lamb, LambConfig, Param, Precision, Step};
+    ///
+    /// let lamb = Lamb::new(LambConfig::default())?;
+    /// let (mut w, g, mut m, mut v) = ([1.0f32; 8], [0.5f32; 8], [0.0f32; 8], [0.0f32; 8]);
+    /// let mut p = Param::new(0, &mut w, &g, [&mut m, &mut v]);
+    /// let totals = lamb.partials(Step::first(), &p);
+    /// lamb.apply(Step::first(), &totals, &Precision::default(), &mut p);
+    /// assert!(w[0] < 1.0);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
+    ///
     /// # Panics
     /// If the slices differ in length.
     pub fn apply<W: Element, G: Element, S: Element>(
@@ -165,6 +229,19 @@ impl Lamb {
     }
 
     /// Both phases over one whole tensor.
+    ///
+    /// ```
+    /// use tessera_core::fp::f16;
+    /// use tessera_core::optim::{Lamb, LambConfig, Param, Precision, Step};
+    ///
+    /// // f16 weights without a master copy, stochastically rounded.
+    /// let lamb = Lamb::new(LambConfig { lr: 0.01, ..LambConfig::default() })?;
+    /// let (mut w, g) = (vec![f16::ONE; 64], vec![0.5f32; 64]);
+    /// let (mut m, mut v) = (vec![0.0f32; 64], vec![0.0f32; 64]);
+    /// lamb.step(Step::first(), &Precision::default(), &mut Param::new(0, &mut w, &g, [&mut m, &mut v]));
+    /// assert!(w.iter().all(|x| *x < f16::ONE));
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     ///
     /// # Panics
     /// If the slices differ in length or `p.offset` is not block-aligned.
@@ -187,6 +264,22 @@ impl Lamb {
     /// element formula computed once instead of twice (it is bound by one
     /// division and one square root per element).
     ///
+    /// ```
+    /// use tessera_core::optim::{Lamb, LambConfig, Param, Precision, Step};
+    ///
+    /// let lamb = Lamb::new(LambConfig::default())?;
+    /// let (step, precision) = (Step::first(), Precision::default());
+    /// let (mut w, g, mut m, mut v) = ([1.0f32; 8], [0.5f32; 8], [0.0f32; 8], [0.0f32; 8]);
+    /// let (mut w2, mut m2, mut v2) = (w, m, v);
+    /// lamb.step(step, &precision, &mut Param::new(0, &mut w2, &g, [&mut m2, &mut v2]));
+    /// let mut update = [0.0f32; 8];
+    /// let mut p = Param::new(0, &mut w, &g, [&mut m, &mut v]);
+    /// let totals = lamb.partials_into(step, &precision, &mut p, &mut update);
+    /// lamb.apply_update(step, &totals, &precision, &mut p, &update);
+    /// assert_eq!(w, w2); // bitwise the two-phase step
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
+    ///
     /// # Panics
     /// If the slices or `update` differ in length, or the offset is not
     /// block-aligned.
@@ -202,6 +295,19 @@ impl Lamb {
 
     /// Phase 2 after [`Lamb::partials_into`]: `w = w' - lr (u ratio)` from
     /// the stored update; the state is not touched.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lamb, LambConfig, Param, Precision, Step};
+    ///
+    /// let lamb = Lamb::new(LambConfig::default())?;
+    /// let (mut w, g, mut m, mut v) = ([1.0f32; 4], [0.5f32; 4], [0.0f32; 4], [0.0f32; 4]);
+    /// let mut update = [0.0f32; 4];
+    /// let mut p = Param::new(0, &mut w, &g, [&mut m, &mut v]);
+    /// let totals = lamb.partials_into(Step::first(), &Precision::default(), &mut p, &mut update);
+    /// lamb.apply_update(Step::first(), &totals, &Precision::default(), &mut p, &update);
+    /// assert!(w[0] < 1.0);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     ///
     /// # Panics
     /// If `update` and the weights differ in length.
@@ -270,6 +376,14 @@ impl Lamb {
     }
 
     /// The trust ratio for a tensor with these norms.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lamb, LambConfig, Norms};
+    ///
+    /// let lamb = Lamb::new(LambConfig::default())?;
+    /// assert_eq!(lamb.trust_ratio(Norms { w: 3.0, g: 1.0, u: 6.0 }), 0.5);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn trust_ratio(&self, norms: Norms) -> f32 {
         let c = &self.config;

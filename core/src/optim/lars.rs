@@ -26,18 +26,24 @@ use super::{Norms, Param, Partials, Precision, Step};
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LarsConfig {
     /// Learning rate (default 1.0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub lr: f32,
     /// Momentum in `[0, 1)` (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub momentum: f32,
     /// Dampening in `[0, 1]` (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub dampening: f32,
     /// Weight decay (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub weight_decay: f32,
     /// Nesterov momentum (default off).
     pub nesterov: bool,
     /// The trust coefficient `eta` (default 0.001).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub trust_coeff: f32,
     /// Added to the ratio's denominator (default 1e-8).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub eps: f32,
     /// LARC: clip the ratio to `min(ratio / lr, 1)` (default off).
     pub trust_clip: bool,
@@ -64,6 +70,13 @@ impl Default for LarsConfig {
 impl LarsConfig {
     /// The same settings for parameters excluded from weight decay and
     /// adaptation (Graphcore's ResNet recipe excludes beta, gamma, bias).
+    ///
+    /// ```
+    /// use tessera_core::optim::LarsConfig;
+    ///
+    /// let c = LarsConfig { weight_decay: 1e-4, ..LarsConfig::default() };
+    /// assert_eq!(c.excluded().weight_decay, 0.0);
+    /// ```
     #[must_use]
     pub const fn excluded(self) -> Self {
         Self {
@@ -94,6 +107,12 @@ pub struct Lars {
 impl Lars {
     /// Validates `config`.
     ///
+    /// ```
+    /// use tessera_core::optim::{Lars, LarsConfig};
+    ///
+    /// assert!(Lars::new(LarsConfig { momentum: 1.0, ..LarsConfig::default() }).is_err());
+    /// ```
+    ///
     /// # Errors
     /// A [`ConfigError`] naming the first bad field (as [`super::Sgd::new`],
     /// plus `trust_coeff`, `eps` >= 0; LARC needs `lr > 0`).
@@ -109,6 +128,13 @@ impl Lars {
     }
 
     /// The validated settings.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lars, LarsConfig};
+    ///
+    /// assert_eq!(Lars::new(LarsConfig::default())?.config().trust_coeff, 0.001);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &LarsConfig {
         &self.config
@@ -116,6 +142,16 @@ impl Lars {
 
     /// Phase 1 over a block-aligned piece: partial sums of `||w||^2` and
     /// `||g||^2` (the update's sum is zero). State: `[momentum buffer]`.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lars, LarsConfig, Param, Step};
+    ///
+    /// let lars = Lars::new(LarsConfig { weight_decay: 1e-4, ..LarsConfig::default() })?;
+    /// let (mut w, g, mut buf) = ([3.0f32; 4], [4.0f32; 4], [0.0f32; 4]);
+    /// let partials = lars.partials(Step::first(), &Param::new(0, &mut w, &g, [&mut buf]));
+    /// assert_eq!(partials.norms().w, 6.0);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     ///
     /// # Panics
     /// If the slices differ in length or the offset is not block-aligned.
@@ -139,6 +175,18 @@ impl Lars {
 
     /// Phase 2: updates a piece given the whole tensor's merged partials.
     ///
+    /// ```
+    /// use tessera_core::optim::{Lars, LarsConfig, Param, Precision, Step};
+    ///
+    /// let lars = Lars::new(LarsConfig { weight_decay: 1e-4, ..LarsConfig::default() })?;
+    /// let (mut w, g, mut buf) = ([1.0f32; 4], [0.5f32; 4], [0.0f32; 4]);
+    /// let mut p = Param::new(0, &mut w, &g, [&mut buf]);
+    /// let totals = lars.partials(Step::first(), &p);
+    /// lars.apply(Step::first(), &totals, &Precision::default(), &mut p);
+    /// assert!(w[0] < 1.0);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
+    ///
     /// # Panics
     /// If the slices differ in length.
     pub fn apply<W: Element, G: Element, S: Element>(
@@ -152,6 +200,16 @@ impl Lars {
     }
 
     /// Both phases over one whole tensor.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lars, LarsConfig, Param, Precision, Step};
+    ///
+    /// let lars = Lars::new(LarsConfig { weight_decay: 1e-4, momentum: 0.9, ..LarsConfig::default() })?;
+    /// let (mut w, g, mut buf) = ([1.0f32; 4], [0.5f32; 4], [0.0f32; 4]);
+    /// lars.step(Step::first(), &Precision::default(), &mut Param::new(0, &mut w, &g, [&mut buf]));
+    /// assert!(w[0] < 1.0 && buf[0] > 0.0);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     ///
     /// # Panics
     /// If the slices differ in length or `p.offset` is not block-aligned.
@@ -168,6 +226,16 @@ impl Lars {
     /// The trust ratio for a tensor with these norms at the configured
     /// learning rate, or `None` when the tensor is not adapted (no decay
     /// term either, as timm).
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lars, LarsConfig, Norms};
+    ///
+    /// let norms = Norms { w: 2.0, g: 1.0, u: 0.0 };
+    /// assert_eq!(Lars::new(LarsConfig::default())?.trust_ratio(norms), None); // no decay: not adapted
+    /// let decayed = Lars::new(LarsConfig { weight_decay: 0.5, eps: 0.0, ..LarsConfig::default() })?;
+    /// assert_eq!(decayed.trust_ratio(norms), Some(0.001 * 2.0 / 2.0));
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn trust_ratio(&self, norms: Norms) -> Option<f32> {
         self.ratio_at(norms, self.config.lr)

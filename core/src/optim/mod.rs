@@ -39,6 +39,21 @@
 //! assert!(w[0] < 0.5);
 //! ```
 //!
+//! # Which type do I want
+//!
+//! | to | use |
+//! |---|---|
+//! | train parameter groups, state and counter kept for you (`alloc`) | `OwnedOptimizer` with `Group`s, one `step` per step; save with `state_dict` |
+//! | pick the optimizer at run time over your own state slices | [`Optimizer`] from an [`OptimizerConfig`] |
+//! | one known optimizer over slices, fastest | [`Sgd`], [`AdamW`], [`Lamb`], [`Lars`] with a [`Param`] |
+//! | split a tensor over tiles or replicas | `partials` per piece, [`Partials::merge`], then `apply` |
+//! | warm-up and decay | [`LrSchedule`]'s `factor(step)` as [`Step::with_lr_scale`] |
+//! | clip by the global gradient norm | [`GradNorm`], then [`Step::with_grad_scale`] |
+//! | count steps, skip on overflow | [`StepCounter`], [`StepCounter::step_for`] |
+//! | store f16/bf16 weights and state | [`Precision`] ([`StoreRounding`]) |
+//! | accumulate micro-batch gradients | [`Accumulation`] |
+//! | adapt to a framework's optimizer trait (`alloc`) | the `Optimize` trait |
+//!
 //! # Precision modes
 //!
 //! - f32 weights: `Param<f32, G, S, N>`.
@@ -75,7 +90,7 @@
 //!   chosen at run time; the typed optimizers stay for callers that know
 //!   theirs.
 //! - [`Step`] carries the step number and the learning-rate factor of a
-//!   [`Schedule`]; [`GradNorm`] gives timm's `max_grad_norm` clip as its
+//!   [`LrSchedule`]; [`GradNorm`] gives timm's `max_grad_norm` clip as its
 //!   gradient multiplier.
 //! - `OwnedOptimizer` (feature `alloc`) keeps the state and the counter
 //!   for parameter groups (`Group`), checking the parameters' ids.
@@ -88,6 +103,8 @@ mod drive;
 mod error;
 mod lamb;
 mod lars;
+#[cfg(feature = "alloc")]
+mod optimize;
 mod optimizer;
 #[cfg(feature = "alloc")]
 mod owned;
@@ -102,10 +119,12 @@ pub use clip::{GradNorm, clip_scale};
 pub use error::{ConfigError, StepError};
 pub use lamb::{Lamb, LambConfig};
 pub use lars::{Lars, LarsConfig};
+#[cfg(feature = "alloc")]
+pub use optimize::Optimize;
 pub use optimizer::{Optimizer, OptimizerConfig};
 #[cfg(feature = "alloc")]
-pub use owned::{Grads, Group, OwnedOptimizer, Tensor, Weights};
-pub use schedule::{Decay, Schedule};
+pub use owned::{Grads, Group, OwnedOptimizer, ParamState, StateDict, Tensor, Weights};
+pub use schedule::{Decay, LrSchedule};
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::fp::{Element, Overflow, Rounding, Stochastic};
@@ -336,7 +355,7 @@ pub struct Norms {
 /// number is never 0 and no constructor can fail.
 ///
 /// The learning rate of a step is the group's configured `lr` times
-/// [`Step::lr_scale`]: a [`Schedule`] gives the factor (PyTorch's
+/// [`Step::lr_scale`]: a [`LrSchedule`] gives the factor (PyTorch's
 /// `LambdaLR` and PopTorch's schedulers scale each group's base rate the
 /// same way), so a schedule never rebuilds an optimizer, and groups with
 /// different base rates share one factor. For optax's absolute
@@ -419,9 +438,9 @@ impl Step {
     /// The learning-rate factor (1 unless set).
     ///
     /// ```
-    /// use tessera_core::optim::{Decay, Schedule, Step};
+    /// use tessera_core::optim::{Decay, LrSchedule, Step};
     ///
-    /// let schedule = Schedule { warmup: 4, decay: Decay::Constant, total: 100 };
+    /// let schedule = LrSchedule { warmup: 4, decay: Decay::Constant, total: 100 };
     /// assert_eq!(Step::first().with_lr_scale(schedule.factor(0)).lr_scale(), 0.25);
     /// ```
     #[must_use]
@@ -592,6 +611,7 @@ impl StepCounter {
 /// assert_ne!(nearest, Precision::default());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum StoreRounding {
     /// Round to nearest even: updates smaller than half an ulp are lost.
     Nearest,
@@ -615,6 +635,7 @@ pub enum StoreRounding {
 /// assert_eq!(p.seed, 1234);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Precision {
     /// Rounding of 16-bit weights (ignored for f32).
     pub weights: StoreRounding,
@@ -666,32 +687,6 @@ impl Precision {
             core::array::from_fn(|k| rounding(self.state, stream.substream(1 + k as u64))),
         )
     }
-}
-
-/// Whether Graphcore's and timm's recipes exclude a parameter from weight
-/// decay and trust-ratio adaptation, judged by name: biases and
-/// normalisation parameters (names ending in `bias`, `beta` or `gamma`, or
-/// containing `norm`, `bn` or `ln` as a path component). Give such
-/// parameters a config made with the optimizer's `excluded()`.
-///
-/// ```
-/// use tessera_core::optim::is_bias_or_norm;
-///
-/// assert!(is_bias_or_norm("blocks.0.norm1.weight"));
-/// assert!(is_bias_or_norm("fc1.bias") && is_bias_or_norm("bn1.gamma"));
-/// assert!(!is_bias_or_norm("fc1.weight"));
-/// ```
-#[must_use]
-pub fn is_bias_or_norm(name: &str) -> bool {
-    let last = name.rsplit(['.', '/']).next().unwrap_or(name);
-    let ends = ["bias", "beta", "gamma"].iter().any(|s| last.ends_with(s));
-    let component = name.split(['.', '/', '_']).any(|c| {
-        c.contains("norm")
-            || c == "bn"
-            || c == "ln"
-            || c.starts_with("bn") && c[2..].bytes().all(|b| b.is_ascii_digit())
-    });
-    ends || component
 }
 
 /// `1 - beta^t` in f64, rounded to f32 (the bias correction's divisor).

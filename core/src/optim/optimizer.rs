@@ -65,6 +65,12 @@ macro_rules! rebuild {
 
 impl OptimizerConfig {
     /// Its name: `sgd`, `adamw`, `lamb` or `lars`.
+    ///
+    /// ```
+    /// use tessera_core::optim::{AdamWConfig, OptimizerConfig};
+    ///
+    /// assert_eq!(OptimizerConfig::from(AdamWConfig::default()).name(), "adamw");
+    /// ```
     #[must_use]
     pub const fn name(&self) -> &'static str {
         match self {
@@ -76,32 +82,62 @@ impl OptimizerConfig {
     }
 
     /// The configured (base) learning rate.
+    ///
+    /// ```
+    /// use tessera_core::optim::{OptimizerConfig, SgdConfig};
+    ///
+    /// assert_eq!(OptimizerConfig::from(SgdConfig::default()).lr(), 1e-3);
+    /// ```
     #[must_use]
     pub const fn lr(&self) -> f32 {
         each!(self, c => c.lr)
     }
 
     /// The same settings with base learning rate `lr`.
+    ///
+    /// ```
+    /// use tessera_core::optim::{LambConfig, OptimizerConfig};
+    ///
+    /// assert_eq!(OptimizerConfig::from(LambConfig::default()).with_lr(0.5).lr(), 0.5);
+    /// ```
     #[must_use]
     pub const fn with_lr(self, lr: f32) -> Self {
         rebuild!(self, c => { let mut c = c; c.lr = lr; c })
     }
 
     /// The weight decay.
+    ///
+    /// ```
+    /// use tessera_core::optim::{AdamWConfig, OptimizerConfig};
+    ///
+    /// assert_eq!(OptimizerConfig::from(AdamWConfig::default()).weight_decay(), 0.01);
+    /// ```
     #[must_use]
     pub const fn weight_decay(&self) -> f32 {
         each!(self, c => c.weight_decay)
     }
 
     /// The same settings with weight decay `weight_decay`.
+    ///
+    /// ```
+    /// use tessera_core::optim::{LarsConfig, OptimizerConfig};
+    ///
+    /// let c = OptimizerConfig::from(LarsConfig::default()).with_weight_decay(1e-4);
+    /// assert_eq!(c.weight_decay(), 1e-4);
+    /// ```
     #[must_use]
     pub const fn with_weight_decay(self, weight_decay: f32) -> Self {
         rebuild!(self, c => { let mut c = c; c.weight_decay = weight_decay; c })
     }
 
     /// The settings for parameters excluded from weight decay and
-    /// adaptation (biases, normalisation: see
-    /// [`is_bias_or_norm`](super::is_bias_or_norm)).
+    /// adaptation (biases and normalisation parameters).
+    ///
+    /// ```
+    /// use tessera_core::optim::{LambConfig, OptimizerConfig};
+    ///
+    /// assert_eq!(OptimizerConfig::from(LambConfig::default()).excluded().weight_decay(), 0.0);
+    /// ```
     #[must_use]
     pub const fn excluded(self) -> Self {
         rebuild!(self, c => c.excluded())
@@ -110,6 +146,13 @@ impl OptimizerConfig {
     /// State tensors per parameter: 1 for SGD and LARS (the momentum
     /// buffer, untouched without momentum), 2 for AdamW (3 with
     /// `amsgrad`) and LAMB.
+    ///
+    /// ```
+    /// use tessera_core::optim::{AdamWConfig, OptimizerConfig, SgdConfig};
+    ///
+    /// assert_eq!(OptimizerConfig::from(SgdConfig::default()).state_tensors(), 1);
+    /// assert_eq!(OptimizerConfig::from(AdamWConfig { amsgrad: true, ..AdamWConfig::default() }).state_tensors(), 3);
+    /// ```
     #[must_use]
     pub const fn state_tensors(&self) -> usize {
         match self {
@@ -121,6 +164,13 @@ impl OptimizerConfig {
 
     /// Whether a step needs per-tensor statistics (the two phases of LAMB
     /// and LARS).
+    ///
+    /// ```
+    /// use tessera_core::optim::{LambConfig, OptimizerConfig, SgdConfig};
+    ///
+    /// assert!(OptimizerConfig::from(LambConfig::default()).needs_statistics());
+    /// assert!(!OptimizerConfig::from(SgdConfig::default()).needs_statistics());
+    /// ```
     #[must_use]
     pub const fn needs_statistics(&self) -> bool {
         matches!(self, Self::Lamb(_) | Self::Lars(_))
@@ -187,6 +237,12 @@ pub enum Optimizer {
 impl Optimizer {
     /// Validates `config`.
     ///
+    /// ```
+    /// use tessera_core::optim::{Optimizer, SgdConfig};
+    ///
+    /// assert!(Optimizer::new(SgdConfig { lr: -1.0, ..SgdConfig::default() }.into()).is_err());
+    /// ```
+    ///
     /// # Errors
     /// The optimizer's [`ConfigError`].
     pub fn new(config: OptimizerConfig) -> Result<Self, ConfigError> {
@@ -199,6 +255,14 @@ impl Optimizer {
     }
 
     /// The validated settings.
+    ///
+    /// ```
+    /// use tessera_core::optim::{LambConfig, Optimizer, OptimizerConfig};
+    ///
+    /// let config = OptimizerConfig::from(LambConfig::default());
+    /// assert_eq!(Optimizer::new(config)?.config(), config);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn config(&self) -> OptimizerConfig {
         match self {
@@ -210,12 +274,26 @@ impl Optimizer {
     }
 
     /// See [`OptimizerConfig::state_tensors`].
+    ///
+    /// ```
+    /// use tessera_core::optim::{LambConfig, Optimizer};
+    ///
+    /// assert_eq!(Optimizer::new(LambConfig::default().into())?.state_tensors(), 2);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn state_tensors(&self) -> usize {
         self.config().state_tensors()
     }
 
     /// See [`OptimizerConfig::needs_statistics`].
+    ///
+    /// ```
+    /// use tessera_core::optim::{AdamWConfig, Optimizer};
+    ///
+    /// assert!(!Optimizer::new(AdamWConfig::default().into())?.needs_statistics());
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn needs_statistics(&self) -> bool {
         self.config().needs_statistics()
@@ -223,6 +301,16 @@ impl Optimizer {
 
     /// Phase 1 over a block-aligned piece: its partial sums (zero for SGD
     /// and AdamW, which need none).
+    ///
+    /// ```
+    /// use tessera_core::optim::{LarsConfig, Optimizer, Param, Step};
+    ///
+    /// let lars = Optimizer::new(LarsConfig { weight_decay: 1e-4, ..LarsConfig::default() }.into())?;
+    /// let (mut w, g, mut buf) = ([3.0f32; 4], [4.0f32; 4], [0.0f32; 4]);
+    /// let partials = lars.partials(Step::first(), &mut Param::new(0, &mut w, &g, [&mut buf]))?;
+    /// assert_eq!(partials.norms().g, 8.0);
+    /// # Ok::<(), tessera_core::optim::StepError>(())
+    /// ```
     ///
     /// # Errors
     /// [`StepError::StateTensors`] if `N` is not
@@ -246,6 +334,18 @@ impl Optimizer {
     /// Phase 2 (the whole step for SGD and AdamW): updates a piece given
     /// the whole tensor's merged partials.
     ///
+    /// ```
+    /// use tessera_core::optim::{LambConfig, Optimizer, Param, Precision, Step};
+    ///
+    /// let lamb = Optimizer::new(LambConfig::default().into())?;
+    /// let (mut w, g, mut m, mut v) = ([1.0f32; 4], [0.5f32; 4], [0.0f32; 4], [0.0f32; 4]);
+    /// let mut p = Param::new(0, &mut w, &g, [&mut m, &mut v]);
+    /// let totals = lamb.partials(Step::first(), &mut p)?;
+    /// lamb.apply(Step::first(), &totals, &Precision::default(), &mut p)?;
+    /// assert!(w[0] < 1.0);
+    /// # Ok::<(), tessera_core::optim::StepError>(())
+    /// ```
+    ///
     /// # Errors
     /// As [`Optimizer::partials`].
     ///
@@ -261,7 +361,7 @@ impl Optimizer {
         self.check::<N>(p.id)?;
         match self {
             Self::Sgd(o) => o.step(step, precision, &mut p.pick([0])),
-            Self::AdamW(o) => o.step(step, precision, p),
+            Self::AdamW(o) => o.step(step, precision, p)?,
             Self::Lamb(o) => o.apply(step, totals, precision, &mut p.pick([0, 1])),
             Self::Lars(o) => o.apply(step, totals, precision, &mut p.pick([0])),
         }
@@ -269,6 +369,20 @@ impl Optimizer {
     }
 
     /// Both phases over one whole tensor.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Optimizer, OptimizerConfig, Param, Precision, SgdConfig, Step, StepError};
+    ///
+    /// // Chosen at run time, e.g. from a config file.
+    /// let sgd = Optimizer::new(OptimizerConfig::from(SgdConfig { lr: 0.5, ..SgdConfig::default() }))?;
+    /// let (mut w, g, mut buf) = ([1.0f32; 2], [0.5f32; 2], [0.0f32; 2]);
+    /// sgd.step(Step::first(), &Precision::default(), &mut Param::new(0, &mut w, &g, [&mut buf]))?;
+    /// assert_eq!(w, [0.75; 2]);
+    /// // The wrong number of state tensors is an error, not a panic.
+    /// let e = sgd.step(Step::first(), &Precision::default(), &mut Param::<_, _, f32, 0>::new(0, &mut w, &g, []));
+    /// assert_eq!(e, Err(StepError::StateTensors { id: 0, expected: 1, got: 0 }));
+    /// # Ok::<(), StepError>(())
+    /// ```
     ///
     /// # Errors
     /// As [`Optimizer::partials`].

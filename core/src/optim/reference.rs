@@ -19,7 +19,7 @@
 
 use crate::fp::Element;
 
-use super::{AdamW, Lamb, Lars, Param, Partials, Precision, Sgd, Step};
+use super::{AdamW, Lamb, Lars, Param, Partials, Precision, Sgd, Step, StepError};
 
 /// The twin of [`Sgd::step`].
 ///
@@ -49,7 +49,7 @@ pub fn sgd_step<W: Element, G: Element, S: Element>(
 
 /// The twin of [`AdamW::step`].
 ///
-/// # Panics
+/// # Errors
 /// As [`AdamW::step`].
 ///
 /// ```
@@ -62,18 +62,18 @@ pub fn sgd_step<W: Element, G: Element, S: Element>(
 /// let mut s2 = s1.clone();
 /// let ([a1, b1], [a2, b2]) = (&mut s1, &mut s2);
 /// let (step, precision) = (Step::first(), Precision::default());
-/// o.step(step, &precision, &mut Param::new(0, &mut w1, &g, [a1, b1]));
-/// reference::adamw_step(&o, step, &precision, &mut Param::new(0, &mut w2, &g, [a2, b2]));
+/// o.step(step, &precision, &mut Param::new(0, &mut w1, &g, [a1, b1]))?;
+/// reference::adamw_step(&o, step, &precision, &mut Param::new(0, &mut w2, &g, [a2, b2]))?;
 /// assert_eq!((w1, s1), (w2, s2));
-/// # Ok::<(), tessera_core::optim::ConfigError>(())
+/// # Ok::<(), tessera_core::optim::StepError>(())
 /// ```
 pub fn adamw_step<W: Element, G: Element, S: Element, const N: usize>(
     adamw: &AdamW,
     step: Step,
     precision: &Precision,
     p: &mut Param<'_, W, G, S, N>,
-) {
-    adamw.run(step, precision, p, true);
+) -> Result<(), StepError> {
+    adamw.run(step, precision, p, true)
 }
 
 /// The twin of [`Lamb::partials`].

@@ -4,7 +4,7 @@
 use super::error::{ConfigError, check};
 
 /// A learning-rate schedule over `total` steps: linear warm-up, then
-/// constant, cosine or polynomial decay. [`Schedule::factor`] gives the
+/// constant, cosine or polynomial decay. [`LrSchedule::factor`] gives the
 /// factor of a step; each group's rate is its configured `lr` times it.
 ///
 /// | here | PopTorch / PyTorch | timm | optax |
@@ -21,9 +21,9 @@ use super::error::{ConfigError, check};
 /// (optax's; timm's cosine would restart).
 ///
 /// ```
-/// use tessera_core::optim::{Decay, Schedule};
+/// use tessera_core::optim::{Decay, LrSchedule};
 ///
-/// let schedule = Schedule { warmup: 10, decay: Decay::Cosine { final_factor: 0.0 }, total: 110 };
+/// let schedule = LrSchedule { warmup: 10, decay: Decay::Cosine { final_factor: 0.0 }, total: 110 };
 /// assert_eq!(schedule.factor(0), 0.1);
 /// assert_eq!(schedule.factor(9), 1.0);
 /// assert_eq!(schedule.factor(10), 1.0);
@@ -32,7 +32,7 @@ use super::error::{ConfigError, check};
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct Schedule {
+pub struct LrSchedule {
     /// Steps of linear warm-up (0: none).
     pub warmup: u64,
     /// What follows the warm-up.
@@ -50,18 +50,21 @@ pub enum Decay {
     /// `f + (1 - f) (1 + cos(pi x)) / 2`.
     Cosine {
         /// `f`: the factor at the end.
+        #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
         final_factor: f32,
     },
     /// `f + (1 - f) (1 - x)^power`; power 1 is linear decay.
     Polynomial {
         /// The exponent (> 0).
+        #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
         power: f32,
         /// `f`: the factor at the end.
+        #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
         final_factor: f32,
     },
 }
 
-impl Schedule {
+impl LrSchedule {
     /// A constant factor 1.
     pub const CONSTANT: Self = Self {
         warmup: 0,
@@ -71,6 +74,15 @@ impl Schedule {
 
     /// Checks the factors: `final_factor` in `[0, 1]`, `power` finite and
     /// > 0.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Decay, LrSchedule};
+    ///
+    /// let cosine = LrSchedule { warmup: 10, decay: Decay::Cosine { final_factor: 0.1 }, total: 100 };
+    /// assert!(cosine.validate().is_ok());
+    /// let bad = LrSchedule { decay: Decay::Cosine { final_factor: 2.0 }, ..cosine };
+    /// assert!(bad.validate().is_err());
+    /// ```
     ///
     /// # Errors
     /// A [`ConfigError`] naming the field.
@@ -91,6 +103,14 @@ impl Schedule {
     /// The factor of step `step` (0-based, counting every step taken,
     /// skipped or not, as PyTorch's schedulers do), computed in f64 with
     /// `libm` and rounded once, so it is the same on every platform.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Decay, LrSchedule};
+    ///
+    /// let s = LrSchedule { warmup: 2, decay: Decay::Cosine { final_factor: 0.0 }, total: 12 };
+    /// assert_eq!((s.factor(0), s.factor(1), s.factor(2)), (0.5, 1.0, 1.0));
+    /// assert_eq!((s.factor(7), s.factor(12)), (0.5, 0.0)); // half-way, then the end
+    /// ```
     #[must_use]
     pub fn factor(&self, step: u64) -> f32 {
         if step < self.warmup {
@@ -127,7 +147,7 @@ mod tests {
             amsgrad: true,
             ..AdamWConfig::default()
         });
-        let schedule = Schedule {
+        let schedule = LrSchedule {
             warmup: 3,
             decay: Decay::Polynomial {
                 power: 2.0,
@@ -137,13 +157,13 @@ mod tests {
         };
         let saved = (config, schedule, StepCounter::resumed(12));
         let text = serde_json::to_string(&saved).unwrap();
-        let back: (OptimizerConfig, Schedule, StepCounter) = serde_json::from_str(&text).unwrap();
+        let back: (OptimizerConfig, LrSchedule, StepCounter) = serde_json::from_str(&text).unwrap();
         assert_eq!(back, saved);
     }
 
     #[test]
     fn polynomial_decay_is_linear_at_power_one_and_holds_its_end() {
-        let s = Schedule {
+        let s = LrSchedule {
             warmup: 0,
             decay: Decay::Polynomial {
                 power: 1.0,
@@ -156,7 +176,7 @@ mod tests {
         assert_eq!(s.factor(10), 0.1);
         assert_eq!(s.factor(1000), 0.1);
         assert!(s.validate().is_ok());
-        let bad = Schedule {
+        let bad = LrSchedule {
             decay: Decay::Polynomial {
                 power: 0.0,
                 final_factor: 0.1,

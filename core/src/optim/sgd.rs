@@ -36,12 +36,16 @@ use super::{Param, Precision, Step};
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SgdConfig {
     /// Learning rate (default 1e-3).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub lr: f32,
     /// Momentum in `[0, 1)` (default 0: no buffer is read or written).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub momentum: f32,
     /// Dampening in `[0, 1]` (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub dampening: f32,
     /// L2 weight decay added to the gradient (default 0).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub weight_decay: f32,
     /// Nesterov momentum (default off; needs momentum > 0 and dampening 0).
     pub nesterov: bool,
@@ -64,6 +68,13 @@ impl Default for SgdConfig {
 
 impl SgdConfig {
     /// The same settings without weight decay.
+    ///
+    /// ```
+    /// use tessera_core::optim::SgdConfig;
+    ///
+    /// let c = SgdConfig { weight_decay: 1e-4, ..SgdConfig::default() };
+    /// assert_eq!(c.excluded().weight_decay, 0.0);
+    /// ```
     #[must_use]
     pub const fn excluded(self) -> Self {
         Self {
@@ -82,6 +93,12 @@ pub struct Sgd {
 impl Sgd {
     /// Validates `config`.
     ///
+    /// ```
+    /// use tessera_core::optim::{Sgd, SgdConfig};
+    ///
+    /// assert!(Sgd::new(SgdConfig { nesterov: true, ..SgdConfig::default() }).is_err()); // needs momentum
+    /// ```
+    ///
     /// # Errors
     /// A [`ConfigError`] naming the first bad field, or a conflict for
     /// Nesterov momentum without momentum or with dampening (as PyTorch).
@@ -99,6 +116,13 @@ impl Sgd {
     }
 
     /// The validated settings.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Sgd, SgdConfig};
+    ///
+    /// assert_eq!(Sgd::new(SgdConfig::default())?.config().lr, 1e-3);
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &SgdConfig {
         &self.config
@@ -106,6 +130,16 @@ impl Sgd {
 
     /// Updates a parameter (or any piece of one). State: `[momentum
     /// buffer]`, untouched when momentum is 0.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Param, Precision, Sgd, SgdConfig, Step};
+    ///
+    /// let sgd = Sgd::new(SgdConfig { lr: 0.1, momentum: 0.9, ..SgdConfig::default() })?;
+    /// let (mut w, g, mut buf) = ([1.0f32; 2], [0.5f32; 2], [0.0f32; 2]);
+    /// sgd.step(Step::first(), &Precision::default(), &mut Param::new(0, &mut w, &g, [&mut buf]));
+    /// assert_eq!((w, buf), ([0.95; 2], [0.5; 2]));
+    /// # Ok::<(), tessera_core::optim::ConfigError>(())
+    /// ```
     ///
     /// # Panics
     /// If the slices differ in length.

@@ -4,7 +4,7 @@
 use core::num::NonZeroU32;
 
 use super::{
-    ConfigError, GradSlice, GradStats, LossScaler, StepDecision, reciprocal, unscale_grads,
+    GradSlice, GradStats, LossScaler, ScalerConfigError, StepDecision, reciprocal, unscale_grads,
     usable_scale,
 };
 
@@ -13,6 +13,7 @@ use super::{
 /// Both agree when `hysteresis` is 1 (the default, which is plain
 /// GradScaler).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum HysteresisReset {
     /// Refill on every step without an overflow, so the scale backs off
     /// only after `hysteresis` *consecutive* overflowing steps (and on every
@@ -45,25 +46,31 @@ pub enum HysteresisReset {
 ///     ..DynamicConfig::default()
 /// })?;
 /// assert_eq!(scaler.scale(), 65536.0);
-/// # Ok::<(), tessera_core::scale::ConfigError>(())
+/// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DynamicConfig {
     /// The first scale (GradScaler: `init_scale`, 2^16).
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub init_scale: f32,
     /// Multiplier after `growth_interval` good steps in a row (2.0); must be
     /// finite and above 1.
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub growth_factor: f64,
     /// Multiplier on an overflow (0.5); must be in `(0, 1)`.
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
     pub backoff_factor: f64,
     /// Good steps in a row before the scale grows (2000); at most
     /// `i32::MAX`.
     pub growth_interval: NonZeroU32,
     /// apex `min_loss_scale` / Megatron `min_scale`: a backoff never goes
     /// below it (`None`, the default: no bound).
+    #[cfg_attr(feature = "serde", serde(default, with = "crate::exact"))]
     pub min_scale: Option<f32>,
     /// apex `max_loss_scale` (2^24 in apex; `None`, the default, as
     /// GradScaler): growth never goes above it.
+    #[cfg_attr(feature = "serde", serde(default, with = "crate::exact"))]
     pub max_scale: Option<f32>,
     /// Overflowing steps it takes to back off (1, the default, backs off on
     /// every overflow as GradScaler does); see [`HysteresisReset`].
@@ -95,25 +102,34 @@ impl DynamicConfig {
 
     /// Checks every field (see [`DynamicLossScaler::new`]).
     ///
+    /// ```
+    /// use tessera_core::scale::DynamicConfig;
+    ///
+    /// assert!(DynamicConfig::APEX.validate().is_ok());
+    /// assert!(DynamicConfig { backoff_factor: 1.5, ..DynamicConfig::default() }.validate().is_err());
+    /// ```
+    ///
     /// # Errors
-    /// The first invalid field, in the order: [`ConfigError::Scale`],
-    /// [`ConfigError::GrowthFactor`], [`ConfigError::BackoffFactor`],
-    /// [`ConfigError::GrowthInterval`], then the bounds:
-    /// [`ConfigError::MinScale`],
-    /// [`ConfigError::MaxScale`], [`ConfigError::BoundsOrder`],
-    /// [`ConfigError::ScaleOutsideBounds`].
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// The first invalid field, in the order: [`ScalerConfigError::Scale`],
+    /// [`ScalerConfigError::GrowthFactor`], [`ScalerConfigError::BackoffFactor`],
+    /// [`ScalerConfigError::GrowthInterval`], then the bounds:
+    /// [`ScalerConfigError::MinScale`],
+    /// [`ScalerConfigError::MaxScale`], [`ScalerConfigError::BoundsOrder`],
+    /// [`ScalerConfigError::ScaleOutsideBounds`].
+    pub fn validate(&self) -> Result<(), ScalerConfigError> {
         if !usable_scale(self.init_scale) {
-            return Err(ConfigError::Scale(self.init_scale));
+            return Err(ScalerConfigError::Scale(self.init_scale));
         }
         if !(self.growth_factor > 1.0 && self.growth_factor.is_finite()) {
-            return Err(ConfigError::GrowthFactor(self.growth_factor));
+            return Err(ScalerConfigError::GrowthFactor(self.growth_factor));
         }
         if !(self.backoff_factor > 0.0 && self.backoff_factor < 1.0) {
-            return Err(ConfigError::BackoffFactor(self.backoff_factor));
+            return Err(ScalerConfigError::BackoffFactor(self.backoff_factor));
         }
         if i32::try_from(self.growth_interval.get()).is_err() {
-            return Err(ConfigError::GrowthInterval(self.growth_interval.get()));
+            return Err(ScalerConfigError::GrowthInterval(
+                self.growth_interval.get(),
+            ));
         }
         super::check_bounds(self.init_scale, self.min_scale, self.max_scale)
     }
@@ -167,6 +183,11 @@ impl Default for DynamicConfig {
 /// reciprocal would not be finite, just as GradScaler itself refuses growth
 /// to infinity, so the scale and `inv_scale` are always finite and positive.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(try_from = "DynamicState", into = "DynamicState")
+)]
 pub struct DynamicLossScaler {
     config: DynamicConfig,
     scale: f32,
@@ -174,9 +195,50 @@ pub struct DynamicLossScaler {
     hysteresis_tracker: u32,
 }
 
+/// A [`DynamicLossScaler`]'s saved state: its settings, its scale and
+/// both trackers ([`DynamicLossScaler::state`],
+/// [`DynamicLossScaler::from_state`]).
+///
+/// ```
+/// use tessera_core::scale::{DynamicConfig, DynamicLossScaler, DynamicState};
+///
+/// let state = DynamicState { config: DynamicConfig::default(), scale: 1024.0, growth_tracker: 5, hysteresis_tracker: 1 };
+/// assert_eq!(DynamicLossScaler::from_state(state)?.growth_tracker(), 5);
+/// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct DynamicState {
+    /// The hyperparameters.
+    pub config: DynamicConfig,
+    /// The current scale.
+    #[cfg_attr(feature = "serde", serde(with = "crate::exact"))]
+    pub scale: f32,
+    /// Good steps in a row since the last growth or overflow.
+    pub growth_tracker: i32,
+    /// Overflows still allowed before a backoff.
+    pub hysteresis_tracker: u32,
+}
+
+crate::via_state!(
+    DynamicLossScaler,
+    DynamicState,
+    ScalerConfigError,
+    from_state,
+    state
+);
+
 impl DynamicLossScaler {
     /// A scaler at `config.init_scale` with both trackers fresh (growth 0,
     /// hysteresis full).
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicConfig, DynamicLossScaler};
+    ///
+    /// let scaler = DynamicLossScaler::new(DynamicConfig { init_scale: 1024.0, ..DynamicConfig::default() })?;
+    /// assert_eq!(scaler.scale(), 1024.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     ///
     /// # Errors
     /// The first invalid field (see [`DynamicConfig::validate`]): an initial
@@ -184,7 +246,7 @@ impl DynamicLossScaler {
     /// finite reciprocal), a growth factor not above 1, a backoff factor
     /// outside `(0, 1)`, a growth interval above `i32::MAX`, `min_scale >
     /// max_scale`, or an initial scale outside the bounds.
-    pub fn new(config: DynamicConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: DynamicConfig) -> Result<Self, ScalerConfigError> {
         config.validate()?;
         Ok(Self {
             config,
@@ -194,35 +256,46 @@ impl DynamicLossScaler {
         })
     }
 
-    /// A scaler in a saved state (from [`scale`](Self::scale),
-    /// [`growth_tracker`](Self::growth_tracker) and
-    /// [`hysteresis_tracker`](Self::hysteresis_tracker)), to resume a run
-    /// bitwise where it stopped.
+    /// A scaler in a saved state (from [`state`](Self::state)), to resume a
+    /// run bitwise where it stopped. With the `serde` feature the scaler
+    /// itself serializes as its [`DynamicState`] and is checked here when
+    /// read back.
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicLossScaler, StepDecision};
+    ///
+    /// let mut scaler = DynamicLossScaler::default();
+    /// scaler.update(true); // an overflow: back off
+    /// let resumed = DynamicLossScaler::from_state(scaler.state())?;
+    /// assert_eq!((resumed, resumed.scale()), (scaler, 32768.0));
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     ///
     /// # Errors
-    /// As [`new`](Self::new) with `scale` as the initial scale, and
-    /// [`ConfigError::Counter`] for a tracker outside
+    /// As [`new`](Self::new) with `state.scale` as the initial scale, and
+    /// [`ScalerConfigError::Counter`] for a tracker outside
     /// `0..growth_interval` or `0..=hysteresis`.
-    pub fn resume(
-        config: DynamicConfig,
-        scale: f32,
-        growth_tracker: i32,
-        hysteresis_tracker: u32,
-    ) -> Result<Self, ConfigError> {
+    pub fn from_state(state: DynamicState) -> Result<Self, ScalerConfigError> {
+        let DynamicState {
+            config,
+            scale,
+            growth_tracker,
+            hysteresis_tracker,
+        } = state;
         let mut scaler = Self::new(DynamicConfig {
             init_scale: scale,
             ..config
         })?;
         let growth_max = i64::from(config.growth_interval.get()) - 1;
         if !(0..=growth_max).contains(&i64::from(growth_tracker)) {
-            return Err(ConfigError::Counter {
+            return Err(ScalerConfigError::Counter {
                 name: "growth_tracker",
                 value: i64::from(growth_tracker),
                 max: growth_max,
             });
         }
         if hysteresis_tracker > config.hysteresis.get() {
-            return Err(ConfigError::Counter {
+            return Err(ScalerConfigError::Counter {
                 name: "hysteresis_tracker",
                 value: i64::from(hysteresis_tracker),
                 max: i64::from(config.hysteresis.get()),
@@ -234,19 +307,55 @@ impl DynamicLossScaler {
         Ok(scaler)
     }
 
+    /// Everything that [`from_state`](Self::from_state) needs to resume.
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// let state = DynamicLossScaler::default().state();
+    /// assert_eq!((state.scale, state.growth_tracker, state.hysteresis_tracker), (65536.0, 0, 1));
+    /// ```
+    #[must_use]
+    pub const fn state(&self) -> DynamicState {
+        DynamicState {
+            config: self.config,
+            scale: self.scale,
+            growth_tracker: self.growth_tracker,
+            hysteresis_tracker: self.hysteresis_tracker,
+        }
+    }
+
     /// The hyperparameters.
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicConfig, DynamicLossScaler};
+    ///
+    /// assert_eq!(*DynamicLossScaler::default().config(), DynamicConfig::GRAD_SCALER);
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &DynamicConfig {
         &self.config
     }
 
     /// The current loss scale (multiply the loss by it).
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// assert_eq!(DynamicLossScaler::default().scale(), 65536.0);
+    /// ```
     #[must_use]
     pub const fn scale(&self) -> f32 {
         self.scale
     }
 
     /// `f32(1 / f64(scale))`, GradScaler's `inv_scale`.
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// assert_eq!(DynamicLossScaler::default().inv_scale(), 1.0 / 65536.0);
+    /// ```
     #[must_use]
     pub fn inv_scale(&self) -> f32 {
         reciprocal(self.scale)
@@ -254,6 +363,14 @@ impl DynamicLossScaler {
 
     /// Good steps since the last overflow or growth (GradScaler's
     /// `_growth_tracker`), in `0..growth_interval`.
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// let mut scaler = DynamicLossScaler::default();
+    /// let _ = scaler.update(false);
+    /// assert_eq!(scaler.growth_tracker(), 1);
+    /// ```
     #[must_use]
     pub const fn growth_tracker(&self) -> i32 {
         self.growth_tracker
@@ -262,6 +379,12 @@ impl DynamicLossScaler {
     /// Overflows still absorbed before a backoff, in `0..=hysteresis`
     /// (Megatron's `_hysteresis_tracker`, held at 0 where Megatron's goes
     /// negative; both back off when it is at most 0).
+    ///
+    /// ```
+    /// use tessera_core::scale::DynamicLossScaler;
+    ///
+    /// assert_eq!(DynamicLossScaler::default().hysteresis_tracker(), 1);
+    /// ```
     #[must_use]
     pub const fn hysteresis_tracker(&self) -> u32 {
         self.hysteresis_tracker
@@ -270,6 +393,15 @@ impl DynamicLossScaler {
     /// Unscales `grads` by [`inv_scale`](Self::inv_scale): the
     /// statistics to combine across replicas before
     /// [`update`](Self::update).
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicLossScaler, GradSlice};
+    ///
+    /// let scaler = DynamicLossScaler::default();
+    /// let mut g = [65536.0f32, f32::INFINITY];
+    /// assert!(scaler.unscale([GradSlice::from(&mut g)]).found_inf);
+    /// assert_eq!(g[0], 1.0);
+    /// ```
     #[must_use]
     pub fn unscale<'a>(&self, grads: impl IntoIterator<Item = GradSlice<'a>>) -> GradStats {
         unscale_grads(grads, self.inv_scale(), None)
@@ -282,6 +414,15 @@ impl DynamicLossScaler {
     /// [`StepDecision::Apply`] carries `inv_scale` of the scale *this* step
     /// was computed with (the one its gradients were unscaled by). `stats`
     /// is the combined [`GradStats`] or just `found_inf`.
+    ///
+    /// ```
+    /// use tessera_core::scale::{DynamicLossScaler, StepDecision};
+    ///
+    /// let mut scaler = DynamicLossScaler::default();
+    /// assert_eq!(scaler.update(true), StepDecision::Skip);
+    /// assert_eq!(scaler.scale(), 32768.0); // backed off
+    /// assert_eq!(scaler.update(false), StepDecision::Apply { inv_scale: 1.0 / 32768.0 });
+    /// ```
     pub fn update(&mut self, stats: impl Into<GradStats>) -> StepDecision {
         let found_inf = stats.into().found_inf;
         let inv_scale = self.inv_scale();

@@ -1,10 +1,10 @@
-//! [`ConfigError`]: why a loss-scaling configuration was refused.
+//! [`ScalerConfigError`]: why a loss-scaling configuration was refused.
 
 use core::fmt;
 
 /// A loss-scaling hyperparameter that was refused, with the offending value.
 ///
-/// Returned by the constructors ([`StaticLossScale::new`],
+/// Returned by the constructors ([`StaticLossScaler::new`],
 /// [`DynamicLossScaler::new`], [`AutomaticLossScaler::new`],
 /// [`BinEdge::new`]); a scaler that exists is always valid, and its
 /// `update` never fails.
@@ -14,12 +14,12 @@ use core::fmt;
 /// `2^-128` up): a scale whose reciprocal overflows would unscale every
 /// gradient to infinity or NaN.
 ///
-/// [`StaticLossScale::new`]: super::StaticLossScale::new
+/// [`StaticLossScaler::new`]: super::StaticLossScaler::new
 /// [`DynamicLossScaler::new`]: super::DynamicLossScaler::new
 /// [`AutomaticLossScaler::new`]: super::AutomaticLossScaler::new
 /// [`BinEdge::new`]: super::BinEdge::new
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ConfigError {
+pub enum ScalerConfigError {
     /// A static or initial loss scale that is not a usable scale (NaN,
     /// infinite, zero, negative, or so small its reciprocal overflows).
     Scale(f32),
@@ -67,7 +67,7 @@ pub enum ConfigError {
     },
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for ScalerConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const USABLE: &str = "not a finite positive f32 whose reciprocal f32(1 / f64(s)) is finite";
         match *self {
@@ -112,4 +112,4 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl core::error::Error for ConfigError {}
+impl core::error::Error for ScalerConfigError {}

@@ -41,7 +41,7 @@
 //!
 //! | type | scale moves | source |
 //! |---|---|---|
-//! | [`StaticLossScale`] | never | Graphcore recipes (ResNet-50: 128, BERT: 4096) |
+//! | [`StaticLossScaler`] | never | Graphcore recipes (ResNet-50: 128, BERT: 4096) |
 //! | [`DynamicLossScaler`] | x`growth_factor` after `growth_interval` good steps in a row, x`backoff_factor` on an overflow | `torch.amp.GradScaler`, its CPU kernel `_amp_update_scale_cpu_`; apex `LossScaler` bounds; Megatron/NeMo hysteresis |
 //! | [`AutomaticLossScaler`] | x0.5 or x2 every `update_period` steps, from the fraction of gradient elements above a bin edge | PopART `AutomaticLossScale`, `LossScaleUpdateOpx` |
 //!
@@ -60,7 +60,7 @@
 //! rule), and so is a backoff to a scale whose reciprocal overflows (where
 //! GradScaler would end in a state it cannot leave; see
 //! [`DynamicLossScaler`]). Hyperparameters are validated once by fallible
-//! constructors returning [`ConfigError`]; `update` never fails.
+//! constructors returning [`ScalerConfigError`]; `update` never fails.
 //!
 //! # Numerics of the unscale step
 //!
@@ -88,10 +88,10 @@ mod dynamic;
 mod error;
 mod unscale;
 
-pub use automatic::{AutomaticConfig, AutomaticLossScaler, HistogramWindow};
-pub use constant::StaticLossScale;
-pub use dynamic::{DynamicConfig, DynamicLossScaler, HysteresisReset};
-pub use error::ConfigError;
+pub use automatic::{AutomaticConfig, AutomaticLossScaler, AutomaticState, HistogramWindow};
+pub use constant::StaticLossScaler;
+pub use dynamic::{DynamicConfig, DynamicLossScaler, DynamicState, HysteresisReset};
+pub use error::ScalerConfigError;
 pub use unscale::{BinCounts, BinEdge, GradSlice, GradStats, unscale_grads};
 
 /// What the optimizer must do with a step, as decided by a scaler's
@@ -186,11 +186,11 @@ pub trait LossScaler {
     /// The current loss scale (multiply the loss by it).
     ///
     /// ```
-    /// use tessera_core::scale::{LossScaler, StaticLossScale};
+    /// use tessera_core::scale::{LossScaler, StaticLossScaler};
     ///
-    /// let s: &dyn LossScaler = &StaticLossScale::new(128.0)?;
+    /// let s: &dyn LossScaler = &StaticLossScaler::new(128.0)?;
     /// assert_eq!(s.scale(), 128.0);
-    /// # Ok::<(), tessera_core::scale::ConfigError>(())
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
     /// ```
     #[must_use]
     fn scale(&self) -> f32;
@@ -218,7 +218,7 @@ pub trait LossScaler {
     /// // ALS counts the histogram on the first step of its period.
     /// let als = AutomaticLossScaler::new(AutomaticConfig::default())?;
     /// assert!(LossScaler::histogram_edge(&als).is_some());
-    /// # Ok::<(), tessera_core::scale::ConfigError>(())
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
     /// ```
     #[must_use]
     fn histogram_edge(&self) -> Option<BinEdge> {
@@ -231,15 +231,15 @@ pub trait LossScaler {
     /// [`update`](Self::update).
     ///
     /// ```
-    /// use tessera_core::scale::{GradSlice, LossScaler, StaticLossScale};
+    /// use tessera_core::scale::{GradSlice, LossScaler, StaticLossScaler};
     ///
     /// fn unscale_all<S: LossScaler>(scaler: &S, g: &mut [f32]) -> bool {
     ///     LossScaler::unscale(scaler, [GradSlice::from(g)]).found_inf
     /// }
     /// let mut g = [256.0f32, f32::NAN];
-    /// assert!(unscale_all(&StaticLossScale::new(256.0)?, &mut g));
+    /// assert!(unscale_all(&StaticLossScaler::new(256.0)?, &mut g));
     /// assert_eq!(g[0], 1.0);
-    /// # Ok::<(), tessera_core::scale::ConfigError>(())
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
     /// ```
     #[must_use]
     fn unscale<'a, I>(&self, grads: I) -> GradStats
@@ -255,10 +255,10 @@ pub trait LossScaler {
     /// `update`, which also takes just `found_inf`).
     ///
     /// ```
-    /// use tessera_core::scale::{DynamicLossScaler, GradStats, LossScaler, StaticLossScale};
+    /// use tessera_core::scale::{DynamicLossScaler, GradStats, LossScaler, StaticLossScaler};
     ///
     /// let mut scalers: [Box<dyn LossScaler>; 2] =
-    ///     [Box::new(StaticLossScale::default()), Box::new(DynamicLossScaler::default())];
+    ///     [Box::new(StaticLossScaler::default()), Box::new(DynamicLossScaler::default())];
     /// for s in &mut scalers {
     ///     assert!(s.update(GradStats::from(true)).is_skip());
     /// }
@@ -278,24 +278,24 @@ fn usable_scale(scale: f32) -> bool {
 }
 
 /// Validates optional `[min, max]` bounds and the initial scale within them.
-fn check_bounds(init: f32, min: Option<f32>, max: Option<f32>) -> Result<(), ConfigError> {
+fn check_bounds(init: f32, min: Option<f32>, max: Option<f32>) -> Result<(), ScalerConfigError> {
     if let Some(min) = min
         && !usable_scale(min)
     {
-        return Err(ConfigError::MinScale(min));
+        return Err(ScalerConfigError::MinScale(min));
     }
     if let Some(max) = max
         && !usable_scale(max)
     {
-        return Err(ConfigError::MaxScale(max));
+        return Err(ScalerConfigError::MaxScale(max));
     }
     if let (Some(min), Some(max)) = (min, max)
         && min > max
     {
-        return Err(ConfigError::BoundsOrder { min, max });
+        return Err(ScalerConfigError::BoundsOrder { min, max });
     }
     if min.is_some_and(|min| init < min) || max.is_some_and(|max| init > max) {
-        return Err(ConfigError::ScaleOutsideBounds {
+        return Err(ScalerConfigError::ScaleOutsideBounds {
             scale: init,
             min,
             max,

@@ -5,7 +5,7 @@
 use crate::fp::{HalfFloat, Rounding, bf16, f16};
 use crate::kernels;
 
-use super::ConfigError;
+use super::ScalerConfigError;
 
 /// One gradient tensor, borrowed mutably for unscaling: f32, or 16-bit
 /// storage with the [`Rounding`] its unscaled values are stored back with.
@@ -82,6 +82,7 @@ impl<'a, const N: usize> From<&'a mut [bf16; N]> for GradSlice<'a> {
 }
 
 #[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 impl<'a> From<&'a mut alloc::vec::Vec<f32>> for GradSlice<'a> {
     fn from(x: &'a mut alloc::vec::Vec<f32>) -> Self {
         Self::F32(x)
@@ -89,6 +90,7 @@ impl<'a> From<&'a mut alloc::vec::Vec<f32>> for GradSlice<'a> {
 }
 
 #[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 impl<'a> From<&'a mut alloc::vec::Vec<f16>> for GradSlice<'a> {
     /// f16 gradients stored back with round to nearest even.
     fn from(x: &'a mut alloc::vec::Vec<f16>) -> Self {
@@ -97,6 +99,7 @@ impl<'a> From<&'a mut alloc::vec::Vec<f16>> for GradSlice<'a> {
 }
 
 #[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 impl<'a> From<&'a mut alloc::vec::Vec<bf16>> for GradSlice<'a> {
     /// bf16 gradients stored back with round to nearest even.
     fn from(x: &'a mut alloc::vec::Vec<bf16>) -> Self {
@@ -106,6 +109,12 @@ impl<'a> From<&'a mut alloc::vec::Vec<bf16>> for GradSlice<'a> {
 
 impl GradSlice<'_> {
     /// The number of elements.
+    ///
+    /// ```
+    /// use tessera_core::scale::GradSlice;
+    ///
+    /// assert_eq!(GradSlice::from(&mut [0.0f32; 3]).len(), 3);
+    /// ```
     #[must_use]
     pub const fn len(&self) -> usize {
         match self {
@@ -116,6 +125,12 @@ impl GradSlice<'_> {
     }
 
     /// Whether the slice has no elements.
+    ///
+    /// ```
+    /// use tessera_core::scale::GradSlice;
+    ///
+    /// assert!(GradSlice::from(&mut [0.0f32; 0]).is_empty());
+    /// ```
     #[must_use]
     pub const fn is_empty(&self) -> bool {
         self.len() == 0
@@ -125,6 +140,17 @@ impl GradSlice<'_> {
     /// keeps its slices in an array can pass them to [`unscale_grads`] step
     /// after step: `unscale_grads(grads.iter_mut().map(GradSlice::reborrow),
     /// ..)`.
+    ///
+    /// ```
+    /// use tessera_core::scale::{unscale_grads, GradSlice};
+    ///
+    /// let (mut a, mut b) = ([2.0f32; 2], [4.0f32; 2]);
+    /// let mut grads = [GradSlice::from(&mut a), GradSlice::from(&mut b)];
+    /// for _ in 0..2 {
+    ///     let _ = unscale_grads(grads.iter_mut().map(GradSlice::reborrow), 0.5, None);
+    /// }
+    /// assert_eq!((a, b), ([0.5; 2], [1.0; 2]));
+    /// ```
     #[must_use]
     pub fn reborrow(&mut self) -> GradSlice<'_> {
         match self {
@@ -138,6 +164,15 @@ impl GradSlice<'_> {
     /// `round(widen(x[i]) * inv_scale)`), with the fused kernels
     /// [`kernels::unscale_and_check`] and [`kernels::unscale_and_check_half`];
     /// returns whether any unscaled (stored) value is infinite or NaN.
+    ///
+    /// ```
+    /// use tessera_core::fp::f16;
+    /// use tessera_core::scale::GradSlice;
+    ///
+    /// let mut g = [f16::from_f32(8.0)];
+    /// assert!(!GradSlice::from(&mut g).unscale(0.25));
+    /// assert_eq!(g, [f16::from_f32(2.0)]);
+    /// ```
     #[must_use]
     pub fn unscale(&mut self, inv_scale: f32) -> bool {
         match self {
@@ -149,6 +184,15 @@ impl GradSlice<'_> {
 
     /// The histogram counts of the current values against `edge` (see
     /// [`BinEdge::count`]).
+    ///
+    /// ```
+    /// use tessera_core::scale::{BinEdge, GradSlice};
+    ///
+    /// let mut g = [1.0f32, 100.0, f32::INFINITY];
+    /// let counts = GradSlice::from(&mut g).bins(BinEdge::new(10.0)?);
+    /// assert_eq!((counts.lower, counts.upper), (1, 2));
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn bins(&self, edge: BinEdge) -> BinCounts {
         match self {
@@ -167,6 +211,7 @@ impl GradSlice<'_> {
 /// of reach), so any grouping of tensors, micro-batches and replicas gives
 /// the same totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BinCounts {
     /// Elements with `|x| < edge`.
     pub lower: u64,
@@ -176,6 +221,13 @@ pub struct BinCounts {
 
 impl BinCounts {
     /// The counts of both histograms together.
+    ///
+    /// ```
+    /// use tessera_core::scale::BinCounts;
+    ///
+    /// let a = BinCounts { lower: 3, upper: 1 };
+    /// assert_eq!(a.merge(a), BinCounts { lower: 6, upper: 2 });
+    /// ```
     #[must_use]
     pub const fn merge(self, other: Self) -> Self {
         Self {
@@ -185,6 +237,12 @@ impl BinCounts {
     }
 
     /// `lower + upper`, as a `u128` (it cannot overflow).
+    ///
+    /// ```
+    /// use tessera_core::scale::BinCounts;
+    ///
+    /// assert_eq!(BinCounts { lower: u64::MAX, upper: 1 }.total(), 1 << 64);
+    /// ```
     #[must_use]
     pub const fn total(self) -> u128 {
         self.lower as u128 + self.upper as u128
@@ -195,6 +253,14 @@ impl BinCounts {
     /// with the exact binary value of `threshold`. For non-zero counts this
     /// is `upper / (upper + lower) > threshold`; with no elements at all
     /// (both counts zero) it is `false`.
+    ///
+    /// ```
+    /// use tessera_core::scale::BinCounts;
+    ///
+    /// let counts = BinCounts { lower: 999, upper: 1 }; // 1 in 1000 above the edge
+    /// assert!(counts.upper_fraction_exceeds(1e-4));
+    /// assert!(!counts.upper_fraction_exceeds(1e-3));
+    /// ```
     ///
     /// # Panics
     /// If `threshold` is NaN or outside `[0, 1]`.
@@ -249,40 +315,70 @@ impl BinEdge {
     /// An edge at `edge` (`+0.0` for `-0.0`; `+inf` counts only infinities
     /// and NaNs as upper).
     ///
+    /// ```
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// assert_eq!(BinEdge::new(8188.0)?.value(), 8188.0);
+    /// assert!(BinEdge::new(f32::NAN).is_err());
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
+    ///
     /// # Errors
-    /// [`ConfigError::BinEdge`] if `edge` is NaN or negative.
-    pub fn new(edge: f32) -> Result<Self, ConfigError> {
+    /// [`ScalerConfigError::BinEdge`] if `edge` is NaN or negative.
+    pub fn new(edge: f32) -> Result<Self, ScalerConfigError> {
         if edge >= 0.0 {
             // `+ 0.0` turns -0.0 into +0.0 and changes nothing else.
             Ok(Self { edge: edge + 0.0 })
         } else {
-            Err(ConfigError::BinEdge(edge))
+            Err(ScalerConfigError::BinEdge(edge))
         }
     }
 
     /// An edge at `location * 65504`, computed in f32 as PopART does
     /// (`location` is PopART's `binEdgeLocation`).
     ///
+    /// ```
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// assert_eq!(BinEdge::from_f16_location(0.125)?.value(), 8188.0);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
+    ///
     /// # Errors
-    /// [`ConfigError::BinEdgeLocation`] if `location` is NaN or outside
+    /// [`ScalerConfigError::BinEdgeLocation`] if `location` is NaN or outside
     /// `[0, 1]`.
-    pub fn from_f16_location(location: f32) -> Result<Self, ConfigError> {
+    pub fn from_f16_location(location: f32) -> Result<Self, ScalerConfigError> {
         if (0.0..=1.0).contains(&location) {
             Ok(Self {
                 edge: (Self::F16_MAX * location) + 0.0,
             })
         } else {
-            Err(ConfigError::BinEdgeLocation(location))
+            Err(ScalerConfigError::BinEdgeLocation(location))
         }
     }
 
     /// The edge's value.
+    ///
+    /// ```
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// assert_eq!(BinEdge::new(0.5)?.value(), 0.5);
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub const fn value(self) -> f32 {
         self.edge
     }
 
     /// Counts the elements of `x` below and at-or-above the edge.
+    ///
+    /// ```
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// let counts = BinEdge::new(1.0)?.count(&[0.5, -1.0, 2.0, f32::NAN]);
+    /// assert_eq!((counts.lower, counts.upper), (1, 3));
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn count(self, x: &[f32]) -> BinCounts {
         // Magnitudes order like their bit patterns; NaN patterns lie above
@@ -297,16 +393,25 @@ impl BinEdge {
 
     /// Counts the elements of a 16-bit slice below and at-or-above the edge,
     /// comparing the exact values the elements hold.
+    ///
+    /// ```
+    /// use tessera_core::fp::f16;
+    /// use tessera_core::scale::BinEdge;
+    ///
+    /// let counts = BinEdge::new(1.0)?.count_half(&[f16::from_f32(0.5), f16::from_f32(-4.0)]);
+    /// assert_eq!((counts.lower, counts.upper), (1, 1));
+    /// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
+    /// ```
     #[must_use]
     pub fn count_half<H: HalfFloat>(self, x: &[H]) -> BinCounts {
         // The smallest magnitude pattern of H whose value is >= edge: the
         // rounded-to-nearest edge, or the next pattern up if that fell below.
         let nearest = H::from_f32(self.edge);
-        let mut edge: u16 = bytemuck::cast(nearest);
+        let mut edge: u16 = crate::arch::cast(nearest);
         if nearest.to_f32() < self.edge {
             edge += 1;
         }
-        let bits: &[u16] = bytemuck::cast_slice(x);
+        let bits: &[u16] = crate::arch::cast_slice(x);
         let upper = bits.iter().filter(|&&b| b & 0x7fff >= edge).count();
         counts(x.len(), upper)
     }
@@ -346,7 +451,7 @@ pub struct GradStats {
 
 impl From<bool> for GradStats {
     /// Just `found_inf`, with no histogram counts: what
-    /// [`StaticLossScale`](super::StaticLossScale) and
+    /// [`StaticLossScaler`](super::StaticLossScaler) and
     /// [`DynamicLossScaler`](super::DynamicLossScaler) use.
     fn from(found_inf: bool) -> Self {
         Self {
@@ -358,6 +463,13 @@ impl From<bool> for GradStats {
 
 impl GradStats {
     /// The statistics of both parts together.
+    ///
+    /// ```
+    /// use tessera_core::scale::GradStats;
+    ///
+    /// let (ok, bad) = (GradStats::from(false), GradStats::from(true));
+    /// assert!(ok.merge(bad).found_inf);
+    /// ```
     #[must_use]
     pub const fn merge(self, other: Self) -> Self {
         Self {
@@ -369,6 +481,13 @@ impl GradStats {
     /// `[found_inf as 0 or 1, lower, upper]`: element-wise wrapping sums of
     /// these arrays over replicas, rebuilt with [`from_words`](Self::from_words),
     /// equal the [`merge`](Self::merge) of the replicas' statistics.
+    ///
+    /// ```
+    /// use tessera_core::scale::{BinCounts, GradStats};
+    ///
+    /// let s = GradStats { found_inf: true, bins: BinCounts { lower: 5, upper: 2 } };
+    /// assert_eq!(GradStats::from_words(s.to_words()), s);
+    /// ```
     #[must_use]
     pub const fn to_words(self) -> [u64; 3] {
         [self.found_inf as u64, self.bins.lower, self.bins.upper]
@@ -376,6 +495,17 @@ impl GradStats {
 
     /// Rebuilds from summed [`to_words`](Self::to_words) arrays: `found_inf`
     /// is set when any replica set it (a non-zero first word).
+    ///
+    /// ```
+    /// use tessera_core::scale::{BinCounts, GradStats};
+    ///
+    /// // Two replicas' stats, all-reduced by an integer sum.
+    /// let a = GradStats { found_inf: false, bins: BinCounts { lower: 5, upper: 0 } };
+    /// let b = GradStats { found_inf: true, bins: BinCounts { lower: 1, upper: 2 } };
+    /// let (wa, wb) = (a.to_words(), b.to_words());
+    /// let summed = core::array::from_fn(|k| wa[k] + wb[k]);
+    /// assert_eq!(GradStats::from_words(summed), a.merge(b));
+    /// ```
     #[must_use]
     pub const fn from_words(words: [u64; 3]) -> Self {
         Self {
@@ -415,7 +545,7 @@ impl GradStats {
 /// assert_eq!(b[0], f16::ONE);
 /// assert!(!stats.found_inf);
 /// assert_eq!((stats.bins.lower, stats.bins.upper), (2, 1));
-/// # Ok::<(), tessera_core::scale::ConfigError>(())
+/// # Ok::<(), tessera_core::scale::ScalerConfigError>(())
 /// ```
 #[must_use]
 pub fn unscale_grads<'a, I>(grads: I, inv_scale: f32, histogram: Option<BinEdge>) -> GradStats

@@ -7,10 +7,10 @@ use core::str::FromStr;
 
 use tessera_core::fp::Overflow;
 use tessera_core::optim::{
-    AdamWConfig, Decay, LambConfig, LarsConfig, Optimizer, Schedule, SgdConfig, StoreRounding,
+    AdamWConfig, Decay, LambConfig, LarsConfig, LrSchedule, Optimizer, SgdConfig, StoreRounding,
 };
 use tessera_core::scale::{
-    AutomaticConfig, AutomaticLossScaler, DynamicConfig, DynamicLossScaler, StaticLossScale,
+    AutomaticConfig, AutomaticLossScaler, DynamicConfig, DynamicLossScaler, StaticLossScaler,
 };
 
 use super::TrainError;
@@ -193,7 +193,7 @@ impl LossScaling {
     fn validate(&self) -> Result<(), TrainError> {
         let checked = match *self {
             Self::Off => Ok(()),
-            Self::Static(s) => StaticLossScale::new(s).map(drop),
+            Self::Static(s) => StaticLossScaler::new(s).map(drop),
             Self::Dynamic(c) => DynamicLossScaler::new(c).map(drop),
             Self::Automatic(c) => AutomaticLossScaler::new(c).map(drop),
         };
@@ -228,7 +228,7 @@ unit_names!(GradReduction, "reduction", "sum, mean (post-mean) or running-mean",
 
 /// How the learning rate moves over the run, after the linear warm-up.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum LrSchedule {
+pub enum LrDecay {
     /// The optimizer's learning rate throughout.
     Constant,
     /// Cosine decay from the learning rate to 0 at the last step.
@@ -236,7 +236,7 @@ pub enum LrSchedule {
     Cosine,
 }
 
-impl LrSchedule {
+impl LrDecay {
     /// The learning-rate factor of step `step` (0-based) of `total`, after
     /// `warmup` steps of linear warm-up: computed in f64 with `libm`, so the
     /// same on every platform.
@@ -245,15 +245,15 @@ impl LrSchedule {
         self.schedule(total, warmup).factor(step)
     }
 
-    /// The core's [`Schedule`] of `total` steps with `warmup` steps of
+    /// The core's [`LrSchedule`] of `total` steps with `warmup` steps of
     /// warm-up.
     #[must_use]
-    pub const fn schedule(self, total: u64, warmup: u64) -> Schedule {
+    pub const fn schedule(self, total: u64, warmup: u64) -> LrSchedule {
         let decay = match self {
             Self::Constant => Decay::Constant,
             Self::Cosine => Decay::Cosine { final_factor: 0.0 },
         };
-        Schedule {
+        LrSchedule {
             warmup,
             decay,
             total,
@@ -261,7 +261,7 @@ impl LrSchedule {
     }
 }
 
-unit_names!(LrSchedule, "schedule", "constant or cosine", {
+unit_names!(LrDecay, "schedule", "constant or cosine", {
     Constant => "constant",
     Cosine => "cosine",
 });
@@ -299,7 +299,7 @@ pub struct TrainConfig {
     /// Linear learning-rate warm-up over this many steps (0: none).
     pub warmup_steps: u64,
     /// The learning rate after the warm-up.
-    pub lr_schedule: LrSchedule,
+    pub lr_schedule: LrDecay,
     /// Global gradient-norm clip (`None`: off).
     pub max_grad_norm: Option<f32>,
     /// Biases and batch-norm parameters get no weight decay and no
@@ -364,7 +364,7 @@ impl Default for TrainConfig {
             precision: PrecisionMode::HALF_SR,
             optimizer: default_lamb(),
             warmup_steps: 20,
-            lr_schedule: LrSchedule::Cosine,
+            lr_schedule: LrDecay::Cosine,
             max_grad_norm: None,
             exclude_bias_and_norm: true,
             loss_scaling: LossScaling::Dynamic(DynamicConfig {

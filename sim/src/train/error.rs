@@ -23,7 +23,7 @@ pub enum TrainError {
     /// An optimizer hyperparameter was refused.
     Optimizer(tessera_core::optim::ConfigError),
     /// A loss-scaling setting (or a saved scaler state) was refused.
-    LossScaling(tessera_core::scale::ConfigError),
+    LossScaling(tessera_core::scale::ScalerConfigError),
     /// A count that must be at least 1 is 0.
     Zero(&'static str),
     /// Another setting is out of range.

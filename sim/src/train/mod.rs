@@ -108,6 +108,7 @@ mod divergence;
 mod epochs;
 mod error;
 mod evaluate;
+mod exclude;
 mod fit;
 mod optimizer;
 mod options;
@@ -119,12 +120,13 @@ mod run;
 mod trainer;
 
 pub use config::{
-    GradReduction, LossScaling, LrSchedule, NamedOptimizer, OptimizerConfig, PrecisionMode,
+    GradReduction, LossScaling, LrDecay, NamedOptimizer, OptimizerConfig, PrecisionMode,
     RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig,
 };
 pub use cost::{OptimizerMemory, StepTime};
 pub use divergence::Divergence;
 pub use error::{Difference, TrainError};
+pub use exclude::is_bias_or_norm;
 pub use fit::{HOST_MEMORY_VARIABLE, MemoryReport, available_host_memory};
 pub use options::{Continuation, RunOptions};
 pub use pipeline::{

@@ -12,8 +12,8 @@ use tessera_core::optim::{
     Accumulation, GradNorm, Partials, Precision, Step, StepCounter, StoreRounding,
 };
 use tessera_core::scale::{
-    AutomaticLossScaler, BinCounts, DynamicLossScaler, GradSlice, LossScaler, StaticLossScale,
-    unscale_grads,
+    AutomaticLossScaler, AutomaticState, BinCounts, DynamicLossScaler, DynamicState, GradSlice,
+    LossScaler, StaticLossScaler, unscale_grads,
 };
 
 use super::TrainError;
@@ -28,7 +28,7 @@ use crate::model::{BnGroup as BnStatistics, GroupSum, Model, ModelError, NoGroup
 /// The loss scaler of a run.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Scaler {
-    Static(StaticLossScale),
+    Static(StaticLossScaler),
     Dynamic(DynamicLossScaler),
     Automatic(AutomaticLossScaler),
 }
@@ -36,8 +36,8 @@ pub(crate) enum Scaler {
 impl Scaler {
     pub(crate) fn new(config: LossScaling) -> Result<Self, TrainError> {
         let s = match config {
-            LossScaling::Off => StaticLossScale::new(1.0).map(Self::Static),
-            LossScaling::Static(s) => StaticLossScale::new(s).map(Self::Static),
+            LossScaling::Off => StaticLossScaler::new(1.0).map(Self::Static),
+            LossScaling::Static(s) => StaticLossScaler::new(s).map(Self::Static),
             LossScaling::Dynamic(c) => DynamicLossScaler::new(c).map(Self::Dynamic),
             LossScaling::Automatic(c) => AutomaticLossScaler::new(c).map(Self::Automatic),
         };
@@ -89,7 +89,7 @@ impl Scaler {
     /// This scaler's configuration in a saved state.
     pub(crate) fn resume(self, state: ScalerState) -> Result<Self, TrainError> {
         let too_large = |name, value: u64| {
-            TrainError::LossScaling(tessera_core::scale::ConfigError::Counter {
+            TrainError::LossScaling(tessera_core::scale::ScalerConfigError::Counter {
                 name,
                 value: i64::try_from(value).unwrap_or(i64::MAX),
                 max: i64::from(i32::MAX),
@@ -97,20 +97,21 @@ impl Scaler {
         };
         let [a, b, c] = state.counters;
         let s = match self {
-            Self::Static(_) => StaticLossScale::new(state.scale).map(Self::Static),
-            Self::Dynamic(s) => DynamicLossScaler::resume(
-                *s.config(),
-                state.scale,
-                i32::try_from(a).map_err(|_| too_large("growth_tracker", a))?,
-                u32::try_from(b).map_err(|_| too_large("hysteresis_tracker", b))?,
-            )
+            Self::Static(_) => StaticLossScaler::new(state.scale).map(Self::Static),
+            Self::Dynamic(s) => DynamicLossScaler::from_state(DynamicState {
+                config: *s.config(),
+                scale: state.scale,
+                growth_tracker: i32::try_from(a).map_err(|_| too_large("growth_tracker", a))?,
+                hysteresis_tracker: u32::try_from(b)
+                    .map_err(|_| too_large("hysteresis_tracker", b))?,
+            })
             .map(Self::Dynamic),
-            Self::Automatic(s) => AutomaticLossScaler::resume(
-                *s.config(),
-                state.scale,
-                u32::try_from(a).map_err(|_| too_large("step_in_period", a))?,
-                BinCounts { lower: b, upper: c },
-            )
+            Self::Automatic(s) => AutomaticLossScaler::from_state(AutomaticState {
+                config: *s.config(),
+                scale: state.scale,
+                step_in_period: u32::try_from(a).map_err(|_| too_large("step_in_period", a))?,
+                window_counts: BinCounts { lower: b, upper: c },
+            })
             .map(Self::Automatic),
         };
         s.map_err(TrainError::LossScaling)

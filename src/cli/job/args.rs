@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use tessera_sim::data::{OutputMode, Source};
 use tessera_sim::model::DeviceMapping;
 use tessera_sim::pod::PodSpec;
-use tessera_sim::train::{GradReduction, LrSchedule, PrecisionMode, Schedule};
+use tessera_sim::train::{GradReduction, LrDecay, PrecisionMode, Schedule};
 
 use super::values::{ActivationArg, BnGroupArg, LossScalingArg, ModelArg, checked};
 use crate::cli::parse::whole;
@@ -345,7 +345,7 @@ pub(in crate::cli) struct JobArgs {
         long,
         alias = "lr_schedule",
         value_name = "SCHEDULE",
-        value_parser = checked::<LrSchedule>,
+        value_parser = checked::<LrDecay>,
         help_heading = "Optimizer"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]

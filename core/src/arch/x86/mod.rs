@@ -18,7 +18,7 @@ mod avx512;
 mod sse2;
 
 use super::Backend;
-use super::lanes::Kernel;
+use super::kernel::Kernel;
 
 /// Binary operator impls: `$Trait::$method` of `$Ty` by `$intrinsic`.
 macro_rules! binary_ops {

@@ -12,7 +12,7 @@ use tessera_sim::checkpoint::{Checkpoint, CheckpointError, Damage, TensorData};
 use tessera_sim::data::{OutputMode, Source};
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{
-    Difference, GradReduction, LossScaling, LrSchedule, OptimizerConfig, Pipeline, PrecisionMode,
+    Difference, GradReduction, LossScaling, LrDecay, OptimizerConfig, Pipeline, PrecisionMode,
     RunOptions, Schedule, Summary, TrainConfig, TrainError, Trainer,
 };
 
@@ -252,7 +252,7 @@ fn every_trajectory_setting_is_compared() {
         ),
         (&|x| x.max_grad_norm = Some(1.0), &["max_grad_norm"]),
         (&|x| x.warmup_steps = 3, &["warmup_steps"]),
-        (&|x| x.lr_schedule = LrSchedule::Constant, &["lr_schedule"]),
+        (&|x| x.lr_schedule = LrDecay::Constant, &["lr_schedule"]),
         (&|x| x.reduction = GradReduction::Sum, &["reduction"]),
         (
             &|x| x.reduction = GradReduction::RunningMean,
