@@ -215,6 +215,7 @@ impl Ranks {
     /// The union of two disjoint, adjacent sets (one ends where the other
     /// starts), as [`Kind::Reduce`](super::Kind::Reduce) guarantees its
     /// `covers` and `onto` are, in a group of `size`.
+    #[cfg(feature = "alloc")]
     pub(crate) fn union(self, other: Self, size: usize) -> Self {
         let len = (self.len + other.len).min(size);
         let start = if (self.start + self.len) % size == other.start % size {
