@@ -16,7 +16,8 @@
 //!
 //! Data sets: the embedded digits (1,797 x 64) and a synthetic MNIST-sized
 //! one (784 features; 16,384 samples, 4,096 with `--quick`). `--elements`
-//! sets the micro-batch sizes (default 32).
+//! sets the micro-batch sizes (default 32): at most 112 (449 with
+//! `--quick`), so that 16 (4) replicas' micro-batches fit the digits.
 
 use std::hint::black_box;
 use std::num::NonZeroUsize;
@@ -146,6 +147,15 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
     .load()
     .map_err(|e| BenchError::Unavailable(e.to_string()))?;
     let sets = [Arc::new(digits()), Arc::new(mnist_like)];
+    // Every micro-batch size meets every replica count on the smaller set.
+    let (samples, replicas) = (sets[0].len(), replica_counts[replica_counts.len() - 1]);
+    if let Some(&n) = micro_batches.iter().find(|&&n| n > samples / replicas) {
+        return Err(BenchError::Unavailable(format!(
+            "--elements {n}: the data suite's micro-batch is at most {} here \
+             ({replicas} replicas x the micro-batch must fit the {samples} digits samples)",
+            samples / replicas
+        )));
+    }
     for data in &sets {
         sink.start(&format!(
             "data: {} ({} x {}), one epoch per call, best of {} samples; elements = samples per \
