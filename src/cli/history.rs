@@ -242,9 +242,14 @@ impl Metrics {
         if live.error.is_some() {
             return;
         }
+        // An epoch's end is where checkpoints are written: the records
+        // before it go to disk with them (fsync), so that a power loss
+        // leaves at most a torn record after the checkpoint.
+        let epoch_end = matches!(record, Record::Epoch(_));
         let written = match live.file.as_mut() {
             Some(file) => file
                 .write_all(record.line().as_bytes())
+                .and_then(|()| if epoch_end { file.sync_data() } else { Ok(()) })
                 .map_err(|e| e.to_string()),
             None => self.start(&live.records).map(|file| live.file = Some(file)),
         };
