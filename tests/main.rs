@@ -7,6 +7,7 @@ mod command;
 mod conversions;
 mod fit_cli;
 mod fuzz;
+mod input_cli;
 mod kernels;
 mod loss;
 mod network_cli;

@@ -16,14 +16,15 @@
 //!
 //! Data sets: the embedded digits (1,797 x 64) and a synthetic MNIST-sized
 //! one (784 features; 16,384 samples, 4,096 with `--quick`). `--elements`
-//! sets the micro-batch sizes (default 32).
+//! sets the micro-batch sizes (default 32): at most 112 (449 with
+//! `--quick`), so that 16 (4) replicas' micro-batches fit the digits.
 
 use std::hint::black_box;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_sim::data::{BatchPlan, Dataset, EpochOrder, Infeed, Source, digits};
+use tessera_sim::data::{BatchPlan, DIGITS_SAMPLES, Dataset, EpochOrder, Infeed, Source, digits};
 
 use super::report::Sink;
 use super::timing::{self, Settings};
@@ -137,6 +138,15 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
         None => vec![MICRO_BATCH],
     };
     let replica_counts: &[usize] = if plan.quick { &[1, 4] } else { &[1, 4, 16] };
+    // Every micro-batch size meets every replica count on the smaller set.
+    let (samples, replicas) = (DIGITS_SAMPLES, replica_counts[replica_counts.len() - 1]);
+    if let Some(&n) = micro_batches.iter().find(|&&n| n > samples / replicas) {
+        return Err(BenchError::Unavailable(format!(
+            "--elements {n}: the data suite's micro-batch is at most {} here \
+             ({replicas} replicas x the micro-batch must fit the {samples} digits samples)",
+            samples / replicas
+        )));
+    }
     let mnist_like = Source::Synthetic {
         samples: if plan.quick { 4096 } else { 16384 },
         features: 784,

@@ -146,7 +146,22 @@ fn training_steps(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
     )
 }
 
+/// The largest `--elements` of this suite: LAMB's buffers of 48Mi
+/// parameters fit one Mk2's tiles, 56Mi do not.
+pub(crate) const MAX_PARAMS: usize = 48 << 20;
+
 fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
+    if let Some(n) = plan
+        .elements
+        .iter()
+        .flatten()
+        .find(|n| n.get() > MAX_PARAMS)
+    {
+        return Err(BenchError::Unavailable(format!(
+            "--elements {n}: the sim suite takes at most {MAX_PARAMS} (48Mi) parameters \
+             (LAMB's buffers must fit one Mk2's tile memory)"
+        )));
+    }
     let params = match &plan.elements {
         Some(sizes) => sizes[0].get(),
         None if plan.quick => 1 << 20,

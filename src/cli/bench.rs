@@ -33,7 +33,10 @@ pub(super) struct BenchArgs {
     json: bool,
 
     /// Measure at N elements instead of the suite's sizes; repeat or separate
-    /// with commas. Accepts suffixes Ki, Mi and Gi (4096, 256Ki, 16Mi).
+    /// with commas. Accepts suffixes Ki, Mi and Gi (4096, 256Ki, 16Mi). At
+    /// most 128Mi; the sim suite at most 48Mi (one Mk2's tile memory), the
+    /// data suite at most 112 (449 with --quick: the replicas'
+    /// micro-batches must fit the 1,797 digits).
     #[arg(long, value_name = "N", value_parser = parse_elements, value_delimiter = ',')]
     elements: Vec<NonZeroUsize>,
 

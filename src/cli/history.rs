@@ -88,7 +88,9 @@ impl History {
     ///
     /// # Errors
     /// A usage error if the file cannot be read, a line is not a record, or
-    /// a record the resumed run needs is missing or out of place.
+    /// a record the resumed run needs is missing or out of place. A torn
+    /// last line (not a record, no line end) is discarded, with a note on
+    /// stderr, when the records before it reach the checkpoint.
     pub(super) fn load(
         checkpoint: &Path,
         steps: u64,
@@ -106,9 +108,22 @@ impl History {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| refused(format!("cannot read: {}", one_line(&e.to_string()))))?;
         let mut records = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let record = Record::parse(line)
-                .ok_or_else(|| refused(format!("line {} is not a step or epoch record", i + 1)))?;
+        let lines: Vec<&str> = text.lines().collect();
+        let mut torn = None;
+        for (i, line) in lines.iter().enumerate() {
+            let Some(record) = Record::parse(line) else {
+                // A full disk or a power loss can tear the last record; it
+                // is harmless when the records before it reach the
+                // checkpoint (checked below with the rest).
+                if i + 1 == lines.len() && !text.ends_with('\n') {
+                    torn = Some(i + 1);
+                    continue;
+                }
+                return Err(refused(format!(
+                    "line {} is not a step or epoch record",
+                    i + 1
+                )));
+            };
             if record.position(steps_per_epoch).0 < steps {
                 records.push(record);
             }
@@ -147,6 +162,14 @@ impl History {
                 (Some(&got), None) => format!("record {} repeats {}", k + 1, what(got)),
                 (None, None) => unreachable!("k is below one of the lengths"),
             }));
+        }
+        if let Some(line) = torn {
+            eprintln!(
+                "tessera: {}: line {line}, a torn record after the checkpoint's step {}, \
+                 is discarded",
+                path.display(),
+                steps.saturating_sub(1)
+            );
         }
         Ok(Self { records })
     }
@@ -219,9 +242,14 @@ impl Metrics {
         if live.error.is_some() {
             return;
         }
+        // An epoch's end is where checkpoints are written: the records
+        // before it go to disk with them (fsync), so that a power loss
+        // leaves at most a torn record after the checkpoint.
+        let epoch_end = matches!(record, Record::Epoch(_));
         let written = match live.file.as_mut() {
             Some(file) => file
                 .write_all(record.line().as_bytes())
+                .and_then(|()| if epoch_end { file.sync_data() } else { Ok(()) })
                 .map_err(|e| e.to_string()),
             None => self.start(&live.records).map(|file| live.file = Some(file)),
         };

@@ -39,7 +39,8 @@ pub(crate) fn write_failed(path: &Path, e: &(dyn std::error::Error + 'static)) -
 }
 
 /// Checks, before any work, that `flag`'s output file `path` can be
-/// created: its directory exists, and the path is not a directory.
+/// created: its directory exists and is writable, and the path is not a
+/// directory.
 ///
 /// # Errors
 /// A usage error naming the flag, the path and what is wrong.
@@ -53,13 +54,29 @@ pub(super) fn output_file(flag: &str, path: &Path) -> Result<(), Failure> {
         _ => Path::new("."),
     };
     match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.is_dir() => writable(dir).or_else(|e| {
+            bad(format!(
+                "its directory {} is not writable: {e}",
+                dir.display()
+            ))
+        }),
         Ok(_) => bad(format!("{} is not a directory", dir.display())),
         Err(e) => bad(format!(
             "its directory {} cannot be used: {e}",
             dir.display()
         )),
     }
+}
+
+/// Whether a file can be created in `dir` (as the atomic write will):
+/// creates and removes a probe file named after this process.
+fn writable(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".tessera-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
 }
 
 /// A JSON line of `record` with `"kind": kind` first.

@@ -149,7 +149,11 @@ impl fmt::Display for FileProblem {
                 write!(f, "expected a whole-number label, found {found:?}")
             }
             Self::LabelOutOfRange { found, limit } => {
-                write!(f, "label {found} is outside 0..{limit}")
+                write!(
+                    f,
+                    "label {found} is outside 0..{limit} (at most {limit} classes: \
+                     the simulated network's output layer must fit a tile)"
+                )
             }
             Self::WrongMagic { expected, found } => {
                 write!(
@@ -277,6 +281,33 @@ pub enum DataError {
         /// What was expected.
         expected: &'static str,
     },
+    /// A file holds more than [`MAX_SOURCE_BYTES`](super::MAX_SOURCE_BYTES)
+    /// bytes (before or after gunzipping).
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The most bytes read.
+        limit: u64,
+    },
+    /// A generated data set would need more than
+    /// [`MAX_SOURCE_BYTES`](super::MAX_SOURCE_BYTES) bytes.
+    SourceTooLarge {
+        /// The source, as given.
+        source: String,
+        /// What is counted (`"samples x features x 4 bytes"`).
+        what: &'static str,
+        /// The bytes it would need (saturated at `u64::MAX`).
+        bytes: u64,
+        /// The most bytes allowed.
+        limit: u64,
+    },
+    /// The data holds fewer than 2 distinct labels: nothing to classify.
+    OneClass {
+        /// The data set's name (the source or file).
+        name: String,
+        /// Distinct labels found.
+        found: usize,
+    },
     /// A size computation overflows `usize`.
     Overflow {
         /// What was being computed.
@@ -351,6 +382,25 @@ impl fmt::Display for DataError {
             Self::BadSpec { spec, expected } => {
                 write!(f, "data source {spec:?}: expected {expected}")
             }
+            Self::FileTooLarge { path, limit } => write!(
+                f,
+                "{}: larger than the {limit}-byte limit per data file (before or after gunzipping)",
+                path.display()
+            ),
+            Self::SourceTooLarge {
+                source,
+                what,
+                bytes,
+                limit,
+            } => write!(
+                f,
+                "data source {source:?}: {what} = {bytes} bytes, more than the {limit}-byte \
+                 limit per data source"
+            ),
+            Self::OneClass { name, found } => write!(
+                f,
+                "{name}: the labels hold {found} distinct class(es); classification needs at least 2"
+            ),
             Self::Overflow { what } => write!(f, "{what} overflows"),
             Self::GlobalBatchTooLarge {
                 global_batch,

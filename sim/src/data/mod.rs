@@ -89,6 +89,15 @@ pub use plan::{BatchPlan, EpochOrder};
 pub use source::Source;
 
 /// The largest class count a loader accepts (labels are `0..MAX_CLASSES`):
-/// a label column of larger numbers is more likely a regression target or
-/// an id than a class.
-pub const MAX_CLASSES: usize = 1 << 16;
+/// 1024, room for ImageNet's 1000 classes. The simulated network keeps its
+/// output layer's weights (`hidden x classes`, 4 bytes each) on one tile,
+/// and 64 x 1024 of them (256 KiB) fit a tile's 624 KiB while 64 x 2001 do
+/// not; a label column of larger numbers is more likely a regression
+/// target or an id than a class.
+pub const MAX_CLASSES: usize = 1 << 10;
+
+/// The most bytes one data source may read from a file (before and after
+/// gunzipping) or generate (synthetic inputs, 4 bytes a value): 256 MiB,
+/// room for MNIST as f32 (188 MB) while an endless file or a gzip bomb is
+/// refused in well under a second.
+pub const MAX_SOURCE_BYTES: u64 = 256 << 20;

@@ -104,8 +104,24 @@ impl Source {
     /// [`DataError::Io`] if a file cannot be read, [`DataError::Malformed`]
     /// with the file, the position and the problem if its contents are
     /// wrong, [`DataError::SampleCountMismatch`] if inputs and labels
-    /// disagree, [`DataError::Zero`] for a zero synthetic count.
+    /// disagree, [`DataError::Zero`] for a zero synthetic count,
+    /// [`DataError::FileTooLarge`] or [`DataError::SourceTooLarge`] past
+    /// [`MAX_SOURCE_BYTES`](super::MAX_SOURCE_BYTES), [`DataError::OneClass`]
+    /// if the labels hold fewer than 2 distinct classes.
     pub fn load(&self) -> Result<Dataset, DataError> {
+        let data = self.load_any()?;
+        let found = data.class_counts().iter().filter(|&&n| n > 0).count();
+        if found < 2 {
+            return Err(DataError::OneClass {
+                name: data.name().to_owned(),
+                found,
+            });
+        }
+        Ok(data)
+    }
+
+    /// The data set, whatever its labels.
+    fn load_any(&self) -> Result<Dataset, DataError> {
         match self {
             Self::Digits => Ok(digits()),
             Self::Csv(path) => csv::parse(path, &file_name(path), &file::read(path)?),

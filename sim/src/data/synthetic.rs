@@ -16,7 +16,7 @@
 use tessera_core::rng::RandomStream;
 
 use super::shuffle::SYNTHETIC_STREAM;
-use super::{DataError, Dataset, MAX_CLASSES};
+use super::{DataError, Dataset, MAX_CLASSES, MAX_SOURCE_BYTES};
 
 /// The standard deviation of the noise around each class mean.
 const NOISE: f32 = 0.5;
@@ -33,9 +33,11 @@ fn noise(stream: &RandomStream, p: u64) -> f32 {
     NOISE * (sum - 6.0)
 }
 
-/// Checks the counts of a generated data set; its `samples x features`
-/// inputs and `samples` labels, reserved.
+/// Checks the counts of the generated data set `name`; its `samples x
+/// features` inputs and `samples` labels, reserved. Their bytes are bounded
+/// by [`MAX_SOURCE_BYTES`] before anything is allocated.
 fn reserve(
+    name: &str,
     samples: usize,
     features: usize,
     classes: usize,
@@ -56,50 +58,50 @@ fn reserve(
             classes: MAX_CLASSES,
         });
     }
-    let too_large = DataError::Overflow {
-        what: "synthetic samples x features x 4 bytes",
-    };
-    let len = samples
-        .checked_mul(features)
-        .filter(|n| {
-            n.checked_mul(size_of::<f32>())
-                .is_some_and(|b| b <= isize::MAX as usize)
-        })
-        .ok_or(too_large.clone())?;
-    let mut inputs = Vec::new();
-    let mut labels = Vec::new();
-    // Sizes from the command line: refuse what does not fit in memory
-    // rather than abort.
-    inputs
-        .try_reserve_exact(len)
-        .map_err(|_| too_large.clone())?;
-    labels.try_reserve_exact(samples).map_err(|_| too_large)?;
-    Ok((inputs, labels))
+    if classes < 2 {
+        return Err(DataError::OneClass {
+            name: name.to_owned(),
+            found: classes,
+        });
+    }
+    // Inputs, labels and the class means, 4 bytes a value.
+    let values = samples as u128 * (features as u128 + 1) + classes as u128 * features as u128;
+    let bytes = u64::try_from(values * 4).unwrap_or(u64::MAX);
+    if bytes > MAX_SOURCE_BYTES {
+        return Err(DataError::SourceTooLarge {
+            source: name.to_owned(),
+            what: "(samples x (features + 1) + classes x features) x 4 bytes",
+            bytes,
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    // Below the limit, so the products fit in usize.
+    Ok((
+        Vec::with_capacity(samples * features),
+        Vec::with_capacity(samples),
+    ))
 }
 
 /// `samples` samples of `features` features in `classes` clusters.
 ///
 /// # Errors
 ///
-/// [`DataError::Zero`] for a zero count, [`DataError::Overflow`] if
-/// `samples * features` f32 values do not fit in memory,
-/// [`DataError::LabelOutOfRange`] for
-/// more than [`MAX_CLASSES`] classes.
+/// [`DataError::Zero`] for a zero count, [`DataError::OneClass`] for 1
+/// class, [`DataError::SourceTooLarge`] if the data would take more than
+/// [`MAX_SOURCE_BYTES`], [`DataError::LabelOutOfRange`] for more than
+/// [`MAX_CLASSES`] classes.
 pub(crate) fn generate(
     samples: usize,
     features: usize,
     classes: usize,
     seed: u64,
 ) -> Result<Dataset, DataError> {
-    let (mut inputs, mut labels) = reserve(samples, features, classes)?;
+    let name = format!("synthetic:{samples}:{features}:{classes}:{seed}");
+    let (mut inputs, mut labels) = reserve(&name, samples, features, classes)?;
     let root = RandomStream::new(seed, SYNTHETIC_STREAM);
     let (means_stream, noise_stream) = (root.substream(0), root.substream(1));
-    let too_large = DataError::Overflow {
-        what: "synthetic samples x features x 4 bytes",
-    };
-    let mean_count = classes.checked_mul(features).ok_or(too_large.clone())?;
-    let mut means = Vec::new();
-    means.try_reserve_exact(mean_count).map_err(|_| too_large)?;
+    let mean_count = classes * features;
+    let mut means = Vec::with_capacity(mean_count);
     means.extend((0..mean_count as u64).map(|p| 2.0 * unit(means_stream.bits(p)) - 1.0));
     for i in 0..samples {
         let label = i % classes;
@@ -109,13 +111,7 @@ pub(crate) fn generate(
             inputs.push(mu + noise(&noise_stream, (i * features + f) as u64));
         }
     }
-    Dataset::new(
-        format!("synthetic:{samples}:{features}:{classes}:{seed}"),
-        features,
-        classes,
-        inputs,
-        labels,
-    )
+    Dataset::new(name, features, classes, inputs, labels)
 }
 
 /// The shape of one synthetic image: channels, height, width.
@@ -140,13 +136,17 @@ pub(crate) fn images(
     classes: usize,
     seed: u64,
 ) -> Result<Dataset, DataError> {
+    let name = format!("images:{samples}:{c}x{h}x{w}:{classes}:{seed}");
     let features = c
         .checked_mul(h)
         .and_then(|n| n.checked_mul(w))
-        .ok_or(DataError::Overflow {
-            what: "synthetic image pixels",
+        .ok_or_else(|| DataError::SourceTooLarge {
+            source: name.clone(),
+            what: "channels x height x width",
+            bytes: u64::MAX,
+            limit: MAX_SOURCE_BYTES,
         })?;
-    let (mut inputs, mut labels) = reserve(samples, features, classes)?;
+    let (mut inputs, mut labels) = reserve(&name, samples, features, classes)?;
     let root = RandomStream::new(seed, SYNTHETIC_STREAM);
     let (noise_stream, bumps) = (root.substream(1), root.substream(2));
     let r2 = {
@@ -170,11 +170,5 @@ pub(crate) fn images(
             inputs.push(template(k, f) + noise(&noise_stream, (i * features + f) as u64));
         }
     }
-    Dataset::new(
-        format!("images:{samples}:{c}x{h}x{w}:{classes}:{seed}"),
-        features,
-        classes,
-        inputs,
-        labels,
-    )
+    Dataset::new(name, features, classes, inputs, labels)
 }

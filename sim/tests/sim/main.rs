@@ -8,6 +8,7 @@ mod checkpoint;
 mod concurrent;
 mod conv;
 mod data;
+mod data_limits;
 mod engine;
 mod kernels;
 mod matmul;

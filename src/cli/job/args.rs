@@ -24,7 +24,9 @@ pub(in crate::cli) struct JobArgs {
     /// The data set: digits, synthetic:SAMPLES:FEATURES:CLASSES[:SEED],
     /// images:SAMPLES:CxHxW:CLASSES[:SEED], csv:PATH (label in the last
     /// column), idx:IMAGES:LABELS or
-    /// npy:INPUTS:LABELS [default: digits]
+    /// npy:INPUTS:LABELS [default: digits]. At least 2 classes; labels
+    /// below 65536; at most 256 MiB per file (before and after gunzip)
+    /// and per generated data set
     #[arg(long, value_name = "SOURCE", value_parser = checked::<Source>, help_heading = "Data")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) data: Option<String>,

@@ -233,11 +233,33 @@ fn set<T>(field: &mut T, value: Option<T>) {
     }
 }
 
-/// Reads job options from a TOML file; an unknown key is an error naming
-/// it.
+/// The most bytes a `--config` file may hold: far more than every option
+/// takes, so an endless file (`/dev/zero`) is refused at once.
+pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads job options from a TOML file of at most [`MAX_CONFIG_BYTES`]; an
+/// unknown key is an error naming it.
 fn read_config(path: &Path) -> Result<JobArgs, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::Usage(format!("--config {}: cannot read: {e}", path.display())))?;
+    use std::io::Read;
+    let cannot = |e: std::io::Error| {
+        Failure::Usage(format!("--config {}: cannot read: {e}", path.display()))
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(Failure::Usage(format!(
+            "--config {}: larger than the {MAX_CONFIG_BYTES}-byte limit for a config file",
+            path.display()
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        cannot(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
+    })?;
     toml::from_str(&text).map_err(|e| {
         let line = e
             .span()

@@ -12,7 +12,8 @@ use crate::cli::Failure;
 #[derive(Clone, Debug, Default, Args)]
 pub(in crate::cli) struct OutputArgs {
     /// Read job options from this TOML file (the keys are the option
-    /// names in snake_case: `device_iterations = 4`); flags override it
+    /// names in snake_case: `device_iterations = 4`; at most 1 MiB);
+    /// flags override it
     #[arg(long, value_name = "FILE.toml")]
     pub(in crate::cli) config: Option<PathBuf>,
 

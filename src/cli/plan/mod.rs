@@ -182,7 +182,8 @@ pub(super) struct PlanArgs {
     )]
     replicas: Option<usize>,
 
-    /// IPUs per replica: the pipeline's stages, a power of two
+    /// IPUs per replica: the pipeline's stages, a power of two, at most
+    /// the Pod's IPUs
     #[arg(
         long,
         alias = "ipus_per_replica",
@@ -284,6 +285,13 @@ impl PlanArgs {
             model(&self.model)?
         };
         let stages = self.ipus_per_replica;
+        if stages > self.pod.ipus() {
+            return Err(Failure::Usage(format!(
+                "--ipus-per-replica {stages}: at most the Pod's {} IPUs (--pod); \
+                 a replica's stages run on IPUs of the Pod",
+                self.pod.ipus()
+            )));
+        }
         let accumulation = self.gradient_accumulation.unwrap_or(if stages > 1 {
             stages.saturating_mul(4)
         } else {
