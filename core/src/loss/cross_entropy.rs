@@ -25,6 +25,18 @@ impl CrossEntropyParams {
     /// # Errors
     ///
     /// [`ParamError::NoClasses`] if `classes` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CrossEntropyParams, ParamError, Reduction};
+    ///
+    /// let params = CrossEntropyParams::new(10, Reduction::Sum)?;
+    /// assert_eq!((params.classes(), params.reduction()), (10, Reduction::Sum));
+    /// assert_eq!(params.loss_scale(), 1.0);
+    /// assert_eq!(CrossEntropyParams::new(0, Reduction::Sum), Err(ParamError::NoClasses));
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     pub fn new(classes: usize, reduction: Reduction) -> Result<Self, ParamError> {
         let classes = NonZeroUsize::new(classes).ok_or(ParamError::NoClasses)?;
         Ok(Self {
@@ -38,6 +50,20 @@ impl CrossEntropyParams {
     /// Rows whose label is `index` are ignored: loss and gradient `+0.0`,
     /// not counted by [`Reduction::Mean`] (PyTorch's `ignore_index`).
     /// `index` may be any value, a class or not.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{self, CrossEntropyParams, Reduction};
+    ///
+    /// // The second row's label is the ignore index: loss 0, not counted by the mean.
+    /// let params = CrossEntropyParams::new(2, Reduction::Mean)?.with_ignore_index(9);
+    /// let mut losses = [1.0f32; 2];
+    /// let mean = loss::softmax_cross_entropy(&params, &[0.0f32, 0.0, 5.0, 1.0], &[0, 9], &mut losses)?;
+    /// assert_eq!((mean, losses[1]), (losses[0], 0.0));
+    /// assert!((mean - core::f32::consts::LN_2).abs() < 1e-6);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn with_ignore_index(self, index: u32) -> Self {
         Self {
@@ -51,6 +77,21 @@ impl CrossEntropyParams {
     /// # Errors
     ///
     /// [`ParamError::LossScale`] unless `loss_scale` is finite and positive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{self, CrossEntropyParams, Reduction};
+    ///
+    /// let params = CrossEntropyParams::new(2, Reduction::Sum)?.with_loss_scale(2.0)?;
+    /// let (mut losses, mut grad) = ([0.0f32; 1], [0.0f32; 2]);
+    /// loss::softmax_cross_entropy_with_grad(&params, &[0.0f32, 0.0], &[0], &mut losses, &mut grad)?;
+    /// // 2 * (softmax - onehot) = 2 * ([0.5, 0.5] - [1, 0]); the loss is not scaled.
+    /// assert_eq!(grad, [-1.0, 1.0]);
+    /// assert!((losses[0] - core::f32::consts::LN_2).abs() < 1e-6);
+    /// assert!(params.with_loss_scale(0.0).is_err());
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     pub fn with_loss_scale(self, loss_scale: f32) -> Result<Self, ParamError> {
         Ok(Self {
             loss_scale: check_loss_scale(loss_scale)?,
@@ -59,24 +100,64 @@ impl CrossEntropyParams {
     }
 
     /// The number of classes (the row length).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CrossEntropyParams, Reduction};
+    ///
+    /// assert_eq!(CrossEntropyParams::new(1000, Reduction::Mean)?.classes(), 1000);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn classes(&self) -> usize {
         self.classes.get()
     }
 
     /// The reduction.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CrossEntropyParams, Reduction};
+    ///
+    /// assert_eq!(CrossEntropyParams::new(3, Reduction::None)?.reduction(), Reduction::None);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn reduction(&self) -> Reduction {
         self.reduction
     }
 
     /// The ignore index, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CrossEntropyParams, Reduction};
+    ///
+    /// let params = CrossEntropyParams::new(3, Reduction::Mean)?;
+    /// assert_eq!(params.ignore_index(), None);
+    /// assert_eq!(params.with_ignore_index(u32::MAX).ignore_index(), Some(u32::MAX));
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn ignore_index(&self) -> Option<u32> {
         self.ignore_index
     }
 
     /// The gradient's multiplier.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CrossEntropyParams, Reduction};
+    ///
+    /// let params = CrossEntropyParams::new(3, Reduction::Mean)?;
+    /// assert_eq!(params.loss_scale(), 1.0);
+    /// assert_eq!(params.with_loss_scale(128.0)?.loss_scale(), 128.0);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn loss_scale(&self) -> f32 {
         self.loss_scale
@@ -130,6 +211,22 @@ impl core::error::Error for CrossEntropyError {}
 ///
 /// If `logits.len() != labels.len() * classes` or `losses.len() !=
 /// labels.len()`.
+///
+/// # Examples
+///
+/// ```
+/// use tessera_core::loss::{self, CrossEntropyError, CrossEntropyParams, Reduction};
+///
+/// let params = CrossEntropyParams::new(2, Reduction::Sum)?;
+/// let mut losses = [0.0f32; 2];
+/// // Equal logits: each loss is ln 2.
+/// let sum = loss::softmax_cross_entropy(&params, &[0.0f32, 0.0, 3.0, 3.0], &[1, 0], &mut losses)?;
+/// assert!((losses[0] - core::f32::consts::LN_2).abs() < 1e-6 && losses[1] == losses[0]);
+/// assert!((sum - 2.0 * core::f32::consts::LN_2).abs() < 1e-6);
+/// let bad = loss::softmax_cross_entropy(&params, &[0.0f32, 0.0], &[2], &mut losses[..1]);
+/// assert_eq!(bad, Err(CrossEntropyError::LabelOutOfRange { row: 0, label: 2, classes: 2 }));
+/// # Ok::<(), Box<dyn core::error::Error>>(())
+/// ```
 pub fn softmax_cross_entropy<L: Element>(
     params: &CrossEntropyParams,
     logits: &[L],
@@ -171,6 +268,20 @@ pub fn softmax_cross_entropy<L: Element>(
 ///
 /// If `logits.len() != labels.len() * classes`, `losses.len() !=
 /// labels.len()` or `grad.len() != logits.len()`.
+///
+/// # Examples
+///
+/// ```
+/// use tessera_core::loss::{self, CrossEntropyParams, Reduction};
+///
+/// let params = CrossEntropyParams::new(2, Reduction::Sum)?;
+/// let (mut losses, mut grad) = ([0.0f32; 1], [0.0f32; 2]);
+/// let sum = loss::softmax_cross_entropy_with_grad(&params, &[0.0f32, 0.0], &[0], &mut losses, &mut grad)?;
+/// // softmax = [0.5, 0.5], onehot = [1, 0].
+/// assert_eq!(grad, [-0.5, 0.5]);
+/// assert!((sum - core::f32::consts::LN_2).abs() < 1e-6 && sum == losses[0]);
+/// # Ok::<(), Box<dyn core::error::Error>>(())
+/// ```
 pub fn softmax_cross_entropy_with_grad<L: Element, G: Element>(
     params: &CrossEntropyParams,
     logits: &[L],

@@ -30,6 +30,19 @@ impl CtcParams {
     ///
     /// [`ParamError::NoClasses`] if `classes` is 0,
     /// [`ParamError::BlankOutOfRange`] if `blank >= classes`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CtcParams, ParamError, Reduction};
+    ///
+    /// let params = CtcParams::new(5, 0, Reduction::Mean)?;
+    /// assert_eq!((params.classes(), params.blank()), (5, 0));
+    /// assert!(!params.zero_infinity() && params.loss_scale() == 1.0);
+    /// let bad = CtcParams::new(5, 5, Reduction::Mean);
+    /// assert_eq!(bad, Err(ParamError::BlankOutOfRange { blank: 5, classes: 5 }));
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     pub fn new(classes: usize, blank: u32, reduction: Reduction) -> Result<Self, ParamError> {
         let classes = NonZeroUsize::new(classes).ok_or(ParamError::NoClasses)?;
         if !super::is_class(blank, classes.get()) {
@@ -49,6 +62,22 @@ impl CtcParams {
 
     /// PyTorch's `zero_infinity`: an infeasible item (infinite loss) gets
     /// loss `+0.0` and gradient `+0.0` instead of `+inf` and NaN.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{self, CtcInput, CtcParams, Reduction};
+    ///
+    /// // Target [1, 1] needs 3 time steps (a blank between the repeats); there is 1.
+    /// let input = CtcInput { log_probs: &[0.5f32.ln(), 0.5f32.ln()], max_time: 1, input_lengths: &[1],
+    ///     targets: &[1, 1], max_target_len: 2, target_lengths: &[2] };
+    /// let params = CtcParams::new(2, 0, Reduction::Sum)?;
+    /// let (mut losses, mut scratch) = ([0.0f32; 1], [0.0f32; loss::ctc_scratch_len(1, 2, 2)]);
+    /// assert_eq!(loss::ctc_loss(&params, &input, &mut losses, &mut scratch)?, f32::INFINITY);
+    /// let params = params.with_zero_infinity(true);
+    /// assert_eq!(loss::ctc_loss(&params, &input, &mut losses, &mut scratch)?, 0.0);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn with_zero_infinity(self, zero_infinity: bool) -> Self {
         Self {
@@ -62,6 +91,23 @@ impl CtcParams {
     /// # Errors
     ///
     /// [`ParamError::LossScale`] unless `loss_scale` is finite and positive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{self, CtcInput, CtcParams, Reduction};
+    ///
+    /// // One step over classes [blank, 1], target [1]: the only alignment emits 1.
+    /// let input = CtcInput { log_probs: &[0.25f32.ln(), 0.75f32.ln()], max_time: 1, input_lengths: &[1],
+    ///     targets: &[1], max_target_len: 1, target_lengths: &[1] };
+    /// let params = CtcParams::new(2, 0, Reduction::Sum)?.with_loss_scale(4.0)?;
+    /// let (mut losses, mut grad, mut scratch) = ([0.0f32; 1], [0.0f32; 2], [0.0f32; 12]);
+    /// loss::ctc_loss_with_grad(&params, &input, &mut losses, &mut grad, &mut scratch)?;
+    /// // 4 * ([0.25, 0.75] - [0, 1]); the loss -ln 0.75 is not scaled.
+    /// assert!((grad[0] - 1.0).abs() < 1e-5 && (grad[1] + 1.0).abs() < 1e-5);
+    /// assert!((losses[0] + 0.75f32.ln()).abs() < 1e-6);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     pub fn with_loss_scale(self, loss_scale: f32) -> Result<Self, ParamError> {
         Ok(Self {
             loss_scale: check_loss_scale(loss_scale)?,
@@ -70,30 +116,79 @@ impl CtcParams {
     }
 
     /// The number of classes, blank included.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CtcParams, Reduction};
+    ///
+    /// assert_eq!(CtcParams::new(29, 28, Reduction::Mean)?.classes(), 29);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn classes(&self) -> usize {
         self.classes.get()
     }
 
     /// The blank index.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CtcParams, Reduction};
+    ///
+    /// assert_eq!(CtcParams::new(29, 28, Reduction::Mean)?.blank(), 28);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn blank(&self) -> u32 {
         self.blank
     }
 
     /// The reduction.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CtcParams, Reduction};
+    ///
+    /// assert_eq!(CtcParams::new(3, 0, Reduction::Sum)?.reduction(), Reduction::Sum);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn reduction(&self) -> Reduction {
         self.reduction
     }
 
     /// Whether infinite losses and their gradients are zeroed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CtcParams, Reduction};
+    ///
+    /// let params = CtcParams::new(3, 0, Reduction::Mean)?;
+    /// assert!(!params.zero_infinity());
+    /// assert!(params.with_zero_infinity(true).zero_infinity());
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn zero_infinity(&self) -> bool {
         self.zero_infinity
     }
 
     /// The gradient's multiplier.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CtcParams, Reduction};
+    ///
+    /// let params = CtcParams::new(3, 0, Reduction::Mean)?;
+    /// assert_eq!(params.loss_scale(), 1.0);
+    /// assert_eq!(params.with_loss_scale(0.5)?.loss_scale(), 0.5);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn loss_scale(&self) -> f32 {
         self.loss_scale
@@ -340,6 +435,22 @@ const fn states(max_target_len: usize) -> usize {
 /// If `log_probs.len() != max_time * N * classes`, `targets.len() != N *
 /// max_target_len`, `target_lengths.len() != N`, `losses.len() != N` or
 /// `scratch` is too short.
+///
+/// # Examples
+///
+/// ```
+/// use tessera_core::loss::{self, CtcInput, CtcParams, Reduction};
+///
+/// // One step over classes [blank, 1], target [1]: the only alignment emits 1.
+/// let input = CtcInput { log_probs: &[0.25f32.ln(), 0.75f32.ln()], max_time: 1, input_lengths: &[1],
+///     targets: &[1], max_target_len: 1, target_lengths: &[1] };
+/// let params = CtcParams::new(2, 0, Reduction::Sum)?;
+/// let mut scratch = [0.0f32; loss::ctc_scratch_len(1, 1, 2)];
+/// let mut losses = [0.0f32; 1];
+/// let sum = loss::ctc_loss(&params, &input, &mut losses, &mut scratch)?;
+/// assert!((sum + 0.75f32.ln()).abs() < 1e-6 && sum == losses[0]);
+/// # Ok::<(), Box<dyn core::error::Error>>(())
+/// ```
 pub fn ctc_loss<L: Element>(
     params: &CtcParams,
     input: &CtcInput<'_, L>,
@@ -386,6 +497,24 @@ pub fn ctc_loss<L: Element>(
 /// If `log_probs.len() != max_time * N * classes`, `targets.len() != N *
 /// max_target_len`, `target_lengths.len() != N`, `losses.len() != N`,
 /// `grad.len() != log_probs.len()` or `scratch` is too short.
+///
+/// # Examples
+///
+/// ```
+/// use tessera_core::loss::{self, CtcInput, CtcParams, Reduction};
+///
+/// // One step over classes [blank, 1], target [1]: the only alignment emits 1.
+/// let input = CtcInput { log_probs: &[0.25f32.ln(), 0.75f32.ln()], max_time: 1, input_lengths: &[1],
+///     targets: &[1], max_target_len: 1, target_lengths: &[1] };
+/// let params = CtcParams::new(2, 0, Reduction::Sum)?;
+/// let mut scratch = [0.0f32; loss::ctc_scratch_len(1, 1, 2)];
+/// let (mut losses, mut grad) = ([0.0f32; 1], [0.0f32; 2]);
+/// let sum = loss::ctc_loss_with_grad(&params, &input, &mut losses, &mut grad, &mut scratch)?;
+/// assert!((sum + 0.75f32.ln()).abs() < 1e-6);
+/// // softmax [0.25, 0.75] minus the posterior of each class ([0, 1]).
+/// assert!((grad[0] - 0.25).abs() < 1e-6 && (grad[1] + 0.25).abs() < 1e-6);
+/// # Ok::<(), Box<dyn core::error::Error>>(())
+/// ```
 pub fn ctc_loss_with_grad<L: Element, G: Element>(
     params: &CtcParams,
     input: &CtcInput<'_, L>,

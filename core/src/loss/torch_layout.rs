@@ -45,6 +45,19 @@ impl CtcTargets {
     /// a label outside `u32`, [`CtcError::TargetsLayout`] if `targets` is
     /// neither layout. Labels are checked against the classes by the
     /// kernels.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::{CtcError, CtcTargets};
+    ///
+    /// // Targets [1, 2] and [3], concatenated or padded to [2, 2].
+    /// let concatenated = CtcTargets::from_torch(&[5, 4], &[1, 2, 3], &[2, 1])?;
+    /// assert_eq!(concatenated, CtcTargets::from_torch(&[5, 4], &[1, 2, 3, 0], &[2, 1])?);
+    /// let negative = CtcTargets::from_torch(&[-1], &[1], &[1]);
+    /// assert_eq!(negative, Err(CtcError::Length { batch: 0, length: -1 }));
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     pub fn from_torch(
         input_lengths: &[i64],
         targets: &[i64],
@@ -100,6 +113,20 @@ impl CtcTargets {
     }
 
     /// The kernels' input over `log_probs` (`[max_time, N, classes]`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tessera_core::loss::CtcTargets;
+    ///
+    /// let targets = CtcTargets::from_torch(&[2, 1], &[1, 2, 3], &[2, 1])?;
+    /// let log_probs = [0.0f32; 2 * 2 * 4]; // [max_time 2, N 2, classes 4]
+    /// let input = targets.input(&log_probs, 2);
+    /// assert_eq!((input.max_time, input.max_target_len), (2, 2));
+    /// assert_eq!((input.input_lengths, input.target_lengths), (&[2, 1][..], &[2, 1][..]));
+    /// assert_eq!(input.targets[..3], [1, 2, 3]);
+    /// # Ok::<(), Box<dyn core::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn input<'a, L>(&'a self, log_probs: &'a [L], max_time: usize) -> CtcInput<'a, L> {
         CtcInput {

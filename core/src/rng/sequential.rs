@@ -29,18 +29,54 @@ pub struct StreamRng {
 
 impl StreamRng {
     /// Reads `stream` from position 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rand_core::Rng;
+    /// use tessera_core::rng::{RandomStream, StreamRng};
+    ///
+    /// let stream = RandomStream::new(42, 3);
+    /// let mut rng = StreamRng::new(stream);
+    /// assert_eq!(rng.position(), 0);
+    /// assert_eq!([rng.next_u32(), rng.next_u32()], [stream.bits(0), stream.bits(1)]);
+    /// ```
     #[must_use]
     pub const fn new(stream: RandomStream) -> Self {
         Self::at(stream, 0)
     }
 
     /// Reads `stream` from `position`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rand_core::Rng;
+    /// use tessera_core::rng::{RandomStream, StreamRng};
+    ///
+    /// let stream = RandomStream::new(42, 3);
+    /// let mut rng = StreamRng::at(stream, 1000);
+    /// assert_eq!(rng.next_u32(), stream.bits(1000));
+    /// assert_eq!(rng.position(), 1001);
+    /// ```
     #[must_use]
     pub const fn at(stream: RandomStream, position: u64) -> Self {
         Self { stream, position }
     }
 
     /// The position of the next word.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use rand_core::Rng;
+    /// use tessera_core::rng::{RandomStream, StreamRng};
+    ///
+    /// let mut rng = StreamRng::new(RandomStream::new(1, 0));
+    /// rng.next_u64(); // two words
+    /// rng.next_u32();
+    /// assert_eq!(rng.position(), 3);
+    /// ```
     #[must_use]
     pub const fn position(&self) -> u64 {
         self.position
