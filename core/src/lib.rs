@@ -92,9 +92,9 @@
 //!
 //! # Fast paths
 //!
-//! [`arch`]: under `std` the CPU is detected on the first kernel call and
-//! the fastest backend it can run is used (SSE2, AVX2 + F16C, AVX-512 with
-//! its BF16 conversion where present); without `std`, or when the build's
+//! [`arch`]: the CPU is detected on the first kernel call, also without
+//! `std`, and the fastest backend it can run is used (SSE2, AVX2 + F16C,
+//! AVX-512 with its BF16 conversion where present); when the build's
 //! target features already include the best backend, the choice is made
 //! at compile time. No `RUSTFLAGS` are needed, and every backend gives the
 //! same bits.

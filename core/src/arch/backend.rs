@@ -165,32 +165,18 @@ impl fmt::Display for BackendError {
 
 impl core::error::Error for BackendError {}
 
-/// Whether the CPU has `feature` (an `is_x86_feature_detected!` name).
+/// Whether the CPU (and the operating system) support `feature` (an
+/// `is_x86_feature_detected!` name), detected with `cpuid` also without
+/// `std`.
 fn has(feature: &str) -> bool {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    #[cfg(target_arch = "x86_64")]
     {
-        // The macro takes literals only.
-        match feature {
-            "avx2" => std::is_x86_feature_detected!("avx2"),
-            "f16c" => std::is_x86_feature_detected!("f16c"),
-            "avx512f" => std::is_x86_feature_detected!("avx512f"),
-            "avx512bw" => std::is_x86_feature_detected!("avx512bw"),
-            "avx512vl" => std::is_x86_feature_detected!("avx512vl"),
-            "avx512bf16" => std::is_x86_feature_detected!("avx512bf16"),
-            _ => false,
-        }
+        super::cpuid::Feature::from_name(feature).is_some_and(super::cpuid::has)
     }
-    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    #[cfg(not(target_arch = "x86_64"))]
     {
-        match feature {
-            "avx2" => cfg!(target_feature = "avx2"),
-            "f16c" => cfg!(target_feature = "f16c"),
-            "avx512f" => cfg!(target_feature = "avx512f"),
-            "avx512bw" => cfg!(target_feature = "avx512bw"),
-            "avx512vl" => cfg!(target_feature = "avx512vl"),
-            "avx512bf16" => cfg!(target_feature = "avx512bf16"),
-            _ => false,
-        }
+        let _ = feature;
+        false
     }
 }
 
@@ -281,7 +267,7 @@ fn choose_default() -> Backend {
 }
 
 /// The fastest backend this CPU can run (compile-time when the build's
-/// target features already guarantee it).
+/// target features already guarantee it), with or without `std`.
 ///
 /// ```
 /// use tessera_core::arch::{self, Backend};
@@ -292,7 +278,7 @@ fn choose_default() -> Backend {
 /// ```
 #[must_use]
 pub fn best() -> Backend {
-    if STATIC_BEST >= Backend::Avx512 || !cfg!(feature = "std") {
+    if STATIC_BEST >= Backend::Avx512 {
         return STATIC_BEST;
     }
     Backend::ALL

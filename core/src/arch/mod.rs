@@ -1,11 +1,12 @@
 //! CPU backends and how one is chosen.
 //!
 //! Every kernel exists once, written over lane types ([`Backend`]s differ
-//! only in which instructions implement them), plus its scalar twin. Under
-//! `std` the CPU's features are detected once, on the first kernel call,
-//! and the fastest backend it can run is cached; without `std`, or when
-//! the build's target features already guarantee the best backend, the
-//! choice is made at compile time. Every backend gives bitwise the scalar
+//! only in which instructions implement them), plus its scalar twin. The
+//! CPU's features are detected once, on the first kernel call (with
+//! `cpuid` and `xgetbv`, so a `no_std` build gets the fast paths too), and
+//! the fastest backend it can run is cached; when the build's target
+//! features already guarantee the best backend, the choice is made at
+//! compile time. Every backend gives bitwise the scalar
 //! twin's results, so the choice changes speed only.
 //!
 //! A backend can be forced, for tests and comparisons: process-wide with
@@ -29,6 +30,8 @@
 
 mod backend;
 mod cast;
+#[cfg(target_arch = "x86_64")]
+mod cpuid;
 mod dispatch;
 mod kernel;
 pub(crate) mod lanes;
