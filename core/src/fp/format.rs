@@ -217,7 +217,9 @@ impl Format {
     /// IEEE infinities and NaN. Its encodings use the fewest exponent bits
     /// that hold the range with bias `1 - emin`; exponent fields above
     /// `emax` other than all ones (present only when `emin != 1 - emax`)
-    /// decode to NaN.
+    /// decode to NaN. Without subnormals, codes with exponent field 0 and
+    /// a mantissa other than 0 are never produced (decoding gives their
+    /// IEEE subnormal value).
     ///
     /// ```
     /// use tessera_core::fp::Format;
