@@ -341,10 +341,11 @@ fn stochastic_expectation_is_exact_by_enumeration() {
 /// needs exactly those.
 #[test]
 fn tiny_stochastic_expectation_is_exact_by_enumeration() {
-    // E2M1: smallest 0.5; x = 2^-9 * 1.5 = fraction 3 * 2^-10 of it.
+    // E2M1: smallest value 0.5 (t = -1); x = 0.3 in [2^-2, 2^-1) is
+    // m * 2^(t - s) with m its 24-bit significand and s = 24.
     let f = Format::E2M1FN;
-    let x = 1.5 * 2f32.powi(-9);
-    let s = 24 + 9 - 1 - 1; // |x| = m * 2^(t - s) with m = 1.5 * 2^23, t = -1
+    let x = 0.3f32;
+    let s = 24;
     let mut ups = 0u64;
     for half in 0..=u16::MAX {
         for top in 0..1u32 << (s - 16) {
@@ -355,7 +356,7 @@ fn tiny_stochastic_expectation_is_exact_by_enumeration() {
             ups += u64::from(f.chop_with(x, Round::STOCHASTIC, &bits, 0) != 0.0);
         }
     }
-    assert_eq!(ups as f64, f64::from(x) / 0.5 * pow2(s as i32));
+    assert_eq!(ups as f64, f64::from(x) / 0.5 * pow2(s));
 }
 
 /// Stochastic results are always one of the two neighbours (or the
@@ -482,8 +483,8 @@ fn packing_round_trips_in_ocp_order() {
     let mut packed = vec![0u8; fp::fp6_packed_len(codes.len())];
     fp::pack_fp6(&codes, &mut packed);
     let stream = u32::from(packed[0]) | u32::from(packed[1]) << 8 | u32::from(packed[2]) << 16;
-    for i in 0..4 {
-        assert_eq!((stream >> (6 * i)) & 0x3f, u32::from(codes[i]));
+    for (i, c) in codes.iter().take(4).enumerate() {
+        assert_eq!((stream >> (6 * i)) & 0x3f, u32::from(*c));
     }
     let mut back = vec![0u8; codes.len()];
     fp::unpack_fp6(&packed, &mut back);

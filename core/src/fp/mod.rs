@@ -155,7 +155,9 @@ impl Stochastic {
     }
 }
 
-/// How a kernel that writes 16-bit values rounds them.
+/// How a kernel that writes 16-bit values rounds them: a [`Round`] bound
+/// to its random bits. Build one from a [`Round`] with [`Rounding::new`];
+/// the two common roundings have their own variants (and SIMD paths).
 ///
 /// ```
 /// use tessera_core::fp::{Overflow, Rounding, Stochastic, bf16};
@@ -170,19 +172,70 @@ impl Stochastic {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rounding {
-    /// Round to nearest, ties to even.
+    /// Round to nearest, ties to even ([`Round::NEAREST_EVEN`]).
     Nearest,
-    /// Stochastic rounding; element `i` of the slice written uses position
-    /// `first_index + i` of `sr.stream`.
+    /// Stochastic rounding ([`Mode::Stochastic`], subnormals kept);
+    /// element `i` of the slice written uses position `first_index + i` of
+    /// `sr.stream`.
     Stochastic {
         /// The random bits and overflow policy.
         sr: Stochastic,
         /// The stream position of the slice's first element.
         first_index: u64,
     },
+    /// Any other [`Round`]: element `i` of the slice written rounds as
+    /// [`Format::encode`] does with position `first_index + i` of `stream`
+    /// (one lane at a time).
+    Other {
+        /// The mode, overflow policy and subnormals.
+        round: Round,
+        /// Where stochastic modes take their random bits.
+        stream: RandomStream,
+        /// The stream position of the slice's first element.
+        first_index: u64,
+    },
 }
 
 impl Rounding {
+    /// `round` with random bits from `stream`, the slice's first element
+    /// at position `first_index`: [`Rounding::Nearest`] or
+    /// [`Rounding::Stochastic`] where they say the same, else
+    /// [`Rounding::Other`].
+    ///
+    /// ```
+    /// use tessera_core::fp::{Mode, Overflow, Round, Rounding, Stochastic};
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let s = RandomStream::new(1, 2);
+    /// assert_eq!(Rounding::new(Round::NEAREST_EVEN, s, 0), Rounding::Nearest);
+    /// let sr = Rounding::new(Round::STOCHASTIC, s, 5);
+    /// assert_eq!(sr, Rounding::Stochastic { sr: Stochastic::new(s, Overflow::Infinity), first_index: 5 });
+    /// assert!(matches!(Rounding::new(Round::new(Mode::TowardZero), s, 0), Rounding::Other { .. }));
+    /// ```
+    #[must_use]
+    pub const fn new(round: Round, stream: RandomStream, first_index: u64) -> Self {
+        match round {
+            Round {
+                mode: Mode::NearestEven,
+                overflow: Overflow::Infinity,
+                subnormals: Subnormals::Keep,
+            } => Self::Nearest,
+            Round {
+                mode: Mode::Stochastic,
+                overflow,
+                subnormals: Subnormals::Keep,
+            } => Self::Stochastic {
+                sr: Stochastic::new(stream, overflow),
+                first_index,
+            },
+            _ => Self::Other {
+                round,
+                stream,
+                first_index,
+            },
+        }
+    }
+
     /// Rounds `x`, the value of element `at` of the slice being written
     /// (the scalar twin of the kernels' eight-lane store).
     ///
@@ -199,6 +252,20 @@ impl Rounding {
             Self::Nearest => H::from_f32(x),
             Self::Stochastic { sr, first_index } => {
                 H::from_f32_sr(x, sr, first_index.wrapping_add(at as u64))
+            }
+            Self::Other {
+                round,
+                stream,
+                first_index,
+            } => {
+                let format = match <H as sealed::Lanes>::FORMAT {
+                    Storage::F16 => Format::F16,
+                    _ => Format::BF16,
+                };
+                let code = format.encode(x, round, stream, first_index.wrapping_add(at as u64));
+                let mut out = [H::default()];
+                crate::arch::cast_slice_mut::<H, u16>(&mut out)[0] = code as u16;
+                out[0]
             }
         }
     }
@@ -227,6 +294,7 @@ impl Rounding {
                     None
                 }
             }
+            Self::Other { .. } => None,
         };
         match packed {
             Some(h) => S::store_h(h, crate::arch::cast_slice_mut(out)),
