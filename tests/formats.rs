@@ -550,3 +550,116 @@ proptest! {
         }
     }
 }
+
+/// Which inputs the oracle treats alike, for the exhaustive sweep: inputs
+/// with the same sign, f32 exponent field, top mantissa bits `q` and
+/// sticky bit (any lower bit set) round to the same value in every
+/// deterministic mode.
+///
+/// Proof: the oracle's result for `|x|` depends only on where `|x|` lies
+/// among the format's values and the midpoints between them (and on the
+/// sign): it is constant on each such point and on each open interval
+/// between consecutive points. Within one f32 binade (exponent `ex`, last
+/// bit `2^e0`, `e0 = max(ex, -126) - 23`) every such point is a multiple
+/// of `2^(g - 1)` with `g = max(ex, emin) - m`, the format's finest
+/// spacing there (below the smallest value, 0, `2^(t - 1)` and `2^t` are
+/// binade boundaries; past the largest value the result is constant).
+/// With `k = clamp(g - 1 - e0, 0, 23)` every point in the binade is a
+/// multiple of `2^k` pattern units, so inputs with the same bits above `k`
+/// and none below are one input, and inputs with the same bits above `k`
+/// and some below lie strictly between two consecutive multiples of
+/// `2^k`, inside one open interval.
+#[cfg(feature = "exhaustive")]
+fn class_of(f: Format, x: u32) -> (u32, u32, bool) {
+    let k = class_bits(f, (x >> 23) & 0xff);
+    let man = x & 0x7f_ffff;
+    (x >> 23, man >> k, man & ((1 << k) - 1) != 0)
+}
+
+/// The `k` of [`class_of`] for f32 exponent field `field`.
+#[cfg(feature = "exhaustive")]
+fn class_bits(f: Format, field: u32) -> u32 {
+    let ex = if field == 0 { -126 } else { field as i32 - 127 };
+    let g = ex.max(f.emin()) - i32::try_from(f.mantissa_bits()).unwrap();
+    (g - 1 - (ex - 23)).clamp(0, 23) as u32
+}
+
+/// Inputs `lo..hi` of the exhaustive sweep: the twin's code against the
+/// oracle's, the oracle evaluated once per class (see [`class_of`]).
+#[cfg(feature = "exhaustive")]
+fn sweep(v: &Values, round: Round, lo: u64, hi: u64) {
+    let f = v.format;
+    let mut class = None;
+    let mut want = None;
+    for bits in lo..hi {
+        let x = bits as u32;
+        let input = f32::from_bits(x);
+        let code = f.encode(input, round, STREAM, bits);
+        if input.is_nan() {
+            assert!(!f.has_nan() || f.decode(code).is_nan(), "{x:#x}");
+            continue;
+        }
+        let c = class_of(f, x);
+        if class != Some(c) {
+            class = Some(c);
+            want = v.code(v.round(input, round));
+        }
+        match want {
+            Some(w) => assert_eq!(code, w, "{f:?} {round:?}: {x:#010x}"),
+            None => assert!(!f.has_nan() || f.decode(code).is_nan(), "{x:#x}"),
+        }
+    }
+}
+
+/// Every one of the 2^32 f32 inputs into every format of 8 bits or fewer,
+/// rounded to nearest even, against the oracle (split over threads). The
+/// other deterministic modes take the class representatives of every
+/// binade (the first, second, middle and last input of each class), so
+/// that each class's oracle value is checked against the twin at its
+/// edges. Built only with `--features exhaustive` (CI runs it in release
+/// mode); prints the time of each format.
+#[cfg(feature = "exhaustive")]
+#[test]
+fn exhaustive_all_f32_inputs_into_small_formats() {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    let chunk = (1u64 << 32) / threads;
+    for (name, f) in formats().into_iter().filter(|(_, f)| f.bits() <= 8) {
+        let v = Values::new(f);
+        let start = std::time::Instant::now();
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let v = &v;
+                let hi = if t + 1 == threads {
+                    1 << 32
+                } else {
+                    (t + 1) * chunk
+                };
+                scope.spawn(move || sweep(v, Round::NEAREST_EVEN, t * chunk, hi));
+            }
+        });
+        let nearest = start.elapsed().as_secs_f64();
+        let mut representatives = 0u64;
+        for round in rounds(&DETERMINISTIC) {
+            // Per sign and exponent field, each class is one exact input
+            // `q << k` and the run of `2^k - 1` after it: check the exact
+            // one and the run's first, middle and last.
+            for top in 0..512u32 {
+                let k = class_bits(f, top & 0xff);
+                for q in 0..1u32 << (23 - k) {
+                    let base = u64::from(top << 23 | q << k);
+                    let last = base + (1 << k) - 1;
+                    for x in [base, base + 1, (base + 1 + last) / 2, last] {
+                        if x <= last {
+                            sweep(&v, round, x, x + 1);
+                            representatives += 1;
+                        }
+                    }
+                }
+            }
+        }
+        println!(
+            "formats: exhaustive {name}: 2^32 inputs nearest even in {nearest:.1} s; \
+             {representatives} class representatives in the other modes"
+        );
+    }
+}
