@@ -8,7 +8,7 @@ use tessera_core::fp::{
     self, HalfFloat, Overflow, Rounding, Stochastic, f32_to_half_slice, f32_to_half_sr_slice,
     half_to_f32_slice, scalar,
 };
-use tessera_core::rng::RandomStream;
+use tessera_core::rng::{RandomBits, RandomStream};
 
 use crate::kernels::on_every_backend;
 
@@ -174,7 +174,8 @@ fn tiny_values_match_scalar_even_when_the_first_bits_tie() {
                 let top = m.checked_shr(s - 16).unwrap_or(0) as u16;
                 for index in 0..4 {
                     let word = |k| STREAM.word(index, k);
-                    let got = scalar::f32_to_f16_sr_with(x, top, word, Overflow::Infinity);
+                    let got =
+                        scalar::f32_to_f16_sr_with(x, &Given(top, word), 0, Overflow::Infinity);
                     let mut u = u128::from(top);
                     let mut remaining = s - 16;
                     let mut k = 1;
@@ -190,6 +191,20 @@ fn tiny_values_match_scalar_even_when_the_first_bits_tie() {
             }
         },
     );
+}
+
+/// One element's random bits given explicitly: its half bits, and word `k`
+/// from a function.
+struct Given<F>(u16, F);
+
+impl<F: Fn(u32) -> u32> RandomBits for Given<F> {
+    fn half_bits(&self, _: u64) -> u16 {
+        self.0
+    }
+
+    fn word(&self, _: u64, k: u32) -> u32 {
+        (self.1)(k)
+    }
 }
 
 /// Counts, over every value of the random bits that matter, how often `x`
@@ -213,7 +228,7 @@ fn enumerate_f16(x: f32) {
             assert_eq!(k, 1, "only word 1 is read here");
             (r >> 16) | 0x5a5a_5a5a << (discarded - 16).min(31)
         };
-        let got = scalar::f32_to_f16_sr_with(x, half, extra, Overflow::Infinity);
+        let got = scalar::f32_to_f16_sr_with(x, &Given(half, extra), 0, Overflow::Infinity);
         if got != down {
             assert_eq!(
                 got.to_f32().abs(),
@@ -264,7 +279,7 @@ fn tiny_round_away_count_equals_the_exact_fraction() {
             for u in 0..1u32 << s {
                 let half = (u >> (s - 16)) as u16;
                 let extra = |_| (u << (48 - s)) | 0x5a;
-                let got = scalar::f32_to_f16_sr_with(x, half, extra, Overflow::Infinity);
+                let got = scalar::f32_to_f16_sr_with(x, &Given(half, extra), 0, Overflow::Infinity);
                 assert_eq!(got.to_bits() & 0x8000, (sign >> 16) as u16, "sign kept");
                 match got.to_bits() & 0x7fff {
                     0 => {}
@@ -290,7 +305,7 @@ fn bf16_round_away_count_equals_the_exact_fraction() {
         let down = bf16::from_bits((x.to_bits() >> 16) as u16);
         let mut away = 0u32;
         for r in 0..=u16::MAX {
-            let got = scalar::f32_to_bf16_sr_with(x, r, Overflow::Infinity);
+            let got = scalar::f32_to_bf16_sr_with(x, &Given(r, |_| 0), 0, Overflow::Infinity);
             if got != down {
                 assert_eq!(got.to_bits(), down.to_bits() + 1, "neighbour");
                 away += 1;

@@ -1339,10 +1339,10 @@ fn pinned_outputs() {
 // Optimizers on every backend: each step, forced onto a backend, gives
 // bitwise the scalar backend's (the scalar twins') weights and state.
 
-use tessera_core::fp::Element;
+use tessera_core::fp::{Element, Round};
 use tessera_core::optim::{
     Accumulation, AdamW, AdamWConfig, Lamb, LambConfig, Lars, LarsConfig, Param, Partials,
-    Precision, Sgd, SgdConfig, Step, StoreRounding,
+    Precision, Sgd, SgdConfig, Step,
 };
 
 /// Weights, gradients and state with special values mixed in.
@@ -1433,9 +1433,9 @@ fn optimizer_steps<W: Element, G: Element, S: Element>(precision: Precision) -> 
 fn optimizers_match_the_scalar_backend_on_every_backend() {
     fn check<W: Element, G: Element, S: Element>() {
         for rounding in [
-            StoreRounding::Nearest,
-            StoreRounding::Stochastic(Overflow::Infinity),
-            StoreRounding::Stochastic(Overflow::Saturate),
+            Round::NEAREST_EVEN,
+            Round::STOCHASTIC,
+            Round::STOCHASTIC.with_overflow(Overflow::Saturate),
         ] {
             let precision = Precision {
                 weights: rounding,

@@ -6,6 +6,7 @@ mod collective_transport;
 mod command;
 mod conversions;
 mod fit_cli;
+mod formats;
 mod fuzz;
 mod input_cli;
 mod kernels;

@@ -4,10 +4,9 @@
 
 use half::f16;
 use serde::{Deserialize, Serialize};
-use tessera_core::fp::Overflow;
+use tessera_core::fp::{Overflow, Round};
 use tessera_core::optim::{
-    AdamWConfig, Decay, Group, LambConfig, LrSchedule, OwnedOptimizer, Precision, StoreRounding,
-    Tensor,
+    AdamWConfig, Decay, Group, LambConfig, LrSchedule, OwnedOptimizer, Precision, Tensor,
 };
 use tessera_core::scale::{DynamicConfig, DynamicLossScaler, GradSlice};
 
@@ -48,7 +47,7 @@ impl Run {
             },
         ];
         let precision = Precision {
-            state: StoreRounding::Stochastic(Overflow::Saturate),
+            state: Round::STOCHASTIC.with_overflow(Overflow::Saturate),
             seed: 99,
             ..Precision::default()
         };

@@ -996,6 +996,7 @@ fn expect_half<H: HalfFloat>(x: &[H], inv: f32, r: Rounding) -> Vec<u16> {
                 Rounding::Stochastic { sr, first_index } => {
                     H::from_f32_sr(p, sr, first_index + i as u64)
                 }
+                other => other.round(p, i),
             };
             bytemuck::cast(h)
         })

@@ -247,10 +247,10 @@ mod round_trip {
     use core::num::NonZeroU32;
 
     use super::tests::round_trips;
-    use crate::fp::Overflow;
+    use crate::fp::{Mode, NanEncoding, Overflow, Round, Subnormals};
     use crate::optim::{
         AdamWConfig, Decay, LambConfig, LarsConfig, LrSchedule, OptimizerConfig, Precision,
-        SgdConfig, StepCounter, StoreRounding,
+        SgdConfig, StepCounter,
     };
     use crate::scale::{
         AutomaticConfig, AutomaticLossScaler, BinCounts, DynamicConfig, DynamicLossScaler,
@@ -320,14 +320,29 @@ mod round_trip {
 
     #[test]
     fn precision() {
+        let modes = [
+            Mode::NearestEven,
+            Mode::NearestAway,
+            Mode::NearestZero,
+            Mode::TowardZero,
+            Mode::Up,
+            Mode::Down,
+            Mode::ToOdd,
+            Mode::Stochastic,
+            Mode::StochasticBits(7),
+            Mode::StochasticEqual,
+        ];
         for overflow in [Overflow::Infinity, Overflow::Saturate] {
             round_trips(&overflow);
-            round_trips(&StoreRounding::Stochastic(overflow));
+            for mode in modes {
+                round_trips(&Round::new(mode).with_overflow(overflow));
+            }
         }
-        round_trips(&StoreRounding::Nearest);
+        round_trips(&Subnormals::Flush);
+        round_trips(&NanEncoding::NegativeZero);
         round_trips(&Precision {
-            weights: StoreRounding::Nearest,
-            state: StoreRounding::Stochastic(Overflow::Saturate),
+            weights: Round::NEAREST_EVEN,
+            state: Round::STOCHASTIC.with_overflow(Overflow::Saturate),
             seed: 1 << 62,
         });
     }

@@ -71,13 +71,22 @@
 //! [`RandomStream::word`]: crate::rng::RandomStream::word
 
 mod convert;
+mod encode;
+mod format;
 pub(crate) mod lanes;
+mod pack;
+mod round;
 pub mod scalar;
+mod slices;
 mod stochastic;
 
 pub use half::{bf16, f16};
 
 pub use convert::{f32_to_half_slice, half_to_f32_slice};
+pub use format::{Format, FormatError, NanEncoding};
+pub use pack::{fp4_packed_len, fp6_packed_len, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6};
+pub use round::{Mode, Round, Subnormals};
+pub use slices::{Code, chop_slice, decode_slice, encode_slice};
 pub use stochastic::f32_to_half_sr_slice;
 
 use crate::arch::{F32s, Portable, Simd, U32s};
@@ -146,7 +155,9 @@ impl Stochastic {
     }
 }
 
-/// How a kernel that writes 16-bit values rounds them.
+/// How a kernel that writes 16-bit values rounds them: a [`Round`] bound
+/// to its random bits. Build one from a [`Round`] with [`Rounding::new`];
+/// the two common roundings have their own variants (and SIMD paths).
 ///
 /// ```
 /// use tessera_core::fp::{Overflow, Rounding, Stochastic, bf16};
@@ -161,19 +172,70 @@ impl Stochastic {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rounding {
-    /// Round to nearest, ties to even.
+    /// Round to nearest, ties to even ([`Round::NEAREST_EVEN`]).
     Nearest,
-    /// Stochastic rounding; element `i` of the slice written uses position
-    /// `first_index + i` of `sr.stream`.
+    /// Stochastic rounding ([`Mode::Stochastic`], subnormals kept);
+    /// element `i` of the slice written uses position `first_index + i` of
+    /// `sr.stream`.
     Stochastic {
         /// The random bits and overflow policy.
         sr: Stochastic,
         /// The stream position of the slice's first element.
         first_index: u64,
     },
+    /// Any other [`Round`]: element `i` of the slice written rounds as
+    /// [`Format::encode`] does with position `first_index + i` of `stream`
+    /// (one lane at a time).
+    Other {
+        /// The mode, overflow policy and subnormals.
+        round: Round,
+        /// Where stochastic modes take their random bits.
+        stream: RandomStream,
+        /// The stream position of the slice's first element.
+        first_index: u64,
+    },
 }
 
 impl Rounding {
+    /// `round` with random bits from `stream`, the slice's first element
+    /// at position `first_index`: [`Rounding::Nearest`] or
+    /// [`Rounding::Stochastic`] where they say the same, else
+    /// [`Rounding::Other`].
+    ///
+    /// ```
+    /// use tessera_core::fp::{Mode, Overflow, Round, Rounding, Stochastic};
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let s = RandomStream::new(1, 2);
+    /// assert_eq!(Rounding::new(Round::NEAREST_EVEN, s, 0), Rounding::Nearest);
+    /// let sr = Rounding::new(Round::STOCHASTIC, s, 5);
+    /// assert_eq!(sr, Rounding::Stochastic { sr: Stochastic::new(s, Overflow::Infinity), first_index: 5 });
+    /// assert!(matches!(Rounding::new(Round::new(Mode::TowardZero), s, 0), Rounding::Other { .. }));
+    /// ```
+    #[must_use]
+    pub const fn new(round: Round, stream: RandomStream, first_index: u64) -> Self {
+        match round {
+            Round {
+                mode: Mode::NearestEven,
+                overflow: Overflow::Infinity,
+                subnormals: Subnormals::Keep,
+            } => Self::Nearest,
+            Round {
+                mode: Mode::Stochastic,
+                overflow,
+                subnormals: Subnormals::Keep,
+            } => Self::Stochastic {
+                sr: Stochastic::new(stream, overflow),
+                first_index,
+            },
+            _ => Self::Other {
+                round,
+                stream,
+                first_index,
+            },
+        }
+    }
+
     /// Rounds `x`, the value of element `at` of the slice being written
     /// (the scalar twin of the kernels' eight-lane store).
     ///
@@ -190,6 +252,20 @@ impl Rounding {
             Self::Nearest => H::from_f32(x),
             Self::Stochastic { sr, first_index } => {
                 H::from_f32_sr(x, sr, first_index.wrapping_add(at as u64))
+            }
+            Self::Other {
+                round,
+                stream,
+                first_index,
+            } => {
+                let format = match <H as sealed::Lanes>::FORMAT {
+                    Storage::F16 => Format::F16,
+                    _ => Format::BF16,
+                };
+                let code = format.encode(x, round, stream, first_index.wrapping_add(at as u64));
+                let mut out = [H::default()];
+                crate::arch::cast_slice_mut::<H, u16>(&mut out)[0] = code as u16;
+                out[0]
             }
         }
     }
@@ -218,6 +294,7 @@ impl Rounding {
                     None
                 }
             }
+            Self::Other { .. } => None,
         };
         match packed {
             Some(h) => S::store_h(h, crate::arch::cast_slice_mut(out)),
@@ -401,19 +478,19 @@ fn canonical(x: f32) -> f32 {
 }
 
 impl sealed::Store for f32 {
-    const FORMAT: Format = Format::F32;
+    const FORMAT: Storage = Storage::F32;
 }
 
 impl<H: HalfFloat> sealed::Store for H {
-    const FORMAT: Format = <H as sealed::Lanes>::FORMAT;
+    const FORMAT: Storage = <H as sealed::Lanes>::FORMAT;
 }
 
 impl sealed::Lanes for f16 {
-    const FORMAT: Format = Format::F16;
+    const FORMAT: Storage = Storage::F16;
 }
 
 impl sealed::Lanes for bf16 {
-    const FORMAT: Format = Format::Bf16;
+    const FORMAT: Storage = Storage::Bf16;
 }
 
 /// Below this f32 magnitude pattern (the largest finite bf16) bf16
@@ -482,15 +559,15 @@ pub(crate) mod sealed {
     }
 }
 
-use sealed::Format;
+use sealed::Format as Storage;
 
 /// Loads `S::LANES` elements of `x` as f32 lanes (exactly).
 #[inline(always)]
 pub(crate) fn load<S: Simd, T: Element>(x: &[T]) -> S::F {
     match T::FORMAT {
-        Format::F32 => S::F::load(crate::arch::cast_slice(x)),
-        Format::F16 => S::f16_to_f32(S::load_h(crate::arch::cast_slice(x))),
-        Format::Bf16 => S::bf16_to_f32(S::load_h(crate::arch::cast_slice(x))),
+        Storage::F32 => S::F::load(crate::arch::cast_slice(x)),
+        Storage::F16 => S::f16_to_f32(S::load_h(crate::arch::cast_slice(x))),
+        Storage::Bf16 => S::bf16_to_f32(S::load_h(crate::arch::cast_slice(x))),
     }
 }
 
@@ -501,15 +578,15 @@ pub(crate) fn load<S: Simd, T: Element>(x: &[T]) -> S::F {
 pub(crate) fn store<S: Simd, T: Element>(x: S::F, rounding: Rounding, at: usize, out: &mut [T]) {
     let x = x.canonical();
     match T::FORMAT {
-        Format::F32 => x.store(crate::arch::cast_slice_mut(out)),
-        Format::F16 | Format::Bf16 => rounding.round_lanes::<S, T>(x, at, out),
+        Storage::F32 => x.store(crate::arch::cast_slice_mut(out)),
+        Storage::F16 | Storage::Bf16 => rounding.round_lanes::<S, T>(x, at, out),
     }
 }
 
 /// Rounds to nearest even into 16-bit `format`.
 #[inline(always)]
-fn narrow_rn<S: Simd>(format: Format, x: S::F) -> S::H {
-    if format == Format::F16 {
+fn narrow_rn<S: Simd>(format: Storage, x: S::F) -> S::H {
+    if format == Storage::F16 {
         S::f32_to_f16(x)
     } else {
         S::f32_to_bf16(x)
@@ -522,7 +599,7 @@ fn narrow_rn<S: Simd>(format: Format, x: S::F) -> S::H {
 /// per f16 lane below 2^-24; never for bf16).
 #[inline(always)]
 fn narrow_sr<S: Simd>(
-    format: Format,
+    format: Storage,
     x: S::F,
     half: S::U,
     word1: impl FnOnce() -> S::U,
@@ -532,11 +609,11 @@ fn narrow_sr<S: Simd>(
     let bits = x.to_bits();
     let abs = bits & splat(0x7fff_ffff);
     // The common cases first, on as few instructions as possible.
-    if format == Format::Bf16 && abs.all_le(BF16_PLAIN_MAX) {
+    if format == Storage::Bf16 && abs.all_le(BF16_PLAIN_MAX) {
         // Finite and no carry past the largest bf16: the sign is safe.
         return Some(S::pack((bits + (half & splat(0xffff))) >> 16));
     }
-    if format == Format::F16 && lanes::all_within(abs, lanes::F16_PLAIN_LOW, lanes::F16_PLAIN_SPAN)
+    if format == Storage::F16 && lanes::all_within(abs, lanes::F16_PLAIN_LOW, lanes::F16_PLAIN_SPAN)
     {
         // f16 normal results: 13 random bits added below the kept ones
         // cannot carry into the sign, so round the signed pattern.
@@ -545,7 +622,7 @@ fn narrow_sr<S: Simd>(
     }
     let sign = bits ^ abs;
     let finite = abs.simd_lt(splat(0x7f80_0000));
-    if format == Format::Bf16 {
+    if format == Storage::Bf16 {
         let rounded = lanes::bf16_sr_magnitudes(abs, half, overflow);
         let nearest = lanes::f32_to_bf16_bits::<S::F>(bits);
         return Some(S::pack(finite.select((sign | rounded) >> 16, nearest)));

@@ -6,8 +6,8 @@
 
 use half::{bf16, f16};
 
-use super::Overflow;
-use crate::rng::RandomStream;
+use super::{Format, Overflow, Round};
+use crate::rng::{RandomBits, RandomStream};
 
 /// f32 bit pattern of the largest finite f16, 65504.
 pub(crate) const F16_MAX_AS_F32: u32 = 0x477f_e000;
@@ -141,7 +141,9 @@ pub(crate) const fn bf16_bits_to_f32_bits(h: u16) -> u32 {
 }
 
 /// f32 -> f16 with stochastic rounding, using the random bits of element
-/// `index` of `stream` (see [the module docs](super) for the rule).
+/// `index` of `stream` (see [the module docs](super) for the rule):
+/// [`Format::F16`]'s [`encode`](Format::encode) with
+/// [`Round::STOCHASTIC`] and `overflow`.
 ///
 /// ```
 /// use tessera_core::fp::{self, Overflow, Stochastic, f16, scalar};
@@ -156,118 +158,38 @@ pub(crate) const fn bf16_bits_to_f32_bits(h: u16) -> u32 {
 /// }
 /// ```
 #[must_use]
-pub fn f32_to_f16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> f16 {
-    f32_to_f16_sr_with(
-        x,
-        stream.half_bits(index),
-        |k| stream.word(index, k),
-        overflow,
-    )
+pub const fn f32_to_f16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> f16 {
+    let round = Round::STOCHASTIC.with_overflow(overflow);
+    f16::from_bits(Format::F16.encode(x, round, stream, index) as u16)
 }
 
-/// [`f32_to_f16_sr`] with the element's random bits given explicitly, so
-/// tests can enumerate them: `half` is its 16 bits (the least significant
-/// random bits of the add-then-truncate rule, the most significant of the
-/// tiny-value rule), and `extra(k)` its word `k` for `k` = 1 to 4, read
-/// only where more than 16 bits are needed.
+/// [`f32_to_f16_sr`] with the random bits of element `index` of any
+/// position-addressed source, so tests can enumerate them.
 ///
 /// ```
 /// use tessera_core::fp::{Overflow, f16, scalar};
+/// use tessera_core::rng::RandomBits;
 ///
+/// struct Fixed(u16);
+/// impl RandomBits for Fixed {
+///     fn half_bits(&self, _: u64) -> u16 { self.0 }
+///     fn word(&self, _: u64, _: u32) -> u32 { 0 }
+/// }
 /// // Halfway between 1 and the next f16 (spacing 2^-10): the top random
-/// // bit decides.
+/// // bit of the 13 decides.
 /// let x = 1.0 + 2f32.powi(-11);
-/// assert_eq!(scalar::f32_to_f16_sr_with(x, 0x0000, |_| 0, Overflow::Infinity), f16::ONE);
-/// assert_ne!(scalar::f32_to_f16_sr_with(x, 0xffff, |_| 0, Overflow::Infinity), f16::ONE);
+/// assert_eq!(scalar::f32_to_f16_sr_with(x, &Fixed(0x0000), 0, Overflow::Infinity), f16::ONE);
+/// assert_ne!(scalar::f32_to_f16_sr_with(x, &Fixed(0xffff), 0, Overflow::Infinity), f16::ONE);
 /// ```
 #[must_use]
-pub fn f32_to_f16_sr_with(
+pub fn f32_to_f16_sr_with<B: RandomBits + ?Sized>(
     x: f32,
-    half: u16,
-    extra: impl Fn(u32) -> u32,
+    bits: &B,
+    index: u64,
     overflow: Overflow,
 ) -> f16 {
-    let bits = x.to_bits();
-    let abs = bits & 0x7fff_ffff;
-    let exp = abs >> 23;
-    if exp == 0xff {
-        return f32_to_f16(x);
-    }
-    let rounded = if exp >= 103 {
-        let discarded = f16_discarded_bits(exp);
-        let mut random = u32::from(half);
-        if discarded > 16 {
-            random |= extra(1) << 16;
-        }
-        let mask = low_mask(discarded);
-        (abs + (random & mask)) & !mask
-    } else if tiny_rounds_away(abs, half, extra) {
-        F16_MIN_SUBNORMAL_AS_F32
-    } else {
-        0
-    };
-    let rounded = saturate(rounded, F16_MAX_AS_F32, overflow);
-    f16::from_bits(f32_bits_to_f16_bits((bits & 0x8000_0000) | rounded))
-}
-
-/// The f32 bits that f16 discards for a value with biased f32 exponent
-/// `exp` in `103..255`: 13 for f16 normals, `126 - exp` (14 to 23) where the
-/// result is an f16 subnormal.
-#[must_use]
-pub(crate) const fn f16_discarded_bits(exp: u32) -> u32 {
-    if exp >= 113 { 13 } else { 126 - exp }
-}
-
-/// For `0 <= abs < 2^-24` (the f32 bits of a magnitude below the smallest
-/// f16 subnormal): whether stochastic rounding goes to 2^-24 rather than 0.
-///
-/// The probability must be `abs / 2^-24 = m / 2^s` with `m` the f32
-/// significand (below 2^24) and `s = 126 - max(exp, 1)` (24 to 125). It is
-/// exactly that: read an `s`-bit uniform `U` whose most significant 16 bits
-/// are `half`, followed by words 1, 2, 3, 4 (most significant first), and
-/// round away iff `U < m`. The words are read only while the bits so far
-/// tie with `m` (probability 2^-16 after `half`).
-pub(crate) fn tiny_rounds_away(abs: u32, half: u16, extra: impl Fn(u32) -> u32) -> bool {
-    let (m, s) = tiny_significand_and_scale(abs);
-    let top = m.checked_shr(s - 16).unwrap_or(0);
-    let half = u32::from(half);
-    if half != top {
-        return half < top;
-    }
-    let mut remaining = s - 16;
-    let mut word = 1;
-    loop {
-        let take = remaining.min(32);
-        let drawn = extra(word) >> (32 - take);
-        remaining -= take;
-        let target = m.checked_shr(remaining).unwrap_or(0) & low_mask(take);
-        if drawn != target {
-            return drawn < target;
-        }
-        if remaining == 0 {
-            return false;
-        }
-        word += 1;
-    }
-}
-
-/// `(m, s)` with `abs = m * 2^-(s + 24)` for a finite magnitude below 2^-24.
-#[inline]
-pub(crate) const fn tiny_significand_and_scale(abs: u32) -> (u32, u32) {
-    let exp = abs >> 23;
-    if exp == 0 {
-        (abs, 125)
-    } else {
-        ((abs & 0x007f_ffff) | 0x0080_0000, 126 - exp)
-    }
-}
-
-const fn low_mask(bits: u32) -> u32 {
-    if bits >= 32 {
-        u32::MAX
-    } else {
-        (1 << bits) - 1
-    }
+    let round = Round::STOCHASTIC.with_overflow(overflow);
+    f16::from_bits(Format::F16.encode_with(x, round, bits, index) as u16)
 }
 
 /// f32 -> bf16 with stochastic rounding, using the random bits of element
@@ -282,34 +204,33 @@ const fn low_mask(bits: u32) -> u32 {
 /// ```
 #[must_use]
 pub const fn f32_to_bf16_sr(x: f32, stream: RandomStream, index: u64, overflow: Overflow) -> bf16 {
-    f32_to_bf16_sr_with(x, stream.half_bits(index), overflow)
+    let round = Round::STOCHASTIC.with_overflow(overflow);
+    bf16::from_bits(Format::BF16.encode(x, round, stream, index) as u16)
 }
 
-/// [`f32_to_bf16_sr`] with the element's 16 random bits given explicitly.
+/// [`f32_to_bf16_sr`] with the random bits of element `index` of any
+/// position-addressed source (bf16 reads only the 16 half bits).
 ///
 /// ```
 /// use tessera_core::fp::{Overflow, bf16, scalar};
+/// use tessera_core::rng::RandomBits;
 ///
+/// struct Fixed(u16);
+/// impl RandomBits for Fixed {
+///     fn half_bits(&self, _: u64) -> u16 { self.0 }
+///     fn word(&self, _: u64, _: u32) -> u32 { 0 }
+/// }
 /// let x = 1.0 + 2f32.powi(-8); // halfway between two bf16 values
-/// assert_eq!(scalar::f32_to_bf16_sr_with(x, 0, Overflow::Infinity), bf16::ONE);
-/// assert_ne!(scalar::f32_to_bf16_sr_with(x, 0xffff, Overflow::Infinity), bf16::ONE);
+/// assert_eq!(scalar::f32_to_bf16_sr_with(x, &Fixed(0), 0, Overflow::Infinity), bf16::ONE);
+/// assert_ne!(scalar::f32_to_bf16_sr_with(x, &Fixed(0xffff), 0, Overflow::Infinity), bf16::ONE);
 /// ```
 #[must_use]
-pub const fn f32_to_bf16_sr_with(x: f32, half: u16, overflow: Overflow) -> bf16 {
-    let bits = x.to_bits();
-    let abs = bits & 0x7fff_ffff;
-    if abs >= 0x7f80_0000 {
-        return f32_to_bf16(x);
-    }
-    let rounded = (abs + half as u32) & 0xffff_0000;
-    let rounded = saturate(rounded, BF16_MAX_AS_F32, overflow);
-    bf16::from_bits((((bits & 0x8000_0000) | rounded) >> 16) as u16)
-}
-
-#[inline]
-const fn saturate(rounded: u32, max: u32, overflow: Overflow) -> u32 {
-    match overflow {
-        Overflow::Saturate if rounded > max => max,
-        _ => rounded,
-    }
+pub fn f32_to_bf16_sr_with<B: RandomBits + ?Sized>(
+    x: f32,
+    bits: &B,
+    index: u64,
+    overflow: Overflow,
+) -> bf16 {
+    let round = Round::STOCHASTIC.with_overflow(overflow);
+    bf16::from_bits(Format::BF16.encode_with(x, round, bits, index) as u16)
 }

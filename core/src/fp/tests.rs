@@ -53,3 +53,68 @@ fn portable_f32_to_f16_matches_scalar_on_a_strided_sweep() {
     // One pattern in 4,099 (coprime to every power of two) over all 2^32.
     check_f32_to_f16((0..=u32::MAX).step_by(4099));
 }
+
+/// The generic twins on f16 and bf16 equal the dedicated ones (the
+/// fingerprints depend on them) on a strided sweep of every f32 pattern
+/// and around every f16 value, round to nearest and stochastic, both
+/// overflow policies.
+mod generic_matches_half {
+    use super::super::scalar::{f32_to_bf16, f32_to_bf16_sr, f32_to_f16, f32_to_f16_sr};
+    use super::super::{Format, Overflow, Round};
+    use crate::rng::RandomStream;
+
+    fn inputs() -> impl Iterator<Item = u32> {
+        let around = (0..=u16::MAX).flat_map(|h| {
+            let x = super::f16_bits_to_f32_bits(h);
+            [0u32, 1, 0xfff, 0x1000, 0x1001, 0x8000, 0xffff]
+                .into_iter()
+                .flat_map(move |d| [x.wrapping_add(d), x.wrapping_sub(d)])
+        });
+        (0..=u32::MAX).step_by(65_537).chain(around)
+    }
+
+    #[test]
+    fn nearest_and_stochastic() {
+        let stream = RandomStream::new(11, 3);
+        for (i, bits) in inputs().enumerate() {
+            let x = f32::from_bits(bits);
+            let index = i as u64 * 7;
+            let rn = Round::NEAREST_EVEN;
+            assert_eq!(
+                Format::F16.encode(x, rn, stream, 0),
+                u32::from(f32_to_f16(x).to_bits()),
+                "{bits:#x}"
+            );
+            assert_eq!(
+                Format::BF16.encode(x, rn, stream, 0),
+                u32::from(f32_to_bf16(x).to_bits()),
+                "{bits:#x}"
+            );
+            for overflow in [Overflow::Infinity, Overflow::Saturate] {
+                let sr = Round::STOCHASTIC.with_overflow(overflow);
+                let h = f32_to_f16_sr(x, stream, index, overflow).to_bits();
+                assert_eq!(
+                    Format::F16.encode(x, sr, stream, index),
+                    u32::from(h),
+                    "f16 {bits:#x}"
+                );
+                let b = f32_to_bf16_sr(x, stream, index, overflow).to_bits();
+                assert_eq!(
+                    Format::BF16.encode(x, sr, stream, index),
+                    u32::from(b),
+                    "bf16 {bits:#x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn decode() {
+        for h in 0..=u16::MAX {
+            let want = super::f16_bits_to_f32_bits(h);
+            assert_eq!(Format::F16.decode(u32::from(h)).to_bits(), want, "{h:#x}");
+            let want = super::super::scalar::bf16_to_f32(half::bf16::from_bits(h)).to_bits();
+            assert_eq!(Format::BF16.decode(u32::from(h)).to_bits(), want, "{h:#x}");
+        }
+    }
+}

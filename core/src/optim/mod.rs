@@ -50,7 +50,7 @@
 //! | warm-up and decay | [`LrSchedule`]'s `factor(step)` as [`Step::with_lr_scale`] |
 //! | clip by the global gradient norm | [`GradNorm`], then [`Step::with_grad_scale`] |
 //! | count steps, skip on overflow | [`StepCounter`], [`StepCounter::step_for`] |
-//! | store f16/bf16 weights and state | [`Precision`] ([`StoreRounding`]) |
+//! | store f16/bf16 weights and state | [`Precision`] (a [`Round`](crate::fp::Round) each) |
 //! | accumulate micro-batch gradients | [`Accumulation`] |
 //! | adapt to a framework's optimizer trait (`alloc`) | the `Optimize` trait |
 //!
@@ -127,7 +127,7 @@ pub use owned::{Grads, Group, OwnedOptimizer, ParamState, StateDict, Tensor, Wei
 pub use schedule::{Decay, LrSchedule};
 pub use sgd::{Sgd, SgdConfig};
 
-use crate::fp::{Element, Overflow, Rounding, Stochastic};
+use crate::fp::{Element, Round, Rounding};
 use crate::kernels::ExactSum;
 use crate::rng::RandomStream;
 
@@ -601,46 +601,30 @@ impl StepCounter {
     }
 }
 
-/// How a 16-bit tensor is rounded when an optimizer stores it.
-///
-/// ```
-/// use tessera_core::optim::{Precision, StoreRounding};
-///
-/// // f16 weights rounded to nearest (updates below half an ulp are lost).
-/// let nearest = Precision { weights: StoreRounding::Nearest, ..Precision::default() };
-/// assert_ne!(nearest, Precision::default());
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum StoreRounding {
-    /// Round to nearest even: updates smaller than half an ulp are lost.
-    Nearest,
-    /// Stochastic rounding: unbiased, so small updates survive on average.
-    Stochastic(Overflow),
-}
-
-/// How an optimizer stores 16-bit weights and state, and the seed of its
+/// How an optimizer stores 16-bit weights and state (any [`Round`]:
+/// stochastic rounding by default, so updates smaller than half an ulp
+/// survive on average; to nearest they are lost), and the seed of its
 /// stochastic rounding.
 ///
 /// ```
-/// use tessera_core::optim::{Precision, StoreRounding};
-/// use tessera_core::fp::Overflow;
+/// use tessera_core::fp::{Overflow, Round};
+/// use tessera_core::optim::Precision;
 ///
 /// // Saturating stochastic rounding, the same seed on every replica.
 /// let p = Precision {
-///     weights: StoreRounding::Stochastic(Overflow::Saturate),
-///     state: StoreRounding::Nearest,
+///     weights: Round::STOCHASTIC.with_overflow(Overflow::Saturate),
+///     state: Round::NEAREST_EVEN,
 ///     seed: 1234,
 /// };
-/// assert_eq!(p.seed, 1234);
+/// assert_ne!(p, Precision::default());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Precision {
     /// Rounding of 16-bit weights (ignored for f32).
-    pub weights: StoreRounding,
+    pub weights: Round,
     /// Rounding of 16-bit optimizer state (ignored for f32).
-    pub state: StoreRounding,
+    pub state: Round,
     /// The seed of the stochastic-rounding streams; the same on every
     /// replica so replicated weights stay identical.
     pub seed: u64,
@@ -650,8 +634,8 @@ impl Default for Precision {
     /// Stochastic rounding with infinities on overflow, seed 0.
     fn default() -> Self {
         Self {
-            weights: StoreRounding::Stochastic(Overflow::Infinity),
-            state: StoreRounding::Stochastic(Overflow::Infinity),
+            weights: Round::STOCHASTIC,
+            state: Round::STOCHASTIC,
             seed: 0,
         }
     }
@@ -675,13 +659,7 @@ impl Precision {
 
     fn roundings<const N: usize>(&self, id: u64, t: u64, offset: u64) -> (Rounding, [Rounding; N]) {
         let stream = self.weight_stream(id, t);
-        let rounding = |how: StoreRounding, stream: RandomStream| match how {
-            StoreRounding::Nearest => Rounding::Nearest,
-            StoreRounding::Stochastic(overflow) => Rounding::Stochastic {
-                sr: Stochastic::new(stream, overflow),
-                first_index: offset,
-            },
-        };
+        let rounding = |how: Round, stream: RandomStream| Rounding::new(how, stream, offset);
         (
             rounding(self.weights, stream),
             core::array::from_fn(|k| rounding(self.state, stream.substream(1 + k as u64))),

@@ -45,8 +45,10 @@
 //! value-stability tests pin them.
 
 mod sequential;
+mod source;
 
 pub use sequential::StreamRng;
+pub use source::{RandomBits, Replay};
 
 use crate::arch::U32s;
 

@@ -5,9 +5,9 @@
 use core::fmt;
 use core::str::FromStr;
 
-use tessera_core::fp::Overflow;
+use tessera_core::fp::Round;
 use tessera_core::optim::{
-    AdamWConfig, Decay, LambConfig, LarsConfig, LrSchedule, Optimizer, SgdConfig, StoreRounding,
+    AdamWConfig, Decay, LambConfig, LarsConfig, LrSchedule, Optimizer, SgdConfig,
 };
 use tessera_core::scale::{
     AutomaticConfig, AutomaticLossScaler, DynamicConfig, DynamicLossScaler, StaticLossScaler,
@@ -32,14 +32,14 @@ pub enum PrecisionMode {
     /// stores its update into them with this rounding (stochastic rounding
     /// is what makes it work: to nearest, updates under half an ulp are
     /// lost).
-    Half(StoreRounding),
+    Half(Round),
 }
 
 impl PrecisionMode {
     /// `16.16` with stochastic rounding (infinity on overflow).
-    pub const HALF_SR: Self = Self::Half(StoreRounding::Stochastic(Overflow::Infinity));
+    pub const HALF_SR: Self = Self::Half(Round::STOCHASTIC);
     /// `16.16` with round to nearest.
-    pub const HALF_RN: Self = Self::Half(StoreRounding::Nearest);
+    pub const HALF_RN: Self = Self::Half(Round::NEAREST_EVEN);
 
     /// Whether the model computes in f16.
     #[must_use]
@@ -59,8 +59,8 @@ impl fmt::Display for PrecisionMode {
         f.write_str(match self {
             Self::Fp32 => "32.32",
             Self::Mixed => "16.32",
-            Self::Half(StoreRounding::Stochastic(_)) => "16.16",
-            Self::Half(StoreRounding::Nearest) => "16.16-rn",
+            Self::Half(r) if r.mode.is_stochastic() => "16.16",
+            Self::Half(_) => "16.16-rn",
         })
     }
 }

@@ -6,11 +6,9 @@ use core::ops::Range;
 
 use tessera_collectives::{CommError, ReduceOp};
 use tessera_core::collective::tree_sum;
-use tessera_core::fp::{self, f16};
+use tessera_core::fp::{self, Round, f16};
 use tessera_core::kernels::{self, ExactSum};
-use tessera_core::optim::{
-    Accumulation, GradNorm, Partials, Precision, Step, StepCounter, StoreRounding,
-};
+use tessera_core::optim::{Accumulation, GradNorm, Partials, Precision, Step, StepCounter};
 use tessera_core::scale::{
     AutomaticLossScaler, AutomaticState, BinCounts, DynamicLossScaler, DynamicState, GradSlice,
     LossScaler, StaticLossScaler, unscale_grads,
@@ -437,9 +435,9 @@ impl<'a> Replica<'a> {
         let precision = Precision {
             weights: match config.precision {
                 PrecisionMode::Half(rounding) => rounding,
-                _ => StoreRounding::Nearest,
+                _ => Round::NEAREST_EVEN,
             },
-            state: StoreRounding::Nearest,
+            state: Round::NEAREST_EVEN,
             seed: config.seed,
         };
         let shard = self.shard.clone();

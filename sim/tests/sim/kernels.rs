@@ -6,7 +6,7 @@ use core::num::NonZeroU64;
 
 use tessera_core::fp::{self, Element, HalfFloat, Overflow, Stochastic, bf16, f16};
 use tessera_core::kernels;
-use tessera_core::optim::{Lamb, LambConfig, Param, Precision, Step, StoreRounding};
+use tessera_core::optim::{Lamb, LambConfig, Param, Precision, Step};
 use tessera_core::rng::RandomStream;
 use tessera_sim::ipu::{
     DType, Engine, EngineOptions, Graph, Interval, Mapping, Program, Scalar, Target, TensorId,
@@ -112,8 +112,8 @@ where
     })
     .unwrap();
     let precision = Precision {
-        weights: StoreRounding::Stochastic(Overflow::Infinity),
-        state: StoreRounding::Nearest,
+        weights: fp::Round::STOCHASTIC,
+        state: fp::Round::NEAREST_EVEN,
         seed: 1234,
     };
     let w0: Vec<W> = uniform(n, 1, -1.0, 1.0)

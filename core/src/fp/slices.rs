@@ -1,0 +1,168 @@
+//! Slices of f32 to and from any [`Format`]: loops over the scalar twins
+//! (phase 1 of issue 25; SIMD kernels for them come later and must equal
+//! these bit for bit).
+
+use super::format::Format;
+use super::round::Round;
+use crate::rng::RandomBits;
+
+/// Storage for encodings: `u8` (formats of up to 8 bits, sub-byte ones
+/// one per byte; see [`pack_fp4`](super::pack_fp4)), `u16` or `u32`.
+///
+/// ```
+/// use tessera_core::fp::Code;
+///
+/// assert_eq!(<u8 as Code>::BITS, 8);
+/// assert_eq!(0x3cu8.code(), 0x3c);
+/// ```
+pub trait Code: Copy + sealed::Sealed {
+    /// Its width.
+    const BITS: u32;
+
+    /// The encoding in the low bits of a `u32`.
+    ///
+    /// ```
+    /// use tessera_core::fp::Code;
+    ///
+    /// assert_eq!(0xbeefu16.code(), 0xbeef);
+    /// ```
+    #[must_use]
+    fn code(self) -> u32;
+
+    /// From the low bits of a `u32` (higher bits are dropped).
+    ///
+    /// ```
+    /// use tessera_core::fp::Code;
+    ///
+    /// assert_eq!(<u8 as Code>::from_code(0x1ff), 0xff);
+    /// ```
+    #[must_use]
+    fn from_code(code: u32) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u8 {}
+    impl Sealed for u16 {}
+    impl Sealed for u32 {}
+}
+
+macro_rules! code {
+    ($($t:ty),*) => {$(
+        impl Code for $t {
+            const BITS: u32 = <$t>::BITS;
+
+            #[inline(always)]
+            fn code(self) -> u32 {
+                u32::from(self)
+            }
+
+            #[inline(always)]
+            #[allow(clippy::cast_possible_truncation)]
+            fn from_code(code: u32) -> Self {
+                code as $t
+            }
+        }
+    )*};
+}
+code!(u8, u16, u32);
+
+/// # Panics
+/// If the lengths differ or `C` is narrower than the format.
+fn check<C: Code>(format: Format, a: usize, b: usize, what: &str) {
+    assert_eq!(a, b, "{what}: length mismatch");
+    assert!(
+        format.bits() <= C::BITS,
+        "{what}: a {}-bit format does not fit {}-bit codes",
+        format.bits(),
+        C::BITS
+    );
+}
+
+/// Rounds every f32 of `src` into `format` by `round` and stores the
+/// encodings in `dst`; element `i` reads the random bits of position
+/// `first_index + i` of `bits` (so a slice converted whole or in pieces,
+/// each with its offset, gives the same codes). Bitwise
+/// [`Format::encode_with`] element by element.
+///
+/// Returns how many inputs were NaN in a format without NaN (FP6, FP4),
+/// whose codes hold the largest magnitude instead: 0 for every other
+/// format.
+///
+/// ```
+/// use tessera_core::fp::{self, Format, Round};
+/// use tessera_core::rng::RandomStream;
+///
+/// let s = RandomStream::new(2, 0);
+/// let mut codes = [0u8; 4];
+/// let nans = fp::encode_slice(Format::E4M3FN, &[1.0, -2.0, 448.0, 0.0], &mut codes, Round::NEAREST_EVEN, &s, 0);
+/// assert_eq!((codes, nans), ([0x38, 0xc0, 0x7e, 0x00], 0));
+/// let nans = fp::encode_slice(Format::E2M1FN, &[f32::NAN; 4], &mut codes, Round::NEAREST_EVEN, &s, 0);
+/// assert_eq!(nans, 4);
+/// ```
+///
+/// # Panics
+/// If `src` and `dst` differ in length, or `C` is narrower than the format.
+#[must_use = "NaN inputs to a format without NaN are reported, not encoded"]
+pub fn encode_slice<C: Code, B: RandomBits + ?Sized>(
+    format: Format,
+    src: &[f32],
+    dst: &mut [C],
+    round: Round,
+    bits: &B,
+    first_index: u64,
+) -> usize {
+    check::<C>(format, src.len(), dst.len(), "encode_slice");
+    let mut nans = 0;
+    for (i, (x, d)) in src.iter().zip(dst).enumerate() {
+        let index = first_index.wrapping_add(i as u64);
+        *d = C::from_code(format.encode_with(*x, round, bits, index));
+        nans += usize::from(x.is_nan() && !format.has_nan());
+    }
+    nans
+}
+
+/// Decodes every code of `src` (in `format`) into `dst`, exactly; bitwise
+/// [`Format::decode`] element by element.
+///
+/// ```
+/// use tessera_core::fp::{self, Format};
+///
+/// let mut x = [0.0f32; 3];
+/// fp::decode_slice(Format::E5M2, &[0x3cu8, 0x7b, 0x80], &mut x);
+/// assert_eq!(x, [1.0, 57344.0, -0.0]);
+/// ```
+///
+/// # Panics
+/// If `src` and `dst` differ in length, or `C` is narrower than the format.
+pub fn decode_slice<C: Code>(format: Format, src: &[C], dst: &mut [f32]) {
+    check::<C>(format, src.len(), dst.len(), "decode_slice");
+    for (c, d) in src.iter().zip(dst) {
+        *d = format.decode(c.code());
+    }
+}
+
+/// Rounds every f32 of `x` in place to `format`'s values by `round`,
+/// keeping f32 (CPFloat's chop); element `i` reads the random bits of
+/// position `first_index + i`. Bitwise [`Format::chop_with`] element by
+/// element.
+///
+/// ```
+/// use tessera_core::fp::{self, Format, Round};
+/// use tessera_core::rng::RandomStream;
+///
+/// let mut x = [0.1f32, 1.0, 5.0, 100.0];
+/// fp::chop_slice(Format::E2M1FN, &mut x, Round::NEAREST_EVEN, &RandomStream::new(0, 0), 0);
+/// assert_eq!(x, [0.0, 1.0, 4.0, 6.0]); // FP4 saturates: it has no infinity or NaN
+/// ```
+pub fn chop_slice<B: RandomBits + ?Sized>(
+    format: Format,
+    x: &mut [f32],
+    round: Round,
+    bits: &B,
+    first_index: u64,
+) {
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = format.chop_with(*v, round, bits, first_index.wrapping_add(i as u64));
+    }
+}
