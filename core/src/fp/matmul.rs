@@ -32,14 +32,14 @@ pub const fn exact_products(input: Format) -> bool {
 ///
 /// ```
 /// use core::num::NonZeroUsize;
-/// use tessera_core::fp::{Accumulator, Format, Round};
+/// use tessera_core::fp::{MatmulAccumulator, Format, Round};
 ///
 /// // FP16 accumulation promoted to f32 every 4 products.
-/// let acc = Accumulator::new(Format::F16, Round::NEAREST_EVEN).promote_every(NonZeroUsize::new(4));
+/// let acc = MatmulAccumulator::new(Format::F16, Round::NEAREST_EVEN).promote_every(NonZeroUsize::new(4));
 /// assert_eq!(acc.promote_every, NonZeroUsize::new(4));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Accumulator {
+pub struct MatmulAccumulator {
     /// The accumulator's format.
     pub format: Format,
     /// How it rounds after each addition.
@@ -49,13 +49,13 @@ pub struct Accumulator {
     pub promote_every: Option<NonZeroUsize>,
 }
 
-impl Accumulator {
+impl MatmulAccumulator {
     /// An accumulator in `format`, rounding by `round`, never promoted.
     ///
     /// ```
-    /// use tessera_core::fp::{Accumulator, Format, Round};
+    /// use tessera_core::fp::{MatmulAccumulator, Format, Round};
     ///
-    /// assert_eq!(Accumulator::new(Format::BF16, Round::STOCHASTIC).promote_every, None);
+    /// assert_eq!(MatmulAccumulator::new(Format::BF16, Round::STOCHASTIC).promote_every, None);
     /// ```
     #[must_use]
     pub const fn new(format: Format, round: Round) -> Self {
@@ -70,9 +70,9 @@ impl Accumulator {
     ///
     /// ```
     /// use core::num::NonZeroUsize;
-    /// use tessera_core::fp::{Accumulator, Format, Round};
+    /// use tessera_core::fp::{MatmulAccumulator, Format, Round};
     ///
-    /// let acc = Accumulator::new(Format::F32, Round::NEAREST_EVEN).promote_every(NonZeroUsize::new(1));
+    /// let acc = MatmulAccumulator::new(Format::F32, Round::NEAREST_EVEN).promote_every(NonZeroUsize::new(1));
     /// assert!(acc.promote_every.is_some());
     /// ```
     #[must_use]
@@ -125,10 +125,10 @@ fn round_to_odd(s: f32, e: f32) -> f32 {
 /// Why a rounded matmul refused its arguments.
 ///
 /// ```
-/// use tessera_core::fp::{Accumulator, Format, MatmulError, Round, RoundedMatmul};
+/// use tessera_core::fp::{MatmulAccumulator, Format, MatmulError, Round, RoundedMatmul};
 /// use tessera_core::rng::RandomStream;
 ///
-/// let mm = RoundedMatmul::new(Format::E4M3FN, Accumulator::new(Format::F16, Round::NEAREST_EVEN));
+/// let mm = RoundedMatmul::new(Format::E4M3FN, MatmulAccumulator::new(Format::F16, Round::NEAREST_EVEN));
 /// let err = mm.dot(&[0.1], &[1.0], &RandomStream::new(0, 0), 0);
 /// assert_eq!(err, Err(MatmulError::NotRepresentable { operand: "a", index: 0, value: 0.1 }));
 /// ```
@@ -205,7 +205,8 @@ impl core::error::Error for MatmulError {}
 /// exact one by less than `2^(p - 24)` for a `p`-bit accumulator. For
 /// accumulators of 23 or 24 bits (f32 itself) the sum is f32's round to
 /// nearest even instead, then rounded by the mode (the identity for
-/// [`Format::F32`]).
+/// [`Format::F32`]). A sum beyond f32's range is infinite before the
+/// accumulator rounds it.
 ///
 /// Products are exact when [`exact_products`] holds for the input format
 /// (every format of 12 or fewer significant bits whose products neither
@@ -219,34 +220,39 @@ impl core::error::Error for MatmulError {}
 /// with `first_index` advanced by `rows n k`) gives the same bits.
 ///
 /// ```
-/// use tessera_core::fp::{Accumulator, Format, Round, RoundedMatmul};
+/// use tessera_core::fp::{self, MatmulAccumulator, Format, Round, RoundedMatmul};
 /// use tessera_core::rng::RandomStream;
 ///
 /// // E4M3 inputs, an E5M2 accumulator: 8 + 0.5 + 0.5 stays 8 (0.5 is
 /// // below half of E5M2's spacing 2 at 8).
-/// let mm = RoundedMatmul::new(Format::E4M3FN, Accumulator::new(Format::E5M2, Round::NEAREST_EVEN));
+/// let mm = RoundedMatmul::new(Format::E4M3FN, MatmulAccumulator::new(Format::E5M2, Round::NEAREST_EVEN));
 /// let s = RandomStream::new(0, 0);
 /// assert_eq!(mm.dot(&[8.0, 0.5, 0.5], &[1.0, 1.0, 1.0], &s, 0), Ok(8.0));
+///
+/// // Inputs held as codes: decode them first (exact).
+/// let mut a = [0.0f32; 3];
+/// fp::decode_slice(Format::E4M3FN, &[0x50u8, 0x30, 0x30], &mut a);
+/// assert_eq!(a, [8.0, 0.5, 0.5]);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RoundedMatmul {
     /// The format every input is a value of.
     pub input: Format,
     /// The accumulator.
-    pub acc: Accumulator,
+    pub acc: MatmulAccumulator,
 }
 
 impl RoundedMatmul {
     /// Inputs in `input`, accumulating in `acc`.
     ///
     /// ```
-    /// use tessera_core::fp::{Accumulator, Format, Round, RoundedMatmul};
+    /// use tessera_core::fp::{MatmulAccumulator, Format, Round, RoundedMatmul};
     ///
-    /// let mm = RoundedMatmul::new(Format::BF16, Accumulator::new(Format::F32, Round::NEAREST_EVEN));
+    /// let mm = RoundedMatmul::new(Format::BF16, MatmulAccumulator::new(Format::F32, Round::NEAREST_EVEN));
     /// assert_eq!(mm.input, Format::BF16);
     /// ```
     #[must_use]
-    pub const fn new(input: Format, acc: Accumulator) -> Self {
+    pub const fn new(input: Format, acc: MatmulAccumulator) -> Self {
         Self { input, acc }
     }
 
@@ -273,14 +279,14 @@ impl RoundedMatmul {
     ///
     /// ```
     /// use core::num::NonZeroUsize;
-    /// use tessera_core::fp::{Accumulator, Format, Round, RoundedMatmul};
+    /// use tessera_core::fp::{MatmulAccumulator, Format, Round, RoundedMatmul};
     /// use tessera_core::rng::RandomStream;
     ///
     /// let a = [2048.0f32, 1.0, 1.0, 1.0, 1.0];
     /// let ones = [1.0f32; 5];
     /// let s = RandomStream::new(0, 0);
     /// // In f16 (spacing 2 at 2048) 2048 + 1 is a tie: it stays 2048 each time.
-    /// let f16 = Accumulator::new(Format::F16, Round::NEAREST_EVEN);
+    /// let f16 = MatmulAccumulator::new(Format::F16, Round::NEAREST_EVEN);
     /// let mm = RoundedMatmul::new(Format::F16, f16);
     /// assert_eq!(mm.dot(&a, &ones, &s, 0), Ok(2048.0));
     /// // Promoted to f32 every 2 additions: 2048 + (1 + 1) + 1.
@@ -336,10 +342,10 @@ impl RoundedMatmul {
     /// column `j` with random positions from `first_index + (i n + j) k`.
     ///
     /// ```
-    /// use tessera_core::fp::{Accumulator, Format, Round, RoundedMatmul};
+    /// use tessera_core::fp::{MatmulAccumulator, Format, Round, RoundedMatmul};
     /// use tessera_core::rng::RandomStream;
     ///
-    /// let mm = RoundedMatmul::new(Format::E5M2, Accumulator::new(Format::BF16, Round::NEAREST_EVEN));
+    /// let mm = RoundedMatmul::new(Format::E5M2, MatmulAccumulator::new(Format::BF16, Round::NEAREST_EVEN));
     /// let a = [1.0f32, 2.0, 3.0, 4.0]; // 2 x 2
     /// let b = [0.5f32, 0.0, 0.0, 0.25]; // 2 x 2
     /// let mut c = [0.0f32; 4];

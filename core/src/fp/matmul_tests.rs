@@ -10,7 +10,7 @@ use core::num::NonZeroUsize;
 use proptest::prelude::*;
 
 use super::super::block_oracle::Gen;
-use super::{Accumulator, MatmulError, RoundedMatmul, exact_products};
+use super::{MatmulAccumulator, MatmulError, RoundedMatmul, exact_products};
 use crate::fp::{Format, Mode, Round};
 use crate::rng::RandomStream;
 
@@ -69,7 +69,13 @@ fn products_are_exact_where_claimed() {
 /// The oracle: f64 sums (exact for the test data: checked), converted
 /// to f32 rounding to odd (or to nearest for 23- and 24-bit
 /// accumulators), rounded with `Format::chop`.
-fn oracle_dot(acc: Accumulator, a: &[f32], b: &[f32], stream: RandomStream, index: u64) -> f32 {
+fn oracle_dot(
+    acc: MatmulAccumulator,
+    a: &[f32],
+    b: &[f32],
+    stream: RandomStream,
+    index: u64,
+) -> f32 {
     let to_f32 = |sum: f64| {
         let r = sum as f32;
         if acc.format.precision() > 22 || f64::from(r) == sum || r.to_bits() & 1 == 1 {
@@ -145,7 +151,7 @@ fn gemm_matches_the_oracle() {
             ] {
                 for every in [None, NonZeroUsize::new(1), NonZeroUsize::new(4)] {
                     let round = Round::new(mode).with_overflow(crate::fp::Overflow::Saturate);
-                    let acc = Accumulator::new(format, round).promote_every(every);
+                    let acc = MatmulAccumulator::new(format, round).promote_every(every);
                     let mm = RoundedMatmul::new(input, acc);
                     let mut c = vec![0.0f32; m * n];
                     mm.gemm((m, n, k), &a, &b, &mut c, &stream, 100).unwrap();
@@ -185,7 +191,7 @@ fn round_to_odd_makes_the_sum_exactly_rounded() {
     let bf16 = |mode| {
         RoundedMatmul::new(
             Format::F32,
-            Accumulator::new(Format::BF16, Round::new(mode)),
+            MatmulAccumulator::new(Format::BF16, Round::new(mode)),
         )
     };
     // 1 + 2^-30: f32's nearest sum is 1, but the exact sum is above it,
@@ -203,7 +209,7 @@ fn round_to_odd_makes_the_sum_exactly_rounded() {
 fn errors_carry_their_data() {
     let mm = RoundedMatmul::new(
         Format::E2M1FN,
-        Accumulator::new(Format::F16, Round::NEAREST_EVEN),
+        MatmulAccumulator::new(Format::F16, Round::NEAREST_EVEN),
     );
     let s = RandomStream::new(0, 0);
     let mut c = [0.0f32; 4];
@@ -234,7 +240,7 @@ proptest! {
         pairs in prop::collection::vec((-1e6f32..1e6, -1e6f32..1e6), 0..50),
     ) {
         let (a, b): (Vec<f32>, Vec<f32>) = pairs.into_iter().unzip();
-        let acc = Accumulator::new(Format::F32, Round::NEAREST_EVEN).promote_every(NonZeroUsize::new(1));
+        let acc = MatmulAccumulator::new(Format::F32, Round::NEAREST_EVEN).promote_every(NonZeroUsize::new(1));
         let got = RoundedMatmul::new(Format::F32, acc).dot(&a, &b, &RandomStream::new(0, 0), 0).unwrap();
         let mut want = 0.0f32;
         for (x, y) in a.iter().zip(&b) {
@@ -251,7 +257,7 @@ proptest! {
         let f = Format::E4M3FN;
         let fin = |c: u8| { let v = f.decode(u32::from(c)); if v.is_nan() { 0.0 } else { v } };
         let (a, b): (Vec<f32>, Vec<f32>) = codes.iter().map(|(x, y)| (fin(*x), fin(*y))).unzip();
-        let acc = Accumulator::new(Format::BF16, Round::STOCHASTIC);
+        let acc = MatmulAccumulator::new(Format::BF16, Round::STOCHASTIC);
         let s = RandomStream::new(seed, 0);
         let never = RoundedMatmul::new(f, acc).dot(&a, &b, &s, 9).unwrap();
         let late = RoundedMatmul::new(f, acc.promote_every(NonZeroUsize::new(a.len()))).dot(&a, &b, &s, 9).unwrap();

@@ -1,12 +1,12 @@
 //! OCP Microscaling (MX v1.0) blocks: 32 elements sharing one E8M0 scale.
 
 use super::Overflow;
+use super::block_scale::{
+    BlockError, E8M0_NAN, ScaleRule, amax_or_clear, check_len, e8m0_scale, scale_down,
+};
 use super::format::Format;
 use super::pack::{fp4_packed_len, fp6_packed_len, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6};
 use super::round::{Round, Subnormals};
-use super::scale::{
-    BlockError, E8M0_NAN, ScaleRule, amax_or_clear, check_len, e8m0_scale, scale_down,
-};
 use crate::rng::RandomBits;
 
 /// Elements per MX block.
@@ -147,12 +147,12 @@ impl MxFormat {
     /// use tessera_core::fp::{MxFormat, ScaleRule};
     ///
     /// // 6.0 = 1.5 x 2^2 fits E2M1 (emax 2) with scale 2^0.
-    /// assert_eq!(MxFormat::E2M1.scale(ScaleRule::Floor, 6.0), 127);
-    /// assert_eq!(MxFormat::E2M1.scale(ScaleRule::Floor, 0.0), 0); // 2^-127
-    /// assert_eq!(MxFormat::E2M1.scale(ScaleRule::Floor, f32::INFINITY), 255);
+    /// assert_eq!(MxFormat::E2M1.block_scale(ScaleRule::Floor, 6.0), 127);
+    /// assert_eq!(MxFormat::E2M1.block_scale(ScaleRule::Floor, 0.0), 0); // 2^-127
+    /// assert_eq!(MxFormat::E2M1.block_scale(ScaleRule::Floor, f32::INFINITY), 255);
     /// ```
     #[must_use]
-    pub const fn scale(self, rule: ScaleRule, amax: f32) -> u8 {
+    pub const fn block_scale(self, rule: ScaleRule, amax: f32) -> u8 {
         let grid = self.grid();
         e8m0_scale(rule, amax, grid.emax(), grid.max(), grid.mantissa_bits())
     }
@@ -474,7 +474,7 @@ impl Mx {
         let Some(amax) = amax_or_clear(block, codes) else {
             return E8M0_NAN;
         };
-        let scale = self.format.scale(self.rule, amax);
+        let scale = self.format.block_scale(self.rule, amax);
         let s = i32::from(scale) - 127;
         for (i, (x, c)) in block.iter().zip(codes.iter_mut()).enumerate() {
             let at = index.wrapping_add(i as u64);

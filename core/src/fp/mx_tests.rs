@@ -153,11 +153,11 @@ fn scale_rules_match_the_oracle_at_every_edge() {
         for rule in RULES {
             for a in &amaxes {
                 let want = (oracle_exponent(f, rule, *a) + 127) as u8;
-                assert_eq!(f.scale(rule, *a), want, "{f:?} {rule:?} amax {a:e}");
+                assert_eq!(f.block_scale(rule, *a), want, "{f:?} {rule:?} amax {a:e}");
             }
         }
-        assert_eq!(f.scale(ScaleRule::Floor, f32::NAN), 255);
-        assert_eq!(f.scale(ScaleRule::Rceil, f32::INFINITY), 255);
+        assert_eq!(f.block_scale(ScaleRule::Floor, f32::NAN), 255);
+        assert_eq!(f.block_scale(ScaleRule::Rceil, f32::INFINITY), 255);
     }
 }
 
@@ -271,7 +271,7 @@ fn scales_saturate_at_f32_max() {
     // Ceil's scale would be 2^(128 - emax): it saturates one lower.
     for f in MxFormat::ALL {
         assert_eq!(
-            i32::from(f.scale(ScaleRule::Ceil, f32::MAX)),
+            i32::from(f.block_scale(ScaleRule::Ceil, f32::MAX)),
             254 - f.emax()
         );
     }

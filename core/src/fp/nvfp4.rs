@@ -4,10 +4,10 @@
 //! block scaling).
 
 use super::Overflow;
+use super::block_scale::{BlockError, amax_or_clear, check_len};
 use super::format::Format;
 use super::pack::{fp4_packed_len, pack_fp4, unpack_fp4};
 use super::round::Round;
-use super::scale::{BlockError, amax_or_clear, check_len};
 use crate::rng::RandomBits;
 
 /// Elements per NVFP4 block.

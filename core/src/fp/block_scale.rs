@@ -25,21 +25,19 @@ pub(crate) const E8M0_NAN: u8 = 0xff;
 /// tiny or subnormal) the scale saturates at E8M0's smallest, `2^-127`
 /// (microxcaling and torchao do the same). Above, it saturates at
 /// `2^(127 - emax)`, the largest scale whose elements all decode to finite
-/// f32 values: Floor never exceeds it, but Ceil, Rceil and Even do for
-/// amax above `2^127` (and near it), where an element rounding up to
-/// `2^emax` would decode to `2^128`; saturating instead keeps the block
-/// finite, its largest elements clamped to the element max (microxcaling
-/// gives a NaN scale where `s > 127`, torchao where E8M0 overflows;
-/// Tessera never turns a finite block into NaN). Even is
-/// computed on exact exponents: torchao adds to the f32 pattern, which
-/// overflows to infinity (and a NaN scale) for amax within a rounding of
-/// `f32::MAX`; Tessera gives `2^(128 - emax)` there.
+/// f32 values: Floor never exceeds it; Ceil, Rceil and Even do only for
+/// amax above `2^127`, where an element rounding up to `2^emax` would
+/// decode to `2^128`. Saturating keeps such a block finite, its largest
+/// elements clamped to the element max (microxcaling gives a NaN scale
+/// where `s > 127`, and torchao where its E8M0 conversion overflows,
+/// Even's included; Tessera never turns a finite block into NaN). Even
+/// is computed on exact exponents, not by adding to the f32 pattern.
 ///
 /// ```
 /// use tessera_core::fp::{MxFormat, ScaleRule};
 ///
 /// // amax 300 for E4M3 (max 448 = 1.75 x 2^8): floor(log2 300) = 8.
-/// let scale = |rule| MxFormat::E4M3.scale(rule, 300.0);
+/// let scale = |rule| MxFormat::E4M3.block_scale(rule, 300.0);
 /// assert_eq!(scale(ScaleRule::Floor), 127); // 2^0
 /// assert_eq!(scale(ScaleRule::Ceil), 128); // 2^1
 /// assert_eq!(scale(ScaleRule::Rceil), 127); // 300 / 448 <= 1
