@@ -85,7 +85,7 @@ pub(crate) fn round_to(values: &[f64], q: f64, mode: Mode) -> f64 {
     let r = if a >= top {
         top
     } else {
-        let hi = values.iter().position(|v| *v >= a).unwrap();
+        let hi = values.partition_point(|v| *v < a);
         if values[hi] == a {
             a
         } else {

@@ -9,7 +9,7 @@ use core::num::NonZeroUsize;
 
 use proptest::prelude::*;
 
-use super::super::block_oracle::Gen;
+use super::super::block_oracle::{Gen, float_values, round_to};
 use super::{MatmulAccumulator, MatmulError, RoundedMatmul, exact_products};
 use crate::fp::{Format, Mode, Round};
 use crate::rng::RandomStream;
@@ -112,6 +112,38 @@ fn oracle_dot(
     }
 }
 
+/// The claim behind round-to-odd, checked without it: for deterministic
+/// modes each addition rounds the exact (f64) sum once to the
+/// accumulator's values, listed from the format's parameters.
+fn exact_dot(acc: MatmulAccumulator, values: &[f64], a: &[f32], b: &[f32]) -> f32 {
+    let mut total = 0.0f32;
+    let mut part = 0.0f64;
+    for t in 0..a.len() {
+        let sum = part + f64::from(a[t]) * f64::from(b[t]);
+        part = round_to(values, sum, acc.round.mode);
+        if acc.promote_every.is_some_and(|k| (t + 1) % k.get() == 0) {
+            total = (f64::from(total) + part) as f32;
+            part = 0.0;
+        }
+    }
+    match acc.promote_every {
+        None => part as f32,
+        Some(_) => (f64::from(total) + part) as f32,
+    }
+}
+
+/// The nonnegative values of the accumulator formats the exact check uses.
+fn accumulator_values(f: Format) -> Option<Vec<f64>> {
+    let bf16_max = f64::from(f32::from_bits(0x7f7f_0000));
+    match f {
+        Format::F16 => Some(float_values(5, 10, 15, 65504.0)),
+        Format::BF16 => Some(float_values(8, 7, 127, bf16_max)),
+        Format::E5M2 => Some(float_values(5, 2, 15, 57344.0)),
+        Format::E4M3FN => Some(float_values(4, 3, 7, 448.0)),
+        _ => None,
+    }
+}
+
 fn matrix(g: &mut Gen, values: &[f32], len: usize) -> Vec<f32> {
     (0..len)
         .map(|_| values[g.below(values.len() as u64) as usize])
@@ -141,6 +173,7 @@ fn gemm_matches_the_oracle() {
             Format::TF32,
             Format::F32,
         ] {
+            let exact = accumulator_values(format);
             for mode in [
                 Mode::NearestEven,
                 Mode::TowardZero,
@@ -159,12 +192,21 @@ fn gemm_matches_the_oracle() {
                         for j in 0..n {
                             let col: Vec<f32> = (0..k).map(|t| b[t * n + j]).collect();
                             let index = 100 + ((i * n + j) * k) as u64;
-                            let want = oracle_dot(acc, &a[i * k..(i + 1) * k], &col, stream, index);
+                            let row = &a[i * k..(i + 1) * k];
+                            let want = oracle_dot(acc, row, &col, stream, index);
                             assert_eq!(
                                 c[i * n + j].to_bits(),
                                 want.to_bits(),
                                 "{input:?} {format:?} {mode:?} {every:?}"
                             );
+                            if let (Some(v), false) = (&exact, mode.is_stochastic()) {
+                                let sure = exact_dot(acc, v, row, &col);
+                                assert_eq!(
+                                    c[i * n + j].to_bits(),
+                                    sure.to_bits(),
+                                    "{format:?} {mode:?}"
+                                );
+                            }
                         }
                     }
                     // Rows split: the same bits.

@@ -445,3 +445,25 @@ fn rceil_matches_torchaos_vectors() {
         assert_eq!((scales[0], &codes[..]), (scale, &want[..]));
     }
 }
+
+#[test]
+fn caller_supplied_bits_replay_the_stream() {
+    use crate::rng::Replay;
+    let mut g = Gen(13);
+    let x = random_blocks(&mut g, 70, 0, 6);
+    let s = RandomStream::new(11, 3);
+    // Record the bits stochastic rounding reads here (half bits, word 1).
+    let first = 1000u64;
+    let words: Vec<u32> = (0..x.len() as u64)
+        .flat_map(|i| [u32::from(s.half_bits(first + i)), s.word(first + i, 1)])
+        .collect();
+    let replay = Replay::new(&words, core::num::NonZeroUsize::new(2).unwrap());
+    for f in MxFormat::ALL {
+        let mx = Mx::new(f).with_round(Round::STOCHASTIC);
+        let (codes, scales, _) = quantize(mx, &x, first);
+        let mut replayed = (vec![0u8; codes.len()], vec![0u8; scales.len()]);
+        mx.quantize(&x, &mut replayed.0, &mut replayed.1, &replay, 0)
+            .unwrap();
+        assert_eq!((codes, scales), replayed, "{f:?}");
+    }
+}
