@@ -78,8 +78,21 @@ pub(crate) fn float_values(e: u32, m: u32, bias: i32, max: f64) -> Vec<f64> {
 
 /// `q` rounded to the ascending nonnegative `values` (from 0) by a
 /// deterministic `mode`, saturating at the largest; the sign is `q`'s.
-/// "Even" is an even index (the last significand bit of such grids).
+/// Parity is the index's (the last significand bit of such grids).
 pub(crate) fn round_to(values: &[f64], q: f64, mode: Mode) -> f64 {
+    round_to_with(values, |i| i % 2 == 1, q, mode)
+}
+
+/// [`round_to`] with `odd(i)` the parity of `values[i]`. Ties and round
+/// to odd look at the lower neighbour: a tie goes up iff it is odd, to
+/// odd goes up iff it is even (so between two even values, 0 and the
+/// smallest normal of a flushed format, ties go to 0 and to odd goes up).
+pub(crate) fn round_to_with(
+    values: &[f64],
+    odd: impl Fn(usize) -> bool,
+    q: f64,
+    mode: Mode,
+) -> f64 {
     let (neg, a) = (q < 0.0 || (q == 0.0 && q.is_sign_negative()), q.abs());
     let top = *values.last().unwrap();
     let r = if a >= top {
@@ -90,16 +103,16 @@ pub(crate) fn round_to(values: &[f64], q: f64, mode: Mode) -> f64 {
             a
         } else {
             let (lo_v, hi_v) = (values[hi - 1], values[hi]);
-            let up_even = hi % 2 == 0;
+            let lower_odd = odd(hi - 1);
             let mid = (lo_v + hi_v) / 2.0;
             let up = match mode {
-                Mode::NearestEven => a > mid || (a == mid && up_even),
+                Mode::NearestEven => a > mid || (a == mid && lower_odd),
                 Mode::NearestAway => a >= mid,
                 Mode::NearestZero => a > mid,
                 Mode::TowardZero => false,
                 Mode::Up => !neg,
                 Mode::Down => neg,
-                Mode::ToOdd => !up_even,
+                Mode::ToOdd => !lower_odd,
                 _ => unreachable!("deterministic modes only"),
             };
             if up { hi_v } else { lo_v }

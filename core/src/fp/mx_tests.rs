@@ -9,10 +9,10 @@ use std::vec::Vec;
 use proptest::prelude::*;
 
 use super::super::block_oracle::{
-    Gen, MODES, ceil_log2, float_values, floor_log2, neighbours, p2, round_to,
+    Gen, MODES, ceil_log2, float_values, floor_log2, neighbours, p2, round_to, round_to_with,
 };
 use super::{MX_BLOCK, Mx, MxFormat};
-use crate::fp::{Mode, Round, ScaleRule};
+use crate::fp::{Mode, Round, ScaleRule, Subnormals};
 use crate::rng::RandomStream;
 
 const RULES: [ScaleRule; 4] = [
@@ -465,5 +465,49 @@ fn caller_supplied_bits_replay_the_stream() {
         mx.quantize(&x, &mut replayed.0, &mut replayed.1, &replay, 0)
             .unwrap();
         assert_eq!((codes, scales), replayed, "{f:?}");
+    }
+}
+
+#[test]
+fn flushed_subnormals_match_the_oracle() {
+    let mut g = Gen(17);
+    let x = random_blocks(&mut g, 96, 0, 14);
+    for f in MxFormat::ALL {
+        let (values, _, _, mbits) = spec(f);
+        for rule in RULES {
+            for mode in MODES {
+                let flush = Round::new(mode).with_subnormals(Subnormals::Flush);
+                let mx = Mx::new(f).with_rule(rule).with_round(flush);
+                let (_, scales, y) = quantize(mx, &x, 0);
+                if f == MxFormat::Int8 {
+                    // INT8 has no subnormals: Flush changes nothing.
+                    let keep = quantize(mx.with_round(Round::new(mode)), &x, 0);
+                    assert_eq!((scales, y), (keep.1, keep.2));
+                    continue;
+                }
+                // Values without subnormals; parity from the mantissa.
+                // 0, then 2^mbits - 1 subnormals, then the smallest normal.
+                let min_normal = values[1 << mbits];
+                let flushed: Vec<f64> = values
+                    .iter()
+                    .copied()
+                    .filter(|v| *v == 0.0 || *v >= min_normal)
+                    .collect();
+                let odd = |i: usize| {
+                    let v = flushed[i];
+                    v != 0.0 && ((v / p2(floor_log2(v)) - 1.0) * p2(mbits)) as u32 & 1 == 1
+                };
+                for (b, block) in x.chunks(MX_BLOCK).enumerate() {
+                    let s = i32::from(scales[b]) - 127;
+                    assert_eq!(scales[b], oracle_block(mx, block).0);
+                    for (i, v) in block.iter().enumerate() {
+                        let want =
+                            round_to_with(&flushed, odd, f64::from(*v) * p2(-s), mode) * p2(s);
+                        let got = f64::from(y[b * MX_BLOCK + i]);
+                        assert_eq!(got.to_bits(), want.to_bits(), "{f:?} {mode:?} {v:e}");
+                    }
+                }
+            }
+        }
     }
 }
