@@ -290,14 +290,16 @@ impl MxFormat {
 ///
 /// # Quantize, block by block
 ///
-/// For each block, in one pass over its (cached) 32 inputs:
+/// Each block is read from memory once: its amax, then its elements, from
+/// the 32 inputs in cache. For each block:
 /// 1. its largest magnitude `amax`; if an element is NaN or infinite, the
 ///    scale is NaN (255), the element codes are 0, and the whole block
-///    decodes to NaN. This is the spec's rule (section 6.3: the scale of a
-///    block whose `amax` is NaN or infinite cannot be represented) applied
-///    to every element, so it holds for all element formats alike: an
-///    infinity is not kept even by E5M2, which has infinities, and FP6,
-///    FP4 and INT8, which have no NaN, never see one.
+///    decodes to NaN. This is the spec's rule (a NaN, or a scale that
+///    cannot be represented, as `floor(log2 inf)` cannot, makes the scale
+///    NaN), applied to every element rather than only through the amax,
+///    so it holds for all element formats alike: an infinity is not kept even by E5M2, which
+///    has infinities, and FP6, FP4 and INT8, which have no NaN, never see
+///    one.
 /// 2. the scale `2^s` by the [`ScaleRule`] (the spec's Floor by default),
 ///    saturating at `2^-127` and at `2^(127 - emax)` (so every block
 ///    decodes to finite f32 values);
@@ -412,7 +414,7 @@ impl Mx {
     }
 
     /// Quantizes `src` into element codes and E8M0 block scales, block by
-    /// block (amax, scale and elements in one pass over each block);
+    /// block (amax, scale and elements from one read of each block);
     /// element `i` reads the random bits of position `first_index + i` of
     /// `bits` (only stochastic modes read them).
     ///

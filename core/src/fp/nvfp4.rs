@@ -26,7 +26,7 @@ const SCALE_NAN: u8 = 0x7f;
 ///    pass over the tensor ([`Nvfp4::tensor_scale`]), since every block
 ///    needs it before its scale can be chosen. For amax 0, `t = 1`
 ///    (Transformer Engine's choice); `t` is at least 2^-149.
-/// 2. per block, in one pass: its amax; `S_b = E4M3(fl(fl(amax_b / 6) / t))`,
+/// 2. per block, read once (amax, then elements, from cache): its amax; `S_b = E4M3(fl(fl(amax_b / 6) / t))`,
 ///    rounded to nearest even and saturating at 448; then each element
 ///    rounds `fl(x_i / fl(S_b * t))` (f32 operations) to E2M1 by the
 ///    [`Round`]'s mode and subnormal handling, saturating at 6. A block
