@@ -79,6 +79,13 @@ mod round;
 pub mod scalar;
 mod slices;
 mod stochastic;
+// Phase 2 of issue 25: blocks and the rounded GEMM.
+#[cfg(test)]
+mod block_oracle;
+mod block_scale;
+mod matmul;
+mod mx;
+mod nvfp4;
 
 pub use half::{bf16, f16};
 
@@ -88,6 +95,11 @@ pub use pack::{fp4_packed_len, fp6_packed_len, pack_fp4, pack_fp6, unpack_fp4, u
 pub use round::{Mode, Round, Subnormals};
 pub use slices::{Code, chop_slice, decode_slice, encode_slice};
 pub use stochastic::f32_to_half_sr_slice;
+// Phase 2 of issue 25.
+pub use block_scale::{BlockError, ScaleRule};
+pub use matmul::{MatmulAccumulator, MatmulError, RoundedMatmul, exact_products};
+pub use mx::{MX_BLOCK, Mx, MxFormat};
+pub use nvfp4::{NVFP4_BLOCK, Nvfp4};
 
 use crate::arch::{F32s, Portable, Simd, U32s};
 use crate::rng::RandomStream;

@@ -1,0 +1,281 @@
+//! NVIDIA's NVFP4: blocks of 16 E2M1 elements, each block with an E4M3
+//! (OCP E4M3, [`Format::E4M3FN`]) scale, and one f32 scale per tensor, as
+//! NVIDIA defines it (the NVFP4 blog, Transformer Engine's recipe, cuBLAS's
+//! block scaling).
+
+use super::Overflow;
+use super::block_scale::{BlockError, amax_or_clear, check_len};
+use super::format::Format;
+use super::pack::{fp4_packed_len, pack_fp4, unpack_fp4};
+use super::round::Round;
+use crate::rng::RandomBits;
+
+/// Elements per NVFP4 block.
+pub const NVFP4_BLOCK: usize = 16;
+
+/// The E4M3 block scale's NaN code.
+const SCALE_NAN: u8 = 0x7f;
+
+/// NVFP4 quantization settings: the element rounding.
+///
+/// With tensor scale `t`, block `b`'s scale `S_b` and element `P_i`, the
+/// value is `P_i * S_b * t`:
+///
+/// 1. `t = fl(amax / 2688)` (`2688 = 448 * 6`, the largest E4M3 times the
+///    largest E2M1), from the tensor's largest finite magnitude: its own
+///    pass over the tensor ([`Nvfp4::tensor_scale`]), since every block
+///    needs it before its scale can be chosen. For amax 0, `t = 1`
+///    (Transformer Engine's choice); `t` is at least 2^-149.
+/// 2. per block, read once (amax, then elements, from cache): its amax; `S_b = E4M3(fl(fl(amax_b / 6) / t))`,
+///    rounded to nearest even and saturating at 448; then each element
+///    rounds `fl(x_i / fl(S_b * t))` (f32 operations) to E2M1 by the
+///    [`Round`]'s mode and subnormal handling, saturating at 6. A block
+///    whose scale rounds to 0 keeps only its signs (every element `±0`).
+///    A NaN or infinite element makes the block's scale NaN (`0x7f`) and its
+///    codes 0, so the whole block decodes to NaN; the tensor scale ignores
+///    such elements.
+/// 3. dequantize: `fl(fl(P_i * S_b) * t)`; `P_i * S_b` is exact (at most
+///    6 significant bits), so only the tensor scale rounds.
+///
+/// The element's f32 quotient rounds once before the E2M1 rounding (the
+/// hardware recipes round it too, multiplying by an f32 reciprocal): the
+/// E2M1 result is that of the exact quotient except where the exact
+/// quotient lies within f32's rounding of an E2M1 rounding boundary.
+///
+/// Storage: `n` elements take [`Nvfp4::codes_len`]`(n)` bytes (two codes a
+/// byte, [`pack_fp4`](super::pack_fp4)'s order) and
+/// [`Nvfp4::scales_len`]`(n) = ceil(n / 16)` scale bytes; a last block of
+/// `r < 16` elements is scaled by its own amax. Element `i` reads the random
+/// bits of position `first_index + i`, so pieces quantized separately with
+/// the same tensor scale, starting on block boundaries, give the same bytes
+/// as the whole.
+///
+/// ```
+/// use tessera_core::fp::{Nvfp4, Round};
+/// use tessera_core::rng::RandomStream;
+///
+/// let mut x = vec![0.5f32; 20];
+/// x[0] = -5.25; // the amax: 2688 x 2^-9
+/// let nv = Nvfp4::new(Round::NEAREST_EVEN);
+/// let t = Nvfp4::tensor_scale(&x);
+/// assert_eq!(t, 2f32.powi(-9));
+/// let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+/// let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+/// nv.quantize(&x, t, &mut codes, &mut scales, &RandomStream::new(0, 0), 0)?;
+/// let mut y = vec![0.0f32; x.len()];
+/// Nvfp4::dequantize(&codes, &scales, t, &mut y)?;
+/// // Block 0's scale is 448, its grid 448 t = 0.875 times E2M1's values.
+/// assert_eq!((y[0], y[1]), (-5.25, 0.4375));
+/// # Ok::<(), tessera_core::fp::BlockError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Nvfp4 {
+    /// How elements round (its overflow policy is not used: elements
+    /// saturate at 6).
+    pub round: Round,
+}
+
+impl Nvfp4 {
+    /// NVFP4 with element rounding `round`.
+    ///
+    /// ```
+    /// use tessera_core::fp::{Nvfp4, Round};
+    ///
+    /// assert_eq!(Nvfp4::new(Round::STOCHASTIC).round, Round::STOCHASTIC);
+    /// ```
+    #[must_use]
+    pub const fn new(round: Round) -> Self {
+        Self { round }
+    }
+
+    /// Code bytes for `n` elements (two per byte).
+    ///
+    /// ```
+    /// use tessera_core::fp::Nvfp4;
+    ///
+    /// assert_eq!(Nvfp4::codes_len(33), 17);
+    /// ```
+    #[must_use]
+    pub const fn codes_len(n: usize) -> usize {
+        fp4_packed_len(n)
+    }
+
+    /// Scale bytes for `n` elements: `ceil(n / 16)`.
+    ///
+    /// ```
+    /// use tessera_core::fp::Nvfp4;
+    ///
+    /// assert_eq!(Nvfp4::scales_len(33), 3);
+    /// ```
+    #[must_use]
+    pub const fn scales_len(n: usize) -> usize {
+        n.div_ceil(NVFP4_BLOCK)
+    }
+
+    /// The tensor scale of `x`: `fl(amax / 2688)` of its largest finite
+    /// magnitude, at least 2^-149; 1 if that is 0.
+    ///
+    /// ```
+    /// use tessera_core::fp::Nvfp4;
+    ///
+    /// assert_eq!(Nvfp4::tensor_scale(&[-2688.0, 1.0, f32::NAN]), 1.0);
+    /// assert_eq!(Nvfp4::tensor_scale(&[0.0; 4]), 1.0);
+    /// ```
+    #[must_use]
+    pub fn tensor_scale(x: &[f32]) -> f32 {
+        let amax = x
+            .iter()
+            .map(|v| v.to_bits() & 0x7fff_ffff)
+            .filter(|a| *a < 0x7f80_0000)
+            .max()
+            .unwrap_or(0);
+        if amax == 0 {
+            return 1.0;
+        }
+        let t = f32::from_bits(amax) / 2688.0;
+        t.max(f32::from_bits(1))
+    }
+
+    /// The E4M3 code of the scale of a block with largest finite magnitude
+    /// `amax`, under tensor scale `t`.
+    ///
+    /// ```
+    /// use tessera_core::fp::Nvfp4;
+    ///
+    /// // 6 * 448 * t: the largest scale.
+    /// assert_eq!(Nvfp4::block_scale(2688.0, 1.0), 0x7e);
+    /// assert_eq!(Nvfp4::block_scale(6.0, 1.0), 0x38); // 1.0
+    /// ```
+    #[must_use]
+    pub const fn block_scale(amax: f32, t: f32) -> u8 {
+        let nearest = Round::NEAREST_EVEN.with_overflow(Overflow::Saturate);
+        let stream = crate::rng::RandomStream::new(0, 0);
+        Format::E4M3FN.encode(amax / 6.0 / t, nearest, stream, 0) as u8
+    }
+
+    /// Quantizes `src` with tensor scale `t` (from
+    /// [`Nvfp4::tensor_scale`] of the whole tensor) into packed E2M1 codes
+    /// and E4M3 block scales; element `i` reads the random bits of position
+    /// `first_index + i`.
+    ///
+    /// ```
+    /// use tessera_core::fp::{Nvfp4, Round};
+    /// use tessera_core::rng::RandomStream;
+    ///
+    /// let x = [6.0f32, -1.0, 0.4, 2.9];
+    /// let (mut codes, mut scales) = ([0u8; 2], [0u8; 1]);
+    /// Nvfp4::new(Round::NEAREST_EVEN).quantize(&x, 1.0, &mut codes, &mut scales, &RandomStream::new(0, 0), 0)?;
+    /// assert_eq!(scales, [0x38]); // 6 / 6 = 1.0
+    /// assert_eq!(codes, [0xa7, 0x51]); // 6, -1 | 0.5, 3
+    /// # Ok::<(), tessera_core::fp::BlockError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`BlockError::TensorScale`] unless `t` is positive and finite;
+    /// [`BlockError::Length`] unless `codes.len() == Nvfp4::codes_len(n)`
+    /// and `scales.len() == Nvfp4::scales_len(n)` for `n = src.len()`.
+    pub fn quantize<B: RandomBits + ?Sized>(
+        self,
+        src: &[f32],
+        t: f32,
+        codes: &mut [u8],
+        scales: &mut [u8],
+        bits: &B,
+        first_index: u64,
+    ) -> Result<(), BlockError> {
+        check_args(src.len(), t, codes.len(), scales.len())?;
+        for (b, ((block, out), scale)) in src
+            .chunks(NVFP4_BLOCK)
+            .zip(codes.chunks_mut(NVFP4_BLOCK / 2))
+            .zip(scales)
+            .enumerate()
+        {
+            let mut unpacked = [0u8; NVFP4_BLOCK];
+            let unpacked = &mut unpacked[..block.len()];
+            let index = first_index.wrapping_add((b * NVFP4_BLOCK) as u64);
+            *scale = self.quantize_block(block, t, unpacked, bits, index);
+            pack_fp4(unpacked, out);
+        }
+        Ok(())
+    }
+
+    /// One block: its scale code, its element codes (unpacked) in `codes`.
+    #[inline(always)]
+    fn quantize_block<B: RandomBits + ?Sized>(
+        self,
+        block: &[f32],
+        t: f32,
+        codes: &mut [u8],
+        bits: &B,
+        index: u64,
+    ) -> u8 {
+        let Some(amax) = amax_or_clear(block, codes) else {
+            return SCALE_NAN;
+        };
+        let scale = Self::block_scale(amax, t);
+        let divisor = Format::E4M3FN.decode(u32::from(scale)) * t;
+        let round = self.round.with_overflow(Overflow::Saturate);
+        for (i, (x, c)) in block.iter().zip(codes.iter_mut()).enumerate() {
+            let q = if divisor == 0.0 {
+                *x * 0.0
+            } else {
+                *x / divisor
+            };
+            let at = index.wrapping_add(i as u64);
+            *c = Format::E2M1FN.encode_with(q, round, bits, at) as u8;
+        }
+        scale
+    }
+
+    /// Decodes `dst.len()` elements from packed E2M1 codes, E4M3 block
+    /// scales and tensor scale `t`: `fl(fl(P_i * S_b) * t)` (the first
+    /// product exact); a NaN block scale gives NaN for its block.
+    ///
+    /// ```
+    /// use tessera_core::fp::Nvfp4;
+    ///
+    /// let mut y = [0.0f32; 2];
+    /// Nvfp4::dequantize(&[0xa7], &[0x38], 0.5, &mut y)?;
+    /// assert_eq!(y, [3.0, -0.5]);
+    /// # Ok::<(), tessera_core::fp::BlockError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Nvfp4::quantize`], for `n = dst.len()`.
+    pub fn dequantize(
+        codes: &[u8],
+        scales: &[u8],
+        t: f32,
+        dst: &mut [f32],
+    ) -> Result<(), BlockError> {
+        check_args(dst.len(), t, codes.len(), scales.len())?;
+        for ((out, bytes), scale) in dst
+            .chunks_mut(NVFP4_BLOCK)
+            .zip(codes.chunks(NVFP4_BLOCK / 2))
+            .zip(scales)
+        {
+            let mut block = [0u8; NVFP4_BLOCK];
+            let block = &mut block[..out.len()];
+            unpack_fp4(bytes, block);
+            let s = Format::E4M3FN.decode(u32::from(*scale));
+            for (d, c) in out.iter_mut().zip(block.iter()) {
+                *d = Format::E2M1FN.decode(u32::from(*c)) * s * t;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The checks shared by quantize and dequantize of `n` elements.
+fn check_args(n: usize, t: f32, codes: usize, scales: usize) -> Result<(), BlockError> {
+    if !(t > 0.0 && t.is_finite()) {
+        return Err(BlockError::TensorScale { scale: t });
+    }
+    check_len("codes", Nvfp4::codes_len(n), codes)?;
+    check_len("scales", Nvfp4::scales_len(n), scales)
+}
+
+#[cfg(test)]
+#[path = "nvfp4_tests.rs"]
+mod tests;
