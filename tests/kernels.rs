@@ -1229,7 +1229,7 @@ fn dot_panics_on_length_mismatch() {
 
 #[test]
 #[should_panic(expected = "dot: length mismatch")]
-fn dot_half_panics_on_length_mismatch() {
+fn dot_of_f16_panics_on_length_mismatch() {
     let _ = kernels::dot(&[f16::ONE; 3], &[f16::ONE; 2]);
 }
 
@@ -1241,13 +1241,13 @@ fn accumulate_panics_on_length_mismatch() {
 
 #[test]
 #[should_panic(expected = "axpy: length mismatch")]
-fn axpy_half_panics_on_length_mismatch() {
+fn axpy_of_bf16_panics_on_length_mismatch() {
     kernels::axpy(1.0, &[bf16::ONE; 3], &mut [bf16::ONE; 2], Rounding::Nearest);
 }
 
 #[test]
 #[should_panic(expected = "add: length mismatch")]
-fn add_half_panics_on_length_mismatch() {
+fn add_of_f16_panics_on_length_mismatch() {
     kernels::add(&[f16::ONE; 3], &mut [f16::ONE; 2], Rounding::Nearest);
 }
 
