@@ -16,6 +16,7 @@ use std::hint::black_box;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
+use tessera_core::fp::Rounding::Nearest;
 use tessera_core::kernels;
 
 use support::{SIZES, bytes, configure, inputs};
@@ -54,7 +55,7 @@ fn axpy(c: &mut Criterion) {
             n,
             (2 * n * F32, n * F32),
             &mut y[..],
-            |y| kernels::axpy(0.5, black_box(&x), y),
+            |y| kernels::axpy(0.5, black_box(&x), y, Nearest),
             |y| {
                 for (y, x) in y.iter_mut().zip(black_box(&x)) {
                     *y += 0.5 * x;
@@ -150,7 +151,7 @@ fn unscale_and_check(c: &mut Criterion) {
             (n * F32, n * F32),
             &mut x[..],
             |x| {
-                black_box(kernels::unscale_and_check(x, scale()));
+                black_box(kernels::unscale_and_check(x, scale(), Nearest));
             },
             |x| {
                 let inv_scale = scale_naive();

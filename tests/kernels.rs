@@ -635,24 +635,24 @@ fn f32_elementwise_kernels_match_scalar_twins() {
                 let ctx = |what: &str| format!("{what} n={n} {kind:?}");
                 for a in FACTORS {
                     let (mut s, mut r) = (y.clone(), y.clone());
-                    kernels::axpy(a, &x, &mut s);
-                    scalar::axpy(a, &x, &mut r);
+                    kernels::axpy(a, &x, &mut s, Rounding::Nearest);
+                    scalar::axpy(a, &x, &mut r, Rounding::Nearest);
                     assert_bits_eq(&s, &r, &ctx(&format!("axpy a={a}")));
 
                     let (mut s, mut r) = (x.clone(), x.clone());
-                    kernels::scale(a, &mut s);
-                    scalar::scale(a, &mut r);
+                    kernels::scale(a, &mut s, Rounding::Nearest);
+                    scalar::scale(a, &mut r, Rounding::Nearest);
                     assert_bits_eq(&s, &r, &ctx(&format!("scale a={a}")));
                 }
                 let (mut s, mut r) = (y.clone(), y.clone());
-                kernels::add(&x, &mut s);
-                scalar::add(&x, &mut r);
+                kernels::add(&x, &mut s, Rounding::Nearest);
+                scalar::add(&x, &mut r, Rounding::Nearest);
                 assert_bits_eq(&s, &r, &ctx("add"));
 
                 for inv in INV_SCALES {
                     let (mut s, mut r) = (x.clone(), x.clone());
-                    let fs = kernels::unscale_and_check(&mut s, inv);
-                    let fr = scalar::unscale_and_check(&mut r, inv);
+                    let fs = kernels::unscale_and_check(&mut s, inv, Rounding::Nearest);
+                    let fr = scalar::unscale_and_check(&mut r, inv, Rounding::Nearest);
                     assert_eq!(fs, fr, "{}", ctx(&format!("unscale_and_check inv={inv}")));
                     assert_bits_eq(&s, &r, &ctx(&format!("unscale_and_check inv={inv}")));
                 }
@@ -677,25 +677,25 @@ fn check_half_elementwise<H: Bits16>() {
             for rounding in roundings() {
                 for a in [1.5, -0.0, 3.0e-3, 1.0e5, f32::NAN] {
                     let (mut s, mut r) = (y.clone(), y.clone());
-                    kernels::axpy_half(a, &x, &mut s, rounding);
-                    scalar::axpy_half(a, &x, &mut r, rounding);
-                    assert_half_eq(&s, &r, &ctx(&format!("axpy_half a={a} {rounding:?}")));
+                    kernels::axpy(a, &x, &mut s, rounding);
+                    scalar::axpy(a, &x, &mut r, rounding);
+                    assert_half_eq(&s, &r, &ctx(&format!("axpy a={a} {rounding:?}")));
 
                     let (mut s, mut r) = (x.clone(), x.clone());
-                    kernels::scale_half(a, &mut s, rounding);
-                    scalar::scale_half(a, &mut r, rounding);
-                    assert_half_eq(&s, &r, &ctx(&format!("scale_half a={a} {rounding:?}")));
+                    kernels::scale(a, &mut s, rounding);
+                    scalar::scale(a, &mut r, rounding);
+                    assert_half_eq(&s, &r, &ctx(&format!("scale a={a} {rounding:?}")));
                 }
                 let (mut s, mut r) = (y.clone(), y.clone());
-                kernels::add_half(&x, &mut s, rounding);
-                scalar::add_half(&x, &mut r, rounding);
-                assert_half_eq(&s, &r, &ctx(&format!("add_half {rounding:?}")));
+                kernels::add(&x, &mut s, rounding);
+                scalar::add(&x, &mut r, rounding);
+                assert_half_eq(&s, &r, &ctx(&format!("add {rounding:?}")));
 
                 for inv in [1.0, 0.25, 1.0 / 65536.0, 4.0, f32::INFINITY, f32::NAN] {
                     let (mut s, mut r) = (x.clone(), x.clone());
-                    let fs = kernels::unscale_and_check_half(&mut s, inv, rounding);
-                    let fr = scalar::unscale_and_check_half(&mut r, inv, rounding);
-                    let what = ctx(&format!("unscale_and_check_half inv={inv} {rounding:?}"));
+                    let fs = kernels::unscale_and_check(&mut s, inv, rounding);
+                    let fr = scalar::unscale_and_check(&mut r, inv, rounding);
+                    let what = ctx(&format!("unscale_and_check inv={inv} {rounding:?}"));
                     assert_eq!(fs, fr, "{what}");
                     assert_half_eq(&s, &r, &what);
                 }
@@ -765,34 +765,31 @@ fn check_half_reductions<H: Bits16>() {
             let y: Vec<H> = half_data(kind, n, 900 + n as u64);
             let ctx = format!("{} n={n} {kind:?}", H::NAME);
             assert_eq!(
-                kernels::dot_half_partial(&x, &y),
-                scalar::dot_half_partial(&x, &y),
-                "dot_half {ctx}"
+                kernels::dot_partial(&x, &y),
+                scalar::dot_partial(&x, &y),
+                "dot {ctx}"
             );
             assert!(
-                same_f32(kernels::dot_half(&x, &y), scalar::dot_half(&x, &y)),
-                "dot_half {ctx}"
+                same_f32(kernels::dot(&x, &y), scalar::dot(&x, &y)),
+                "dot {ctx}"
             );
             assert_eq!(
-                kernels::sum_of_squares_half_partial(&x),
-                scalar::sum_of_squares_half_partial(&x),
-                "sum_of_squares_half {ctx}"
+                kernels::sum_of_squares_partial(&x),
+                scalar::sum_of_squares_partial(&x),
+                "sum_of_squares {ctx}"
             );
             assert!(
-                same_f32(
-                    kernels::sum_of_squares_half(&x),
-                    scalar::sum_of_squares_half(&x)
-                ),
-                "sum_of_squares_half {ctx}"
+                same_f32(kernels::sum_of_squares(&x), scalar::sum_of_squares(&x)),
+                "sum_of_squares {ctx}"
             );
             assert_eq!(
-                kernels::max_abs_half_partial(&x),
-                scalar::max_abs_half_partial(&x),
-                "max_abs_half {ctx}"
+                kernels::max_abs_partial(&x),
+                scalar::max_abs_partial(&x),
+                "max_abs {ctx}"
             );
             assert!(
-                same_f32(kernels::max_abs_half(&x), scalar::max_abs_half(&x)),
-                "max_abs_half {ctx}"
+                same_f32(kernels::max_abs(&x), scalar::max_abs(&x)),
+                "max_abs {ctx}"
             );
         }
     }
@@ -829,25 +826,22 @@ fn every_half_value_through_the_kernels() {
             };
             for rounding in [Rounding::Nearest, sr] {
                 let (mut s, mut r) = (rev.clone(), rev.clone());
-                kernels::axpy_half(0.75, &all, &mut s, rounding);
-                scalar::axpy_half(0.75, &all, &mut r, rounding);
-                assert_half_eq(&s, &r, &format!("axpy_half {}", H::NAME));
+                kernels::axpy(0.75, &all, &mut s, rounding);
+                scalar::axpy(0.75, &all, &mut r, rounding);
+                assert_half_eq(&s, &r, &format!("axpy {}", H::NAME));
                 let (mut s, mut r) = (all.clone(), all.clone());
-                let fs = kernels::unscale_and_check_half(&mut s, 0.5, rounding);
-                let fr = scalar::unscale_and_check_half(&mut r, 0.5, rounding);
+                let fs = kernels::unscale_and_check(&mut s, 0.5, rounding);
+                let fr = scalar::unscale_and_check(&mut r, 0.5, rounding);
                 assert!(fs && fr);
-                assert_half_eq(&s, &r, &format!("unscale_and_check_half {}", H::NAME));
+                assert_half_eq(&s, &r, &format!("unscale_and_check {}", H::NAME));
             }
             let acc: Vec<f32> = (0..all.len()).map(|i| i as f32 * 0.5 - 3000.0).collect();
             let (mut s, mut r) = (acc.clone(), acc);
             kernels::accumulate(&all, &mut s);
             scalar::accumulate(&all, &mut r);
             assert_bits_eq(&s, &r, &format!("accumulate {}", H::NAME));
-            assert!(same_f32(
-                kernels::dot_half(&all, &rev),
-                scalar::dot_half(&all, &rev)
-            ));
-            assert!(kernels::max_abs_half(&all).is_nan());
+            assert!(same_f32(kernels::dot(&all, &rev), scalar::dot(&all, &rev)));
+            assert!(kernels::max_abs(&all).is_nan());
         }
         check::<f16>();
         check::<bf16>();
@@ -945,21 +939,21 @@ proptest! {
         let b: Vec<bf16> = half_data(kind_of(kind), n, seed ^ 9);
         let cuts = block_cuts(n, &picks);
 
-        let (m, l) = merged(&cuts, seed, |a, e| kernels::dot_half_partial(&x[a..e], &y[a..e]));
-        prop_assert_eq!(m, kernels::dot_half_partial(&x, &y));
+        let (m, l) = merged(&cuts, seed, |a, e| kernels::dot_partial(&x[a..e], &y[a..e]));
+        prop_assert_eq!(m, kernels::dot_partial(&x, &y));
         prop_assert_eq!(l, m);
-        prop_assert!(same_f32(m.to_f32(), kernels::dot_half(&x, &y)));
+        prop_assert!(same_f32(m.to_f32(), kernels::dot(&x, &y)));
 
-        let (m, l) = merged(&cuts, seed, |a, e| kernels::sum_of_squares_half_partial(&b[a..e]));
-        prop_assert_eq!(m, kernels::sum_of_squares_half_partial(&b));
+        let (m, l) = merged(&cuts, seed, |a, e| kernels::sum_of_squares_partial(&b[a..e]));
+        prop_assert_eq!(m, kernels::sum_of_squares_partial(&b));
         prop_assert_eq!(l, m);
-        prop_assert!(same_f32(m.to_f32(), kernels::sum_of_squares_half(&b)));
+        prop_assert!(same_f32(m.to_f32(), kernels::sum_of_squares(&b)));
 
         let mut mx = MaxAbs::new();
         for w in cuts.windows(2) {
-            mx.merge(&kernels::max_abs_half_partial(&b[w[0]..w[1]]));
+            mx.merge(&kernels::max_abs_partial(&b[w[0]..w[1]]));
         }
-        prop_assert!(same_f32(mx.to_f32(), kernels::max_abs_half(&b)));
+        prop_assert!(same_f32(mx.to_f32(), kernels::max_abs(&b)));
     }
 
     /// Element-wise kernels with stochastic rounding over pieces, each with
@@ -983,19 +977,19 @@ proptest! {
         cuts.dedup();
 
         let mut whole = y.clone();
-        kernels::axpy_half(-0.3, &x, &mut whole, rounding(0));
+        kernels::axpy(-0.3, &x, &mut whole, rounding(0));
         let mut pieces = y.clone();
         for w in cuts.windows(2) {
-            kernels::axpy_half(-0.3, &x[w[0]..w[1]], &mut pieces[w[0]..w[1]], rounding(w[0]));
+            kernels::axpy(-0.3, &x[w[0]..w[1]], &mut pieces[w[0]..w[1]], rounding(w[0]));
         }
         prop_assert!(whole.iter().zip(&pieces).all(|(a, b)| a.to_bits() == b.to_bits()));
 
         let mut whole = x.clone();
-        let f_whole = kernels::unscale_and_check_half(&mut whole, 0.125, rounding(0));
+        let f_whole = kernels::unscale_and_check(&mut whole, 0.125, rounding(0));
         let mut pieces = x.clone();
         let mut f_pieces = false;
         for w in cuts.windows(2) {
-            f_pieces |= kernels::unscale_and_check_half(&mut pieces[w[0]..w[1]], 0.125, rounding(w[0]));
+            f_pieces |= kernels::unscale_and_check(&mut pieces[w[0]..w[1]], 0.125, rounding(w[0]));
         }
         prop_assert_eq!(f_whole, f_pieces);
         prop_assert!(whole.iter().zip(&pieces).all(|(a, b)| a.to_bits() == b.to_bits()));
@@ -1010,10 +1004,10 @@ proptest! {
     ) {
         let inputs_bad = x.iter().any(|v| !v.is_finite());
         let mut y = x.clone();
-        prop_assert_eq!(kernels::unscale_and_check(&mut y, inv), inputs_bad);
+        prop_assert_eq!(kernels::unscale_and_check(&mut y, inv, Rounding::Nearest), inputs_bad);
         let mut h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
         let h_bad = h.iter().any(|v| !v.to_f32().is_finite());
-        prop_assert_eq!(kernels::unscale_and_check_half(&mut h, inv, Rounding::Nearest), h_bad);
+        prop_assert_eq!(kernels::unscale_and_check(&mut h, inv, Rounding::Nearest), h_bad);
     }
 }
 
@@ -1067,9 +1061,9 @@ fn reduction_order_is_lanes_then_tree_then_exact_blocks() {
 #[test]
 fn reductions_handle_special_values() {
     on_every_backend("reductions_handle_special_values", || {
-        assert!(same_f32(kernels::dot(&[], &[]), 0.0));
-        assert!(same_f32(kernels::sum_of_squares(&[]), 0.0));
-        assert!(same_f32(kernels::max_abs(&[]), 0.0));
+        assert!(same_f32(kernels::dot::<f32>(&[], &[]), 0.0));
+        assert!(same_f32(kernels::sum_of_squares::<f32>(&[]), 0.0));
+        assert!(same_f32(kernels::max_abs::<f32>(&[]), 0.0));
         assert!(same_f32(kernels::dot(&[-0.0; 20], &[1.0; 20]), 0.0));
         assert!(same_f32(kernels::max_abs(&[-0.0]), 0.0));
         assert!(same_f32(
@@ -1098,12 +1092,12 @@ fn reductions_handle_special_values() {
         // Inf * 0 is NaN.
         assert!(kernels::dot(&[f32::INFINITY], &[0.0]).is_nan());
         let h = [f16::from_f32(-2.0), f16::from_f32(3.0), f16::NAN];
-        assert!(same_f32(kernels::max_abs_half(&h[..2]), 3.0));
-        assert!(kernels::max_abs_half(&h).is_nan());
-        assert!(same_f32(kernels::sum_of_squares_half(&h[..2]), 13.0));
+        assert!(same_f32(kernels::max_abs(&h[..2]), 3.0));
+        assert!(kernels::max_abs(&h).is_nan());
+        assert!(same_f32(kernels::sum_of_squares(&h[..2]), 13.0));
         // f16 squares are exact in f32: 65504^2 does not overflow.
         assert!(same_f32(
-            kernels::sum_of_squares_half(&[f16::MAX]),
+            kernels::sum_of_squares(&[f16::MAX]),
             65504.0 * 65504.0
         ));
     });
@@ -1117,27 +1111,27 @@ fn elementwise_nan_is_canonical_and_signed_zero_is_kept() {
             let payload = f32::from_bits(0xffc0_1234);
             let x = vec![payload; 19];
             let mut y = vec![f32::from_bits(0x7f80_0001); 19];
-            kernels::axpy(2.0, &x, &mut y);
+            kernels::axpy(2.0, &x, &mut y, Rounding::Nearest);
             assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
             let mut y = x.clone();
-            kernels::scale(3.0, &mut y);
+            kernels::scale(3.0, &mut y, Rounding::Nearest);
             assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
             let mut y = vec![f32::INFINITY; 19];
-            kernels::add(&[f32::NEG_INFINITY; 19], &mut y);
+            kernels::add(&[f32::NEG_INFINITY; 19], &mut y, Rounding::Nearest);
             assert!(y.iter().all(|v| v.to_bits() == 0x7fc0_0000));
 
             let mut y = vec![-0.0f32; 19];
-            kernels::add(&[-0.0; 19], &mut y);
+            kernels::add(&[-0.0; 19], &mut y, Rounding::Nearest);
             assert!(y.iter().all(|v| v.to_bits() == 0x8000_0000));
             let mut y = vec![-0.0f32; 19];
-            kernels::axpy(-1.0, &[0.0; 19], &mut y);
+            kernels::axpy(-1.0, &[0.0; 19], &mut y, Rounding::Nearest);
             assert!(y.iter().all(|v| v.to_bits() == 0x8000_0000));
 
             let mut h = vec![f16::from_bits(0xfe55); 19];
-            kernels::scale_half(1.0, &mut h, Rounding::Nearest);
+            kernels::scale(1.0, &mut h, Rounding::Nearest);
             assert!(h.iter().all(|v| v.to_bits() == 0x7e00));
             let mut b = vec![bf16::from_bits(0xffd5); 19];
-            kernels::scale_half(1.0, &mut b, Rounding::Nearest);
+            kernels::scale(1.0, &mut b, Rounding::Nearest);
             assert!(b.iter().all(|v| v.to_bits() == 0x7fc0));
         },
     );
@@ -1148,7 +1142,7 @@ fn unscale_and_check_reports_non_finite_results() {
     on_every_backend("unscale_and_check_reports_non_finite_results", || {
         let check = |x: &[f32], inv: f32| {
             let mut y = x.to_vec();
-            let found = kernels::unscale_and_check(&mut y, inv);
+            let found = kernels::unscale_and_check(&mut y, inv, Rounding::Nearest);
             (found, y)
         };
         for n in [1, 8, 9, 40] {
@@ -1180,32 +1174,20 @@ fn unscale_and_check_reports_non_finite_results() {
 
         // 16-bit storage: the stored value is checked, so f16 overflow counts.
         let mut h = vec![f16::from_f32(1000.0); 11];
-        assert!(!kernels::unscale_and_check_half(
-            &mut h,
-            2.0,
-            Rounding::Nearest
-        ));
+        assert!(!kernels::unscale_and_check(&mut h, 2.0, Rounding::Nearest));
         assert!(h.iter().all(|v| v.to_f32() == 2000.0));
         let mut h = vec![f16::from_f32(40000.0); 11];
-        assert!(kernels::unscale_and_check_half(
-            &mut h,
-            2.0,
-            Rounding::Nearest
-        ));
+        assert!(kernels::unscale_and_check(&mut h, 2.0, Rounding::Nearest));
         assert!(h.iter().all(|v| v.is_infinite()));
         let sat = Rounding::Stochastic {
             sr: Stochastic::new(RandomStream::new(1, 1), Overflow::Saturate),
             first_index: 0,
         };
         let mut h = vec![f16::from_f32(40000.0); 11];
-        assert!(!kernels::unscale_and_check_half(&mut h, 2.0, sat));
+        assert!(!kernels::unscale_and_check(&mut h, 2.0, sat));
         assert!(h.iter().all(|v| *v == f16::MAX));
         let mut b = vec![bf16::from_f32(3.0e38); 11];
-        assert!(kernels::unscale_and_check_half(
-            &mut b,
-            2.0,
-            Rounding::Nearest
-        ));
+        assert!(kernels::unscale_and_check(&mut b, 2.0, Rounding::Nearest));
     });
 }
 
@@ -1230,13 +1212,13 @@ fn accumulate_widens_exactly() {
 #[test]
 #[should_panic(expected = "axpy: length mismatch")]
 fn axpy_panics_on_length_mismatch() {
-    kernels::axpy(1.0, &[1.0; 3], &mut [0.0; 4]);
+    kernels::axpy(1.0, &[1.0; 3], &mut [0.0; 4], Rounding::Nearest);
 }
 
 #[test]
 #[should_panic(expected = "add: length mismatch")]
 fn add_panics_on_length_mismatch() {
-    kernels::add(&[1.0; 9], &mut [0.0; 8]);
+    kernels::add(&[1.0; 9], &mut [0.0; 8], Rounding::Nearest);
 }
 
 #[test]
@@ -1246,9 +1228,9 @@ fn dot_panics_on_length_mismatch() {
 }
 
 #[test]
-#[should_panic(expected = "dot_half: length mismatch")]
-fn dot_half_panics_on_length_mismatch() {
-    let _ = kernels::dot_half(&[f16::ONE; 3], &[f16::ONE; 2]);
+#[should_panic(expected = "dot: length mismatch")]
+fn dot_of_f16_panics_on_length_mismatch() {
+    let _ = kernels::dot(&[f16::ONE; 3], &[f16::ONE; 2]);
 }
 
 #[test]
@@ -1258,21 +1240,23 @@ fn accumulate_panics_on_length_mismatch() {
 }
 
 #[test]
-#[should_panic(expected = "axpy_half: length mismatch")]
-fn axpy_half_panics_on_length_mismatch() {
-    kernels::axpy_half(1.0, &[bf16::ONE; 3], &mut [bf16::ONE; 2], Rounding::Nearest);
+#[should_panic(expected = "axpy: length mismatch")]
+fn axpy_of_bf16_panics_on_length_mismatch() {
+    kernels::axpy(1.0, &[bf16::ONE; 3], &mut [bf16::ONE; 2], Rounding::Nearest);
 }
 
 #[test]
-#[should_panic(expected = "add_half: length mismatch")]
-fn add_half_panics_on_length_mismatch() {
-    kernels::add_half(&[f16::ONE; 3], &mut [f16::ONE; 2], Rounding::Nearest);
+#[should_panic(expected = "add: length mismatch")]
+fn add_of_f16_panics_on_length_mismatch() {
+    kernels::add(&[f16::ONE; 3], &mut [f16::ONE; 2], Rounding::Nearest);
 }
 
 #[test]
 fn scalar_twins_panic_like_the_kernels() {
     assert!(std::panic::catch_unwind(|| scalar::dot(&[1.0], &[])).is_err());
-    assert!(std::panic::catch_unwind(|| scalar::axpy(1.0, &[1.0], &mut [])).is_err());
+    assert!(
+        std::panic::catch_unwind(|| scalar::axpy(1.0, &[1.0], &mut [], Rounding::Nearest)).is_err()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1300,16 +1284,16 @@ fn pinned_outputs() {
             first_index: 5,
         };
         let mut axpy_sr = b.clone();
-        kernels::axpy_half(0.37, &b, &mut axpy_sr, sr);
+        kernels::axpy(0.37, &b, &mut axpy_sr, sr);
         let mut axpy_f32 = y.clone();
-        kernels::axpy(-1.25, &x, &mut axpy_f32);
+        kernels::axpy(-1.25, &x, &mut axpy_f32, Rounding::Nearest);
 
         let got = [
             u64::from(kernels::dot(&x, &y).to_bits()),
             u64::from(kernels::sum_of_squares(&x).to_bits()),
             u64::from(kernels::max_abs(&x).to_bits()),
-            u64::from(kernels::dot_half(&h, &h).to_bits()),
-            u64::from(kernels::sum_of_squares_half(&b).to_bits()),
+            u64::from(kernels::dot(&h, &h).to_bits()),
+            u64::from(kernels::sum_of_squares(&b).to_bits()),
             fnv(axpy_sr.iter().map(|v| u32::from(v.to_bits()))),
             fnv(axpy_f32.iter().map(|v| v.to_bits())),
             fnv(kernels::dot_partial(&x, &y)

@@ -227,7 +227,14 @@ fn elementwise(
     let m = timing::compare(
         settings,
         &mut [
-            &mut || kernels::axpy(0.0, black_box(x), black_box(&mut out)),
+            &mut || {
+                kernels::axpy(
+                    0.0,
+                    black_box(x),
+                    black_box(&mut out),
+                    fp::Rounding::Nearest,
+                )
+            },
             &mut || {
                 native(
                     #[inline(always)]
@@ -247,7 +254,11 @@ fn elementwise(
         settings,
         &mut [
             &mut || {
-                black_box(kernels::unscale_and_check(black_box(&mut out), 1.0));
+                black_box(kernels::unscale_and_check(
+                    black_box(&mut out),
+                    1.0,
+                    fp::Rounding::Nearest,
+                ));
             },
             &mut || {
                 black_box(native(

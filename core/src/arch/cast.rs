@@ -1,45 +1,102 @@
 //! Slices of one plain number type read as another of the same size
 //! (`f32` as `u32`, `f16`/`bf16` as their `u16` bits), the one cast the
-//! kernels need. Written here, not taken from `bytemuck` for the `half`
-//! types, because `half`'s `bytemuck` feature brings `bytemuck`'s derive
-//! macros (a second proc-macro stack) into every build of the crate.
+//! kernels need, done by `bytemuck` (f32, u32) and `half`'s slice traits
+//! (f16, bf16). [`Plain`] only routes a generic type to its crate: generic
+//! code cannot name `bytemuck::Pod` for the `half` types without `half`'s
+//! `bytemuck` feature, which brings `bytemuck`'s derive macros (a second
+//! proc-macro stack) into every build of the crate.
 
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use half::{bf16, f16};
 
-/// A number type whose every bit pattern is a value, with no padding.
-///
-/// # Safety
-/// Implement it only for such types.
-pub unsafe trait Plain: Copy + Default + 'static {}
-
-// SAFETY: primitive numbers: no padding, every bit pattern valid.
-unsafe impl Plain for f32 {}
-// SAFETY: as above.
-unsafe impl Plain for u32 {}
-// SAFETY: as above.
-unsafe impl Plain for u16 {}
-// SAFETY: `half::f16` is `#[repr(transparent)]` over a `u16`.
-unsafe impl Plain for f16 {}
-// SAFETY: `half::bf16` is `#[repr(transparent)]` over a `u16`.
-unsafe impl Plain for bf16 {}
-
-/// Whether `A` can be read as `B`: the same size, and `B` no more aligned.
-const fn same_layout<A, B>() -> bool {
-    size_of::<A>() == size_of::<B>() && align_of::<B>() <= align_of::<A>()
+/// A slice as its bit patterns.
+pub enum Bits<'a> {
+    /// Four bytes an element.
+    U32(&'a [u32]),
+    /// Two bytes an element.
+    U16(&'a [u16]),
 }
+
+/// A mutable slice as its bit patterns.
+pub enum BitsMut<'a> {
+    /// Four bytes an element.
+    U32(&'a mut [u32]),
+    /// Two bytes an element.
+    U16(&'a mut [u16]),
+}
+
+/// A number type whose every bit pattern is a value, with no padding, and
+/// its slices as their bits and back. Sealed (the module is private).
+pub trait Plain: Copy + Default + 'static {
+    /// `x` as bits.
+    #[doc(hidden)]
+    fn bits(x: &[Self]) -> Bits<'_>;
+    /// `x` as bits, to write.
+    #[doc(hidden)]
+    fn bits_mut(x: &mut [Self]) -> BitsMut<'_>;
+    /// Bits as `Self`s; `None` if they have another size.
+    #[doc(hidden)]
+    fn from_bits(x: Bits<'_>) -> Option<&[Self]>;
+    /// Bits as `Self`s, to write; `None` if they have another size.
+    #[doc(hidden)]
+    fn from_bits_mut(x: BitsMut<'_>) -> Option<&mut [Self]>;
+}
+
+/// Implements [`Plain`] for `$t`, `$w` bits wide: `$cast` reads a slice
+/// of it as bits and back (one generic call does both), `$cast_mut` writes.
+macro_rules! plain {
+    ($t:ty, $w:ident, |$x:ident| $cast:expr, $cast_mut:expr) => {
+        impl Plain for $t {
+            #[inline(always)]
+            fn bits($x: &[Self]) -> Bits<'_> {
+                Bits::$w($cast)
+            }
+            #[inline(always)]
+            fn bits_mut($x: &mut [Self]) -> BitsMut<'_> {
+                BitsMut::$w($cast_mut)
+            }
+            #[inline(always)]
+            fn from_bits(x: Bits<'_>) -> Option<&[Self]> {
+                match x {
+                    Bits::$w($x) => Some($cast),
+                    _ => None,
+                }
+            }
+            #[inline(always)]
+            fn from_bits_mut(x: BitsMut<'_>) -> Option<&mut [Self]> {
+                match x {
+                    BitsMut::$w($x) => Some($cast_mut),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+plain!(u32, U32, |x| x, x);
+plain!(u16, U16, |x| x, x);
+plain!(
+    f32,
+    U32,
+    |x| bytemuck::cast_slice(x),
+    bytemuck::cast_slice_mut(x)
+);
+plain!(f16, U16, |x| x.reinterpret_cast(), x.reinterpret_cast_mut());
+plain!(
+    bf16,
+    U16,
+    |x| x.reinterpret_cast(),
+    x.reinterpret_cast_mut()
+);
 
 /// `x` read as `B`s.
 ///
 /// # Panics
-/// If `A` and `B` differ in size (or `B` is more aligned); a check on
-/// types, so it folds away where the cast is used.
+/// If `A` and `B` differ in size; a check on types, so it folds away
+/// where the cast is used.
 #[inline(always)]
 pub(crate) fn cast_slice<A: Plain, B: Plain>(x: &[A]) -> &[B] {
-    assert!(same_layout::<A, B>(), "cast between different layouts");
-    // SAFETY: both types are plain (every bit pattern valid, no padding),
-    // of the same size and `B` no more aligned than `A` (checked above),
-    // so the same memory holds `x.len()` valid `B`s for the same lifetime.
-    unsafe { core::slice::from_raw_parts(x.as_ptr().cast::<B>(), x.len()) }
+    B::from_bits(A::bits(x)).expect("cast between different layouts")
 }
 
 /// `x` written as `B`s.
@@ -48,10 +105,7 @@ pub(crate) fn cast_slice<A: Plain, B: Plain>(x: &[A]) -> &[B] {
 /// As [`cast_slice`].
 #[inline(always)]
 pub(crate) fn cast_slice_mut<A: Plain, B: Plain>(x: &mut [A]) -> &mut [B] {
-    assert!(same_layout::<A, B>(), "cast between different layouts");
-    // SAFETY: as in `cast_slice`; the borrow is exclusive, and every `B`
-    // written is a valid `A` (both plain).
-    unsafe { core::slice::from_raw_parts_mut(x.as_mut_ptr().cast::<B>(), x.len()) }
+    B::from_bits_mut(A::bits_mut(x)).expect("cast between different layouts")
 }
 
 /// `x` read as a `B`.
@@ -67,9 +121,10 @@ pub(crate) fn cast<A: Plain, B: Plain>(x: A) -> B {
 #[cfg(feature = "alloc")]
 #[inline(always)]
 pub(crate) fn bytes_of<T: Plain>(x: &T) -> &[u8] {
-    // SAFETY: `T` is plain (no padding), so its `size_of` bytes are
-    // initialised; they live as long as the borrow of `x`.
-    unsafe { core::slice::from_raw_parts(core::ptr::from_ref(x).cast::<u8>(), size_of::<T>()) }
+    match T::bits(core::slice::from_ref(x)) {
+        Bits::U32(b) => bytemuck::cast_slice(b),
+        Bits::U16(b) => bytemuck::cast_slice(b),
+    }
 }
 
 /// A `T` from `size_of::<T>()` bytes at any alignment.
@@ -80,11 +135,13 @@ pub(crate) fn bytes_of<T: Plain>(x: &T) -> &[u8] {
 #[inline(always)]
 pub(crate) fn read_unaligned<T: Plain>(bytes: &[u8]) -> T {
     assert_eq!(bytes.len(), size_of::<T>(), "read_unaligned: length");
-    // SAFETY: `bytes` holds `size_of::<T>()` readable bytes (checked), the
-    // read needs no alignment, and every bit pattern is a `T` (plain).
-    unsafe { core::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+    let value = |b: Bits<'_>| T::from_bits(b).expect("a plain type of 2 or 4 bytes")[0];
+    if size_of::<T>() == 4 {
+        value(Bits::U32(&[bytemuck::pod_read_unaligned(bytes)]))
+    } else {
+        value(Bits::U16(&[bytemuck::pod_read_unaligned(bytes)]))
+    }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -179,7 +179,7 @@ impl Stochastic {
 /// let mut x = [bf16::from_f32(1.0); 16];
 /// let sr = Stochastic::new(RandomStream::new(9, 0), Overflow::Infinity);
 /// // Element i of this slice rounds with stream position 1000 + i.
-/// kernels::scale_half(1.001, &mut x, Rounding::Stochastic { sr, first_index: 1000 });
+/// kernels::scale(1.001, &mut x, Rounding::Stochastic { sr, first_index: 1000 });
 /// assert!(x.iter().all(|v| *v == bf16::ONE || *v == bf16::from_f32(1.0078125)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

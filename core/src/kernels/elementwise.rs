@@ -1,9 +1,9 @@
 //! Element-wise kernels: axpy, scale, add, unscale-and-check, accumulate.
 
 use crate::arch::{self, F32s, Real, Simd, U32s, kernel};
-use crate::fp::{self, HalfFloat, Rounding};
+use crate::fp::{self, Element, Rounding};
 
-use super::scalar::{self, canonical};
+use super::scalar;
 
 /// Lanes holding infinity or NaN, as a mask.
 #[inline(always)]
@@ -12,110 +12,146 @@ fn non_finite<S: Simd>(v: S::F) -> S::U {
     (v.to_bits() & exp).simd_eq(exp)
 }
 
-/// `y[i] = canonical(f(x[i], y[i]))`, `S::LANES` at a time, the tail one
-/// at a time through `f1`.
+/// `x[i] = store(f(i, widen(x[i])))`: `f` on `S::LANES` widened lanes at a
+/// time (element offsets `0, S::LANES, ...`), the results stored with
+/// `rounding`; the tail goes one element at a time through `f1` and
+/// [`Element::store`].
 #[inline(always)]
-fn map2<S: Simd>(
-    x: &[f32],
-    y: &mut [f32],
-    f: impl Fn(S::F, S::F) -> S::F,
-    f1: impl Fn(f32, f32) -> f32,
+fn map<S: Simd, T: Element>(
+    x: &mut [T],
+    rounding: Rounding,
+    f: impl Fn(usize, S::F) -> S::F,
+    f1: impl Fn(usize, f32) -> f32,
 ) {
-    let body = arch::each_vector::<S>(
+    let done = arch::each_vector::<S>(
         x.len(),
         #[inline(always)]
         |at| {
             arch::prefetch_ahead(x, at);
-            arch::prefetch_ahead(y, at);
-            let v = f(S::F::load(&x[at..]), S::F::load(&y[at..]));
-            v.canonical().store(&mut y[at..]);
+            let v = f(at, fp::load::<S, T>(&x[at..]));
+            fp::store::<S, T>(v, rounding, at, &mut x[at..]);
         },
     );
-    for (x, y) in x[body..].iter().zip(&mut y[body..]) {
-        *y = canonical(f1(*x, *y));
+    for (k, x) in x[done..].iter_mut().enumerate() {
+        let at = done + k;
+        *x = T::store(f1(at, x.load()), rounding, at);
     }
 }
 
-/// `y[i] = y[i] + a * x[i]`: the product is rounded to f32, then added (no
-/// fused multiply-add).
+/// `y[i] = y[i] + a * x[i]` in f32 (the product rounded to f32, then
+/// added: no fused multiply-add), stored as `T`: f16 and bf16 are widened
+/// (exactly) and the result rounded once with `rounding`, element `i` at
+/// position `i` (f32 ignores `rounding`: see [the module](super#rounding)).
 ///
 /// ```
+/// use tessera_core::fp::{Rounding, f16};
 /// use tessera_core::kernels::axpy;
 ///
 /// let mut y = [1.0f32, 1.0];
-/// axpy(0.5, &[2.0, 4.0], &mut y);
+/// axpy(0.5, &[2.0, 4.0], &mut y, Rounding::Nearest);
 /// assert_eq!(y, [2.0, 3.0]);
+///
+/// let mut h = [f16::ONE; 2];
+/// axpy(2.0, &[f16::from_f32(0.5); 2], &mut h, Rounding::Nearest);
+/// assert_eq!(h, [f16::from_f32(2.0); 2]);
 /// ```
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
-pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+pub fn axpy<T: Element>(a: f32, x: &[T], y: &mut [T], rounding: Rounding) {
     assert_eq!(x.len(), y.len(), "axpy: length mismatch");
-    arch::dispatch(Axpy { a, x, y });
+    arch::dispatch(Axpy { a, x, y, rounding });
 }
 
 kernel! {
-    Axpy<'a> { a: f32, x: &'a [f32], y: &'a mut [f32] } -> ();
+    Axpy<'a, T: Element> { a: f32, x: &'a [T], y: &'a mut [T], rounding: Rounding } -> ();
     run<S>(k) {
-        let av = S::F::splat(k.a);
-        map2::<S>(k.x, k.y, #[inline(always)] |x, y| y + av * x, #[inline(always)] |x, y| y + k.a * x);
+        let (a, x) = (k.a, k.x);
+        let av = S::F::splat(a);
+        map::<S, T>(
+            k.y,
+            k.rounding,
+            #[inline(always)] |at, y| {
+                arch::prefetch_ahead(x, at);
+                y + av * fp::load::<S, T>(&x[at..])
+            },
+            #[inline(always)] |at, y| y + a * x[at].load(),
+        );
     }
-    scalar(k) { scalar::axpy(k.a, k.x, k.y) }
+    scalar(k) { scalar::axpy(k.a, k.x, k.y, k.rounding) }
 }
 
-/// `x[i] = x[i] * a`.
+/// `x[i] = x[i] * a` in f32, stored as `T` with `rounding` (element `i` at
+/// position `i`; ignored by f32).
 ///
 /// ```
+/// use tessera_core::fp::{Rounding, bf16};
 /// use tessera_core::kernels::scale;
 ///
 /// let mut x = [1.0f32, -2.0];
-/// scale(0.25, &mut x);
+/// scale(0.25, &mut x, Rounding::Nearest);
 /// assert_eq!(x, [0.25, -0.5]);
+///
+/// let mut b = [bf16::from_f32(3.0)];
+/// scale(0.5, &mut b, Rounding::Nearest);
+/// assert_eq!(b, [bf16::from_f32(1.5)]);
 /// ```
-pub fn scale(a: f32, x: &mut [f32]) {
-    arch::dispatch(Scale { a, x });
+pub fn scale<T: Element>(a: f32, x: &mut [T], rounding: Rounding) {
+    arch::dispatch(Scale { a, x, rounding });
 }
 
 kernel! {
-    Scale<'a> { a: f32, x: &'a mut [f32] } -> ();
+    Scale<'a, T: Element> { a: f32, x: &'a mut [T], rounding: Rounding } -> ();
     run<S>(k) {
-        let (av, x) = (S::F::splat(k.a), k.x);
-        let body = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
-            arch::prefetch_ahead(x, at);
-            (S::F::load(&x[at..]) * av).canonical().store(&mut x[at..]);
-        });
-        for x in &mut x[body..] {
-            *x = canonical(*x * k.a);
-        }
+        let (a, av) = (k.a, S::F::splat(k.a));
+        map::<S, T>(k.x, k.rounding, #[inline(always)] |_, x| x * av, #[inline(always)] |_, x| x * a);
     }
-    scalar(k) { scalar::scale(k.a, k.x) }
+    scalar(k) { scalar::scale(k.a, k.x, k.rounding) }
 }
 
-/// `y[i] = y[i] + x[i]`.
+/// `y[i] = y[i] + x[i]` in f32, stored as `T` with `rounding` (element `i`
+/// at position `i`; ignored by f32).
 ///
 /// ```
+/// use tessera_core::fp::{Rounding, f16};
 /// use tessera_core::kernels::add;
 ///
 /// let mut y = [1.0f32, 2.0];
-/// add(&[0.5, 0.5], &mut y);
+/// add(&[0.5, 0.5], &mut y, Rounding::Nearest);
 /// assert_eq!(y, [1.5, 2.5]);
+///
+/// let mut h = [f16::ONE];
+/// add(&[f16::ONE], &mut h, Rounding::Nearest);
+/// assert_eq!(h, [f16::from_f32(2.0)]);
 /// ```
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
-pub fn add(x: &[f32], y: &mut [f32]) {
+pub fn add<T: Element>(x: &[T], y: &mut [T], rounding: Rounding) {
     assert_eq!(x.len(), y.len(), "add: length mismatch");
-    arch::dispatch(Add { x, y });
+    arch::dispatch(Add { x, y, rounding });
 }
 
 kernel! {
-    Add<'a> { x: &'a [f32], y: &'a mut [f32] } -> ();
-    run<S>(k) { map2::<S>(k.x, k.y, #[inline(always)] |x, y| y + x, #[inline(always)] |x, y| y + x) }
-    scalar(k) { scalar::add(k.x, k.y) }
+    Add<'a, T: Element> { x: &'a [T], y: &'a mut [T], rounding: Rounding } -> ();
+    run<S>(k) {
+        let x = k.x;
+        map::<S, T>(
+            k.y,
+            k.rounding,
+            #[inline(always)] |at, y| {
+                arch::prefetch_ahead(x, at);
+                y + fp::load::<S, T>(&x[at..])
+            },
+            #[inline(always)] |at, y| y + x[at].load(),
+        );
+    }
+    scalar(k) { scalar::add(k.x, k.y, k.rounding) }
 }
 
-/// Unscales gradients in place, `x[i] = x[i] * inv_scale`, and returns
-/// whether any unscaled value is infinite or NaN (GradScaler's
+/// Unscales gradients in place, `x[i] = x[i] * inv_scale` (in f32, stored
+/// as `T` with `rounding`, element `i` at position `i`; ignored by f32),
+/// and returns whether any *stored* value is infinite or NaN (GradScaler's
 /// `found_inf`).
 ///
 /// The check is on the results. An infinite or NaN input always gives a
@@ -124,46 +160,56 @@ kernel! {
 /// inputs), and the two agree whenever `inv_scale` is finite and at most 1,
 /// as it is for a loss scale of at least 1: then a finite input cannot
 /// overflow. With `inv_scale > 1` (a scale below 1) a finite input can
-/// overflow to infinity, and with a non-finite `inv_scale` any input can
-/// become non-finite; this kernel reports those too, so an optimizer step
-/// never consumes an infinite gradient, where PyTorch would not report them.
+/// overflow to infinity (in f32, or in the rounding to f16/bf16), and with
+/// a non-finite `inv_scale` any input can become non-finite; this kernel
+/// reports those too, so an optimizer step never consumes an infinite
+/// gradient, where PyTorch would not report them.
 ///
 /// ```
+/// use tessera_core::fp::{Rounding, f16};
 /// use tessera_core::kernels::unscale_and_check;
 ///
 /// let mut g = [1024.0f32, 512.0];
-/// assert!(!unscale_and_check(&mut g, 1.0 / 1024.0));
+/// assert!(!unscale_and_check(&mut g, 1.0 / 1024.0, Rounding::Nearest));
 /// assert_eq!(g, [1.0, 0.5]);
-/// assert!(unscale_and_check(&mut [f32::INFINITY], 0.5));
+/// assert!(unscale_and_check(&mut [f32::INFINITY], 0.5, Rounding::Nearest));
+///
+/// let mut h = [f16::from_f32(2048.0), f16::INFINITY];
+/// assert!(unscale_and_check(&mut h, 1.0 / 1024.0, Rounding::Nearest));
+/// assert_eq!(h[0], f16::from_f32(2.0));
 /// ```
 #[must_use]
-pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
-    arch::dispatch(Unscale { x, inv_scale })
+pub fn unscale_and_check<T: Element>(x: &mut [T], inv_scale: f32, rounding: Rounding) -> bool {
+    arch::dispatch(Unscale {
+        x,
+        inv_scale,
+        rounding,
+    })
 }
 
 kernel! {
-    Unscale<'a> { x: &'a mut [f32], inv_scale: f32 } -> bool;
+    Unscale<'a, T: Element> { x: &'a mut [T], inv_scale: f32, rounding: Rounding } -> bool;
     run<S>(k) {
-        let (s, x) = (S::F::splat(k.inv_scale), k.x);
+        let (s, x, rounding) = (S::F::splat(k.inv_scale), k.x, k.rounding);
         let mut bad = S::U::splat(0);
-        let body = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
+        let done = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
             arch::prefetch_ahead(x, at);
-            let r = (S::F::load(&x[at..]) * s).canonical();
-            bad |= non_finite::<S>(r);
-            r.store(&mut x[at..]);
+            let v = fp::load::<S, T>(&x[at..]) * s;
+            fp::store::<S, T>(v, rounding, at, &mut x[at..]);
+            bad |= non_finite::<S>(fp::load::<S, T>(&x[at..]));
         });
         let mut found = bad.any();
-        for x in &mut x[body..] {
-            *x = canonical(*x * k.inv_scale);
-            found |= !x.is_finite();
+        for (i, x) in x[done..].iter_mut().enumerate() {
+            *x = T::store(x.load() * k.inv_scale, rounding, done + i);
+            found |= !x.load().is_finite();
         }
         found
     }
-    scalar(k) { scalar::unscale_and_check(k.x, k.inv_scale) }
+    scalar(k) { scalar::unscale_and_check(k.x, k.inv_scale, k.rounding) }
 }
 
-/// Accumulates 16-bit values into f32: `acc[i] = acc[i] + widen(src[i])`
-/// (widening is exact; the add rounds to f32).
+/// Accumulates values of any storage format into f32: `acc[i] = acc[i] +
+/// widen(src[i])` (widening is exact; the add rounds to f32).
 ///
 /// ```
 /// use tessera_core::fp::f16;
@@ -176,190 +222,24 @@ kernel! {
 ///
 /// # Panics
 /// If `src` and `acc` differ in length.
-pub fn accumulate<H: HalfFloat>(src: &[H], acc: &mut [f32]) {
+pub fn accumulate<T: Element>(src: &[T], acc: &mut [f32]) {
     assert_eq!(src.len(), acc.len(), "accumulate: length mismatch");
     arch::dispatch(Accumulate { src, acc });
 }
 
 kernel! {
-    Accumulate<'a, H: HalfFloat> { src: &'a [H], acc: &'a mut [f32] } -> ();
+    Accumulate<'a, T: Element> { src: &'a [T], acc: &'a mut [f32] } -> ();
     run<S>(k) {
-        let (src, acc) = (k.src, k.acc);
-        let body = arch::each_vector::<S>(src.len(), #[inline(always)] |at| {
-            arch::prefetch_ahead(src, at);
-            arch::prefetch_ahead(acc, at);
-            let sum = S::F::load(&acc[at..]) + fp::load::<S, H>(&src[at..]);
-            sum.canonical().store(&mut acc[at..]);
-        });
-        for (s, a) in src[body..].iter().zip(&mut acc[body..]) {
-            *a = canonical(*a + s.to_f32());
-        }
+        let src = k.src;
+        map::<S, f32>(
+            k.acc,
+            Rounding::Nearest,
+            #[inline(always)] |at, acc| {
+                arch::prefetch_ahead(src, at);
+                acc + fp::load::<S, T>(&src[at..])
+            },
+            #[inline(always)] |at, acc| acc + src[at].load(),
+        );
     }
     scalar(k) { scalar::accumulate(k.src, k.acc) }
-}
-
-/// Applies `f` to `S::LANES` widened lanes at a time (element offsets `0,
-/// S::LANES, ...`) and stores the results with `rounding`; the tail goes
-/// one element at a time through `f1` and [`Rounding::round`].
-#[inline(always)]
-fn map_half<S: Simd, H: HalfFloat>(
-    x: &mut [H],
-    rounding: Rounding,
-    f: impl Fn(usize, S::F) -> S::F,
-    f1: impl Fn(usize, f32) -> f32,
-) {
-    let done = arch::each_vector::<S>(
-        x.len(),
-        #[inline(always)]
-        |at| {
-            arch::prefetch_ahead(x, at);
-            let v = f(at, fp::load::<S, H>(&x[at..]));
-            fp::store::<S, H>(v, rounding, at, &mut x[at..]);
-        },
-    );
-    for (k, x) in x[done..].iter_mut().enumerate() {
-        let at = done + k;
-        *x = rounding.round(canonical(f1(at, x.to_f32())), at);
-    }
-}
-
-/// `y[i] = round(widen(y[i]) + a * widen(x[i]))`: f32 arithmetic (no fused
-/// multiply-add), one rounding to `H` on the store; element `i` of `y` is
-/// rounded at position `i` of `rounding`.
-///
-/// ```
-/// use tessera_core::fp::{f16, Rounding};
-/// use tessera_core::kernels::axpy_half;
-///
-/// let mut y = [f16::ONE; 2];
-/// axpy_half(2.0, &[f16::from_f32(0.5); 2], &mut y, Rounding::Nearest);
-/// assert_eq!(y, [f16::from_f32(2.0); 2]);
-/// ```
-///
-/// # Panics
-/// If `x` and `y` differ in length.
-pub fn axpy_half<H: HalfFloat>(a: f32, x: &[H], y: &mut [H], rounding: Rounding) {
-    assert_eq!(x.len(), y.len(), "axpy_half: length mismatch");
-    arch::dispatch(AxpyHalf { a, x, y, rounding });
-}
-
-kernel! {
-    AxpyHalf<'a, H: HalfFloat> { a: f32, x: &'a [H], y: &'a mut [H], rounding: Rounding } -> ();
-    run<S>(k) {
-        let (a, x) = (k.a, k.x);
-        let av = S::F::splat(a);
-        map_half::<S, H>(
-            k.y,
-            k.rounding,
-            #[inline(always)] |at, y| y + av * fp::load::<S, H>(&x[at..]),
-            #[inline(always)] |at, y| y + a * x[at].to_f32(),
-        );
-    }
-    scalar(k) { scalar::axpy_half(k.a, k.x, k.y, k.rounding) }
-}
-
-/// `x[i] = round(widen(x[i]) * a)`, element `i` rounded at position `i`.
-///
-/// ```
-/// use tessera_core::fp::{bf16, Rounding};
-/// use tessera_core::kernels::scale_half;
-///
-/// let mut x = [bf16::from_f32(3.0)];
-/// scale_half(0.5, &mut x, Rounding::Nearest);
-/// assert_eq!(x, [bf16::from_f32(1.5)]);
-/// ```
-pub fn scale_half<H: HalfFloat>(a: f32, x: &mut [H], rounding: Rounding) {
-    arch::dispatch(ScaleHalf { a, x, rounding });
-}
-
-kernel! {
-    ScaleHalf<'a, H: HalfFloat> { a: f32, x: &'a mut [H], rounding: Rounding } -> ();
-    run<S>(k) {
-        let (a, av) = (k.a, S::F::splat(k.a));
-        map_half::<S, H>(k.x, k.rounding, #[inline(always)] |_, x| x * av, #[inline(always)] |_, x| x * a);
-    }
-    scalar(k) { scalar::scale_half(k.a, k.x, k.rounding) }
-}
-
-/// `y[i] = round(widen(y[i]) + widen(x[i]))`, element `i` rounded at
-/// position `i`.
-///
-/// ```
-/// use tessera_core::fp::{f16, Rounding};
-/// use tessera_core::kernels::add_half;
-///
-/// let mut y = [f16::ONE];
-/// add_half(&[f16::ONE], &mut y, Rounding::Nearest);
-/// assert_eq!(y, [f16::from_f32(2.0)]);
-/// ```
-///
-/// # Panics
-/// If `x` and `y` differ in length.
-pub fn add_half<H: HalfFloat>(x: &[H], y: &mut [H], rounding: Rounding) {
-    assert_eq!(x.len(), y.len(), "add_half: length mismatch");
-    arch::dispatch(AddHalf { x, y, rounding });
-}
-
-kernel! {
-    AddHalf<'a, H: HalfFloat> { x: &'a [H], y: &'a mut [H], rounding: Rounding } -> ();
-    run<S>(k) {
-        let x = k.x;
-        map_half::<S, H>(
-            k.y,
-            k.rounding,
-            #[inline(always)] |at, y| y + fp::load::<S, H>(&x[at..]),
-            #[inline(always)] |at, y| y + x[at].to_f32(),
-        );
-    }
-    scalar(k) { scalar::add_half(k.x, k.y, k.rounding) }
-}
-
-/// Unscales 16-bit gradients in place, `x[i] = round(widen(x[i]) *
-/// inv_scale)`, and returns whether any *stored* value is infinite or NaN.
-///
-/// The product is computed in f32 and rounded once to `H`. Checking the
-/// stored values also catches a finite product that the rounding takes to
-/// infinity (only possible when `inv_scale > 1`); otherwise the result is
-/// as for [`unscale_and_check`], which describes the relation to PyTorch.
-///
-/// ```
-/// use tessera_core::fp::{f16, Rounding};
-/// use tessera_core::kernels::unscale_and_check_half;
-///
-/// let mut g = [f16::from_f32(2048.0), f16::INFINITY];
-/// assert!(unscale_and_check_half(&mut g, 1.0 / 1024.0, Rounding::Nearest));
-/// assert_eq!(g[0], f16::from_f32(2.0));
-/// ```
-#[must_use]
-pub fn unscale_and_check_half<H: HalfFloat>(
-    x: &mut [H],
-    inv_scale: f32,
-    rounding: Rounding,
-) -> bool {
-    arch::dispatch(UnscaleHalf {
-        x,
-        inv_scale,
-        rounding,
-    })
-}
-
-kernel! {
-    UnscaleHalf<'a, H: HalfFloat> { x: &'a mut [H], inv_scale: f32, rounding: Rounding } -> bool;
-    run<S>(k) {
-        let (s, x, rounding) = (S::F::splat(k.inv_scale), k.x, k.rounding);
-        let mut bad = S::U::splat(0);
-        let done = arch::each_vector::<S>(x.len(), #[inline(always)] |at| {
-            arch::prefetch_ahead(x, at);
-            let v = fp::load::<S, H>(&x[at..]) * s;
-            fp::store::<S, H>(v, rounding, at, &mut x[at..]);
-            bad |= non_finite::<S>(fp::load::<S, H>(&x[at..]));
-        });
-        let mut found = bad.any();
-        for (i, x) in x[done..].iter_mut().enumerate() {
-            *x = k.rounding.round(canonical(x.to_f32() * k.inv_scale), done + i);
-            found |= !x.to_f32().is_finite();
-        }
-        found
-    }
-    scalar(k) { scalar::unscale_and_check_half(k.x, k.inv_scale, k.rounding) }
 }

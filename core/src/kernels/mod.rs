@@ -3,10 +3,12 @@
 //! with a fixed order and exactly combined partials; matrix products
 //! ([`gemm`]) in a fixed order.
 //!
-//! Every kernel comes in an f32 form and, where it makes sense, a form over
-//! 16-bit storage (`*_half`, generic over [`HalfFloat`]) that widens to f32,
-//! computes in f32 and rounds on the store with a [`Rounding`]. Each has a
-//! scalar twin of the same name in [`scalar`], which is its definition.
+//! Every kernel is one generic function over the storage format
+//! ([`Element`]: `f32`, [`f16`] or [`bf16`]), as in `half`'s slice traits
+//! and `gemm`'s element types: it widens to f32 (exactly), computes in f32
+//! and, for the element-wise kernels, stores with a [`Rounding`] (see
+//! [Rounding](#rounding)). Each has a scalar twin of the same name and
+//! signature in [`scalar`], which is its definition.
 //!
 //! ```
 //! use tessera_core::kernels::{self, ExactSum, BLOCK};
@@ -24,21 +26,30 @@
 //!
 //! # Which function do I want
 //!
-//! | to | f32 slices | f16/bf16 slices (rounded on the store) | a piece of a split slice |
-//! |---|---|---|---|
-//! | `y += a x` | [`axpy`] | [`axpy_half`] | (element-wise: any piece) |
-//! | `x *= a` | [`scale`] | [`scale_half`] | |
-//! | `y += x` | [`add`] | [`add_half`] | |
-//! | unscale gradients, find inf/NaN | [`unscale_and_check`] | [`unscale_and_check_half`] | |
-//! | widen and add 16-bit values into f32 | | [`accumulate`] | |
-//! | `x . y` | [`dot`] | [`dot_half`] | [`dot_partial`], [`dot_half_partial`] |
-//! | `x . x` | [`sum_of_squares`] | [`sum_of_squares_half`] | [`sum_of_squares_partial`], [`sum_of_squares_half_partial`] |
-//! | `max |x|` | [`max_abs`] | [`max_abs_half`] | [`max_abs_partial`], [`max_abs_half_partial`] |
-//! | `C += A B` | [`gemm`] (scratch: [`gemm_scratch_len`]) | | |
+//! | to | over `&[T]`, `T` = f32, f16 or bf16 | a piece of a split slice |
+//! |---|---|---|
+//! | `y += a x` | [`axpy`] | (element-wise: any piece) |
+//! | `x *= a` | [`scale`] | |
+//! | `y += x` | [`add`] | |
+//! | unscale gradients, find inf/NaN | [`unscale_and_check`] | |
+//! | widen and add into an f32 accumulator | [`accumulate`] | |
+//! | `x . y` | [`dot`] | [`dot_partial`] |
+//! | `x . x` | [`sum_of_squares`] | [`sum_of_squares_partial`] |
+//! | `max |x|` | [`max_abs`] | [`max_abs_partial`] |
+//! | `C += A B` (f32 only) | [`gemm`] (scratch: [`gemm_scratch_len`]) | |
 //!
 //! The `*_partial` forms return an exact sum ([`ExactSum`]) or a
 //! [`MaxAbs`] to merge across pieces, threads and replicas; [`scalar`] holds
 //! every kernel's scalar twin under the same name.
+//!
+//! # Rounding
+//!
+//! The element-wise kernels that write `T` ([`axpy`], [`scale`], [`add`],
+//! [`unscale_and_check`]) take a [`Rounding`]: how the f32 result is
+//! rounded to f16 or bf16, element `i` of the written slice at position
+//! `i`. For f32 it has no effect (the f32 arithmetic already rounded to
+//! nearest, ties to even) and `Rounding::Nearest` is the value to pass, as
+//! [`Element::store`] does.
 //!
 //! # Determinism
 //!
@@ -46,7 +57,7 @@
 //! backend ([`crate::arch`]); the tests compare them. No kernel uses a
 //! fused multiply-add: a product is rounded to f32, then added.
 //!
-//! Reductions (`dot`, `sum_of_squares` and their `_half` forms) use this
+//! Reductions (`dot` and `sum_of_squares`, over every format) use this
 //! order, a function of the element index alone:
 //!
 //! 1. The slice is cut into blocks of [`BLOCK`] (256) elements from its
@@ -75,7 +86,7 @@
 //! above infinity, so any split, block-aligned or not, gives the same
 //! result ([`MaxAbs`]).
 //!
-//! Element-wise kernels have no order to fix; the `_half` forms that round
+//! Element-wise kernels have no order to fix; those that round
 //! stochastically use random bits addressed by position (element `i` of the
 //! written slice uses position `first_index + i`, see [`Rounding`]), so a
 //! slice processed in pieces, each with its own `first_index`, gives the same
@@ -98,7 +109,10 @@
 //! - Loss scaling: [`unscale_and_check`] reports whether any *unscaled*
 //!   value is non-finite (see its docs for how that relates to PyTorch).
 //!
-//! [`HalfFloat`]: crate::fp::HalfFloat
+//! [`Element`]: crate::fp::Element
+//! [`Element::store`]: crate::fp::Element::store
+//! [`f16`]: struct@crate::fp::f16
+//! [`bf16`]: struct@crate::fp::bf16
 //! [`Rounding`]: crate::fp::Rounding
 //! [`Overflow`]: crate::fp::Overflow
 
@@ -108,16 +122,11 @@ mod gemm;
 mod reduce;
 pub mod scalar;
 
-pub use elementwise::{
-    accumulate, add, add_half, axpy, axpy_half, scale, scale_half, unscale_and_check,
-    unscale_and_check_half,
-};
+pub use elementwise::{accumulate, add, axpy, scale, unscale_and_check};
 pub use exact::ExactSum;
 pub use gemm::{GemmShape, gemm, gemm_scratch_len};
 pub use reduce::{
-    MaxAbs, dot, dot_half, dot_half_partial, dot_partial, max_abs, max_abs_half,
-    max_abs_half_partial, max_abs_partial, sum_of_squares, sum_of_squares_half,
-    sum_of_squares_half_partial, sum_of_squares_partial,
+    MaxAbs, dot, dot_partial, max_abs, max_abs_partial, sum_of_squares, sum_of_squares_partial,
 };
 
 /// Elements per reduction block. Split slices at multiples of this (counted

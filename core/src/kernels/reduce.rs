@@ -1,7 +1,7 @@
-//! Reductions: dot, sum of squares and max-abs, f32 and 16-bit storage.
+//! Reductions over any storage format: dot, sum of squares and max-abs.
 
 use crate::arch::{self, F32s, Simd, U32s, kernel};
-use crate::fp::{self, Element, HalfFloat};
+use crate::fp::{self, Element};
 
 use super::scalar::{self, combine_lanes};
 use super::{BLOCK, ExactSum, LANES};
@@ -40,129 +40,80 @@ fn block_sums<S: Simd>(
 }
 
 /// The exact sum of the block partials of `x * y` (see
-/// [the order](super#determinism)): combine it with the partials of other
-/// block-aligned pieces, then [`ExactSum::to_f32`].
+/// [the order](super#determinism)), the products taken in f32 of the
+/// widened values: combine it with the partials of other block-aligned
+/// pieces, then [`ExactSum::to_f32`].
 ///
 /// ```
+/// use tessera_core::fp::f16;
 /// use tessera_core::kernels::{dot, dot_partial, BLOCK};
 ///
 /// let (x, y) = (vec![0.5f32; 3 * BLOCK], vec![2.0f32; 3 * BLOCK]);
 /// let mut sum = dot_partial(&x[BLOCK..], &y[BLOCK..]);
 /// sum.merge(&dot_partial(&x[..BLOCK], &y[..BLOCK]));
 /// assert_eq!(sum.to_f32(), dot(&x, &y));
+///
+/// let h = [f16::from_f32(1.5); 4];
+/// assert_eq!(dot_partial(&h, &h).to_f32(), 9.0);
 /// ```
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
 #[must_use]
-pub fn dot_partial(x: &[f32], y: &[f32]) -> ExactSum {
+pub fn dot_partial<T: Element>(x: &[T], y: &[T]) -> ExactSum {
     assert_eq!(x.len(), y.len(), "dot: length mismatch");
     arch::dispatch(Dot { x, y })
 }
 
-/// The dot product `sum(x[i] * y[i])`, in the fixed order, rounded once.
-///
-/// ```
-/// use tessera_core::kernels::dot;
-///
-/// assert_eq!(dot(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0);
-/// ```
-///
-/// # Panics
-/// If `x` and `y` differ in length.
-#[must_use]
-pub fn dot(x: &[f32], y: &[f32]) -> f32 {
-    dot_partial(x, y).to_f32()
-}
-
-/// The exact sum of the block partials of `x * x`.
-///
-/// ```
-/// use tessera_core::kernels::sum_of_squares_partial;
-///
-/// let mut sum = sum_of_squares_partial(&[3.0]);
-/// sum.merge(&sum_of_squares_partial(&[4.0]));
-/// assert_eq!(sum.to_f32(), 25.0);
-/// ```
-#[must_use]
-pub fn sum_of_squares_partial(x: &[f32]) -> ExactSum {
-    arch::dispatch(SumOfSquares { x })
-}
-
-/// The sum of squares `sum(x[i] * x[i])`, in the fixed order, rounded once.
-///
-/// ```
-/// use tessera_core::kernels::sum_of_squares;
-///
-/// assert_eq!(sum_of_squares(&[3.0, 4.0]), 25.0);
-/// ```
-#[must_use]
-pub fn sum_of_squares(x: &[f32]) -> f32 {
-    sum_of_squares_partial(x).to_f32()
-}
-
-/// The dot product of 16-bit vectors as an exact partial: the products of
-/// the widened values are rounded to f32 and summed as in [`dot_partial`].
-///
-/// ```
-/// use tessera_core::fp::f16;
-/// use tessera_core::kernels::dot_half_partial;
-///
-/// let x = [f16::from_f32(1.5); 4];
-/// assert_eq!(dot_half_partial(&x, &x).to_f32(), 9.0);
-/// ```
-///
-/// # Panics
-/// If `x` and `y` differ in length.
-#[must_use]
-pub fn dot_half_partial<H: HalfFloat>(x: &[H], y: &[H]) -> ExactSum {
-    assert_eq!(x.len(), y.len(), "dot_half: length mismatch");
-    arch::dispatch(Dot { x, y })
-}
-
-/// The dot product of 16-bit vectors with f32 products and accumulation,
-/// rounded once.
+/// The dot product `sum(x[i] * y[i])` of the widened values, with f32
+/// products and accumulation in the fixed order, rounded once.
 ///
 /// ```
 /// use tessera_core::fp::bf16;
-/// use tessera_core::kernels::dot_half;
+/// use tessera_core::kernels::dot;
 ///
+/// assert_eq!(dot(&[1.0f32, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0);
 /// let (x, y) = ([bf16::from_f32(2.0); 3], [bf16::from_f32(0.5); 3]);
-/// assert_eq!(dot_half(&x, &y), 3.0);
+/// assert_eq!(dot(&x, &y), 3.0);
 /// ```
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
 #[must_use]
-pub fn dot_half<H: HalfFloat>(x: &[H], y: &[H]) -> f32 {
-    dot_half_partial(x, y).to_f32()
+pub fn dot<T: Element>(x: &[T], y: &[T]) -> f32 {
+    dot_partial(x, y).to_f32()
 }
 
-/// The sum of squares of a 16-bit vector as an exact partial.
+/// The exact sum of the block partials of `x * x` (widened, squared in
+/// f32).
 ///
 /// ```
 /// use tessera_core::fp::f16;
-/// use tessera_core::kernels::sum_of_squares_half_partial;
+/// use tessera_core::kernels::sum_of_squares_partial;
 ///
-/// assert_eq!(sum_of_squares_half_partial(&[f16::from_f32(3.0), f16::from_f32(4.0)]).to_f32(), 25.0);
+/// let mut sum = sum_of_squares_partial(&[3.0f32]);
+/// sum.merge(&sum_of_squares_partial(&[4.0f32]));
+/// assert_eq!(sum.to_f32(), 25.0);
+/// assert_eq!(sum_of_squares_partial(&[f16::from_f32(3.0), f16::from_f32(4.0)]).to_f32(), 25.0);
 /// ```
 #[must_use]
-pub fn sum_of_squares_half_partial<H: HalfFloat>(x: &[H]) -> ExactSum {
+pub fn sum_of_squares_partial<T: Element>(x: &[T]) -> ExactSum {
     arch::dispatch(SumOfSquares { x })
 }
 
-/// The sum of squares of a 16-bit vector with f32 squares and
-/// accumulation, rounded once.
+/// The sum of squares `sum(x[i] * x[i])` of the widened values, with f32
+/// squares and accumulation in the fixed order, rounded once.
 ///
 /// ```
 /// use tessera_core::fp::f16;
-/// use tessera_core::kernels::sum_of_squares_half;
+/// use tessera_core::kernels::sum_of_squares;
 ///
-/// assert_eq!(sum_of_squares_half(&[f16::ONE; 9]), 9.0);
+/// assert_eq!(sum_of_squares(&[3.0f32, 4.0]), 25.0);
+/// assert_eq!(sum_of_squares(&[f16::ONE; 9]), 9.0);
 /// ```
 #[must_use]
-pub fn sum_of_squares_half<H: HalfFloat>(x: &[H]) -> f32 {
-    sum_of_squares_half_partial(x).to_f32()
+pub fn sum_of_squares<T: Element>(x: &[T]) -> f32 {
+    sum_of_squares_partial(x).to_f32()
 }
 
 kernel! {
@@ -180,7 +131,7 @@ kernel! {
             #[inline(always)] |at| x[at].load() * y[at].load(),
         )
     }
-    scalar(k) { scalar::block_sums(k.x.len(), |i| k.x[i].load() * k.y[i].load()) }
+    scalar(k) { scalar::dot_partial(k.x, k.y) }
 }
 
 kernel! {
@@ -198,7 +149,7 @@ kernel! {
             #[inline(always)] |at| x[at].load() * x[at].load(),
         )
     }
-    scalar(k) { scalar::block_sums(k.x.len(), |i| k.x[i].load() * k.x[i].load()) }
+    scalar(k) { scalar::sum_of_squares_partial(k.x) }
 }
 
 /// The running maximum magnitude of f32 values: a combinable, order-free
@@ -318,69 +269,39 @@ kernel! {
         }
         m
     }
-    scalar(k) {
-        let mut m = MaxAbs::new();
-        for v in k.x {
-            m.add(v.load());
-        }
-        m
-    }
+    scalar(k) { scalar::max_abs_partial(k.x) }
 }
 
-/// The largest magnitude of `x` as a combinable partial (any split works,
-/// block-aligned or not).
+/// The largest magnitude of `x` (widened to f32) as a combinable partial
+/// (any split works, block-aligned or not).
 ///
 /// ```
+/// use tessera_core::fp::f16;
 /// use tessera_core::kernels::max_abs_partial;
 ///
 /// let (x, y) = ([1.0f32, -4.0], [3.0f32]);
 /// let mut m = max_abs_partial(&x);
 /// m.merge(&max_abs_partial(&y)); // any split, aligned or not
 /// assert_eq!(m.to_f32(), 4.0);
+/// assert_eq!(max_abs_partial(&[f16::from_f32(-6.0), f16::ONE]).to_f32(), 6.0);
 /// ```
 #[must_use]
-pub fn max_abs_partial(x: &[f32]) -> MaxAbs {
+pub fn max_abs_partial<T: Element>(x: &[T]) -> MaxAbs {
     arch::dispatch(MaxAbsOf { x })
 }
 
-/// The largest `|x[i]|`: NaN (`f32::NAN`) if any element is NaN, `0.0` for
-/// an empty slice.
-///
-/// ```
-/// use tessera_core::kernels::max_abs;
-///
-/// assert_eq!(max_abs(&[0.5, -2.5, 1.0]), 2.5);
-/// assert_eq!(max_abs(&[]), 0.0);
-/// ```
-#[must_use]
-pub fn max_abs(x: &[f32]) -> f32 {
-    max_abs_partial(x).to_f32()
-}
-
-/// The largest magnitude of a 16-bit vector (widened to f32) as a
-/// combinable partial.
-///
-/// ```
-/// use tessera_core::fp::f16;
-/// use tessera_core::kernels::max_abs_half_partial;
-///
-/// assert_eq!(max_abs_half_partial(&[f16::from_f32(-6.0), f16::ONE]).to_f32(), 6.0);
-/// ```
-#[must_use]
-pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
-    arch::dispatch(MaxAbsOf { x })
-}
-
-/// The largest `|x[i]|` of a 16-bit vector as f32: NaN if any element is
-/// NaN, `0.0` for an empty slice.
+/// The largest `|x[i]|` as f32: NaN (`f32::NAN`) if any element is NaN,
+/// `0.0` for an empty slice.
 ///
 /// ```
 /// use tessera_core::fp::bf16;
-/// use tessera_core::kernels::max_abs_half;
+/// use tessera_core::kernels::max_abs;
 ///
-/// assert_eq!(max_abs_half(&[bf16::from_f32(-0.25), bf16::ONE]), 1.0);
+/// assert_eq!(max_abs(&[0.5f32, -2.5, 1.0]), 2.5);
+/// assert_eq!(max_abs::<f32>(&[]), 0.0);
+/// assert_eq!(max_abs(&[bf16::from_f32(-0.25), bf16::ONE]), 1.0);
 /// ```
 #[must_use]
-pub fn max_abs_half<H: HalfFloat>(x: &[H]) -> f32 {
-    max_abs_half_partial(x).to_f32()
+pub fn max_abs<T: Element>(x: &[T]) -> f32 {
+    max_abs_partial(x).to_f32()
 }

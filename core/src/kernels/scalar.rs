@@ -6,7 +6,7 @@
 //! equal bit for bit (the tests check it on every CPU path). They are also
 //! usable as slow, obviously-correct kernels in their own right.
 
-use crate::fp::{HalfFloat, Rounding};
+use crate::fp::{Element, Rounding};
 
 use super::{BLOCK, ExactSum, GemmShape, LANES, MaxAbs};
 
@@ -39,82 +39,87 @@ pub(crate) fn block_sums(n: usize, term: impl Fn(usize) -> f32) -> ExactSum {
 }
 
 // ---------------------------------------------------------------------------
-// Element-wise, f32.
+// Element-wise: f32 arithmetic on widened values, one rounding on the store.
 
-/// `y[i] = y[i] + a * x[i]` (multiply, round, add, round).
+/// `y[i] = store(y[i] + a * x[i])` (multiply, round to f32, add, round to
+/// f32, then to `T` with `rounding` at position `i`).
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
 ///
 /// ```
 /// use tessera_core::kernels::{self, scalar};
-/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
-/// let (mut y, mut z) = (vec![1.0f32; 20], vec![1.0f32; 20]);
-/// scalar::axpy(0.5, &x, &mut y);
-/// kernels::axpy(0.5, &x, &mut z);
+/// use tessera_core::fp::{Rounding, f16};
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// let (mut y, mut z) = (x.clone(), x.clone());
+/// scalar::axpy(0.5, &x, &mut y, Rounding::Nearest);
+/// kernels::axpy(0.5, &x, &mut z, Rounding::Nearest);
 /// assert_eq!(y, z);
 /// ```
-pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+pub fn axpy<T: Element>(a: f32, x: &[T], y: &mut [T], rounding: Rounding) {
     assert_eq!(x.len(), y.len(), "axpy: length mismatch");
-    for (x, y) in x.iter().zip(y) {
-        *y = canonical(*y + a * *x);
+    for (i, (x, y)) in x.iter().zip(y).enumerate() {
+        *y = T::store(y.load() + a * x.load(), rounding, i);
     }
 }
 
-/// `x[i] = x[i] * a`.
+/// `x[i] = store(x[i] * a)`.
 ///
 /// ```
 /// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::Rounding;
 /// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
 /// let (mut y, mut z) = (x.clone(), x);
-/// scalar::scale(0.5, &mut y);
-/// kernels::scale(0.5, &mut z);
+/// scalar::scale(0.5, &mut y, Rounding::Nearest);
+/// kernels::scale(0.5, &mut z, Rounding::Nearest);
 /// assert_eq!(y, z);
 /// ```
-pub fn scale(a: f32, x: &mut [f32]) {
-    for x in x {
-        *x = canonical(*x * a);
+pub fn scale<T: Element>(a: f32, x: &mut [T], rounding: Rounding) {
+    for (i, x) in x.iter_mut().enumerate() {
+        *x = T::store(x.load() * a, rounding, i);
     }
 }
 
-/// `y[i] = y[i] + x[i]`.
+/// `y[i] = store(y[i] + x[i])`.
 ///
 /// # Panics
 /// If `x` and `y` differ in length.
 ///
 /// ```
 /// use tessera_core::kernels::{self, scalar};
-/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
-/// let (mut y, mut z) = (vec![1.0f32; 20], vec![1.0f32; 20]);
-/// scalar::add(&x, &mut y);
-/// kernels::add(&x, &mut z);
+/// use tessera_core::fp::{Rounding, bf16};
+/// let x: Vec<bf16> = (0..20).map(|i| bf16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// let (mut y, mut z) = (x.clone(), x.clone());
+/// scalar::add(&x, &mut y, Rounding::Nearest);
+/// kernels::add(&x, &mut z, Rounding::Nearest);
 /// assert_eq!(y, z);
 /// ```
-pub fn add(x: &[f32], y: &mut [f32]) {
+pub fn add<T: Element>(x: &[T], y: &mut [T], rounding: Rounding) {
     assert_eq!(x.len(), y.len(), "add: length mismatch");
-    for (x, y) in x.iter().zip(y) {
-        *y = canonical(*y + *x);
+    for (i, (x, y)) in x.iter().zip(y).enumerate() {
+        *y = T::store(y.load() + x.load(), rounding, i);
     }
 }
 
-/// `x[i] = x[i] * inv_scale`; returns whether any result is infinite or NaN.
+/// `x[i] = store(x[i] * inv_scale)`; returns whether any *stored* value is
+/// infinite or NaN.
 ///
 /// ```
 /// use tessera_core::kernels::{self, scalar};
-/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
-/// let (mut y, mut z) = (x.clone(), x);
-/// z[3] = f32::INFINITY;
+/// use tessera_core::fp::Rounding;
+/// let mut y: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
 /// y[3] = f32::INFINITY;
-/// assert!(scalar::unscale_and_check(&mut y, 0.25));
-/// assert!(kernels::unscale_and_check(&mut z, 0.25));
-/// assert_eq!(y[..3], z[..3]);
+/// let mut z = y.clone();
+/// assert!(scalar::unscale_and_check(&mut y, 0.25, Rounding::Nearest));
+/// assert!(kernels::unscale_and_check(&mut z, 0.25, Rounding::Nearest));
+/// assert_eq!(y, z);
 /// ```
 #[must_use]
-pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
+pub fn unscale_and_check<T: Element>(x: &mut [T], inv_scale: f32, rounding: Rounding) -> bool {
     let mut found = false;
-    for x in x {
-        *x = canonical(*x * inv_scale);
-        found |= !x.is_finite();
+    for (i, x) in x.iter_mut().enumerate() {
+        *x = T::store(x.load() * inv_scale, rounding, i);
+        found |= !x.load().is_finite();
     }
     found
 }
@@ -133,108 +138,15 @@ pub fn unscale_and_check(x: &mut [f32], inv_scale: f32) -> bool {
 /// kernels::accumulate(&x, &mut b);
 /// assert_eq!(a, b);
 /// ```
-pub fn accumulate<H: HalfFloat>(src: &[H], acc: &mut [f32]) {
+pub fn accumulate<T: Element>(src: &[T], acc: &mut [f32]) {
     assert_eq!(src.len(), acc.len(), "accumulate: length mismatch");
     for (s, a) in src.iter().zip(acc) {
-        *a = canonical(*a + s.to_f32());
+        *a = canonical(*a + s.load());
     }
 }
 
 // ---------------------------------------------------------------------------
-// Element-wise, 16-bit storage.
-
-/// `y[i] = round(widen(y[i]) + a * widen(x[i]))`, element `i` rounded with
-/// `rounding` at position `i`.
-///
-/// # Panics
-/// If `x` and `y` differ in length.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::Rounding;
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// let (mut y, mut z) = (x.clone(), x.clone());
-/// scalar::axpy_half(0.5, &x, &mut y, Rounding::Nearest);
-/// kernels::axpy_half(0.5, &x, &mut z, Rounding::Nearest);
-/// assert_eq!(y, z);
-/// ```
-pub fn axpy_half<H: HalfFloat>(a: f32, x: &[H], y: &mut [H], rounding: Rounding) {
-    assert_eq!(x.len(), y.len(), "axpy_half: length mismatch");
-    for (i, (x, y)) in x.iter().zip(y).enumerate() {
-        *y = rounding.round(canonical(y.to_f32() + a * x.to_f32()), i);
-    }
-}
-
-/// `x[i] = round(widen(x[i]) * a)`.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::Rounding;
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// let (mut y, mut z) = (x.clone(), x);
-/// scalar::scale_half(0.5, &mut y, Rounding::Nearest);
-/// kernels::scale_half(0.5, &mut z, Rounding::Nearest);
-/// assert_eq!(y, z);
-/// ```
-pub fn scale_half<H: HalfFloat>(a: f32, x: &mut [H], rounding: Rounding) {
-    for (i, x) in x.iter_mut().enumerate() {
-        *x = rounding.round(canonical(x.to_f32() * a), i);
-    }
-}
-
-/// `y[i] = round(widen(y[i]) + widen(x[i]))`.
-///
-/// # Panics
-/// If `x` and `y` differ in length.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::Rounding;
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// let (mut y, mut z) = (x.clone(), x.clone());
-/// scalar::add_half(&x, &mut y, Rounding::Nearest);
-/// kernels::add_half(&x, &mut z, Rounding::Nearest);
-/// assert_eq!(y, z);
-/// ```
-pub fn add_half<H: HalfFloat>(x: &[H], y: &mut [H], rounding: Rounding) {
-    assert_eq!(x.len(), y.len(), "add_half: length mismatch");
-    for (i, (x, y)) in x.iter().zip(y).enumerate() {
-        *y = rounding.round(canonical(y.to_f32() + x.to_f32()), i);
-    }
-}
-
-/// `x[i] = round(widen(x[i]) * inv_scale)`; returns whether any *stored*
-/// value is infinite or NaN.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::Rounding;
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// let (mut y, mut z) = (x.clone(), x);
-/// assert!(!scalar::unscale_and_check_half(&mut y, 0.5, Rounding::Nearest));
-/// assert!(!kernels::unscale_and_check_half(&mut z, 0.5, Rounding::Nearest));
-/// assert_eq!(y, z);
-/// ```
-#[must_use]
-pub fn unscale_and_check_half<H: HalfFloat>(
-    x: &mut [H],
-    inv_scale: f32,
-    rounding: Rounding,
-) -> bool {
-    let mut found = false;
-    for (i, x) in x.iter_mut().enumerate() {
-        *x = rounding.round(canonical(x.to_f32() * inv_scale), i);
-        found |= !x.to_f32().is_finite();
-    }
-    found
-}
-
-// ---------------------------------------------------------------------------
-// Reductions, f32.
+// Reductions: f32 arithmetic on widened values.
 
 /// The exact sum of the block partials of `x * y` (see
 /// [the order](super#determinism)).
@@ -244,13 +156,14 @@ pub fn unscale_and_check_half<H: HalfFloat>(
 ///
 /// ```
 /// use tessera_core::kernels::{self, scalar};
-/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// use tessera_core::fp::f16;
+/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
 /// assert_eq!(scalar::dot_partial(&x, &x), kernels::dot_partial(&x, &x));
 /// ```
 #[must_use]
-pub fn dot_partial(x: &[f32], y: &[f32]) -> ExactSum {
+pub fn dot_partial<T: Element>(x: &[T], y: &[T]) -> ExactSum {
     assert_eq!(x.len(), y.len(), "dot: length mismatch");
-    block_sums(x.len(), |i| x[i] * y[i])
+    block_sums(x.len(), |i| x[i].load() * y[i].load())
 }
 
 /// `sum(x[i] * y[i])` in the fixed order, rounded once.
@@ -264,7 +177,7 @@ pub fn dot_partial(x: &[f32], y: &[f32]) -> ExactSum {
 /// assert_eq!(scalar::dot(&x, &x).to_bits(), kernels::dot(&x, &x).to_bits());
 /// ```
 #[must_use]
-pub fn dot(x: &[f32], y: &[f32]) -> f32 {
+pub fn dot<T: Element>(x: &[T], y: &[T]) -> f32 {
     dot_partial(x, y).to_f32()
 }
 
@@ -272,12 +185,13 @@ pub fn dot(x: &[f32], y: &[f32]) -> f32 {
 ///
 /// ```
 /// use tessera_core::kernels::{self, scalar};
-/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// use tessera_core::fp::bf16;
+/// let x: Vec<bf16> = (0..20).map(|i| bf16::from_f32(i as f32 * 0.37 - 3.0)).collect();
 /// assert_eq!(scalar::sum_of_squares_partial(&x), kernels::sum_of_squares_partial(&x));
 /// ```
 #[must_use]
-pub fn sum_of_squares_partial(x: &[f32]) -> ExactSum {
-    block_sums(x.len(), |i| x[i] * x[i])
+pub fn sum_of_squares_partial<T: Element>(x: &[T]) -> ExactSum {
+    block_sums(x.len(), |i| x[i].load() * x[i].load())
 }
 
 /// `sum(x[i] * x[i])` in the fixed order, rounded once.
@@ -288,98 +202,8 @@ pub fn sum_of_squares_partial(x: &[f32]) -> ExactSum {
 /// assert_eq!(scalar::sum_of_squares(&x), kernels::dot(&x, &x));
 /// ```
 #[must_use]
-pub fn sum_of_squares(x: &[f32]) -> f32 {
+pub fn sum_of_squares<T: Element>(x: &[T]) -> f32 {
     sum_of_squares_partial(x).to_f32()
-}
-
-/// The largest magnitude of `x`, as a combinable partial.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
-/// assert_eq!(scalar::max_abs_partial(&x), kernels::max_abs_partial(&x));
-/// ```
-#[must_use]
-pub fn max_abs_partial(x: &[f32]) -> MaxAbs {
-    let mut m = MaxAbs::new();
-    for &v in x {
-        m.add(v);
-    }
-    m
-}
-
-/// The largest `|x[i]|`; NaN if any element is NaN; `0.0` if empty.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
-/// assert_eq!(scalar::max_abs(&x), kernels::max_abs(&x));
-/// ```
-#[must_use]
-pub fn max_abs(x: &[f32]) -> f32 {
-    max_abs_partial(x).to_f32()
-}
-
-// ---------------------------------------------------------------------------
-// Reductions, 16-bit storage (f32 arithmetic on the widened values).
-
-/// The exact sum of the block partials of `widen(x) * widen(y)`.
-///
-/// # Panics
-/// If `x` and `y` differ in length.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// assert_eq!(scalar::dot_half_partial(&x, &x), kernels::dot_half_partial(&x, &x));
-/// ```
-#[must_use]
-pub fn dot_half_partial<H: HalfFloat>(x: &[H], y: &[H]) -> ExactSum {
-    assert_eq!(x.len(), y.len(), "dot_half: length mismatch");
-    block_sums(x.len(), |i| x[i].to_f32() * y[i].to_f32())
-}
-
-/// `sum(widen(x[i]) * widen(y[i]))` in the fixed order, rounded once.
-///
-/// # Panics
-/// If `x` and `y` differ in length.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// assert_eq!(scalar::dot_half(&x, &x).to_bits(), kernels::dot_half(&x, &x).to_bits());
-/// ```
-#[must_use]
-pub fn dot_half<H: HalfFloat>(x: &[H], y: &[H]) -> f32 {
-    dot_half_partial(x, y).to_f32()
-}
-
-/// The exact sum of the block partials of `widen(x) * widen(x)`.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// assert_eq!(scalar::sum_of_squares_half_partial(&x), kernels::sum_of_squares_half_partial(&x));
-/// ```
-#[must_use]
-pub fn sum_of_squares_half_partial<H: HalfFloat>(x: &[H]) -> ExactSum {
-    block_sums(x.len(), |i| x[i].to_f32() * x[i].to_f32())
-}
-
-/// `sum(widen(x[i])^2)` in the fixed order, rounded once.
-///
-/// ```
-/// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// assert_eq!(scalar::sum_of_squares_half(&x), scalar::dot_half(&x, &x));
-/// ```
-#[must_use]
-pub fn sum_of_squares_half<H: HalfFloat>(x: &[H]) -> f32 {
-    sum_of_squares_half_partial(x).to_f32()
 }
 
 /// The largest magnitude of `x` (widened), as a combinable partial.
@@ -388,13 +212,13 @@ pub fn sum_of_squares_half<H: HalfFloat>(x: &[H]) -> f32 {
 /// use tessera_core::kernels::{self, scalar};
 /// use tessera_core::fp::f16;
 /// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// assert_eq!(scalar::max_abs_half_partial(&x), kernels::max_abs_half_partial(&x));
+/// assert_eq!(scalar::max_abs_partial(&x), kernels::max_abs_partial(&x));
 /// ```
 #[must_use]
-pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
+pub fn max_abs_partial<T: Element>(x: &[T]) -> MaxAbs {
     let mut m = MaxAbs::new();
     for v in x {
-        m.add(v.to_f32());
+        m.add(v.load());
     }
     m
 }
@@ -403,13 +227,12 @@ pub fn max_abs_half_partial<H: HalfFloat>(x: &[H]) -> MaxAbs {
 ///
 /// ```
 /// use tessera_core::kernels::{self, scalar};
-/// use tessera_core::fp::f16;
-/// let x: Vec<f16> = (0..20).map(|i| f16::from_f32(i as f32 * 0.37 - 3.0)).collect();
-/// assert_eq!(scalar::max_abs_half(&x), kernels::max_abs_half(&x));
+/// let x: Vec<f32> = (0..20).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// assert_eq!(scalar::max_abs(&x), kernels::max_abs(&x));
 /// ```
 #[must_use]
-pub fn max_abs_half<H: HalfFloat>(x: &[H]) -> f32 {
-    max_abs_half_partial(x).to_f32()
+pub fn max_abs<T: Element>(x: &[T]) -> f32 {
+    max_abs_partial(x).to_f32()
 }
 
 // ---------------------------------------------------------------------------

@@ -1,10 +1,7 @@
 //! Global gradient-norm clipping (timm's `max_grad_norm`, PyTorch's
 //! `clip_grad_norm_`) from exact, combinable partial sums.
 
-use half::{bf16, f16};
-
 use crate::fp::Element;
-use crate::fp::sealed::Format;
 use crate::kernels::{self, ExactSum};
 
 /// The exact sum of squares of gradients, over any number of tensors,
@@ -82,16 +79,7 @@ impl GradNorm {
     /// assert_eq!(norm.norm(), 6.0);
     /// ```
     pub fn add<E: Element>(&mut self, grads: &[E]) {
-        let partial = match E::FORMAT {
-            Format::F32 => kernels::sum_of_squares_partial(crate::arch::cast_slice(grads)),
-            Format::F16 => {
-                kernels::sum_of_squares_half_partial::<f16>(crate::arch::cast_slice(grads))
-            }
-            Format::Bf16 => {
-                kernels::sum_of_squares_half_partial::<bf16>(crate::arch::cast_slice(grads))
-            }
-        };
-        self.sum.merge(&partial);
+        self.sum.merge(&kernels::sum_of_squares_partial(grads));
     }
 
     /// Adds another piece's sum (exact, so order does not matter).

@@ -64,9 +64,8 @@
 //!
 //! # Numerics of the unscale step
 //!
-//! - `found_inf` is the result of [`kernels::unscale_and_check`] and
-//!   [`kernels::unscale_and_check_half`]: whether any *unscaled* (stored)
-//!   value is infinite or NaN. For scales of at least 1 this is exactly
+//! - `found_inf` is the result of [`kernels::unscale_and_check`]: whether
+//!   any *unscaled* (stored) value is infinite or NaN. For scales of at least 1 this is exactly
 //!   PyTorch's test of the inputs; for scales below 1 it also catches
 //!   finite gradients that the unscaling overflows.
 //! - f16/bf16 gradients are widened, multiplied in f32 and rounded once to
@@ -80,7 +79,6 @@
 //!   threads, tiles, micro-batches and replicas.
 //!
 //! [`kernels::unscale_and_check`]: crate::kernels::unscale_and_check
-//! [`kernels::unscale_and_check_half`]: crate::kernels::unscale_and_check_half
 
 mod automatic;
 mod constant;

@@ -162,7 +162,7 @@ impl GradSlice<'_> {
 
     /// Unscales in place, `x[i] = x[i] * inv_scale` (16-bit storage:
     /// `round(widen(x[i]) * inv_scale)`), with the fused kernels
-    /// [`kernels::unscale_and_check`] and [`kernels::unscale_and_check_half`];
+    /// [`kernels::unscale_and_check`];
     /// returns whether any unscaled (stored) value is infinite or NaN.
     ///
     /// ```
@@ -176,9 +176,9 @@ impl GradSlice<'_> {
     #[must_use]
     pub fn unscale(&mut self, inv_scale: f32) -> bool {
         match self {
-            Self::F32(x) => kernels::unscale_and_check(x, inv_scale),
-            Self::F16(x, r) => kernels::unscale_and_check_half(x, inv_scale, *r),
-            Self::Bf16(x, r) => kernels::unscale_and_check_half(x, inv_scale, *r),
+            Self::F32(x) => kernels::unscale_and_check(x, inv_scale, Rounding::Nearest),
+            Self::F16(x, r) => kernels::unscale_and_check(x, inv_scale, *r),
+            Self::Bf16(x, r) => kernels::unscale_and_check(x, inv_scale, *r),
         }
     }
 

@@ -7,13 +7,13 @@
 //!
 //! [`Reduction::value`] reads the total as f32: bitwise
 //! [`sum_of_squares`](tessera_core::kernels::sum_of_squares) (or
-//! `dot`, or their `_half` forms for f16/bf16 tensors) of the whole
-//! tensor, for any mapping and tile count.
+//! `dot`) of the whole tensor, f32, f16 or bf16, for any mapping and tile
+//! count.
 
 use core::marker::PhantomData;
 use std::sync::Arc;
 
-use tessera_core::fp::{bf16, f16};
+use tessera_core::fp::{Element, bf16, f16};
 use tessera_core::kernels::{self, ExactSum};
 
 use super::tree::{self, LIMBS};
@@ -32,36 +32,10 @@ pub enum ReduceKind {
     Dot(TensorId),
 }
 
-/// The element types the reductions run on.
-trait Reducible: Scalar {
-    fn sum_of_squares(x: &[Self]) -> ExactSum;
-    fn dot(x: &[Self], y: &[Self]) -> ExactSum;
-}
+/// The element types the reductions run on: the core kernels' formats.
+trait Reducible: Scalar + Element {}
 
-impl Reducible for f32 {
-    fn sum_of_squares(x: &[Self]) -> ExactSum {
-        kernels::sum_of_squares_partial(x)
-    }
-    fn dot(x: &[Self], y: &[Self]) -> ExactSum {
-        kernels::dot_partial(x, y)
-    }
-}
-
-macro_rules! half_reducible {
-    ($t:ty) => {
-        impl Reducible for $t {
-            fn sum_of_squares(x: &[Self]) -> ExactSum {
-                kernels::sum_of_squares_half_partial(x)
-            }
-            fn dot(x: &[Self], y: &[Self]) -> ExactSum {
-                kernels::dot_half_partial(x, y)
-            }
-        }
-    };
-}
-
-half_reducible!(f16);
-half_reducible!(bf16);
+impl<T: Scalar + Element> Reducible for T {}
 
 /// One run's exact partial.
 #[derive(Debug)]
@@ -91,11 +65,11 @@ impl<T: Reducible> Codelet for Partial<T> {
 
     fn run(&self, io: &mut VertexIo<'_>) {
         let sum = if self.dot {
-            let sum = T::dot(io.read::<T>(0), io.read::<T>(1));
+            let sum = kernels::dot_partial(io.read::<T>(0), io.read::<T>(1));
             io.write::<i64>(2).copy_from_slice(&sum.limbs());
             return;
         } else {
-            T::sum_of_squares(io.read::<T>(0))
+            kernels::sum_of_squares_partial(io.read::<T>(0))
         };
         io.write::<i64>(1).copy_from_slice(&sum.limbs());
     }

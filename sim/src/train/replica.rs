@@ -378,7 +378,11 @@ impl<'a> Replica<'a> {
             GradReduction::RunningMean => self.config.replicas,
         };
         if divisor > 1 {
-            kernels::scale((1.0 / f64::from(divisor as u32)) as f32, grads);
+            kernels::scale(
+                (1.0 / f64::from(divisor as u32)) as f32,
+                grads,
+                fp::Rounding::Nearest,
+            );
         }
         let decision = self.scaler.as_dyn().update(stats);
         let mut outcome = StepOutcome {

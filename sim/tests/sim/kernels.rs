@@ -245,10 +245,7 @@ fn reductions_equal_the_single_call() {
     let (sq, dot) = (kernels::sum_of_squares(&x), kernels::dot(&x, &y));
     let xh: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
     let yh: Vec<bf16> = y.iter().map(|&v| bf16::from_f32(v)).collect();
-    let (sqh, doth) = (
-        kernels::sum_of_squares_half(&xh),
-        kernels::dot_half(&xh, &yh),
-    );
+    let (sqh, doth) = (kernels::sum_of_squares(&xh), kernels::dot(&xh, &yh));
     for tiles in [1, 4, 11] {
         reduce_case(tiles, &x, &y, sq, dot);
         reduce_case(tiles, &xh, &yh, sqh, doth);
