@@ -102,9 +102,9 @@ impl ScaleArgs {
             .iter()
             .map(|&r| self.trainer(&job, global_batch, r, data.clone()))
             .collect::<Result<Vec<_>, _>>()?;
-        let dir = self
-            .output
-            .new_run_dir(DEFAULT_NAME, &FILES, self.overwrite, "")?;
+        // Claimed until the run ends.
+        let run_dir = self.output.new_run_dir(DEFAULT_NAME, self.overwrite, "")?;
+        let dir = &run_dir.path;
         let Some(summaries) = self.train_all(&trainers)? else {
             return Ok(());
         };
@@ -113,7 +113,7 @@ impl ScaleArgs {
             .iter()
             .map(|r| serde_json::to_string(r).expect("rows serialize") + "\n")
             .collect();
-        let files = write_files(&dir, global_batch, (&rows, &summaries), &jsonl)?;
+        let files = write_files(dir, global_batch, (&rows, &summaries), &jsonl)?;
         let report = if self.output.json {
             jsonl
         } else {
@@ -130,6 +130,7 @@ impl ScaleArgs {
 
     /// The options scale sets itself, and the replica counts.
     fn check(&self) -> Result<(), Failure> {
+        self.output.run_dir_path(DEFAULT_NAME)?;
         for (flag, given) in [
             ("--replication-factor", self.job.replication_factor),
             ("--gradient-accumulation", self.job.gradient_accumulation),
@@ -442,4 +443,16 @@ fn table(head: &str, rows: &[Row], files: &[PathBuf]) -> String {
         let _ = writeln!(o, "{head:<5} {}", path.display());
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scale_run_s_files_are_run_files() {
+        for name in FILES {
+            assert!(job::RUN_FILES.contains(&name), "{name}");
+        }
+    }
 }

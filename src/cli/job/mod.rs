@@ -18,4 +18,6 @@ pub(super) use args::JobArgs;
 pub(super) use network::resnet_mini;
 pub(super) use resolved::Job;
 pub(super) use run::{Progress, run_job, usage};
-pub(super) use run_dir::{OutputArgs, create_dir};
+#[cfg(test)]
+pub(super) use run_dir::RUN_FILES;
+pub(super) use run_dir::{OutputArgs, RunDir};
