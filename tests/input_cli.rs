@@ -291,7 +291,7 @@ fn a_run_killed_with_its_lock_held_resumes() {
 }
 
 #[test]
-fn contradictions_and_non_finite_runs_are_named() {
+fn contradictions_and_the_data_are_named() {
     let dir = scratch("contradictions");
     let d = dir.to_str().unwrap();
     for (args, needle) in [
@@ -398,5 +398,36 @@ fn empty_residual_bodies_and_networks_past_the_bounds_are_refused_at_once() {
     let hidden = vec!["1"; 20_000].join(",");
     let out = tessera(&["train", "--hidden", &hidden, "--runs-dir", d]);
     assert_usage_error(&out, "--hidden of 20,000", "--hidden: 20000 layers");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_checkpoint_s_loss_scaler_out_of_range_is_named_with_the_checkpoint() {
+    use tessera::sim::checkpoint::Checkpoint;
+
+    let dir = scratch("scaler");
+    let out = crate::cli::train(&dir, &["--epochs", "2", "--stop-after-epochs", "1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ckpt = dir.join("default/checkpoint.safetensors");
+    let mut c = Checkpoint::load(&ckpt).unwrap();
+    // Signed again on saving: only the counters are wrong.
+    c.push("scaler.counters", [3], vec![u64::MAX, 0, 0]);
+    c.save(&ckpt).unwrap();
+    let path = ckpt.to_str().unwrap();
+    let out = crate::cli::train(&dir, &["--epochs", "2", "--resume", path]);
+    assert_usage_error(
+        &out,
+        "scaler counters",
+        &format!("--resume {path}: the checkpoint's loss scaler state: "),
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("growth_tracker"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
