@@ -431,3 +431,35 @@ fn a_checkpoint_s_loss_scaler_out_of_range_is_named_with_the_checkpoint() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_scale_run_ending_with_a_loss_that_is_not_finite_exits_3() {
+    let dir = scratch("scale-nan");
+    // 5 steps, fewer than the divergence patience: the runs end, NaN.
+    let out = tessera(&[
+        "scale",
+        "--lr",
+        "1e30",
+        "--epochs",
+        "1",
+        "--replicas",
+        "1,2",
+        "--global-batch",
+        "96",
+        "--data",
+        "synthetic:600:8:3:1",
+        "--hidden",
+        "16",
+        "--no-progress",
+        "--runs-dir",
+        dir.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("ended with a loss that is not finite (1 replica: NaN"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -125,6 +125,7 @@ impl ScaleArgs {
             table(&head, &rows, &files)
         };
         output::print(&report)?;
+        finite(&rows)?;
         differences(&rows)
     }
 
@@ -325,6 +326,27 @@ fn differences(rows: &[Row]) -> Result<(), Failure> {
         "the runs differ from the first ({}): {}",
         output::plural(rows[0].replicas as u64, "replica"),
         differing.join("; ")
+    )))
+}
+
+/// A diverged failure (status 3, as `train`'s) when a run ended with a
+/// loss that is not finite: its result is no result.
+fn finite(rows: &[Row]) -> Result<(), Failure> {
+    let diverged: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let loss = r.final_loss?;
+            (!loss.is_finite())
+                .then(|| format!("{}: {loss}", output::plural(r.replicas as u64, "replica")))
+        })
+        .collect();
+    if diverged.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Diverged(format!(
+        "the runs ended with a loss that is not finite ({}); try a smaller learning rate or \
+         gradient clipping",
+        diverged.join("; ")
     )))
 }
 
