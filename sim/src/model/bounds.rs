@@ -405,4 +405,22 @@ mod tests {
         // An invalid network is not this check's to refuse.
         assert_eq!(check_fits(&net(vec![]), &one, 4), Ok(None));
     }
+
+    #[test]
+    fn a_trainer_of_a_network_with_an_empty_body_is_a_typed_error() {
+        use crate::data::Source;
+        use crate::train::{TrainConfig, Trainer};
+
+        let mut config = TrainConfig::resnet_mini([1, 8, 8]);
+        let net = config.network.as_mut().unwrap();
+        net.layers.insert(1, NetLayer::Residual(Vec::new()));
+        let data = Source::Digits.load().unwrap();
+        match Trainer::new(config, data) {
+            Err(e) => assert!(
+                e.to_string()
+                    .contains("layer 1: a residual block with an empty body")
+            ),
+            Ok(_) => panic!("an empty residual body trains"),
+        }
+    }
 }
