@@ -115,26 +115,7 @@ impl TrainArgs {
             .clone()
             .over_file(self.output.config.as_deref())?
             .resolve(&TrainConfig::default())?;
-        if let Some(stop) = self.stop_after_epochs
-            && stop > job.config.epochs
-        {
-            return Err(Failure::Usage(format!(
-                "--stop-after-epochs {stop} is past the run's {} epochs (--epochs): it would \
-                 never stop early",
-                job.config.epochs
-            )));
-        }
-        // What is wrong with the run directory or the checkpoint is said
-        // before the data is loaded.
-        self.output.run_dir_path(DEFAULT_NAME)?;
-        if let Some(path) = &self.resume
-            && !path.is_file()
-        {
-            return Err(Failure::Usage(format!(
-                "--resume {}: there is no checkpoint file there",
-                path.display()
-            )));
-        }
+        self.check(&job)?;
         let config_toml = job.effective().to_toml()?;
         let data = job.load()?;
         let trainer = Trainer::new(job.config.clone(), data.clone()).map_err(job::usage)?;
@@ -213,6 +194,31 @@ impl TrainArgs {
             self.text(&job, &data, &trainer, &summary, &files)
         };
         output::print(&report)
+    }
+
+    /// What is wrong with this run's own options, said before the data
+    /// is loaded: a stop past the run's end, the run directory's name, a
+    /// checkpoint that is not there.
+    fn check(&self, job: &Job) -> Result<(), Failure> {
+        if let Some(stop) = self.stop_after_epochs
+            && stop > job.config.epochs
+        {
+            return Err(Failure::Usage(format!(
+                "--stop-after-epochs {stop} is past the run's {} epochs (--epochs): it would \
+                 never stop early",
+                job.config.epochs
+            )));
+        }
+        self.output.run_dir_path(DEFAULT_NAME)?;
+        if let Some(path) = &self.resume
+            && !path.is_file()
+        {
+            return Err(Failure::Usage(format!(
+                "--resume {}: there is no checkpoint file there",
+                path.display()
+            )));
+        }
+        Ok(())
     }
 
     /// A run's failure: a resumed run's loss scaler refusing the state

@@ -9,7 +9,9 @@
 //! ([`MemoryEstimate`](super::MemoryEstimate)), takes time and memory
 //! that grow with its layers: 100,000 residual blocks took 40 s and 10
 //! GB before an allocation failed. These checks refuse such a network at
-//! once, with the numbers.
+//! once, with the numbers. [`ModelConfig::validate`](super::ModelConfig::validate)
+//! (the trainer's check of its model) and network files
+//! ([`NetworkFile`](super::NetworkFile)) call [`check`].
 
 use core::fmt;
 
@@ -38,7 +40,9 @@ pub const MAX_CHANNELS: usize = 4096;
 /// inferring a tensor's shape: at most [`MAX_LAYERS`] layers and
 /// [`MAX_NESTING`] levels of nesting, convolutions of at most
 /// [`MAX_CHANNELS`] channels, no empty residual body (`x + x` is no
-/// block; an empty branch is the identity, and is one). Time linear in the layers; no recursion,
+/// block; an empty branch is the identity, and is one), as
+/// [`ModelConfig::validate`](super::ModelConfig::validate) checks it.
+/// Time linear in the layers; no recursion,
 /// so any nesting is refused rather than overflowing the stack.
 ///
 /// The layers, the head included, when it is within the bounds.
@@ -152,7 +156,7 @@ fn nested(l: usize, depth: usize) -> Result<usize, ModelError> {
 /// exchange buffers): this is a lower bound, and a loose one (the
 /// measured tensors of the networks its tests measure are 12 to 45 times
 /// more), saturating at `u64::MAX`.
-/// `None` for a network [`NetworkConfig::validate`] refuses.
+/// `None` for a network [`check`] or [`NetworkConfig::validate`] refuses.
 ///
 /// # Examples
 /// ```
@@ -221,7 +225,8 @@ impl core::error::Error for TooLargeNetwork {}
 /// `net`'s [`least_bytes`] against all the tile memory of a replica's
 /// IPUs `target`: a network that needs more cannot fit, whatever its
 /// placement. The estimate, if it may fit; `Ok(None)` for a network
-/// [`NetworkConfig::validate`] refuses (its errors are that check's).
+/// [`check`] or [`NetworkConfig::validate`] refuses (their errors are
+/// theirs to give).
 ///
 /// # Errors
 /// [`TooLargeNetwork`] when it cannot fit.
@@ -263,7 +268,9 @@ pub fn check_fits(
 mod tests {
     use super::*;
     use crate::IpuSpec;
-    use crate::model::{Activation, BnGroup, Compute, MemoryEstimate, MlpConfig, Placement};
+    use crate::model::{
+        Activation, BnGroup, Compute, MemoryEstimate, MlpConfig, ModelConfig, Placement,
+    };
 
     fn conv(channels: usize) -> NetLayer {
         NetLayer::Conv {
@@ -333,7 +340,8 @@ mod tests {
             let mut layers = layers;
             layers.push(NetLayer::GlobalAvgPool);
             let n = net(layers);
-            for e in [check(&n).unwrap_err(), n.validate().unwrap_err()] {
+            let model = ModelConfig::Network(n.clone());
+            for e in [check(&n).unwrap_err(), model.validate().unwrap_err()] {
                 match e {
                     ModelError::InvalidNetwork { layer, reason } => {
                         assert_eq!(layer, at, "{reason}");
@@ -349,12 +357,12 @@ mod tests {
             NetLayer::GlobalAvgPool,
         ]);
         assert_eq!(check(&one), Ok(6));
-        assert!(one.validate().is_ok());
+        assert!(ModelConfig::Network(one).validate().is_ok());
         let identity = net(vec![
             NetLayer::Branches(vec![body, Vec::new()]),
             NetLayer::GlobalAvgPool,
         ]);
-        assert!(identity.validate().is_ok());
+        assert!(ModelConfig::Network(identity).validate().is_ok());
     }
 
     #[test]
@@ -376,7 +384,7 @@ mod tests {
                 .contains("4096 layers")
         );
         let blocks = NetworkConfig::resnet_mini([1, 8, 8], 10, &[16], &[1000]);
-        assert!(blocks.validate().is_err());
+        assert!(ModelConfig::Network(blocks).validate().is_err());
         // Nesting far past the stack a recursive walk would take.
         let mut deep = vec![NetLayer::BnAct];
         for _ in 0..MAX_NESTING {
