@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
-use tessera_sim::data::Dataset;
 use tessera_sim::pod::{POD64_IPUS, PodSpec};
 use tessera_sim::train::{Event, RunOptions, Summary, TrainConfig, Trainer};
 
@@ -96,11 +95,20 @@ impl ScaleArgs {
         let job = self.base_job()?;
         let micro_batch = job.config.micro_batch;
         let global_batch = self.global_batch(micro_batch)?;
-        let data = job.load()?;
-        let trainers = self
+        // Every replica count's configuration checked before the data.
+        let configs = self
             .replicas
             .iter()
-            .map(|&r| self.trainer(&job, global_batch, r, data.clone()))
+            .map(|&r| self.config(&job, global_batch, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let data = job.load()?;
+        let trainers = configs
+            .into_iter()
+            .map(|config| {
+                let r = config.replicas;
+                Trainer::new(config, data.clone())
+                    .map_err(|e| Failure::Usage(format!("{r} replicas: {}", job::usage(e))))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         // Claimed until the run ends.
         let run_dir = self.output.new_run_dir(DEFAULT_NAME, self.overwrite, "")?;
@@ -181,16 +189,15 @@ impl ScaleArgs {
         }
     }
 
-    /// The trainer of `r` replicas: accumulation makes up the global
-    /// batch, on at most [`DEFAULT_INSTANCES`] instances and the smallest
-    /// Pod that holds them (unless given).
-    fn trainer(
+    /// The configuration of `r` replicas, checked: accumulation makes up
+    /// the global batch, on at most [`DEFAULT_INSTANCES`] instances and
+    /// the smallest Pod that holds them (unless given).
+    fn config(
         &self,
         job: &job::Job,
         global_batch: usize,
         r: usize,
-        data: Dataset,
-    ) -> Result<Trainer, Failure> {
+    ) -> Result<TrainConfig, Failure> {
         let micro_batch = job.config.micro_batch;
         let per_replica = micro_batch.checked_mul(r).filter(|&n| n > 0);
         let accumulation = match per_replica {
@@ -221,8 +228,13 @@ impl ScaleArgs {
             gradient_accumulation: accumulation,
             ..job.config.clone()
         };
-        Trainer::new(config, data)
-            .map_err(|e| Failure::Usage(format!("{r} replicas: {}", job::usage(e))))
+        config.validate().map_err(|e| match job::usage(e) {
+            Failure::Usage(m) => {
+                Failure::Usage(format!("{r} replicas: {}", job::name_the_option(m)))
+            }
+            f => f,
+        })?;
+        Ok(config)
     }
 
     /// Every trainer's run in turn; `None` if the user closed the output.

@@ -16,6 +16,7 @@ mod values;
 
 pub(super) use args::JobArgs;
 pub(super) use network::resnet_mini;
+pub(super) use resolve::name_the_option;
 pub(super) use resolved::Job;
 pub(super) use run::{Progress, run_job, usage};
 #[cfg(test)]

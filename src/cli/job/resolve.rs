@@ -277,7 +277,7 @@ fn check_pipeline(args: &JobArgs, c: &TrainConfig) -> Result<(), Failure> {
 /// the trainer's checks of a configuration do): `--test-fraction:
 /// test_fraction 0 ...`; the last field named when there are several
 /// (`optimizer: lr must be ...`). A message that names a flag is kept.
-fn name_the_option(message: String) -> String {
+pub(in crate::cli) fn name_the_option(message: String) -> String {
     use clap::Args as _;
     if message.contains("--") {
         return message;
