@@ -905,7 +905,7 @@ fn messages_name_the_input_the_value_and_what_is_allowed() {
         ),
         (
             &["train", "--lr", "-1", "--runs-dir", runs],
-            "tessera: error: optimizer: lr must be finite and >= 0, got -1",
+            "tessera: error: --lr: optimizer: lr must be finite and >= 0, got -1",
         ),
         (
             &["plan", "--model", "mlp", "--svg", "/nonexistent/dir/x.svg"],

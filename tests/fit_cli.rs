@@ -99,24 +99,28 @@ fn runs_beyond_the_host_memory_are_refused_with_the_numbers() {
 #[test]
 fn networks_beyond_the_tiles_are_refused_with_the_numbers() {
     let dir = scratch("fit-network");
-    let out = limited(
-        &[
-            "train",
-            "--model",
-            "resnet-mini",
-            "--widths",
-            "4096",
-            "--blocks",
-            "1",
-            "--epochs",
-            "1",
-            "--no-progress",
-            "--runs-dir",
-            dir.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let what = "--model resnet-mini --widths 4096";
+    let train = |widths: &str| {
+        limited(
+            &[
+                "train",
+                "--model",
+                "resnet-mini",
+                "--widths",
+                widths,
+                "--blocks",
+                "1",
+                "--epochs",
+                "1",
+                "--no-progress",
+                "--runs-dir",
+                dir.to_str().unwrap(),
+            ],
+            &[],
+        )
+    };
+    // Within the bound estimated from its layers: measured, tile by tile.
+    let out = train("2048");
+    let what = "--model resnet-mini --widths 2048";
     assert_usage_error(
         &out,
         what,
@@ -126,6 +130,15 @@ fn networks_beyond_the_tiles_are_refused_with_the_numbers() {
         stderr(&out).contains("has 638976"),
         "{what}: {}",
         stderr(&out)
+    );
+    // Past it (issue 24): refused from its layers alone, with the bytes.
+    let out = train("4096");
+    assert_usage_error(
+        &out,
+        "--model resnet-mini --widths 4096",
+        "--widths 4096 --blocks 1: the model does not fit: its parameters, their gradients and \
+         its activations for a micro-batch of 4 take at least 2429091864 bytes (estimated from \
+         its layers), more than the 940572672 bytes",
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,5 +1,6 @@
 //! Tessera's integration tests: one binary, one module per area.
 
+mod battery;
 mod cli;
 mod collective;
 mod collective_transport;

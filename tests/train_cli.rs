@@ -185,7 +185,9 @@ fn a_diverging_run_stops_with_status_3_and_keeps_its_records() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("steps 0 to 34"), "{}", stderr(&out));
     assert_eq!(records(&kept), diverged);
-    // --diverged-after 0 never stops.
+    // --diverged-after 0 never stops, but a run that ends with a loss or
+    // weights that are not finite is no success: status 3, and its report
+    // names no checkpoint, which it could not write.
     let out = train(
         &dir,
         &[
@@ -199,7 +201,16 @@ fn a_diverging_run_stops_with_status_3_and_keeps_its_records() {
             "0",
         ],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not finite"), "{err}");
+    assert!(err.contains("no checkpoint was written"), "{err}");
+    assert!(!dir.join("on/checkpoint.safetensors").exists());
+    // Fewer steps than the patience (11 < 20): the same.
+    let out = train(&dir, &["--lr", "1e30", "--epochs", "1", "--name", "short"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

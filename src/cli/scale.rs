@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
-use tessera_sim::data::Dataset;
 use tessera_sim::pod::{POD64_IPUS, PodSpec};
 use tessera_sim::train::{Event, RunOptions, Summary, TrainConfig, Trainer};
 
@@ -96,15 +95,24 @@ impl ScaleArgs {
         let job = self.base_job()?;
         let micro_batch = job.config.micro_batch;
         let global_batch = self.global_batch(micro_batch)?;
-        let data = job.load()?;
-        let trainers = self
+        // Every replica count's configuration checked before the data.
+        let configs = self
             .replicas
             .iter()
-            .map(|&r| self.trainer(&job, global_batch, r, data.clone()))
+            .map(|&r| self.config(&job, global_batch, r))
             .collect::<Result<Vec<_>, _>>()?;
-        let dir = self
-            .output
-            .new_run_dir(DEFAULT_NAME, &FILES, self.overwrite, "")?;
+        let data = job.load()?;
+        let trainers = configs
+            .into_iter()
+            .map(|config| {
+                let r = config.replicas;
+                Trainer::new(config, data.clone())
+                    .map_err(|e| Failure::Usage(format!("{r} replicas: {}", job::usage(e))))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        // Claimed until the run ends.
+        let run_dir = self.output.new_run_dir(DEFAULT_NAME, self.overwrite, "")?;
+        let dir = &run_dir.path;
         let Some(summaries) = self.train_all(&trainers)? else {
             return Ok(());
         };
@@ -113,7 +121,7 @@ impl ScaleArgs {
             .iter()
             .map(|r| serde_json::to_string(r).expect("rows serialize") + "\n")
             .collect();
-        let files = write_files(&dir, global_batch, (&rows, &summaries), &jsonl)?;
+        let files = write_files(dir, global_batch, (&rows, &summaries), &jsonl)?;
         let report = if self.output.json {
             jsonl
         } else {
@@ -125,11 +133,13 @@ impl ScaleArgs {
             table(&head, &rows, &files)
         };
         output::print(&report)?;
+        finite(&rows)?;
         differences(&rows)
     }
 
     /// The options scale sets itself, and the replica counts.
     fn check(&self) -> Result<(), Failure> {
+        self.output.run_dir_path(DEFAULT_NAME)?;
         for (flag, given) in [
             ("--replication-factor", self.job.replication_factor),
             ("--gradient-accumulation", self.job.gradient_accumulation),
@@ -179,16 +189,15 @@ impl ScaleArgs {
         }
     }
 
-    /// The trainer of `r` replicas: accumulation makes up the global
-    /// batch, on at most [`DEFAULT_INSTANCES`] instances and the smallest
-    /// Pod that holds them (unless given).
-    fn trainer(
+    /// The configuration of `r` replicas, checked: accumulation makes up
+    /// the global batch, on at most [`DEFAULT_INSTANCES`] instances and
+    /// the smallest Pod that holds them (unless given).
+    fn config(
         &self,
         job: &job::Job,
         global_batch: usize,
         r: usize,
-        data: Dataset,
-    ) -> Result<Trainer, Failure> {
+    ) -> Result<TrainConfig, Failure> {
         let micro_batch = job.config.micro_batch;
         let per_replica = micro_batch.checked_mul(r).filter(|&n| n > 0);
         let accumulation = match per_replica {
@@ -219,8 +228,13 @@ impl ScaleArgs {
             gradient_accumulation: accumulation,
             ..job.config.clone()
         };
-        Trainer::new(config, data)
-            .map_err(|e| Failure::Usage(format!("{r} replicas: {}", job::usage(e))))
+        config.validate().map_err(|e| match job::usage(e) {
+            Failure::Usage(m) => {
+                Failure::Usage(format!("{r} replicas: {}", job::name_the_option(m)))
+            }
+            f => f,
+        })?;
+        Ok(config)
     }
 
     /// Every trainer's run in turn; `None` if the user closed the output.
@@ -324,6 +338,27 @@ fn differences(rows: &[Row]) -> Result<(), Failure> {
         "the runs differ from the first ({}): {}",
         output::plural(rows[0].replicas as u64, "replica"),
         differing.join("; ")
+    )))
+}
+
+/// A diverged failure (status 3, as `train`'s) when a run ended with a
+/// loss that is not finite: its result is no result.
+fn finite(rows: &[Row]) -> Result<(), Failure> {
+    let diverged: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let loss = r.final_loss?;
+            (!loss.is_finite())
+                .then(|| format!("{}: {loss}", output::plural(r.replicas as u64, "replica")))
+        })
+        .collect();
+    if diverged.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Diverged(format!(
+        "the runs ended with a loss that is not finite ({}); try a smaller learning rate or \
+         gradient clipping",
+        diverged.join("; ")
     )))
 }
 
@@ -442,4 +477,16 @@ fn table(head: &str, rows: &[Row], files: &[PathBuf]) -> String {
         let _ = writeln!(o, "{head:<5} {}", path.display());
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scale_run_s_files_are_run_files() {
+        for name in FILES {
+            assert!(job::RUN_FILES.contains(&name), "{name}");
+        }
+    }
 }

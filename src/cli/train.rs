@@ -13,7 +13,7 @@ use tessera_sim::train::{
 };
 
 use super::history::{History, Metrics};
-use super::job::{self, Job, JobArgs, OutputArgs, Progress};
+use super::job::{self, Job, JobArgs, OutputArgs, Progress, RunDir};
 use super::output;
 use super::parse;
 use super::{Failure, launcher};
@@ -115,6 +115,7 @@ impl TrainArgs {
             .clone()
             .over_file(self.output.config.as_deref())?
             .resolve(&TrainConfig::default())?;
+        self.check(&job)?;
         let config_toml = job.effective().to_toml()?;
         let data = job.load()?;
         let trainer = Trainer::new(job.config.clone(), data.clone()).map_err(job::usage)?;
@@ -142,11 +143,12 @@ impl TrainArgs {
             // first would make mpirun kill it before it writes its files.
             return match job::run_job(&trainer, &options, &|_| {}) {
                 Ok(_) | Err(TrainError::Diverged { .. }) => Ok(()),
-                Err(e) => Err(job::usage(e)),
+                Err(e) => Err(self.failure(e)),
             };
         }
-        let dir = self.run_dir()?;
-        let files = Files::new(&dir);
+        // Claimed until the run ends.
+        let run_dir = self.run_dir()?;
+        let files = Files::new(&run_dir.path);
         options.checkpoint = Some(files.checkpoint.clone());
         let config = format!(
             "# The effective configuration of this run: `tessera train --config {}`\n\
@@ -172,9 +174,12 @@ impl TrainArgs {
                 metrics.finish(&files.loss)?;
                 return Err(diverged(e, &trainer, &files));
             }
-            Err(e) => return Err(job::usage(e)),
+            Err(e) => return Err(self.failure(e)),
         };
         metrics.finish(&files.loss)?;
+        if let Some(failure) = not_finite(&summary, &trainer, &files) {
+            return Err(failure);
+        }
         if let Some(trace) = &summary.trace {
             let bytes = serde_json::to_vec(trace).expect("a trace serializes");
             output::write_file(&files.trace, &bytes)?;
@@ -191,32 +196,72 @@ impl TrainArgs {
         output::print(&report)
     }
 
+    /// What is wrong with this run's own options, said before the data
+    /// is loaded: a stop past the run's end, the run directory's name, a
+    /// checkpoint that is not there.
+    fn check(&self, job: &Job) -> Result<(), Failure> {
+        if let Some(stop) = self.stop_after_epochs
+            && stop > job.config.epochs
+        {
+            return Err(Failure::Usage(format!(
+                "--stop-after-epochs {stop} is past the run's {} epochs (--epochs): it would \
+                 never stop early",
+                job.config.epochs
+            )));
+        }
+        self.output.run_dir_path(DEFAULT_NAME)?;
+        if let Some(path) = &self.resume
+            && !path.is_file()
+        {
+            return Err(Failure::Usage(format!(
+                "--resume {}: there is no checkpoint file there",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A run's failure: a resumed run's loss scaler refusing the state
+    /// its checkpoint holds (counters out of range) names the checkpoint.
+    fn failure(&self, e: TrainError) -> Failure {
+        match (&self.resume, e) {
+            (Some(path), e @ TrainError::LossScaling(_)) => Failure::Usage(format!(
+                "--resume {}: the checkpoint's loss scaler state: {}",
+                path.display(),
+                output::one_line(&e.to_string())
+            )),
+            (_, e) => job::usage(e),
+        }
+    }
+
     /// The run directory: with `--resume` and no `--name`, the
     /// checkpoint's (the run continues, as it does into the directory it
     /// was resumed from); else a new run's (`--overwrite`, `default-2`,
     /// ...: [`OutputArgs::new_run_dir`](super::job::OutputArgs::new_run_dir)).
-    fn run_dir(&self) -> Result<PathBuf, Failure> {
+    fn run_dir(&self) -> Result<RunDir, Failure> {
         let resumed = self.resume.as_deref().map(|p| match p.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
         });
         if let (Some(dir), None) = (&resumed, &self.output.name) {
-            return Ok(dir.clone());
+            return RunDir::claim(dir.clone());
         }
         let dir = self.output.run_dir_path(DEFAULT_NAME)?;
         let same = |a: &Path, b: &Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
         if resumed.as_deref().is_some_and(|r| same(r, &dir)) {
-            return job::create_dir(dir);
+            return RunDir::claim(dir);
         }
-        let hint = format!(
-            ", or --resume {} to continue it",
-            Files::new(&dir).checkpoint.display()
-        );
-        self.output
-            .new_run_dir(DEFAULT_NAME, &Files::NAMES, self.overwrite, &hint)
+        let checkpoint = Files::new(&dir).checkpoint;
+        let hint = if checkpoint.is_file() {
+            format!(", or --resume {} to continue it", checkpoint.display())
+        } else {
+            String::new()
+        };
+        self.output.new_run_dir(DEFAULT_NAME, self.overwrite, &hint)
     }
 
-    /// The paths written, by name.
+    /// The paths written, by name: only those that exist (a run whose
+    /// state is not finite writes no checkpoint).
     fn written<'a>(&self, summary: &Summary, files: &'a Files) -> Vec<(&'static str, &'a Path)> {
         let mut paths = vec![
             ("metrics", files.metrics.as_path()),
@@ -227,6 +272,7 @@ impl TrainArgs {
         }
         paths.push(("checkpoint", files.checkpoint.as_path()));
         paths.push(("config", files.config.as_path()));
+        paths.retain(|(_, path)| path.exists());
         paths
     }
 
@@ -407,6 +453,34 @@ fn diverged(e: TrainError, trainer: &Trainer, files: &Files) -> Failure {
     ))
 }
 
+/// The failure (exit status 3, as a diverged run's) of a run that ended
+/// with a loss or weights that are not finite: it wrote no checkpoint of
+/// that state, and its result is no result. `None` when all is finite.
+fn not_finite(s: &Summary, trainer: &Trainer, files: &Files) -> Option<Failure> {
+    let (loss, steps) = s.steps.last().map_or((0.0, 0), |r| (r.loss, r.step + 1));
+    let weights = s.weights.iter().flatten().all(|w| w.is_finite());
+    if loss.is_finite() && weights {
+        return None;
+    }
+    let what = match (loss.is_finite(), weights) {
+        (false, false) => "a loss and weights",
+        (false, true) => "a loss",
+        _ => "weights",
+    };
+    let kept = match trainer.resume_point(&files.checkpoint) {
+        Ok(steps) => format!(
+            "{} is the last finite checkpoint, after {steps} steps",
+            files.checkpoint.display()
+        ),
+        Err(_) => "no checkpoint was written".to_owned(),
+    };
+    Some(Failure::Diverged(format!(
+        "the run ended with {what} that are not finite (final loss {loss} after {steps} steps); \
+         the records are in {}, and {kept}; try a smaller learning rate or gradient clipping",
+        files.metrics.display()
+    )))
+}
+
 /// Steps whose update loss scaling skipped.
 fn skipped(s: &Summary) -> usize {
     s.steps.iter().filter(|r| r.skipped).count()
@@ -504,5 +578,17 @@ fn model_parallelism(o: &mut String, job: &Job, trainer: &Trainer, m: &MemoryRep
             bytes(r.kept_per_tile),
             bytes(r.activations_per_tile)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_train_run_s_files_are_run_files() {
+        for name in Files::NAMES {
+            assert!(job::RUN_FILES.contains(&name), "{name}");
+        }
     }
 }

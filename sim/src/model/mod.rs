@@ -106,6 +106,7 @@
 //! restore them. Without batch norm the [`GroupSum`] is never called.
 
 mod activations;
+pub mod bounds;
 mod codelets;
 mod config;
 mod device_mapping;

@@ -181,7 +181,7 @@ impl ModelConfig {
     pub fn validate(&self) -> Result<(), ModelError> {
         match self {
             Self::Mlp(c) => c.validate(),
-            Self::Network(c) => c.validate(),
+            Self::Network(c) => super::bounds::check(c).and_then(|_| c.validate()),
         }
     }
 

@@ -246,10 +246,13 @@ const KINDS: [(&str, &[&str]); 7] = [
     ("branches", &["branches"]),
 ];
 
-/// Where a layer is: the file, the text, the layer's line and its place.
+/// Where a layer is: the file, the layer's first byte in the text and
+/// its place (the byte made a line only for an error: counting lines for
+/// every layer would take time quadratic in the layers).
 struct At<'a> {
     origin: &'a str,
-    line: Option<usize>,
+    text: &'a str,
+    at: Option<usize>,
     layer: Vec<LayerStep>,
 }
 
@@ -257,7 +260,7 @@ impl At<'_> {
     fn field(&self, field: &'static str, problem: String) -> NetworkFileError {
         NetworkFileError::Field {
             origin: self.origin.to_owned(),
-            line: self.line,
+            line: self.at.map(|at| line_of(self.text, at)),
             layer: self.layer.clone(),
             field,
             problem,
@@ -373,7 +376,8 @@ fn build_all(
             layer.push(LayerStep::new(branch, index, &l.get_ref().kind));
             let at = At {
                 origin: within.origin,
-                line: Some(line_of(text, l.span().start)),
+                text,
+                at: Some(l.span().start),
                 layer,
             };
             l.get_ref().build(&at, text)
@@ -390,6 +394,11 @@ impl NetworkFile {
     /// classes. 4096 is twice ResNet-50's widest layer (2048 channels)
     /// and keeps every product of sizes the planner forms within 64 bits.
     pub const MAX_SIZE: usize = 4096;
+
+    /// The most bytes a network file may hold: 4 MiB, some 40 times a
+    /// file of the most layers a network may have
+    /// ([`bounds::MAX_LAYERS`](super::bounds::MAX_LAYERS)).
+    pub const MAX_BYTES: u64 = 4 << 20;
 
     /// Parses a network file (see the [module docs](self)); `origin` (its
     /// path) names it in errors, and is its name if it gives none.
@@ -432,7 +441,8 @@ impl NetworkFile {
         let spec: Spec = toml::from_str(text).map_err(parse_error)?;
         let top = At {
             origin,
-            line: None,
+            text,
+            at: None,
             layer: Vec::new(),
         };
         for value in spec.input {
@@ -460,17 +470,33 @@ impl NetworkFile {
         })
     }
 
-    /// Reads a network file from `path`.
+    /// Reads a network file of at most [`NetworkFile::MAX_BYTES`] from
+    /// `path`.
     ///
     /// # Errors
     /// [`NetworkFileError::Read`]; those of
     /// [`NetworkFile::from_toml_str`].
     pub fn read(path: &Path) -> Result<Self, NetworkFileError> {
+        use std::io::Read;
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| NetworkFileError::Read {
+        let refused = |message: String| NetworkFileError::Read {
             origin: origin.clone(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        // Bounded before it is read: an endless file (`/dev/zero`) is
+        // refused at once.
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(Self::MAX_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| refused(e.to_string()))?;
+        if bytes.len() as u64 > Self::MAX_BYTES {
+            return Err(refused(format!(
+                "larger than the {}-byte limit for a network file",
+                Self::MAX_BYTES
+            )));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| refused("stream did not contain valid UTF-8".to_owned()))?;
         Self::from_toml_str(&text, &origin)
     }
 }
@@ -504,10 +530,12 @@ fn check_network(
             reason,
         }
     };
-    let ops = network.ops(1).map_err(|e| match e {
-        ModelError::InvalidNetwork { layer, reason } => refused(Some(layer), reason),
-        e => refused(None, e.to_string()),
-    })?;
+    let ops = super::bounds::check(network)
+        .and_then(|_| network.ops(1))
+        .map_err(|e| match e {
+            ModelError::InvalidNetwork { layer, reason } => refused(Some(layer), reason),
+            e => refused(None, e.to_string()),
+        })?;
     for (l, op) in ops.iter().enumerate() {
         let shape = match op {
             Op::Conv(s) | Op::Pool(_, s) => s,

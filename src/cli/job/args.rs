@@ -45,12 +45,16 @@ pub(in crate::cli) struct JobArgs {
     /// The model: mlp (the --hidden layers), resnet-mini (a residual
     /// network over the images; its own defaults for the optimizer,
     /// learning rate, warm-up and epochs) or a network FILE.toml (as
-    /// resnet-mini, its layers from the file) [default: mlp]
+    /// resnet-mini, its layers from the file). A network has at most 4096
+    /// layers (a residual block's start and end count), nested at most 32
+    /// deep, and is refused at once when its parameters and activations
+    /// cannot fit its replica's tiles [default: mlp]
     #[arg(long, value_name = "MODEL", help_heading = "Model")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) model: Option<ModelArg>,
 
-    /// resnet-mini: channels per stage [default: 16,32 with resnet-mini]
+    /// resnet-mini: channels per stage, at most 4096 [default: 16,32 with
+    /// resnet-mini]
     #[arg(
         long,
         value_name = "W,W",
@@ -62,7 +66,8 @@ pub(in crate::cli) struct JobArgs {
     pub(in crate::cli) widths: Option<Vec<usize>>,
 
     /// resnet-mini: residual blocks of each stage, comma separated (as
-    /// many as --widths) [default: 1,1 with resnet-mini]
+    /// many as --widths); 6 layers each, the network at most 4096 layers
+    /// [default: 1,1 with resnet-mini]
     #[arg(
         long,
         value_name = "B,B",
@@ -92,7 +97,8 @@ pub(in crate::cli) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) bn_group: Option<BnGroupArg>,
 
-    /// Hidden layer widths, comma separated [default: 128,64]
+    /// Hidden layer widths, comma separated; at most 4095 layers (with the
+    /// head, 4096) [default: 128,64]
     #[arg(
         long,
         value_name = "W,W",

@@ -16,6 +16,9 @@ mod values;
 
 pub(super) use args::JobArgs;
 pub(super) use network::resnet_mini;
+pub(super) use resolve::name_the_option;
 pub(super) use resolved::Job;
 pub(super) use run::{Progress, run_job, usage};
-pub(super) use run_dir::{OutputArgs, create_dir};
+#[cfg(test)]
+pub(super) use run_dir::RUN_FILES;
+pub(super) use run_dir::{OutputArgs, RunDir};

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use tessera_sim::data::Source;
-use tessera_sim::model::{BnGroup, NetworkConfig, NetworkFile, NetworkFileError};
+use tessera_sim::ipu::Target;
+use tessera_sim::model::{BnGroup, NetworkConfig, NetworkFile, NetworkFileError, bounds};
 use tessera_sim::train::{RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig};
 
 use super::args::JobArgs;
@@ -153,11 +154,80 @@ pub(in crate::cli) fn resnet_mini(
             "--widths {widths:?} and --blocks {blocks:?}: give as many block counts as widths"
         )));
     }
+    // Each block is layers: a count above the bound is refused before
+    // the blocks are made (`--blocks 18446744073709551615`).
+    let total = blocks.iter().try_fold(0usize, |a, &b| a.checked_add(b));
+    if total.is_none_or(|t| t > bounds::MAX_LAYERS) {
+        return Err(Failure::Usage(format!(
+            "--blocks {}: more residual blocks than the {} layers the simulator supports",
+            list(blocks),
+            bounds::MAX_LAYERS
+        )));
+    }
     let net = NetworkConfig::resnet_mini(input, classes, widths, blocks);
-    Ok(match branches {
+    let net = match branches {
         Some(channels) => net.with_branches(channels),
         None => net,
-    })
+    };
+    bounds::check(&net).map_err(|e| {
+        Failure::Usage(format!(
+            "--widths {} --blocks {}: {e}",
+            list(widths),
+            list(blocks)
+        ))
+    })?;
+    Ok(net)
+}
+
+/// `1,2,3`: a list as the command line gives it.
+fn list(values: &[usize]) -> String {
+    values
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The model's bounds, checked from its description before anything is
+/// built for it ([`bounds`]): an MLP's depth; a network's least tile
+/// memory against its replica's IPUs (a network's shape is checked where
+/// it is made), naming the options that made it.
+pub(super) fn check_bounds(
+    c: &TrainConfig,
+    network: Option<&NetworkSource>,
+) -> Result<(), Failure> {
+    let Some(net) = &c.network else {
+        if c.hidden.len() >= bounds::MAX_LAYERS {
+            return Err(Failure::Usage(format!(
+                "--hidden: {} layers and the head are more than the {} layers the simulator \
+                 supports",
+                c.hidden.len(),
+                bounds::MAX_LAYERS
+            )));
+        }
+        return Ok(());
+    };
+    let ipus = u32::try_from(c.ipus_per_replica).unwrap_or(u32::MAX);
+    // A replica the Pod cannot have is the distribution's check's to refuse.
+    let Ok(target) = Target::new(*c.pod.ipu(), ipus) else {
+        return Ok(());
+    };
+    // Its head is the data's classes, not known yet: one at least.
+    let net = NetworkConfig {
+        classes: net.classes.max(1),
+        ..net.clone()
+    };
+    bounds::check_fits(&net, &target, c.micro_batch).map_err(|e| {
+        let options = match network {
+            Some(NetworkSource::ResnetMini(widths, blocks, _)) => {
+                format!("--widths {} --blocks {}", list(widths), list(blocks))
+            }
+            Some(NetworkSource::File(path, _)) => format!("--model {}", path.display()),
+            None => "--model".to_owned(),
+        };
+        Failure::Usage(format!("{options}: {e}"))
+    })?;
+    Ok(())
 }
 
 /// `base` if it has a network, else resnet-mini's job for `input` images

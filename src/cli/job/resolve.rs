@@ -103,7 +103,10 @@ impl JobArgs {
     /// option parsed and its combinations checked that need no data.
     pub(in crate::cli) fn resolve(&self, base: &TrainConfig) -> Result<Job, Failure> {
         let job = self.resolve_unchecked(base)?;
-        job.config.validate().map_err(usage)?;
+        job.config.validate().map_err(|e| match usage(e) {
+            Failure::Usage(m) => Failure::Usage(name_the_option(m)),
+            f => f,
+        })?;
         Ok(job)
     }
 
@@ -184,6 +187,7 @@ impl JobArgs {
             c.output_mode = parse("output_mode", s)?;
         }
         set(&mut c.check_replicas_every, self.check_replicas_every);
+        super::network::check_bounds(&c, network.as_ref())?;
         Ok(Job {
             config: c,
             source,
@@ -196,6 +200,14 @@ impl JobArgs {
     /// The model-parallelism options over `c`: IPUs per replica, the
     /// pipeline (stages, schedule, device mapping, serialised branches).
     fn model_parallelism_over(&self, c: &mut TrainConfig) -> Result<(), Failure> {
+        if let (Some(stages), Some(ipus)) = (self.pipeline_stages, self.ipus_per_replica)
+            && stages != ipus
+        {
+            return Err(Failure::Usage(format!(
+                "--pipeline-stages {stages} and --ipus-per-replica {ipus} contradict each other: \
+                 a pipeline's stages are its replica's IPUs (give one of them)"
+            )));
+        }
         set(&mut c.ipus_per_replica, self.ipus_per_replica);
         set(&mut c.ipus_per_replica, self.pipeline_stages);
         if self.pipeline_stages.is_some()
@@ -211,6 +223,7 @@ impl JobArgs {
             }
             c.pipeline = Some(p);
         }
+        check_pipeline(self, c)?;
         match (&mut c.pipeline, self.serial_branches) {
             (Some(p), Some(serial)) => p.serial_branches = serial,
             (None, Some(true)) => {
@@ -223,6 +236,65 @@ impl JobArgs {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// A pipeline's options that contradict its stages: a schedule without
+/// stages to schedule, a device mapping that leaves an IPU of the replica
+/// without layers (`--pipeline-stages 2 --device-mapping 0,0,0`).
+fn check_pipeline(args: &JobArgs, c: &TrainConfig) -> Result<(), Failure> {
+    let Some(p) = &c.pipeline else {
+        return Ok(());
+    };
+    let ipus = c.ipus_per_replica;
+    if let Some(schedule) = &args.schedule
+        && ipus < 2
+    {
+        return Err(Failure::Usage(format!(
+            "--schedule {schedule} schedules a pipeline's stages, and there is one: give \
+             --pipeline-stages P (2 or more)"
+        )));
+    }
+    if let Some(m) = &p.device_mapping {
+        let used: std::collections::BTreeSet<u32> =
+            m.0.iter().flat_map(|e| e.ipus().iter().copied()).collect();
+        let idle = (0..ipus).find(|&i| u32::try_from(i).is_ok_and(|i| !used.contains(&i)));
+        if let Some(idle) = idle
+            && used.iter().all(|&i| (i as usize) < ipus)
+        {
+            return Err(Failure::Usage(format!(
+                "--device-mapping {m} puts no layer on IPU {idle} of the replica's {ipus} \
+                 (--pipeline-stages, --ipus-per-replica): a stage without layers; map a layer \
+                 to every IPU, or use fewer"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `message` led by the flag of the option it is about, when it names
+/// the option only by its field (`test_fraction 0 is not in (0, 1)`, as
+/// the trainer's checks of a configuration do): `--test-fraction:
+/// test_fraction 0 ...`; the last field named when there are several
+/// (`optimizer: lr must be ...`). A message that names a flag is kept.
+pub(in crate::cli) fn name_the_option(message: String) -> String {
+    use clap::Args as _;
+    if message.contains("--") {
+        return message;
+    }
+    let command = JobArgs::augment_args(clap::Command::new("job"));
+    let ids: Vec<(&str, &str)> = command
+        .get_arguments()
+        .filter_map(|a| Some((a.get_id().as_str(), a.get_long()?)))
+        .collect();
+    let named = message
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        // The last: `optimizer: lr must be ...` is about the lr.
+        .rev()
+        .find_map(|word| ids.iter().find(|(id, _)| *id == word));
+    match named {
+        Some((_, long)) => format!("--{long}: {message}"),
+        None => message,
     }
 }
 

@@ -98,7 +98,7 @@ impl Job {
         let data = self
             .source
             .load()
-            .map_err(|e| Failure::Usage(format!("data: {e}")))?;
+            .map_err(|e| Failure::Usage(format!("--data {}: {e}", self.source)))?;
         if let Some(NetworkSource::File(path, Some(classes))) = &self.network
             && *classes != data.classes()
         {

@@ -35,58 +35,73 @@ pub(in crate::cli) struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// The directory of a new run that writes `files` (names): `RUNS_DIR/NAME`,
-    /// created. One holding an earlier run's files is never silently
-    /// reused: `overwrite` deletes them first; without `--name` the run
-    /// moves on to `NAME-2`, `NAME-3`, ... and says so on stderr; with
-    /// `--name` it is refused, the message ending with `hint`.
+    /// The directory of a new run, `RUNS_DIR/NAME`, created and claimed
+    /// ([`RunDir`]). One holding an earlier run's files (any run's:
+    /// [`RUN_FILES`]) is never silently reused: `overwrite` deletes them
+    /// first; without `--name` the run moves on to `NAME-2`, `NAME-3`, ...
+    /// and says so on stderr; with `--name` it is refused, the message
+    /// ending with `hint`. So is one another run is writing.
     pub(in crate::cli) fn new_run_dir(
         &self,
         default_name: &str,
-        files: &[&str],
         overwrite: bool,
         hint: &str,
-    ) -> Result<PathBuf, Failure> {
+    ) -> Result<RunDir, Failure> {
         let dir = self.run_dir_path(default_name)?;
-        let found = existing(&dir, files);
-        if found.is_empty() {
-            return create_dir(dir);
-        }
-        if overwrite {
-            for name in files {
-                let path = dir.join(name);
-                if let Err(e) = std::fs::remove_file(&path)
-                    && e.kind() != io::ErrorKind::NotFound
-                {
-                    return Err(Failure::Job(format!(
-                        "--overwrite: cannot delete {}: {e}",
-                        path.display()
-                    )));
+        let claimed = RunDir::claim(dir.clone());
+        let refused = |found: &[String]| {
+            Failure::Usage(format!(
+                "--name {}: {} already holds a run ({}): give another --name, --overwrite to \
+                 replace it{hint}",
+                self.name.as_deref().unwrap_or(default_name),
+                dir.display(),
+                found.join(", "),
+            ))
+        };
+        match claimed {
+            Ok(run) if overwrite => {
+                for name in RUN_FILES {
+                    let path = run.path.join(name);
+                    if let Err(e) = std::fs::remove_file(&path)
+                        && e.kind() != io::ErrorKind::NotFound
+                    {
+                        return Err(Failure::Job(format!(
+                            "--overwrite: cannot delete {}: {e}",
+                            path.display()
+                        )));
+                    }
+                }
+                return Ok(run);
+            }
+            Ok(run) => {
+                let found = existing(&run.path);
+                if found.is_empty() {
+                    return Ok(run);
+                }
+                if self.name.is_some() {
+                    return Err(refused(&found));
                 }
             }
-            return Ok(dir);
+            Err(e) if self.name.is_some() || overwrite => return Err(e),
+            Err(_) => {}
         }
-        if self.name.is_none() {
-            let next = (2u32..)
-                .map(|k| dir.with_file_name(format!("{default_name}-{k}")))
-                .find(|d| existing(d, files).is_empty())
-                .expect("a free name");
-            eprintln!(
-                "tessera: {} holds an earlier run; this one goes to {} (--name NAME to \
-                 choose, --overwrite to replace {})",
-                dir.display(),
-                next.display(),
-                dir.display()
-            );
-            return create_dir(next);
-        }
-        Err(Failure::Usage(format!(
-            "--name {}: {} already holds a run ({}): give another --name, --overwrite to \
-             replace it{hint}",
-            self.name.as_deref().unwrap_or(default_name),
+        // The default name, taken: the first free `NAME-k`.
+        let next = (2u32..)
+            .map(|k| dir.with_file_name(format!("{default_name}-{k}")))
+            .find_map(|d| {
+                RunDir::claim(d)
+                    .ok()
+                    .filter(|run| existing(&run.path).is_empty())
+            })
+            .expect("a free name");
+        eprintln!(
+            "tessera: {} holds an earlier run; this one goes to {} (--name NAME to \
+             choose, --overwrite to replace {})",
             dir.display(),
-            found.join(", "),
-        )))
+            next.path.display(),
+            dir.display()
+        );
+        Ok(next)
     }
 
     /// The run directory's path, `RUNS_DIR/NAME`. A name that is empty or
@@ -116,22 +131,122 @@ impl OutputArgs {
     }
 }
 
-/// Those of `files` (names) that exist in `dir`.
-fn existing(dir: &Path, files: &[&str]) -> Vec<String> {
-    files
+/// Every file a run of `train` or of `scale` writes: a directory holding
+/// one of them holds a run, whichever command asks.
+pub(in crate::cli) const RUN_FILES: [&str; 8] = [
+    "metrics.jsonl",
+    "loss.svg",
+    "trace.json",
+    "checkpoint.safetensors",
+    "config.toml",
+    "scale.jsonl",
+    "scale.svg",
+    "scaling.svg",
+];
+
+/// The file whose lock claims a run directory ([`RunDir`]).
+const LOCK_FILE: &str = ".lock";
+
+/// Those of [`RUN_FILES`] that exist in `dir`.
+fn existing(dir: &Path) -> Vec<String> {
+    RUN_FILES
         .iter()
         .filter(|f| dir.join(f).exists())
         .map(|f| (*f).to_owned())
         .collect()
 }
 
-/// Creates the run directory `dir` (and its parents).
-pub(in crate::cli) fn create_dir(dir: PathBuf) -> Result<PathBuf, Failure> {
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        Failure::Usage(format!(
-            "cannot create the run directory {}: {e}",
-            dir.display()
-        ))
-    })?;
-    Ok(dir)
+/// A run directory this process writes, claimed for as long as the value
+/// lives: an exclusive lock on its `.lock` file, taken before its files
+/// are looked at, so two runs started together cannot both find it free.
+/// The system releases the lock when the process ends, however it ends: a
+/// run killed with `kill -9` leaves a `.lock` that no one holds, and its
+/// directory is claimed again (`--resume`, `--overwrite`) as if it were
+/// not there. A run that ends removes it.
+#[derive(Debug)]
+pub(in crate::cli) struct RunDir {
+    /// The directory.
+    pub(in crate::cli) path: PathBuf,
+    lock: PathBuf,
+    /// Held open: closing it releases the lock.
+    _file: std::fs::File,
+}
+
+impl RunDir {
+    /// Creates `dir` (and its parents) and claims it.
+    ///
+    /// # Errors
+    /// A usage error when it cannot be created, or another run holds it.
+    pub(in crate::cli) fn claim(dir: PathBuf) -> Result<Self, Failure> {
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            Failure::Usage(format!(
+                "cannot create the run directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        let lock = dir.join(LOCK_FILE);
+        let cannot = |e: &dyn std::fmt::Display| {
+            Failure::Usage(format!(
+                "cannot claim the run directory {}: {e}",
+                dir.display()
+            ))
+        };
+        loop {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock)
+                .map_err(|e| cannot(&e))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Failure::Usage(format!(
+                        "{} is in use: another run is writing to it (it holds {}); wait for it, \
+                         or give another --name",
+                        dir.display(),
+                        lock.display()
+                    )));
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(cannot(&e)),
+            }
+            // The run that held it may have removed it between our open and
+            // our lock: then the lock is on a file no one else will open.
+            if same_file(&file, &lock) {
+                return Ok(Self {
+                    path: dir,
+                    lock,
+                    _file: file,
+                });
+            }
+        }
+    }
+}
+
+/// Whether `file` is the file at `path` now.
+#[cfg(unix)]
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+/// Whether `file` is the file at `path` now (no inode to compare: the
+/// lock file is then never removed while held, so it is).
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::File, _: &Path) -> bool {
+    true
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if cfg!(not(unix)) {
+            return;
+        }
+        // Still locked: a run that opens it now finds it held; one that
+        // opens it after this makes a new one.
+        let _ = std::fs::remove_file(&self.lock);
+    }
 }

@@ -97,7 +97,7 @@ pub(super) struct PlanArgs {
     #[arg(long, value_name = "MODEL")]
     model: String,
 
-    /// resnet-mini: channels per stage [default: 16,32]
+    /// resnet-mini: channels per stage, at most 4096 [default: 16,32]
     #[arg(
         long,
         value_name = "W,W",
@@ -106,8 +106,8 @@ pub(super) struct PlanArgs {
     )]
     widths: Option<Vec<usize>>,
 
-    /// resnet-mini: residual blocks of each stage (as many as --widths)
-    /// [default: 1,1]
+    /// resnet-mini: residual blocks of each stage (as many as --widths);
+    /// 6 layers each, the network at most 4096 layers [default: 1,1]
     #[arg(
         long,
         value_name = "B,B",
@@ -403,7 +403,9 @@ fn model(name: &str) -> Result<ModelTable, Failure> {
             Err(e) => Err(usage(e.to_string())),
         };
     }
-    Err(usage(format!("unknown model `{name}`: expected {MODELS}")))
+    Err(usage(format!(
+        "--model {name}: unknown model `{name}`: expected {MODELS}"
+    )))
 }
 
 #[cfg(test)]
