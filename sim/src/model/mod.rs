@@ -22,7 +22,8 @@
 //!    sizes), `shapes` (convolutions' and poolings'), `network` (the layers, flattened and shape-inferred once:
 //!    `NetworkConfig::ops`), `model_config` (the MLP, and what the trainer
 //!    is asked for), `device_mapping`, `network_file`, `error`;
-//! 2. placement: `placement`, `net_placement`;
+//! 2. placement: `placement` (one placement of the flattened layers, made
+//!    block by block, and its one validator);
 //! 3. layers: `layers/*` and their codelets (`codelets`);
 //! 4. the runtime: `runtime` (feeding a micro-batch, serving group sums,
 //!    reading the outputs), `activations` (what each stage keeps, measured
@@ -34,8 +35,9 @@
 //!
 //! By default every layer spreads over every tile of the replica's IPUs.
 //! [`Placement::Ipus`] puts each layer on one IPU of the replica instead
-//! (contiguous stages, chosen by hand, [`Placement::by_memory`] for an
-//! MLP or [`Placement::network_balanced`]): model
+//! (contiguous stages of whole blocks, by a device mapping,
+//! [`Placement::network`], or balanced by forward flops,
+//! [`Placement::network_balanced`]): model
 //! sharding, and the stages of a pipeline, whose activations and their
 //! gradients cross IPU-Links between stages. [`Model::stage_cycles`] splits
 //! a training run's cycles by stage, forward and backward, for the
@@ -113,7 +115,6 @@ mod error;
 mod estimate;
 mod layers;
 mod model_config;
-mod net_placement;
 mod network;
 pub mod network_file;
 mod placement;

@@ -332,8 +332,8 @@ pub struct TrainConfig {
     /// Keep only stage inputs (or the replica's input) for the backward
     /// pass and recompute the rest.
     pub recompute: bool,
-    /// With `recompute` on a network that is not pipelined: the blocks
-    /// ([`NetworkConfig::blocks`]) whose input is kept as a
+    /// With `recompute` on a model that is not pipelined: the blocks
+    /// ([`NetworkConfig::blocks`]; an MLP's layers) whose input is kept as a
     /// recomputation checkpoint (TF IPU's `recomputation_checkpoint`),
     /// increasing from 1; empty: the whole forward pass recomputed from
     /// the input.

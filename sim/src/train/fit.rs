@@ -20,10 +20,10 @@ use tessera_core::kernels::BLOCK;
 use super::TrainError;
 use super::config::{PrecisionMode, TrainConfig};
 use super::cost::{OptimizerMemory, optimizer_memory};
-use super::pipeline::{Schedule, StageMemory, measured_stage_memory, stage_memory};
-use crate::ipu::{MemorySummary, Target};
+use super::pipeline::{Schedule, StageMemory, measured_stage_memory};
+use crate::ipu::{IpuSpec, MemorySummary};
 use crate::model::{
-    Compute, MemoryEstimate, ModelConfig, ParamSpec, Placement, Recomputation, StageActivations,
+    Compute, MemoryEstimate, NetworkConfig, ParamSpec, Placement, Recomputation, StageActivations,
 };
 use crate::pod::{Layout, ProcessId};
 
@@ -77,43 +77,25 @@ impl MemoryReport {
 }
 
 /// The memory of a replica whose model's tiles are `summary`: the figures
-/// the run checks before it starts stepping. A network's stashes follow
-/// from its stage parts' `activations` (its graph's, built or sized); with
+/// the run checks before it starts stepping. The stashes follow from its
+/// stage parts' `activations` (its graph's, built or sized); with
 /// recomputation checkpoints nothing is stashed beyond them.
 pub(crate) fn memory_report(
     config: &TrainConfig,
-    model: &ModelConfig,
-    placement: &Placement,
     elements: u64,
     (summary, activations): (MemorySummary, &[StageActivations]),
-    target: &Target,
+    spec: &IpuSpec,
 ) -> MemoryReport {
-    let spec = target.spec();
-    let tiles_per_stage = match placement {
-        Placement::Spread => u64::from(target.tiles()),
-        Placement::Ipus(_) | Placement::Stages { .. } => u64::from(spec.tiles()),
-    };
     let schedule = config
         .pipeline
         .as_ref()
         .map_or(Schedule::Sequential, |p| p.schedule);
-    let mut activations = match model {
-        ModelConfig::Mlp(model) => stage_memory(
-            model,
-            placement,
-            config.micro_batch,
-            config.gradient_accumulation,
-            schedule,
-            config.recompute,
-            tiles_per_stage,
-        ),
-        ModelConfig::Network(_) => measured_stage_memory(
-            activations,
-            config.gradient_accumulation,
-            schedule,
-            config.recompute,
-        ),
-    };
+    let mut activations = measured_stage_memory(
+        activations,
+        config.gradient_accumulation,
+        schedule,
+        config.recompute,
+    );
     if !config.recompute_checkpoints.is_empty() {
         // The checkpoints are graph tensors: no stash beyond them.
         for a in &mut activations {
@@ -141,7 +123,7 @@ pub(crate) fn memory_report(
 pub(crate) fn check(
     config: &TrainConfig,
     layout: &Layout,
-    model: &ModelConfig,
+    network: &NetworkConfig,
     placement: &Placement,
 ) -> Result<(), TrainError> {
     let target = layout.replica_target()?;
@@ -150,19 +132,16 @@ pub(crate) fn check(
     } else {
         Compute::F32
     };
-    let network = model.network();
-    let estimate = MemoryEstimate::of(&network, target, placement, config.micro_batch, compute)?;
+    let estimate = MemoryEstimate::of(network, target, placement, config.micro_batch, compute)?;
     let params = network.params()?;
     let elements = params
         .iter()
         .fold(0u64, |a, p| a.saturating_add(p.len() as u64));
     memory_report(
         config,
-        model,
-        placement,
         elements,
         (estimate.train.summary(10), &estimate.stage_activations),
-        &target,
+        target.spec(),
     )
     .check()?;
     // Under mpirun this process runs one instance; else all of them.

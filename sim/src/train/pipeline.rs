@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::model::{
-    DeviceMapping, MlpConfig, ModelError, NetworkConfig, Placement, StageActivations, StageCycles,
+    DeviceMapping, ModelError, NetworkConfig, Placement, StageActivations, StageCycles,
 };
 use crate::names::unit_names;
 
@@ -70,8 +70,7 @@ pub struct Pipeline {
     /// Layer `l` on IPU `device_mapping[l]` (non-decreasing; a network's
     /// top-level layer `l`, its head last, a block of parallel branches
     /// on a list of IPUs, one per branch); `None`: stages balanced over
-    /// every IPU of the replica (an MLP's by parameter memory, a
-    /// network's by forward flops, branches whole).
+    /// every IPU of the replica by forward flops, branches whole.
     pub device_mapping: Option<DeviceMapping>,
     /// Branches mapped to a list of IPUs run as a stage per branch, in
     /// branch order, instead of one concurrent stage (TF IPU's flat
@@ -80,32 +79,14 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// The placement of `model`'s layers on `ipus` IPUs.
-    ///
-    /// # Errors
-    /// [`ModelError::Placement`] if there are more IPUs than layers to
-    /// place automatically, or the mapping lists IPUs for branches.
-    pub fn placement(&self, model: &MlpConfig, ipus: u32) -> Result<Placement, ModelError> {
-        match &self.device_mapping {
-            Some(m) => m.flat().map(Placement::Ipus).ok_or_else(|| ModelError::Placement {
-                reason: format!(
-                    "device mapping {m}: a list of IPUs maps a network's parallel branches; the \
-                     MLP's layers take one IPU each"
-                ),
-            }),
-            None => Placement::by_memory(model, ipus),
-        }
-    }
-}
-
-impl Pipeline {
     /// The placement of `network`'s blocks on `ipus` IPUs: the device
-    /// mapping's (one IPU per top-level layer and the head), or balanced
-    /// by forward flops on `micro_batch` samples.
+    /// mapping's (one IPU per top-level layer and the head; an MLP's
+    /// layers are its blocks), or balanced by forward flops on
+    /// `micro_batch` samples.
     ///
     /// # Errors
     /// [`ModelError::DeviceMapping`] naming the block that is wrong.
-    pub fn network_placement(
+    pub fn placement(
         &self,
         network: &NetworkConfig,
         ipus: u32,
@@ -228,49 +209,6 @@ pub struct StageMemory {
     pub recompute_saves_bytes: i64,
 }
 
-/// Each stage's activation memory: activations are f32 in the simulator
-/// (`z` and the activation per hidden layer, the logits of the last), the
-/// stage input `micro_batch x fan_in` f32.
-#[must_use]
-pub fn stage_memory(
-    model: &MlpConfig,
-    placement: &Placement,
-    micro_batch: usize,
-    g: usize,
-    schedule: Schedule,
-    recompute: bool,
-    tiles_per_stage: u64,
-) -> Vec<StageMemory> {
-    let layers = model.layers();
-    let p = placement.stages();
-    let mut acts = vec![0u64; p];
-    let mut input = vec![None; p];
-    for (l, &(fan_in, width)) in layers.iter().enumerate() {
-        let s = placement.stage_of(l);
-        let sets = if l + 1 < layers.len() { 2 } else { 1 };
-        acts[s] += (micro_batch * width * sets * 4) as u64;
-        input[s].get_or_insert((micro_batch * fan_in * 4) as u64);
-    }
-    let parts = placement.parts();
-    (0..p)
-        .map(|s| {
-            let k = stashed(schedule, s, p, g) as u64;
-            let inputs = input[s].unwrap_or(0);
-            let plain = (k - 1) * acts[s];
-            let with = k * inputs;
-            let extra = if recompute { with } else { plain };
-            StageMemory {
-                stage: s,
-                // The MLP's stages have one part each.
-                ipu: parts.get(s).map_or(0, |p| p.ipu),
-                stashed: k as usize,
-                stash_bytes_per_tile: extra.div_ceil(tiles_per_stage.max(1)),
-                recompute_saves_bytes: plain as i64 - with as i64,
-            }
-        })
-        .collect()
-}
-
 /// The most stash per tile on one IPU: the sum of its stage parts'.
 #[must_use]
 pub(crate) fn busiest_ipu_stash(parts: &[StageMemory]) -> u64 {
@@ -288,9 +226,9 @@ fn busiest_ipu(amounts: impl IntoIterator<Item = (u32, u64)>) -> u64 {
 }
 
 /// Each stage part's activation memory from its activations measured in
-/// the built graph (a network's): as [`stage_memory`], the stash per tile
-/// `(k - 1)` times the fullest tile's activations, or with recomputation
-/// `k` times its input's.
+/// the graph (built or sized): with `k` micro-batches kept
+/// ([`stashed`]), the stash per tile is `(k - 1)` times the fullest
+/// tile's activations, or with recomputation `k` times its input's.
 #[must_use]
 pub(crate) fn measured_stage_memory(
     parts: &[StageActivations],

@@ -666,12 +666,12 @@ fn the_estimate_refuses_what_the_engine_refuses_without_building_it() {
         absurd.validate(),
         Err(ModelError::TooLarge { .. })
     ));
-    // Placing it by memory (before it is validated) does not overflow.
+    // Placing it is refused as building it is, without overflow.
     let deep = config(64, &[usize::MAX, 4], 10, Activation::Relu, false);
-    assert_eq!(
-        Placement::by_memory(&deep, 2).unwrap(),
-        Placement::Ipus(vec![0, 1, 1])
-    );
+    assert!(matches!(
+        Placement::network_balanced(&deep.network(), 2, 8),
+        Err(ModelError::TooLarge { .. })
+    ));
 }
 
 #[test]
