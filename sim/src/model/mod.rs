@@ -137,6 +137,7 @@ pub use layers::cost::{ConvExtras, LayerCycles, conv2d_cycles, pool2d_cycles};
 pub use layers::pool::{PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
 pub use model_config::{MlpConfig, ModelConfig};
+pub(crate) use network::Op;
 pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use network_file::{LayerStep, NetworkFile, NetworkFileError};
 pub use placement::{Part, Placement, StageCycles};
