@@ -454,6 +454,31 @@ impl TrainConfig {
         }))
     }
 
+    /// Checks the recomputation checkpoints against a model of `blocks`
+    /// blocks ([`NetworkConfig::blocks`]): only with `recompute`, not
+    /// pipelined, at its block boundaries in order.
+    pub(crate) fn check_checkpoints(&self, blocks: usize) -> Result<(), TrainError> {
+        let c = &self.recompute_checkpoints;
+        if c.is_empty() {
+            return Ok(());
+        }
+        let invalid = |why: &str| {
+            Err(TrainError::Invalid(format!(
+                "recompute_checkpoints {c:?}: {why}"
+            )))
+        };
+        if !self.recompute {
+            return invalid("checkpoints need recomputation (--recompute)");
+        }
+        if self.pipeline.is_some() {
+            return invalid(
+                "a pipeline's stage inputs are its checkpoints; give checkpoints without --pipeline-stages",
+            );
+        }
+        crate::model::check_checkpoints(blocks, c)?;
+        Ok(())
+    }
+
     /// Replicas fed by each instance.
     #[must_use]
     pub const fn replicas_per_instance(&self) -> usize {

@@ -123,14 +123,14 @@ pub use config::{
     GradReduction, LossScaling, LrDecay, NamedOptimizer, OptimizerConfig, PrecisionMode,
     RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig,
 };
-pub use cost::{OptimizerMemory, StepTime};
+pub use cost::StepTime;
 pub use divergence::Divergence;
 pub use error::{Difference, TrainError};
 pub use exclude::is_bias_or_norm;
-pub use fit::{HOST_MEMORY_VARIABLE, MemoryReport, available_host_memory};
-pub use options::{Continuation, RunOptions};
-pub use pipeline::{
-    Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stashed, step_cycles,
+pub use fit::{
+    HOST_MEMORY_VARIABLE, MemoryReport, OptimizerMemory, StageMemory, available_host_memory,
 };
+pub use options::{Continuation, RunOptions};
+pub use pipeline::{Pipeline, Schedule, StepCycles, pipeline_cycles, stashed, step_cycles};
 pub use records::{EpochRecord, Event, Observer, StepRecord, Summary};
 pub use trainer::Trainer;

@@ -35,9 +35,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::{
-    DeviceMapping, ModelError, NetworkConfig, Placement, StageActivations, StageCycles,
-};
+use crate::model::{DeviceMapping, ModelError, NetworkConfig, Placement, StageCycles};
 use crate::names::unit_names;
 
 /// PopART's pipeline schedules.
@@ -190,71 +188,14 @@ pub fn stashed(schedule: Schedule, s: usize, p: usize, g: usize) -> usize {
     .max(1)
 }
 
-/// The activation memory of one stage on one IPU (a concurrent stage has
-/// one per IPU).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct StageMemory {
-    /// The stage.
-    pub stage: usize,
-    /// Its IPU in the replica (0 when the layers are spread).
-    pub ipu: u32,
-    /// Micro-batches whose activations (or, with recomputation, inputs)
-    /// it keeps.
-    pub stashed: usize,
-    /// Bytes of activations it keeps beyond the one set the graph holds
-    /// (the stashes), spread over its IPU's tiles: per tile.
-    pub stash_bytes_per_tile: u64,
-    /// Bytes recomputation saves on the stage (negative: it costs, as with
-    /// one micro-batch in flight, where the input copy is extra).
-    pub recompute_saves_bytes: i64,
-}
-
-/// The most stash per tile on one IPU: the sum of its stage parts'.
-#[must_use]
-pub(crate) fn busiest_ipu_stash(parts: &[StageMemory]) -> u64 {
-    busiest_ipu(parts.iter().map(|a| (a.ipu, a.stash_bytes_per_tile)))
-}
-
 /// The largest per-IPU sum of `(ipu, amount)` pairs (0 for none): what
 /// the busiest IPU does or holds when it runs several stage parts.
-fn busiest_ipu(amounts: impl IntoIterator<Item = (u32, u64)>) -> u64 {
+pub(super) fn busiest_ipu(amounts: impl IntoIterator<Item = (u32, u64)>) -> u64 {
     let mut on: BTreeMap<u32, u64> = BTreeMap::new();
     for (ipu, amount) in amounts {
         *on.entry(ipu).or_default() += amount;
     }
     on.into_values().max().unwrap_or(0)
-}
-
-/// Each stage part's activation memory from its activations measured in
-/// the graph (built or sized): with `k` micro-batches kept
-/// ([`stashed`]), the stash per tile is `(k - 1)` times the fullest
-/// tile's activations, or with recomputation `k` times its input's.
-#[must_use]
-pub(crate) fn measured_stage_memory(
-    parts: &[StageActivations],
-    g: usize,
-    schedule: Schedule,
-    recompute: bool,
-) -> Vec<StageMemory> {
-    let p = parts.iter().map(|a| a.part.stage + 1).max().unwrap_or(1);
-    parts
-        .iter()
-        .map(|a| {
-            let k = stashed(schedule, a.part.stage, p, g) as u64;
-            let (plain, with) = ((k - 1) * a.bytes, k * a.input_bytes);
-            StageMemory {
-                stage: a.part.stage,
-                ipu: a.part.ipu,
-                stashed: k as usize,
-                stash_bytes_per_tile: if recompute {
-                    k * a.input_max_tile_bytes
-                } else {
-                    (k - 1) * a.max_tile_bytes
-                },
-                recompute_saves_bytes: plain as i64 - with as i64,
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -328,26 +269,6 @@ mod tests {
         let shared = [concurrent[0], concurrent[1], concurrent[2], on(2, 2, 9, 9)];
         let i = time(&shared, Schedule::Interleaved);
         assert_eq!(i.total(), 8 * (38 + 18));
-    }
-
-    #[test]
-    fn an_ipus_stash_is_the_sum_of_its_parts() {
-        let part = |stage, ipu, bytes| StageMemory {
-            stage,
-            ipu,
-            stash_bytes_per_tile: bytes,
-            ..StageMemory::default()
-        };
-        // IPU 2 holds a branch of stage 1 and stage 2: 30 + 25 > 50.
-        let parts = [
-            part(0, 0, 50),
-            part(1, 1, 40),
-            part(1, 2, 30),
-            part(2, 2, 25),
-        ];
-        assert_eq!(busiest_ipu_stash(&parts), 55);
-        assert_eq!(busiest_ipu_stash(&parts[..3]), 50);
-        assert_eq!(busiest_ipu_stash(&[]), 0);
     }
 
     #[test]

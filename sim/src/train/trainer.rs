@@ -51,7 +51,7 @@ impl Trainer {
             Some(p) => p.placement(&network, config.ipus_per_replica as u32, config.micro_batch)?,
         };
         placement.validate(&network, &layout.replica_target()?)?;
-        check_checkpoints(&config, &network)?;
+        config.check_checkpoints(network.blocks()?.len())?;
         if let Some(p) = &config.pipeline {
             let stages = placement.stages();
             let g = config.gradient_accumulation;
@@ -183,29 +183,4 @@ impl Trainer {
         }
         report
     }
-}
-
-/// Recomputation checkpoints only with `recompute`, on a model that is
-/// not pipelined, at its block boundaries in order (an MLP's blocks are
-/// its layers).
-fn check_checkpoints(config: &TrainConfig, network: &NetworkConfig) -> Result<(), TrainError> {
-    let c = &config.recompute_checkpoints;
-    if c.is_empty() {
-        return Ok(());
-    }
-    let invalid = |why: &str| {
-        Err(TrainError::Invalid(format!(
-            "recompute_checkpoints {c:?}: {why}"
-        )))
-    };
-    if !config.recompute {
-        return invalid("checkpoints need recomputation (--recompute)");
-    }
-    if config.pipeline.is_some() {
-        return invalid(
-            "a pipeline's stage inputs are its checkpoints; give checkpoints without --pipeline-stages",
-        );
-    }
-    crate::model::check_checkpoints(network.blocks()?.len(), c)?;
-    Ok(())
 }
