@@ -26,7 +26,7 @@
 //! [`exchange_code_bytes`]: super::IpuParams::exchange_code_bytes
 
 use core::fmt;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -174,14 +174,12 @@ impl MemoryUsage {
             return Ok(());
         };
         let m = self.tiles[tile];
-        let mut by_tensor: Vec<(u32, u64)> = Vec::new();
+        // Keyed, not searched: a tile of a deep model holds many tensors.
+        let mut bytes: BTreeMap<u32, u64> = BTreeMap::new();
         for pi in &graph.tiles[tile] {
-            let b = piece_bytes(pi.dtype, pi.len);
-            match by_tensor.iter_mut().find(|(t, _)| *t == pi.tensor.0) {
-                Some(e) => e.1 += b,
-                None => by_tensor.push((pi.tensor.0, b)),
-            }
+            *bytes.entry(pi.tensor.0).or_default() += piece_bytes(pi.dtype, pi.len);
         }
+        let mut by_tensor: Vec<(u32, u64)> = bytes.into_iter().collect();
         by_tensor.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let largest = by_tensor
             .iter()

@@ -3,7 +3,7 @@
 //! its input, summed per stage part of the placement (a pipeline's
 //! stashes, recomputation's savings).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::layers::network::Kept;
 use super::placement::{Part, Placement};
@@ -33,23 +33,22 @@ pub(super) type TileBytes = BTreeMap<Tile, u64>;
 /// backward pass reads (a tensor read by several layers counted at the
 /// first) and of its input.
 pub(super) fn layer_bytes(g: &Graph, kept: &[Kept]) -> Vec<(TileBytes, TileBytes)> {
-    let add = |to: &mut TileBytes, t: TensorId| {
+    let count = |to: &mut TileBytes, t: TensorId| {
         let size = g.dtype(t).size();
         for i in g.mapping(t) {
             *to.entry(i.tile).or_default() += (i.range.end - i.range.start) * size;
         }
     };
-    let mut seen = Vec::new();
+    let mut seen = BTreeSet::new();
     kept.iter()
         .map(|k| {
             let (mut saved, mut input) = (TileBytes::new(), TileBytes::new());
             for &t in &k.saved {
-                if !seen.contains(&t) {
-                    seen.push(t);
-                    add(&mut saved, t);
+                if seen.insert(t) {
+                    count(&mut saved, t);
                 }
             }
-            add(&mut input, k.input);
+            count(&mut input, k.input);
             (saved, input)
         })
         .collect()
@@ -58,12 +57,15 @@ pub(super) fn layer_bytes(g: &Graph, kept: &[Kept]) -> Vec<(TileBytes, TileBytes
 /// The sum of `maps`, tile by tile.
 pub(super) fn sum<'a>(maps: impl IntoIterator<Item = &'a TileBytes>) -> TileBytes {
     let mut out = TileBytes::new();
-    for m in maps {
-        for (&t, &b) in m {
-            *out.entry(t).or_default() += b;
-        }
-    }
+    maps.into_iter().for_each(|m| add(&mut out, m));
     out
+}
+
+/// `m` added into `to`, tile by tile.
+fn add(to: &mut TileBytes, m: &TileBytes) {
+    for (&t, &b) in m {
+        *to.entry(t).or_default() += b;
+    }
 }
 
 /// The total and the fullest tile's bytes of `m`.
@@ -72,25 +74,26 @@ pub(super) fn total_and_max(m: &TileBytes) -> (u64, u64) {
 }
 
 /// Each stage part's [`StageActivations`] from the layers' [`layer_bytes`]
-/// placed by `placement`.
+/// placed by `placement`, in one pass over the layers.
 pub(super) fn stage_activations(
     layers: &[(TileBytes, TileBytes)],
     placement: &Placement,
 ) -> Vec<StageActivations> {
     let (parts, of_layer) = placement.parts_of_layers();
+    // Per part: its layers' saved bytes tile by tile, its first input.
+    let mut saved = vec![TileBytes::new(); parts.len()];
+    let mut input: Vec<Option<&TileBytes>> = vec![None; parts.len()];
+    for (l, (s, i)) in layers.iter().enumerate() {
+        let p = of_layer.get(l).map_or(0, |&p| p);
+        add(&mut saved[p], s);
+        input[p].get_or_insert(i);
+    }
     parts
         .into_iter()
-        .enumerate()
-        .map(|(i, part)| {
-            let of: Vec<&(TileBytes, TileBytes)> = layers
-                .iter()
-                .enumerate()
-                .filter(|&(l, _)| of_layer.get(l).map_or(0, |&p| p) == i)
-                .map(|(_, k)| k)
-                .collect();
-            let (bytes, max_tile_bytes) = total_and_max(&sum(of.iter().map(|k| &k.0)));
-            let (input_bytes, input_max_tile_bytes) =
-                of.first().map_or((0, 0), |k| total_and_max(&k.1));
+        .zip(saved.iter().zip(input))
+        .map(|(part, (saved, input))| {
+            let (bytes, max_tile_bytes) = total_and_max(saved);
+            let (input_bytes, input_max_tile_bytes) = input.map_or((0, 0), total_and_max);
             StageActivations {
                 part,
                 bytes,

@@ -22,7 +22,8 @@
 //!    sizes), `shapes` (convolutions' and poolings'), `network` (the layers, flattened and shape-inferred once:
 //!    `NetworkConfig::ops`), `model_config` (the MLP, and what the trainer
 //!    is asked for), `device_mapping`, `network_file`, `error`;
-//! 2. placement: `placement`, `net_placement`;
+//! 2. placement: `placement` (one placement of the flattened layers, made
+//!    block by block, and its one validator);
 //! 3. layers: `layers/*` and their codelets (`codelets`);
 //! 4. the runtime: `runtime` (feeding a micro-batch, serving group sums,
 //!    reading the outputs), `activations` (what each stage keeps, measured
@@ -34,8 +35,9 @@
 //!
 //! By default every layer spreads over every tile of the replica's IPUs.
 //! [`Placement::Ipus`] puts each layer on one IPU of the replica instead
-//! (contiguous stages, chosen by hand, [`Placement::by_memory`] for an
-//! MLP or [`Placement::network_balanced`]): model
+//! (contiguous stages of whole blocks, by a device mapping,
+//! [`Placement::network`], or balanced by forward flops,
+//! [`Placement::network_balanced`]): model
 //! sharding, and the stages of a pipeline, whose activations and their
 //! gradients cross IPU-Links between stages. [`Model::stage_cycles`] splits
 //! a training run's cycles by stage, forward and backward, for the
@@ -114,7 +116,6 @@ mod error;
 mod estimate;
 mod layers;
 mod model_config;
-mod net_placement;
 mod network;
 pub mod network_file;
 mod placement;
@@ -137,6 +138,7 @@ pub use layers::cost::{ConvExtras, LayerCycles, conv2d_cycles, pool2d_cycles};
 pub use layers::pool::{PoolRun, pool2d_on_tiles};
 pub use layers::residual::residual_add_on_tiles;
 pub use model_config::{MlpConfig, ModelConfig};
+pub(crate) use network::Op;
 pub use network::{BnGroup, NetLayer, NetworkConfig};
 pub use network_file::{LayerStep, NetworkFile, NetworkFileError};
 pub use placement::{Part, Placement, StageCycles};

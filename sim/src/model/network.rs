@@ -85,7 +85,7 @@ pub struct NetworkConfig {
 
 /// A layer of the flattened network, numbered as its tensors are named.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Op {
+pub(crate) enum Op {
     /// A dense block `[fan_in, width]`, with batch norm if `bn`.
     Dense {
         fan_in: usize,
@@ -208,7 +208,7 @@ impl NetworkConfig {
     }
 
     /// The flattened layers for micro-batches of `n` samples, checked.
-    pub(super) fn ops(&self, n: usize) -> Result<Vec<Op>, ModelError> {
+    pub(crate) fn ops(&self, n: usize) -> Result<Vec<Op>, ModelError> {
         let [c, h, w] = self.input;
         if self.inputs() == 0 || self.classes == 0 {
             return Err(ModelError::ZeroWidth {

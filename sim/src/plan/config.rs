@@ -227,8 +227,8 @@ impl PlanConfig {
     }
 
     /// The plan of the trainer's run `config` on data of `inputs` features
-    /// and `classes` classes: its network ([`ModelTable::from_network`])
-    /// or MLP ([`ModelTable::from_mlp`]), Pod,
+    /// and `classes` classes: its network ([`ModelTable::from_network`];
+    /// an MLP's dense blocks), Pod,
     /// precision, optimizer, batch arithmetic, replicas, sharding and
     /// offloading, priced with [`PlanAssumptions::simulator`] so that
     /// [`Plan::step`](super::Plan::step) is comparable with the trainer's
@@ -251,7 +251,7 @@ impl PlanConfig {
                 classes,
                 ..net.clone()
             })?,
-            None => ModelTable::from_mlp(&config.model(inputs, classes))?,
+            None => ModelTable::from_network(&config.model(inputs, classes).network())?,
         };
         Ok(Self {
             precision: config.precision.into(),

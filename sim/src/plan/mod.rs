@@ -45,9 +45,9 @@
 //! with its source ([`assumptions`]'s docs).
 //!
 //! With [`PlanAssumptions::simulator`] the planner prices the trainer's
-//! MLP ([`ModelTable::from_mlp`]) as `tessera train` does: the tests hold
-//! the two within 10% on the default digits job and a deeper synthetic
-//! MLP. The default, [`PlanAssumptions::ipu`], assumes Poplar's balanced
+//! MLP ([`ModelTable::from_network`] of its dense blocks) as `tessera
+//! train` does: the tests hold the two within 10% on the default digits
+//! job and a deeper synthetic MLP. The default, [`PlanAssumptions::ipu`], assumes Poplar's balanced
 //! matmul plans and FP16 exchange instead of the simulator's simpler
 //! implementation.
 //!

@@ -1,7 +1,9 @@
-//! The table of the trainer's convolutional network
-//! ([`ModelTable::from_network`]): a row per layer as the network numbers
-//! them (`layer{l}`, a residual block's start and end counting), so the
-//! planner's rows and the trainer's tensors share their names.
+//! The table of the trainer's network ([`ModelTable::from_network`]; an
+//! MLP is a network of dense blocks): a row per layer of the network's
+//! own flattened, shape-inferred layers (`NetworkConfig::ops`, the list
+//! the trainer builds), numbered as it numbers them (`layer{l}`, a
+//! residual block's start and end counting), so the planner's rows and
+//! the trainer's tensors share their names.
 //!
 //! Per sample, following the [conventions](super::table#conventions):
 //!
@@ -22,14 +24,16 @@
 //!   and the branches' input gradients are added where they split; it
 //!   stashes nothing (the split and the steps between branches are no
 //!   rows);
-//! - the dense head is the product `[1, c] x [c, classes]`, as the MLP's
-//!   last layer.
+//! - a dense block is the product `[1, i] x [i, o]` (`2 i o` FLOPs
+//!   forward, backward twice that but the first layer's), stashing its
+//!   output; batch norm adds its parameters, its extra phases not priced;
+//!   the head is the product `[1, c] x [c, classes]` as a dense block.
 //!
 //! The host sends each sample's features as f32 and a `u32` label, as the
 //! trainer does.
 
 use super::table::{Gemm, Layer, ModelTable, ModelTableError};
-use crate::model::{Conv2d, ConvShape, NetLayer, NetworkConfig, Pool2d, PoolKind};
+use crate::model::{ConvShape, NetLayer, NetworkConfig, Op, Pool2d, PoolKind};
 
 /// Operations per element of batch norm and its activation forward: the
 /// statistics' sum and sum of squares (3), the normalisation (2), the
@@ -45,8 +49,10 @@ pub const BN_FLOPS_BACKWARD: u64 = 9;
 type Maps = (u64, (usize, usize));
 
 impl ModelTable {
-    /// The table of `config` (see the [module docs](self)), named
-    /// `network CxHxW ...` after its input and its layers' channels.
+    /// The table of `config` (see the [module docs](self)), named `mlp
+    /// I-H-...-C` after its widths if every layer is a dense block (an
+    /// MLP, errors naming `mlp`), else `network CxHxW ...` after its input
+    /// and its convolutions' channels.
     ///
     /// # Errors
     /// [`ModelTableError::Network`] naming the layer for a network the
@@ -54,64 +60,59 @@ impl ModelTable {
     /// [`ModelTableError::TooLarge`] for sizes beyond
     /// [`ModelTable::LIMIT`].
     pub fn from_network(config: &NetworkConfig) -> Result<Self, ModelTableError> {
-        config.validate().map_err(|e| ModelTableError::Network {
-            origin: "network".into(),
+        let mlp = config
+            .layers
+            .iter()
+            .all(|l| matches!(l, NetLayer::Dense { .. }));
+        let origin = if mlp { "mlp" } else { "network" };
+        let ops = config.ops(1).map_err(|e| ModelTableError::Network {
+            origin: origin.into(),
             message: e.to_string(),
         })?;
-        let [c, h, w] = config.input;
-        let (mut layers, mut next) = (Vec::new(), 0);
-        let (c, _) = rows(&config.layers, (c as u64, (h, w)), &mut next, &mut layers);
-        let head = Gemm {
-            m: 1,
-            k: c,
-            n: config.classes as u64,
-        };
-        layers.push(Layer {
-            params: c * head.n + head.n,
-            flops_forward: head.flops(),
-            flops_backward: 2 * head.flops(),
-            activation_bytes: head.n * 4,
-            ..row(next, Some(head))
-        });
         let inputs = config.inputs() as u64;
         let table = Self::checked(
-            network_name(config),
-            "network",
+            if mlp {
+                mlp_name(config)
+            } else {
+                network_name(config, &ops)
+            },
+            origin,
             inputs.saturating_mul(4).saturating_add(4),
-            layers,
+            rows(&ops, config.input),
         )?;
         Ok(table.of_network(config.clone()))
     }
 }
 
-/// `network 1x8x8 c16 ... c32 head 10`: the input and each convolution's
-/// channels.
-fn network_name(config: &NetworkConfig) -> String {
+/// `mlp 64-128-64-10`: an MLP's (dense blocks only) widths, input to
+/// classes.
+fn mlp_name(config: &NetworkConfig) -> String {
+    let mut widths = vec![config.inputs()];
+    widths.extend(config.layers.iter().filter_map(|l| match l {
+        NetLayer::Dense { width, .. } => Some(*width),
+        _ => None,
+    }));
+    widths.push(config.classes);
+    let widths: Vec<String> = widths.iter().map(ToString::to_string).collect();
+    format!("mlp {}", widths.join("-"))
+}
+
+/// `network 1x8x8 conv 16,...,32 head 10`: the input and each
+/// convolution's channels, in the order of the flattened layers `ops`.
+fn network_name(config: &NetworkConfig, ops: &[Op]) -> String {
     let [c, h, w] = config.input;
-    let mut convs = Vec::new();
-    walk(&config.layers, &mut |l| {
-        if let NetLayer::Conv { channels, .. } = l {
-            convs.push(channels.to_string());
-        }
-    });
+    let convs: Vec<String> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Conv(s) => Some(s.conv.out_channels.to_string()),
+            _ => None,
+        })
+        .collect();
     format!(
         "network {c}x{h}x{w} conv {} head {}",
         convs.join(","),
         config.classes
     )
-}
-
-/// Calls `f` on every layer of `layers`, a residual block's body or
-/// parallel branches after it.
-fn walk(layers: &[NetLayer], f: &mut impl FnMut(&NetLayer)) {
-    for l in layers {
-        f(l);
-        match l {
-            NetLayer::Residual(body) => walk(body, f),
-            NetLayer::Branches(branches) => branches.iter().for_each(|b| walk(b, f)),
-            _ => {}
-        }
-    }
 }
 
 /// Layer `index`'s row with nothing in it but its name and `gemm`.
@@ -129,58 +130,29 @@ fn row(index: usize, gemm: Option<Gemm>) -> Layer {
     }
 }
 
-/// Appends the rows of `layers` over `maps` to `out`, layer `*next`
-/// first (numbered as the network flattens them: a residual block's
-/// start takes a number but makes no row): the shape after them. The
-/// network is valid.
-fn rows(
-    layers: &[NetLayer],
-    (mut c, mut hw): Maps,
-    next: &mut usize,
-    out: &mut Vec<Layer>,
-) -> Maps {
-    for layer in layers {
-        let index = *next;
-        *next += 1;
+/// The rows of `ops` (the network's flattened, shape-inferred layers,
+/// [`NetworkConfig::ops`]: the trainer's own walk) on `input` (channels,
+/// height, width), row `l` of layer `l`: a residual block's start, the
+/// split of parallel branches and the steps between them take a number
+/// but make no row.
+fn rows(ops: &[Op], [c, h, w]: [usize; 3]) -> Vec<Layer> {
+    let (mut c, mut hw) = (c as u64, (h, w));
+    // The shapes where open parallel branches split.
+    let mut splits: Vec<Maps> = Vec::new();
+    let mut out = Vec::new();
+    for (index, op) in ops.iter().enumerate() {
         let elements = c * (hw.0 * hw.1) as u64;
-        match layer {
-            NetLayer::Dense { width, batch_norm } => {
-                // As the MLP's rows: 2 i o forward, the backward pass
-                // twice that but the network's first layer's.
-                let gemm = Gemm {
-                    m: 1,
-                    k: c,
-                    n: *width as u64,
-                };
-                let f = gemm.flops();
-                let bn = if *batch_norm { 2 * gemm.n } else { 0 };
-                out.push(Layer {
-                    params: (gemm.k * gemm.n).saturating_add(gemm.n + bn),
-                    flops_forward: f,
-                    flops_backward: if index == 0 { f } else { 2 * f },
-                    activation_bytes: gemm.n * 4,
-                    ..row(index, Some(gemm))
-                });
-                c = gemm.n;
+        match op {
+            Op::Dense { fan_in, width, bn } => {
+                out.push(dense_row(index, (*fan_in, *width), *bn));
+                (c, hw) = (*width as u64, (1, 1));
             }
-            NetLayer::Conv {
-                channels,
-                kernel,
-                stride,
-                padding,
-            } => {
-                let conv = Conv2d {
-                    in_channels: c as usize,
-                    out_channels: *channels,
-                    kernel: (*kernel, *kernel),
-                    stride: *stride,
-                    padding: *padding,
-                };
-                let shape = conv.on(1, hw).expect("a valid network");
-                out.push(conv_row(index, &shape, elements));
-                (c, hw) = (*channels as u64, shape.output);
+            Op::Head { fan_in, classes } => out.push(dense_row(index, (*fan_in, *classes), false)),
+            Op::Conv(shape) => {
+                out.push(conv_row(index, shape, elements));
+                (c, hw) = (shape.conv.out_channels as u64, shape.output);
             }
-            NetLayer::BnAct => out.push(Layer {
+            Op::BnAct { .. } => out.push(Layer {
                 params: 2 * c,
                 flops_forward: BN_FLOPS_FORWARD * elements,
                 flops_backward: BN_FLOPS_BACKWARD * elements,
@@ -188,62 +160,55 @@ fn rows(
                 output_bytes: Some(2 * elements),
                 ..row(index, None)
             }),
-            NetLayer::Pool(p) => {
-                let shape = p.on(1, c as usize, hw).expect("a valid network");
-                out.push(pool_row(index, p, &shape));
+            Op::Pool(p, shape) => {
+                out.push(pool_row(index, p, shape));
                 hw = shape.output;
             }
-            NetLayer::GlobalAvgPool => {
-                let p = Pool2d::global(hw);
-                let shape = p.on(1, c as usize, hw).expect("the whole map fits");
-                out.push(pool_row(index, &p, &shape));
-                hw = (1, 1);
-            }
-            NetLayer::Residual(body) => {
-                rows(body, (c, hw), next, out);
+            Op::Fork => {}
+            Op::Join => out.push(Layer {
+                flops_forward: elements,
+                flops_backward: elements,
+                output_bytes: Some(2 * elements),
+                ..row(index, None)
+            }),
+            Op::Split => splits.push((c, hw)),
+            Op::NextBranch => (c, hw) = *splits.last().expect("a split before every branch"),
+            Op::Concat { channels } => {
+                let (ci, hwi) = splits.pop().expect("a split before every concat");
+                let inputs = ci * (hwi.0 * hwi.1) as u64;
+                c = channels.iter().sum::<usize>() as u64;
+                let elements = c * (hw.0 * hw.1) as u64;
                 out.push(Layer {
                     flops_forward: elements,
-                    flops_backward: elements,
+                    flops_backward: elements + (channels.len() as u64 - 1) * inputs,
                     output_bytes: Some(2 * elements),
-                    ..row(*next, None)
+                    ..row(index, None)
                 });
-                *next += 1;
             }
-            NetLayer::Branches(branches) => (c, hw) = branch_rows(branches, (c, hw), next, out),
         }
     }
-    (c, hw)
+    out
 }
 
-/// [`rows`] for parallel `branches` whose split took the number before
-/// `*next`: each branch's rows (a step between branches takes a number
-/// but makes no row), then the concat's row: a copy of every output
-/// element forward; backward the gradient's copy back into the branches
-/// and the branches' input gradients added where they split.
-fn branch_rows(
-    branches: &[Vec<NetLayer>],
-    maps: Maps,
-    next: &mut usize,
-    out: &mut Vec<Layer>,
-) -> Maps {
-    let inputs = maps.0 * (maps.1.0 * maps.1.1) as u64;
-    let (mut c, mut hw) = (0, maps.1);
-    for (i, branch) in branches.iter().enumerate() {
-        if i > 0 {
-            *next += 1;
-        }
-        let (ci, hwi) = rows(branch, maps, next, out);
-        (c, hw) = (c + ci, hwi);
+/// A dense block's or the head's row, the product `[1, fan_in] x
+/// [fan_in, width]`: `2 i o` FLOPs forward, the backward pass twice that
+/// but the network's first layer's (no input gradient); batch norm adds
+/// its parameters, its extra phases not priced.
+fn dense_row(index: usize, (fan_in, width): (usize, usize), bn: bool) -> Layer {
+    let gemm = Gemm {
+        m: 1,
+        k: fan_in as u64,
+        n: width as u64,
+    };
+    let f = gemm.flops();
+    let bn = if bn { 2 * gemm.n } else { 0 };
+    Layer {
+        params: (gemm.k * gemm.n).saturating_add(gemm.n + bn),
+        flops_forward: f,
+        flops_backward: if index == 0 { f } else { 2 * f },
+        activation_bytes: gemm.n * 4,
+        ..row(index, Some(gemm))
     }
-    let elements = c * (hw.0 * hw.1) as u64;
-    out.push(Layer {
-        flops_forward: elements,
-        flops_backward: elements + (branches.len() as u64 - 1) * inputs,
-        output_bytes: Some(2 * elements),
-        ..row(*next, None)
-    });
-    *next += 1;
-    (c, hw)
 }
 
 /// A convolution's row: its im2col product, `elements` its input's.
@@ -409,6 +374,49 @@ mod tests {
         let pool = t.layers().iter().find(|l| l.name == "layer16").unwrap();
         assert_eq!(pool.flops_forward, 32 * 16);
         assert_eq!(pool.output_elements(), 32);
+    }
+
+    #[test]
+    fn an_mlps_table_has_the_simulators_flops_and_its_widths_for_a_name() {
+        let c = crate::model::MlpConfig {
+            inputs: 64,
+            hidden: vec![128, 64],
+            classes: 10,
+            activation: Activation::Relu,
+            batch_norm: false,
+        };
+        let t = ModelTable::from_network(&c.network()).unwrap();
+        assert_eq!(t.name(), "mlp 64-128-64-10");
+        let params: usize = c.network().params().unwrap().iter().map(|p| p.len()).sum();
+        assert_eq!(t.params(), params as u64);
+        // The simulator's MLP: the backward pass is dW for every layer and
+        // dA for all but the first.
+        let f = [2 * 64 * 128, 2 * 128 * 64, 2 * 64 * 10];
+        assert_eq!(
+            t.flops_per_sample(),
+            (f.iter().sum(), f[0] + 2 * f[1] + 2 * f[2])
+        );
+        assert_eq!(t.input_bytes(), 4 * 64 + 4);
+        let with_bn = crate::model::MlpConfig {
+            batch_norm: true,
+            ..c.clone()
+        };
+        let bn = ModelTable::from_network(&with_bn.network()).unwrap();
+        assert_eq!(bn.params(), t.params() + 2 * (128 + 64));
+        // The head alone is the first layer: no input gradient.
+        let head = crate::model::MlpConfig {
+            hidden: vec![],
+            ..c.clone()
+        };
+        let h = ModelTable::from_network(&head.network()).unwrap();
+        assert_eq!(h.flops_per_sample(), (2 * 64 * 10, 2 * 64 * 10));
+        let zero = crate::model::MlpConfig {
+            hidden: vec![0],
+            ..c
+        };
+        let e = ModelTable::from_network(&zero.network()).unwrap_err();
+        assert!(matches!(e, ModelTableError::Network { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("mlp: "), "{e}");
     }
 
     #[test]

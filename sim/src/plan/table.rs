@@ -4,7 +4,8 @@
 //! hands to the next layer.
 //!
 //! Tables come from three places: the built-in ResNet-50 and BERT-Large
-//! ([`super::builtin`]), the trainer's MLP ([`ModelTable::from_mlp`]), and
+//! ([`super::builtin`]), the trainer's networks and MLPs
+//! ([`ModelTable::from_network`]: an MLP is a network of dense blocks), and
 //! TOML files for any other model ([`ModelTable::read`]):
 //!
 //! ```toml
@@ -61,7 +62,6 @@
 mod error;
 mod file;
 mod layer;
-mod mlp;
 mod model_table;
 mod sim;
 #[cfg(test)]

@@ -580,14 +580,14 @@ mod tests {
     use crate::model::{Activation, MlpConfig};
 
     fn mlp() -> ModelTable {
-        ModelTable::from_mlp(&MlpConfig {
+        let mlp = MlpConfig {
             inputs: 64,
             hidden: vec![128, 64],
             classes: 10,
             activation: Activation::Relu,
             batch_norm: false,
-        })
-        .unwrap()
+        };
+        ModelTable::from_network(&mlp.network()).unwrap()
     }
 
     #[test]

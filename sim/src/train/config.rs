@@ -332,8 +332,8 @@ pub struct TrainConfig {
     /// Keep only stage inputs (or the replica's input) for the backward
     /// pass and recompute the rest.
     pub recompute: bool,
-    /// With `recompute` on a network that is not pipelined: the blocks
-    /// ([`NetworkConfig::blocks`]) whose input is kept as a
+    /// With `recompute` on a model that is not pipelined: the blocks
+    /// ([`NetworkConfig::blocks`]; an MLP's layers) whose input is kept as a
     /// recomputation checkpoint (TF IPU's `recomputation_checkpoint`),
     /// increasing from 1; empty: the whole forward pass recomputed from
     /// the input.
@@ -452,6 +452,31 @@ impl TrainConfig {
             classes,
             ..net.clone()
         }))
+    }
+
+    /// Checks the recomputation checkpoints against a model of `blocks`
+    /// blocks ([`NetworkConfig::blocks`]): only with `recompute`, not
+    /// pipelined, at its block boundaries in order.
+    pub(crate) fn check_checkpoints(&self, blocks: usize) -> Result<(), TrainError> {
+        let c = &self.recompute_checkpoints;
+        if c.is_empty() {
+            return Ok(());
+        }
+        let invalid = |why: &str| {
+            Err(TrainError::Invalid(format!(
+                "recompute_checkpoints {c:?}: {why}"
+            )))
+        };
+        if !self.recompute {
+            return invalid("checkpoints need recomputation (--recompute)");
+        }
+        if self.pipeline.is_some() {
+            return invalid(
+                "a pipeline's stage inputs are its checkpoints; give checkpoints without --pipeline-stages",
+            );
+        }
+        crate::model::check_checkpoints(blocks, c)?;
+        Ok(())
     }
 
     /// Replicas fed by each instance.

@@ -1,5 +1,4 @@
-//! The simulated time of a training step on the Pod, and the memory a
-//! replica's tiles hold for the optimizer.
+//! The simulated time of a training step on the Pod.
 //!
 //! | part | model |
 //! |---|---|
@@ -13,6 +12,7 @@
 use serde::Serialize;
 
 use super::config::{OptimizerConfig, PrecisionMode, TrainConfig};
+use super::fit::state_bytes_per_element;
 use super::pipeline::StepCycles;
 use crate::IpuSpec;
 use crate::pod::{Layout, Prefetch};
@@ -69,50 +69,6 @@ impl StepTime {
             ("sync", self.sync_s),
             ("host IO", self.host_io_s),
         ]
-    }
-}
-
-/// Bytes per replica of what the optimizer keeps between steps.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct OptimizerMemory {
-    /// Optimizer state and master weights a replica holds (its shard with
-    /// replicated tensor sharding), on chip or in streaming memory.
-    pub bytes: u64,
-    /// The same without sharding.
-    pub unsharded_bytes: u64,
-    /// Of [`bytes`](Self::bytes), what lives on chip, per tile (0 when
-    /// offloaded), the replica's tiles sharing it evenly.
-    pub per_tile_bytes: u64,
-    /// Whether it lives in streaming memory.
-    pub offloaded: bool,
-}
-
-/// Optimizer state and master bytes per parameter element.
-fn state_bytes_per_element(optimizer: &OptimizerConfig, precision: PrecisionMode) -> u64 {
-    let master = u64::from(precision == PrecisionMode::Mixed);
-    4 * (optimizer.state_tensors() as u64 + master)
-}
-
-/// What the optimizer keeps, for `elements` parameters over `shards`.
-pub(crate) fn optimizer_memory(
-    config: &TrainConfig,
-    spec: &IpuSpec,
-    elements: u64,
-    shards: u64,
-) -> OptimizerMemory {
-    let per = state_bytes_per_element(&config.optimizer, config.precision);
-    let unsharded_bytes = per * elements;
-    let bytes = per * elements.div_ceil(shards.max(1));
-    let tiles = u64::from(spec.tiles()) * config.ipus_per_replica as u64;
-    OptimizerMemory {
-        bytes,
-        unsharded_bytes,
-        per_tile_bytes: if config.offload_optimizer_state {
-            0
-        } else {
-            bytes.div_ceil(tiles)
-        },
-        offloaded: config.offload_optimizer_state,
     }
 }
 

@@ -1,4 +1,7 @@
-//! Whether a run fits, decided before anything is allocated for it.
+//! Whether a run fits, decided before anything is allocated for it, and
+//! the memory figures it is decided on: each stage's activation stashes
+//! ([`StageMemory`], from the graph's activations and the schedule's
+//! micro-batches kept) and the optimizer's share ([`OptimizerMemory`]).
 //!
 //! - The tiles: the replica's model measured without building it
 //!   ([`MemoryEstimate`]: tensors, vertex state and code to the byte, the
@@ -18,12 +21,11 @@ use serde::Serialize;
 use tessera_core::kernels::BLOCK;
 
 use super::TrainError;
-use super::config::{PrecisionMode, TrainConfig};
-use super::cost::{OptimizerMemory, optimizer_memory};
-use super::pipeline::{Schedule, StageMemory, measured_stage_memory, stage_memory};
-use crate::ipu::{MemorySummary, Target};
+use super::config::{OptimizerConfig, PrecisionMode, TrainConfig};
+use super::pipeline::{Schedule, stashed};
+use crate::ipu::{IpuSpec, MemorySummary};
 use crate::model::{
-    Compute, MemoryEstimate, ModelConfig, ParamSpec, Placement, Recomputation, StageActivations,
+    Compute, MemoryEstimate, NetworkConfig, ParamSpec, Placement, Recomputation, StageActivations,
 };
 use crate::pod::{Layout, ProcessId};
 
@@ -59,7 +61,7 @@ impl MemoryReport {
     /// (parts of successive stages on one IPU add up).
     #[must_use]
     pub fn stash_per_tile(&self) -> u64 {
-        super::pipeline::busiest_ipu_stash(&self.activations)
+        busiest_ipu_stash(&self.activations)
     }
 
     /// Whether it fits a tile.
@@ -76,44 +78,130 @@ impl MemoryReport {
     }
 }
 
+/// The activation memory of one stage on one IPU (a concurrent stage has
+/// one per IPU).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StageMemory {
+    /// The stage.
+    pub stage: usize,
+    /// Its IPU in the replica (0 when the layers are spread).
+    pub ipu: u32,
+    /// Micro-batches whose activations (or, with recomputation, inputs)
+    /// it keeps.
+    pub stashed: usize,
+    /// Bytes of activations it keeps beyond the one set the graph holds
+    /// (the stashes), spread over its IPU's tiles: per tile.
+    pub stash_bytes_per_tile: u64,
+    /// Bytes recomputation saves on the stage (negative: it costs, as with
+    /// one micro-batch in flight, where the input copy is extra).
+    pub recompute_saves_bytes: i64,
+}
+
+/// The most stash per tile on one IPU: the sum of its stage parts'.
+fn busiest_ipu_stash(parts: &[StageMemory]) -> u64 {
+    super::pipeline::busiest_ipu(parts.iter().map(|a| (a.ipu, a.stash_bytes_per_tile)))
+}
+
+/// Each stage part's activation memory from its activations measured in
+/// the graph (built or sized): with `k` micro-batches kept
+/// ([`stashed`](super::stashed)), the stash per tile is `(k - 1)` times the fullest
+/// tile's activations, or with recomputation `k` times its input's.
+#[must_use]
+fn measured_stage_memory(
+    parts: &[StageActivations],
+    g: usize,
+    schedule: Schedule,
+    recompute: bool,
+) -> Vec<StageMemory> {
+    let p = parts.iter().map(|a| a.part.stage + 1).max().unwrap_or(1);
+    parts
+        .iter()
+        .map(|a| {
+            let k = stashed(schedule, a.part.stage, p, g) as u64;
+            let (plain, with) = ((k - 1) * a.bytes, k * a.input_bytes);
+            StageMemory {
+                stage: a.part.stage,
+                ipu: a.part.ipu,
+                stashed: k as usize,
+                stash_bytes_per_tile: if recompute {
+                    k * a.input_max_tile_bytes
+                } else {
+                    (k - 1) * a.max_tile_bytes
+                },
+                recompute_saves_bytes: plain as i64 - with as i64,
+            }
+        })
+        .collect()
+}
+
+/// Bytes per replica of what the optimizer keeps between steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OptimizerMemory {
+    /// Optimizer state and master weights a replica holds (its shard with
+    /// replicated tensor sharding), on chip or in streaming memory.
+    pub bytes: u64,
+    /// The same without sharding.
+    pub unsharded_bytes: u64,
+    /// Of [`bytes`](Self::bytes), what lives on chip, per tile (0 when
+    /// offloaded), the replica's tiles sharing it evenly.
+    pub per_tile_bytes: u64,
+    /// Whether it lives in streaming memory.
+    pub offloaded: bool,
+}
+
+/// Optimizer state and master bytes per parameter element.
+pub(super) fn state_bytes_per_element(
+    optimizer: &OptimizerConfig,
+    precision: PrecisionMode,
+) -> u64 {
+    let master = u64::from(precision == PrecisionMode::Mixed);
+    4 * (optimizer.state_tensors() as u64 + master)
+}
+
+/// What the optimizer keeps, for `elements` parameters over `shards`.
+pub(crate) fn optimizer_memory(
+    config: &TrainConfig,
+    spec: &IpuSpec,
+    elements: u64,
+    shards: u64,
+) -> OptimizerMemory {
+    let per = state_bytes_per_element(&config.optimizer, config.precision);
+    let unsharded_bytes = per * elements;
+    let bytes = per * elements.div_ceil(shards.max(1));
+    let tiles = u64::from(spec.tiles()) * config.ipus_per_replica as u64;
+    OptimizerMemory {
+        bytes,
+        unsharded_bytes,
+        per_tile_bytes: if config.offload_optimizer_state {
+            0
+        } else {
+            bytes.div_ceil(tiles)
+        },
+        offloaded: config.offload_optimizer_state,
+    }
+}
+
 /// The memory of a replica whose model's tiles are `summary`: the figures
-/// the run checks before it starts stepping. A network's stashes follow
-/// from its stage parts' `activations` (its graph's, built or sized); with
+/// the run checks before it starts stepping. The stashes follow from its
+/// stage parts' `activations` (its graph's, built or sized); with
 /// recomputation checkpoints nothing is stashed beyond them.
 pub(crate) fn memory_report(
     config: &TrainConfig,
-    model: &ModelConfig,
-    placement: &Placement,
     elements: u64,
     (summary, activations): (MemorySummary, &[StageActivations]),
-    target: &Target,
+    spec: &IpuSpec,
 ) -> MemoryReport {
-    let spec = target.spec();
-    let tiles_per_stage = match placement {
-        Placement::Spread => u64::from(target.tiles()),
-        Placement::Ipus(_) | Placement::Stages { .. } => u64::from(spec.tiles()),
-    };
+    let optimizer = optimizer_memory(config, spec, elements, config.shards() as u64);
     let schedule = config
         .pipeline
         .as_ref()
         .map_or(Schedule::Sequential, |p| p.schedule);
-    let mut activations = match model {
-        ModelConfig::Mlp(model) => stage_memory(
-            model,
-            placement,
-            config.micro_batch,
-            config.gradient_accumulation,
-            schedule,
-            config.recompute,
-            tiles_per_stage,
-        ),
-        ModelConfig::Network(_) => measured_stage_memory(
-            activations,
-            config.gradient_accumulation,
-            schedule,
-            config.recompute,
-        ),
-    };
+    let mut activations = measured_stage_memory(
+        activations,
+        config.gradient_accumulation,
+        schedule,
+        config.recompute,
+    );
     if !config.recompute_checkpoints.is_empty() {
         // The checkpoints are graph tensors: no stash beyond them.
         for a in &mut activations {
@@ -123,7 +211,7 @@ pub(crate) fn memory_report(
     MemoryReport {
         recomputation: None,
         model: summary,
-        optimizer: optimizer_memory(config, spec, elements, config.shards() as u64),
+        optimizer,
         activations,
     }
 }
@@ -141,7 +229,7 @@ pub(crate) fn memory_report(
 pub(crate) fn check(
     config: &TrainConfig,
     layout: &Layout,
-    model: &ModelConfig,
+    network: &NetworkConfig,
     placement: &Placement,
 ) -> Result<(), TrainError> {
     let target = layout.replica_target()?;
@@ -150,21 +238,11 @@ pub(crate) fn check(
     } else {
         Compute::F32
     };
-    let network = model.network();
-    let estimate = MemoryEstimate::of(&network, target, placement, config.micro_batch, compute)?;
+    let estimate = MemoryEstimate::of(network, target, placement, config.micro_batch, compute)?;
     let params = network.params()?;
     let elements = params
         .iter()
         .fold(0u64, |a, p| a.saturating_add(p.len() as u64));
-    memory_report(
-        config,
-        model,
-        placement,
-        elements,
-        (estimate.train.summary(10), &estimate.stage_activations),
-        &target,
-    )
-    .check()?;
     // Under mpirun this process runs one instance; else all of them.
     let (replicas, instances) = if matches!(ProcessId::from_env(), Ok(Some(_))) {
         (config.replicas_per_instance(), 1)
@@ -172,6 +250,14 @@ pub(crate) fn check(
         (config.replicas, config.instances)
     };
     let needed = host_bytes(config, &estimate, &params, replicas, instances);
+    // The tiles first, then the host.
+    memory_report(
+        config,
+        elements,
+        (estimate.train.summary(10), &estimate.stage_activations),
+        target.spec(),
+    )
+    .check()?;
     match available_host_memory().map_err(TrainError::Invalid)? {
         Some((bytes, source)) if needed > bytes => Err(TrainError::OutOfHostMemory {
             needed,
@@ -287,6 +373,26 @@ fn address_space_limit(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipus_stash_is_the_sum_of_its_parts() {
+        let part = |stage, ipu, bytes| StageMemory {
+            stage,
+            ipu,
+            stash_bytes_per_tile: bytes,
+            ..StageMemory::default()
+        };
+        // IPU 2 holds a branch of stage 1 and stage 2: 30 + 25 > 50.
+        let parts = [
+            part(0, 0, 50),
+            part(1, 1, 40),
+            part(1, 2, 30),
+            part(2, 2, 25),
+        ];
+        assert_eq!(busiest_ipu_stash(&parts), 55);
+        assert_eq!(busiest_ipu_stash(&parts[..3]), 50);
+        assert_eq!(busiest_ipu_stash(&[]), 0);
+    }
 
     #[test]
     fn proc_files_parse() {

@@ -73,13 +73,13 @@
 //! # Model parallelism
 //!
 //! With [`TrainConfig::pipeline`], each replica's layers are placed on its
-//! IPUs as contiguous stages (by hand, or balanced by parameter memory)
+//! IPUs as contiguous stages (by hand, or balanced by forward flops)
 //! and run one after the other ([`Schedule::Sequential`]: model sharding)
 //! or pipelined over the accumulated micro-batches ([`Schedule::Grouped`],
 //! [`Schedule::Interleaved`]), with optional recomputation
 //! ([`TrainConfig::recompute`]). The numerics are the plain run's, bit for
 //! bit; the step's cycles and the activation stashes follow the schedule
-//! (see the `pipeline` module's table: [`step_cycles`], [`stage_memory`]).
+//! (see the `pipeline` module's table: [`step_cycles`], [`stashed`]).
 //!
 //! # Determinism
 //!
@@ -123,15 +123,14 @@ pub use config::{
     GradReduction, LossScaling, LrDecay, NamedOptimizer, OptimizerConfig, PrecisionMode,
     RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig,
 };
-pub use cost::{OptimizerMemory, StepTime};
+pub use cost::StepTime;
 pub use divergence::Divergence;
 pub use error::{Difference, TrainError};
 pub use exclude::is_bias_or_norm;
-pub use fit::{HOST_MEMORY_VARIABLE, MemoryReport, available_host_memory};
-pub use options::{Continuation, RunOptions};
-pub use pipeline::{
-    Pipeline, Schedule, StageMemory, StepCycles, pipeline_cycles, stage_memory, stashed,
-    step_cycles,
+pub use fit::{
+    HOST_MEMORY_VARIABLE, MemoryReport, OptimizerMemory, StageMemory, available_host_memory,
 };
+pub use options::{Continuation, RunOptions};
+pub use pipeline::{Pipeline, Schedule, StepCycles, pipeline_cycles, stashed, step_cycles};
 pub use records::{EpochRecord, Event, Observer, StepRecord, Summary};
 pub use trainer::Trainer;

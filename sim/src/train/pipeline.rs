@@ -35,9 +35,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::{
-    DeviceMapping, MlpConfig, ModelError, NetworkConfig, Placement, StageActivations, StageCycles,
-};
+use crate::model::{DeviceMapping, ModelError, NetworkConfig, Placement, StageCycles};
 use crate::names::unit_names;
 
 /// PopART's pipeline schedules.
@@ -70,8 +68,7 @@ pub struct Pipeline {
     /// Layer `l` on IPU `device_mapping[l]` (non-decreasing; a network's
     /// top-level layer `l`, its head last, a block of parallel branches
     /// on a list of IPUs, one per branch); `None`: stages balanced over
-    /// every IPU of the replica (an MLP's by parameter memory, a
-    /// network's by forward flops, branches whole).
+    /// every IPU of the replica by forward flops, branches whole.
     pub device_mapping: Option<DeviceMapping>,
     /// Branches mapped to a list of IPUs run as a stage per branch, in
     /// branch order, instead of one concurrent stage (TF IPU's flat
@@ -80,32 +77,14 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// The placement of `model`'s layers on `ipus` IPUs.
-    ///
-    /// # Errors
-    /// [`ModelError::Placement`] if there are more IPUs than layers to
-    /// place automatically, or the mapping lists IPUs for branches.
-    pub fn placement(&self, model: &MlpConfig, ipus: u32) -> Result<Placement, ModelError> {
-        match &self.device_mapping {
-            Some(m) => m.flat().map(Placement::Ipus).ok_or_else(|| ModelError::Placement {
-                reason: format!(
-                    "device mapping {m}: a list of IPUs maps a network's parallel branches; the \
-                     MLP's layers take one IPU each"
-                ),
-            }),
-            None => Placement::by_memory(model, ipus),
-        }
-    }
-}
-
-impl Pipeline {
     /// The placement of `network`'s blocks on `ipus` IPUs: the device
-    /// mapping's (one IPU per top-level layer and the head), or balanced
-    /// by forward flops on `micro_batch` samples.
+    /// mapping's (one IPU per top-level layer and the head; an MLP's
+    /// layers are its blocks), or balanced by forward flops on
+    /// `micro_batch` samples.
     ///
     /// # Errors
     /// [`ModelError::DeviceMapping`] naming the block that is wrong.
-    pub fn network_placement(
+    pub fn placement(
         &self,
         network: &NetworkConfig,
         ipus: u32,
@@ -209,114 +188,14 @@ pub fn stashed(schedule: Schedule, s: usize, p: usize, g: usize) -> usize {
     .max(1)
 }
 
-/// The activation memory of one stage on one IPU (a concurrent stage has
-/// one per IPU).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct StageMemory {
-    /// The stage.
-    pub stage: usize,
-    /// Its IPU in the replica (0 when the layers are spread).
-    pub ipu: u32,
-    /// Micro-batches whose activations (or, with recomputation, inputs)
-    /// it keeps.
-    pub stashed: usize,
-    /// Bytes of activations it keeps beyond the one set the graph holds
-    /// (the stashes), spread over its IPU's tiles: per tile.
-    pub stash_bytes_per_tile: u64,
-    /// Bytes recomputation saves on the stage (negative: it costs, as with
-    /// one micro-batch in flight, where the input copy is extra).
-    pub recompute_saves_bytes: i64,
-}
-
-/// Each stage's activation memory: activations are f32 in the simulator
-/// (`z` and the activation per hidden layer, the logits of the last), the
-/// stage input `micro_batch x fan_in` f32.
-#[must_use]
-pub fn stage_memory(
-    model: &MlpConfig,
-    placement: &Placement,
-    micro_batch: usize,
-    g: usize,
-    schedule: Schedule,
-    recompute: bool,
-    tiles_per_stage: u64,
-) -> Vec<StageMemory> {
-    let layers = model.layers();
-    let p = placement.stages();
-    let mut acts = vec![0u64; p];
-    let mut input = vec![None; p];
-    for (l, &(fan_in, width)) in layers.iter().enumerate() {
-        let s = placement.stage_of(l);
-        let sets = if l + 1 < layers.len() { 2 } else { 1 };
-        acts[s] += (micro_batch * width * sets * 4) as u64;
-        input[s].get_or_insert((micro_batch * fan_in * 4) as u64);
-    }
-    let parts = placement.parts();
-    (0..p)
-        .map(|s| {
-            let k = stashed(schedule, s, p, g) as u64;
-            let inputs = input[s].unwrap_or(0);
-            let plain = (k - 1) * acts[s];
-            let with = k * inputs;
-            let extra = if recompute { with } else { plain };
-            StageMemory {
-                stage: s,
-                // The MLP's stages have one part each.
-                ipu: parts.get(s).map_or(0, |p| p.ipu),
-                stashed: k as usize,
-                stash_bytes_per_tile: extra.div_ceil(tiles_per_stage.max(1)),
-                recompute_saves_bytes: plain as i64 - with as i64,
-            }
-        })
-        .collect()
-}
-
-/// The most stash per tile on one IPU: the sum of its stage parts'.
-#[must_use]
-pub(crate) fn busiest_ipu_stash(parts: &[StageMemory]) -> u64 {
-    busiest_ipu(parts.iter().map(|a| (a.ipu, a.stash_bytes_per_tile)))
-}
-
 /// The largest per-IPU sum of `(ipu, amount)` pairs (0 for none): what
 /// the busiest IPU does or holds when it runs several stage parts.
-fn busiest_ipu(amounts: impl IntoIterator<Item = (u32, u64)>) -> u64 {
+pub(super) fn busiest_ipu(amounts: impl IntoIterator<Item = (u32, u64)>) -> u64 {
     let mut on: BTreeMap<u32, u64> = BTreeMap::new();
     for (ipu, amount) in amounts {
         *on.entry(ipu).or_default() += amount;
     }
     on.into_values().max().unwrap_or(0)
-}
-
-/// Each stage part's activation memory from its activations measured in
-/// the built graph (a network's): as [`stage_memory`], the stash per tile
-/// `(k - 1)` times the fullest tile's activations, or with recomputation
-/// `k` times its input's.
-#[must_use]
-pub(crate) fn measured_stage_memory(
-    parts: &[StageActivations],
-    g: usize,
-    schedule: Schedule,
-    recompute: bool,
-) -> Vec<StageMemory> {
-    let p = parts.iter().map(|a| a.part.stage + 1).max().unwrap_or(1);
-    parts
-        .iter()
-        .map(|a| {
-            let k = stashed(schedule, a.part.stage, p, g) as u64;
-            let (plain, with) = ((k - 1) * a.bytes, k * a.input_bytes);
-            StageMemory {
-                stage: a.part.stage,
-                ipu: a.part.ipu,
-                stashed: k as usize,
-                stash_bytes_per_tile: if recompute {
-                    k * a.input_max_tile_bytes
-                } else {
-                    (k - 1) * a.max_tile_bytes
-                },
-                recompute_saves_bytes: plain as i64 - with as i64,
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -390,26 +269,6 @@ mod tests {
         let shared = [concurrent[0], concurrent[1], concurrent[2], on(2, 2, 9, 9)];
         let i = time(&shared, Schedule::Interleaved);
         assert_eq!(i.total(), 8 * (38 + 18));
-    }
-
-    #[test]
-    fn an_ipus_stash_is_the_sum_of_its_parts() {
-        let part = |stage, ipu, bytes| StageMemory {
-            stage,
-            ipu,
-            stash_bytes_per_tile: bytes,
-            ..StageMemory::default()
-        };
-        // IPU 2 holds a branch of stage 1 and stage 2: 30 + 25 > 50.
-        let parts = [
-            part(0, 0, 50),
-            part(1, 1, 40),
-            part(1, 2, 30),
-            part(2, 2, 25),
-        ];
-        assert_eq!(busiest_ipu_stash(&parts), 55);
-        assert_eq!(busiest_ipu_stash(&parts[..3]), 50);
-        assert_eq!(busiest_ipu_stash(&[]), 0);
     }
 
     #[test]

@@ -93,7 +93,7 @@ impl Trainer {
         let total = self.steps_per_epoch * config.epochs;
         let (resume, first_step, stop) = self.span(options, &models[0], total)?;
         let steps = stop.saturating_sub(first_step);
-        let init = self.model.init(config.seed);
+        let init = self.network.init(config.seed).expect("a validated model");
         let plan = config.batch_plan();
         let a = config.gradient_accumulation;
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..m).map(|_| self.infeed_channel()).unzip();

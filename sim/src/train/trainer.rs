@@ -44,17 +44,14 @@ impl Trainer {
         plan.validate(train.len())?;
         let model = config.model_config(data.features(), data.classes())?;
         model.validate()?;
-        let ipus = config.ipus_per_replica as u32;
-        let placement = match (&config.pipeline, &model) {
-            (None, _) => Placement::Spread,
-            (Some(p), ModelConfig::Mlp(mlp)) => p.placement(mlp, ipus)?,
-            (Some(p), ModelConfig::Network(net)) => {
-                p.network_placement(net, ipus, config.micro_batch)?
-            }
-        };
+        // From here on the one network (an MLP's dense blocks).
         let network = model.network();
+        let placement = match &config.pipeline {
+            None => Placement::Spread,
+            Some(p) => p.placement(&network, config.ipus_per_replica as u32, config.micro_batch)?,
+        };
         placement.validate(&network, &layout.replica_target()?)?;
-        check_checkpoints(&config, &model)?;
+        config.check_checkpoints(network.blocks()?.len())?;
         if let Some(p) = &config.pipeline {
             let stages = placement.stages();
             let g = config.gradient_accumulation;
@@ -65,8 +62,8 @@ impl Trainer {
                 )));
             }
         }
-        super::fit::check(&config, &layout, &model, &placement)?;
-        let flat = FlatParams::new(model.params()?, config.shards());
+        super::fit::check(&config, &layout, &network, &placement)?;
+        let flat = FlatParams::new(network.params()?, config.shards());
         let steps_per_epoch = plan.steps_per_epoch(train.len()) as u64;
         if test.is_empty() {
             return Err(TrainError::Invalid(format!(
@@ -163,58 +160,27 @@ impl Trainer {
             config,
             &self.layout,
             spec,
-            self.model.inputs(),
+            self.network.inputs(),
             self.flat.elements() as u64,
             config.shards() as u64,
             cycles,
         )
     }
 
-    /// The memory of a replica whose model is `model`: a network's
-    /// stashes from its graph's activation tensors.
+    /// The memory of a replica whose model is `model`: its stashes from
+    /// its graph's activation tensors.
     pub(super) fn memory_report(&self, model: &Model, target: &crate::ipu::Target) -> MemoryReport {
         let mut report = super::fit::memory_report(
             &self.config,
-            &self.model,
-            &self.placement,
             self.flat.elements() as u64,
             (model.memory().summary(10), model.stage_activations()),
-            target,
+            target.spec(),
         );
         let checkpoints = &self.config.recompute_checkpoints;
         if !checkpoints.is_empty() {
-            // Checked by `Trainer::new`: a network's blocks.
+            // Checked by `Trainer::new`: the network's blocks.
             report.recomputation = model.recomputation(checkpoints).ok();
         }
         report
     }
-}
-
-/// Recomputation checkpoints only with `recompute`, on a network that is
-/// not pipelined, at its block boundaries in order.
-fn check_checkpoints(config: &TrainConfig, model: &ModelConfig) -> Result<(), TrainError> {
-    let c = &config.recompute_checkpoints;
-    if c.is_empty() {
-        return Ok(());
-    }
-    let invalid = |why: &str| {
-        Err(TrainError::Invalid(format!(
-            "recompute_checkpoints {c:?}: {why}"
-        )))
-    };
-    let ModelConfig::Network(net) = model else {
-        return invalid(
-            "checkpoints are a network's block boundaries; the MLP recomputes whole stages",
-        );
-    };
-    if !config.recompute {
-        return invalid("checkpoints need recomputation (--recompute)");
-    }
-    if config.pipeline.is_some() {
-        return invalid(
-            "a pipeline's stage inputs are its checkpoints; give checkpoints without --pipeline-stages",
-        );
-    }
-    crate::model::check_checkpoints(net.blocks()?.len(), c)?;
-    Ok(())
 }

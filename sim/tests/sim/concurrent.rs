@@ -177,11 +177,13 @@ fn the_mlp_refuses_a_list_of_ipus() {
         hidden: vec![8],
         ..config(2, Some(pipeline), false)
     };
+    // As a network's: the head is no block of parallel branches.
     match Trainer::new(c, images()).unwrap_err() {
-        TrainError::Model(ModelError::Placement { reason }) => {
-            assert!(reason.contains("0,[0,1]"), "{reason}");
+        TrainError::Model(ModelError::DeviceMapping(e)) => {
+            let reason = e.to_string();
+            assert!(reason.contains("block 1 (head)"), "{reason}");
             assert!(reason.contains("parallel branches"), "{reason}");
         }
-        other => panic!("not a placement error: {other}"),
+        other => panic!("not a device mapping error: {other}"),
     }
 }

@@ -666,12 +666,34 @@ fn the_estimate_refuses_what_the_engine_refuses_without_building_it() {
         absurd.validate(),
         Err(ModelError::TooLarge { .. })
     ));
-    // Placing it by memory (before it is validated) does not overflow.
+    // Placing it is refused as building it is, without overflow.
     let deep = config(64, &[usize::MAX, 4], 10, Activation::Relu, false);
-    assert_eq!(
-        Placement::by_memory(&deep, 2).unwrap(),
-        Placement::Ipus(vec![0, 1, 1])
-    );
+    assert!(matches!(
+        Placement::network_balanced(&deep.network(), 2, 8),
+        Err(ModelError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn a_deep_mlp_is_refused_with_a_tile_that_grows_by_a_layers_bytes_per_layer() {
+    // Thousands of layers of 8 on one Mk2: tile 0 holds a share of every
+    // layer, so it is over, by the same bytes per layer at every depth;
+    // the largest tensors on it (of thousands) are the first layer's.
+    let spec = IpuSpec::MK2_GC200;
+    let refused = |layers: usize| {
+        let deep = config(64, &vec![8; layers], 10, Activation::Relu, false);
+        let at = (Target::single(spec), &Placement::Spread);
+        match MemoryEstimate::of(&deep.network(), at.0, at.1, 8, Compute::F16) {
+            Err(ModelError::OutOfTileMemory(e)) => e,
+            other => panic!("{layers} layers: {other:?}"),
+        }
+    };
+    let [a, b, c] = [1000, 2000, 3000].map(refused);
+    assert_eq!((a.tile, b.tile, c.tile), (0, 0, 0));
+    assert_eq!(c.needed - b.needed, b.needed - a.needed);
+    assert_eq!((b.needed - a.needed) % 1000, 0);
+    let largest: Vec<&str> = c.largest.iter().map(|(n, _)| &**n).collect();
+    assert_eq!(largest, ["x", "layer0.weight", "layer0.weight.grad"]);
 }
 
 #[test]

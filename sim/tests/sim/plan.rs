@@ -527,8 +527,8 @@ fn plan_absurd_inputs_are_typed_errors_not_saturated_answers() {
         batch_norm: true,
     };
     assert!(matches!(
-        ModelTable::from_mlp(&mlp),
-        Err(ModelTableError::Overflow { .. })
+        ModelTable::from_network(&mlp.network()),
+        Err(ModelTableError::Network { .. })
     ));
 }
 

@@ -597,11 +597,12 @@ fn impossible_model_parallelism_is_explained() {
         ..deep(Some(Pipeline::default()), false)
     });
     assert!(e.contains("gradient_accumulation >= 4"), "{e}");
-    // Layers out of order, on a missing IPU, or too few of them.
+    // Layers (the MLP's blocks) out of order, on a missing IPU, or too
+    // few of them.
     for (mapping, says) in [
         (vec![0, 2, 1, 3], "contiguous"),
         (vec![0, 1, 2, 4], "IPU 4"),
-        (vec![0, 1, 2], "3 layers"),
+        (vec![0, 1, 2], "has 3 entries; the network needs 4"),
     ] {
         let e = err(deep(
             Some(Pipeline {
@@ -617,7 +618,7 @@ fn impossible_model_parallelism_is_explained() {
         hidden: vec![32],
         ..deep(Some(Pipeline::default()), false)
     });
-    assert!(e.contains("only 2 layers"), "{e}");
+    assert!(e.contains("only 2 blocks"), "{e}");
 }
 
 #[test]

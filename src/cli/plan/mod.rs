@@ -365,7 +365,7 @@ fn model(name: &str) -> Result<ModelTable, Failure> {
     let usage = |m: String| Failure::Usage(one_line(&m));
     if name == "mlp" {
         let digits = TrainConfig::default().model(64, 10);
-        return ModelTable::from_mlp(&digits).map_err(|e| usage(e.to_string()));
+        return ModelTable::from_network(&digits.network()).map_err(|e| usage(e.to_string()));
     }
     if let Some(spec) = name.strip_prefix("mlp:") {
         let bad = || {
@@ -389,7 +389,8 @@ fn model(name: &str) -> Result<ModelTable, Failure> {
             classes: number(classes)?,
             ..TrainConfig::default().model(1, 1)
         };
-        return ModelTable::from_mlp(&config).map_err(|e| usage(format!("--model {name}: {e}")));
+        return ModelTable::from_network(&config.network())
+            .map_err(|e| usage(format!("--model {name}: {e}")));
     }
     let path = PathBuf::from(name);
     if path.extension().is_some_and(|e| e == "toml") || path.exists() {

@@ -63,13 +63,6 @@ pub enum ModelTableError {
         /// The second layer's position.
         second: usize,
     },
-    /// A sum over the table (parameters, FLOPs) overflows 64 bits.
-    Overflow {
-        /// The table's origin.
-        origin: String,
-        /// The field summed.
-        field: &'static str,
-    },
     /// A number above [`ModelTable::LIMIT`](super::ModelTable::LIMIT): a layer's field (`gemm`: its
     /// `2 m k n`), the table's `input_bytes`, or (no layer) a field summed
     /// over the layers.
@@ -123,9 +116,6 @@ impl fmt::Display for ModelTableError {
                 f,
                 "{origin}: layers {first} and {second} are both named `{name}`"
             ),
-            Self::Overflow { origin, field } => {
-                write!(f, "{origin}: the model's total `{field}` overflows 64 bits")
-            }
             Self::TooLarge {
                 origin,
                 layer,

@@ -16,7 +16,7 @@ use crate::toml_place::LayerRef;
 ///
 /// let mlp = MlpConfig { inputs: 64, hidden: vec![128, 64], classes: 10,
 ///                       activation: Activation::Relu, batch_norm: false };
-/// let table = ModelTable::from_mlp(&mlp)?;
+/// let table = ModelTable::from_network(&mlp.network())?;
 /// assert_eq!(table.layers().len(), 3);
 /// assert_eq!(table.params(), (64 * 128 + 128) + (128 * 64 + 64) + (64 * 10 + 10));
 /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
