@@ -802,6 +802,7 @@ fn large_messages_lent_in_place_match_the_executor() {
             for (collective, order) in [
                 (Collective::AllReduce, Order::Schedule),
                 (Collective::AllReduce, Order::Deterministic),
+                (Collective::AllReduce, Order::Free),
                 (Collective::ReduceScatter, Order::Schedule),
                 (Collective::AllGather, Order::Schedule),
                 (Collective::Broadcast { root: p - 1 }, Order::Schedule),
@@ -818,12 +819,16 @@ fn large_messages_lent_in_place_match_the_executor() {
         }
         if p == 2 {
             for algorithm in [Algorithm::Ring, Algorithm::BidirectionalRing] {
-                for collective in [Collective::AllReduce, Collective::AllGather] {
+                for (collective, order) in [
+                    (Collective::AllReduce, Order::Schedule),
+                    (Collective::AllReduce, Order::Free),
+                    (Collective::AllGather, Order::Schedule),
+                ] {
                     cases.push(Case {
                         algorithm,
                         collective,
                         op: ReduceOp::Sum,
-                        order: Order::Schedule,
+                        order,
                         len: PIECES,
                         values: Values::Fuzzy,
                     });

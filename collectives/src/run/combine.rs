@@ -3,7 +3,7 @@
 //! [`tessera_core::collective::execute`] does.
 
 use tessera_core::collective::{Ranks, ReduceOp, Span, combine, combine_into, grid};
-use tessera_core::fp::Element;
+use tessera_core::fp::{Element, Rounding};
 
 /// Whether a reduction message covering `covers` travels in the buffer's
 /// format (else in f32).
@@ -79,5 +79,24 @@ pub(super) fn grid_into<T: Element>(
             }
         }
         k += len;
+    }
+}
+
+/// The two single contributions of a span that is finalized at once: this
+/// rank's `into` and the sender's `vals`, positions `start..` of the buffer
+/// with the blocks' `exps`, each rounded to the grid, added exactly,
+/// rounded once, finished and stored in `into` (bitwise the executor's
+/// grid sum and finalization).
+pub(super) fn grid_pair_finish<T: Element>(
+    into: &mut [T],
+    vals: &[T],
+    (exps, start): (&[f32], usize),
+    (op, p, rounding): (ReduceOp, usize, Rounding),
+) {
+    for (k, (x, v)) in into.iter_mut().zip(vals).enumerate() {
+        let i = start + k;
+        let g = grid::exponent_at(exps, i);
+        let q = grid::round_to_grid(x.load(), g) + grid::round_to_grid(v.load(), g);
+        *x = T::store(op.finish(grid::from_grid(q, g), p), rounding, i);
     }
 }

@@ -59,7 +59,7 @@ use tessera_core::fp::{Element, Rounding};
 use crate::comm::{Communicator, Incoming, Outgoing, Tag, collective_tag};
 use crate::error::{Cause, CommError, Failure, Mismatch};
 
-use combine::{GridValues, grid_into, native_wire, reduce_into};
+use combine::{GridValues, grid_into, grid_pair_finish, native_wire, reduce_into};
 pub(crate) use pieces::PIECE_ELEMENTS;
 use pieces::{direct_runs, exchanges};
 use wire::{Call, HANDSHAKE_STEP, HEADER, Message, decode, encode, split_header, values};
@@ -286,6 +286,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         for (step, ops) in exchanges(self.s, self.r, self.n, piece, self.frontiers) {
             let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
             let grid_reduces = self.on_grid
+                && fused_grid_step(&ops).is_none()
                 && ops.iter().any(|o| {
                     matches!(
                         o,
@@ -301,7 +302,14 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                 _ => None,
             };
             if let Some((send, recv)) = direct_runs(&ops, send, self.n, excluded) {
-                self.direct(step, &ops, sends[0], send, recv, buf, &mut st)?;
+                self.direct(step, &ops, sends[0], send, recv, buf, &mut st, rounding)?;
+                if let Some(span) = fused_grid_step(&ops).filter(|_| self.on_grid) {
+                    // The reduction stored its span's finished values itself.
+                    let done = Op::Finalize { span };
+                    let rest: Vec<Op> = ops.iter().filter(|&&o| o != done).copied().collect();
+                    self.finalize(&rest, rounding, buf, &mut st);
+                    continue;
+                }
             } else {
                 let got = self.exchange(&ops, &bodies, &sends, buf, &mut st)?;
                 self.apply(step, &ops, got, buf, &mut st)?;
@@ -549,6 +557,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         recv_run: Range<usize>,
         buf: &mut [T],
         st: &mut State<'_, T>,
+        rounding: Rounding,
     ) -> Result<(), CommError> {
         self.expect_receives(ops, st.incoming);
         let Some(&Op::Recv { from, span, kind }) =
@@ -576,6 +585,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         let payload = recv_run.len();
         let expected = self.expected_bytes::<T>(kind, payload);
         let (op, tmp_t, tmp_f32) = (self.op, &mut st.tmp_t, &mut st.tmp_f32);
+        let finish = (op, self.s.size(), rounding);
         let left = self.deadline.saturating_duration_since(Instant::now());
         self.comm
             .exchange_apply(&out, &mut st.incoming[..1], left, &mut |_, head, tail| {
@@ -589,6 +599,11 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                 let whole = Span::new(0, payload);
                 match kind {
                     Kind::Copy => into.copy_from_slice(values::<T>(body, tmp_t)),
+                    Kind::Reduce { .. } if self.on_grid => {
+                        let vals = values::<T>(body, tmp_t);
+                        let at = (self.exponents, recv_run.start);
+                        grid_pair_finish(into, vals, at, finish);
+                    }
                     Kind::Reduce { covers, .. } if native_wire(op, covers) => {
                         let vals = values::<T>(body, tmp_t);
                         reduce_into(op, into, &mut [], false, false, whole, payload, vals);
@@ -825,6 +840,20 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             what,
         }
     }
+}
+
+/// Whether a grid step is one reduction of two single contributions whose
+/// span is finalized at once (the ring's only reduction over two ranks):
+/// it may then run in place ([`Runner::direct`]) and store the finished
+/// values straight from the two grid roundings. Returns that span.
+fn fused_grid_step(ops: &[Op]) -> Option<Span> {
+    let mut recvs = ops.iter().filter(|o| matches!(o, Op::Recv { .. }));
+    let (Some(&Op::Recv { span, kind, .. }), None) = (recvs.next(), recvs.next()) else {
+        return None;
+    };
+    let single =
+        matches!(kind, Kind::Reduce { covers, onto, .. } if covers.len == 1 && onto.len == 1);
+    (single && ops.contains(&Op::Finalize { span })).then_some(span)
 }
 
 /// A failure recorded for this rank's own invalid call.
