@@ -85,18 +85,18 @@ pub(super) fn grid_into<T: Element>(
 /// The two single contributions of a span that is finalized at once: this
 /// rank's `into` and the sender's `vals`, positions `start..` of the buffer
 /// with the blocks' `exps`, each rounded to the grid, added exactly,
-/// rounded once, finished and stored in `into` (bitwise the executor's
-/// grid sum and finalization).
+/// rounded once ([`grid::pair_sum`], into `sums`), finished and stored in
+/// `into` (bitwise the executor's grid sum and finalization).
 pub(super) fn grid_pair_finish<T: Element>(
     into: &mut [T],
     vals: &[T],
-    (exps, start): (&[f32], usize),
+    (exps, start, sums): (&[f32], usize, &mut Vec<f32>),
     (op, p, rounding): (ReduceOp, usize, Rounding),
 ) {
-    for (k, (x, v)) in into.iter_mut().zip(vals).enumerate() {
-        let i = start + k;
-        let g = grid::exponent_at(exps, i);
-        let q = grid::round_to_grid(x.load(), g) + grid::round_to_grid(v.load(), g);
-        *x = T::store(op.finish(grid::from_grid(q, g), p), rounding, i);
+    sums.clear();
+    sums.resize(into.len(), 0.0);
+    grid::pair_sum(into, vals, exps, start, sums);
+    for (k, (x, &s)) in into.iter_mut().zip(sums.iter()).enumerate() {
+        *x = T::store(op.finish(s, p), rounding, start + k);
     }
 }

@@ -601,7 +601,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                     Kind::Copy => into.copy_from_slice(values::<T>(body, tmp_t)),
                     Kind::Reduce { .. } if self.on_grid => {
                         let vals = values::<T>(body, tmp_t);
-                        let at = (self.exponents, recv_run.start);
+                        let at = (self.exponents, recv_run.start, &mut *tmp_f32);
                         grid_pair_finish(into, vals, at, finish);
                     }
                     Kind::Reduce { covers, .. } if native_wire(op, covers) => {

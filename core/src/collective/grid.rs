@@ -26,6 +26,7 @@
 //!   order-free on them; a NaN result is the canonical `f32::NAN`.
 //! - Zero: an exact zero sum is `+0.0` (`-0.0 + -0.0` too).
 
+use crate::arch;
 use crate::fp::Element;
 
 /// Positions per block sharing one grid: 256 (a 1 KiB f32 block). The
@@ -72,6 +73,7 @@ pub const fn blocks(n: usize) -> usize {
 /// assert_eq!(grid::block_exponent(&[0.0f32, 1e-40]), -149.0);
 /// ```
 #[must_use]
+#[inline(always)]
 pub fn block_exponent<T: Element>(values: &[T]) -> f32 {
     let mut biased = 0u32;
     for x in values {
@@ -101,9 +103,17 @@ pub fn block_exponent<T: Element>(values: &[T]) -> f32 {
 /// If `out` has not `blocks(values.len())` elements.
 pub fn block_exponents<T: Element>(values: &[T], out: &mut [f32]) {
     assert_eq!(out.len(), blocks(values.len()), "one exponent per block");
-    for (e, block) in out.iter_mut().zip(values.chunks(GRID_BLOCK)) {
-        *e = block_exponent(block);
-    }
+    // Plain loops compiled for the detected backend's lanes: every
+    // operation here is exact or correctly rounded, so any vector width
+    // gives the scalar loop's bits.
+    arch::with_backend_features(
+        #[inline(always)]
+        || {
+            for (e, block) in out.iter_mut().zip(values.chunks(GRID_BLOCK)) {
+                *e = block_exponent(block);
+            }
+        },
+    );
 }
 
 /// `2^k` as an f64, for `-1022 <= k <= 1023`.
@@ -139,13 +149,20 @@ fn by_block(
     len: usize,
     mut f: impl FnMut(i32, core::ops::Range<usize>),
 ) {
-    let mut at = start;
-    let end = start + len;
-    while at < end {
-        let stop = ((at / GRID_BLOCK + 1) * GRID_BLOCK).min(end);
-        f(exponent_at(exponents, at), at - start..stop - start);
-        at = stop;
-    }
+    // Plain loops compiled for the detected backend's lanes (exact or
+    // correctly rounded operations: the scalar loop's bits).
+    arch::with_backend_features(
+        #[inline(always)]
+        || {
+            let mut at = start;
+            let end = start + len;
+            while at < end {
+                let stop = ((at / GRID_BLOCK + 1) * GRID_BLOCK).min(end);
+                f(exponent_at(exponents, at), at - start..stop - start);
+                at = stop;
+            }
+        },
+    );
 }
 
 /// `x` on the grid `2^g`: `round(x / 2^g)`, ties to even, as an f64
@@ -183,11 +200,18 @@ pub fn round_to_grid(x: f32, g: i32) -> f64 {
 /// If `out` and `values` differ in length, or a position has no exponent.
 pub fn to_grid<T: Element>(values: &[T], exponents: &[f32], start: usize, out: &mut [f64]) {
     assert_eq!(values.len(), out.len(), "to_grid: lengths differ");
-    by_block(exponents, start, values.len(), |g, run| {
-        for (q, x) in out[run.clone()].iter_mut().zip(&values[run]) {
-            *q = round_to_grid(x.load(), g);
-        }
-    });
+    by_block(
+        exponents,
+        start,
+        values.len(),
+        #[inline(always)]
+        |g, run| {
+            let scale = pow2(-g);
+            for (q, x) in out[run.clone()].iter_mut().zip(&values[run]) {
+                *q = scaled(x.load(), scale);
+            }
+        },
+    );
 }
 
 /// `acc[k] += round_to_grid(values[k])`: adds a contribution to a grid sum
@@ -207,11 +231,18 @@ pub fn to_grid<T: Element>(values: &[T], exponents: &[f32], start: usize, out: &
 /// As [`to_grid`].
 pub fn add_to_grid<T: Element>(acc: &mut [f64], values: &[T], exponents: &[f32], start: usize) {
     assert_eq!(values.len(), acc.len(), "add_to_grid: lengths differ");
-    by_block(exponents, start, values.len(), |g, run| {
-        for (q, x) in acc[run.clone()].iter_mut().zip(&values[run]) {
-            *q += round_to_grid(x.load(), g);
-        }
-    });
+    by_block(
+        exponents,
+        start,
+        values.len(),
+        #[inline(always)]
+        |g, run| {
+            let scale = pow2(-g);
+            for (q, x) in acc[run.clone()].iter_mut().zip(&values[run]) {
+                *q += scaled(x.load(), scale);
+            }
+        },
+    );
 }
 
 /// A grid sum `q` (an integer below `2^53`, or non-finite) times `2^g`,
@@ -247,11 +278,72 @@ pub fn from_grid(q: f64, g: i32) -> f32 {
 /// As [`to_grid`].
 pub fn from_grid_into(sums: &[f64], exponents: &[f32], start: usize, out: &mut [f32]) {
     assert_eq!(sums.len(), out.len(), "from_grid_into: lengths differ");
-    by_block(exponents, start, sums.len(), |g, run| {
-        for (x, &q) in out[run.clone()].iter_mut().zip(&sums[run]) {
-            *x = from_grid(q, g);
-        }
-    });
+    by_block(
+        exponents,
+        start,
+        sums.len(),
+        #[inline(always)]
+        |g, run| {
+            let unscale = pow2(g);
+            for (x, &q) in out[run.clone()].iter_mut().zip(&sums[run]) {
+                *x = unscaled(q, unscale);
+            }
+        },
+    );
+}
+
+/// `out[k] = from_grid(round_to_grid(a[k]) + round_to_grid(b[k]))` for
+/// the positions `start..start + a.len()`: two single contributions summed
+/// on the grid and rounded once, in one pass (what a reduction of two
+/// ranks' own values that finishes at once computes).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let mut out = [0.0f32; 2];
+/// grid::pair_sum(&[1.0f32, 1e30], &[0.5f32, 1.0], &[-30.0, -30.0], 0, &mut out);
+/// assert_eq!(out, [1.5, 1e30]);
+/// ```
+///
+/// # Panics
+/// As [`to_grid`].
+pub fn pair_sum<A: Element, B: Element>(
+    a: &[A],
+    b: &[B],
+    exponents: &[f32],
+    start: usize,
+    out: &mut [f32],
+) {
+    assert!(
+        a.len() == b.len() && b.len() == out.len(),
+        "pair_sum: lengths differ"
+    );
+    by_block(
+        exponents,
+        start,
+        a.len(),
+        #[inline(always)]
+        |g, run| {
+            let (scale, unscale) = (pow2(-g), pow2(g));
+            let (a, b) = (&a[run.clone()], &b[run.clone()]);
+            for ((x, a), b) in out[run].iter_mut().zip(a).zip(b) {
+                *x = unscaled(scaled(a.load(), scale) + scaled(b.load(), scale), unscale);
+            }
+        },
+    );
+}
+
+/// [`round_to_grid`] with the block's `2^-g`.
+#[inline(always)]
+fn scaled(x: f32, scale: f64) -> f64 {
+    (f64::from(x) * scale + ROUND) - ROUND
+}
+
+/// [`from_grid`] with the block's `2^g`.
+#[inline(always)]
+fn unscaled(q: f64, unscale: f64) -> f32 {
+    let x = (q * unscale) as f32;
+    if x.is_nan() { f32::NAN } else { x }
 }
 
 #[cfg(test)]
