@@ -521,6 +521,9 @@ impl<C: Communicator> Collectives<C> {
     /// bitwise the flat all-reduce's in that order (each group's sum is a
     /// complete subtree of the summation tree); otherwise it is
     /// deterministic for a given `k` but may differ from the flat order.
+    /// In [`Order::Free`] each phase rounds its sums from its own grid, so
+    /// the result is the same for every algorithm and arrival order at a
+    /// given `k`, but not the flat order-free all-reduce's.
     ///
     /// ```
     /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
