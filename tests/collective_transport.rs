@@ -74,6 +74,7 @@ impl<T: Element> Rank<'_, T> {
                 f.pack::<T>(&self.tree, &mut body);
                 self.frontiers.insert(span, f);
             }
+            Carries::Grid => unreachable!("Order::Free is tested in tessera-collectives"),
         }
         body
     }
@@ -122,6 +123,7 @@ impl<T: Element> Rank<'_, T> {
                 self.frontiers.insert(span, f);
             }
             (Carries::Frontier, Kind::Copy) => unreachable!("a copy carries values"),
+            (Carries::Grid, _) => unreachable!("Order::Free is tested in tessera-collectives"),
         }
     }
 

@@ -174,6 +174,7 @@ fn run_all(comm: MpiCommunicator, passed: &mut usize) -> MpiCommunicator {
     every_case::<f16>(&mut c, passed);
     every_case::<bf16>(&mut c, passed);
     deterministic(&mut c, passed);
+    order_free(&mut c, passed);
     groups(&mut c, passed);
     point_to_point(&c, passed);
     let mut comm = c.into_inner();
@@ -206,8 +207,8 @@ fn every_case<T: Element>(c: &mut Collectives<MpiCommunicator>, passed: &mut usi
                     &[ReduceOp::Sum]
                 };
                 for &op in ops {
-                    for order in [Order::Schedule, Order::Deterministic] {
-                        if order == Order::Deterministic && !collective.reduces() {
+                    for order in [Order::Schedule, Order::Deterministic, Order::Free] {
+                        if order != Order::Schedule && !collective.reduces() {
                             continue;
                         }
                         for values in [Values::Exact, Values::Fuzzy] {
@@ -308,16 +309,7 @@ fn deterministic(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
                 v
             })
             .collect();
-        let mut refs: Vec<&mut [f32]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
-        let mut scratch = vec![0.0f32; s.scratch_len::<f32>(ReduceOp::Sum)];
-        collective::execute(
-            &s,
-            &Reducer::new(ReduceOp::Sum),
-            &mut refs,
-            &mut scratch,
-            |_| {},
-        )
-        .unwrap();
+        execute_sum(&s, &mut bufs);
         assert_eq!(bits(&x), bits(&bufs[r]), "rank {r}: executor {algorithm:?}");
     }
     // The cost model's choice in deterministic mode.
@@ -337,6 +329,58 @@ fn deterministic(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
             "deterministic: every algorithm, in place and out of place, equals tree_sum of {} contributions",
             p * m
         );
+    }
+    *passed += 1;
+}
+
+/// The executor's Sum all-reduce by `s` of `bufs`, in place.
+fn execute_sum(s: &CollectiveSchedule, bufs: &mut [Vec<f32>]) {
+    let mut refs: Vec<&mut [f32]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+    let mut scratch = vec![0.0f32; s.scratch_len::<f32>(ReduceOp::Sum)];
+    let sum = Reducer::new(ReduceOp::Sum);
+    collective::execute(s, &sum, &mut refs, &mut scratch, |_| {}).unwrap();
+}
+
+/// Order-free mode on contributions of every magnitude, with infinities
+/// and NaN: the executor's bits for every algorithm and the cost model's
+/// choice, and the same with the contributions reversed over the ranks.
+fn order_free(c: &mut Collectives<MpiCommunicator>, passed: &mut usize) {
+    let (p, r) = (c.size(), c.rank());
+    let len = 3001;
+    let hard = |q: usize| -> Vec<f32> {
+        let x: Vec<f32> = input(Values::Fuzzy, q, len);
+        x.iter()
+            .enumerate()
+            .map(|(i, &v)| match (i * 7 + q) % 29 {
+                0 => v * 1e30,
+                1 => v * 1e-41,
+                2 if i.is_multiple_of(5) => f32::INFINITY,
+                3 if i.is_multiple_of(97) => f32::NAN,
+                _ => v,
+            })
+            .collect()
+    };
+    let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, p, len)
+        .unwrap()
+        .with_order(Order::Free);
+    let mut want: Vec<Vec<f32>> = (0..p).map(hard).collect();
+    execute_sum(&s, &mut want);
+    let choices = Algorithm::ALL.map(Some).into_iter().chain([None]);
+    for algorithm in choices {
+        for mine in [hard(r), hard(p - 1 - r)] {
+            let o = Options::new().with_order(Order::Free).with_timeout(LONG);
+            c.set_options(algorithm.map_or(o, |a| o.with_algorithm(a)));
+            let mut x = mine;
+            c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+            assert_eq!(
+                bits(&x),
+                bits(&want[0]),
+                "rank {r}: order-free {algorithm:?}"
+            );
+        }
+    }
+    if r == 0 {
+        println!("order-free: every algorithm and both rank orders give the executor's bits");
     }
     *passed += 1;
 }

@@ -81,13 +81,16 @@ fn bits<T: Element>(x: &[T]) -> Vec<u32> {
 
 /// The core executor's buffers for the same case.
 fn reference<T: Element>(p: usize, case: &Case) -> Vec<Vec<T>> {
-    let s = case.schedule(p);
-    let red = Reducer::new(case.op);
     let mut bufs: Vec<Vec<T>> = (0..p).map(|r| input(case.values, r, case.len)).collect();
-    let mut refs: Vec<&mut [T]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
-    let mut scratch = vec![0.0f32; s.scratch_len::<T>(case.op)];
-    collective::execute(&s, &red, &mut refs, &mut scratch, |_| {}).unwrap();
+    execute(&case.schedule(p), case.op, &mut bufs);
     bufs
+}
+
+/// Runs `s` with `op` on `bufs` in the core executor.
+fn execute<T: Element>(s: &CollectiveSchedule, op: ReduceOp, bufs: &mut [Vec<T>]) {
+    let mut refs: Vec<&mut [T]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+    let mut scratch = vec![0.0f32; s.scratch_len::<T>(op)];
+    collective::execute(s, &Reducer::new(op), &mut refs, &mut scratch, |_| {}).unwrap();
 }
 
 /// The positions of rank `r`'s buffer that the collective specifies.
@@ -196,7 +199,7 @@ fn small_cases(p: usize, values: Values) -> Vec<Case> {
                 };
                 for &op in ops {
                     let orders: &[Order] = if op.depends_on_order() && collective.reduces() {
-                        &[Order::Schedule, Order::Deterministic]
+                        &[Order::Schedule, Order::Deterministic, Order::Free]
                     } else {
                         &[Order::Schedule]
                     };
@@ -232,7 +235,9 @@ fn large_cases(p: usize, values: Values) -> Vec<Case> {
                 for (op, order) in [
                     (ReduceOp::Sum, Order::Schedule),
                     (ReduceOp::Sum, Order::Deterministic),
+                    (ReduceOp::Sum, Order::Free),
                     (ReduceOp::Mean, Order::Schedule),
+                    (ReduceOp::Mean, Order::Free),
                     (ReduceOp::Max, Order::Schedule),
                 ] {
                     if !collective.reduces() && op != ReduceOp::Sum
@@ -331,6 +336,107 @@ fn deterministic_order_is_the_same_for_every_algorithm_and_rank_count() {
                 for (k, x) in per_rank.iter().enumerate() {
                     assert_eq!(bits(x), bits(&want), "C={c} p={p} rank {r} {:?}", opts[k]);
                 }
+            }
+        }
+    }
+}
+
+/// Contributions of mixed magnitudes, with cancellations, subnormals and
+/// the odd infinity and NaN.
+fn hard_value(r: usize, i: usize) -> f32 {
+    let x = value(Values::Fuzzy, r, i);
+    match (i * 7 + r) % 29 {
+        0 => x * 1e30,
+        1 => x * 1e-41,
+        2 if i.is_multiple_of(5) => f32::INFINITY,
+        3 if i.is_multiple_of(97) => f32::NAN,
+        _ => x,
+    }
+}
+
+#[test]
+fn order_free_all_reduce_is_the_same_for_every_algorithm_rank_order_and_arrival() {
+    for p in 1..=8 {
+        let len = 1000;
+        let inputs: Vec<Vec<f32>> = (0..p)
+            .map(|r| (0..len).map(|i| hard_value(r, i)).collect())
+            .collect();
+        // The executor's answer (the oracle of core's tests).
+        let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, p, len)
+            .unwrap()
+            .with_order(Order::Free);
+        let mut want = inputs.clone();
+        execute(&s, ReduceOp::Sum, &mut want);
+        let mut opts: Vec<Options> = Algorithm::ALL
+            .iter()
+            .map(|&a| Options::new().with_algorithm(a).with_order(Order::Free))
+            .collect();
+        opts.push(Options::new().with_order(Order::Free));
+        // Both rank orders: the contributions reversed over the ranks.
+        let reversed: Vec<Vec<f32>> = inputs.iter().rev().cloned().collect();
+        for ins in [&inputs, &reversed] {
+            let got = all_reduce_everywhere(p, ins, &opts, ReduceOp::Sum);
+            for (r, per_rank) in got.iter().enumerate() {
+                for (k, x) in per_rank.iter().enumerate() {
+                    assert_eq!(bits(x), bits(&want[0]), "p={p} rank {r} {:?}", opts[k]);
+                }
+            }
+        }
+        // Arrival order: one rank at a time stalls before an exchange, so
+        // its messages arrive last.
+        for algorithm in Algorithm::ALL {
+            for late in 0..p.min(3) {
+                let got = ThreadWorld::run(p, |comm| {
+                    let fault = (comm.rank() == late)
+                        .then_some((1, Fault::Stall(Duration::from_millis(5))));
+                    let opts = Options::new()
+                        .with_algorithm(algorithm)
+                        .with_order(Order::Free);
+                    let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
+                    let mut x = inputs[c.rank()].clone();
+                    c.all_reduce(&mut x, Reducer::new(ReduceOp::Sum)).unwrap();
+                    x
+                })
+                .unwrap();
+                for x in got {
+                    assert_eq!(
+                        bits(&x.unwrap()),
+                        bits(&want[0]),
+                        "p={p} {algorithm:?} late {late}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn order_free_f16_and_bf16_round_once_from_the_grid() {
+    for p in [1, 3, 4, 7] {
+        let len = 700;
+        for algorithm in Algorithm::ALL {
+            let opts = [Options::new()
+                .with_algorithm(algorithm)
+                .with_order(Order::Free)];
+            let h: Vec<Vec<f16>> = (0..p).map(|r| input(Values::Fuzzy, r, len)).collect();
+            let b: Vec<Vec<bf16>> = (0..p).map(|r| input(Values::Fuzzy, r, len)).collect();
+            let f: Vec<Vec<f32>> = h
+                .iter()
+                .map(|x| x.iter().map(|v| v.load()).collect())
+                .collect();
+            let g: Vec<Vec<f32>> = b
+                .iter()
+                .map(|x| x.iter().map(|v| v.load()).collect())
+                .collect();
+            let want_h = &all_reduce_everywhere(p, &f, &opts, ReduceOp::Mean)[0][0];
+            let want_b = &all_reduce_everywhere(p, &g, &opts, ReduceOp::Mean)[0][0];
+            for x in &all_reduce_everywhere(p, &h, &opts, ReduceOp::Mean) {
+                let want: Vec<f16> = want_h.iter().map(|&v| f16::from_f32(v)).collect();
+                assert_eq!(bits(&x[0]), bits(&want), "f16 p={p} {algorithm:?}");
+            }
+            for x in &all_reduce_everywhere(p, &b, &opts, ReduceOp::Mean) {
+                let want: Vec<bf16> = want_b.iter().map(|&v| bf16::from_f32(v)).collect();
+                assert_eq!(bits(&x[0]), bits(&want), "bf16 p={p} {algorithm:?}");
             }
         }
     }
@@ -696,6 +802,7 @@ fn large_messages_lent_in_place_match_the_executor() {
             for (collective, order) in [
                 (Collective::AllReduce, Order::Schedule),
                 (Collective::AllReduce, Order::Deterministic),
+                (Collective::AllReduce, Order::Free),
                 (Collective::ReduceScatter, Order::Schedule),
                 (Collective::AllGather, Order::Schedule),
                 (Collective::Broadcast { root: p - 1 }, Order::Schedule),
@@ -712,12 +819,16 @@ fn large_messages_lent_in_place_match_the_executor() {
         }
         if p == 2 {
             for algorithm in [Algorithm::Ring, Algorithm::BidirectionalRing] {
-                for collective in [Collective::AllReduce, Collective::AllGather] {
+                for (collective, order) in [
+                    (Collective::AllReduce, Order::Schedule),
+                    (Collective::AllReduce, Order::Free),
+                    (Collective::AllGather, Order::Schedule),
+                ] {
                     cases.push(Case {
                         algorithm,
                         collective,
                         op: ReduceOp::Sum,
-                        order: Order::Schedule,
+                        order,
                         len: PIECES,
                         values: Values::Fuzzy,
                     });

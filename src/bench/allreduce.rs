@@ -22,7 +22,11 @@
 //! `p` x [`MESSAGE_BYTES`], so that every message is [`MESSAGE_BYTES`] and
 //! stays in cache between the sender's copy and the receiver's reduction.
 //! The table gives `auto`'s time over the best of the four algorithms'
-//! (`auto/best`): how well the cost model chose.
+//! (`auto/best`): how well the cost model chose. Two more rows compare the
+//! reproducible modes, each with the cost model's algorithm:
+//! `deterministic` ([`Order::Deterministic`]) and `order_free`
+//! ([`Order::Free`]: the block exponents' Max all-reduce, then integer
+//! sums on their grid).
 //!
 //! Timing: one warm-up call per variant (whose result is checked: rank `r`
 //! contributes `r + 1`, every element must be `p (p + 1) / 2`), then
@@ -38,7 +42,7 @@ use std::time::Instant;
 
 use tessera_collectives::cost::{CostModel, bus_factor};
 use tessera_collectives::{
-    Algorithm, Collective, Collectives, CommError, Communicator, Options, ReduceOp, Reducer,
+    Algorithm, Collective, Collectives, CommError, Communicator, Options, Order, ReduceOp, Reducer,
     ThreadCommunicator, ThreadWorld, Topology,
 };
 
@@ -97,13 +101,16 @@ const BATCH_BYTES: usize = 256 << 10;
 /// The most calls in one sample.
 const MAX_BATCH: usize = 32;
 
-/// What is timed: one algorithm, the cost model's choice, or the ring in
-/// caller-side slices.
+/// What is timed: one algorithm, the cost model's choice (in the default,
+/// the deterministic or the order-free order), or the ring in caller-side
+/// slices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Variant {
     Use(Algorithm),
     Auto,
     RingChunked,
+    Deterministic,
+    OrderFree,
 }
 
 impl Variant {
@@ -115,6 +122,8 @@ impl Variant {
             Self::Use(Algorithm::HalvingDoubling) => "halving_doubling",
             Self::Auto => "auto",
             Self::RingChunked => "ring_chunked",
+            Self::Deterministic => "deterministic",
+            Self::OrderFree => "order_free",
         }
     }
 
@@ -123,6 +132,8 @@ impl Variant {
             Self::Use(a) => Options::new().with_algorithm(a),
             Self::Auto => Options::new(),
             Self::RingChunked => Options::new().with_algorithm(Algorithm::Ring),
+            Self::Deterministic => Options::new().deterministic(),
+            Self::OrderFree => Options::new().with_order(Order::Free),
         }
     }
 
@@ -151,6 +162,7 @@ fn variants(n: usize, p: usize) -> Vec<Variant> {
     if n > chunk_elements(p) {
         v.push(Variant::RingChunked);
     }
+    v.extend([Variant::Deterministic, Variant::OrderFree]);
     v
 }
 
@@ -730,6 +742,7 @@ mod tests {
             (Variant::Use(Algorithm::HalvingDoubling), 4, true),
             (Variant::RingChunked, 16, false),
             (Variant::Auto, 3, true),
+            (Variant::OrderFree, 8, false),
         ] {
             assert_eq!(
                 parse_kernel(kernel_name(v, p, mpi)),

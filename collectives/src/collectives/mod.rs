@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use tessera_core::collective::{
-    Algorithm, Collective, CollectiveSchedule, Order, ReduceOp, Reducer,
+    Algorithm, Collective, CollectiveSchedule, Order, ReduceOp, Reducer, grid,
 };
 use tessera_core::fp::{Element, Rounding};
 
@@ -521,6 +521,9 @@ impl<C: Communicator> Collectives<C> {
     /// bitwise the flat all-reduce's in that order (each group's sum is a
     /// complete subtree of the summation tree); otherwise it is
     /// deterministic for a given `k` but may differ from the flat order.
+    /// In [`Order::Free`] each phase rounds its sums from its own grid, so
+    /// the result is the same for every algorithm and arrival order at a
+    /// given `k`, but not the flat order-free all-reduce's.
     ///
     /// ```
     /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
@@ -718,6 +721,40 @@ fn choose<T: Element, D: Communicator + ?Sized>(
     Ok((s, estimate.seconds))
 }
 
+/// The exponent phase of [`Order::Free`]: this rank's block exponents
+/// of `buf`, all-reduced (Max, exact in any order) by `s`'s algorithm in
+/// the same call number `seq` (its headers name another operation and
+/// length, so a rank that skipped it is found at its first message).
+fn grid_exponents<T: Element, D: Communicator + ?Sized>(
+    comm: &D,
+    s: &CollectiveSchedule,
+    buf: &[T],
+    seq: u32,
+    deadline: Instant,
+    scratch: &mut Scratch,
+) -> Result<(Vec<f32>, run::Traffic), CommError> {
+    let mut exponents = vec![0.0f32; grid::blocks(buf.len())];
+    grid::block_exponents(buf, &mut exponents);
+    let phase = CollectiveSchedule::new(
+        s.algorithm(),
+        Collective::AllReduce,
+        s.size(),
+        exponents.len(),
+    )?;
+    let max = Reducer::new(ReduceOp::Max);
+    let traffic = run::run(
+        comm,
+        &phase,
+        &max,
+        &mut exponents,
+        seq,
+        deadline,
+        scratch,
+        &[],
+    )?;
+    Ok((exponents, traffic))
+}
+
 /// One collective on `comm`, numbered `*seq`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn exec<T: Element, D: Communicator + ?Sized>(
@@ -738,15 +775,13 @@ pub(crate) fn exec<T: Element, D: Communicator + ?Sized>(
         let (s, predicted) =
             choose::<T, D>(comm, options, model, collective, buf.len(), reduction.op)?;
         comm.check()?;
-        let traffic = run::run(
-            comm,
-            &s,
-            reduction,
-            buf,
-            n,
-            start + options.timeout,
-            scratch,
-        )?;
+        let deadline = start + options.timeout;
+        let (exponents, mut traffic) = if s.on_grid(reduction.op) {
+            grid_exponents(comm, &s, buf, n, deadline, scratch)?
+        } else {
+            (Vec::new(), run::Traffic::default())
+        };
+        traffic += run::run(comm, &s, reduction, buf, n, deadline, scratch, &exponents)?;
         Ok(Report {
             algorithm: s.algorithm(),
             order: s.order(),

@@ -2,8 +2,8 @@
 //! partial with the core's [`combine`] kernels, exactly as
 //! [`tessera_core::collective::execute`] does.
 
-use tessera_core::collective::{Ranks, ReduceOp, Span, combine, combine_into};
-use tessera_core::fp::Element;
+use tessera_core::collective::{Ranks, ReduceOp, Span, combine, combine_into, grid};
+use tessera_core::fp::{Element, Rounding};
 
 /// Whether a reduction message covering `covers` travels in the buffer's
 /// format (else in f32).
@@ -40,5 +40,63 @@ pub(super) fn reduce_into<T: Element, V: Element>(
         } else {
             combine(op, &mut acc[run], src);
         }
+    }
+}
+
+/// What a grid message brings ([`Order::Free`](tessera_core::collective::Order::Free)):
+/// the sender's own contribution in the buffer's format, or a grid sum.
+#[derive(Clone, Copy)]
+pub(super) enum GridValues<'a, T> {
+    Own(&'a [T]),
+    Sum(&'a [f64]),
+}
+
+/// A grid reduction of `vals` (the span's payload, in order) into this
+/// rank's grid sums `acc`, starting from its own contribution in `buf`
+/// rounded to the grid if `held_single`: exact integer sums, as
+/// [`tessera_core::collective::execute`] computes them.
+pub(super) fn grid_into<T: Element>(
+    acc: &mut [f64],
+    (buf, exps): (&[T], &[f32]),
+    held_single: bool,
+    span: Span,
+    n: usize,
+    vals: GridValues<'_, T>,
+) {
+    let mut k = 0;
+    for run in span.runs_below(n) {
+        let len = run.len();
+        let d = &mut acc[run.clone()];
+        if held_single {
+            grid::to_grid(&buf[run.clone()], exps, run.start, d);
+        }
+        match vals {
+            GridValues::Own(v) => grid::add_to_grid(d, &v[k..k + len], exps, run.start),
+            GridValues::Sum(v) => {
+                for (d, s) in d.iter_mut().zip(&v[k..k + len]) {
+                    *d += *s;
+                }
+            }
+        }
+        k += len;
+    }
+}
+
+/// The two single contributions of a span that is finalized at once: this
+/// rank's `into` and the sender's `vals`, positions `start..` of the buffer
+/// with the blocks' `exps`, each rounded to the grid, added exactly,
+/// rounded once ([`grid::pair_sum`], into `sums`), finished and stored in
+/// `into` (bitwise the executor's grid sum and finalization).
+pub(super) fn grid_pair_finish<T: Element>(
+    into: &mut [T],
+    vals: &[T],
+    (exps, start, sums): (&[f32], usize, &mut Vec<f32>),
+    (op, p, rounding): (ReduceOp, usize, Rounding),
+) {
+    sums.clear();
+    sums.resize(into.len(), 0.0);
+    grid::pair_sum(into, vals, exps, start, sums);
+    for (k, (x, &s)) in into.iter_mut().zip(sums.iter()).enumerate() {
+        *x = T::store(op.finish(s, p), rounding, start + k);
     }
 }

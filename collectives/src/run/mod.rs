@@ -18,7 +18,11 @@
 //! - in [`Order::Deterministic`] on rings and trees, a message carries one
 //!   vector per complete subtree of the summation tree it covers, and the
 //!   receiver adds the tree's nodes that it can now complete (the core's
-//!   [`Frontier`]).
+//!   [`Frontier`]);
+//! - in [`Order::Free`] for Sum and Mean, every rank keeps f64 grid sums
+//!   (the block exponents all-reduced by the caller first), a message
+//!   carries its sender's own contribution in the buffer's format or its
+//!   grid sum in f64, and finalizing rounds once from the grid.
 //!
 //! Messages of more than the communicator's
 //! [`Communicator::piece_elements`] travel as pieces, one exchange each
@@ -36,6 +40,7 @@
 //! message ([`CommError::CallMismatch`]).
 //!
 //! [`Transfer::bytes`]: tessera_core::collective::Transfer::bytes
+//! [`Order::Free`]: tessera_core::collective::Order::Free
 //! [`tessera_core::collective::execute`]: tessera_core::collective::execute
 
 use std::collections::HashMap;
@@ -47,14 +52,14 @@ mod pieces;
 mod wire;
 
 use tessera_core::collective::{
-    CollectiveSchedule, Frontier, Kind, Op, ReduceOp, Reducer, Span, SumTree,
+    CollectiveSchedule, Frontier, Kind, Op, ReduceOp, Reducer, Span, SumTree, grid,
 };
 use tessera_core::fp::{Element, Rounding};
 
 use crate::comm::{Communicator, Incoming, Outgoing, Tag, collective_tag};
 use crate::error::{Cause, CommError, Failure, Mismatch};
 
-use combine::{native_wire, reduce_into};
+use combine::{GridValues, grid_into, grid_pair_finish, native_wire, reduce_into};
 pub(crate) use pieces::PIECE_ELEMENTS;
 use pieces::{direct_runs, exchanges};
 use wire::{Call, HANDSHAKE_STEP, HEADER, Message, decode, encode, split_header, values};
@@ -66,10 +71,19 @@ pub(crate) struct Traffic {
     pub(crate) bytes: usize,
 }
 
+impl std::ops::AddAssign for Traffic {
+    fn add_assign(&mut self, other: Self) {
+        self.messages += other.messages;
+        self.bytes += other.bytes;
+    }
+}
+
 /// Buffers a [`crate::Collectives`] keeps between calls.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
     acc: Vec<f32>,
+    /// Grid sums ([`Order::Free`](tessera_core::collective::Order::Free)).
+    grid: Vec<f64>,
     staged: Vec<Vec<u8>>,
     incoming: Vec<Incoming>,
     headers: Vec<[u8; HEADER]>,
@@ -82,6 +96,7 @@ pub(crate) struct Scratch {
 enum Body {
     Buf(Range<usize>),
     Acc(Range<usize>),
+    Grid(Range<usize>),
     Staged(usize),
 }
 
@@ -90,7 +105,10 @@ enum Body {
 /// `seq` numbers the call (every rank passes the same); `deadline` bounds
 /// the whole run. On any error the world is aborted before returning; if
 /// the rank panics inside the run, it is aborted naming this rank
-/// ([`Cause::Panicked`]) as the panic unwinds out of it.
+/// ([`Cause::Panicked`]) as the panic unwinds out of it. `exponents` are
+/// the all-reduced block exponents when `s` sums on the grid
+/// ([`CollectiveSchedule::on_grid`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     comm: &C,
     s: &CollectiveSchedule,
@@ -99,6 +117,7 @@ pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     seq: u32,
     deadline: Instant,
     scratch: &mut Scratch,
+    exponents: &[f32],
 ) -> Result<Traffic, CommError> {
     let (p, n) = (s.size(), s.len());
     assert_eq!(
@@ -115,7 +134,11 @@ pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     );
     let me = comm.world_rank(comm.rank());
     let _unwind = AbortOnUnwind::new(comm, me);
-    let runner = Runner::new::<T>(comm, s, reduction.op, seq, deadline);
+    let mut runner = Runner::new::<T>(comm, s, reduction.op, seq, deadline);
+    if runner.on_grid {
+        assert_eq!(exponents.len(), grid::blocks(n), "one exponent per block");
+        runner.exponents = exponents;
+    }
     let result = runner.run(reduction.rounding, buf, scratch);
     if let Err(e) = &result
         && let Some(f) = e.failure(me)
@@ -171,6 +194,9 @@ struct Runner<'a, C: ?Sized> {
     wide: bool,
     /// Reductions go into an f32 accumulator beside the buffer.
     use_acc: bool,
+    /// Sum and Mean on the grid: reductions go into f64 grid sums.
+    on_grid: bool,
+    exponents: &'a [f32],
     tree: SumTree,
     deadline: Instant,
 }
@@ -179,11 +205,13 @@ struct Runner<'a, C: ?Sized> {
 /// holds.
 struct State<'a, T> {
     acc: &'a mut Vec<f32>,
+    grid: &'a mut Vec<f64>,
     staged: &'a mut Vec<Vec<u8>>,
     incoming: &'a mut Vec<Incoming>,
     headers: &'a mut Vec<[u8; HEADER]>,
     held: HashMap<Span, Frontier>,
     tmp_f32: Vec<f32>,
+    tmp_f64: Vec<f64>,
     tmp_t: Vec<T>,
     traffic: Traffic,
 }
@@ -201,6 +229,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
     ) -> Self {
         let (p, r) = (s.size(), comm.rank());
         let frontiers = s.carries_frontiers(op);
+        let on_grid = s.on_grid(op);
         let wide = size_of::<T>() != size_of::<f32>();
         Self {
             comm,
@@ -213,7 +242,9 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             n: s.len(),
             frontiers,
             wide,
-            use_acc: s.collective().reduces() && !frontiers && wide && p > 1,
+            use_acc: s.collective().reduces() && !frontiers && !on_grid && wide && p > 1,
+            on_grid,
+            exponents: &[],
             tree: SumTree::new(p),
             deadline,
         }
@@ -231,11 +262,13 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         };
         let mut st = State {
             acc: &mut scratch.acc,
+            grid: &mut scratch.grid,
             staged: &mut scratch.staged,
             incoming: &mut scratch.incoming,
             headers: &mut scratch.headers,
             held: HashMap::new(),
             tmp_f32: Vec::new(),
+            tmp_f64: Vec::new(),
             tmp_t: Vec::new(),
             traffic: Traffic::default(),
         };
@@ -246,15 +279,37 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             st.acc.clear();
             st.acc.resize(self.n, 0.0);
         }
+        if self.on_grid && st.grid.len() < self.n {
+            // Every position's first reduction overwrites it.
+            st.grid.resize(self.n, 0.0);
+        }
         for (step, ops) in exchanges(self.s, self.r, self.n, piece, self.frontiers) {
             let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
-            let excluded = self.frontiers || self.use_acc;
+            let grid_reduces = self.on_grid
+                && fused_grid_step(&ops).is_none()
+                && ops.iter().any(|o| {
+                    matches!(
+                        o,
+                        Op::Recv {
+                            kind: Kind::Reduce { .. },
+                            ..
+                        }
+                    )
+                });
+            let excluded = self.frontiers || self.use_acc || grid_reduces;
             let send = match &bodies[..] {
                 [Body::Buf(run)] => Some(run),
                 _ => None,
             };
             if let Some((send, recv)) = direct_runs(&ops, send, self.n, excluded) {
-                self.direct(step, &ops, sends[0], send, recv, buf, &mut st)?;
+                self.direct(step, &ops, sends[0], send, recv, buf, &mut st, rounding)?;
+                if let Some(span) = fused_grid_step(&ops).filter(|_| self.on_grid) {
+                    // The reduction stored its span's finished values itself.
+                    let done = Op::Finalize { span };
+                    let rest: Vec<Op> = ops.iter().filter(|&&o| o != done).copied().collect();
+                    self.finalize(&rest, rounding, buf, &mut st);
+                    continue;
+                }
             } else {
                 let got = self.exchange(&ops, &bodies, &sends, buf, &mut st)?;
                 self.apply(step, &ops, got, buf, &mut st)?;
@@ -364,6 +419,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             let len = match &body {
                 Body::Buf(run) => run.len() * size_of::<T>(),
                 Body::Acc(run) => run.len() * size_of::<f32>(),
+                Body::Grid(run) => run.len() * size_of::<f64>(),
                 Body::Staged(i) => st.staged[*i].len(),
             };
             st.headers
@@ -388,7 +444,11 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         used: &mut usize,
     ) -> Body {
         let State {
-            acc, staged, held, ..
+            acc,
+            grid,
+            staged,
+            held,
+            ..
         } = st;
         let runs: Vec<Range<usize>> = span.runs_below(self.n).collect();
         let single = (runs.len() == 1).then(|| runs[0].clone());
@@ -422,6 +482,17 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             let state = held.remove(&span).unwrap_or_else(own);
             debug_assert_eq!(state.covers(), covers, "a rank sends what it holds");
             return stage(&mut |v| state.pack::<T>(&self.tree, v));
+        }
+        if self.on_grid && covers.len > 1 {
+            // A grid sum of several contributions.
+            return match single {
+                Some(run) => Body::Grid(run),
+                None => stage(&mut |v| {
+                    for run in &runs {
+                        v.extend_from_slice(bytemuck::cast_slice(&grid[run.clone()]));
+                    }
+                }),
+            };
         }
         if covers.len == 1 || !self.wide {
             // Its own contribution, or an f32 partial in place.
@@ -486,6 +557,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         recv_run: Range<usize>,
         buf: &mut [T],
         st: &mut State<'_, T>,
+        rounding: Rounding,
     ) -> Result<(), CommError> {
         self.expect_receives(ops, st.incoming);
         let Some(&Op::Recv { from, span, kind }) =
@@ -513,6 +585,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         let payload = recv_run.len();
         let expected = self.expected_bytes::<T>(kind, payload);
         let (op, tmp_t, tmp_f32) = (self.op, &mut st.tmp_t, &mut st.tmp_f32);
+        let finish = (op, self.s.size(), rounding);
         let left = self.deadline.saturating_duration_since(Instant::now());
         self.comm
             .exchange_apply(&out, &mut st.incoming[..1], left, &mut |_, head, tail| {
@@ -526,6 +599,11 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                 let whole = Span::new(0, payload);
                 match kind {
                     Kind::Copy => into.copy_from_slice(values::<T>(body, tmp_t)),
+                    Kind::Reduce { .. } if self.on_grid => {
+                        let vals = values::<T>(body, tmp_t);
+                        let at = (self.exponents, recv_run.start, &mut *tmp_f32);
+                        grid_pair_finish(into, vals, at, finish);
+                    }
                     Kind::Reduce { covers, .. } if native_wire(op, covers) => {
                         let vals = values::<T>(body, tmp_t);
                         reduce_into(op, into, &mut [], false, false, whole, payload, vals);
@@ -563,6 +641,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                     body: match body {
                         Body::Buf(run) => bytemuck::cast_slice(&buf[run.clone()]),
                         Body::Acc(run) => bytemuck::cast_slice(&st.acc[run.clone()]),
+                        Body::Grid(run) => bytemuck::cast_slice(&st.grid[run.clone()]),
                         Body::Staged(i) => &st.staged[*i],
                     },
                 })
@@ -621,6 +700,15 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                         k += len;
                     }
                 }
+                Kind::Reduce { covers, onto, .. } if self.on_grid => {
+                    let vals = if covers.len == 1 {
+                        GridValues::Own(values::<T>(body, &mut st.tmp_t))
+                    } else {
+                        GridValues::Sum(values::<f64>(body, &mut st.tmp_f64))
+                    };
+                    let own = (&*buf, self.exponents);
+                    grid_into(st.grid, own, onto.len == 1, span, n, vals);
+                }
                 Kind::Reduce { covers, onto, .. } if self.frontiers => {
                     let incoming = Frontier::unpack::<T>(&self.tree, covers, payload, body)
                         .map_err(|_| self.mismatch(peer, Mismatch::Format))?;
@@ -662,7 +750,19 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             let Op::Finalize { span } = *o else {
                 continue;
             };
-            if self.frontiers {
+            if self.on_grid {
+                for run in span.runs_below(self.n) {
+                    for i in run {
+                        let g = grid::exponent_at(self.exponents, i);
+                        let q = if p == 1 {
+                            grid::round_to_grid(buf[i].load(), g)
+                        } else {
+                            st.grid[i]
+                        };
+                        buf[i] = T::store(op.finish(grid::from_grid(q, g), p), rounding, i);
+                    }
+                }
+            } else if self.frontiers {
                 let h = st.held.remove(&span);
                 let root = h
                     .as_ref()
@@ -713,6 +813,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             Kind::Reduce { covers, .. } if self.frontiers => {
                 return Frontier::packed_len::<T>(&self.tree, covers, payload);
             }
+            Kind::Reduce { covers, .. } if self.on_grid && covers.len > 1 => size_of::<f64>(),
             Kind::Reduce { covers, .. } if native_wire(self.op, covers) => size_of::<T>(),
             Kind::Reduce { .. } => 4,
         };
@@ -739,6 +840,20 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             what,
         }
     }
+}
+
+/// Whether a grid step is one reduction of two single contributions whose
+/// span is finalized at once (the ring's only reduction over two ranks):
+/// it may then run in place ([`Runner::direct`]) and store the finished
+/// values straight from the two grid roundings. Returns that span.
+fn fused_grid_step(ops: &[Op]) -> Option<Span> {
+    let mut recvs = ops.iter().filter(|o| matches!(o, Op::Recv { .. }));
+    let (Some(&Op::Recv { span, kind, .. }), None) = (recvs.next(), recvs.next()) else {
+        return None;
+    };
+    let single =
+        matches!(kind, Kind::Reduce { covers, onto, .. } if covers.len == 1 && onto.len == 1);
+    (single && ops.contains(&Op::Finalize { span })).then_some(span)
 }
 
 /// A failure recorded for this rank's own invalid call.

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reducer};
+use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reducer, grid};
 use tessera_core::fp::{Element, Rounding, f16};
 
 use super::{CollectiveSchedule, Scratch, run};
@@ -26,6 +26,16 @@ fn bits<T: Element>(x: &[T]) -> Vec<u32> {
 fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: usize) -> usize {
     let (p, len) = (s.size(), s.len());
     let red = Reducer::new(op);
+    // The block exponents' Max over the ranks, as `Collectives` all-reduces them.
+    let mut exponents = vec![f32::MIN; grid::blocks(len)];
+    for r in 0..p {
+        let mut mine = vec![0.0f32; exponents.len()];
+        grid::block_exponents(&input::<T>(r, len), &mut mine);
+        for (e, m) in exponents.iter_mut().zip(mine) {
+            *e = e.max(m);
+        }
+    }
+    let exponents = if s.on_grid(op) { &exponents[..] } else { &[] };
     let got = ThreadWorld::run(p, |comm| {
         let mut scratch = Scratch {
             piece,
@@ -33,7 +43,7 @@ fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: 
         };
         let mut x = input::<T>(comm.rank(), len);
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        let traffic = run(&comm, s, &red, &mut x, 0, deadline, &mut scratch).unwrap();
+        let traffic = run(&comm, s, &red, &mut x, 0, deadline, &mut scratch, exponents).unwrap();
         (x, traffic.messages)
     })
     .unwrap();
@@ -75,6 +85,7 @@ fn messages_in_pieces_give_the_executors_bits() {
                 for (op, order) in [
                     (ReduceOp::Sum, Order::Schedule),
                     (ReduceOp::Sum, Order::Deterministic),
+                    (ReduceOp::Sum, Order::Free),
                     (ReduceOp::Max, Order::Schedule),
                 ] {
                     for len in [37, 200] {

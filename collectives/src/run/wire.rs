@@ -95,6 +95,7 @@ impl Call {
             order: match s.order() {
                 Order::Deterministic => 0,
                 Order::Schedule => 1,
+                Order::Free => 2,
             },
             op,
         }

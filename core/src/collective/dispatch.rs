@@ -116,6 +116,9 @@ impl CollectiveSchedule {
         if self.frontier_order() {
             ops.mark_frontiers();
         }
+        if self.grid_order() {
+            ops.mark_grid();
+        }
         ops
     }
 
@@ -183,6 +186,7 @@ impl CollectiveSchedule {
                 (partials, bytes, merges * payload)
             }
             (_, Carries::Partial { f32 }) => (1, elements * wire(f32), payload),
+            (_, Carries::Grid) => (1, elements * size_of::<f64>(), payload),
             _ => (1, elements * wire(false), 0),
         };
         Transfer {

@@ -8,6 +8,7 @@ use crate::kernels::LANES;
 
 use super::combine::{combine, combine_into};
 use super::error::Error;
+use super::grid;
 use super::message::{Kind, Op, Transfer};
 use super::op::{ReduceOp, Reducer};
 use super::schedule::CollectiveSchedule;
@@ -165,6 +166,11 @@ fn run<T: Element>(
     let op = reduction.op;
     let frontiers = schedule.carries_frontiers(op);
     let tree = SumTree::new(p);
+    let (scratch, mut grid) = if schedule.on_grid(op) {
+        (&mut [][..], Some(grid_exponents(bufs, scratch, p, n)))
+    } else {
+        (scratch, None)
+    };
     for step in 0..schedule.steps() {
         for rank in 0..p {
             for o in &schedule.ops(rank, step) {
@@ -173,6 +179,11 @@ fn run<T: Element>(
                 };
                 match kind {
                     Kind::Copy => copy(bufs, from, rank, span, n),
+                    Kind::Reduce { covers, onto, .. } if grid.is_some() => {
+                        let (exps, acc) = grid.as_mut().expect("on the grid");
+                        let single = (covers.len == 1, onto.len == 1);
+                        grid_reduce(bufs, acc, exps, n, (from, rank), span, single);
+                    }
                     Kind::Reduce { covers, onto, .. } if frontiers => {
                         merge(op, &tree, bufs, scratch, n, span, covers, onto);
                     }
@@ -187,6 +198,11 @@ fn run<T: Element>(
         for (rank, buf) in bufs.iter_mut().enumerate() {
             for o in &schedule.ops(rank, step) {
                 if let Op::Finalize { span } = *o {
+                    if let Some((exps, acc)) = &grid {
+                        let row = (p > 1).then(|| &acc[rank * n..(rank + 1) * n]);
+                        grid_finalize(reduction, p, buf, row, exps, span);
+                        continue;
+                    }
                     let source = if frontiers {
                         Source::Row(tree.row(tree.root()))
                     } else if p == 1 || size_of::<T>() == size_of::<f32>() {
@@ -213,8 +229,85 @@ fn pair<'a, T>(bufs: &'a mut [&mut [T]], a: usize, b: usize) -> (&'a mut [T], &'
     }
 }
 
+/// [`Order::Free`](super::Order::Free)'s Sum and Mean: the block
+/// exponents' Max over all ranks (the phase a transport runs as a Max
+/// all-reduce first, not reported) and one row of f64 grid sums per rank,
+/// both carved out of `scratch`.
+fn grid_exponents<'s, T: Element>(
+    bufs: &[&mut [T]],
+    scratch: &'s mut [f32],
+    p: usize,
+    n: usize,
+) -> (&'s mut [f32], &'s mut [f64]) {
+    let blocks = grid::blocks(n);
+    let (exps, rest) = scratch.split_at_mut(blocks);
+    let (mine, rest) = rest.split_at_mut(blocks);
+    exps.fill(grid::MIN_GRID_EXPONENT as f32);
+    for buf in bufs {
+        grid::block_exponents(buf, mine);
+        for (e, &m) in exps.iter_mut().zip(&*mine) {
+            *e = e.max(m);
+        }
+    }
+    let (_, acc, _) = bytemuck::pod_align_to_mut::<f32, f64>(rest);
+    (exps, &mut acc[..p * n])
+}
+
+/// A grid reduction `from -> to`: the receiver's grid sum (its own
+/// contribution rounded to the grid if `single.1`) plus the sender's (its
+/// own contribution if `single.0`), exactly.
+fn grid_reduce<T: Element>(
+    bufs: &[&mut [T]],
+    acc: &mut [f64],
+    exps: &[f32],
+    n: usize,
+    (from, to): (usize, usize),
+    span: Span,
+    (single_in, single_held): (bool, bool),
+) {
+    let (dst, src) = rows(acc, n, to, from);
+    let (held, incoming) = (&*bufs[to], &*bufs[from]);
+    for run in span.runs_below(n) {
+        let d = &mut dst[run.clone()];
+        if single_held {
+            grid::to_grid(&held[run.clone()], exps, run.start, d);
+        }
+        if single_in {
+            grid::add_to_grid(d, &incoming[run.clone()], exps, run.start);
+        } else {
+            for (d, s) in d.iter_mut().zip(&src[run]) {
+                *d += *s;
+            }
+        }
+    }
+}
+
+/// Stores the finished grid sums of `span` (`row`, or with one rank the
+/// buffer's own values rounded to the grid), each rounded once to f32,
+/// finished ([`ReduceOp::finish`]) and stored at its position.
+fn grid_finalize<T: Element>(
+    reduction: &Reducer,
+    p: usize,
+    buf: &mut [T],
+    row: Option<&[f64]>,
+    exps: &[f32],
+    span: Span,
+) {
+    let (op, rounding) = (reduction.op, reduction.rounding);
+    for run in span.runs_below(buf.len()) {
+        store(buf, run, op, p, rounding, |i, b| {
+            let g = grid::exponent_at(exps, i);
+            let q = match row {
+                Some(row) => row[i],
+                None => grid::round_to_grid(b[i].load(), g),
+            };
+            grid::from_grid(q, g)
+        });
+    }
+}
+
 /// Row `a` of a table of rows of `n` mutably, row `b` shared (`a != b`).
-fn rows(table: &mut [f32], n: usize, a: usize, b: usize) -> (&mut [f32], &[f32]) {
+fn rows<E>(table: &mut [E], n: usize, a: usize, b: usize) -> (&mut [E], &[E]) {
     if a < b {
         let (x, y) = table.split_at_mut(b * n);
         (&mut x[a * n..(a + 1) * n], &y[..n])

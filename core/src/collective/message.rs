@@ -25,6 +25,10 @@ pub enum Kind {
         /// on a ring or binary tree over more than two ranks. Max and Min
         /// always carry one partial (they are exact in any order).
         frontier: bool,
+        /// Whether a Sum or Mean message of several contributions carries
+        /// a [grid](Carries::Grid) partial: in
+        /// [`Order::Free`](super::Order::Free).
+        grid: bool,
     },
     /// Finished values that overwrite the receiver's.
     Copy,
@@ -37,6 +41,7 @@ impl Kind {
             covers,
             onto,
             frontier: false,
+            grid: false,
         }
     }
 
@@ -68,6 +73,11 @@ impl Kind {
         match self {
             Self::Copy => Carries::Values,
             Self::Reduce { frontier, .. } if frontier && op.depends_on_order() => Carries::Frontier,
+            Self::Reduce { grid, covers, .. }
+                if grid && covers.len > 1 && op.depends_on_order() =>
+            {
+                Carries::Grid
+            }
             Self::Reduce { covers, .. } => Carries::Partial {
                 f32: covers.len > 1 && op.depends_on_order(),
             },
@@ -100,6 +110,10 @@ pub enum Carries {
     /// [`SumTree::frontier`]: super::SumTree::frontier
     /// [`Frontier`]: super::Frontier
     Frontier,
+    /// A partial sum of several contributions on the blocks' grids of
+    /// [`Order::Free`](super::Order::Free): one f64 integer per position
+    /// (8 bytes), added exactly to the receiver's ([`grid`](super::grid)).
+    Grid,
 }
 
 /// One thing a rank does at one step.
@@ -171,6 +185,17 @@ impl Ops {
 }
 
 impl Ops {
+    /// Marks every reduction message as carrying a grid partial.
+    pub(crate) fn mark_grid(&mut self) {
+        for op in &mut self.ops[..self.len] {
+            if let Op::Send { kind, .. } | Op::Recv { kind, .. } = op
+                && let Kind::Reduce { grid, .. } = kind
+            {
+                *grid = true;
+            }
+        }
+    }
+
     /// Marks every reduction message as carrying a frontier.
     pub(crate) fn mark_frontiers(&mut self) {
         for op in &mut self.ops[..self.len] {
@@ -226,7 +251,10 @@ pub struct Transfer {
     /// Bytes on the wire, padding included. A vector is sent in the
     /// buffer's format when it holds a single contribution, a Max or Min
     /// partial, or finished values, and in f32 (4 bytes) when it holds a
-    /// partial Sum of several contributions.
+    /// partial Sum of several contributions (in [`Order::Free`](super::Order::Free),
+    /// an f64 grid integer: 8 bytes). The Max all-reduce of the block
+    /// exponents that [`Order::Free`](super::Order::Free) runs first is not
+    /// included.
     pub bytes: usize,
     /// Element-wise f32 combinations the receiver does (padding excluded):
     /// `payload` for a one-vector reduction; in the deterministic order on

@@ -224,6 +224,16 @@ pub enum Order {
     /// per message): the result depends on the algorithm and the number
     /// of ranks, though never on anything else.
     Schedule,
+    /// Order-free: every contribution is rounded to a grid common to all
+    /// ranks per block of positions and the grid integers are summed
+    /// exactly ([`grid`](super::grid)), so any algorithm, any order of
+    /// combination and any order of arrival give the same bits. Needs a
+    /// Max all-reduce of one exponent per [`GRID_BLOCK`](super::grid::GRID_BLOCK)
+    /// positions first; partial sums of several contributions travel as
+    /// f64 integers (8 bytes), a rank's own contribution and finished
+    /// values in the buffer's format. See the
+    /// [module docs](super#the-order-free-sum).
+    Free,
 }
 
 /// A collective algorithm for `size` ranks and buffers of `len` elements:
@@ -446,6 +456,32 @@ impl CollectiveSchedule {
         self.frontier_order() && op.depends_on_order()
     }
 
+    /// Whether Sum and Mean are summed on the grid of
+    /// [`Order::Free`] with `op` (a reduction, Sum or Mean, in that order):
+    /// partial sums then travel as f64 grid integers
+    /// ([`Carries::Grid`](super::Carries::Grid)), and the block exponents
+    /// must be all-reduced (Max) first.
+    ///
+    /// ```
+    /// use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Order, ReduceOp};
+    ///
+    /// let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, 4, 8).unwrap();
+    /// assert!(!s.on_grid(ReduceOp::Sum));
+    /// let free = s.with_order(Order::Free);
+    /// assert!(free.on_grid(ReduceOp::Mean));
+    /// assert!(!free.on_grid(ReduceOp::Max)); // exact in any order
+    /// ```
+    #[must_use]
+    pub fn on_grid(&self, op: ReduceOp) -> bool {
+        self.grid_order() && op.depends_on_order()
+    }
+
+    /// Whether Sum and Mean messages carry grid partials (the `grid` of
+    /// [`Kind::Reduce`](super::Kind::Reduce)).
+    pub(crate) fn grid_order(&self) -> bool {
+        self.order == Order::Free && self.collective.reduces()
+    }
+
     /// Whether Sum and Mean messages carry frontiers (the `frontier` of
     /// [`Kind::Reduce`](super::Kind::Reduce)).
     pub(crate) fn frontier_order(&self) -> bool {
@@ -465,7 +501,10 @@ impl CollectiveSchedule {
     ///   to 16 bits);
     /// - `(p - 1) * n` in [`Order::Deterministic`] on a ring or tree with
     ///   `p > 2` (one row per inner node of the summation tree, for every
-    ///   element type).
+    ///   element type);
+    /// - in [`Order::Free`] for Sum and Mean, `2 p n + 2 blocks(n) + 1`
+    ///   (an f64 grid sum per rank and element, the block exponents and
+    ///   their per-rank maxima, one f32 of alignment).
     ///
     /// Padding needs no scratch: the executor cuts spans at `n`.
     ///
@@ -483,6 +522,8 @@ impl CollectiveSchedule {
     pub fn scratch_len<T: Element>(&self, op: ReduceOp) -> usize {
         if !self.collective.reduces() {
             0
+        } else if self.on_grid(op) {
+            2 * self.size * self.len + 2 * super::grid::blocks(self.len) + 1
         } else if self.carries_frontiers(op) {
             (self.size - 1) * self.len
         } else if size_of::<T>() == size_of::<f32>() {

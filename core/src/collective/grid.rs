@@ -1,0 +1,595 @@
+//! The numbers of [`Order::Free`](super::Order::Free): contributions
+//! pre-rounded to a common grid per block of positions, summed as integers.
+//!
+//! Position `i` belongs to block `i / GRID_BLOCK`. A block's grid is
+//! `2^g` with `g = max(E - GRID_BITS, -149)`, where `E` is the smallest
+//! integer with `|x| < 2^E` for every finite value `x` of the block in
+//! every contribution: [`block_exponent`] per rank, then the maximum over
+//! ranks (a Max all-reduce, exact in any order). Each contribution is
+//! rounded to a multiple of `2^g` (to nearest, ties to even: [`to_grid`]),
+//! an integer below `2^GRID_BITS` in magnitude held in an f64; the sum of
+//! up to [`MAX_CONTRIBUTIONS`] of them stays below `2^53`, so f64 addition
+//! is exact and thus associative and commutative, and every order, grouping
+//! and algorithm gives the same integer. [`from_grid`] rounds it once to
+//! f32.
+//!
+//! - Exact: every contribution that is a multiple of `2^g`, which includes
+//!   every value within `2^9` of the block's bound (`|x| >= 2^(E - 9)`)
+//!   and every value of a block whose values are all below `2^-117`
+//!   (subnormal range: `g = -149`). When all are, the result is the exact
+//!   sum rounded once to f32 (round to nearest even).
+//! - Rounded: smaller values, each to the grid (error at most `2^(g-1)`
+//!   each), before the exact sum; so the result is `round_f32(sum_i
+//!   round_grid(x_i))`, a function of the multiset of contributions alone.
+//! - Non-finite: infinities and NaN are carried by f64 arithmetic itself
+//!   (`inf + finite = inf`, `+inf + -inf = NaN`, NaN absorbs), which is
+//!   order-free on them; a NaN result is the canonical `f32::NAN`.
+//! - Zero: an exact zero sum is `+0.0` (`-0.0 + -0.0` too).
+
+use crate::arch;
+use crate::fp::Element;
+
+/// Positions per block sharing one grid: 256 (a 1 KiB f32 block). The
+/// exponent phase moves `ceil(n / 256)` f32 values: 1/256 of the data.
+pub const GRID_BLOCK: usize = 256;
+
+/// Bits of a contribution on the grid: `|x / 2^g| <= 2^32`.
+pub const GRID_BITS: i32 = 32;
+
+/// The most contributions whose grid sum is exact: `2^21`, so that
+/// `2^21 * 2^32 = 2^53` (f64's integers).
+pub const MAX_CONTRIBUTIONS: usize = 1 << 21;
+
+/// The grid exponent of a block with no finite nonzero value: the f32
+/// subnormal unit.
+pub const MIN_GRID_EXPONENT: i32 = -149;
+
+/// `1.5 * 2^52`: adding and subtracting it rounds an f64 below `2^51` in
+/// magnitude to an integer, ties to even.
+const ROUND: f64 = 6_755_399_441_055_744.0;
+
+/// The number of blocks of a buffer of `n` positions.
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// assert_eq!(grid::blocks(0), 0);
+/// assert_eq!(grid::blocks(257), 2);
+/// ```
+#[must_use]
+pub const fn blocks(n: usize) -> usize {
+    n.div_ceil(GRID_BLOCK)
+}
+
+/// The grid exponent this rank's `values` (one block, or part of one)
+/// ask for: `max(E - GRID_BITS, -149)` over its finite values, as an f32
+/// (an exact small integer), so that the block's grid is the maximum of
+/// the ranks' (a Max all-reduce).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// assert_eq!(grid::block_exponent(&[0.75f32, -3.0, f32::NAN]), 2.0 - 32.0); // |x| < 2^2
+/// assert_eq!(grid::block_exponent(&[0.0f32, 1e-40]), -149.0);
+/// ```
+#[must_use]
+#[inline(always)]
+pub fn block_exponent<T: Element>(values: &[T]) -> f32 {
+    let mut biased = 0u32;
+    for x in values {
+        let e = (x.load().to_bits() >> 23) & 0xff;
+        // Infinities and NaN (255) ask for nothing.
+        biased = biased.max(if e == 0xff { 0 } else { e });
+    }
+    // |x| < 2^(biased - 126) for a normal x.
+    let g = (biased as i32 - 126 - GRID_BITS).max(MIN_GRID_EXPONENT);
+    g as f32
+}
+
+/// Writes [`block_exponent`] of every block of `values` into `out`
+/// (`blocks(values.len())` of them).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let mut x = vec![0.0f32; 300];
+/// x[299] = 1.0;
+/// let mut e = [0.0f32; 2];
+/// grid::block_exponents(&x, &mut e);
+/// assert_eq!(e, [-149.0, 1.0 - 32.0]);
+/// ```
+///
+/// # Panics
+/// If `out` has not `blocks(values.len())` elements.
+pub fn block_exponents<T: Element>(values: &[T], out: &mut [f32]) {
+    assert_eq!(out.len(), blocks(values.len()), "one exponent per block");
+    // Plain loops compiled for the detected backend's lanes: every
+    // operation here is exact or correctly rounded, so any vector width
+    // gives the scalar loop's bits.
+    arch::with_backend_features(
+        #[inline(always)]
+        || {
+            for (e, block) in out.iter_mut().zip(values.chunks(GRID_BLOCK)) {
+                *e = block_exponent(block);
+            }
+        },
+    );
+}
+
+/// `2^k` as an f64, for `-1022 <= k <= 1023`.
+#[inline(always)]
+fn pow2(k: i32) -> f64 {
+    f64::from_bits(((k + 1023) as u64) << 52)
+}
+
+/// The grid exponent `g` of position `i`, from the blocks' exponents
+/// (clamped to the range [`block_exponent`] gives).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// assert_eq!(grid::exponent_at(&[-149.0, -20.0], 256), -20);
+/// ```
+///
+/// # Panics
+/// If `exponents` has no block for `i`.
+#[inline(always)]
+#[must_use]
+pub fn exponent_at(exponents: &[f32], i: usize) -> i32 {
+    // Clamped: an exponent from a peer is data, never a reason to panic.
+    (exponents[i / GRID_BLOCK] as i32).clamp(MIN_GRID_EXPONENT, 128 - GRID_BITS)
+}
+
+/// Calls `f(g, run)` for the runs of `start..start + len` that share a
+/// block, `g` the block's grid exponent and `run` relative to `start`.
+#[inline(always)]
+fn by_block(
+    exponents: &[f32],
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(i32, core::ops::Range<usize>),
+) {
+    // Plain loops compiled for the detected backend's lanes (exact or
+    // correctly rounded operations: the scalar loop's bits).
+    arch::with_backend_features(
+        #[inline(always)]
+        || {
+            let mut at = start;
+            let end = start + len;
+            while at < end {
+                let stop = ((at / GRID_BLOCK + 1) * GRID_BLOCK).min(end);
+                f(exponent_at(exponents, at), at - start..stop - start);
+                at = stop;
+            }
+        },
+    );
+}
+
+/// `x` on the grid `2^g`: `round(x / 2^g)`, ties to even, as an f64
+/// integer (infinities and NaN unchanged).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// assert_eq!(grid::round_to_grid(2.5f32, 0), 2.0); // ties to even
+/// assert_eq!(grid::round_to_grid(0.75f32, -1), 2.0); // 1.5 -> 2
+/// assert_eq!(grid::round_to_grid(f32::INFINITY, 3), f64::INFINITY);
+/// ```
+#[inline(always)]
+#[must_use]
+pub fn round_to_grid(x: f32, g: i32) -> f64 {
+    // Exact: a power-of-two scaling well inside f64's range.
+    let y = f64::from(x) * pow2(-g);
+    (y + ROUND) - ROUND
+}
+
+/// Rounds `values`, the positions `start..start + values.len()` of the
+/// buffer, to their blocks' grids (`exponents` from the Max all-reduce of
+/// [`block_exponents`]) into `out`.
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let e = [-30.0f32]; // one block, |x| < 2^2
+/// let mut q = [0.0f64; 2];
+/// grid::to_grid(&[1.0f32, -0.5], &e, 0, &mut q);
+/// assert_eq!(q, [2f64.powi(30), -2f64.powi(29)]);
+/// ```
+///
+/// # Panics
+/// If `out` and `values` differ in length, or a position has no exponent.
+pub fn to_grid<T: Element>(values: &[T], exponents: &[f32], start: usize, out: &mut [f64]) {
+    on_grid(
+        out,
+        values,
+        exponents,
+        start,
+        #[inline(always)]
+        |q, x| *q = x,
+    );
+}
+
+/// `f(&mut out[k], round_to_grid(values[k]))` over the positions
+/// `start..start + values.len()`.
+#[inline(always)]
+fn on_grid<T: Element>(
+    out: &mut [f64],
+    values: &[T],
+    exponents: &[f32],
+    start: usize,
+    f: impl Fn(&mut f64, f64),
+) {
+    assert_eq!(values.len(), out.len(), "grid: lengths differ");
+    by_block(
+        exponents,
+        start,
+        values.len(),
+        #[inline(always)]
+        |g, run| {
+            let scale = pow2(-g);
+            for (q, x) in out[run.clone()].iter_mut().zip(&values[run]) {
+                f(q, scaled(x.load(), scale));
+            }
+        },
+    );
+}
+
+/// `acc[k] += round_to_grid(values[k])`: adds a contribution to a grid sum
+/// (exact below [`MAX_CONTRIBUTIONS`] terms).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let e = [-149.0f32];
+/// let mut acc = [0.0f64; 1];
+/// grid::add_to_grid(&mut acc, &[1e-45f32], &e, 0);
+/// grid::add_to_grid(&mut acc, &[1e-45f32], &e, 0);
+/// assert_eq!(grid::from_grid(acc[0], -149), f32::from_bits(2)); // subnormals exactly
+/// ```
+///
+/// # Panics
+/// As [`to_grid`].
+pub fn add_to_grid<T: Element>(acc: &mut [f64], values: &[T], exponents: &[f32], start: usize) {
+    on_grid(
+        acc,
+        values,
+        exponents,
+        start,
+        #[inline(always)]
+        |q, x| *q += x,
+    );
+}
+
+/// A grid sum `q` (an integer below `2^53`, or non-finite) times `2^g`,
+/// rounded once to f32 (to nearest even; NaN canonical).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// assert_eq!(grid::from_grid(3.0, -1), 1.5);
+/// assert_eq!(grid::from_grid((1u64 << 40) as f64 + 1.0, -40), 1.0); // rounded once
+/// assert!(grid::from_grid(f64::NAN, 0).is_nan());
+/// ```
+#[inline(always)]
+#[must_use]
+pub fn from_grid(q: f64, g: i32) -> f32 {
+    // q 2^g is exact in f64 (g >= -149); one rounding to f32.
+    let x = (q * pow2(g)) as f32;
+    if x.is_nan() { f32::NAN } else { x }
+}
+
+/// `out[k] = from_grid(sums[k])` for the positions `start..start +
+/// sums.len()`.
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let mut x = [0.0f32; 2];
+/// grid::from_grid_into(&[4.0, -1.0], &[-2.0], 0, &mut x);
+/// assert_eq!(x, [1.0, -0.25]);
+/// ```
+///
+/// # Panics
+/// As [`to_grid`].
+pub fn from_grid_into(sums: &[f64], exponents: &[f32], start: usize, out: &mut [f32]) {
+    assert_eq!(sums.len(), out.len(), "from_grid_into: lengths differ");
+    by_block(
+        exponents,
+        start,
+        sums.len(),
+        #[inline(always)]
+        |g, run| {
+            let unscale = pow2(g);
+            for (x, &q) in out[run.clone()].iter_mut().zip(&sums[run]) {
+                *x = unscaled(q, unscale);
+            }
+        },
+    );
+}
+
+/// `out[k] = from_grid(round_to_grid(a[k]) + round_to_grid(b[k]))` for
+/// the positions `start..start + a.len()`: two single contributions summed
+/// on the grid and rounded once, in one pass (what a reduction of two
+/// ranks' own values that finishes at once computes).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let mut out = [0.0f32; 2];
+/// grid::pair_sum(&[1.0f32, 1e30], &[0.5f32, 1.0], &[-30.0, -30.0], 0, &mut out);
+/// assert_eq!(out, [1.5, 1e30]);
+/// ```
+///
+/// # Panics
+/// As [`to_grid`].
+pub fn pair_sum<A: Element, B: Element>(
+    a: &[A],
+    b: &[B],
+    exponents: &[f32],
+    start: usize,
+    out: &mut [f32],
+) {
+    assert!(
+        a.len() == b.len() && b.len() == out.len(),
+        "pair_sum: lengths differ"
+    );
+    by_block(
+        exponents,
+        start,
+        a.len(),
+        #[inline(always)]
+        |g, run| {
+            let (scale, unscale) = (pow2(-g), pow2(g));
+            let (a, b) = (&a[run.clone()], &b[run.clone()]);
+            for ((x, a), b) in out[run].iter_mut().zip(a).zip(b) {
+                *x = unscaled(scaled(a.load(), scale) + scaled(b.load(), scale), unscale);
+            }
+        },
+    );
+}
+
+/// [`round_to_grid`] with the block's `2^-g`.
+#[inline(always)]
+fn scaled(x: f32, scale: f64) -> f64 {
+    (f64::from(x) * scale + ROUND) - ROUND
+}
+
+/// [`from_grid`] with the block's `2^g`.
+#[inline(always)]
+fn unscaled(q: f64, unscale: f64) -> f32 {
+    let x = (q * unscale) as f32;
+    if x.is_nan() { f32::NAN } else { x }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::vec;
+    use std::vec::Vec;
+
+    use proptest::prelude::*;
+
+    use super::super::{Algorithm, Collective, CollectiveSchedule, Order, ReduceOp, Reducer};
+    use super::{GRID_BITS, GRID_BLOCK};
+    use crate::kernels::ExactSum;
+
+    /// The order-free all-reduce of `inputs` (one buffer per rank) by
+    /// `algorithm`, checked to be the same on every rank.
+    fn all_reduce(algorithm: Algorithm, inputs: &[Vec<f32>]) -> Vec<f32> {
+        let (p, n) = (inputs.len(), inputs[0].len());
+        let s = CollectiveSchedule::new(algorithm, Collective::AllReduce, p, n)
+            .unwrap()
+            .with_order(Order::Free);
+        let mut bufs: Vec<Vec<f32>> = inputs.to_vec();
+        let mut refs: Vec<&mut [f32]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        let sum = Reducer::new(ReduceOp::Sum);
+        let mut scratch = vec![0.0f32; s.scratch_len::<f32>(ReduceOp::Sum)];
+        super::super::execute(&s, &sum, &mut refs, &mut scratch, |_| {}).unwrap();
+        for b in &bufs[1..] {
+            assert_eq!(bits(b), bits(&bufs[0]), "{algorithm:?} p {p}: ranks differ");
+        }
+        bufs.swap_remove(0)
+    }
+
+    fn bits(x: &[f32]) -> Vec<u32> {
+        x.iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// `|x| = m 2^e` with `m` an integer below `2^24`.
+    fn parts(x: f32) -> (i128, i32) {
+        let b = x.to_bits();
+        let (field, frac) = (((b >> 23) & 0xff) as i32, i128::from(b & 0x7f_ffff));
+        let (m, e) = if field == 0 {
+            (frac, -149)
+        } else {
+            (frac | 1 << 23, field - 150)
+        };
+        (if x < 0.0 { -m } else { m }, e)
+    }
+
+    /// The oracle, in integers: the block's grid from the exponents of its
+    /// finite values, each value rounded to it (ties to even), the exact
+    /// integer sum rounded once to f32 through [`ExactSum`].
+    fn oracle(inputs: &[Vec<f32>], i: usize) -> f32 {
+        let block = i / GRID_BLOCK * GRID_BLOCK;
+        let end = (block + GRID_BLOCK).min(inputs[0].len());
+        let mut bound = -149 + GRID_BITS; // E: every finite |x| < 2^E
+        for x in inputs.iter().flat_map(|b| &b[block..end]) {
+            if x.is_finite() && *x != 0.0 {
+                let (m, e) = parts(*x);
+                bound = bound.max(e + 128 - m.unsigned_abs().leading_zeros() as i32);
+            }
+        }
+        let g = (bound - GRID_BITS).max(-149);
+        let column: Vec<f32> = inputs.iter().map(|b| b[i]).collect();
+        if column.iter().any(|x| x.is_nan())
+            || (column.contains(&f32::INFINITY) && column.contains(&f32::NEG_INFINITY))
+        {
+            return f32::NAN;
+        }
+        if let Some(inf) = column.iter().find(|x| x.is_infinite()) {
+            return *inf;
+        }
+        let mut total: i128 = 0;
+        for &x in &column {
+            let (m, e) = parts(x);
+            total += if e >= g {
+                m << (e - g)
+            } else {
+                let k = (g - e).min(100);
+                let (q, r, half) = (m >> k, m & ((1 << k) - 1), 1i128 << (k - 1));
+                q + i128::from(r > half || (r == half && q & 1 == 1))
+            };
+        }
+        // total 2^g, exactly, in 16-bit pieces, rounded once.
+        let mut exact = ExactSum::new();
+        let (negative, mut t) = (total < 0, total.unsigned_abs());
+        let mut shift = g;
+        while t != 0 {
+            if t & 0xffff == 0 {
+                (t, shift) = (t >> 16, shift + 16);
+                continue;
+            }
+            let piece =
+                (t & 0xffff) as f32 * 2f32.powi(shift.max(-126)) * 2f32.powi((shift + 126).min(0));
+            exact.add(if negative { -piece } else { piece });
+            t >>= 16;
+            shift += 16;
+        }
+        exact.to_f32()
+    }
+
+    fn check_against_oracle(inputs: &[Vec<f32>]) {
+        let n = inputs[0].len();
+        let want: Vec<f32> = (0..n).map(|i| oracle(inputs, i)).collect();
+        for algorithm in Algorithm::ALL {
+            let got = all_reduce(algorithm, inputs);
+            assert_eq!(bits(&got), bits(&want), "{algorithm:?} p {}", inputs.len());
+        }
+    }
+
+    /// Adversarial columns: cancellation, huge dynamic range, subnormals,
+    /// overflow, infinities, NaN, signed zeros, values off the grid.
+    fn adversarial(p: usize) -> Vec<Vec<f32>> {
+        let columns: [&[f32]; 12] = [
+            &[1e30, 1.0, -1e30, 0.5, 3.0],
+            &[f32::MAX, f32::MAX, -f32::MAX, 1.0],
+            &[f32::MAX, f32::MAX],
+            &[1e-45, 1e-45, -3e-45, 1.1754942e-38, 5e-40],
+            &[f32::INFINITY, 1.0, -5.0],
+            &[f32::INFINITY, f32::NEG_INFINITY],
+            &[f32::NAN, 1.0, f32::INFINITY],
+            &[-0.0, -0.0, -0.0],
+            &[16_777_216.0, 1.0, 1.0, -16_777_216.0],
+            &[1.0, 2f32.powi(-30), 2f32.powi(-31) * 3.0, -1.0],
+            &[0.1, 0.2, 0.3, -0.6, 1e-7],
+            &[3.0e38, 1e-38, -3.0e38, 7e-39],
+        ];
+        let mut inputs = vec![vec![0.0f32; 2 * GRID_BLOCK + 17]; p];
+        for (r, buf) in inputs.iter_mut().enumerate() {
+            for (i, x) in buf.iter_mut().enumerate() {
+                let column = columns[i % columns.len()];
+                // Rank r takes the column's values r, r + p, ... added up
+                // in its own position of the column: here, one each.
+                *x = column.get(r).copied().unwrap_or(0.0);
+                if i >= GRID_BLOCK && i % 7 == 0 {
+                    *x *= 2f32.powi(-(i as i32 % 60)); // blocks of mixed range
+                }
+            }
+        }
+        inputs
+    }
+
+    #[test]
+    fn every_algorithm_and_rank_count_gives_the_oracle_on_adversarial_inputs() {
+        for p in 1..=8 {
+            check_against_oracle(&adversarial(p));
+        }
+    }
+
+    #[test]
+    fn values_on_the_grid_sum_exactly() {
+        // Within 2^9 of the block's bound: the exact sum rounded once.
+        let inputs: Vec<Vec<f32>> = (0..5)
+            .map(|r| {
+                (0..100)
+                    .map(|i| (1.0 + (i * r) as f32 / 7.0) * if r % 2 == 0 { 1.0 } else { -1.000_1 })
+                    .collect()
+            })
+            .collect();
+        let got = all_reduce(Algorithm::Ring, &inputs);
+        for (i, &x) in got.iter().enumerate() {
+            let mut exact = ExactSum::new();
+            inputs.iter().for_each(|b| exact.add(b[i]));
+            assert_eq!(x.to_bits(), exact.to_f32().to_bits(), "position {i}");
+        }
+    }
+
+    #[test]
+    fn the_ring_sends_the_plain_bytes_at_two_ranks_and_under_one_and_a_half_times_beyond() {
+        // The module docs' table: (1 + 2 (p - 2) + (p - 1)) f against 2 (p - 1) f.
+        for p in 2..=16usize {
+            let n = 1024 * p;
+            let bytes = |order| {
+                let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, p, n)
+                    .unwrap()
+                    .with_order(order);
+                let mut total = 0;
+                s.transfers::<f32>(ReduceOp::Sum, |t| total += t.bytes);
+                total
+            };
+            let (free, plain) = (bytes(Order::Free), bytes(Order::Schedule));
+            assert_eq!(free * 2 * (p - 1), plain * (3 * p - 4), "p {p}");
+            assert!(free * 2 < plain * 3);
+        }
+    }
+
+    fn value() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            8 => -1e3f32..1e3,
+            2 => any::<f32>(),
+            1 => -1e-40f32..1e-40,
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The ranks' contributions permuted, any algorithm and rank count:
+        /// the same bits, the oracle's.
+        #[test]
+        fn order_and_algorithm_do_not_matter(
+            columns in prop::collection::vec(prop::collection::vec(value(), 1..=8), 1..40),
+            rotate in 0usize..8,
+        ) {
+            let p = columns.iter().map(Vec::len).min().unwrap();
+            let inputs: Vec<Vec<f32>> = (0..p).map(|r| columns.iter().map(|c| c[r]).collect()).collect();
+            check_against_oracle(&inputs);
+            let mut permuted = inputs.clone();
+            permuted.rotate_left(rotate % p);
+            permuted.reverse();
+            for algorithm in Algorithm::ALL {
+                prop_assert_eq!(bits(&all_reduce(algorithm, &permuted)), bits(&all_reduce(Algorithm::Ring, &inputs)));
+            }
+        }
+
+        /// Grid sums merge exactly: contributions summed in any grouping
+        /// (each group's grid sum, then the groups') give the same integers.
+        #[test]
+        fn grid_sums_split_and_merge_exactly(
+            values in prop::collection::vec(value(), 2..64),
+            cut in 1usize..63,
+        ) {
+            let cut = cut.min(values.len() - 1);
+            let g = super::block_exponent(&values) as i32;
+            let q: Vec<f64> = values.iter().map(|&x| super::round_to_grid(x, g)).collect();
+            let forward = q.iter().fold(0.0f64, |a, &b| a + b);
+            let backward = q.iter().rev().fold(0.0f64, |a, &b| a + b);
+            let (a, b) = q.split_at(cut);
+            let split = b.iter().sum::<f64>() + a.iter().sum::<f64>();
+            prop_assert_eq!(forward.to_bits() , backward.to_bits());
+            if !forward.is_nan() {
+                prop_assert_eq!(forward.to_bits(), split.to_bits());
+            }
+        }
+    }
+}
