@@ -93,12 +93,15 @@ const fn plan(f: Format, round: Round, abs: u32) -> Plan {
     }
 }
 
-/// How many of words 1.. the rule may read.
+/// How many of words 1.. the rule reads, given the element's half bits.
 #[inline(always)]
-const fn words_needed(plan: Plan, mode: Mode) -> usize {
+const fn words_needed(plan: Plan, mode: Mode, half: u16) -> usize {
     match (plan, mode) {
         (_, Mode::StochasticEqual) | (Plan::Special, _) => 0,
         (Plan::Grid { d }, _) => (d > 16) as usize,
+        // The half bits decide unless they tie with the significand's top
+        // 16 (probability 2^-16): then the words are read.
+        (Plan::Tiny { m, s, .. }, _) if half as u32 != shr(m, s - 16) => 0,
         (Plan::Tiny { s, .. }, _) => {
             let s = match mode {
                 Mode::StochasticBits(k) if (k as u32) < s => k as u32,
@@ -118,7 +121,7 @@ const fn draw_stream(plan: Plan, mode: Mode, stream: RandomStream, index: u64) -
     }
     let mut draw = Draw::ZERO;
     draw.half = stream.half_bits(index);
-    let n = words_needed(plan, mode);
+    let n = words_needed(plan, mode, draw.half);
     let mut k = 0;
     while k < n {
         draw.words[k] = stream.word(index, k as u32 + 1);
@@ -135,13 +138,16 @@ fn draw_from<B: RandomBits + ?Sized>(plan: Plan, mode: Mode, bits: &B, index: u6
     }
     let mut draw = Draw::ZERO;
     draw.half = bits.half_bits(index);
-    for (k, w) in draw.words[..words_needed(plan, mode)]
-        .iter_mut()
-        .enumerate()
-    {
+    let n = words_needed(plan, mode, draw.half);
+    for (k, w) in draw.words[..n].iter_mut().enumerate() {
         *w = bits.word(index, k as u32 + 1);
     }
     draw
+}
+
+/// `x >> shift`, 0 from 32 on.
+const fn shr(x: u32, shift: u32) -> u32 {
+    if shift >= 32 { 0 } else { x >> shift }
 }
 
 const fn low_mask(bits: u32) -> u32 {
@@ -169,8 +175,7 @@ const fn prefix_below(m: u32, s: u32, budget: u32, draw: &Draw) -> bool {
             take = budget;
         }
         let drawn = value >> (size - take);
-        let shift = remaining - take;
-        let target = if shift >= 32 { 0 } else { m >> shift } & low_mask(take);
+        let target = shr(m, remaining - take) & low_mask(take);
         if drawn != target {
             return drawn < target;
         }

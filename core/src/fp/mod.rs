@@ -1,6 +1,25 @@
-//! f16 and bf16: round-to-nearest and stochastic-rounding conversions.
+//! Number formats and rounding: f32 into f16, bf16, TF32, every FP8, FP6
+//! and FP4 format of ml_dtypes and OCP, Graphcore's F143/F152 and any
+//! CPFloat format, in every rounding mode; the f16/bf16 slice kernels.
 //!
-//! The slice kernels are generic over [`HalfFloat`] (implemented for
+//! A [`Format`] is a value with `const` presets; a [`Round`] says how to
+//! round (a [`Mode`], an [`Overflow`] policy, [`Subnormals`]):
+//!
+//! ```
+//! use tessera_core::fp::{self, Format, Mode, Round};
+//! use tessera_core::rng::RandomStream;
+//!
+//! let s = RandomStream::new(1, 0);
+//! let f = Format::E4M3FN;
+//! let code = f.encode(0.3, Round::NEAREST_EVEN, s, 0); // 0x2a
+//! assert_eq!(f.decode(code), 0.3125);
+//! assert_eq!(f.chop(0.3, Round::new(Mode::TowardZero), s, 0), 0.28125);
+//! let mut x = [0.3f32; 64];
+//! fp::chop_slice(f, &mut x, Round::STOCHASTIC, &s, 0); // unbiased
+//! assert!(x.iter().all(|v| *v == 0.28125 || *v == 0.3125));
+//! ```
+//!
+//! The f16/bf16 slice kernels are generic over [`HalfFloat`] (implemented for
 //! [`f16`](struct@f16) and [`bf16`](struct@bf16)); the destination's type picks the format:
 //!
 //! ```
@@ -20,6 +39,64 @@
 //! assert!(b[3].is_nan());
 //! ```
 //!
+//! # Formats
+//!
+//! Every figure is checked by the tests against the format's parameters
+//! (ml_dtypes' `finfo`, the OCP OFP8 and MX v1.0 specifications, gfloat's
+//! table, Poplar's `Quarter.hpp`).
+//!
+//! | format | bits | bias | max | min normal | min subnormal | NaN | infinity |
+//! |---|---|---|---|---|---|---|---|
+//! | [`E3M4`](Format::E3M4) | 8 | 3 | 15.5 | 2^-2 | 2^-6 | IEEE | yes |
+//! | [`E4M3`](Format::E4M3) | 8 | 7 | 240 | 2^-6 | 2^-9 | IEEE | yes |
+//! | [`E4M3FN`](Format::E4M3FN) (OCP E4M3) | 8 | 7 | 448 | 2^-6 | 2^-9 | `S.1111.111` | no |
+//! | [`E4M3FNUZ`](Format::E4M3FNUZ) = [`F143`](Format::F143) | 8 | 8 | 240 | 2^-7 | 2^-10 | `0x80` | no |
+//! | [`E4M3B11FNUZ`](Format::E4M3B11FNUZ) | 8 | 11 | 30 | 2^-10 | 2^-13 | `0x80` | no |
+//! | [`E5M2`](Format::E5M2) (OCP E5M2) | 8 | 15 | 57344 | 2^-14 | 2^-16 | IEEE | yes |
+//! | [`E5M2FNUZ`](Format::E5M2FNUZ) = [`F152`](Format::F152) | 8 | 16 | 57344 | 2^-15 | 2^-17 | `0x80` | no |
+//! | [`E8M0FNU`](Format::E8M0FNU) (unsigned, no zero) | 8 | 127 | 2^127 | 2^-127 | none | `0xff` | no |
+//! | [`E2M3FN`](Format::E2M3FN) (OCP FP6) | 6 | 1 | 7.5 | 1 | 2^-3 | none | no |
+//! | [`E3M2FN`](Format::E3M2FN) (OCP FP6) | 6 | 3 | 28 | 2^-2 | 2^-4 | none | no |
+//! | [`E2M1FN`](Format::E2M1FN) (OCP FP4) | 4 | 1 | 6 | 1 | 2^-1 | none | no |
+//! | [`F16`](Format::F16) | 16 | 15 | 65504 | 2^-14 | 2^-24 | IEEE | yes |
+//! | [`BF16`](Format::BF16) | 16 | 127 | 3.3895e38 | 2^-126 | 2^-133 | IEEE | yes |
+//! | [`TF32`](Format::TF32) | 19 | 127 | 3.4028e38 | 2^-126 | 2^-136 | IEEE | yes |
+//! | [`Format::cpfloat`]`(p, emin, emax, subnormals)` | | `1 - emin` | `2^emax (2 - 2^(1-p))` | `2^emin` | `2^(emin-p+1)` | IEEE | yes |
+//!
+//! Graphcore's scale bias `s` (`-32..=31`, [`Format::with_scale_bias`])
+//! multiplies every value by `2^s`. E8M0 has no zero: zero and
+//! everything below `2^-127` round to `2^-127` (as PyTorch's
+//! `Float8_e8m0fnu`), negative values to NaN.
+//!
+//! # Rounding modes
+//!
+//! | [`Mode`] | result for `a < x < b` (neighbours) | random bits |
+//! |---|---|---|
+//! | `NearestEven`, `NearestAway`, `NearestZero` | the nearer; ties to the even code, away from zero, toward zero | none |
+//! | `TowardZero`, `Up`, `Down` | truncation; toward +inf; toward -inf | none |
+//! | `ToOdd` | the one with an odd code | none |
+//! | `Stochastic` | `b` with probability `(x - a) / (b - a)` exactly | every discarded bit |
+//! | `StochasticBits(k)` | `b` with probability `floor(f 2^k) / 2^k`, `f = (x - a) / (b - a)`: bias toward zero below `2^-k` spacings | `k` |
+//! | `StochasticEqual` | `a` or `b`, 1/2 each (CPFloat mode 6) | 1 |
+//!
+//! Overflow follows [`Overflow`] (IEEE 754's directed-rounding rules;
+//! formats without infinity give NaN, OCP's non-saturating conversion);
+//! [`Subnormals::Flush`] rounds as if the format had none. NaN never
+//! becomes a number: [`encode_slice`] counts NaN inputs to formats
+//! without NaN.
+//!
+//! The stochastic modes read, for element `index`, its 16
+//! [`RandomStream::half_bits`] and then its words 1, 2, ... of
+//! [`RandomStream::word`] (or the same from any [`RandomBits`] source): for
+//! `d <= 23` discarded bits, the low 16 then word 1's low `d - 16`, added to
+//! the discarded bits; below the format's smallest value by more than 23
+//! bits, a uniform compared with the significand, half bits first
+//! (details for f16 below). For f16 and bf16 these are exactly the bits of
+//! the table below, so [`Format::F16`] and [`Format::BF16`] give the
+//! kernels' results bit for bit.
+//!
+//! [`RandomBits`]: crate::rng::RandomBits
+//!
 //! # Which function do I want
 //!
 //! | to | slices (SIMD) | one value (`const fn` scalar twin) |
@@ -28,6 +105,10 @@
 //! | f32 -> f16/bf16, stochastically | [`f32_to_half_sr_slice`] | [`scalar::f32_to_f16_sr`], [`scalar::f32_to_bf16_sr`] |
 //! | ... with your own random bits | | [`scalar::f32_to_f16_sr_with`], [`scalar::f32_to_bf16_sr_with`] |
 //! | f16/bf16 -> f32 (exact) | [`half_to_f32_slice`] | [`scalar::f16_to_f32`], [`scalar::bf16_to_f32`] |
+//! | f32 -> any format, any mode (codes) | [`encode_slice`] (a loop over the twin) | [`Format::encode`], [`Format::encode_with`] |
+//! | codes -> f32 (exact) | [`decode_slice`] | [`Format::decode`] |
+//! | round to a format, keep f32 (chop) | [`chop_slice`] | [`Format::chop`], [`Format::chop_with`] |
+//! | pack FP4 / FP6 codes as OCP does | [`pack_fp4`], [`pack_fp6`] (and `unpack_*`) | |
 //! | round in a generic kernel | [`Element::store`] with a [`Rounding`] | [`HalfFloat::from_f32`], [`HalfFloat::from_f32_sr`] |
 //!
 //! # Round to nearest
@@ -104,8 +185,10 @@ pub use nvfp4::{NVFP4_BLOCK, Nvfp4};
 use crate::arch::{F32s, Portable, Simd, U32s};
 use crate::rng::RandomStream;
 
-/// What stochastic rounding does with magnitudes above the format's largest
-/// finite value (`MAX`: 65504 for f16, about 3.39e38 for bf16).
+/// What rounding does with magnitudes above the format's largest finite
+/// value (`MAX`: 65504 for f16, about 3.39e38 for bf16, 448 for E4M3FN).
+/// See [`Round`] for every mode and format; for f16 and bf16 stochastic
+/// rounding:
 ///
 /// ```
 /// use tessera_core::fp::{HalfFloat, Overflow, Stochastic, f16};
@@ -124,7 +207,9 @@ pub enum Overflow {
     /// `(MAX, 2 MAX')` (where `2 MAX'` is the next power of two) rounds to
     /// infinity with probability `(|x| - MAX) / (2 MAX' - MAX)`, and from
     /// `2 MAX'` (65536 for f16) up always. This is what add-then-truncate
-    /// gives and what CPFloat does.
+    /// gives and what CPFloat does. Formats without infinity give NaN
+    /// instead (OCP's non-saturating conversion), formats with neither give
+    /// `MAX`.
     #[default]
     Infinity,
     /// Finite inputs never become infinite: anything that would round above

@@ -118,3 +118,34 @@ mod generic_matches_half {
         }
     }
 }
+
+/// Kernels that store through a `Rounding` built from any `Round` give,
+/// lane by lane, the format twin's result at the element's position.
+#[test]
+fn every_round_stores_through_kernels_as_the_twin_rounds() {
+    use super::{Format, Mode, Round, Rounding};
+    use crate::rng::RandomStream;
+    use half::f16;
+
+    let stream = RandomStream::new(4, 4);
+    let x: [f32; 37] = core::array::from_fn(|i| 1.0 + i as f32 * 1.37e-4);
+    for mode in [
+        Mode::TowardZero,
+        Mode::Up,
+        Mode::ToOdd,
+        Mode::StochasticBits(4),
+        Mode::Stochastic,
+    ] {
+        let round = Round::new(mode);
+        let rounding = Rounding::new(round, stream, 100);
+        let mut h: [f16; 37] = core::array::from_fn(|i| {
+            f16::from_bits(Format::F16.encode(x[i], Round::NEAREST_EVEN, stream, 0) as u16)
+        });
+        let scaled: [f32; 37] = core::array::from_fn(|i| h[i].to_f32() * 1.001);
+        crate::kernels::scale(1.001, &mut h, rounding);
+        for (i, got) in h.iter().enumerate() {
+            let want = Format::F16.encode(scaled[i], round, stream, 100 + i as u64);
+            assert_eq!(u32::from(got.to_bits()), want, "{mode:?} {i}");
+        }
+    }
+}

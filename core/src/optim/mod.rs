@@ -50,7 +50,7 @@
 //! | warm-up and decay | [`LrSchedule`]'s `factor(step)` as [`Step::with_lr_scale`] |
 //! | clip by the global gradient norm | [`GradNorm`], then [`Step::with_grad_scale`] |
 //! | count steps, skip on overflow | [`StepCounter`], [`StepCounter::step_for`] |
-//! | store f16/bf16 weights and state | [`Precision`] (a [`Round`](crate::fp::Round) each) |
+//! | store f16/bf16 weights and state | [`Precision`] (a [`Round`] each) |
 //! | accumulate micro-batch gradients | [`Accumulation`] |
 //! | adapt to a framework's optimizer trait (`alloc`) | the `Optimize` trait |
 //!
