@@ -320,13 +320,16 @@ fn bench_allreduce_json_reports_every_algorithm_against_memcpy() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
     // --quick: 2 thread ranks; four algorithms and the cost model's choice
-    // (4 KiB is below the chunked ring's slice size).
+    // (4 KiB is below the chunked ring's slice size), then the cost model's
+    // choice in the deterministic and the order-free orders.
     let kernels = [
         "allreduce_ring_p2",
         "allreduce_bidirectional_ring_p2",
         "allreduce_double_binary_tree_p2",
         "allreduce_halving_doubling_p2",
         "allreduce_auto_p2",
+        "allreduce_deterministic_p2",
+        "allreduce_order_free_p2",
     ];
     assert_eq!(records.len(), kernels.len(), "{}", stdout(&out));
     for (r, kernel) in records.iter().zip(kernels) {
