@@ -44,16 +44,6 @@ pub(crate) fn formats() -> Vec<(&'static str, Format)> {
     ]
 }
 
-const DETERMINISTIC: [Mode; 7] = [
-    Mode::NearestEven,
-    Mode::NearestAway,
-    Mode::NearestZero,
-    Mode::TowardZero,
-    Mode::Up,
-    Mode::Down,
-    Mode::ToOdd,
-];
-
 fn rounds(modes: &[Mode]) -> Vec<Round> {
     let mut out = Vec::new();
     for &mode in modes {
@@ -247,7 +237,7 @@ fn deterministic_modes_match_the_oracle() {
     for (name, f) in formats() {
         let v = Values::new(f);
         let inputs = stratified(&v);
-        let all = rounds(&DETERMINISTIC);
+        let all = rounds(&Mode::DETERMINISTIC);
         for round in &all {
             for &x in &inputs {
                 check_against_oracle(name, &v, x, *round);
@@ -646,7 +636,7 @@ fn exhaustive_all_f32_inputs_into_small_formats() {
         });
         let nearest = start.elapsed().as_secs_f64();
         let mut representatives = 0u64;
-        for round in rounds(&DETERMINISTIC) {
+        for round in rounds(&Mode::DETERMINISTIC) {
             // Per sign and exponent field, each class is one exact input
             // `q << k` and the run of `2^k - 1` after it: check the exact
             // one and the run's first, middle and last.

@@ -320,21 +320,14 @@ mod round_trip {
 
     #[test]
     fn precision() {
-        let modes = [
-            Mode::NearestEven,
-            Mode::NearestAway,
-            Mode::NearestZero,
-            Mode::TowardZero,
-            Mode::Up,
-            Mode::Down,
-            Mode::ToOdd,
+        let stochastic = [
             Mode::Stochastic,
             Mode::StochasticBits(7),
             Mode::StochasticEqual,
         ];
         for overflow in [Overflow::Infinity, Overflow::Saturate] {
             round_trips(&overflow);
-            for mode in modes {
+            for mode in Mode::DETERMINISTIC.into_iter().chain(stochastic) {
                 round_trips(&Round::new(mode).with_overflow(overflow));
             }
         }

@@ -132,14 +132,3 @@ pub(crate) fn neighbours(values: &[f64], q: f64) -> (f64, f64) {
     };
     (lo, hi)
 }
-
-/// The deterministic modes.
-pub(crate) const MODES: [Mode; 7] = [
-    Mode::NearestEven,
-    Mode::NearestAway,
-    Mode::NearestZero,
-    Mode::TowardZero,
-    Mode::Up,
-    Mode::Down,
-    Mode::ToOdd,
-];

@@ -65,6 +65,24 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every deterministic mode, for sweeps and property tests.
+    ///
+    /// ```
+    /// use tessera_core::fp::Mode;
+    ///
+    /// assert_eq!(Mode::DETERMINISTIC.len(), 7);
+    /// assert!(Mode::DETERMINISTIC.iter().all(|m| !m.is_stochastic()));
+    /// ```
+    pub const DETERMINISTIC: [Mode; 7] = [
+        Mode::NearestEven,
+        Mode::NearestAway,
+        Mode::NearestZero,
+        Mode::TowardZero,
+        Mode::Up,
+        Mode::Down,
+        Mode::ToOdd,
+    ];
+
     /// Whether the mode reads random bits.
     ///
     /// ```
