@@ -26,6 +26,11 @@ pub struct IpuParams {
     /// Peak FP16 (f16 multiply, f32 accumulate) floating-point operations
     /// per cycle per tile, counting a multiply-add as two.
     pub fp16_flops_per_tile_cycle: u32,
+    /// Peak FP8 (8-bit float inputs) floating-point operations per cycle
+    /// per tile, counting a multiply-add as two; 0 for an IPU without FP8
+    /// units (Mk2 GC200, Bow), whose FP8 products are converted to FP16
+    /// ([`IpuSpec::product`]).
+    pub fp8_flops_per_tile_cycle: u32,
     /// Bytes a tile can send, and separately receive, per cycle over the
     /// on-chip exchange.
     pub exchange_bytes_per_cycle: u32,
@@ -125,6 +130,15 @@ pub enum Kernel {
     MatmulF16,
     /// A matrix product in f32, per flop.
     MatmulF32,
+    /// A matrix product with FP8 inputs on the FP8 units, per flop (only
+    /// where [`IpuParams::fp8_flops_per_tile_cycle`] is not 0).
+    MatmulF8,
+    /// Conversion between f16 (or f32) and an 8-bit float with a per-tensor
+    /// scale, either way, per element.
+    ConvertF8,
+    /// Conversion between f16 (or f32) and OCP MX blocks, either way, per
+    /// element (the block's absolute maximum and shared scale included).
+    ConvertMx,
     /// Bias, f16 rounding and activation (ReLU or GELU) of a layer, per element.
     Activation,
     /// The activation's derivative times the incoming gradient, per element.
@@ -137,7 +151,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// Every kernel, in declaration order.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 16] = [
         Self::ConvertSr,
         Self::LambPartials,
         Self::LambApply,
@@ -147,6 +161,9 @@ impl Kernel {
         Self::Scalar,
         Self::MatmulF16,
         Self::MatmulF32,
+        Self::MatmulF8,
+        Self::ConvertF8,
+        Self::ConvertMx,
         Self::Activation,
         Self::ActivationGrad,
         Self::BatchNorm,
@@ -166,6 +183,9 @@ impl Kernel {
             Self::Scalar => "scalar",
             Self::MatmulF16 => "matmul_f16",
             Self::MatmulF32 => "matmul_f32",
+            Self::MatmulF8 => "matmul_f8",
+            Self::ConvertF8 => "convert_f8",
+            Self::ConvertMx => "convert_mx",
             Self::Activation => "activation",
             Self::ActivationGrad => "activation_grad",
             Self::BatchNorm => "batch_norm",
@@ -195,6 +215,12 @@ pub struct KernelCosts {
     pub matmul_f16: KernelCost,
     /// [`Kernel::MatmulF32`].
     pub matmul_f32: KernelCost,
+    /// [`Kernel::MatmulF8`].
+    pub matmul_f8: KernelCost,
+    /// [`Kernel::ConvertF8`].
+    pub convert_f8: KernelCost,
+    /// [`Kernel::ConvertMx`].
+    pub convert_mx: KernelCost,
     /// [`Kernel::Activation`].
     pub activation: KernelCost,
     /// [`Kernel::ActivationGrad`].
@@ -219,6 +245,9 @@ impl KernelCosts {
             Kernel::Scalar => self.scalar,
             Kernel::MatmulF16 => self.matmul_f16,
             Kernel::MatmulF32 => self.matmul_f32,
+            Kernel::MatmulF8 => self.matmul_f8,
+            Kernel::ConvertF8 => self.convert_f8,
+            Kernel::ConvertMx => self.convert_mx,
             Kernel::Activation => self.activation,
             Kernel::ActivationGrad => self.activation_grad,
             Kernel::BatchNorm => self.batch_norm,
@@ -242,6 +271,7 @@ const MK2_GC200: IpuParams = IpuParams {
     memory_per_tile: 638_976,
     clock_hz: 1_330_000_000,
     fp16_flops_per_tile_cycle: 128,
+    fp8_flops_per_tile_cycle: 0,
     exchange_bytes_per_cycle: 4,
     local_copy_bytes_per_cycle: 8,
     sync_cycles: 40,
@@ -267,6 +297,12 @@ const MK2_GC200: IpuParams = IpuParams {
         scalar: cost(10, 1, 2),
         matmul_f16: cost(40, 128, 1),
         matmul_f32: cost(40, 32, 1),
+        // No FP8 units: the C600's figure, used only by a custom spec that
+        // sets `fp8_flops_per_tile_cycle`.
+        matmul_f8: cost(40, 256, 1),
+        // In software (no FP8 conversion instructions).
+        convert_f8: cost(10, 2, 6),
+        convert_mx: cost(10, 2, 8),
         activation: cost(10, 2, 6),
         activation_grad: cost(10, 2, 6),
         batch_norm: cost(10, 2, 6),
@@ -280,6 +316,24 @@ const MK2_GC200: IpuParams = IpuParams {
 const BOW: IpuParams = IpuParams {
     clock_hz: 1_850_000_000,
     sync_cycles: 56,
+    ..MK2_GC200
+};
+
+/// C600: one Mk2 IPU with FP8 units on a PCIe card. Graphcore's figures
+/// (900 MB, 280 TFLOPS FP16; the datasheet's "Mk2 IPU with FP8 support")
+/// give the GC200's tiles and memory, and at its 128 FP16 flops per tile
+/// cycle a 1.486 GHz clock; the FP8 rate is twice the FP16 rate (560
+/// TFLOPS), and FP8 conversion is in hardware (see the [`ipu`](super)
+/// module's table for which figures are assumed).
+const C600: IpuParams = IpuParams {
+    clock_hz: 1_486_000_000,
+    fp8_flops_per_tile_cycle: 256,
+    // ceil(2 x 15 ns x 1.486 GHz), as the other presets.
+    sync_cycles: 45,
+    costs: KernelCosts {
+        convert_f8: cost(10, 4, 2),
+        ..MK2_GC200.costs
+    },
     ..MK2_GC200
 };
 
@@ -335,6 +389,9 @@ impl SpecField {
                 Kernel::Scalar => "costs.scalar.vector_width",
                 Kernel::MatmulF16 => "costs.matmul_f16.vector_width",
                 Kernel::MatmulF32 => "costs.matmul_f32.vector_width",
+                Kernel::MatmulF8 => "costs.matmul_f8.vector_width",
+                Kernel::ConvertF8 => "costs.convert_f8.vector_width",
+                Kernel::ConvertMx => "costs.convert_mx.vector_width",
                 Kernel::Activation => "costs.activation.vector_width",
                 Kernel::ActivationGrad => "costs.activation_grad.vector_width",
                 Kernel::BatchNorm => "costs.batch_norm.vector_width",
@@ -422,6 +479,17 @@ impl IpuSpec {
 
     /// Graphcore's Bow IPU: the GC200 at 1.85 GHz, 348.6 TFLOPS FP16 peak.
     pub const BOW: Self = Self::preset(BOW);
+
+    /// Graphcore's C600 card: a Mk2 IPU with FP8 units at 1.486 GHz,
+    /// 280 TFLOPS FP16 and 560 TFLOPS FP8 peak.
+    pub const C600: Self = Self::preset(C600);
+
+    /// The presets with their names: Mk2 GC200, Bow, C600.
+    pub const PRESETS: [(&'static str, Self); 3] = [
+        ("Mk2 GC200", Self::MK2_GC200),
+        ("Bow", Self::BOW),
+        ("C600", Self::C600),
+    ];
 
     /// A preset, validated at compile time.
     const fn preset(params: IpuParams) -> Self {
@@ -545,6 +613,22 @@ impl IpuSpec {
             * self.params.clock_hz as f64
     }
 
+    /// Whether the IPU has FP8 units
+    /// ([`IpuParams::fp8_flops_per_tile_cycle`] is not 0).
+    #[must_use]
+    pub const fn has_fp8_units(&self) -> bool {
+        self.params.fp8_flops_per_tile_cycle > 0
+    }
+
+    /// Peak FP8 floating-point operations per second of the whole IPU (0
+    /// without FP8 units).
+    #[must_use]
+    pub fn peak_fp8_flops(&self) -> f64 {
+        f64::from(self.params.tiles)
+            * f64::from(self.params.fp8_flops_per_tile_cycle)
+            * self.params.clock_hz as f64
+    }
+
     /// The wall-clock seconds `cycles` clock cycles take.
     #[must_use]
     pub fn seconds(&self, cycles: u64) -> f64 {
@@ -664,19 +748,51 @@ mod tests {
     }
 
     #[test]
+    fn c600_is_a_gc200_with_fp8_units() {
+        let (mk2, c600) = (IpuSpec::MK2_GC200, IpuSpec::C600);
+        assert_eq!(c600.tiles(), mk2.tiles());
+        assert_eq!(c600.total_memory(), mk2.total_memory());
+        // Graphcore: 280 TFLOPS FP16; FP8 twice that (assumed, 560).
+        assert!((c600.peak_fp16_flops() / 280e12 - 1.0).abs() < 0.001);
+        assert!((c600.peak_fp8_flops() / 560e12 - 1.0).abs() < 0.001);
+        assert!(c600.has_fp8_units());
+        for s in [mk2, IpuSpec::BOW] {
+            assert!(!s.has_fp8_units());
+            assert_eq!(s.peak_fp8_flops(), 0.0);
+        }
+        // FP8 products at the FP8 rate per tile cycle, as FP16's.
+        let p = c600.params();
+        assert_eq!(p.costs.matmul_f8.vector_width, p.fp8_flops_per_tile_cycle);
+        assert_eq!(p.costs.matmul_f16.vector_width, p.fp16_flops_per_tile_cycle);
+        // Hardware conversion on the C600, software on the others.
+        let per_element = |s: IpuSpec, k: Kernel| {
+            let c = s.costs().get(k);
+            f64::from(c.cycles_per_vector) / f64::from(c.vector_width)
+        };
+        assert!(
+            per_element(c600, Kernel::ConvertF8) < per_element(IpuSpec::BOW, Kernel::ConvertF8)
+        );
+        assert_eq!(
+            IpuSpec::PRESETS.map(|(n, _)| n),
+            ["Mk2 GC200", "Bow", "C600"]
+        );
+    }
+
+    #[test]
     fn one_ipu_sync_is_the_poplibs_one_hop_figure() {
         // ceil(2 hops x 15 ns x f) with one hop.
-        for s in [IpuSpec::MK2_GC200, IpuSpec::BOW] {
+        for s in [IpuSpec::MK2_GC200, IpuSpec::BOW, IpuSpec::C600] {
             let one_hop = s.cycles_of_ps(2 * 15_000);
             assert_eq!(s.sync_cycles(1), one_hop);
         }
         assert_eq!(IpuSpec::MK2_GC200.sync_cycles(1), 40); // ceil(39.9)
         assert_eq!(IpuSpec::BOW.sync_cycles(1), 56); // ceil(55.5)
+        assert_eq!(IpuSpec::C600.sync_cycles(1), 45); // ceil(44.6)
     }
 
     #[test]
     fn params_round_trip() {
-        for s in [IpuSpec::MK2_GC200, IpuSpec::BOW] {
+        for (_, s) in IpuSpec::PRESETS {
             assert_eq!(IpuSpec::new(s.params()), Ok(s));
         }
     }
@@ -756,6 +872,9 @@ mod tests {
                 Kernel::Scalar => costs.scalar.vector_width = 0,
                 Kernel::MatmulF16 => costs.matmul_f16.vector_width = 0,
                 Kernel::MatmulF32 => costs.matmul_f32.vector_width = 0,
+                Kernel::MatmulF8 => costs.matmul_f8.vector_width = 0,
+                Kernel::ConvertF8 => costs.convert_f8.vector_width = 0,
+                Kernel::ConvertMx => costs.convert_mx.vector_width = 0,
                 Kernel::Activation => costs.activation.vector_width = 0,
                 Kernel::ActivationGrad => costs.activation_grad.vector_width = 0,
                 Kernel::BatchNorm => costs.batch_norm.vector_width = 0,

@@ -372,16 +372,14 @@ impl PlanConfig {
     }
 }
 
-/// A name for `ipu`: `Mk2 GC200`, `Bow`, or `custom IPU`.
+/// A name for `ipu`: `Mk2 GC200`, `Bow`, `C600` ([`IpuSpec::PRESETS`]), or
+/// `custom IPU`.
 #[must_use]
 pub fn ipu_name(ipu: &IpuSpec) -> &'static str {
-    if *ipu == IpuSpec::MK2_GC200 {
-        "Mk2 GC200"
-    } else if *ipu == IpuSpec::BOW {
-        "Bow"
-    } else {
-        "custom IPU"
-    }
+    IpuSpec::PRESETS
+        .iter()
+        .find(|(_, preset)| preset == ipu)
+        .map_or("custom IPU", |(name, _)| name)
 }
 
 #[cfg(test)]
@@ -422,6 +420,7 @@ mod tests {
             Optimizer::Lars
         );
         assert_eq!(ipu_name(&IpuSpec::BOW), "Bow");
+        assert_eq!(ipu_name(&IpuSpec::C600), "C600");
     }
 
     #[test]

@@ -31,6 +31,9 @@ enum IpuArg {
     Mk2,
     /// Bow: the GC200 at 1.85 GHz, 350 TFLOPS FP16.
     Bow,
+    /// C600: a Mk2 IPU with FP8 units, 1.486 GHz, 280 TFLOPS FP16, 560
+    /// TFLOPS FP8.
+    C600,
 }
 
 /// Which assumptions price the plan.
@@ -304,6 +307,7 @@ impl PlanArgs {
             ipu: match self.ipu {
                 IpuArg::Mk2 => IpuSpec::MK2_GC200,
                 IpuArg::Bow => IpuSpec::BOW,
+                IpuArg::C600 => IpuSpec::C600,
             },
             precision: self.precision,
             optimizer: self.optimizer,
