@@ -134,7 +134,8 @@ pub(super) struct PlanArgs {
     #[arg(long, value_enum, default_value_t = IpuArg::Mk2, help_heading = "Machine")]
     ipu: IpuArg,
 
-    /// Compute.weights precision: 32.32, 16.32 or 16.16
+    /// Compute.weights precision: 32.32, 16.32, 16.16, 8.16, 8.32 (FP8
+    /// products), mxfp8.16, mxfp6.16 or mxfp4.16 (OCP MX products)
     #[arg(long, default_value = "16.16", help_heading = "Numerics")]
     precision: Precision,
 
