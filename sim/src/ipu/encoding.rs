@@ -11,7 +11,7 @@
 
 use tessera_core::fp::{Format, MX_BLOCK, MxFormat, NVFP4_BLOCK};
 
-use super::spec::Kernel;
+use super::costs::Kernel;
 
 /// The bits of an MX element whose format is not a float ([`MxFormat::Int8`]).
 const INT8_BITS: u32 = 8;

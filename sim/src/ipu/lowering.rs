@@ -4,8 +4,9 @@
 //! units do not take (MX and NVFP4 blocks, FP6, FP4: Graphcore's FP8 units
 //! take one scale per tensor, not a scale per block).
 
+use super::costs::Kernel;
 use super::encoding::Encoding;
-use super::spec::{IpuSpec, Kernel};
+use super::spec::IpuSpec;
 
 /// Which units a product runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

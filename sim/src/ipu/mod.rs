@@ -127,6 +127,7 @@
 //! Every sync of a multi-IPU target is a global sync.
 
 pub mod codelet;
+mod costs;
 mod encoding;
 mod engine;
 mod exchange;
@@ -143,6 +144,7 @@ mod target;
 mod tensor;
 
 pub use codelet::{Access, Codelet, FieldMut, FieldSpec, VertexCycles, VertexIo};
+pub use costs::{Kernel, KernelCost, KernelCosts};
 pub use encoding::Encoding;
 pub use engine::{AccessError, BuildError, Engine, EngineOptions, run_seconds_on_this_thread};
 pub use graph::{ComputeSetId, Direction, ExchangeId, Graph, GraphError, StreamId};
@@ -156,6 +158,6 @@ pub use profile::{
 };
 pub use program::Program;
 pub use rng::{Seeds, StreamKind};
-pub use spec::{IpuParams, IpuSpec, Kernel, KernelCost, KernelCosts, SpecError, SpecField};
+pub use spec::{IpuParams, IpuSpec, SpecError, SpecField};
 pub use target::{LinkGroup, Target, TargetError, Tile};
 pub use tensor::{DType, Piece, Scalar, TensorId, TensorSlice};

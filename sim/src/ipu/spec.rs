@@ -7,6 +7,8 @@
 
 use core::fmt;
 
+use super::costs::{Kernel, KernelCosts, cost};
+
 /// The numbers that describe an IPU, before validation.
 ///
 /// `Default` is the Mk2 GC200 ([`IpuSpec::MK2_GC200`]); change fields and
@@ -64,203 +66,6 @@ pub struct IpuParams {
 impl Default for IpuParams {
     fn default() -> Self {
         MK2_GC200
-    }
-}
-
-/// The cycle cost of one kernel on one worker, in the shape of PopLibs'
-/// cycle estimators: `call_cycles + ceil(n / vector_width) *
-/// cycles_per_vector` worker-thread cycles for `n` elements (a worker
-/// issues one instruction every `workers_per_tile` tile cycles).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct KernelCost {
-    /// Fixed thread cycles per call (entry, pointer setup, exit).
-    pub call_cycles: u32,
-    /// Elements handled per loop iteration (at least 1).
-    pub vector_width: u32,
-    /// Thread cycles per loop iteration.
-    pub cycles_per_vector: u32,
-}
-
-impl KernelCost {
-    /// Thread cycles for `n` elements on one worker.
-    #[must_use]
-    pub const fn thread_cycles(&self, n: u64) -> u64 {
-        let width = if self.vector_width == 0 {
-            1
-        } else {
-            self.vector_width as u64
-        };
-        self.call_cycles as u64 + n.div_ceil(width) * self.cycles_per_vector as u64
-    }
-
-    /// Thread cycles of the busiest worker when `n` elements are shared
-    /// by `workers` workers in contiguous runs of whole vectors (the first
-    /// `vectors % workers` workers take one vector more).
-    #[must_use]
-    pub const fn multi_thread_cycles(&self, n: u64, workers: u32) -> u64 {
-        let width = if self.vector_width == 0 {
-            1
-        } else {
-            self.vector_width as u64
-        };
-        let workers = if workers == 0 { 1 } else { workers as u64 };
-        let vectors = n.div_ceil(width);
-        self.call_cycles as u64 + vectors.div_ceil(workers) * self.cycles_per_vector as u64
-    }
-}
-
-/// The kernels with a cost in [`KernelCosts`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kernel {
-    /// f32 to f16/bf16 with stochastic rounding, per element.
-    ConvertSr,
-    /// LAMB phase 1 (the three partial sums of squares), per element.
-    LambPartials,
-    /// LAMB phase 2 (the update), per element.
-    LambApply,
-    /// A reduction's partial (sum of squares, dot), per element.
-    ReducePartial,
-    /// Merging exact sums, per sum merged.
-    MergeExact,
-    /// An all-reduce's element-wise combination, per element.
-    Combine,
-    /// A scalar bookkeeping vertex (a step counter), per element.
-    Scalar,
-    /// A matrix product with f16 inputs and f32 accumulation (AMP), per flop.
-    MatmulF16,
-    /// A matrix product in f32, per flop.
-    MatmulF32,
-    /// A matrix product with FP8 inputs on the FP8 units, per flop (only
-    /// where [`IpuParams::fp8_flops_per_tile_cycle`] is not 0).
-    MatmulF8,
-    /// Conversion between f16 (or f32) and an 8-bit float with a per-tensor
-    /// scale, either way, per element.
-    ConvertF8,
-    /// Conversion between f16 (or f32) and OCP MX blocks, either way, per
-    /// element (the block's absolute maximum and shared scale included).
-    ConvertMx,
-    /// Bias, f16 rounding and activation (ReLU or GELU) of a layer, per element.
-    Activation,
-    /// The activation's derivative times the incoming gradient, per element.
-    ActivationGrad,
-    /// Batch-norm statistics, normalisation or its backward pass, per element.
-    BatchNorm,
-    /// Softmax cross-entropy and its gradient, per logit.
-    CrossEntropy,
-}
-
-impl Kernel {
-    /// Every kernel, in declaration order.
-    pub const ALL: [Self; 16] = [
-        Self::ConvertSr,
-        Self::LambPartials,
-        Self::LambApply,
-        Self::ReducePartial,
-        Self::MergeExact,
-        Self::Combine,
-        Self::Scalar,
-        Self::MatmulF16,
-        Self::MatmulF32,
-        Self::MatmulF8,
-        Self::ConvertF8,
-        Self::ConvertMx,
-        Self::Activation,
-        Self::ActivationGrad,
-        Self::BatchNorm,
-        Self::CrossEntropy,
-    ];
-
-    /// The field's name in [`KernelCosts`].
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::ConvertSr => "convert_sr",
-            Self::LambPartials => "lamb_partials",
-            Self::LambApply => "lamb_apply",
-            Self::ReducePartial => "reduce_partial",
-            Self::MergeExact => "merge_exact",
-            Self::Combine => "combine",
-            Self::Scalar => "scalar",
-            Self::MatmulF16 => "matmul_f16",
-            Self::MatmulF32 => "matmul_f32",
-            Self::MatmulF8 => "matmul_f8",
-            Self::ConvertF8 => "convert_f8",
-            Self::ConvertMx => "convert_mx",
-            Self::Activation => "activation",
-            Self::ActivationGrad => "activation_grad",
-            Self::BatchNorm => "batch_norm",
-            Self::CrossEntropy => "cross_entropy",
-        }
-    }
-}
-
-/// The per-kernel cycle costs (see the [`ipu`](super) module's table).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct KernelCosts {
-    /// [`Kernel::ConvertSr`].
-    pub convert_sr: KernelCost,
-    /// [`Kernel::LambPartials`].
-    pub lamb_partials: KernelCost,
-    /// [`Kernel::LambApply`].
-    pub lamb_apply: KernelCost,
-    /// [`Kernel::ReducePartial`].
-    pub reduce_partial: KernelCost,
-    /// [`Kernel::MergeExact`].
-    pub merge_exact: KernelCost,
-    /// [`Kernel::Combine`].
-    pub combine: KernelCost,
-    /// [`Kernel::Scalar`].
-    pub scalar: KernelCost,
-    /// [`Kernel::MatmulF16`].
-    pub matmul_f16: KernelCost,
-    /// [`Kernel::MatmulF32`].
-    pub matmul_f32: KernelCost,
-    /// [`Kernel::MatmulF8`].
-    pub matmul_f8: KernelCost,
-    /// [`Kernel::ConvertF8`].
-    pub convert_f8: KernelCost,
-    /// [`Kernel::ConvertMx`].
-    pub convert_mx: KernelCost,
-    /// [`Kernel::Activation`].
-    pub activation: KernelCost,
-    /// [`Kernel::ActivationGrad`].
-    pub activation_grad: KernelCost,
-    /// [`Kernel::BatchNorm`].
-    pub batch_norm: KernelCost,
-    /// [`Kernel::CrossEntropy`].
-    pub cross_entropy: KernelCost,
-}
-
-impl KernelCosts {
-    /// The cost of `kernel`.
-    #[must_use]
-    pub const fn get(&self, kernel: Kernel) -> KernelCost {
-        match kernel {
-            Kernel::ConvertSr => self.convert_sr,
-            Kernel::LambPartials => self.lamb_partials,
-            Kernel::LambApply => self.lamb_apply,
-            Kernel::ReducePartial => self.reduce_partial,
-            Kernel::MergeExact => self.merge_exact,
-            Kernel::Combine => self.combine,
-            Kernel::Scalar => self.scalar,
-            Kernel::MatmulF16 => self.matmul_f16,
-            Kernel::MatmulF32 => self.matmul_f32,
-            Kernel::MatmulF8 => self.matmul_f8,
-            Kernel::ConvertF8 => self.convert_f8,
-            Kernel::ConvertMx => self.convert_mx,
-            Kernel::Activation => self.activation,
-            Kernel::ActivationGrad => self.activation_grad,
-            Kernel::BatchNorm => self.batch_norm,
-            Kernel::CrossEntropy => self.cross_entropy,
-        }
-    }
-}
-
-const fn cost(call_cycles: u32, vector_width: u32, cycles_per_vector: u32) -> KernelCost {
-    KernelCost {
-        call_cycles,
-        vector_width,
-        cycles_per_vector,
     }
 }
 
@@ -360,7 +165,7 @@ pub enum SpecField {
     LinkEfficiencyPercent,
     /// [`IpuParams::host_bytes_per_second`].
     HostBytesPerSecond,
-    /// [`KernelCost::vector_width`] of a kernel.
+    /// [`KernelCost::vector_width`](super::KernelCost::vector_width) of a kernel.
     VectorWidth(Kernel),
 }
 
@@ -615,6 +420,12 @@ impl IpuSpec {
 
     /// Whether the IPU has FP8 units
     /// ([`IpuParams::fp8_flops_per_tile_cycle`] is not 0).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert!(IpuSpec::C600.has_fp8_units() && !IpuSpec::BOW.has_fp8_units());
+    /// ```
     #[must_use]
     pub const fn has_fp8_units(&self) -> bool {
         self.params.fp8_flops_per_tile_cycle > 0
@@ -622,6 +433,12 @@ impl IpuSpec {
 
     /// Peak FP8 floating-point operations per second of the whole IPU (0
     /// without FP8 units).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::C600.peak_fp8_flops(), 2.0 * IpuSpec::C600.peak_fp16_flops());
+    /// ```
     #[must_use]
     pub fn peak_fp8_flops(&self) -> f64 {
         f64::from(self.params.tiles)
@@ -714,6 +531,7 @@ impl IpuSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ipu::KernelCost;
 
     #[test]
     fn mk2_matches_the_published_figures() {
@@ -862,24 +680,7 @@ mod tests {
         ];
         for kernel in Kernel::ALL {
             let mut costs = ok.costs;
-            match kernel {
-                Kernel::ConvertSr => costs.convert_sr.vector_width = 0,
-                Kernel::LambPartials => costs.lamb_partials.vector_width = 0,
-                Kernel::LambApply => costs.lamb_apply.vector_width = 0,
-                Kernel::ReducePartial => costs.reduce_partial.vector_width = 0,
-                Kernel::MergeExact => costs.merge_exact.vector_width = 0,
-                Kernel::Combine => costs.combine.vector_width = 0,
-                Kernel::Scalar => costs.scalar.vector_width = 0,
-                Kernel::MatmulF16 => costs.matmul_f16.vector_width = 0,
-                Kernel::MatmulF32 => costs.matmul_f32.vector_width = 0,
-                Kernel::MatmulF8 => costs.matmul_f8.vector_width = 0,
-                Kernel::ConvertF8 => costs.convert_f8.vector_width = 0,
-                Kernel::ConvertMx => costs.convert_mx.vector_width = 0,
-                Kernel::Activation => costs.activation.vector_width = 0,
-                Kernel::ActivationGrad => costs.activation_grad.vector_width = 0,
-                Kernel::BatchNorm => costs.batch_norm.vector_width = 0,
-                Kernel::CrossEntropy => costs.cross_entropy.vector_width = 0,
-            }
+            costs.get_mut(kernel).vector_width = 0;
             cases.push((IpuParams { costs, ..ok }, SpecField::VectorWidth(kernel)));
         }
         for (params, field) in cases {
