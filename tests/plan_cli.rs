@@ -53,6 +53,48 @@ fn plan_cli_reports_resnet50() {
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
 }
 
+/// Issue 26: the FP8 and MX precisions on the C600 (FP8 units) and the
+/// Bow (FP8 converted to FP16), and their bad values.
+#[test]
+fn plan_cli_prices_fp8_on_the_c600() {
+    let out = tessera(&[
+        "plan",
+        "--model",
+        "mlp",
+        "--precision",
+        "8.16",
+        "--ipu",
+        "c600",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "C600 IPUs",
+        "numerics     8.16, lamb, products: FP8 units",
+        "FITS",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
+    }
+    let bow = json(&["--model", "mlp", "--precision", "mxfp4.16", "--ipu", "bow"]);
+    assert_eq!(bow["precision"], "mxfp4.16");
+    assert_eq!(
+        bow["products"],
+        "converted to FP16 (no FP8 units for this format)"
+    );
+    for (extra, needle) in [
+        (&["--ipu", "c700"][..], "c700"),
+        (&["--precision", "mxfp4"][..], "mxfp4.16"),
+        (
+            &["--precision", "8.16", "--layer-costs", "simulated"][..],
+            "8.16 products",
+        ),
+    ] {
+        let mut args = vec!["plan", "--model", "mlp"];
+        args.extend(extra);
+        assert_usage_error(&tessera(&args), &format!("{extra:?}"), needle);
+    }
+}
+
 #[test]
 fn plan_cli_json_is_one_object() {
     let v = json(&[

@@ -49,6 +49,7 @@
 //! | `memory_per_tile` | 638,976 B (624 KiB) | PopART tests; 940.6 MB per IPU, Graphcore's "900 MB" |
 //! | `clock_hz` | 1.33 GHz (1.85 GHz) | third-party measurements (SEMANTICS.md section 5) |
 //! | `fp16_flops_per_tile_cycle` | 128 | derived: Graphcore's 250 TFLOPS / (1,472 tiles x 1.33 GHz) = 127.7; Bow then gives 348.6, Graphcore says 350 |
+//! | `fp8_flops_per_tile_cycle` | 0 (0) | Mk2 and Bow have no FP8 units: an FP8 product is converted to f16 and runs as FP16 ([`IpuSpec::product`]) |
 //! | `exchange_bytes_per_cycle` | 4 B sent and 4 B received per tile | derived: Graphcore's 8 TB/s all-to-all exchange / (1,472 x 1.33 GHz) = 4.09; Jia et al. 2019 ("Dissecting the Graphcore IPU") measured the Mk1's at 7.7 TB/s, also ~4 B per tile per cycle |
 //! | `local_copy_bytes_per_cycle` | 8 | assumption: one 64-bit load and store per cycle |
 //! | `sync_cycles` (one IPU) | 40 (56) | PopLibs test model with one hop: ceil(2 x 15 ns x clock) |
@@ -86,10 +87,32 @@
 //! | `scalar` | 10 | 1 | 2 | a load, an operation, a store |
 //! | `matmul_f16` | 40 | 128 | 1 | per flop (a multiply-add is two): the AMP unit's 128 f16 flops per tile cycle (`fp16_flops_per_tile_cycle`, from Graphcore's 250 TFLOPS) shared by the six workers of a multi-vertex; the call covers pointer setup and the accumulators' drain |
 //! | `matmul_f32` | 40 | 32 | 1 | per flop: a quarter of the f16 rate (Graphcore quotes 62.5 TFLOPS f32 for the GC200) |
+//! | `matmul_f8` | 40 | 256 | 1 | per flop, on FP8 units only (the C600's `fp8_flops_per_tile_cycle`); unused on Mk2 and Bow |
+//! | `convert_f8` | 10 | 2 | 6 | per element, either way, in software (no FP8 instructions): unpack a byte, move and rebias exponent and mantissa, round, handle subnormals and saturation by compare and select, on two 16-bit lanes |
+//! | `convert_mx` | 10 | 2 | 8 | per element: `convert_f8`'s work and the block's share of its absolute maximum and E8M0 scale (an exponent add per element); no IPU has MX instructions |
 //! | `activation` | 10 | 2 | 6 | bias add, f16 rounding and ReLU in a few instructions; GELU's tanh is charged the same (assumption: a hardware `tanh` on two lanes) |
 //! | `activation_grad` | 10 | 2 | 6 | the derivative from the stored pre-activation, a multiply, f16 rounding |
 //! | `batch_norm` | 10 | 2 | 6 | per pass over the elements: two multiply-accumulates for the sums, or a normalisation and an affine map |
 //! | `cross_entropy` | 20 | 1 | 12 | per logit: a max, an exp, a sum, a divide and the gradient's store |
+//!
+//! ## The C600 ([`IpuSpec::C600`], `--ipu c600`)
+//!
+//! Graphcore's C600 is a PCIe card with one "Mk2 IPU with FP8 support"
+//! and 900 MB of In-Processor-Memory (Graphcore's C600 datasheet,
+//! docs.graphcore.ai/projects/C600-datasheet, overview), rated at 280
+//! TFLOPS FP16 (Graphcore's announcement as reported by The Register,
+//! 30 November 2022, "Graphcore makes China push with Mk2 AI chip").
+//! What the sources do not give is assumed:
+//!
+//! | field | C600 | source and reasoning |
+//! |---|---|---|
+//! | `tiles`, `workers_per_tile`, `memory_per_tile` | 1,472, 6, 624 KiB | assumption: the GC200's ("Mk2 IPU"; 900 MB, the GC200's figure) |
+//! | `fp16_flops_per_tile_cycle` | 128 | assumption: the GC200's AMP |
+//! | `clock_hz` | 1.486 GHz | derived: 280 TFLOPS / (1,472 x 128) = 1.4861 GHz; no clock is published |
+//! | `fp8_flops_per_tile_cycle` | 256 | assumption: twice the FP16 rate, 560 TFLOPS (the figure reported with the launch; no stored Graphcore page gives it), as FP8 units commonly double the 16-bit rate |
+//! | `sync_cycles` | 45 | PopLibs test model with one hop at this clock |
+//! | `convert_f8` | 10, 4, 2 | assumption: a hardware conversion of four elements per instruction, with a 64-bit load and a 32-bit store |
+//! | the rest | the GC200's | assumption: same die, links and exchange; a Pod of C600s is hypothetical (C600s are PCIe cards linked card to card) |
 //!
 //! ## Exchange
 //!
@@ -104,10 +127,13 @@
 //! Every sync of a multi-IPU target is a global sync.
 
 pub mod codelet;
+mod costs;
+mod encoding;
 mod engine;
 mod exchange;
 mod graph;
 mod host;
+mod lowering;
 pub mod mapping;
 mod memory;
 mod profile;
@@ -118,9 +144,12 @@ mod target;
 mod tensor;
 
 pub use codelet::{Access, Codelet, FieldMut, FieldSpec, VertexCycles, VertexIo};
+pub use costs::{Kernel, KernelCost, KernelCosts};
+pub use encoding::Encoding;
 pub use engine::{AccessError, BuildError, Engine, EngineOptions, run_seconds_on_this_thread};
 pub use graph::{ComputeSetId, Direction, ExchangeId, Graph, GraphError, StreamId};
 pub use host::HostBytes;
+pub use lowering::{ProductPath, ProductPrice};
 pub use mapping::{Interval, Mapping};
 pub use memory::{Bucket, MemorySummary, MemoryUsage, OutOfMemory, TileMemory};
 pub use profile::{
@@ -129,6 +158,6 @@ pub use profile::{
 };
 pub use program::Program;
 pub use rng::{Seeds, StreamKind};
-pub use spec::{IpuParams, IpuSpec, Kernel, KernelCost, KernelCosts, SpecError, SpecField};
+pub use spec::{IpuParams, IpuSpec, SpecError, SpecField};
 pub use target::{LinkGroup, Target, TargetError, Tile};
 pub use tensor::{DType, Piece, Scalar, TensorId, TensorSlice};

@@ -7,6 +7,8 @@
 
 use core::fmt;
 
+use super::costs::{Kernel, KernelCosts, cost};
+
 /// The numbers that describe an IPU, before validation.
 ///
 /// `Default` is the Mk2 GC200 ([`IpuSpec::MK2_GC200`]); change fields and
@@ -26,6 +28,11 @@ pub struct IpuParams {
     /// Peak FP16 (f16 multiply, f32 accumulate) floating-point operations
     /// per cycle per tile, counting a multiply-add as two.
     pub fp16_flops_per_tile_cycle: u32,
+    /// Peak FP8 (8-bit float inputs) floating-point operations per cycle
+    /// per tile, counting a multiply-add as two; 0 for an IPU without FP8
+    /// units (Mk2 GC200, Bow), whose FP8 products are converted to FP16
+    /// ([`IpuSpec::product`]).
+    pub fp8_flops_per_tile_cycle: u32,
     /// Bytes a tile can send, and separately receive, per cycle over the
     /// on-chip exchange.
     pub exchange_bytes_per_cycle: u32,
@@ -62,179 +69,6 @@ impl Default for IpuParams {
     }
 }
 
-/// The cycle cost of one kernel on one worker, in the shape of PopLibs'
-/// cycle estimators: `call_cycles + ceil(n / vector_width) *
-/// cycles_per_vector` worker-thread cycles for `n` elements (a worker
-/// issues one instruction every `workers_per_tile` tile cycles).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct KernelCost {
-    /// Fixed thread cycles per call (entry, pointer setup, exit).
-    pub call_cycles: u32,
-    /// Elements handled per loop iteration (at least 1).
-    pub vector_width: u32,
-    /// Thread cycles per loop iteration.
-    pub cycles_per_vector: u32,
-}
-
-impl KernelCost {
-    /// Thread cycles for `n` elements on one worker.
-    #[must_use]
-    pub const fn thread_cycles(&self, n: u64) -> u64 {
-        let width = if self.vector_width == 0 {
-            1
-        } else {
-            self.vector_width as u64
-        };
-        self.call_cycles as u64 + n.div_ceil(width) * self.cycles_per_vector as u64
-    }
-
-    /// Thread cycles of the busiest worker when `n` elements are shared
-    /// by `workers` workers in contiguous runs of whole vectors (the first
-    /// `vectors % workers` workers take one vector more).
-    #[must_use]
-    pub const fn multi_thread_cycles(&self, n: u64, workers: u32) -> u64 {
-        let width = if self.vector_width == 0 {
-            1
-        } else {
-            self.vector_width as u64
-        };
-        let workers = if workers == 0 { 1 } else { workers as u64 };
-        let vectors = n.div_ceil(width);
-        self.call_cycles as u64 + vectors.div_ceil(workers) * self.cycles_per_vector as u64
-    }
-}
-
-/// The kernels with a cost in [`KernelCosts`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kernel {
-    /// f32 to f16/bf16 with stochastic rounding, per element.
-    ConvertSr,
-    /// LAMB phase 1 (the three partial sums of squares), per element.
-    LambPartials,
-    /// LAMB phase 2 (the update), per element.
-    LambApply,
-    /// A reduction's partial (sum of squares, dot), per element.
-    ReducePartial,
-    /// Merging exact sums, per sum merged.
-    MergeExact,
-    /// An all-reduce's element-wise combination, per element.
-    Combine,
-    /// A scalar bookkeeping vertex (a step counter), per element.
-    Scalar,
-    /// A matrix product with f16 inputs and f32 accumulation (AMP), per flop.
-    MatmulF16,
-    /// A matrix product in f32, per flop.
-    MatmulF32,
-    /// Bias, f16 rounding and activation (ReLU or GELU) of a layer, per element.
-    Activation,
-    /// The activation's derivative times the incoming gradient, per element.
-    ActivationGrad,
-    /// Batch-norm statistics, normalisation or its backward pass, per element.
-    BatchNorm,
-    /// Softmax cross-entropy and its gradient, per logit.
-    CrossEntropy,
-}
-
-impl Kernel {
-    /// Every kernel, in declaration order.
-    pub const ALL: [Self; 13] = [
-        Self::ConvertSr,
-        Self::LambPartials,
-        Self::LambApply,
-        Self::ReducePartial,
-        Self::MergeExact,
-        Self::Combine,
-        Self::Scalar,
-        Self::MatmulF16,
-        Self::MatmulF32,
-        Self::Activation,
-        Self::ActivationGrad,
-        Self::BatchNorm,
-        Self::CrossEntropy,
-    ];
-
-    /// The field's name in [`KernelCosts`].
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::ConvertSr => "convert_sr",
-            Self::LambPartials => "lamb_partials",
-            Self::LambApply => "lamb_apply",
-            Self::ReducePartial => "reduce_partial",
-            Self::MergeExact => "merge_exact",
-            Self::Combine => "combine",
-            Self::Scalar => "scalar",
-            Self::MatmulF16 => "matmul_f16",
-            Self::MatmulF32 => "matmul_f32",
-            Self::Activation => "activation",
-            Self::ActivationGrad => "activation_grad",
-            Self::BatchNorm => "batch_norm",
-            Self::CrossEntropy => "cross_entropy",
-        }
-    }
-}
-
-/// The per-kernel cycle costs (see the [`ipu`](super) module's table).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct KernelCosts {
-    /// [`Kernel::ConvertSr`].
-    pub convert_sr: KernelCost,
-    /// [`Kernel::LambPartials`].
-    pub lamb_partials: KernelCost,
-    /// [`Kernel::LambApply`].
-    pub lamb_apply: KernelCost,
-    /// [`Kernel::ReducePartial`].
-    pub reduce_partial: KernelCost,
-    /// [`Kernel::MergeExact`].
-    pub merge_exact: KernelCost,
-    /// [`Kernel::Combine`].
-    pub combine: KernelCost,
-    /// [`Kernel::Scalar`].
-    pub scalar: KernelCost,
-    /// [`Kernel::MatmulF16`].
-    pub matmul_f16: KernelCost,
-    /// [`Kernel::MatmulF32`].
-    pub matmul_f32: KernelCost,
-    /// [`Kernel::Activation`].
-    pub activation: KernelCost,
-    /// [`Kernel::ActivationGrad`].
-    pub activation_grad: KernelCost,
-    /// [`Kernel::BatchNorm`].
-    pub batch_norm: KernelCost,
-    /// [`Kernel::CrossEntropy`].
-    pub cross_entropy: KernelCost,
-}
-
-impl KernelCosts {
-    /// The cost of `kernel`.
-    #[must_use]
-    pub const fn get(&self, kernel: Kernel) -> KernelCost {
-        match kernel {
-            Kernel::ConvertSr => self.convert_sr,
-            Kernel::LambPartials => self.lamb_partials,
-            Kernel::LambApply => self.lamb_apply,
-            Kernel::ReducePartial => self.reduce_partial,
-            Kernel::MergeExact => self.merge_exact,
-            Kernel::Combine => self.combine,
-            Kernel::Scalar => self.scalar,
-            Kernel::MatmulF16 => self.matmul_f16,
-            Kernel::MatmulF32 => self.matmul_f32,
-            Kernel::Activation => self.activation,
-            Kernel::ActivationGrad => self.activation_grad,
-            Kernel::BatchNorm => self.batch_norm,
-            Kernel::CrossEntropy => self.cross_entropy,
-        }
-    }
-}
-
-const fn cost(call_cycles: u32, vector_width: u32, cycles_per_vector: u32) -> KernelCost {
-    KernelCost {
-        call_cycles,
-        vector_width,
-        cycles_per_vector,
-    }
-}
-
 /// Mk2 GC200: the figures of the [`ipu`](super) module's table.
 const MK2_GC200: IpuParams = IpuParams {
     tiles: 1472,
@@ -242,6 +76,7 @@ const MK2_GC200: IpuParams = IpuParams {
     memory_per_tile: 638_976,
     clock_hz: 1_330_000_000,
     fp16_flops_per_tile_cycle: 128,
+    fp8_flops_per_tile_cycle: 0,
     exchange_bytes_per_cycle: 4,
     local_copy_bytes_per_cycle: 8,
     sync_cycles: 40,
@@ -267,6 +102,12 @@ const MK2_GC200: IpuParams = IpuParams {
         scalar: cost(10, 1, 2),
         matmul_f16: cost(40, 128, 1),
         matmul_f32: cost(40, 32, 1),
+        // No FP8 units: the C600's figure, used only by a custom spec that
+        // sets `fp8_flops_per_tile_cycle`.
+        matmul_f8: cost(40, 256, 1),
+        // In software (no FP8 conversion instructions).
+        convert_f8: cost(10, 2, 6),
+        convert_mx: cost(10, 2, 8),
         activation: cost(10, 2, 6),
         activation_grad: cost(10, 2, 6),
         batch_norm: cost(10, 2, 6),
@@ -280,6 +121,24 @@ const MK2_GC200: IpuParams = IpuParams {
 const BOW: IpuParams = IpuParams {
     clock_hz: 1_850_000_000,
     sync_cycles: 56,
+    ..MK2_GC200
+};
+
+/// C600: one Mk2 IPU with FP8 units on a PCIe card. Graphcore's figures
+/// (900 MB, 280 TFLOPS FP16; the datasheet's "Mk2 IPU with FP8 support")
+/// give the GC200's tiles and memory, and at its 128 FP16 flops per tile
+/// cycle a 1.486 GHz clock; the FP8 rate is twice the FP16 rate (560
+/// TFLOPS), and FP8 conversion is in hardware (see the [`ipu`](super)
+/// module's table for which figures are assumed).
+const C600: IpuParams = IpuParams {
+    clock_hz: 1_486_000_000,
+    fp8_flops_per_tile_cycle: 256,
+    // ceil(2 x 15 ns x 1.486 GHz), as the other presets.
+    sync_cycles: 45,
+    costs: KernelCosts {
+        convert_f8: cost(10, 4, 2),
+        ..MK2_GC200.costs
+    },
     ..MK2_GC200
 };
 
@@ -306,7 +165,7 @@ pub enum SpecField {
     LinkEfficiencyPercent,
     /// [`IpuParams::host_bytes_per_second`].
     HostBytesPerSecond,
-    /// [`KernelCost::vector_width`] of a kernel.
+    /// [`KernelCost::vector_width`](super::KernelCost::vector_width) of a kernel.
     VectorWidth(Kernel),
 }
 
@@ -335,6 +194,9 @@ impl SpecField {
                 Kernel::Scalar => "costs.scalar.vector_width",
                 Kernel::MatmulF16 => "costs.matmul_f16.vector_width",
                 Kernel::MatmulF32 => "costs.matmul_f32.vector_width",
+                Kernel::MatmulF8 => "costs.matmul_f8.vector_width",
+                Kernel::ConvertF8 => "costs.convert_f8.vector_width",
+                Kernel::ConvertMx => "costs.convert_mx.vector_width",
                 Kernel::Activation => "costs.activation.vector_width",
                 Kernel::ActivationGrad => "costs.activation_grad.vector_width",
                 Kernel::BatchNorm => "costs.batch_norm.vector_width",
@@ -422,6 +284,17 @@ impl IpuSpec {
 
     /// Graphcore's Bow IPU: the GC200 at 1.85 GHz, 348.6 TFLOPS FP16 peak.
     pub const BOW: Self = Self::preset(BOW);
+
+    /// Graphcore's C600 card: a Mk2 IPU with FP8 units at 1.486 GHz,
+    /// 280 TFLOPS FP16 and 560 TFLOPS FP8 peak.
+    pub const C600: Self = Self::preset(C600);
+
+    /// The presets with their names: Mk2 GC200, Bow, C600.
+    pub const PRESETS: [(&'static str, Self); 3] = [
+        ("Mk2 GC200", Self::MK2_GC200),
+        ("Bow", Self::BOW),
+        ("C600", Self::C600),
+    ];
 
     /// A preset, validated at compile time.
     const fn preset(params: IpuParams) -> Self {
@@ -545,6 +418,34 @@ impl IpuSpec {
             * self.params.clock_hz as f64
     }
 
+    /// Whether the IPU has FP8 units
+    /// ([`IpuParams::fp8_flops_per_tile_cycle`] is not 0).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert!(IpuSpec::C600.has_fp8_units() && !IpuSpec::BOW.has_fp8_units());
+    /// ```
+    #[must_use]
+    pub const fn has_fp8_units(&self) -> bool {
+        self.params.fp8_flops_per_tile_cycle > 0
+    }
+
+    /// Peak FP8 floating-point operations per second of the whole IPU (0
+    /// without FP8 units).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::C600.peak_fp8_flops(), 2.0 * IpuSpec::C600.peak_fp16_flops());
+    /// ```
+    #[must_use]
+    pub fn peak_fp8_flops(&self) -> f64 {
+        f64::from(self.params.tiles)
+            * f64::from(self.params.fp8_flops_per_tile_cycle)
+            * self.params.clock_hz as f64
+    }
+
     /// The wall-clock seconds `cycles` clock cycles take.
     #[must_use]
     pub fn seconds(&self, cycles: u64) -> f64 {
@@ -630,6 +531,7 @@ impl IpuSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ipu::KernelCost;
 
     #[test]
     fn mk2_matches_the_published_figures() {
@@ -664,19 +566,51 @@ mod tests {
     }
 
     #[test]
+    fn c600_is_a_gc200_with_fp8_units() {
+        let (mk2, c600) = (IpuSpec::MK2_GC200, IpuSpec::C600);
+        assert_eq!(c600.tiles(), mk2.tiles());
+        assert_eq!(c600.total_memory(), mk2.total_memory());
+        // Graphcore: 280 TFLOPS FP16; FP8 twice that (assumed, 560).
+        assert!((c600.peak_fp16_flops() / 280e12 - 1.0).abs() < 0.001);
+        assert!((c600.peak_fp8_flops() / 560e12 - 1.0).abs() < 0.001);
+        assert!(c600.has_fp8_units());
+        for s in [mk2, IpuSpec::BOW] {
+            assert!(!s.has_fp8_units());
+            assert_eq!(s.peak_fp8_flops(), 0.0);
+        }
+        // FP8 products at the FP8 rate per tile cycle, as FP16's.
+        let p = c600.params();
+        assert_eq!(p.costs.matmul_f8.vector_width, p.fp8_flops_per_tile_cycle);
+        assert_eq!(p.costs.matmul_f16.vector_width, p.fp16_flops_per_tile_cycle);
+        // Hardware conversion on the C600, software on the others.
+        let per_element = |s: IpuSpec, k: Kernel| {
+            let c = s.costs().get(k);
+            f64::from(c.cycles_per_vector) / f64::from(c.vector_width)
+        };
+        assert!(
+            per_element(c600, Kernel::ConvertF8) < per_element(IpuSpec::BOW, Kernel::ConvertF8)
+        );
+        assert_eq!(
+            IpuSpec::PRESETS.map(|(n, _)| n),
+            ["Mk2 GC200", "Bow", "C600"]
+        );
+    }
+
+    #[test]
     fn one_ipu_sync_is_the_poplibs_one_hop_figure() {
         // ceil(2 hops x 15 ns x f) with one hop.
-        for s in [IpuSpec::MK2_GC200, IpuSpec::BOW] {
+        for s in [IpuSpec::MK2_GC200, IpuSpec::BOW, IpuSpec::C600] {
             let one_hop = s.cycles_of_ps(2 * 15_000);
             assert_eq!(s.sync_cycles(1), one_hop);
         }
         assert_eq!(IpuSpec::MK2_GC200.sync_cycles(1), 40); // ceil(39.9)
         assert_eq!(IpuSpec::BOW.sync_cycles(1), 56); // ceil(55.5)
+        assert_eq!(IpuSpec::C600.sync_cycles(1), 45); // ceil(44.6)
     }
 
     #[test]
     fn params_round_trip() {
-        for s in [IpuSpec::MK2_GC200, IpuSpec::BOW] {
+        for (_, s) in IpuSpec::PRESETS {
             assert_eq!(IpuSpec::new(s.params()), Ok(s));
         }
     }
@@ -746,21 +680,7 @@ mod tests {
         ];
         for kernel in Kernel::ALL {
             let mut costs = ok.costs;
-            match kernel {
-                Kernel::ConvertSr => costs.convert_sr.vector_width = 0,
-                Kernel::LambPartials => costs.lamb_partials.vector_width = 0,
-                Kernel::LambApply => costs.lamb_apply.vector_width = 0,
-                Kernel::ReducePartial => costs.reduce_partial.vector_width = 0,
-                Kernel::MergeExact => costs.merge_exact.vector_width = 0,
-                Kernel::Combine => costs.combine.vector_width = 0,
-                Kernel::Scalar => costs.scalar.vector_width = 0,
-                Kernel::MatmulF16 => costs.matmul_f16.vector_width = 0,
-                Kernel::MatmulF32 => costs.matmul_f32.vector_width = 0,
-                Kernel::Activation => costs.activation.vector_width = 0,
-                Kernel::ActivationGrad => costs.activation_grad.vector_width = 0,
-                Kernel::BatchNorm => costs.batch_norm.vector_width = 0,
-                Kernel::CrossEntropy => costs.cross_entropy.vector_width = 0,
-            }
+            costs.get_mut(kernel).vector_width = 0;
             cases.push((IpuParams { costs, ..ok }, SpecField::VectorWidth(kernel)));
         }
         for (params, field) in cases {

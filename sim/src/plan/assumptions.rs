@@ -43,6 +43,22 @@
 //!   (Graphcore's 16.16 keeps optimizer state in FP16; the trainer keeps
 //!   it in f32). Activations 2 bytes in 16-bit compute, 4 in `32.32`.
 //!   Gradients cross the links at the compute precision, as the trainer's.
+//! - **FP8 and MX** (`8.16`, `8.32`, `mxfp8.16`, `mxfp6.16`, `mxfp4.16`):
+//!   weights, gradients, master and optimizer state as `16.16` (`8.32` as
+//!   `16.32`); the products' inputs, and so the stashed and exchanged
+//!   activations and the gradients between layers, in the products'
+//!   [`Encoding`](crate::ipu::Encoding): FP8 1 byte, MXFP8 1 + 1/32,
+//!   MXFP6 0.75 + 1/32, MXFP4 0.5 + 1/32 bytes per element (packed codes
+//!   and an E8M0 scale per 32). Each product's output and its gradient are
+//!   rounded into the encoding (`convert_f8` or `convert_mx` per element);
+//!   the products run as [`IpuSpec::product`](crate::IpuSpec::product)
+//!   says: on the FP8 units where the IPU has them (the C600, FP8 with a
+//!   scale per tensor), otherwise each tile converts its operands to f16
+//!   and runs FP16 products (Mk2 and Bow; MX on every IPU: Graphcore's FP8
+//!   units take one scale per tensor, not one per block). The report says
+//!   which. Vector layers (batch norm, pooling, residual adds) and the
+//!   loss stay 16-bit. `--layer-costs simulated` refuses these
+//!   precisions: the simulator's layers compute in f32 or f16.
 //! - **Pipelining.** `P` stages (IPUs per replica), contiguous layers
 //!   balanced on the larger of their compute and memory shares. With `G`
 //!   micro-batches a step runs `N = 2(P - 1) + (G - (P - 1))` stage-steps,

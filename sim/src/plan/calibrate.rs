@@ -76,6 +76,9 @@ pub enum CalibrationError {
         /// The model.
         model: String,
     },
+    /// The simulator's layers do not run this precision's products (FP8
+    /// and MX): they compute in f32 or f16.
+    Precision(Precision),
 }
 
 impl fmt::Display for CalibrationError {
@@ -107,6 +110,11 @@ impl fmt::Display for CalibrationError {
                 f,
                 "model {model} describes no layer for the simulator (no row has a `sim` \
                  description)"
+            ),
+            Self::Precision(p) => write!(
+                f,
+                "the simulator's layers do not run {p} products: they are priced in 32.32, \
+                 16.32 or 16.16"
             ),
         }
     }
@@ -230,6 +238,7 @@ impl Calibration {
     /// (`plan::network_costs`, see the [planner's docs](super)).
     ///
     /// # Errors
+    /// [`CalibrationError::Precision`] for an FP8 or MX precision;
     /// [`CalibrationError::NothingToCalibrate`] if no row has one;
     /// [`Calibration::price`]'s; [`CalibrationError::Network`].
     pub fn price_model(
@@ -238,6 +247,9 @@ impl Calibration {
         micro_batch: usize,
         precision: Precision,
     ) -> Result<LayerCosts, CalibrationError> {
+        if precision.products().conversion().is_some() {
+            return Err(CalibrationError::Precision(precision));
+        }
         let f16 = precision != Precision::Fp32;
         if let Some(network) = model.network() {
             self.networks += 1;

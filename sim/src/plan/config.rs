@@ -2,17 +2,20 @@
 //! parallelism.
 
 use serde::Serialize;
+use tessera_core::fp::{Format, MxFormat};
 
 use super::PlanError;
 use super::assumptions::PlanAssumptions;
 use super::table::{LayerCosts, ModelTable};
 use crate::IpuSpec;
+use crate::ipu::Encoding;
 use crate::model::NetworkConfig;
 use crate::names::unit_names;
 use crate::pod::{Algorithms, Distribution, Layout, PodSpec};
 use crate::train::{OptimizerConfig, PrecisionMode, TrainConfig};
 
-/// Compute and weight precision, as Graphcore names them: `compute.weights`.
+/// Compute and weight precision, as Graphcore names them: `compute.weights`
+/// (`compute` being what the matrix products take).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Precision {
     /// `32.32`: f32 everywhere.
@@ -26,10 +29,26 @@ pub enum Precision {
     /// master copy (stochastic rounding makes it train).
     #[serde(rename = "16.16")]
     Half,
+    /// `8.16`: FP8 products (E4M3 weights and activations, E5M2
+    /// gradients, each tensor with its own scale), otherwise `16.16`.
+    #[serde(rename = "8.16")]
+    Fp8Half,
+    /// `8.32`: FP8 products, otherwise `16.32`.
+    #[serde(rename = "8.32")]
+    Fp8Mixed,
+    /// `mxfp8.16`: products of OCP MXFP8 blocks, otherwise `16.16`.
+    #[serde(rename = "mxfp8.16")]
+    Mxfp8,
+    /// `mxfp6.16`: products of OCP MXFP6 blocks, otherwise `16.16`.
+    #[serde(rename = "mxfp6.16")]
+    Mxfp6,
+    /// `mxfp4.16`: products of OCP MXFP4 blocks, otherwise `16.16`.
+    #[serde(rename = "mxfp4.16")]
+    Mxfp4,
 }
 
-/// Bytes per parameter (and per activation element) of a [`Precision`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+/// Bytes per parameter, and the activations' encoding, of a [`Precision`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PrecisionBytes {
     /// Weights.
     pub weights: u64,
@@ -39,50 +58,116 @@ pub struct PrecisionBytes {
     pub master: u64,
     /// Each optimizer state tensor.
     pub optimizer_state: u64,
-    /// An activation element.
-    pub activation: u64,
+    /// Activations (stashed for the backward pass, exchanged between
+    /// tiles and stages): the products' inputs in a low-precision mode.
+    pub activation: Encoding,
 }
 
 impl Precision {
     /// Every precision.
-    pub const ALL: [Self; 3] = [Self::Fp32, Self::Mixed, Self::Half];
+    pub const ALL: [Self; 8] = [
+        Self::Fp32,
+        Self::Mixed,
+        Self::Half,
+        Self::Fp8Half,
+        Self::Fp8Mixed,
+        Self::Mxfp8,
+        Self::Mxfp6,
+        Self::Mxfp4,
+    ];
+
+    /// The encoding of the matrix products' inputs (FP8 in E4M3 for
+    /// `8.16` and `8.32`, its gradients' E5M2 the same size and price;
+    /// MXFP6's E2M3 stands for E3M2 alike).
+    ///
+    /// ```
+    /// use tessera_core::fp::MxFormat;
+    /// use tessera_sim::ipu::Encoding;
+    /// use tessera_sim::plan::Precision;
+    ///
+    /// assert_eq!(Precision::Mxfp4.products(), Encoding::Mx(MxFormat::E2M1));
+    /// assert_eq!(Precision::Half.products(), Encoding::F16);
+    /// ```
+    #[must_use]
+    pub const fn products(self) -> Encoding {
+        match self {
+            Self::Fp32 => Encoding::F32,
+            Self::Mixed | Self::Half => Encoding::F16,
+            Self::Fp8Half | Self::Fp8Mixed => Encoding::Scalar(Format::E4M3FN),
+            Self::Mxfp8 => Encoding::Mx(MxFormat::E4M3),
+            Self::Mxfp6 => Encoding::Mx(MxFormat::E2M3),
+            Self::Mxfp4 => Encoding::Mx(MxFormat::E2M1),
+        }
+    }
 
     /// Its bytes (see the [`assumptions`](super::assumptions) module).
     #[must_use]
     pub const fn bytes(self) -> PrecisionBytes {
-        match self {
-            Self::Fp32 => PrecisionBytes {
-                weights: 4,
-                gradients: 4,
-                master: 0,
-                optimizer_state: 4,
-                activation: 4,
-            },
-            Self::Mixed => PrecisionBytes {
-                weights: 2,
-                gradients: 2,
-                master: 4,
-                optimizer_state: 4,
-                activation: 2,
-            },
-            Self::Half => PrecisionBytes {
-                weights: 2,
-                gradients: 2,
-                master: 0,
-                optimizer_state: 2,
-                activation: 2,
-            },
+        let (weights, master, optimizer_state) = match self {
+            Self::Fp32 => (4, 0, 4),
+            Self::Mixed | Self::Fp8Mixed => (2, 4, 4),
+            Self::Half | Self::Fp8Half | Self::Mxfp8 | Self::Mxfp6 | Self::Mxfp4 => (2, 0, 2),
+        };
+        PrecisionBytes {
+            weights,
+            gradients: weights,
+            master,
+            optimizer_state,
+            activation: self.products(),
+        }
+    }
+}
+
+impl PrecisionBytes {
+    /// Bytes of the activations that take `f16_bytes` in 16-bit values
+    /// (the unit of the [`ModelTable`]'s activation and boundary bytes):
+    /// the same elements in [`PrecisionBytes::activation`]'s encoding.
+    ///
+    /// ```
+    /// use tessera_sim::plan::Precision;
+    ///
+    /// assert_eq!(Precision::Fp32.bytes().activation_bytes(1024), 2048);
+    /// assert_eq!(Precision::Fp8Half.bytes().activation_bytes(1024), 512);
+    /// // 512 FP6 codes in 384 bytes and 16 E8M0 scales.
+    /// assert_eq!(Precision::Mxfp6.bytes().activation_bytes(1024), 400);
+    /// ```
+    #[must_use]
+    pub const fn activation_bytes(&self, f16_bytes: u64) -> u64 {
+        let e = self.activation;
+        let codes = (f16_bytes as u128 * e.element_bits() as u128).div_ceil(16);
+        let scales = match e.block() {
+            Some(block) => f16_bytes.div_ceil(2).div_ceil(block) as u128,
+            None => 0,
+        };
+        let bytes = codes + scales;
+        if bytes > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            bytes as u64
         }
     }
 }
 
 // `16.16` also reads the trainer's `16.16-sr` and `16.16-rn`: the same bytes.
-unit_names!(Precision, "precision", "32.32, 16.32 or 16.16", {
-    Fp32 => "32.32",
-    Mixed => "16.32",
-    Half => "16.16" | "16.16-sr" | "16.16-rn",
-});
+unit_names!(
+    Precision,
+    "precision",
+    "32.32, 16.32, 16.16, 8.16, 8.32, mxfp8.16, mxfp6.16 or mxfp4.16",
+    {
+        Fp32 => "32.32",
+        Mixed => "16.32",
+        Half => "16.16" | "16.16-sr" | "16.16-rn",
+        Fp8Half => "8.16",
+        Fp8Mixed => "8.32",
+        Mxfp8 => "mxfp8.16",
+        Mxfp6 => "mxfp6.16",
+        Mxfp4 => "mxfp4.16",
+    }
+);
 
+// The trainer's modes: at the merge of issue 26's numerics, one arm per new
+// mode (`8.16` => Fp8Half, `8.32` => Fp8Mixed, `mxfp8.16` => Mxfp8,
+// `mxfp6.16` => Mxfp6, `mxfp4.16` => Mxfp4).
 impl From<PrecisionMode> for Precision {
     fn from(p: PrecisionMode) -> Self {
         match p {
@@ -372,16 +457,14 @@ impl PlanConfig {
     }
 }
 
-/// A name for `ipu`: `Mk2 GC200`, `Bow`, or `custom IPU`.
+/// A name for `ipu`: `Mk2 GC200`, `Bow`, `C600` ([`IpuSpec::PRESETS`]), or
+/// `custom IPU`.
 #[must_use]
 pub fn ipu_name(ipu: &IpuSpec) -> &'static str {
-    if *ipu == IpuSpec::MK2_GC200 {
-        "Mk2 GC200"
-    } else if *ipu == IpuSpec::BOW {
-        "Bow"
-    } else {
-        "custom IPU"
-    }
+    IpuSpec::PRESETS
+        .iter()
+        .find(|(_, preset)| preset == ipu)
+        .map_or("custom IPU", |(name, _)| name)
 }
 
 #[cfg(test)]
@@ -422,6 +505,7 @@ mod tests {
             Optimizer::Lars
         );
         assert_eq!(ipu_name(&IpuSpec::BOW), "Bow");
+        assert_eq!(ipu_name(&IpuSpec::C600), "C600");
     }
 
     #[test]

@@ -149,8 +149,6 @@ pub(crate) fn stage_memory(config: &PlanConfig, shape: &StageShape) -> (MemoryBr
     let sum = |v: &mut dyn Iterator<Item = u64>| v.fold(0u64, u64::saturating_add);
     let on_chip = !config.offload_optimizer_state;
     let batch = config.micro_batch as u64;
-    // 16-bit table bytes to the precision's.
-    let scale = bytes.activation / 2;
     let input = match shape.layers.start {
         0 => model.input_bytes(),
         i => model.layers()[i - 1].boundary_bytes(),
@@ -198,7 +196,8 @@ pub(crate) fn stage_memory(config: &PlanConfig, shape: &StageShape) -> (MemoryBr
         } else {
             0
         },
-        activations: per_sample.saturating_mul(batch).saturating_mul(scale),
+        // 16-bit table bytes to the precision's.
+        activations: bytes.activation_bytes(per_sample.saturating_mul(batch)),
         code_and_exchange: code_per_tile.saturating_mul(shape.tiles),
     };
     let tensors = m.total().saturating_sub(m.code_and_exchange);

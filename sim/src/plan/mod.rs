@@ -3,8 +3,8 @@
 //!
 //! A model is a table of layers ([`ModelTable`]: built in for ResNet-50 and
 //! BERT-Large, from the trainer's MLP, or read from a TOML file); a
-//! [`PlanConfig`] says on what (a [`crate::pod::PodSpec`], Mk2 or
-//! Bow IPUs) and how (precision, optimizer, micro-batch, gradient
+//! [`PlanConfig`] says on what (a [`crate::pod::PodSpec`], Mk2, Bow or
+//! C600 IPUs) and how (precision, FP8 and MX included, optimizer, micro-batch, gradient
 //! accumulation, replicas, IPUs per replica as pipeline stages, the
 //! schedule, recomputation, replicated tensor sharding, offloading); the
 //! [`Plan`] answers: per stage and its fullest tile, whether it fits and
@@ -197,6 +197,10 @@ pub struct Plan {
     pub ipu: &'static str,
     /// Compute and weight precision.
     pub precision: Precision,
+    /// How the IPU runs the precision's products
+    /// ([`ProductPath::describe`](crate::ipu::ProductPath::describe)):
+    /// `FP8 units`, or `converted to FP16 ...` on an IPU without FP8 units.
+    pub products: &'static str,
     /// The optimizer.
     pub optimizer: Optimizer,
     /// The pipeline schedule.

@@ -294,9 +294,9 @@ impl PlanConfig {
             .iter()
             .enumerate()
             .map(|(s, r)| {
-                let b = (self.micro_batch as u64)
-                    .saturating_mul(layers[r.end - 1].boundary_bytes())
-                    .saturating_mul(cost.activation_bytes() / 2);
+                let b = self.precision.bytes().activation_bytes(
+                    (self.micro_batch as u64).saturating_mul(layers[r.end - 1].boundary_bytes()),
+                );
                 // Activations forward, their gradients backward.
                 2.0 * spec.seconds(cost.boundary(b, s, stages))
             })
@@ -412,6 +412,7 @@ impl PlanConfig {
             pod_ipus: pod.ipus(),
             ipu: ipu_name(spec),
             precision: self.precision,
+            products: spec.product(self.precision.products()).path.describe(),
             optimizer: self.optimizer,
             schedule: self.schedule,
             micro_batch: self.micro_batch,

@@ -20,7 +20,7 @@ use super::assumptions::{MatmulPlan, PlanAssumptions};
 use super::config::Precision;
 use super::table::{Layer, ModelTable};
 use crate::IpuSpec;
-use crate::ipu::{Kernel, Target};
+use crate::ipu::{Encoding, Kernel, ProductPrice, Target};
 use crate::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
 use crate::pod::CollectiveTime;
 
@@ -168,11 +168,13 @@ impl Cycles {
 pub(crate) struct CostModel<'a> {
     spec: &'a IpuSpec,
     assumptions: &'a PlanAssumptions,
-    matmul: Kernel,
-    /// Bytes per exchanged element.
-    element: u64,
-    /// Bytes per activation element.
-    activation: u64,
+    /// The products' kernels on this IPU.
+    price: ProductPrice,
+    /// Rounds a product's output (and its gradient) into the products'
+    /// inputs' encoding (`None` in f32 and f16).
+    quantize: Option<Kernel>,
+    /// How exchanged elements are encoded.
+    element: Exchanged,
     /// Cycles of a sync of the replica's IPUs.
     sync: u64,
     tiles: u64,
@@ -186,17 +188,16 @@ impl<'a> CostModel<'a> {
         precision: Precision,
         assumptions: &'a PlanAssumptions,
     ) -> Self {
-        let activation = precision.bytes().activation;
+        let products = precision.products();
         Self {
             spec,
             assumptions,
-            matmul: if precision == Precision::Fp32 {
-                Kernel::MatmulF32
-            } else {
-                Kernel::MatmulF16
-            },
-            element: assumptions.exchange_element_bytes.unwrap_or(activation),
-            activation,
+            price: spec.product(products),
+            quantize: products.conversion(),
+            element: assumptions.exchange_element_bytes.map_or(
+                Exchanged::Encoded(precision.bytes().activation),
+                Exchanged::Bytes,
+            ),
             sync: spec.sync_cycles(u32::try_from(stages).unwrap_or(u32::MAX)),
             tiles: u64::from(spec.tiles()),
             workers: u64::from(spec.workers_per_tile()),
@@ -251,7 +252,7 @@ impl<'a> CostModel<'a> {
             },
             tiles: &tiles,
             min_flops: self.assumptions.min_tile_flops,
-            kernel: self.matmul,
+            kernel: self.price.matmul,
         };
         let cut = Cut {
             full_rows,
@@ -345,19 +346,24 @@ impl<'a> CostModel<'a> {
     }
 
     /// The phases of a product cut as `b`, the table's FLOPs being
-    /// `ratio` times the shape's: the gather, the products, a sync; with a
+    /// `ratio` times the shape's: the gather, the inputs' conversion to f16
+    /// where the IPU has no units for them, the products, a sync; with a
     /// split reduction, the partial sums' exchange (f32) and addition.
     fn product(&self, b: Blocks, ratio: f64) -> Cycles {
         let work = 2.0 * b.rows as f64 * b.k as f64 * b.cols as f64 * ratio
             / self.assumptions.matmul_efficiency;
-        let received = b.received.saturating_mul(self.element);
-        let local = b.local.saturating_mul(self.element);
+        let received = self.element.bytes(b.received);
+        let local = self.element.bytes(b.local);
         let mut c = Cycles {
             exchange: self.exchange(received - local) + self.spec.local_copy_cycles(local),
-            compute: self.compute_set(self.matmul, work.ceil() as u64),
+            compute: self.compute_set(self.price.matmul, work.ceil() as u64),
             sync: self.sync,
             received,
         };
+        if let Some(convert) = self.price.convert {
+            let inputs = b.k.saturating_mul(b.rows.saturating_add(b.cols));
+            c = c.then(self.elementwise(convert, inputs));
+        }
         if b.splits > 1 {
             let partial = b.reduced.unwrap_or(b.rows.saturating_mul(b.cols));
             let bytes = partial.saturating_mul(4);
@@ -390,6 +396,13 @@ impl<'a> CostModel<'a> {
         (self.product(b, ratio), b)
     }
 
+    /// The rounding of `per_tile` elements on the busiest tile into the
+    /// products' inputs' encoding (nothing in f32 and f16).
+    fn quantize(&self, per_tile: u64) -> Cycles {
+        self.quantize
+            .map_or_else(Cycles::default, |k| self.elementwise(k, per_tile))
+    }
+
     /// An element-wise phase: `per_tile` elements of `kernel` on the
     /// busiest tile.
     fn elementwise(&self, kernel: Kernel, per_tile: u64) -> Cycles {
@@ -404,7 +417,7 @@ impl<'a> CostModel<'a> {
     /// `inputs` received elements, spread over up to every tile.
     fn vector(&self, ops: u64, outputs: u64, inputs: u64) -> Cycles {
         let t = outputs.clamp(1, self.tiles);
-        let received = inputs.div_ceil(t).saturating_mul(self.element);
+        let received = self.element.bytes(inputs.div_ceil(t));
         Cycles {
             exchange: self.exchange(received),
             compute: self.compute_set(Kernel::Activation, ops.div_ceil(t)),
@@ -463,9 +476,12 @@ impl<'a> CostModel<'a> {
         // weights in its column blocks.
         let out_tiles = fb.out_tiles;
         let weight_tiles = g.n.div_ceil(fb.cols.max(1));
-        let forward = product.then(self.elementwise(Kernel::Activation, out_block));
+        let forward = product
+            .then(self.elementwise(Kernel::Activation, out_block))
+            .then(self.quantize(out_block));
         let (weight_flops, input_flops) = split_backward(layer);
-        let mut backward = Cycles::default();
+        // The output's gradient rounded for the backward products.
+        let mut backward = self.quantize(out_block);
         if layer.params > 0 {
             let (dw, _) = self.gemm(
                 (g.k, rows, g.n),
@@ -550,10 +566,24 @@ impl<'a> CostModel<'a> {
             .cycles_of_ps(route.len() as u64 * self.spec.params().hop_latency_ps);
         link.saturating_add(latency)
     }
+}
 
-    /// Bytes per activation element.
-    pub(crate) const fn activation_bytes(&self) -> u64 {
-        self.activation
+/// How exchanged elements are counted in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exchanged {
+    /// As [`PlanAssumptions::exchange_element_bytes`] says.
+    Bytes(u64),
+    /// In the precision's activations' encoding.
+    Encoded(Encoding),
+}
+
+impl Exchanged {
+    /// Bytes of `elements` elements.
+    const fn bytes(self, elements: u64) -> u64 {
+        match self {
+            Self::Bytes(b) => elements.saturating_mul(b),
+            Self::Encoded(e) => e.bytes(elements),
+        }
     }
 }
 

@@ -298,6 +298,74 @@ fn plan_bow_is_faster_than_mk2() {
     assert_eq!(mk2.stages[0].memory, bow.stages[0].memory);
 }
 
+/// Issue 26: every precision on every IPU: FP8 on a C600's FP8 units is
+/// faster than its FP16, on a Bow (no FP8 units) it pays the conversion;
+/// the activations take the encoding's bytes.
+#[test]
+fn plan_prices_every_precision_on_every_ipu() {
+    let resnet = PlanConfig {
+        micro_batch: 16,
+        recompute: true,
+        optimizer: Optimizer::Sgd,
+        ..PlanConfig::new(Builtin::Resnet50.table(), PodSpec::pod16())
+    };
+    let mut step = std::collections::HashMap::new();
+    for (name, ipu) in IpuSpec::PRESETS {
+        for precision in Precision::ALL {
+            let plan = PlanConfig {
+                ipu,
+                precision,
+                ..resnet.clone()
+            }
+            .plan()
+            .unwrap();
+            assert_eq!((plan.ipu, plan.precision), (name, precision));
+            assert!(
+                plan.step_s.is_finite() && plan.step_s > 0.0,
+                "{name} {precision}"
+            );
+            let low = precision.products().conversion().is_some();
+            let on_units = low && ipu.has_fp8_units() && precision.products().is_fp8();
+            let expected = match (low, on_units) {
+                (false, _) => plan.products != "FP8 units" && !plan.products.contains("converted"),
+                (true, true) => plan.products == "FP8 units",
+                (true, false) => plan.products.starts_with("converted to FP16"),
+            };
+            assert!(expected, "{name} {precision}: {}", plan.products);
+            step.insert(
+                (name, precision),
+                (plan.step.compute_s, plan.stages[0].memory),
+            );
+        }
+    }
+    let compute = |ipu, p| step[&(ipu, p)].0;
+    let activations = |p| step[&("Bow", p)].1.activations;
+    assert!(compute("C600", Precision::Fp8Half) < compute("C600", Precision::Half));
+    assert!(compute("Bow", Precision::Fp8Half) > compute("Bow", Precision::Half));
+    assert!(compute("Mk2 GC200", Precision::Mxfp4) > compute("Mk2 GC200", Precision::Half));
+    // 8.32 prices the products as 8.16 does; its master copy is memory.
+    assert_eq!(
+        compute("C600", Precision::Fp8Half),
+        compute("C600", Precision::Fp8Mixed)
+    );
+    // Stashed activations: FP8 half of f16 (rounding aside), MX adds a
+    // scale per 32, FP6 and FP4 pack.
+    let half = activations(Precision::Half) as f64;
+    for (p, ratio) in [
+        (Precision::Fp8Half, 0.5),
+        (Precision::Mxfp8, 33.0 / 64.0),
+        (Precision::Mxfp6, 25.0 / 64.0),
+        (Precision::Mxfp4, 17.0 / 64.0),
+    ] {
+        let r = activations(p) as f64 / half;
+        assert!((r - ratio).abs() < 1e-3, "{p}: {r}");
+    }
+    assert_eq!(
+        activations(Precision::Fp32),
+        2 * activations(Precision::Half)
+    );
+}
+
 #[test]
 fn plan_scaling_table_extends_the_pods() {
     let plan = bert(true).plan().unwrap();

@@ -31,6 +31,9 @@ enum IpuArg {
     Mk2,
     /// Bow: the GC200 at 1.85 GHz, 350 TFLOPS FP16.
     Bow,
+    /// C600: a Mk2 IPU with FP8 units, 1.486 GHz, 280 TFLOPS FP16, 560
+    /// TFLOPS FP8.
+    C600,
 }
 
 /// Which assumptions price the plan.
@@ -131,7 +134,8 @@ pub(super) struct PlanArgs {
     #[arg(long, value_enum, default_value_t = IpuArg::Mk2, help_heading = "Machine")]
     ipu: IpuArg,
 
-    /// Compute.weights precision: 32.32, 16.32 or 16.16
+    /// Compute.weights precision: 32.32, 16.32, 16.16, 8.16, 8.32 (FP8
+    /// products), mxfp8.16, mxfp6.16 or mxfp4.16 (OCP MX products)
     #[arg(long, default_value = "16.16", help_heading = "Numerics")]
     precision: Precision,
 
@@ -304,6 +308,7 @@ impl PlanArgs {
             ipu: match self.ipu {
                 IpuArg::Mk2 => IpuSpec::MK2_GC200,
                 IpuArg::Bow => IpuSpec::BOW,
+                IpuArg::C600 => IpuSpec::C600,
             },
             precision: self.precision,
             optimizer: self.optimizer,

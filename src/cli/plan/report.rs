@@ -140,6 +140,9 @@ fn header(o: &mut String, p: &Plan) {
         p.global_batch
     );
     let mut how = vec![format!("{}, {}", p.precision, p.optimizer)];
+    if p.precision.products().conversion().is_some() {
+        how.push(format!("products: {}", p.products));
+    }
     if p.ipus_per_replica > 1 {
         how.push(format!(
             "{} IPUs per replica ({} pipeline)",
