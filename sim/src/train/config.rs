@@ -141,17 +141,32 @@ impl PrecisionMode {
         if self.f16_compute() { 2 } else { 4 }
     }
 
-    /// The same mode with `recipe` (a quantised mode only).
+    /// What a quantised mode rounds where, for the run's summary (`None`
+    /// for the other modes).
     ///
-    /// # Errors
-    /// A message if this mode quantises nothing.
-    pub fn with_recipe(self, recipe: Recipe) -> Result<Self, String> {
-        match self {
-            Self::Low(l) => Ok(Self::Low(LowPrecision { recipe, ..l })),
-            other => Err(format!(
-                "precision {other} quantises no products: choose 8.16, 8.32, mxfp8.16, mxfp6.16 or mxfp4.16"
-            )),
-        }
+    /// ```
+    /// use tessera_sim::train::PrecisionMode;
+    ///
+    /// let p: PrecisionMode = "8.16".parse().unwrap();
+    /// assert!(p.numerics().unwrap().starts_with("products of weights f143:nearest:tensor"));
+    /// ```
+    #[must_use]
+    pub fn numerics(self) -> Option<String> {
+        let Self::Low(l) = self else {
+            return None;
+        };
+        let r = l.recipe;
+        let weights = if l.master {
+            "f16 weights from an f32 master (to nearest)"
+        } else {
+            "f16 weights (stochastic rounding)"
+        };
+        Some(format!(
+            "products of weights {}, activations {}, gradients {} (f32 accumulator); \
+             bias, activation, batch norm, softmax and loss in f32 on f16 values, \
+             their outputs f16; gradient reduction and optimizer f32; {weights}",
+            r.weights, r.activations, r.gradients
+        ))
     }
 }
 

@@ -67,14 +67,14 @@ impl Builder<'_> {
             &format!("{}.qa", names.1),
             a,
             a.transposed,
-            recipe.of(ra),
+            (recipe.of(ra), ra == Role::Weights),
         )?;
         let qb = self.quantise(
             l,
             &format!("{}.qb", names.1),
             b,
             !b.transposed,
-            recipe.of(rb),
+            (recipe.of(rb), rb == Role::Weights),
         )?;
         let dims = plan.dims();
         let sources = (
@@ -89,14 +89,15 @@ impl Builder<'_> {
     }
 
     /// `op` quantised by `q` into a new tensor `name`, for a product whose
-    /// reduction runs along its stored rows (`k_rows`) or columns.
+    /// reduction runs along its stored rows (`k_rows`) or columns; `memo`:
+    /// its casts are worth remembering (weights, the same on every replica).
     fn quantise(
         &mut self,
         l: usize,
         name: &str,
         op: &Operand,
         k_rows: bool,
-        q: RoleQuant,
+        (q, memo): (RoleQuant, bool),
     ) -> Result<Operand, ModelError> {
         let layout = match q.scaling {
             Scaling::Mx => self.lines(l, name, op, k_rows)?,
@@ -127,6 +128,7 @@ impl Builder<'_> {
                     block: (blk.rows.clone(), blk.cols.clone(), cols),
                     k_rows,
                     stream,
+                    memo,
                     fields: cast_fields(false),
                 });
                 self.vertex(cs, blk.tile, &codelet, &fields(None, k, blk))?;
@@ -141,6 +143,7 @@ impl Builder<'_> {
                     block: (blk.rows.clone(), blk.cols.clone(), cols),
                     k_rows,
                     stream,
+                    memo,
                     fields: cast_fields(true),
                 });
                 let gathered = TensorSlice::new(amaxes.tensor, amaxes.ranges[k].clone());
@@ -220,7 +223,10 @@ impl Builder<'_> {
         let lines = if k_rows { cols } else { rows };
         let parts = (rows * cols / GRAIN).clamp(1, span.min(lines).max(1));
         let (rb, cb) = if k_rows { (1, parts) } else { (parts, 1) };
-        let layout = BlockLayout::grid(rows, cols, rb, cb, span as u32).shifted(tiles.start);
+        // On `parts` consecutive tiles from one that depends on the
+        // operand, so that operands do not all start on the first tile.
+        let first = tiles.start + (fnv(name) % (span - parts + 1) as u64) as u32;
+        let layout = BlockLayout::grid(rows, cols, rb, cb, parts as u32).shifted(first);
         let staged = self.matrix(&format!("{name}.lines"), &layout)?;
         let mut copies = Copies::new();
         for blk in layout.blocks() {
@@ -311,6 +317,8 @@ struct Cast {
     block: (Range<usize>, Range<usize>, usize),
     k_rows: bool,
     stream: RandomStream,
+    /// Cast through the host's [`memo`].
+    memo: bool,
     fields: Vec<FieldSpec>,
 }
 
@@ -385,10 +393,10 @@ impl Cast {
     }
 }
 
-/// The host's memo of large casts: a cast is a function of its block's
-/// bits, its exponent and its codelet, so replicas that hold the same
-/// weights (all of them) convert them once per step. Host time only:
-/// the simulated cycles are the vertex's either way.
+/// The host's memo of the weights' casts: a cast is a function of its
+/// block's bits, its exponent and its codelet, so replicas that hold the
+/// same weights (all of them) convert them once per step. Host time
+/// only: the simulated cycles are the vertex's either way.
 mod memo {
     use std::collections::HashMap;
     use std::hash::{DefaultHasher, Hash, Hasher};
@@ -396,8 +404,6 @@ mod memo {
 
     use super::{Cast, QuantStats};
 
-    /// Blocks shorter than this are converted every time.
-    const MIN_LEN: usize = 512;
     /// Entries kept before the memo starts over.
     const MAX_ENTRIES: usize = 1024;
 
@@ -412,7 +418,7 @@ mod memo {
         exponent: Option<Option<i32>>,
         cast: impl FnOnce() -> (Vec<f32>, QuantStats),
     ) -> (Vec<f32>, QuantStats) {
-        if x.len() < MIN_LEN {
+        if !c.memo {
             return cast();
         }
         let bits: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
