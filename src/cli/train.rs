@@ -426,6 +426,9 @@ impl TrainArgs {
             "loss scale   {} skipped steps, final scale {scale}",
             skipped(s)
         );
+        if let Some(n) = job.config.precision.numerics() {
+            let _ = writeln!(o, "numerics     {n}");
+        }
         let _ = writeln!(o, "fingerprint  {:016x}", s.fingerprint);
         for (i, (_, path)) in self.written(s, files).into_iter().enumerate() {
             let head = if i == 0 { "wrote" } else { "" };

@@ -23,6 +23,26 @@ pub enum Compute {
     /// rounded to nearest f16, products accumulated in f32 (see the
     /// [module docs](super#numerics)).
     F16,
+    /// [`Compute::F16`], with the dense and convolution products' inputs
+    /// quantised by the recipe.
+    Quantised(super::quant::Recipe),
+}
+
+impl Compute {
+    /// Whether activations and gradients are rounded to f16.
+    #[must_use]
+    pub const fn f16(self) -> bool {
+        !matches!(self, Self::F32)
+    }
+
+    /// The recipe of the quantised products, if any.
+    #[must_use]
+    pub const fn recipe(self) -> Option<super::quant::Recipe> {
+        match self {
+            Self::Quantised(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 /// What a parameter is, for the optimizer.

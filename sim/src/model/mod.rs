@@ -119,6 +119,7 @@ mod model_config;
 mod network;
 pub mod network_file;
 mod placement;
+pub mod quant;
 mod recompute;
 mod replica;
 mod runtime;

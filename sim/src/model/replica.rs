@@ -80,7 +80,8 @@ fn build(
         placement,
         target,
         batch,
-        f16: compute == Compute::F16,
+        f16: compute.f16(),
+        quant: compute.recipe(),
         train,
         activation: config.activation,
         link,
@@ -364,7 +365,7 @@ impl Model {
 
     /// Reads every parameter's gradient of the last training run.
     fn read_grads(&self, grads: &mut [Vec<f32>]) {
-        let (e, f16) = (&self.train.engine, self.compute == Compute::F16);
+        let (e, f16) = (&self.train.engine, self.compute.f16());
         for (g, slot) in grads.iter_mut().zip(&self.train.ids.grads) {
             *g = match slot {
                 GradSlot::Matrix(a) => super::layers::read_rows(e, a),

@@ -174,6 +174,9 @@ impl From<PrecisionMode> for Precision {
             PrecisionMode::Fp32 => Self::Fp32,
             PrecisionMode::Mixed => Self::Mixed,
             PrecisionMode::Half(_) => Self::Half,
+            // Priced as the 16.x mode of the same weights until the plan knows FP8.
+            PrecisionMode::Low(l) if l.master => Self::Mixed,
+            PrecisionMode::Low(_) => Self::Half,
         }
     }
 }

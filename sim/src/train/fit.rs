@@ -25,7 +25,7 @@ use super::config::{OptimizerConfig, PrecisionMode, TrainConfig};
 use super::pipeline::{Schedule, stashed};
 use crate::ipu::{IpuSpec, MemorySummary};
 use crate::model::{
-    Compute, MemoryEstimate, NetworkConfig, ParamSpec, Placement, Recomputation, StageActivations,
+    MemoryEstimate, NetworkConfig, ParamSpec, Placement, Recomputation, StageActivations,
 };
 use crate::pod::{Layout, ProcessId};
 
@@ -154,7 +154,7 @@ pub(super) fn state_bytes_per_element(
     optimizer: &OptimizerConfig,
     precision: PrecisionMode,
 ) -> u64 {
-    let master = u64::from(precision == PrecisionMode::Mixed);
+    let master = u64::from(precision.f32_master());
     4 * (optimizer.state_tensors() as u64 + master)
 }
 
@@ -233,11 +233,7 @@ pub(crate) fn check(
     placement: &Placement,
 ) -> Result<(), TrainError> {
     let target = layout.replica_target()?;
-    let compute = if config.precision.f16_compute() {
-        Compute::F16
-    } else {
-        Compute::F32
-    };
+    let compute = config.precision.compute();
     let estimate = MemoryEstimate::of(network, target, placement, config.micro_batch, compute)?;
     let params = network.params()?;
     let elements = params
@@ -295,11 +291,7 @@ fn host_bytes(
     } else {
         2
     };
-    let master = if config.precision == PrecisionMode::Mixed {
-        4
-    } else {
-        0
-    };
+    let master = if config.precision.f32_master() { 4 } else { 0 };
     let state = config.optimizer.state_tensors() as u64 * 4;
     let accumulation = config.gradient_accumulation as u64;
     // Per element of the flat buffer: weights, the master's full copy,

@@ -55,7 +55,10 @@
 //! `16.16` (f16 weights updated in place with stochastic rounding, no
 //! master) and `16.16-rn` (the same with round to nearest: small updates
 //! are lost, which is what stochastic rounding is for). Gradients are
-//! accumulated and reduced in f32; optimizer state is f32.
+//! accumulated and reduced in f32; optimizer state is f32. The quantised
+//! modes `8.16`, `8.32`, `mxfp8.16`, `mxfp6.16` and `mxfp4.16` are
+//! `16.16` (`8.32`: `16.32`) with the dense and convolution products'
+//! inputs quantised by a [`Recipe`](crate::model::quant::Recipe).
 //!
 //! # Replicated tensor sharding
 //!
@@ -120,8 +123,8 @@ mod run;
 mod trainer;
 
 pub use config::{
-    GradReduction, LossScaling, LrDecay, NamedOptimizer, OptimizerConfig, PrecisionMode,
-    RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig,
+    GradReduction, LossScaling, LowFamily, LowPrecision, LrDecay, NamedOptimizer, OptimizerConfig,
+    PrecisionMode, RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig,
 };
 pub use cost::StepTime;
 pub use divergence::Divergence;

@@ -260,8 +260,10 @@ impl<'a> Replica<'a> {
                 Weights::F16(w)
             }
         };
-        let master =
-            (config.precision == PrecisionMode::Mixed).then(|| master_full[shard.clone()].to_vec());
+        let master = config
+            .precision
+            .f32_master()
+            .then(|| master_full[shard.clone()].to_vec());
         let state = match resume {
             Some(r) => r.state.iter().map(|s| s[shard.clone()].to_vec()).collect(),
             None => vec![vec![0.0; shard.len()]; config.optimizer.state_tensors()],
@@ -437,10 +439,7 @@ impl<'a> Replica<'a> {
         }
         self.counter.applied(step);
         let precision = Precision {
-            weights: match config.precision {
-                PrecisionMode::Half(rounding) => rounding,
-                _ => Round::NEAREST_EVEN,
-            },
+            weights: config.precision.weight_round(),
             state: Round::NEAREST_EVEN,
             seed: config.seed,
         };

@@ -14,7 +14,7 @@ use super::options::RunOptions;
 use super::records::{Observer, Summary};
 use super::trainer::Trainer;
 use crate::data::{Infeed, MicroBatch};
-use crate::model::{Compute, Model};
+use crate::model::Model;
 
 impl Trainer {
     /// Runs every instance and replica on threads of this process.
@@ -201,11 +201,7 @@ impl Trainer {
         m: usize,
     ) -> Result<Vec<Model>, TrainError> {
         let config = &self.config;
-        let compute = if config.precision.f16_compute() {
-            Compute::F16
-        } else {
-            Compute::F32
-        };
+        let compute = config.precision.compute();
         (0..m)
             .map(|_| {
                 Model::placed(

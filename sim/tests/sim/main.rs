@@ -10,6 +10,7 @@ mod conv;
 mod data;
 mod data_limits;
 mod engine;
+mod fp8;
 mod kernels;
 mod matmul;
 mod model;

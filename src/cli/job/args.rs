@@ -6,6 +6,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use tessera_sim::data::{OutputMode, Source};
 use tessera_sim::model::DeviceMapping;
+use tessera_sim::model::quant::RoleQuant;
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{GradReduction, LrDecay, PrecisionMode, Schedule};
 
@@ -273,10 +274,29 @@ pub(in crate::cli) struct JobArgs {
     pub(in crate::cli) device_iterations: Option<usize>,
 
     /// Compute.weights precision: 32.32, 16.32, 16.16 (stochastic
-    /// rounding) or 16.16-rn [default: 16.16]
+    /// rounding), 16.16-rn, or quantised products 8.16, 8.32, mxfp8.16,
+    /// mxfp6.16, mxfp4.16 [default: 16.16]
     #[arg(long, value_parser = checked::<PrecisionMode>, help_heading = "Numerics")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) precision: Option<String>,
+
+    /// With a quantised --precision: the weights' FORMAT[:ROUNDING[:SCALING]]
+    /// (formats e4m3, e4m3fn, f143, e5m2, f152, e2m3, e3m2, e2m1, ...;
+    /// rounding nearest, stochastic or toward-zero; scaling tensor or mx)
+    /// [default: the precision's recipe]
+    #[arg(long, alias = "quant_weights", value_name = "Q", value_parser = checked::<RoleQuant>, help_heading = "Numerics")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(in crate::cli) quant_weights: Option<String>,
+
+    /// As --quant-weights, for the layers' inputs (activations)
+    #[arg(long, alias = "quant_activations", value_name = "Q", value_parser = checked::<RoleQuant>, help_heading = "Numerics")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(in crate::cli) quant_activations: Option<String>,
+
+    /// As --quant-weights, for the gradients of the layers' outputs
+    #[arg(long, alias = "quant_gradients", value_name = "Q", value_parser = checked::<RoleQuant>, help_heading = "Numerics")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(in crate::cli) quant_gradients: Option<String>,
 
     /// off, static:SCALE, dynamic (GradScaler, growth every 200 steps) or
     /// automatic (PopART's histogram) [default: dynamic]

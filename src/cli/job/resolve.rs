@@ -5,7 +5,10 @@ use std::fmt::Display;
 use std::path::Path;
 
 use tessera_sim::data::Source;
-use tessera_sim::train::{NamedOptimizer, OptimizerConfig, TrainConfig};
+use tessera_sim::model::quant::RoleQuant;
+use tessera_sim::train::{
+    LowPrecision, NamedOptimizer, OptimizerConfig, PrecisionMode, TrainConfig,
+};
 
 use super::args::JobArgs;
 use super::resolved::Job;
@@ -65,6 +68,9 @@ impl JobArgs {
             gradient_accumulation,
             device_iterations,
             precision,
+            quant_weights,
+            quant_activations,
+            quant_gradients,
             loss_scaling,
             reduction,
             optimizer,
@@ -149,6 +155,7 @@ impl JobArgs {
         if let Some(s) = &self.precision {
             c.precision = parse("precision", s)?;
         }
+        self.recipe_over(&mut c)?;
         if let Some(s) = &self.loss_scaling {
             c.loss_scaling = parse::<LossScalingArg>("loss_scaling", s)?.0;
         }
@@ -197,6 +204,38 @@ impl JobArgs {
 }
 
 impl JobArgs {
+    /// The quantised products' roles over `c`'s recipe (a quantised
+    /// precision only).
+    fn recipe_over(&self, c: &mut TrainConfig) -> Result<(), Failure> {
+        let roles = [
+            ("quant_weights", &self.quant_weights),
+            ("quant_activations", &self.quant_activations),
+            ("quant_gradients", &self.quant_gradients),
+        ];
+        let PrecisionMode::Low(low) = c.precision else {
+            return match roles.iter().find(|(_, v)| v.is_some()) {
+                Some((name, _)) => Err(Failure::Usage(format!(
+                    "{name}: precision {} quantises no products: choose 8.16, 8.32, mxfp8.16, mxfp6.16 or mxfp4.16",
+                    c.precision
+                ))),
+                None => Ok(()),
+            };
+        };
+        let mut recipe = low.recipe;
+        for (k, (name, value)) in roles.iter().enumerate() {
+            if let Some(s) = value {
+                let q: RoleQuant = parse(name, s)?;
+                *[
+                    &mut recipe.weights,
+                    &mut recipe.activations,
+                    &mut recipe.gradients,
+                ][k] = q;
+            }
+        }
+        c.precision = PrecisionMode::Low(LowPrecision { recipe, ..low });
+        Ok(())
+    }
+
     /// The model-parallelism options over `c`: IPUs per replica, the
     /// pipeline (stages, schedule, device mapping, serialised branches).
     fn model_parallelism_over(&self, c: &mut TrainConfig) -> Result<(), Failure> {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use tessera_sim::data::{Dataset, Source};
-use tessera_sim::train::TrainConfig;
+use tessera_sim::train::{PrecisionMode, TrainConfig};
 
 use super::args::JobArgs;
 use super::values::ModelArg;
@@ -36,6 +36,10 @@ impl Job {
     /// to the same job.
     pub(in crate::cli) fn effective(&self) -> JobArgs {
         let c = &self.config;
+        let low = match c.precision {
+            PrecisionMode::Low(l) => Some(l),
+            _ => None,
+        };
         JobArgs {
             data: Some(self.source.to_string()),
             test_fraction: Some(c.test_fraction),
@@ -67,6 +71,9 @@ impl Job {
             gradient_accumulation: Some(c.gradient_accumulation),
             device_iterations: Some(c.device_iterations),
             precision: Some(c.precision.to_string()),
+            quant_weights: low.map(|l| l.recipe.weights.to_string()),
+            quant_activations: low.map(|l| l.recipe.activations.to_string()),
+            quant_gradients: low.map(|l| l.recipe.gradients.to_string()),
             loss_scaling: Some(c.loss_scaling.describe()),
             reduction: Some(c.reduction.to_string()),
             optimizer: Some(c.optimizer.name().to_owned()),

@@ -18,12 +18,14 @@
 
 use std::sync::Arc;
 
+use super::quant::Replan;
 use super::{Act, Builder, Copies, ModelError};
 use crate::ipu::{
     Access, Codelet, DType, FieldSpec, IpuSpec, Kernel, Mapping, TensorSlice, VertexCycles,
     VertexIo,
 };
 use crate::kernels::matmul::{BlockLayout, Cut, Output, Source, gather_copies};
+use crate::model::quant::Role;
 use crate::model::shapes::{Conv2d, ConvShape};
 
 /// A convolution layer's tensors.
@@ -91,10 +93,12 @@ pub(in crate::model) fn forward(
     );
     let w = b.matrix(&format!("layer{l}.weight"), &plan.b_layout())?;
     let names = (&*format!("layer{l}.y"), &*format!("layer{l}.fwd"));
-    let y = b.product(
+    let y = b.product_of(
+        l,
         names,
-        (&cols.operand(false), &w.operand(false)),
-        &plan,
+        (&cols.operand(false), Role::Activations),
+        (&w.operand(false), Role::Weights),
+        (&plan, Replan::Cut(cut)),
         Output::F32,
     )?;
     Ok(ConvTensors { w, cols, y })
@@ -123,10 +127,12 @@ pub(in crate::model) fn backward(
     );
     let names = (&*format!("layer{l}.weight.grad"), &*format!("layer{l}.dw"));
     let grad_output = b.grad_output();
-    let dw = b.product(
+    let dw = b.product_of(
+        l,
         names,
-        (&cols.operand(true), &dy.operand(false)),
-        &dw_plan,
+        (&cols.operand(true), Role::Activations),
+        (&dy.operand(false), Role::Gradients),
+        (&dw_plan, Replan::Cut(Cut::default())),
         grad_output,
     )?;
     let Some(prev) = input_grad else {
@@ -145,7 +151,14 @@ pub(in crate::model) fn backward(
         Cut::default(),
     );
     let names = (&*format!("layer{l}.dcols"), &*format!("layer{l}.dcols"));
-    let dcols = b.product(names, (&dy.operand(false), &w_op), &plan, Output::F32)?;
+    let dcols = b.product_of(
+        l,
+        names,
+        (&dy.operand(false), Role::Gradients),
+        (&w_op, Role::Weights),
+        (&plan, Replan::Cut(Cut::default())),
+        Output::F32,
+    )?;
     let dx = col2im(b, l, shape, &dcols, prev)?;
     Ok((dw, Some(dx)))
 }

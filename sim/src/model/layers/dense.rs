@@ -6,9 +6,11 @@
 //! layer, the network's head).
 
 use super::batch_norm::{self, BatchNorm};
+use super::quant::Replan;
 use super::{Act, Builder, ModelError, Staged, activation};
 use crate::ipu::TensorId;
 use crate::kernels::matmul::{BlockLayout, Cut, Operand, Output, Source};
+use crate::model::quant::Role;
 
 /// A dense layer's tensors.
 #[derive(Debug)]
@@ -45,10 +47,12 @@ pub(super) fn forward(
     let mapping = b.linear_on(l);
     let bias = b.tensor(&format!("layer{l}.bias"), width, mapping)?;
     let names = (&*format!("layer{l}.y"), &*format!("layer{l}.fwd"));
-    let y = b.product(
+    let y = b.product_of(
+        l,
         names,
-        (&input.operand(false), &w.operand(false)),
-        &plan,
+        (&input.operand(false), Role::Activations),
+        (&w.operand(false), Role::Weights),
+        (&plan, Replan::Cut(cut)),
         Output::F32,
     )?;
     Ok(Dense { w, b: bias, y })
@@ -79,7 +83,14 @@ pub(super) fn backward(
         Cut::default(),
     );
     let names = (&*format!("layer{l}.weight.grad"), &*format!("layer{l}.dw"));
-    let dw = b.product(names, (&input.operand(true), &dz_op), &dw_plan, grad_output)?;
+    let dw = b.product_of(
+        l,
+        names,
+        (&input.operand(true), Role::Activations),
+        (&dz_op, Role::Gradients),
+        (&dw_plan, Replan::Cut(Cut::default())),
+        grad_output,
+    )?;
     let ones = Act {
         tensor: ones,
         layout: BlockLayout::dense(1, batch, 0),
@@ -121,7 +132,14 @@ pub(super) fn backward(
         format!("{name}.computed")
     };
     let names = (&*computed, &*format!("layer{l}.da"));
-    let da = b.product(names, (&dz_op, &w_op), &da_plan, Output::F32)?;
+    let da = b.product_of(
+        l,
+        names,
+        (&dz_op, Role::Gradients),
+        (&w_op, Role::Weights),
+        (&da_plan, Replan::Onto(&here)),
+        Output::F32,
+    )?;
     if here == *prev {
         return Ok(((dw, db), Some(da)));
     }

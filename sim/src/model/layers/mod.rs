@@ -23,6 +23,7 @@ pub(super) mod dense;
 pub(super) mod loss;
 pub(super) mod network;
 pub(super) mod pool;
+pub(super) mod quant;
 pub(super) mod residual;
 
 use core::num::NonZeroU64;
@@ -81,6 +82,8 @@ pub(super) struct Builder<'a> {
     pub(super) batch: usize,
     /// f16 compute ([`Compute::F16`](super::Compute::F16)).
     pub(super) f16: bool,
+    /// The dense and convolution products' quantisation, if any.
+    pub(super) quant: Option<super::quant::Recipe>,
     /// A training graph.
     pub(super) train: bool,
     pub(super) activation: Activation,
@@ -152,6 +155,7 @@ impl<'a> Builder<'a> {
             target,
             batch,
             f16: false,
+            quant: None,
             train: true,
             activation: Activation::Relu,
             link,

@@ -100,7 +100,7 @@ pub(crate) fn build(
                 state.master[r.clone()].to_vec(),
             ),
         };
-        if config.precision == PrecisionMode::Mixed {
+        if config.precision.f32_master() {
             c.push(
                 format!("master.{}", spec.name),
                 spec.shape.clone(),
@@ -267,7 +267,7 @@ fn restore(
             Some(w) => {
                 let saved = read.f16(format!("weights.{name}"), &spec.shape)?;
                 w[r.clone()].copy_from_slice(&saved);
-                if config.precision == PrecisionMode::Mixed {
+                if config.precision.f32_master() {
                     let m = read.f32(format!("master.{name}"), &spec.shape)?;
                     master[r.clone()].copy_from_slice(&m);
                 } else {

@@ -1,0 +1,447 @@
+//! The recipe of low-precision matrix products: per role (weights,
+//! activations, gradients) a core [`Format`], a [`Round`] and a
+//! [`Scaling`], and the accumulator. [`layers::quant`](super::layers)
+//! builds it into the graph.
+//!
+//! Elements always saturate (the scale is chosen from the amax, so only
+//! MX's top binade can exceed the format's largest value); a non-finite
+//! value makes its whole tensor (or block) NaN, so that the step's
+//! gradients are non-finite and the loss scaler skips the step.
+
+use core::fmt;
+use core::str::FromStr;
+
+use tessera_core::fp::{Format, Mode, Mx, MxFormat, Overflow, Round};
+use tessera_core::rng::{RandomBits, RandomStream};
+
+/// How a tensor is scaled before its elements are rounded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scaling {
+    /// One power-of-two scale per tensor from its current absolute
+    /// maximum: the largest `2^k` with `amax 2^k <= max` (Perez et al.
+    /// 2023).
+    Tensor,
+    /// One per tensor from the largest amax of the last `n` steps
+    /// (Transformer Engine's delayed scaling): not built yet.
+    Delayed(u16),
+    /// OCP MX: blocks of 32 along the product's reduction, E8M0 scales
+    /// (the spec's floor rule); the format must be an MX element format.
+    Mx,
+    /// NVFP4 (blocks of 16, E4M3 scales, a tensor scale): not built yet.
+    Nvfp4,
+}
+
+/// What one role's tensors become before a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RoleQuant {
+    /// The elements' format.
+    pub format: Format,
+    /// How elements round (they saturate, whatever its overflow says).
+    pub round: Round,
+    /// How the tensor is scaled.
+    pub scaling: Scaling,
+}
+
+/// Where a product accumulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Accumulator {
+    /// f32, as the AMP units' FP8 and FP16 products.
+    F32,
+}
+
+/// A role of a product's operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A layer's weights.
+    Weights,
+    /// A layer's input (a convolution's patches).
+    Activations,
+    /// The gradient of a layer's output.
+    Gradients,
+}
+
+/// The quantised products of a training run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Recipe {
+    /// The weights' quantisation.
+    pub weights: RoleQuant,
+    /// The activations'.
+    pub activations: RoleQuant,
+    /// The output gradients'.
+    pub gradients: RoleQuant,
+    /// The accumulator.
+    pub accumulator: Accumulator,
+}
+
+/// `format` rounded by `mode`, scaled by `scaling`.
+const fn role(format: Format, mode: Mode, scaling: Scaling) -> RoleQuant {
+    RoleQuant {
+        format,
+        round: Round::new(mode).with_overflow(Overflow::Saturate),
+        scaling,
+    }
+}
+
+impl Recipe {
+    /// `8.x`: Graphcore's F143 (E4M3, bias 8) weights and activations, F152
+    /// gradients, per-tensor scales from the current amax, round to nearest
+    /// (Noune et al. 2022, Perez et al. 2023).
+    pub const FP8: Self = Self {
+        weights: role(Format::F143, Mode::NearestEven, Scaling::Tensor),
+        activations: role(Format::F143, Mode::NearestEven, Scaling::Tensor),
+        gradients: role(Format::F152, Mode::NearestEven, Scaling::Tensor),
+        accumulator: Accumulator::F32,
+    };
+
+    /// `mxfp8.x`: MXFP8 E4M3 weights and activations, E5M2 gradients, to
+    /// nearest (Rouhani et al. 2023).
+    pub const MXFP8: Self = Self {
+        weights: role(Format::E4M3FN, Mode::NearestEven, Scaling::Mx),
+        activations: role(Format::E4M3FN, Mode::NearestEven, Scaling::Mx),
+        gradients: role(Format::E5M2, Mode::NearestEven, Scaling::Mx),
+        accumulator: Accumulator::F32,
+    };
+
+    /// `mxfp6.x`: MXFP6 E2M3 weights and activations, E3M2 gradients, to
+    /// nearest.
+    pub const MXFP6: Self = Self {
+        weights: role(Format::E2M3FN, Mode::NearestEven, Scaling::Mx),
+        activations: role(Format::E2M3FN, Mode::NearestEven, Scaling::Mx),
+        gradients: role(Format::E3M2FN, Mode::NearestEven, Scaling::Mx),
+        accumulator: Accumulator::F32,
+    };
+
+    /// `mxfp4.x`: MXFP4 everywhere; gradients rounded stochastically, so
+    /// that the backward products (sums over the batch and the layer's
+    /// width of E2M1 values, one binade each way of a few values) are
+    /// unbiased (Tseng et al. 2025); weights and activations to nearest.
+    pub const MXFP4: Self = Self {
+        weights: role(Format::E2M1FN, Mode::NearestEven, Scaling::Mx),
+        activations: role(Format::E2M1FN, Mode::NearestEven, Scaling::Mx),
+        gradients: role(Format::E2M1FN, Mode::Stochastic, Scaling::Mx),
+        accumulator: Accumulator::F32,
+    };
+
+    /// The quantisation of `role`.
+    #[must_use]
+    pub const fn of(&self, role: Role) -> RoleQuant {
+        match role {
+            Role::Weights => self.weights,
+            Role::Activations => self.activations,
+            Role::Gradients => self.gradients,
+        }
+    }
+
+    /// The first role whose quantisation cannot be built, and why.
+    ///
+    /// # Errors
+    /// A one-line message naming the role.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, q) in [
+            ("weights", self.weights),
+            ("activations", self.activations),
+            ("gradients", self.gradients),
+        ] {
+            q.check().map_err(|e| format!("{name}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The format names a role accepts, with their core formats.
+const FORMATS: [(&str, Format); 11] = [
+    ("e4m3", Format::E4M3),
+    ("e4m3fn", Format::E4M3FN),
+    ("f143", Format::F143),
+    ("e4m3fnuz", Format::E4M3FNUZ),
+    ("e5m2", Format::E5M2),
+    ("f152", Format::F152),
+    ("e5m2fnuz", Format::E5M2FNUZ),
+    ("e2m3", Format::E2M3FN),
+    ("e3m2", Format::E3M2FN),
+    ("e2m1", Format::E2M1FN),
+    ("f16", Format::F16),
+];
+
+/// The rounding names a role accepts.
+const MODES: [(&str, Mode); 3] = [
+    ("nearest", Mode::NearestEven),
+    ("stochastic", Mode::Stochastic),
+    ("toward-zero", Mode::TowardZero),
+];
+
+/// The MX element format of `format`, if it is one.
+#[must_use]
+pub fn mx_format(format: Format) -> Option<MxFormat> {
+    MxFormat::ALL
+        .into_iter()
+        .find(|m| m.element() == Some(format))
+}
+
+impl RoleQuant {
+    /// Whether this quantisation can be built.
+    fn check(&self) -> Result<(), String> {
+        match self.scaling {
+            Scaling::Tensor => Ok(()),
+            Scaling::Mx if mx_format(self.format).is_some() => Ok(()),
+            Scaling::Mx => Err(format!(
+                "{} is not an MX element format (e4m3fn, e5m2, e2m3, e3m2, e2m1)",
+                name_of(self.format)
+            )),
+            Scaling::Delayed(_) | Scaling::Nvfp4 => Err(format!(
+                "{} scaling is not built yet: use tensor or mx",
+                scaling_name(self.scaling)
+            )),
+        }
+    }
+}
+
+fn name_of(format: Format) -> &'static str {
+    FORMATS
+        .iter()
+        .find(|(_, f)| *f == format)
+        .map_or("the format", |(n, _)| n)
+}
+
+fn scaling_name(s: Scaling) -> String {
+    match s {
+        Scaling::Tensor => "tensor".into(),
+        Scaling::Delayed(n) => format!("delayed{n}"),
+        Scaling::Mx => "mx".into(),
+        Scaling::Nvfp4 => "nvfp4".into(),
+    }
+}
+
+impl fmt::Display for RoleQuant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mode = MODES
+            .iter()
+            .find(|(_, m)| *m == self.round.mode)
+            .map_or("nearest", |(n, _)| n);
+        let scaling = scaling_name(self.scaling);
+        write!(f, "{}:{mode}:{scaling}", name_of(self.format))
+    }
+}
+
+impl FromStr for RoleQuant {
+    type Err = String;
+
+    /// `FORMAT[:ROUNDING[:SCALING]]`, as `e4m3fn:nearest:tensor`
+    /// (defaults: nearest, tensor).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let format = parts.next().unwrap_or_default();
+        let names = |list: &[&str]| list.join(", ");
+        let Some(&(_, format)) = FORMATS.iter().find(|(n, _)| *n == format) else {
+            let known: Vec<&str> = FORMATS.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "unknown format `{format}` in `{s}`: expected one of {}",
+                names(&known)
+            ));
+        };
+        let mode = parts.next().unwrap_or("nearest");
+        let Some(&(_, mode)) = MODES.iter().find(|(n, _)| *n == mode) else {
+            return Err(format!(
+                "unknown rounding `{mode}` in `{s}`: expected nearest, stochastic or toward-zero"
+            ));
+        };
+        let scaling = match parts.next().unwrap_or("tensor") {
+            "tensor" => Scaling::Tensor,
+            "mx" => Scaling::Mx,
+            "nvfp4" => Scaling::Nvfp4,
+            "delayed" => Scaling::Delayed(16),
+            d => match d.strip_prefix("delayed").map(str::parse::<u16>) {
+                Some(Ok(n)) if n > 0 => Scaling::Delayed(n),
+                _ => {
+                    return Err(format!(
+                        "unknown scaling `{d}` in `{s}`: expected tensor, delayed[N], mx or nvfp4"
+                    ));
+                }
+            },
+        };
+        if let Some(extra) = parts.next() {
+            return Err(format!("`{extra}` after the scaling in `{s}`"));
+        }
+        Ok(role(format, mode, scaling))
+    }
+}
+
+/// What a quantisation did to a tensor (or a block of one).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QuantStats {
+    /// The largest scale exponent `k` (values were multiplied by `2^k`).
+    pub exponent: i32,
+    /// Finite nonzero values whose scaled magnitude exceeded the format's
+    /// largest (they saturated).
+    pub saturated: u64,
+    /// Nonzero values that became zero.
+    pub underflowed: u64,
+}
+
+/// The exponent `k` of the per-tensor scale for a tensor whose largest
+/// magnitude is `amax`: the largest `k` with `amax 2^k <= max` (0 for a
+/// zero tensor, clamped to f32's exponents), or `None` if `amax` is not
+/// finite.
+///
+/// ```
+/// use tessera_core::fp::Format;
+/// use tessera_sim::model::quant::tensor_exponent;
+///
+/// assert_eq!(tensor_exponent(Format::F143, 240.0), Some(0));
+/// assert_eq!(tensor_exponent(Format::F143, 1.0), Some(7)); // 128 <= 240 < 256
+/// assert_eq!(tensor_exponent(Format::F143, f32::INFINITY), None);
+/// ```
+#[must_use]
+pub fn tensor_exponent(format: Format, amax: f32) -> Option<i32> {
+    if !amax.is_finite() {
+        return None;
+    }
+    if amax == 0.0 {
+        return Some(0);
+    }
+    // amax = ma 2^ea and max = mm 2^em with significands in [1, 2).
+    let (ea, ma) = split(amax);
+    let (em, mm) = split(format.max());
+    let k = em - ea - i32::from(ma > mm);
+    Some(k.clamp(-126, 126))
+}
+
+/// `x = m 2^e` with `m` in `[1, 2)`, for finite positive `x`.
+fn split(x: f32) -> (i32, f32) {
+    let e = libm::floorf(libm::log2f(x)) as i32;
+    let m = x / pow2(e);
+    // log2 may be off by one at a binade's edge.
+    if m >= 2.0 {
+        (e + 1, m / 2.0)
+    } else if m < 1.0 {
+        (e - 1, m * 2.0)
+    } else {
+        (e, m)
+    }
+}
+
+/// `2^k` for `k` in f32's normal exponents, exactly.
+#[must_use]
+fn pow2(k: i32) -> f32 {
+    f32::from_bits(((k.clamp(-126, 127) + 127) as u32) << 23)
+}
+
+/// The random bits of a quantisation: element `i`'s bits are those of the
+/// stream at a key made of its position in the matrix and its value's
+/// bits, so they do not depend on how the batch is split (a sample's
+/// position in its micro-batch never changes) and differ from step to
+/// step as the values do.
+#[derive(Clone, Copy, Debug)]
+pub struct Keyed<'a> {
+    /// The stream (one per product operand).
+    pub stream: RandomStream,
+    /// The values, by element.
+    pub values: &'a [f32],
+    /// The position in the matrix of element `i`: `first + i step`.
+    pub first: u64,
+    /// See `first`.
+    pub step: u64,
+}
+
+impl Keyed<'_> {
+    fn key(&self, index: u64) -> u64 {
+        let v = self.values.get(index as usize).map_or(0, |v| v.to_bits());
+        (self.first + index * self.step) << 32 | u64::from(v)
+    }
+}
+
+impl RandomBits for Keyed<'_> {
+    fn half_bits(&self, index: u64) -> u16 {
+        self.stream.half_bits(self.key(index))
+    }
+
+    fn word(&self, index: u64, word: u32) -> u32 {
+        self.stream.word(self.key(index), word)
+    }
+}
+
+impl RoleQuant {
+    /// `x` scaled by `2^k`, rounded into the format (saturating), scaled
+    /// back into `out` (exactly); `bits` for stochastic modes (element `i`
+    /// at index `i`). A `k` of `None` (a non-finite amax) gives NaN.
+    pub fn round_scaled<B: RandomBits + ?Sized>(
+        &self,
+        x: &[f32],
+        k: Option<i32>,
+        bits: &B,
+        out: &mut [f32],
+        stats: &mut QuantStats,
+    ) {
+        let Some(k) = k else {
+            out.fill(f32::NAN);
+            return;
+        };
+        let (up, down, max) = (pow2(k), pow2(-k), self.format.max());
+        stats.exponent = stats.exponent.max(k);
+        for (i, (v, o)) in x.iter().zip(out.iter_mut()).enumerate() {
+            let scaled = v * up;
+            stats.saturated += u64::from(scaled.abs() > max);
+            let r = self.format.chop_with(scaled, self.round, bits, i as u64);
+            stats.underflowed += u64::from(r == 0.0 && *v != 0.0);
+            *o = r * down;
+        }
+    }
+
+    /// One line of `x` (a whole row or column of the reduction) in MX
+    /// blocks of 32 from its start: quantised by core's [`Mx`] and
+    /// decoded into `out`. The format must be an MX element format.
+    pub fn round_mx<B: RandomBits + ?Sized>(
+        &self,
+        x: &[f32],
+        bits: &B,
+        out: &mut [f32],
+        stats: &mut QuantStats,
+    ) {
+        let Some(format) = mx_format(self.format) else {
+            out.fill(f32::NAN);
+            return;
+        };
+        let mx = Mx::new(format).with_round(self.round);
+        let mut codes = vec![0u8; format.codes_len(x.len())];
+        let mut scales = vec![0u8; Mx::scales_len(x.len())];
+        let ok = mx.quantize(x, &mut codes, &mut scales, bits, 0).is_ok()
+            && format.dequantize(&codes, &scales, out).is_ok();
+        if !ok {
+            out.fill(f32::NAN);
+        }
+        let max = self.format.max();
+        for (block, s) in x.chunks(tessera_core::fp::MX_BLOCK).zip(&scales) {
+            // A scale that multiplies values by 2^k, as per tensor.
+            let k = 127 - i32::from(*s);
+            stats.exponent = stats.exponent.max(k);
+            let up = pow2(k);
+            stats.saturated += block.iter().filter(|v| (*v * up).abs() > max).count() as u64;
+        }
+        stats.underflowed += x
+            .iter()
+            .zip(out.iter())
+            .filter(|(v, o)| **o == 0.0 && **v != 0.0)
+            .count() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_names_read_back() {
+        for q in [Recipe::FP8, Recipe::MXFP8, Recipe::MXFP6, Recipe::MXFP4] {
+            for r in [Role::Weights, Role::Activations, Role::Gradients] {
+                let text = q.of(r).to_string();
+                assert_eq!(text.parse::<RoleQuant>(), Ok(q.of(r)), "{text}");
+            }
+            assert_eq!(q.check(), Ok(()));
+        }
+        assert!("e9m9".parse::<RoleQuant>().is_err());
+        assert!("e4m3:up".parse::<RoleQuant>().is_err());
+        assert!("e4m3:nearest:delayed0".parse::<RoleQuant>().is_err());
+        let f143_mx: RoleQuant = "f143:nearest:mx".parse().unwrap();
+        assert!(f143_mx.check().is_err());
+    }
+}
