@@ -6,6 +6,7 @@ mod collective;
 mod collective_transport;
 mod command;
 mod conversions;
+mod exact;
 mod fit_cli;
 mod formats;
 mod fuzz;

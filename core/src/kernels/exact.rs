@@ -1,19 +1,14 @@
-//! [`ExactSum`]: an exact fixed-point accumulator for f32 values.
+//! The exact accumulators: [`ExactSum`] of f32 values and [`ExactDot`] of
+//! f32 products, rounded once at the end.
 
-/// Number of 32-bit digits of the fixed-point total.
-///
-/// The least significant bit is 2^-149 (the smallest f32 subnormal), so
-/// every finite f32 is an integer multiple of it; a single f32 reaches bit
-/// 276 (below 2^128 = bit 277). Ten digits, the top one a full signed i64,
-/// hold totals up to 2^(9 * 32 + 63 - 149) = 2^202 in magnitude: room for
-/// more than 2^74 additions of `f32::MAX`.
-const DIGITS: usize = 10;
-const TOP: usize = DIGITS - 1;
-const DIGIT_MASK: i64 = 0xffff_ffff;
-/// Where the special-value counts sit in [`ExactSum::limbs`].
-const POS_INF: usize = DIGITS;
-const NEG_INF: usize = DIGITS + 1;
-const NAN: usize = DIGITS + 2;
+use super::fixed::Fixed;
+
+/// [`ExactSum`]'s integer: 2^-149 units (the smallest f32 subnormal), ten
+/// 32-bit digits.
+type SumFixed = Fixed<10, 149>;
+/// [`ExactDot`]'s integer: 2^-298 units (the smallest product of two f32
+/// subnormals), twenty 32-bit digits.
+type DotFixed = Fixed<20, 298>;
 
 /// An exact sum of f32 values, rounded once at the end.
 ///
@@ -23,6 +18,8 @@ const NAN: usize = DIGITS + 2;
 /// commutative, so any grouping and any order of [`add`](Self::add) and
 /// [`merge`](Self::merge) calls over the same multiset of values gives the
 /// same state, bit for bit, and [`to_f32`](Self::to_f32) the same result.
+/// [`exact_sum_partial`](super::exact_sum_partial) fills one from a slice
+/// (f32, f16 or bf16) with SIMD.
 ///
 /// ```
 /// use tessera_core::kernels::ExactSum;
@@ -53,15 +50,7 @@ const NAN: usize = DIGITS + 2;
 /// rebuilding with [`from_limbs`](Self::from_limbs) gives exactly their
 /// [`merge`](Self::merge).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ExactSum {
-    /// Normalised: digits `0..TOP` in `0..2^32`, digit `TOP` signed. The
-    /// representation is canonical, so derived equality compares the exact
-    /// finite total and the three counts.
-    digits: [i64; DIGITS],
-    pos_inf: i64,
-    neg_inf: i64,
-    nan: i64,
-}
+pub struct ExactSum(pub(super) SumFixed);
 
 impl Default for ExactSum {
     fn default() -> Self {
@@ -71,7 +60,7 @@ impl Default for ExactSum {
 
 impl ExactSum {
     /// The number of integers in [`limbs`](Self::limbs).
-    pub const LIMBS: usize = DIGITS + 3;
+    pub const LIMBS: usize = SumFixed::LIMBS;
 
     /// The empty sum (zero).
     ///
@@ -82,12 +71,7 @@ impl ExactSum {
     /// ```
     #[must_use]
     pub const fn new() -> Self {
-        Self {
-            digits: [0; DIGITS],
-            pos_inf: 0,
-            neg_inf: 0,
-            nan: 0,
-        }
+        Self(SumFixed::ZERO)
     }
 
     /// Adds `x` exactly.
@@ -103,39 +87,7 @@ impl ExactSum {
     /// ```
     #[inline]
     pub fn add(&mut self, x: f32) {
-        let bits = x.to_bits();
-        let abs = bits & 0x7fff_ffff;
-        let negative = bits >> 31 == 1;
-        if abs >= 0x7f80_0000 {
-            let count = if abs > 0x7f80_0000 {
-                &mut self.nan
-            } else if negative {
-                &mut self.neg_inf
-            } else {
-                &mut self.pos_inf
-            };
-            *count = count.saturating_add(1);
-            return;
-        }
-        // x = significand * 2^(shift - 149) with a 24-bit significand.
-        let exp = abs >> 23;
-        let (significand, shift) = if exp == 0 {
-            (abs, 0)
-        } else {
-            ((abs & 0x007f_ffff) | 0x0080_0000, exp - 1)
-        };
-        let placed = u64::from(significand) << (shift % 32); // below 2^55
-        let k = (shift / 32) as usize; // at most 7: two digits fit below TOP
-        let low = (placed & 0xffff_ffff) as i64;
-        let high = (placed >> 32) as i64;
-        if negative {
-            self.digits[k] -= low;
-            self.digits[k + 1] -= high;
-        } else {
-            self.digits[k] += low;
-            self.digits[k + 1] += high;
-        }
-        self.carry_from(k);
+        self.0.add_f32(x);
     }
 
     /// Adds every value of `other` (exactly).
@@ -150,14 +102,7 @@ impl ExactSum {
     /// assert_eq!(a.to_f32(), 0.75);
     /// ```
     pub fn merge(&mut self, other: &Self) {
-        for (d, o) in self.digits[..TOP].iter_mut().zip(&other.digits[..TOP]) {
-            *d += o; // both below 2^32
-        }
-        self.digits[TOP] = self.digits[TOP].wrapping_add(other.digits[TOP]);
-        self.pos_inf = self.pos_inf.saturating_add(other.pos_inf);
-        self.neg_inf = self.neg_inf.saturating_add(other.neg_inf);
-        self.nan = self.nan.saturating_add(other.nan);
-        self.carry();
+        self.0.merge(&other.0);
     }
 
     /// The state as integers (see [the type docs](Self#all-reduce-as-integers)).
@@ -172,10 +117,7 @@ impl ExactSum {
     #[must_use]
     pub fn limbs(&self) -> [i64; Self::LIMBS] {
         let mut limbs = [0; Self::LIMBS];
-        limbs[..DIGITS].copy_from_slice(&self.digits);
-        limbs[POS_INF] = self.pos_inf;
-        limbs[NEG_INF] = self.neg_inf;
-        limbs[NAN] = self.nan;
+        self.0.limbs_into(&mut limbs);
         limbs
     }
 
@@ -196,21 +138,7 @@ impl ExactSum {
     /// ```
     #[must_use]
     pub fn from_limbs(limbs: [i64; Self::LIMBS]) -> Self {
-        let mut digits = [0; DIGITS];
-        let mut carry = 0i128;
-        for (d, &limb) in digits[..TOP].iter_mut().zip(&limbs[..TOP]) {
-            let v = i128::from(limb) + carry;
-            *d = (v & i128::from(DIGIT_MASK)) as i64;
-            carry = v >> 32;
-        }
-        // Truncating: the top digit wraps only beyond the documented range.
-        digits[TOP] = (i128::from(limbs[TOP]) + carry) as i64;
-        Self {
-            digits,
-            pos_inf: limbs[POS_INF],
-            neg_inf: limbs[NEG_INF],
-            nan: limbs[NAN],
-        }
+        Self(SumFixed::from_limbs(&limbs))
     }
 
     /// The sum rounded once to f32: to nearest, ties to even.
@@ -231,111 +159,166 @@ impl ExactSum {
     /// ```
     #[must_use]
     pub fn to_f32(&self) -> f32 {
-        if self.nan != 0 || (self.pos_inf != 0 && self.neg_inf != 0) {
-            return f32::NAN;
-        }
-        if self.pos_inf != 0 {
-            return f32::INFINITY;
-        }
-        if self.neg_inf != 0 {
-            return f32::NEG_INFINITY;
-        }
-        let (negative, magnitude) = self.magnitude();
-        let sign = u32::from(negative) << 31;
-        let Some(top) = magnitude.iter().rposition(|&d| d != 0) else {
-            return 0.0;
-        };
-        // Position of the leading one, in units of 2^-149.
-        let lead = 32 * top + 31 - magnitude[top].leading_zeros() as usize;
-        if lead < 24 {
-            // At most 24 bits: exact, and the integer is the f32 pattern
-            // (subnormal, or exponent field 1 when bit 23 is set).
-            return f32::from_bits(sign | magnitude[0]);
-        }
-        let shift = lead - 23;
-        let significand = field(&magnitude, shift, 24);
-        let half = field(&magnitude, shift - 1, 1) == 1;
-        let sticky = any_below(&magnitude, shift - 1);
-        // significand * 2^(shift - 149) has exponent field shift + 1, so the
-        // pattern is (shift << 23) + significand; a rounding carry moves into
-        // the exponent, and up to infinity from the top binade.
-        let mut bits = ((shift as u64) << 23) + u64::from(significand);
-        if half && (sticky || significand & 1 == 1) {
-            bits += 1;
-        }
-        if bits >= 0x7f80_0000 {
-            return f32::from_bits(sign | 0x7f80_0000);
-        }
-        f32::from_bits(sign | bits as u32)
+        self.0.to_f32()
+    }
+}
+
+/// An exact sum of f32 products (and values), rounded once at the end: the
+/// state of an exact dot product, or of one element of an exact matrix
+/// product ([`exact_gemm`](super::exact_gemm)), such as a weight gradient
+/// `dW = sum_i x_i^T d_i` summed over samples, micro-batches and ranks.
+///
+/// The product of two f32 values is exact in f64 (48 significant bits,
+/// magnitudes from 2^-298 to below 2^256), so it is added exactly to a
+/// fixed-point integer whose unit is 2^-298, as [`ExactSum`] adds values;
+/// infinities and NaN (including `inf * 0`) are counted. Any order and
+/// grouping of [`add_product`](Self::add_product), [`add`](Self::add) and
+/// [`merge`](Self::merge) over the same terms gives the same state, bit for
+/// bit; [`to_f32`](Self::to_f32) rounds it once (the rules of
+/// [`ExactSum::to_f32`], a tiny nonzero total rounding to a signed zero).
+///
+/// ```
+/// use tessera_core::kernels::ExactDot;
+///
+/// let mut d = ExactDot::new();
+/// d.add_product(1e20, 1e20); // 1e40: beyond f32, kept exactly
+/// d.add_product(3.0, 0.5);
+/// d.add_product(-1e20, 1e20);
+/// assert_eq!(d.to_f32(), 1.5);
+/// ```
+///
+/// # Several contributions on one rank
+///
+/// A rank holding several contributions (micro-batches, tiles, threads)
+/// [`merge`](Self::merge)s their states first ([`merge_exact`](super::merge_exact)
+/// for slices), then all-reduces one state per element as integers: the
+/// element-wise wrapping sum of the ranks' [`limbs`](Self::limbs), rebuilt
+/// with [`from_limbs`](Self::from_limbs), is their merge, whatever the
+/// order, the algorithm and the number of ranks (below 2^31 states).
+/// Limbs `0..20` are the digits (value = sum of `limb[i] * 2^(32 i - 298)`),
+/// limbs 20, 21 and 22 count `+inf`, `-inf` and NaN terms.
+///
+/// # Range
+///
+/// Exact while the running total stays below 2^373 in magnitude: more than
+/// 2^117 products of `f32::MAX` by itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ExactDot(pub(super) DotFixed);
+
+impl Default for ExactDot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExactDot {
+    /// The number of integers in [`limbs`](Self::limbs).
+    pub const LIMBS: usize = DotFixed::LIMBS;
+
+    /// The empty sum (zero).
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactDot;
+    ///
+    /// assert_eq!(ExactDot::new().to_f32(), 0.0);
+    /// ```
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(DotFixed::ZERO)
     }
 
-    /// Propagates carries so digits `0..TOP` are in `0..2^32`.
-    /// [`Self::carry`] after a change to digits `k` and `k + 1` only: the
-    /// digits below `k` are normalised already, and the carry stops at the
-    /// first digit above `k + 1` it leaves unchanged (it is one of the
-    /// normalised digits above). The result is the same canonical state.
+    /// Adds `x * y` exactly (the product of the two f32 values, unrounded).
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactDot;
+    ///
+    /// let mut d = ExactDot::new();
+    /// d.add_product(f32::MIN_POSITIVE, f32::MIN_POSITIVE); // 2^-252
+    /// d.add_product(0.0, f32::INFINITY);
+    /// assert!(d.to_f32().is_nan()); // inf * 0
+    /// ```
     #[inline]
-    fn carry_from(&mut self, k: usize) {
-        let mut i = k;
-        while i < TOP {
-            let c = self.digits[i] >> 32;
-            self.digits[i] &= DIGIT_MASK;
-            if i + 1 == TOP {
-                self.digits[TOP] = self.digits[TOP].wrapping_add(c);
-                return;
-            }
-            self.digits[i + 1] += c;
-            if c == 0 && i > k {
-                return;
-            }
-            i += 1;
-        }
+    pub fn add_product(&mut self, x: f32, y: f32) {
+        self.0.add_f64(f64::from(x) * f64::from(y));
     }
 
-    fn carry(&mut self) {
-        for i in 0..TOP {
-            let c = self.digits[i] >> 32;
-            self.digits[i] &= DIGIT_MASK;
-            if i + 1 == TOP {
-                self.digits[TOP] = self.digits[TOP].wrapping_add(c);
-            } else {
-                self.digits[i + 1] += c;
-            }
-        }
+    /// Adds `x` exactly.
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactDot;
+    ///
+    /// let mut d = ExactDot::new();
+    /// d.add(0.25);
+    /// d.add_product(0.5, 0.5);
+    /// assert_eq!(d.to_f32(), 0.5);
+    /// ```
+    #[inline]
+    pub fn add(&mut self, x: f32) {
+        self.0.add_f32(x);
     }
 
-    /// The sign and the magnitude's 32-bit digits, least significant first.
-    fn magnitude(&self) -> (bool, [u32; DIGITS + 1]) {
-        let negative = self.digits[TOP] < 0;
-        let mut out = [0u32; DIGITS + 1];
-        let mut carry = 0i128;
-        for (i, &d) in self.digits.iter().enumerate() {
-            let d = i128::from(d);
-            let v = if negative { -d } else { d } + carry;
-            if i < TOP {
-                out[i] = (v & 0xffff_ffff) as u32;
-                carry = v >> 32;
-            } else {
-                // The magnitude's top part is in 0..=2^63.
-                out[i] = (v & 0xffff_ffff) as u32;
-                out[i + 1] = (v >> 32) as u32;
-            }
-        }
-        (negative, out)
+    /// Adds every term of `other` (exactly).
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactDot;
+    ///
+    /// let (mut a, mut b) = (ExactDot::new(), ExactDot::new());
+    /// a.add_product(3.0, 1e-30);
+    /// b.add_product(-1.0, 3e-30);
+    /// a.merge(&b);
+    /// assert_eq!(a.to_f32(), (3.0f64 * 1e-30f32 as f64 - 3e-30f32 as f64) as f32);
+    /// ```
+    pub fn merge(&mut self, other: &Self) {
+        self.0.merge(&other.0);
     }
-}
 
-/// `width` (at most 32) bits of `digits` starting at bit `lo`.
-fn field(digits: &[u32; DIGITS + 1], lo: usize, width: u32) -> u32 {
-    let w = lo / 32;
-    let low = u64::from(digits[w]);
-    let high = digits.get(w + 1).copied().map_or(0, u64::from);
-    let both = (high << 32 | low) >> (lo % 32);
-    (both & ((1u64 << width) - 1)) as u32
-}
+    /// The state as integers (see [the type docs](Self#several-contributions-on-one-rank)).
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactDot;
+    ///
+    /// let mut d = ExactDot::new();
+    /// d.add_product(3.0, -7.0);
+    /// assert_eq!(ExactDot::from_limbs(d.limbs()), d);
+    /// ```
+    #[must_use]
+    pub fn limbs(&self) -> [i64; Self::LIMBS] {
+        let mut limbs = [0; Self::LIMBS];
+        self.0.limbs_into(&mut limbs);
+        limbs
+    }
 
-/// Whether any bit of `digits` below bit `pos` is set.
-fn any_below(digits: &[u32; DIGITS + 1], pos: usize) -> bool {
-    let w = pos / 32;
-    digits[..w].iter().any(|&d| d != 0) || digits[w] & ((1u32 << (pos % 32)) - 1) != 0
+    /// Rebuilds a state from [`limbs`](Self::limbs), or from the
+    /// element-wise (wrapping) sum of several states' limbs.
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactDot;
+    ///
+    /// // Two ranks' states, all-reduced as integers.
+    /// let (mut a, mut b) = (ExactDot::new(), ExactDot::new());
+    /// a.add_product(1.5, 2.0);
+    /// b.add_product(-0.5, 2.0);
+    /// let (la, lb) = (a.limbs(), b.limbs());
+    /// let summed = core::array::from_fn(|k| la[k].wrapping_add(lb[k]));
+    /// assert_eq!(ExactDot::from_limbs(summed).to_f32(), 2.0);
+    /// ```
+    #[must_use]
+    pub fn from_limbs(limbs: [i64; Self::LIMBS]) -> Self {
+        Self(DotFixed::from_limbs(&limbs))
+    }
+
+    /// The total rounded once to f32 (as [`ExactSum::to_f32`]).
+    ///
+    /// ```
+    /// use tessera_core::kernels::ExactDot;
+    ///
+    /// let mut d = ExactDot::new();
+    /// d.add_product(f32::MAX, 2.0);
+    /// d.add_product(f32::MAX, -1.5);
+    /// assert_eq!(d.to_f32(), f32::MAX * 0.5);
+    /// ```
+    #[must_use]
+    pub fn to_f32(&self) -> f32 {
+        self.0.to_f32()
+    }
 }

@@ -67,7 +67,7 @@ impl GemmShape {
     ///
     /// # Panics
     /// If a slice's length is not its matrix's.
-    pub fn assert_lengths(&self, a: &[f32], b: &[f32], c: &[f32]) {
+    pub fn assert_lengths<A, B, C>(&self, a: &[A], b: &[B], c: &[C]) {
         let Self { m, k, n, .. } = *self;
         let check = |what: &str, len: usize, rows: usize, cols: usize| {
             assert_eq!(

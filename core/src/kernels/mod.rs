@@ -37,9 +37,12 @@
 //! | `x . x` | [`sum_of_squares`] | [`sum_of_squares_partial`] |
 //! | `max |x|` | [`max_abs`] | [`max_abs_partial`] |
 //! | `C += A B` (f32 only) | [`gemm`] (scratch: [`gemm_scratch_len`]) | |
+//! | `sum x`, exact in any order | [`exact_sum`] | [`exact_sum_partial`] |
+//! | `x . y`, exact in any order | [`exact_dot`] | [`exact_dot_partial`] |
+//! | exact states `+= A B` (a weight gradient over samples) | [`exact_gemm`] | [`merge_exact`], [`round_exact`] |
 //!
-//! The `*_partial` forms return an exact sum ([`ExactSum`]) or a
-//! [`MaxAbs`] to merge across pieces, threads and replicas; [`scalar`] holds
+//! The `*_partial` forms return an exact sum ([`ExactSum`], [`ExactDot`])
+//! or a [`MaxAbs`] to merge across pieces, threads and replicas; [`scalar`] holds
 //! every kernel's scalar twin under the same name.
 //!
 //! # Rounding
@@ -81,6 +84,12 @@
 //! even where the exact total is finite; it does so the same way for every
 //! split.
 //!
+//! The exact reductions ([`exact_sum`], [`exact_dot`], [`exact_gemm`])
+//! need no order: every term (a value, or the product of two, exact in
+//! f64) is added exactly to an integer state, rounded once at the end, so
+//! the result depends on the multiset of terms alone: any split, aligned
+//! or not, any order of merging, any backend.
+//!
 //! `max_abs` is order-free: it is the maximum of the bit patterns
 //! `bits & 0x7fff_ffff`, which orders magnitudes exactly and puts every NaN
 //! above infinity, so any split, block-aligned or not, gives the same
@@ -118,12 +127,18 @@
 
 mod elementwise;
 mod exact;
+mod exact_reduce;
+mod fixed;
 mod gemm;
 mod reduce;
 pub mod scalar;
 
 pub use elementwise::{accumulate, add, axpy, scale, unscale_and_check};
-pub use exact::ExactSum;
+pub use exact::{ExactDot, ExactSum};
+pub use exact_reduce::{
+    exact_dot, exact_dot_partial, exact_gemm, exact_sum, exact_sum_partial, merge_exact,
+    round_exact,
+};
 pub use gemm::{GemmShape, gemm, gemm_scratch_len};
 pub use reduce::{
     MaxAbs, dot, dot_partial, max_abs, max_abs_partial, sum_of_squares, sum_of_squares_partial,

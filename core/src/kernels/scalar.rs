@@ -8,7 +8,7 @@
 
 use crate::fp::{Element, Rounding};
 
-use super::{BLOCK, ExactSum, GemmShape, LANES, MaxAbs};
+use super::{BLOCK, ExactDot, ExactSum, GemmShape, LANES, MaxAbs};
 
 /// Canonicalises a NaN to `f32::NAN` (see [the numerics](super#numerics)).
 #[must_use]
@@ -262,6 +262,101 @@ pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
                 acc += a[shape.a_index(i, p)] * b[shape.b_index(p, j)];
             }
             c[i * shape.n + j] = canonical(acc);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Exact reductions: every term added exactly, one at a time.
+
+/// The exact sum of `x` (widened), value by value.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..300).map(|i| (i as f32 * 0.37 - 3.0).exp()).collect();
+/// assert_eq!(scalar::exact_sum_partial(&x), kernels::exact_sum_partial(&x));
+/// ```
+#[must_use]
+pub fn exact_sum_partial<T: Element>(x: &[T]) -> ExactSum {
+    let mut sum = ExactSum::new();
+    for v in x {
+        sum.add(v.load());
+    }
+    sum
+}
+
+/// `sum(x[i])`, exact, rounded once.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..300).map(|i| (i as f32 * 0.37 - 3.0).exp()).collect();
+/// assert_eq!(scalar::exact_sum(&x).to_bits(), kernels::exact_sum(&x).to_bits());
+/// ```
+#[must_use]
+pub fn exact_sum<T: Element>(x: &[T]) -> f32 {
+    exact_sum_partial(x).to_f32()
+}
+
+/// The exact dot product of `x` and `y` (widened), product by product.
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// use tessera_core::fp::bf16;
+/// let x: Vec<bf16> = (0..300).map(|i| bf16::from_f32(i as f32 * 0.37 - 3.0)).collect();
+/// assert_eq!(scalar::exact_dot_partial(&x, &x), kernels::exact_dot_partial(&x, &x));
+/// ```
+#[must_use]
+pub fn exact_dot_partial<T: Element>(x: &[T], y: &[T]) -> ExactDot {
+    assert_eq!(x.len(), y.len(), "exact_dot: length mismatch");
+    let mut dot = ExactDot::new();
+    for (a, b) in x.iter().zip(y) {
+        dot.add_product(a.load(), b.load());
+    }
+    dot
+}
+
+/// `sum(x[i] * y[i])`, exact, rounded once.
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar};
+/// let x: Vec<f32> = (0..300).map(|i| i as f32 * 0.37 - 3.0).collect();
+/// assert_eq!(scalar::exact_dot(&x, &x).to_bits(), kernels::exact_dot(&x, &x).to_bits());
+/// ```
+#[must_use]
+pub fn exact_dot<T: Element>(x: &[T], y: &[T]) -> f32 {
+    exact_dot_partial(x, y).to_f32()
+}
+
+/// `acc[i, j] += sum_p op(a)[i, p] op(b)[p, j]`, product by product (see
+/// [`exact_gemm`](super::exact_gemm)).
+///
+/// # Panics
+/// If a slice's length is not its matrix's.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar, ExactDot, GemmShape};
+/// let shape = GemmShape { m: 2, k: 3, n: 2, a_transposed: false, b_transposed: true };
+/// let (a, b) = ([1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [1.0f32, 0.0, 1e-30, 1.0, 1.0, 1.0]);
+/// let (mut c, mut d) = ([ExactDot::new(); 4], [ExactDot::new(); 4]);
+/// scalar::exact_gemm(shape, &a, &b, &mut c);
+/// kernels::exact_gemm(shape, &a, &b, &mut d);
+/// assert_eq!(c, d);
+/// ```
+pub fn exact_gemm<T: Element>(shape: GemmShape, a: &[T], b: &[T], acc: &mut [ExactDot]) {
+    shape.assert_lengths(a, b, acc);
+    for i in 0..shape.m {
+        for j in 0..shape.n {
+            let state = &mut acc[i * shape.n + j];
+            for p in 0..shape.k {
+                let (x, y) = (a[shape.a_index(i, p)], b[shape.b_index(p, j)]);
+                state.add_product(x.load(), y.load());
+            }
         }
     }
 }

@@ -1,0 +1,347 @@
+//! Exact reductions: sums and dot products of f32, f16 or bf16 values, and
+//! the products along a matrix product's reduction dimension, each the
+//! exact total rounded once, whatever the order and split of the terms.
+//!
+//! The result is a function of the multiset of terms alone, so a SIMD
+//! kernel equals its scalar twin (which adds term by term into the exact
+//! state) bit for bit by construction, and blocks are an implementation
+//! detail: any split into pieces, merged in any order, gives the same bits.
+//!
+//! The fast path works on blocks of up to 256 terms, each an exact f64
+//! (an f32 value, or the product of two, which f64 holds exactly): with
+//! the block's largest magnitude below `2^e`, a term is split into
+//! integers `q_l` below `2^45` on the grids `2^(e - 45 l)` (one level for
+//! sums, two for products) plus a rest. Sums of 256 such integers stay
+//! below `2^53`, so f64 adds them exactly in any order (the lanes' order is
+//! free), and a block adds one or two f64 values to the exact state. When
+//! a rest is nonzero (a term more than 2^21, or for products 2^42, below
+//! the block's largest) or a term is not finite, the block's terms are
+//! added one by one instead: the same state, more slowly.
+
+use crate::arch::{self, F32s, Simd, kernel};
+use crate::fp::sealed::Format;
+use crate::fp::{self, Element};
+
+use super::fixed::Fixed;
+use super::{ExactDot, ExactSum, GemmShape, scalar};
+
+/// Terms per block: 2^8 integers below `2^WINDOW` sum below `2^53`.
+const TERMS: usize = 256;
+/// Bits of a grid integer.
+const WINDOW: i32 = 45;
+/// `1.5 * 2^52`: adding and subtracting it rounds an f64 below `2^51` in
+/// magnitude to an integer.
+const ROUND: f64 = 6_755_399_441_055_744.0;
+/// Lanes of the plain loops (vectorised for the backend's width).
+const W: usize = 8;
+
+/// `2^k` as an f64, for `-1022 <= k <= 1023`.
+#[inline(always)]
+fn pow2(k: i32) -> f64 {
+    f64::from_bits(((k + 1023) as u64) << 52)
+}
+
+/// `f(i, i % W)` for `i` in `0..n`, `W` lanes at a time.
+#[inline(always)]
+fn each_lane(n: usize, mut f: impl FnMut(usize, usize)) {
+    let full = n / W * W;
+    for start in (0..full).step_by(W) {
+        for j in 0..W {
+            f(start + j, j);
+        }
+    }
+    for i in full..n {
+        f(i, i % W);
+    }
+}
+
+/// Adds the `n <= TERMS` terms `term(0..n)` to `state` exactly: each a
+/// finite f64 multiple of `2^-LSB` in the state's range, or non-finite
+/// (see the module docs; `LEVELS` grids of `WINDOW` bits).
+#[inline(always)]
+fn add_block<const D: usize, const LSB: usize, const LEVELS: usize>(
+    state: &mut Fixed<D, LSB>,
+    n: usize,
+    term: impl Fn(usize) -> f64,
+) {
+    // The largest magnitude, and NaN in `bad` if a term is not finite.
+    let (mut max, mut bad) = ([0.0f64; W], [0.0f64; W]);
+    each_lane(n, |i, j| {
+        let t = term(i);
+        let a = t.abs();
+        max[j] = if a > max[j] { a } else { max[j] };
+        bad[j] += t - t;
+    });
+    let max = max.into_iter().fold(0.0, f64::max);
+    if bad.iter().any(|&b| b != 0.0) {
+        return add_each(state, n, term);
+    }
+    if max == 0.0 {
+        return;
+    }
+    // max < 2^e (max is normal: a multiple of 2^-LSB >= 2^-298).
+    let e = ((max.to_bits() >> 52) as i32) - 1022;
+    let g = e - WINDOW;
+    let (scale, next) = (pow2(-g), pow2(WINDOW));
+    let mut sums = [[0.0f64; W]; LEVELS];
+    let mut rest = [0.0f64; W];
+    each_lane(n, |i, j| {
+        // Exact: power-of-two scalings in range, and y - q the bits of y
+        // below its integer part.
+        let mut y = term(i) * scale;
+        for sum in &mut sums {
+            let q = (y + ROUND) - ROUND;
+            sum[j] += q;
+            y = (y - q) * next;
+        }
+        rest[j] += y.abs();
+    });
+    if rest.iter().any(|&r| r != 0.0) {
+        return add_each(state, n, term);
+    }
+    for (level, sum) in sums.iter().enumerate() {
+        // Integers below 2^53 (exact in any order), then exact scalings.
+        let total: f64 = sum.iter().sum();
+        state.add_f64(total * pow2(g - WINDOW * level as i32));
+    }
+}
+
+/// Adds the terms one by one (exact, any terms).
+#[inline(never)]
+fn add_each<const D: usize, const LSB: usize>(
+    state: &mut Fixed<D, LSB>,
+    n: usize,
+    term: impl Fn(usize) -> f64,
+) {
+    for i in 0..n {
+        state.add_f64(term(i));
+    }
+}
+
+/// `x` as f32 values: `x` itself, or widened into `buf` (`x.len() <=
+/// TERMS`).
+#[inline(always)]
+fn widened<'b, S: Simd, T: Element>(x: &'b [T], buf: &'b mut [f32; TERMS]) -> &'b [f32] {
+    if T::FORMAT == Format::F32 {
+        return arch::cast_slice(x);
+    }
+    let full = x.len() / S::LANES * S::LANES;
+    for at in (0..full).step_by(S::LANES) {
+        fp::load::<S, T>(&x[at..]).store(&mut buf[at..]);
+    }
+    for i in full..x.len() {
+        buf[i] = x[i].load();
+    }
+    &buf[..x.len()]
+}
+
+/// The exact sum of `x` (widened to f32) as a state to merge with other
+/// pieces' (any split, any order), then round with [`ExactSum::to_f32`].
+///
+/// ```
+/// use tessera_core::fp::f16;
+/// use tessera_core::kernels::{exact_sum, exact_sum_partial};
+///
+/// let x: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 1e-3).collect();
+/// let mut s = exact_sum_partial(&x[..123]); // any split
+/// s.merge(&exact_sum_partial(&x[123..]));
+/// assert_eq!(s.to_f32().to_bits(), exact_sum(&x).to_bits());
+/// assert_eq!(exact_sum_partial(&[f16::from_f32(0.5); 3]).to_f32(), 1.5);
+/// ```
+#[must_use]
+pub fn exact_sum_partial<T: Element>(x: &[T]) -> ExactSum {
+    arch::dispatch(ExactSumOf { x })
+}
+
+/// `sum(x[i])` of the widened values, exact, rounded once to f32 (to
+/// nearest even; NaN if a term is NaN or `+inf` meets `-inf`, a zero total
+/// `+0.0`): the same bits for every order and split of `x`.
+///
+/// ```
+/// use tessera_core::fp::bf16;
+/// use tessera_core::kernels::exact_sum;
+///
+/// assert_eq!(exact_sum(&[1e30f32, 1.0, -1e30]), 1.0); // f32 addition: 0
+/// assert_eq!(exact_sum(&[bf16::from_f32(3.0), bf16::from_f32(-0.5)]), 2.5);
+/// ```
+#[must_use]
+pub fn exact_sum<T: Element>(x: &[T]) -> f32 {
+    exact_sum_partial(x).to_f32()
+}
+
+/// The exact dot product of `x` and `y` (widened to f32; each product
+/// exact) as a state to merge with other pieces' (any split, any order).
+///
+/// ```
+/// use tessera_core::kernels::{exact_dot, exact_dot_partial};
+///
+/// let x: Vec<f32> = (0..700).map(|i| 1.0 / (i as f32 + 1.0)).collect();
+/// let mut d = exact_dot_partial(&x[500..], &x[500..]);
+/// d.merge(&exact_dot_partial(&x[..500], &x[..500]));
+/// assert_eq!(d.to_f32().to_bits(), exact_dot(&x, &x).to_bits());
+/// ```
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+#[must_use]
+pub fn exact_dot_partial<T: Element>(x: &[T], y: &[T]) -> ExactDot {
+    assert_eq!(x.len(), y.len(), "exact_dot: length mismatch");
+    arch::dispatch(ExactDotOf { x, y })
+}
+
+/// `sum(x[i] * y[i])` of the widened values, the products and their sum
+/// exact, rounded once to f32 (as [`exact_sum`]; `inf * 0` is NaN).
+///
+/// ```
+/// use tessera_core::fp::f16;
+/// use tessera_core::kernels::exact_dot;
+///
+/// assert_eq!(exact_dot(&[1e20f32, 1.0, -1e20], &[1e20f32, 0.5, 1e20]), 0.5);
+/// let h = [f16::from_f32(0.1); 3];
+/// assert_eq!(exact_dot(&h, &h), 3.0 * f16::from_f32(0.1).to_f32().powi(2));
+/// ```
+///
+/// # Panics
+/// If `x` and `y` differ in length.
+#[must_use]
+pub fn exact_dot<T: Element>(x: &[T], y: &[T]) -> f32 {
+    exact_dot_partial(x, y).to_f32()
+}
+
+/// `acc[i, j] += sum_p op(a)[i, p] op(b)[p, j]` exactly (see [`GemmShape`]
+/// for the layouts; `acc` is `[m, n]` row-major): the products of the
+/// reduction dimension added to each element's exact state, to merge
+/// across micro-batches and ranks and round once at the end.
+///
+/// A weight gradient `dW [in, out] = X^T D` over a micro-batch of `k`
+/// samples (`X [k, in]`, `D [k, out]`, row-major) is `shape = GemmShape {
+/// m: in, k, n: out, a_transposed: true, b_transposed: false }`: calling
+/// it once per micro-batch on the same `acc` gives the same states for any
+/// cut of the batch into micro-batches.
+///
+/// ```
+/// use tessera_core::kernels::{exact_gemm, merge_exact, round_exact, ExactDot, GemmShape};
+///
+/// // dW = X^T D over 4 samples, 2 inputs, 1 output; in two micro-batches.
+/// let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 5.0, 6.0]; // [4, 2]
+/// let d = [0.5f32, -1.0, 1e30, -1e30]; // [4, 1]
+/// let shape = |k| GemmShape { m: 2, k, n: 1, a_transposed: true, b_transposed: false };
+/// let mut acc = [ExactDot::new(); 2];
+/// exact_gemm(shape(2), &x[..4], &d[..2], &mut acc);
+/// let mut other = [ExactDot::new(); 2]; // another rank's, say
+/// exact_gemm(shape(2), &x[4..], &d[2..], &mut other);
+/// merge_exact(&mut acc, &other);
+/// let mut dw = [0.0f32; 2];
+/// round_exact(&acc, &mut dw);
+/// assert_eq!(dw, [-2.5, -3.0]); // f32 sums in sample order: [0.0, 0.0]
+/// ```
+///
+/// # Panics
+/// If a slice's length is not its matrix's.
+pub fn exact_gemm<T: Element>(shape: GemmShape, a: &[T], b: &[T], acc: &mut [ExactDot]) {
+    shape.assert_lengths(a, b, acc);
+    arch::dispatch(ExactGemm { shape, a, b, acc });
+}
+
+/// `acc[i].merge(&other[i])` for every element: merges another
+/// contribution's states (a micro-batch, a tile, a rank) into `acc`.
+///
+/// ```
+/// use tessera_core::kernels::{merge_exact, ExactDot};
+///
+/// let mut acc = [ExactDot::new(); 2];
+/// let mut other = [ExactDot::new(); 2];
+/// other[1].add(1.5);
+/// merge_exact(&mut acc, &other);
+/// assert_eq!(acc[1].to_f32(), 1.5);
+/// ```
+///
+/// # Panics
+/// If the slices differ in length.
+pub fn merge_exact(acc: &mut [ExactDot], other: &[ExactDot]) {
+    assert_eq!(acc.len(), other.len(), "merge_exact: length mismatch");
+    for (a, o) in acc.iter_mut().zip(other) {
+        a.merge(o);
+    }
+}
+
+/// `out[i] = states[i].to_f32()`: each state rounded once.
+///
+/// ```
+/// use tessera_core::kernels::{round_exact, ExactDot};
+///
+/// let mut s = [ExactDot::new(); 2];
+/// s[0].add_product(3.0, 0.25);
+/// let mut out = [1.0f32; 2];
+/// round_exact(&s, &mut out);
+/// assert_eq!(out, [0.75, 0.0]);
+/// ```
+///
+/// # Panics
+/// If the slices differ in length.
+pub fn round_exact(states: &[ExactDot], out: &mut [f32]) {
+    assert_eq!(states.len(), out.len(), "round_exact: length mismatch");
+    for (o, s) in out.iter_mut().zip(states) {
+        *o = s.to_f32();
+    }
+}
+
+kernel! {
+    ExactSumOf<'a, T: Element> { x: &'a [T] } -> ExactSum;
+    run<S>(k) {
+        let mut sum = ExactSum::new();
+        let mut buf = [0.0f32; TERMS];
+        for block in k.x.chunks(TERMS) {
+            let x = widened::<S, T>(block, &mut buf);
+            add_block::<10, 149, 1>(&mut sum.0, x.len(), #[inline(always)] |i| f64::from(x[i]));
+        }
+        sum
+    }
+    scalar(k) { scalar::exact_sum_partial(k.x) }
+}
+
+kernel! {
+    ExactDotOf<'a, T: Element> { x: &'a [T], y: &'a [T] } -> ExactDot;
+    run<S>(k) {
+        let mut dot = ExactDot::new();
+        let (mut bx, mut by) = ([0.0f32; TERMS], [0.0f32; TERMS]);
+        for (x, y) in k.x.chunks(TERMS).zip(k.y.chunks(TERMS)) {
+            let (x, y) = (widened::<S, T>(x, &mut bx), widened::<S, T>(y, &mut by));
+            add_block::<20, 298, 2>(
+                &mut dot.0,
+                x.len(),
+                #[inline(always)] |i| f64::from(x[i]) * f64::from(y[i]),
+            );
+        }
+        dot
+    }
+    scalar(k) { scalar::exact_dot_partial(k.x, k.y) }
+}
+
+kernel! {
+    ExactGemm<'a, T: Element> { shape: GemmShape, a: &'a [T], b: &'a [T], acc: &'a mut [ExactDot] } -> ();
+    run<S>(k) {
+        let s = k.shape;
+        let (mut ca, mut cb) = ([0.0f32; TERMS], [0.0f32; TERMS]);
+        for i in 0..s.m {
+            for p0 in (0..s.k).step_by(TERMS) {
+                let len = TERMS.min(s.k - p0);
+                for (p, v) in ca[..len].iter_mut().enumerate() {
+                    *v = k.a[s.a_index(i, p0 + p)].load();
+                }
+                for j in 0..s.n {
+                    for (p, v) in cb[..len].iter_mut().enumerate() {
+                        *v = k.b[s.b_index(p0 + p, j)].load();
+                    }
+                    let state = &mut k.acc[i * s.n + j].0;
+                    add_block::<20, 298, 2>(
+                        state,
+                        len,
+                        #[inline(always)] |p| f64::from(ca[p]) * f64::from(cb[p]),
+                    );
+                }
+            }
+        }
+    }
+    scalar(k) { scalar::exact_gemm(k.shape, k.a, k.b, k.acc) }
+}
