@@ -342,6 +342,10 @@ pub struct TrainConfig {
     /// `activation` and `batch_norm` (its `classes` replaced by the data
     /// set's).
     pub network: Option<NetworkConfig>,
+    /// Weights bitwise the same for every cut of the global batch into
+    /// instances, replicas and micro-batches (exact gradient sums; see
+    /// the `invariant` module).
+    pub batch_invariant: bool,
 }
 
 impl Default for TrainConfig {
@@ -384,6 +388,7 @@ impl Default for TrainConfig {
             recompute: false,
             recompute_checkpoints: Vec::new(),
             network: None,
+            batch_invariant: false,
         }
     }
 }
@@ -566,6 +571,9 @@ impl TrainConfig {
         }
         Optimizer::new(self.optimizer).map_err(TrainError::Optimizer)?;
         self.loss_scaling.validate()?;
+        if self.batch_invariant {
+            super::invariant::check(self)?;
+        }
         Ok(layout)
     }
 }

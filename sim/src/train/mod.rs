@@ -110,6 +110,7 @@ mod error;
 mod evaluate;
 mod exclude;
 mod fit;
+mod invariant;
 mod optimizer;
 mod options;
 mod params;

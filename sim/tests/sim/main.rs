@@ -10,6 +10,7 @@ mod conv;
 mod data;
 mod data_limits;
 mod engine;
+mod invariant;
 mod kernels;
 mod matmul;
 mod model;
