@@ -4,14 +4,14 @@
 
 use super::command::{assert_usage_error, scratch, stdout, tessera};
 
-/// A small job: 40 synthetic samples (32 train: one global batch over 2
+/// A small job: 41 synthetic samples (32 train: one global batch over 2
 /// instances x 2 replicas x `micro_batch` x `accumulation` = 8 each).
 fn train(dir: &std::path::Path, name: &str, micro_batch: &str, accumulation: &str) -> String {
     let out = tessera(&[
         "train",
         "--batch-invariant",
         "--data",
-        "synthetic:40:6:3",
+        "synthetic:41:6:3",
         "--hidden",
         "8",
         "--instances",

@@ -571,9 +571,6 @@ impl TrainConfig {
         }
         Optimizer::new(self.optimizer).map_err(TrainError::Optimizer)?;
         self.loss_scaling.validate()?;
-        if self.batch_invariant {
-            super::invariant::check(self)?;
-        }
         Ok(layout)
     }
 }

@@ -40,6 +40,9 @@ impl Trainer {
     /// hyperparameter.
     pub fn new(config: TrainConfig, data: Dataset) -> Result<Self, TrainError> {
         let layout = config.validate()?;
+        if config.batch_invariant {
+            invariant::check(&config)?;
+        }
         let (train, test) = data.split(config.test_fraction, config.seed)?;
         let plan = config.batch_plan();
         plan.validate(train.len())?;
