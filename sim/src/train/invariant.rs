@@ -9,8 +9,8 @@
 //!   products ([`Model::add_exact_grads`]), accumulated over the
 //!   micro-batches in [`ExactSum`] states;
 //! - the replicas' states are merged exactly: their limbs summed as
-//!   integers (8-bit limbs in f32, exact in any order), through the
-//!   hierarchical all-reduce;
+//!   integers (16-bit limbs in f32, exact in any order for up to 256
+//!   replicas), through the hierarchical all-reduce;
 //! - each element is rounded once to f32 before the loss scaler and the
 //!   optimizer; the loss and the accuracy are exact sums too, and the
 //!   automatic loss scaler's histogram counts the rounded gradient.
@@ -23,16 +23,16 @@ use tessera_collectives::{CommError, ReduceOp};
 use tessera_core::kernels::ExactSum;
 
 use super::TrainError;
-use super::comm::{ReplicaComm, from_limb_sums, to_limbs};
+use super::comm::ReplicaComm;
 use super::config::{GradReduction, TrainConfig};
 use super::params::FlatParams;
 use crate::ipu::IpuSpec;
 use crate::model::{MicroBatchOutput, Model, NetLayer, NetworkConfig, Op};
 use crate::pod::Layout;
 
-/// Bytes per element of an exact state on the wire: its [`ExactSum::LIMBS`]
-/// 64-bit integers (an `MPI_SUM` of `i64`), against 2 or 4 for a gradient.
-pub(crate) const EXACT_WIRE_BYTES: u64 = 8 * ExactSum::LIMBS as u64;
+/// Bytes per element of an exact state on the wire: [`WIRE_VALUES`] f32
+/// values, against 2 or 4 for a gradient.
+pub(crate) const EXACT_WIRE_BYTES: u64 = 4 * WIRE_VALUES as u64;
 
 /// Refuses what `--batch-invariant` cannot make invariant.
 pub(crate) fn check(config: &TrainConfig) -> Result<(), TrainError> {
@@ -42,6 +42,12 @@ pub(crate) fn check(config: &TrainConfig) -> Result<(), TrainError> {
         return refuse(
             "batch norm's statistics depend on the micro-batch; use a model without batch norm",
         );
+    }
+    if config.replicas > MAX_REPLICAS {
+        return refuse(&format!(
+            "{} replicas: exact sums merge over at most {MAX_REPLICAS}",
+            config.replicas
+        ));
     }
     if config.reduction == GradReduction::Sum {
         return refuse(
@@ -126,25 +132,76 @@ impl ExactGrads {
         Ok(out)
     }
 
-    /// Replaces the sums by their merge over every replica: the limbs as
-    /// 64-bit words, summed (wrapping) through f32 limbs of 8 bits.
+    /// Replaces the sums by their merge over every replica: each state
+    /// as [`WIRE_VALUES`] f32 values ([`encode`]) summed exactly.
     fn all_reduce(&mut self, comm: &mut ReplicaComm) -> Result<(), CommError> {
         let states = self.sums.iter().flatten().chain([&self.loss]);
-        let mut words: Vec<u64> = states.flat_map(|s| s.limbs().map(|l| l as u64)).collect();
-        words.push(self.correct);
-        let mut limbs = to_limbs(&words);
-        comm.all_reduce(&mut limbs, ReduceOp::Sum)?;
-        let words = from_limb_sums(&limbs);
-        let mut states = words
-            .chunks_exact(ExactSum::LIMBS)
-            .map(|w| ExactSum::from_limbs(core::array::from_fn(|k| w[k] as i64)));
+        let count = self.sums.iter().map(Vec::len).sum::<usize>() + 1;
+        let mut wire = Vec::with_capacity(count * WIRE_VALUES + 2);
+        for s in states {
+            encode(s, &mut wire);
+        }
+        // The count in two 16-bit halves (below 2^32 samples).
+        wire.extend([(self.correct & 0xffff) as f32, (self.correct >> 16) as f32]);
+        comm.all_reduce(&mut wire, ReduceOp::Sum)?;
+        let (states, count) = wire.split_at(wire.len() - 2);
+        let mut states = states.chunks_exact(WIRE_VALUES).map(decode);
         for s in self.sums.iter_mut().flatten() {
             *s = states.next().expect("one state per element");
         }
         self.loss = states.next().expect("the loss's state");
-        self.correct = *words.last().expect("the count");
+        self.correct = count[0] as u64 + ((count[1] as u64) << 16);
         Ok(())
     }
+}
+
+/// The most replicas whose encoded states sum exactly: 16-bit limbs in
+/// f32 stay below 2^24.
+pub(crate) const MAX_REPLICAS: usize = 256;
+
+/// Digits of an [`ExactSum`] below the signed top one, each below 2^32.
+const LOW_DIGITS: usize = ExactSum::LIMBS - 4;
+
+/// f32 values per state on the wire: two 16-bit halves per low digit,
+/// four 16-bit quarters of the signed top digit, three presence flags.
+pub(crate) const WIRE_VALUES: usize = 2 * LOW_DIGITS + 4 + 3;
+
+/// Appends `s` as [`WIRE_VALUES`] integers below 2^16 held in f32, whose
+/// element-wise sums over at most [`MAX_REPLICAS`] states are exact in
+/// any order and [`decode`] to the states' merge.
+pub(crate) fn encode(s: &ExactSum, out: &mut Vec<f32>) {
+    let limbs = s.limbs();
+    for &d in &limbs[..LOW_DIGITS] {
+        out.extend([(d & 0xffff) as f32, (d >> 16) as f32]);
+    }
+    let top = limbs[LOW_DIGITS] as u64;
+    out.extend((0..4).map(|q| ((top >> (16 * q)) & 0xffff) as f32));
+    // Infinities and NaN: only their presence matters to the rounding.
+    out.extend(
+        limbs[LOW_DIGITS + 1..]
+            .iter()
+            .map(|&c| f32::from(u8::from(c != 0))),
+    );
+}
+
+/// The merge of the states whose [`encode`]d values summed to `wire`.
+pub(crate) fn decode(wire: &[f32]) -> ExactSum {
+    let mut limbs = [0i64; ExactSum::LIMBS];
+    for (l, halves) in limbs.iter_mut().zip(wire.chunks_exact(2).take(LOW_DIGITS)) {
+        *l = halves[0] as i64 + ((halves[1] as i64) << 16);
+    }
+    let quarters = &wire[2 * LOW_DIGITS..2 * LOW_DIGITS + 4];
+    let top = (0..4).fold(0u64, |t, q| {
+        t.wrapping_add((quarters[q] as u64) << (16 * q))
+    });
+    limbs[LOW_DIGITS] = top as i64;
+    for (l, &c) in limbs[LOW_DIGITS + 1..]
+        .iter_mut()
+        .zip(&wire[2 * LOW_DIGITS + 4..])
+    {
+        *l = c as i64;
+    }
+    ExactSum::from_limbs(limbs)
 }
 
 /// Exact additions per micro-batch of `net` at `micro_batch` samples:
@@ -203,5 +260,58 @@ pub(crate) fn exact_link_seconds(
             let ar = layout.all_reduce_time(bytes);
             (ar.ipu_link_s, ar.gw_link_s)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// States of both signs, across the range, with infinities and NaN,
+    /// summed on the wire as f32 in any order: their exact merge.
+    #[test]
+    fn encoded_states_sum_to_their_merge() {
+        let values = [
+            [1.0e30f32, -3.5, 1.0e-40, 7.0],
+            [-1.0e30, 2.0, -f32::MAX, 0.0],
+            [f32::MAX, -1.0e-45, 0.25, f32::INFINITY],
+            [-0.0, 1.0, f32::NAN, -1.0e20],
+        ];
+        let states: Vec<ExactSum> = values
+            .iter()
+            .map(|v| {
+                let mut s = ExactSum::new();
+                v.iter().for_each(|&x| s.add(x));
+                s
+            })
+            .collect();
+        let mut merged = ExactSum::new();
+        states.iter().for_each(|s| merged.merge(s));
+        let mut wire = vec![0.0f32; WIRE_VALUES];
+        for s in states.iter().rev() {
+            let mut one = Vec::new();
+            encode(s, &mut one);
+            wire.iter_mut().zip(one).for_each(|(w, x)| *w += x);
+        }
+        let back = decode(&wire);
+        assert_eq!(back.to_f32().to_bits(), merged.to_f32().to_bits());
+        // Without the specials: the same finite total, limb for limb.
+        let finite: Vec<ExactSum> = values
+            .iter()
+            .map(|v| {
+                let mut s = ExactSum::new();
+                v.iter().filter(|x| x.is_finite()).for_each(|&x| s.add(x));
+                s
+            })
+            .collect();
+        let mut merged = ExactSum::new();
+        finite.iter().for_each(|s| merged.merge(s));
+        let mut wire = vec![0.0f32; WIRE_VALUES];
+        for s in &finite {
+            let mut one = Vec::new();
+            encode(s, &mut one);
+            wire.iter_mut().zip(one).for_each(|(w, x)| *w += x);
+        }
+        assert_eq!(decode(&wire), merged);
     }
 }
