@@ -11,6 +11,7 @@ mod fit_cli;
 mod formats;
 mod fuzz;
 mod input_cli;
+mod invariant_cli;
 mod kernels;
 mod loss;
 mod network_cli;

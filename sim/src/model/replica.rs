@@ -12,6 +12,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use tessera_core::kernels::ExactSum;
+
 use super::activations::{StageActivations, TileBytes, layer_bytes, stage_activations};
 use super::codelets::{GroupLink, update_running};
 use super::config::{Compute, ParamSpec};
@@ -368,13 +370,58 @@ impl Model {
         let (e, f16) = (&self.train.engine, self.compute.f16());
         for (g, slot) in grads.iter_mut().zip(&self.train.ids.grads) {
             *g = match slot {
-                GradSlot::Matrix(a) => super::layers::read_rows(e, a),
+                GradSlot::Matrix(a, _) => super::layers::read_rows(e, a),
                 GradSlot::Norm(k, beta) => {
                     let (dgamma, dbeta) = self.train.ids.bns[*k].bn.param_grads(e, f16);
                     if *beta { dbeta } else { dgamma }
                 }
             };
         }
+    }
+
+    /// Adds the weight and bias gradients of the last training run into
+    /// `sums` (per parameter, as [`Model::train_micro_batch`] writes them)
+    /// exactly, product by product over the micro-batch's rows: the sums
+    /// of every cut of a batch into micro-batches are bitwise the same
+    /// state. Batch norm's parameters, whose gradients are not sums of
+    /// per-sample products, get the run's gradient added as it is.
+    ///
+    /// # Errors
+    /// [`ModelError::ParamCount`] (for `sums`).
+    pub fn add_exact_grads(&self, sums: &mut [Vec<ExactSum>]) -> Result<(), ModelError> {
+        if sums.len() != self.specs.len() {
+            return Err(ModelError::ParamCount {
+                expected: self.specs.len(),
+                got: sums.len(),
+            });
+        }
+        let (e, f16) = (&self.train.engine, self.compute == Compute::F16);
+        for ((s, slot), spec) in sums.iter_mut().zip(&self.train.ids.grads).zip(&self.specs) {
+            s.resize(spec.len(), ExactSum::new());
+            match slot {
+                GradSlot::Matrix(_, rows) => rows.accumulate(e, s),
+                GradSlot::Norm(k, beta) => {
+                    let (dgamma, dbeta) = self.train.ids.bns[*k].bn.param_grads(e, f16);
+                    let g = if *beta { dbeta } else { dgamma };
+                    s.iter_mut().zip(g).for_each(|(s, x)| s.add(x));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Exact additions of [`Model::add_exact_grads`] per micro-batch: the
+    /// products of every weight's and bias's gradient (for the simulated
+    /// cost of an exact accumulation on the tiles).
+    #[must_use]
+    pub fn exact_additions(&self) -> u64 {
+        let slots = self.train.ids.grads.iter();
+        slots
+            .map(|slot| match slot {
+                GradSlot::Matrix(_, rows) => rows.additions(),
+                GradSlot::Norm(..) => 0,
+            })
+            .sum()
     }
 
     /// The losses and correct predictions of one micro-batch, batch norm

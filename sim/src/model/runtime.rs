@@ -4,6 +4,8 @@
 
 use std::sync::mpsc;
 
+use tessera_core::kernels::ExactSum;
+
 use super::codelets::GroupLink;
 use super::error::ModelError;
 
@@ -35,6 +37,9 @@ pub struct MicroBatchOutput {
     /// The sum over samples of the (unscaled) cross-entropy losses, added
     /// in f64 in sample order and rounded once.
     pub loss_sum: f32,
+    /// The same losses summed exactly: any cut of a batch into
+    /// micro-batches merges to the same state.
+    pub losses: ExactSum,
     /// Samples whose first largest logit is the label.
     pub correct: usize,
     /// Simulated cycles of this run.
@@ -148,8 +153,11 @@ pub(super) fn outputs(
 ) -> MicroBatchOutput {
     let losses = engine.read_tensor::<f32>(losses).expect("f32");
     let correct = engine.read_tensor::<f32>(correct).expect("f32");
+    let mut exact = ExactSum::new();
+    losses.iter().for_each(|&l| exact.add(l));
     MicroBatchOutput {
         loss_sum: losses.iter().map(|&l| f64::from(l)).sum::<f64>() as f32,
+        losses: exact,
         correct: correct.iter().filter(|&&c| c > 0.5).count(),
         cycles,
     }

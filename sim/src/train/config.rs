@@ -478,6 +478,10 @@ pub struct TrainConfig {
     /// `activation` and `batch_norm` (its `classes` replaced by the data
     /// set's).
     pub network: Option<NetworkConfig>,
+    /// Weights bitwise the same for every cut of the global batch into
+    /// instances, replicas and micro-batches (exact gradient sums; see
+    /// the `invariant` module).
+    pub batch_invariant: bool,
 }
 
 impl Default for TrainConfig {
@@ -520,6 +524,7 @@ impl Default for TrainConfig {
             recompute: false,
             recompute_checkpoints: Vec::new(),
             network: None,
+            batch_invariant: false,
         }
     }
 }

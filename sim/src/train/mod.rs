@@ -94,8 +94,11 @@
 //! micro-batch's gradient is one product over its samples, f16 in the
 //! 16-bit modes); batch norm (whose statistics are per micro-batch) and
 //! [`GradReduction::RunningMean`] (sequential by definition) are
-//! reproducible run to run but change with the split. A resumed run is
-//! bitwise the uninterrupted one.
+//! reproducible run to run but change with the split. With
+//! [`TrainConfig::batch_invariant`] the micro-batch size is free too
+//! (exact gradient sums, rounded once; batch norm and
+//! [`GradReduction::Sum`] refused). A resumed run is bitwise the
+//! uninterrupted one.
 //!
 //! # Divergence
 //!
@@ -113,6 +116,7 @@ mod error;
 mod evaluate;
 mod exclude;
 mod fit;
+mod invariant;
 mod optimizer;
 mod options;
 mod params;

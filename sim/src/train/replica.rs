@@ -10,14 +10,15 @@ use tessera_core::fp::{self, Round, f16};
 use tessera_core::kernels::{self, ExactSum};
 use tessera_core::optim::{Accumulation, GradNorm, Partials, Precision, Step, StepCounter};
 use tessera_core::scale::{
-    AutomaticLossScaler, AutomaticState, BinCounts, DynamicLossScaler, DynamicState, GradSlice,
-    LossScaler, StaticLossScaler, unscale_grads,
+    AutomaticLossScaler, AutomaticState, BinCounts, BinEdge, DynamicLossScaler, DynamicState,
+    GradSlice, LossScaler, StaticLossScaler, unscale_grads,
 };
 
 use super::TrainError;
 use super::checkpoint::{ResumeState, ScalerState};
 use super::comm::{LIMBS_PER_WORD, ReplicaComm, from_limb_sums, to_limbs, write_limbs};
 use super::config::{GradReduction, LossScaling, PrecisionMode, TrainConfig};
+use super::invariant::ExactGrads;
 use super::optimizer::{Groups, Piece, pieces};
 use super::params::FlatParams;
 use crate::data::MicroBatch;
@@ -177,6 +178,16 @@ impl GroupSum for BnGroup<'_> {
     }
 }
 
+/// The loss scaler's histogram counts of the parameters' gradients in
+/// `grads` (flat), none without an edge.
+fn histogram(edge: Option<BinEdge>, flat: &FlatParams, grads: &[f32]) -> BinCounts {
+    edge.map_or_else(BinCounts::default, |e| {
+        (0..flat.specs().len()).fold(BinCounts::default(), |b, i| {
+            b.merge(e.count(&grads[flat.range(i)]))
+        })
+    })
+}
+
 /// Tail of a contribution: loss sum, correct count, histogram counts as
 /// limbs (lower, upper).
 const TAIL: usize = 2 + 2 * LIMBS_PER_WORD;
@@ -224,6 +235,8 @@ pub(crate) struct Replica<'a> {
     contributions: Vec<Vec<f32>>,
     grads: Vec<Vec<f32>>,
     reduced: Vec<f32>,
+    /// `--batch-invariant`'s exact sums of a step.
+    exact: Option<ExactGrads>,
 }
 
 impl<'a> Replica<'a> {
@@ -275,10 +288,16 @@ impl<'a> Replica<'a> {
             counter = StepCounter::resumed(r.applied);
         }
         let contribution = vec![0.0; n + TAIL];
+        let (exact, kept) = if config.batch_invariant {
+            (Some(ExactGrads::new(flat)), 0)
+        } else {
+            (None, config.gradient_accumulation)
+        };
         let mut replica = Self {
             config,
             flat,
-            contributions: vec![contribution.clone(); config.gradient_accumulation],
+            exact,
+            contributions: vec![contribution.clone(); kept],
             grads: vec![Vec::new(); flat.specs().len()],
             reduced: contribution,
             comm,
@@ -331,35 +350,7 @@ impl<'a> Replica<'a> {
         let flat = self.flat;
         let n = flat.len();
         let scale = self.scaler.scale();
-        let edge = self.scaler.as_dyn().histogram_edge();
-        let micro_scale = scale / self.config.micro_batch as f32;
-        for (k, mb) in batches.iter().enumerate() {
-            // A network's statistics per replica need no collective.
-            let local =
-                self.config.network.as_ref().map(|n| n.bn_group) == Some(BnStatistics::Replica);
-            let (mut all, mut none) = (BnGroup(&mut self.comm), NoGroup);
-            let group: &mut dyn GroupSum = if local { &mut none } else { &mut all };
-            let out = self.model.train_micro_batch(
-                &mb.inputs,
-                &mb.labels,
-                micro_scale,
-                group,
-                &mut self.grads,
-            )?;
-            let c = &mut self.contributions[k];
-            flat.flatten(&self.grads, c);
-            c[n] = out.loss_sum;
-            c[n + 1] = out.correct as f32;
-            let bins = edge.map_or_else(BinCounts::default, |e| {
-                (0..flat.specs().len()).fold(BinCounts::default(), |b, i| {
-                    b.merge(e.count(&c[flat.range(i)]))
-                })
-            });
-            write_limbs(&[bins.lower, bins.upper], &mut c[n + 2..]);
-        }
-        self.reduce_locally(batches.len());
-        self.comm.all_reduce(&mut self.reduced, ReduceOp::Sum)?;
-
+        self.micro_batches(batches, scale)?;
         let (grads, tail) = self.reduced.split_at_mut(n);
         let samples = (self.config.micro_batch * batches.len() * self.config.replicas) as f32;
         let loss = tail[0] / samples;
@@ -375,6 +366,7 @@ impl<'a> Replica<'a> {
             upper: counts[1],
         };
         let divisor = match self.config.reduction {
+            _ if self.exact.is_some() => 1,
             GradReduction::Sum => 1,
             GradReduction::PostMean => batches.len() * self.config.replicas,
             GradReduction::RunningMean => self.config.replicas,
@@ -405,6 +397,56 @@ impl<'a> Replica<'a> {
         self.update(factor)?;
         self.load_model()?;
         Ok(outcome)
+    }
+
+    /// Runs this replica's micro-batches of a step at loss scale `scale`
+    /// and leaves their reduction over every replica in `reduced`: the
+    /// gradients, then the tail (loss sum, correct count, histogram).
+    fn micro_batches(&mut self, batches: &[MicroBatch], scale: f32) -> Result<(), TrainError> {
+        let flat = self.flat;
+        let n = flat.len();
+        let edge = self.scaler.as_dyn().histogram_edge();
+        let micro_scale = match self.exact {
+            Some(_) => super::invariant::sample_scale(self.config, scale),
+            None => scale / self.config.micro_batch as f32,
+        };
+        for (k, mb) in batches.iter().enumerate() {
+            // A network's statistics per replica need no collective.
+            let local =
+                self.config.network.as_ref().map(|n| n.bn_group) == Some(BnStatistics::Replica);
+            let (mut all, mut none) = (BnGroup(&mut self.comm), NoGroup);
+            let group: &mut dyn GroupSum = if local { &mut none } else { &mut all };
+            let out = self.model.train_micro_batch(
+                &mb.inputs,
+                &mb.labels,
+                micro_scale,
+                group,
+                &mut self.grads,
+            )?;
+            if let Some(exact) = &mut self.exact {
+                exact.add(&self.model, &out)?;
+                continue;
+            }
+            let c = &mut self.contributions[k];
+            flat.flatten(&self.grads, c);
+            c[n] = out.loss_sum;
+            c[n + 1] = out.correct as f32;
+            let bins = histogram(edge, flat, c);
+            write_limbs(&[bins.lower, bins.upper], &mut c[n + 2..]);
+        }
+        if let Some(exact) = &mut self.exact {
+            let replicas = self.config.replicas;
+            let (grads, tail) = self.reduced.split_at_mut(n);
+            let (loss, correct) = exact.reduce(&mut self.comm, replicas, flat, grads)?;
+            // Exact in f32 below 2^24 samples.
+            (tail[0], tail[1]) = (loss, correct as f32);
+            let bins = histogram(edge, flat, grads);
+            write_limbs(&[bins.lower, bins.upper], &mut tail[2..]);
+            return Ok(());
+        }
+        self.reduce_locally(batches.len());
+        self.comm.all_reduce(&mut self.reduced, ReduceOp::Sum)?;
+        Ok(())
     }
 
     /// Combines this replica's micro-batch contributions into `reduced`:

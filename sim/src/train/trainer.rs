@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use super::TrainError;
 use super::checkpoint;
-use super::config::TrainConfig;
+use super::config::{PrecisionMode, TrainConfig};
 use super::cost::{StepTime, step_time};
 use super::fit::MemoryReport;
+use super::invariant;
 use super::params::FlatParams;
 use super::pipeline::{Schedule, step_cycles};
 use crate::data::Dataset;
@@ -39,6 +40,9 @@ impl Trainer {
     /// hyperparameter.
     pub fn new(config: TrainConfig, data: Dataset) -> Result<Self, TrainError> {
         let layout = config.validate()?;
+        if config.batch_invariant {
+            invariant::check(&config)?;
+        }
         let (train, test) = data.split(config.test_fraction, config.seed)?;
         let plan = config.batch_plan();
         plan.validate(train.len())?;
@@ -156,15 +160,33 @@ impl Trainer {
         let whole = config.recompute && config.recompute_checkpoints.is_empty();
         let mut cycles = step_cycles(stages, g, self.schedule(), whole);
         cycles.recompute += g as u64 * checkpointed;
-        step_time(
+        let elements = self.flat.elements() as u64;
+        if config.batch_invariant {
+            let additions = invariant::exact_additions(&self.network, config.micro_batch);
+            let ipus = config.ipus_per_replica;
+            cycles.compute += invariant::exact_cycles(spec, ipus, (additions, g as u64), elements);
+        }
+        let mut time = step_time(
             config,
             &self.layout,
             spec,
             self.network.inputs(),
-            self.flat.elements() as u64,
+            elements,
             config.shards() as u64,
             cycles,
-        )
+        );
+        if config.batch_invariant {
+            let weight_bytes = elements
+                * if config.precision == PrecisionMode::Fp32 {
+                    4
+                } else {
+                    2
+                };
+            let sharded = config.replicated_tensor_sharding.then_some(weight_bytes);
+            (time.ipu_link_s, time.gw_link_s) =
+                invariant::exact_link_seconds(&self.layout, elements, sharded);
+        }
+        time
     }
 
     /// The memory of a replica whose model is `model`: its stashes from

@@ -11,6 +11,7 @@ mod data;
 mod data_limits;
 mod engine;
 mod fp8;
+mod invariant;
 mod kernels;
 mod matmul;
 mod model;

@@ -415,6 +415,21 @@ pub(in crate::cli) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) offload_optimizer_state: Option<bool>,
 
+    /// Weights bitwise the same for every cut of the global batch into
+    /// instances, replicas and micro-batches: exact gradient sums, rounded
+    /// once [default: false]
+    #[arg(
+        long,
+        alias = "batch_invariant",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        help_heading = "Run"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(in crate::cli) batch_invariant: Option<bool>,
+
     /// Which step losses the outfeed keeps: all, sum, final or every:N
     /// (outputMode) [default: all]
     #[arg(

@@ -83,6 +83,7 @@ impl JobArgs {
             seed,
             replicated_tensor_sharding,
             offload_optimizer_state,
+            batch_invariant,
             output_mode,
             check_replicas_every,
         )
@@ -190,6 +191,7 @@ impl JobArgs {
             self.replicated_tensor_sharding,
         );
         set(&mut c.offload_optimizer_state, self.offload_optimizer_state);
+        set(&mut c.batch_invariant, self.batch_invariant);
         if let Some(s) = &self.output_mode {
             c.output_mode = parse("output_mode", s)?;
         }

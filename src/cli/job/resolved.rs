@@ -86,6 +86,7 @@ impl Job {
             seed: Some(c.seed),
             replicated_tensor_sharding: Some(c.replicated_tensor_sharding),
             offload_optimizer_state: Some(c.offload_optimizer_state),
+            batch_invariant: Some(c.batch_invariant),
             output_mode: Some(c.output_mode.to_string()),
             check_replicas_every: Some(c.check_replicas_every),
         }
@@ -159,8 +160,13 @@ impl Job {
             ),
         };
         format!(
-            "{model}; {}, {} lr {}, {} loss scaling; {}, seed {}",
+            "{model}; {}{}, {} lr {}, {} loss scaling; {}, seed {}",
             c.precision,
+            if c.batch_invariant {
+                " batch-invariant"
+            } else {
+                ""
+            },
             c.optimizer.name(),
             c.optimizer.lr(),
             c.loss_scaling.name(),

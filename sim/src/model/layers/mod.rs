@@ -20,6 +20,7 @@ pub(super) mod batch_norm;
 pub(super) mod conv2d;
 pub(super) mod cost;
 pub(super) mod dense;
+pub(super) mod exact_grad;
 pub(super) mod loss;
 pub(super) mod network;
 pub(super) mod pool;

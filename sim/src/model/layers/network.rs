@@ -17,6 +17,7 @@
 use super::batch_norm::{self, BatchNorm};
 use super::conv2d::{self, ConvTensors};
 use super::dense::{self, Block};
+use super::exact_grad::RowProducts;
 use super::pool::{self, Pooled};
 use super::{Act, Builder, Copies, ModelError, Staged, activation, loss, residual};
 use crate::ipu::{Direction, Mapping, Program, TensorId};
@@ -35,8 +36,8 @@ pub(in crate::model) enum Slot {
 /// Where a parameter's gradient comes out.
 #[derive(Clone, Debug)]
 pub(in crate::model) enum GradSlot {
-    /// A product's output.
-    Matrix(Act),
+    /// A product's output, and the rows it sums (for exact sums).
+    Matrix(Act, RowProducts),
     /// Batch norm `k`'s gamma (`false`) or beta (`true`).
     Norm(usize, bool),
 }
@@ -406,7 +407,10 @@ fn backward(
                 let prev = (l > 0).then(|| input.layout.clone());
                 let ((dw, db), da) =
                     dense::backward(b, l, (&block.dense, input), &grad, ones, prev.as_ref())?;
-                grads.extend([GradSlot::Matrix(db), GradSlot::Matrix(dw)]);
+                grads.extend([
+                    GradSlot::Matrix(db, RowProducts::bias(grad.clone())),
+                    GradSlot::Matrix(dw, RowProducts::weight(input.clone(), grad.clone())),
+                ]);
                 if let Some(da) = da {
                     grad = da;
                 }
@@ -424,7 +428,8 @@ fn backward(
                 // joins its input's tile.
                 let spread = (l > 0).then(|| row_blocks(b, l, &input.layout));
                 let (dw, dx) = conv2d::backward(b, l, shape, t, &grad, spread.as_ref())?;
-                grads.push(GradSlot::Matrix(dw));
+                let rows = RowProducts::weight(t.cols.clone(), grad.clone());
+                grads.push(GradSlot::Matrix(dw, rows));
                 if let Some(dx) = dx {
                     let name = format!("layer{l}.dx_joined");
                     let names = (&*name, &*format!("layer{l}.dx_join"));

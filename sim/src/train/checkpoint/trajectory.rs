@@ -9,7 +9,7 @@
 //! | `precision`, `loss_scaling` and its settings | the arithmetic, the skipped steps |
 //! | `optimizer` and its hyperparameters (`lr`, `weight_decay`, ...), `exclude_bias_and_norm`, `max_grad_norm` | the update |
 //! | `warmup_steps`, `lr_schedule`, `epochs` | the learning rate of each step (the cosine schedule spans all the run's steps) |
-//! | `global_batch`, `micro_batch`, `reduction` | the samples of a step and the order of their sums (the loss is averaged per micro-batch) |
+//! | `global_batch`, `micro_batch`, `reduction`, `batch_invariant` | the samples of a step and the order of their sums (the loss is averaged per micro-batch; exactly over the global batch with `batch_invariant`) |
 //! | `split` | only where the split changes the sums (below) |
 //!
 //! Free, because the weights are bitwise the same whatever they are: the
@@ -91,6 +91,7 @@ pub(super) fn settings(config: &TrainConfig, data: &Dataset) -> Vec<(String, Str
         setting("global_batch", config.batch_plan().global_batch()),
         setting("micro_batch", config.micro_batch),
         setting("reduction", format!("{:?}", config.reduction)),
+        setting("batch_invariant", config.batch_invariant),
         setting("split", split(config)),
     ]);
     s
@@ -247,10 +248,11 @@ fn split(config: &TrainConfig) -> String {
 /// Settings added after checkpoints of this format were first written,
 /// with the value every earlier run had: a checkpoint without one resumes
 /// as if it said so.
-const ADDED_LATER: [(&str, &str); 3] = [
+const ADDED_LATER: [(&str, &str); 4] = [
     ("amsgrad", "false"),
     ("maximize", "false"),
     ("network", "none"),
+    ("batch_invariant", "false"),
 ];
 
 /// The network's layers, input, activation and batch-norm group, or
