@@ -69,7 +69,7 @@ const COMMANDS: [(&str, &[&str]); 4] = [
 
 /// The contradictions and cases of issue 24, each with the option its one
 /// line must name.
-const CASES: [(&[&str], &str); 12] = [
+const CASES: [(&[&str], &str); 13] = [
     (
         &["train", "--pipeline-stages", "2", "--ipus-per-replica", "4"],
         "--pipeline-stages",
@@ -95,6 +95,10 @@ const CASES: [(&[&str], &str); 12] = [
         "--device-mapping",
     ),
     (&["train", "--schedule", "grouped"], "--schedule"),
+    (
+        &["plan", "--schedule", "grouped", "--model", "mlp"],
+        "--schedule",
+    ),
     (
         &["train", "--stop-after-epochs", "50", "--epochs", "1"],
         "--stop-after-epochs",

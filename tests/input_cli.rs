@@ -250,6 +250,11 @@ fn train_and_scale_refuse_each_other_s_run_directory() {
         "already holds a run (scale.jsonl",
     );
     assert!(!dir.join("s/metrics.jsonl").exists());
+    // Said before the data is loaded (absent data would be named first).
+    let absent = dir.join("absent.csv");
+    let data = format!("csv:{}", absent.display());
+    let out = tessera(&["train", "--runs-dir", d, "--name", "s", "--data", &data]);
+    assert_usage_error(&out, "before the data", "already holds a run (scale.jsonl");
     assert!(train("t").status.success());
     let out = scale("t");
     assert_usage_error(

@@ -309,6 +309,16 @@ fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
             ],
             "1f1b",
         ),
+        // Issue 24: a schedule without a pipeline to schedule.
+        (
+            vec![
+                "--model".into(),
+                "mlp".into(),
+                "--schedule".into(),
+                "grouped".into(),
+            ],
+            "--schedule grouped schedules a pipeline",
+        ),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["plan"];

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{Value, json};
 use tessera_sim::data::Dataset;
-use tessera_sim::model::{DeviceMapping, ModelConfig, Placement};
+use tessera_sim::model::Placement;
 use tessera_sim::train::{
     Divergence, Event, MemoryReport, RunOptions, Summary, TrainConfig, TrainError, Trainer,
 };
@@ -197,8 +197,8 @@ impl TrainArgs {
     }
 
     /// What is wrong with this run's own options, said before the data
-    /// is loaded: a stop past the run's end, the run directory's name, a
-    /// checkpoint that is not there.
+    /// is loaded: a stop past the run's end, the run directory's name or
+    /// a run it already holds, a checkpoint that is not there.
     fn check(&self, job: &Job) -> Result<(), Failure> {
         if let Some(stop) = self.stop_after_epochs
             && stop > job.config.epochs
@@ -209,7 +209,10 @@ impl TrainArgs {
                 job.config.epochs
             )));
         }
-        self.output.run_dir_path(DEFAULT_NAME)?;
+        if let Ok(hint) = self.new_run()? {
+            self.output
+                .check_new_run_dir(DEFAULT_NAME, self.overwrite, &hint)?;
+        }
         if let Some(path) = &self.resume
             && !path.is_file()
         {
@@ -239,25 +242,33 @@ impl TrainArgs {
     /// was resumed from); else a new run's (`--overwrite`, `default-2`,
     /// ...: [`OutputArgs::new_run_dir`](super::job::OutputArgs::new_run_dir)).
     fn run_dir(&self) -> Result<RunDir, Failure> {
+        match self.new_run()? {
+            Err(resumed) => RunDir::claim(resumed),
+            Ok(hint) => self.output.new_run_dir(DEFAULT_NAME, self.overwrite, &hint),
+        }
+    }
+
+    /// Whether the run goes to a new run directory, with the hint its
+    /// refusal ends with, or continues in the directory it resumes from.
+    fn new_run(&self) -> Result<Result<String, PathBuf>, Failure> {
         let resumed = self.resume.as_deref().map(|p| match p.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
         });
         if let (Some(dir), None) = (&resumed, &self.output.name) {
-            return RunDir::claim(dir.clone());
+            return Ok(Err(dir.clone()));
         }
         let dir = self.output.run_dir_path(DEFAULT_NAME)?;
         let same = |a: &Path, b: &Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
         if resumed.as_deref().is_some_and(|r| same(r, &dir)) {
-            return RunDir::claim(dir);
+            return Ok(Err(dir));
         }
         let checkpoint = Files::new(&dir).checkpoint;
-        let hint = if checkpoint.is_file() {
+        Ok(Ok(if checkpoint.is_file() {
             format!(", or --resume {} to continue it", checkpoint.display())
         } else {
             String::new()
-        };
-        self.output.new_run_dir(DEFAULT_NAME, self.overwrite, &hint)
+        }))
     }
 
     /// The paths written, by name: only those that exist (a run whose
@@ -525,14 +536,9 @@ fn bytes(b: u64) -> String {
 /// recomputation checkpoints.
 fn model_parallelism(o: &mut String, job: &Job, trainer: &Trainer, m: &MemoryReport) {
     let placement = trainer.placement();
-    if let Some(layers) = placement.ipus() {
-        // A network's placement as its blocks' device mapping.
-        let (what, ipus) = match trainer.model() {
-            ModelConfig::Network(net) => {
-                ("blocks", placement.network_mapping(net).unwrap_or_default())
-            }
-            ModelConfig::Mlp(_) => ("layers", DeviceMapping::from(layers.to_vec())),
-        };
+    // The placement as the device mapping of the network's blocks (an
+    // MLP's are its dense layers and the head).
+    if let Some(ipus) = placement.network_mapping(&trainer.model().network()) {
         let schedule = job
             .config
             .pipeline
@@ -545,7 +551,7 @@ fn model_parallelism(o: &mut String, job: &Job, trainer: &Trainer, m: &MemoryRep
         };
         let _ = writeln!(
             o,
-            "stages       {} stages: {what} on IPUs {ipus}{concurrent}, {schedule}{}",
+            "stages       {} stages: blocks on IPUs {ipus}{concurrent}, {schedule}{}",
             placement.stages(),
             if job.config.recompute {
                 ", recomputation"

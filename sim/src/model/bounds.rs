@@ -415,6 +415,28 @@ mod tests {
     }
 
     #[test]
+    fn a_model_of_a_network_with_an_empty_body_is_a_typed_error() {
+        use crate::model::Model;
+
+        // Built in code, never validated: the model and its estimate check
+        // it themselves (it once panicked in a codelet).
+        for at in [0, 1] {
+            let mut n = NetworkConfig::resnet_mini([1, 8, 8], 10, &[8], &[1]);
+            n.layers.insert(at, NetLayer::Residual(Vec::new()));
+            let target = Target::single(IpuSpec::MK2_GC200);
+            let estimate = MemoryEstimate::of(&n, target, &Placement::Spread, 2, Compute::F32);
+            let model = Model::new(&n, target, 2, Compute::F32).map(|_| ());
+            for e in [estimate.map(|_| ()).unwrap_err(), model.unwrap_err()] {
+                assert!(
+                    matches!(&e, ModelError::InvalidNetwork { layer, reason }
+                        if *layer == at && reason.contains("empty body")),
+                    "{e}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_trainer_of_a_network_with_an_empty_body_is_a_typed_error() {
         use crate::data::Source;
         use crate::train::{TrainConfig, Trainer};

@@ -174,38 +174,50 @@ impl Placement {
 
 /// The IPU of each of `weight.len() >= ipus` items in contiguous
 /// stages over `ipus` IPUs (at least one item each) minimising the
-/// heaviest stage (dynamic programming over the split points; the
-/// counts are small).
+/// heaviest stage, the earliest cut where several give the same stages'
+/// weights (dynamic programming over the split points).
+///
+/// Time `O(ipus * items)`: the lightest heaviest stage of the first `m`
+/// items in `k` stages, `best[k][m]`, grows with `m`, and the last
+/// stage's weight shrinks as its start moves right, so the best start
+/// (where the two cross) only moves right as `m` grows.
 fn contiguous_split(weight: &[u128], ipus: u32) -> Vec<u32> {
     let n = weight.len();
     let ipus = (ipus.max(1) as usize).min(n.max(1));
-    // `None` where no split reaches.
-    let mut best: Vec<Vec<Option<(u128, usize)>>> = vec![vec![None; n + 1]; ipus + 1];
-    best[0][0] = Some((0, 0));
     let prefix: Vec<u128> = core::iter::once(0)
         .chain(weight.iter().scan(0u128, |s, &w| {
             *s = s.saturating_add(w);
             Some(*s)
         }))
         .collect();
+    let stage = |start: usize, end: usize| prefix[end] - prefix[start];
+    // best[k][m] for m >= k; `u128::MAX` where no split reaches (k > m).
+    let mut best = vec![vec![u128::MAX; n + 1]];
+    best[0][0] = 0;
     for k in 1..=ipus {
-        for end in k..=n {
-            for start in (k - 1)..end {
-                let Some((prev, _)) = best[k - 1][start] else {
-                    continue;
-                };
-                let cost = prev.max(prefix[end] - prefix[start]);
-                if best[k][end].is_none_or(|(b, _)| cost < b) {
-                    best[k][end] = Some((cost, start));
-                }
+        let prev = &best[k - 1];
+        let mut level = vec![u128::MAX; n + 1];
+        // The first start past `k - 1` whose earlier stages weigh more
+        // than its last stage: the crossing.
+        let mut cross = k - 1;
+        for (end, best_end) in level.iter_mut().enumerate().skip(k) {
+            while cross < end && prev[cross] <= stage(cross, end) {
+                cross += 1;
             }
+            let before = (cross > k - 1).then(|| stage(cross - 1, end));
+            let after = (cross < end).then(|| prev[cross]);
+            *best_end = before.into_iter().chain(after).min().expect("a start");
         }
+        best.push(level);
     }
     let mut ipu_of = vec![0u32; n];
     let mut end = n;
     for k in (1..=ipus).rev() {
-        // Reached: every k <= n items split into k non-empty stages.
-        let (_, start) = best[k][end].expect("a split of n >= ipus items");
+        // The earliest start that reaches the best (every k <= n items
+        // split into k non-empty stages).
+        let start = (k - 1..end)
+            .find(|&s| best[k - 1][s].max(stage(s, end)) == best[k][end])
+            .expect("a split of n >= ipus items");
         ipu_of[start..end].fill((k - 1) as u32);
         end = start;
     }
@@ -537,6 +549,61 @@ fn is_backward(part: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The quadratic dynamic programme `contiguous_split` replaced: every
+    /// start tried for every end, the first of the lightest kept.
+    fn contiguous_split_quadratic(weight: &[u128], ipus: u32) -> Vec<u32> {
+        let n = weight.len();
+        let ipus = (ipus.max(1) as usize).min(n.max(1));
+        let mut best: Vec<Vec<Option<(u128, usize)>>> = vec![vec![None; n + 1]; ipus + 1];
+        best[0][0] = Some((0, 0));
+        let prefix: Vec<u128> = core::iter::once(0)
+            .chain(weight.iter().scan(0u128, |s, &w| {
+                *s = s.saturating_add(w);
+                Some(*s)
+            }))
+            .collect();
+        for k in 1..=ipus {
+            for end in k..=n {
+                for start in (k - 1)..end {
+                    let Some((prev, _)) = best[k - 1][start] else {
+                        continue;
+                    };
+                    let cost = prev.max(prefix[end] - prefix[start]);
+                    if best[k][end].is_none_or(|(b, _)| cost < b) {
+                        best[k][end] = Some((cost, start));
+                    }
+                }
+            }
+        }
+        let mut ipu_of = vec![0u32; n];
+        let mut end = n;
+        for k in (1..=ipus).rev() {
+            let (_, start) = best[k][end].expect("a split");
+            ipu_of[start..end].fill((k - 1) as u32);
+            end = start;
+        }
+        ipu_of
+    }
+
+    proptest::proptest! {
+        /// The linear split cuts where the quadratic one did, ties
+        /// (equal weights, zeros) included.
+        #[test]
+        fn the_linear_split_is_the_quadratic_one(
+            weight in proptest::collection::vec(
+                proptest::prop_oneof![0u128..4, 0u128..1000, proptest::strategy::Just(u128::MAX / 3)],
+                1..40,
+            ),
+            ipus in 1u32..10,
+        ) {
+            let ipus = ipus.min(weight.len() as u32);
+            proptest::prop_assert_eq!(
+                contiguous_split(&weight, ipus),
+                contiguous_split_quadratic(&weight, ipus)
+            );
+        }
+    }
 
     #[test]
     fn an_mlps_layers_are_balanced_as_blocks() {

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use tessera_core::kernels::ExactSum;
 
 use super::activations::{StageActivations, TileBytes, layer_bytes, stage_activations};
+use super::bounds;
 use super::codelets::{GroupLink, update_running};
 use super::config::{Compute, ParamSpec};
 use super::error::ModelError;
@@ -64,7 +65,9 @@ pub struct Model {
 
 /// Builds `config`'s training (`train`) or inference graph and engine
 /// with its layers placed by `placement` (a sizing graph, unbuilt, if
-/// `sizing`).
+/// `sizing`). `config` is checked against the [`bounds`] first: a network
+/// not checked before (built in code) is refused with a typed error, not
+/// a codelet's panic (an empty residual body).
 fn build(
     config: &NetworkConfig,
     (target, placement): (&ipu::Target, &Placement),
@@ -72,6 +75,7 @@ fn build(
     link: &GroupLink,
     sizing: bool,
 ) -> Result<(Graph, Program, NetworkIds, usize), ModelError> {
+    bounds::check(config)?;
     let ops = config.ops(batch)?;
     let mut b = Builder {
         g: if sizing {

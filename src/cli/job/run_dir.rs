@@ -49,15 +49,7 @@ impl OutputArgs {
     ) -> Result<RunDir, Failure> {
         let dir = self.run_dir_path(default_name)?;
         let claimed = RunDir::claim(dir.clone());
-        let refused = |found: &[String]| {
-            Failure::Usage(format!(
-                "--name {}: {} already holds a run ({}): give another --name, --overwrite to \
-                 replace it{hint}",
-                self.name.as_deref().unwrap_or(default_name),
-                dir.display(),
-                found.join(", "),
-            ))
-        };
+        let refused = |found: &[String]| self.holds_a_run(default_name, &dir, found, hint);
         match claimed {
             Ok(run) if overwrite => {
                 for name in RUN_FILES {
@@ -102,6 +94,35 @@ impl OutputArgs {
             dir.display()
         );
         Ok(next)
+    }
+
+    /// [`OutputArgs::new_run_dir`]'s refusal of a directory named by
+    /// `--name` that holds a run, said before the job's data is loaded
+    /// and without creating or claiming anything (the claim looks again,
+    /// under its lock).
+    pub(in crate::cli) fn check_new_run_dir(
+        &self,
+        default_name: &str,
+        overwrite: bool,
+        hint: &str,
+    ) -> Result<(), Failure> {
+        let dir = self.run_dir_path(default_name)?;
+        let found = existing(&dir);
+        if self.name.is_some() && !overwrite && !found.is_empty() {
+            return Err(self.holds_a_run(default_name, &dir, &found, hint));
+        }
+        Ok(())
+    }
+
+    /// `dir`, named by `--name`, holds the run of the files `found`.
+    fn holds_a_run(&self, default_name: &str, dir: &Path, found: &[String], hint: &str) -> Failure {
+        Failure::Usage(format!(
+            "--name {}: {} already holds a run ({}): give another --name, --overwrite to \
+             replace it{hint}",
+            self.name.as_deref().unwrap_or(default_name),
+            dir.display(),
+            found.join(", "),
+        ))
     }
 
     /// The run directory's path, `RUNS_DIR/NAME`. A name that is empty or

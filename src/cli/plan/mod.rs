@@ -198,9 +198,10 @@ pub(super) struct PlanArgs {
     )]
     ipus_per_replica: usize,
 
-    /// The pipeline schedule: grouped, interleaved or sequential
-    #[arg(long, default_value = "interleaved", help_heading = "Parallelism")]
-    schedule: Schedule,
+    /// The pipeline schedule: grouped, interleaved or sequential (of a
+    /// pipeline: --ipus-per-replica 2 or more) [default: interleaved]
+    #[arg(long, help_heading = "Parallelism")]
+    schedule: Option<Schedule>,
 
     /// Recompute activations in the backward pass from checkpoints
     #[arg(long, help_heading = "Memory")]
@@ -296,6 +297,14 @@ impl PlanArgs {
                 self.pod.ipus()
             )));
         }
+        if let Some(schedule) = self.schedule
+            && stages < 2
+        {
+            return Err(Failure::Usage(format!(
+                "--schedule {schedule} schedules a pipeline's stages, and there is one: give \
+                 --ipus-per-replica P (2 or more)"
+            )));
+        }
         let accumulation = self.gradient_accumulation.unwrap_or(if stages > 1 {
             stages.saturating_mul(4)
         } else {
@@ -318,7 +327,7 @@ impl PlanArgs {
             collectives: self.collectives.into(),
             replicas,
             ipus_per_replica: stages,
-            schedule: self.schedule,
+            schedule: self.schedule.unwrap_or(Schedule::Interleaved),
             recompute: self.recompute,
             replicated_tensor_sharding: self.replicated_tensor_sharding,
             offload_optimizer_state: self.offload_optimizer_state,

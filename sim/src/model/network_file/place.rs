@@ -1,85 +1,13 @@
-//! Where in a network file a layer is: its place in the file's layers
-//! and, within residual bodies and branches, theirs ([`LayerStep`]), found
-//! from an op of the flattened network ([`locate`]) or from a byte of the
-//! text that does not parse ([`outline_place`]), and shown in errors
-//! ([`Within`], [`Place`]).
-
-use core::fmt;
+//! Where in a network file a layer is ([`LayerStep`]s): found from an op
+//! of the flattened network ([`locate`]) or from a byte of the text that
+//! does not parse ([`outline_place`]).
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::LayerSpec;
+use super::error::LayerStep;
+use super::spec::LayerSpec;
 use crate::toml_place::LayerRef;
-
-/// One step of a layer's place in a network file: its place in its list
-/// of layers (the file's, a residual body's or a branch's) and, when the
-/// list is a branch of a `branches` layer, which branch (from 0).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LayerStep {
-    /// The branch the layer is in, if in one.
-    pub branch: Option<usize>,
-    /// The layer's position in its list and its kind.
-    pub layer: LayerRef,
-}
-
-impl LayerStep {
-    pub(super) fn new(branch: Option<usize>, index: usize, kind: &str) -> Self {
-        Self {
-            branch,
-            layer: LayerRef {
-                index,
-                name: Some(kind.to_owned()),
-            },
-        }
-    }
-}
-
-impl fmt::Display for LayerStep {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(branch) = self.branch {
-            write!(f, "branch {branch} ")?;
-        }
-        write!(f, "{}", self.layer)
-    }
-}
-
-/// `layer 2 (`residual`): body layer 1 (`conv`): `,
-/// `layer 3 (`branches`): branch 1 layer 0 (`conv`): `, or nothing.
-struct Within<'a>(&'a [LayerStep]);
-
-impl fmt::Display for Within<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (depth, step) in self.0.iter().enumerate() {
-            let within = if depth == 0 || step.branch.is_some() {
-                ""
-            } else {
-                "body "
-            };
-            write!(f, "{within}{step}: ")?;
-        }
-        Ok(())
-    }
-}
-
-/// `n.toml: line 4: layer 2 (`residual`): `: the file, the line if known
-/// and the layer if in one.
-pub(super) struct Place<'a>(
-    pub(super) &'a str,
-    pub(super) Option<usize>,
-    pub(super) &'a [LayerStep],
-);
-
-impl fmt::Display for Place<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self(origin, line, layer) = self;
-        write!(f, "{origin}: ")?;
-        if let Some(line) = line {
-            write!(f, "line {line}: ")?;
-        }
-        write!(f, "{}", Within(layer))
-    }
-}
 
 /// The place in `layers` (branch `branch` of a branches block, or not;
 /// its first layer flattened op `first`) of flattened op `op`, numbered as
@@ -222,8 +150,10 @@ fn flattened(layer: &LayerSpec) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::super::NetworkFile;
+    use super::super::error::Within;
+    use super::super::spec::Spec;
     use super::super::tests::docs_example;
-    use super::super::{NetworkFile, Spec};
     use super::*;
     use crate::model::network::Op;
     use crate::model::shapes::PoolKind;
