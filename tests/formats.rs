@@ -4,6 +4,7 @@
 //! expectations by enumerating their random bits, and properties.
 
 mod oracle;
+mod simd;
 
 use core::num::NonZeroUsize;
 

@@ -1,8 +1,11 @@
 //! Tessera's kernels: the numerics of mixed-precision, data-parallel
 //! training as `no_std` functions over slices.
 //!
-//! - [`fp`]: f32 <-> f16/bf16 conversions, round to nearest and exactly
-//!   unbiased stochastic rounding, SIMD with scalar `const fn` twins.
+//! - [`fp`]: number formats (f16, bf16, TF32, every FP8, FP6 and FP4 of
+//!   ml_dtypes and OCP, E8M0, Graphcore's F143/F152, any CPFloat format),
+//!   every rounding mode (exactly unbiased stochastic rounding included),
+//!   MX and NVFP4 blocks; SIMD on every backend with scalar `const fn`
+//!   twins.
 //! - [`rng`]: position-addressed random bits (counter-based), with
 //!   `rand_core` impls for sequential use.
 //! - [`kernels`]: vector kernels (axpy, scale, add, dot, sum of squares,
@@ -46,6 +49,26 @@
 //! let saved = optimizer.state_dict(); // resume with OwnedOptimizer::from_state_dict(saved)
 //! assert_eq!(saved.counter.applied_steps(), 10);
 //! # Ok::<(), tessera_core::optim::StepError>(())
+//! ```
+//!
+//! Low-precision formats: encode, decode, round in place (chop), and MX
+//! blocks, each a SIMD kernel equal bit for bit to its scalar twin:
+//!
+//! ```
+//! use tessera_core::fp::{self, Format, Mx, MxFormat, Round};
+//! use tessera_core::rng::RandomStream;
+//!
+//! let (x, bits) = ([1.5f32, -2.0, 5.0, 0.3], RandomStream::new(7, 0));
+//! let mut codes = [0u8; 4]; // one E4M3FN (OCP FP8) code a byte
+//! let _ = fp::encode_slice(Format::E4M3FN, &x, &mut codes, Round::STOCHASTIC, &bits, 0);
+//! let mut y = [0f32; 4];
+//! fp::decode_slice(Format::E4M3FN, &codes, &mut y);
+//! assert!(y[..3] == x[..3] && (y[3] == 0.28125 || y[3] == 0.3125)); // unbiased
+//! let (mut packed, mut scales) = ([0u8; 2], [0u8; 1]); // MXFP4: two codes a byte, an E8M0 scale
+//! Mx::new(MxFormat::E2M1).quantize(&x, &mut packed, &mut scales, &bits, 0)?;
+//! MxFormat::E2M1.dequantize(&packed, &scales, &mut y)?;
+//! assert_eq!(y, [1.5, -2.0, 4.0, 0.5]); // scale 2^0; 5 ties to even
+//! # Ok::<(), tessera_core::fp::BlockError>(())
 //! ```
 //!
 //! Below the owned optimizer every piece is a function over slices:

@@ -109,7 +109,7 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
 }
 
 /// `n` f32 inputs: random sign, magnitude log-uniform in `[2^-12, 2^12)`.
-fn inputs(n: usize) -> Result<Vec<f32>, BenchError> {
+pub(crate) fn inputs(n: usize) -> Result<Vec<f32>, BenchError> {
     let stream = RandomStream::new(SEED, 0);
     let mut x = try_zeroed::<f32>(n)?;
     for (i, x) in (0u64..).zip(&mut x) {

@@ -10,6 +10,7 @@
 pub(crate) mod allreduce;
 pub(crate) mod conversions;
 pub(crate) mod data;
+pub(crate) mod formats;
 pub(crate) mod kernels;
 pub(crate) mod optimizers;
 pub(crate) mod report;
@@ -37,6 +38,7 @@ pub(crate) struct Suite {
 /// Every suite the command offers, in the order `--help` lists them.
 pub(crate) const SUITES: &[Suite] = &[
     conversions::SUITE,
+    formats::SUITE,
     optimizers::SUITE,
     kernels::SUITE,
     sim::SUITE,

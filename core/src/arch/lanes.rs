@@ -127,6 +127,17 @@ pub(crate) trait Simd: Copy + 'static {
     /// Zero-extends to 32 bits.
     fn unpack(h: Self::H) -> Self::U;
 
+    /// Writes the low 8 bits of every lane (each lane below 2^8) to the
+    /// first `LANES` bytes of `out`.
+    #[inline(always)]
+    fn store_bytes(u: Self::U, out: &mut [u8]) {
+        let mut lanes = [0u32; 16];
+        u.write_to(&mut lanes);
+        for (o, l) in out[..Self::LANES].iter_mut().zip(&lanes) {
+            *o = *l as u8;
+        }
+    }
+
     /// Eight lane sums of `+0.0`.
     fn acc_zero() -> Self::Acc;
     /// Adds `LANES` terms to the eight lane sums in index order: lane `j`

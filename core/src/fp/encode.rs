@@ -63,7 +63,7 @@ const fn decompose(abs: u32) -> (i32, u32, i32) {
 
 /// The exponent of the smallest positive value `round` may produce.
 #[inline(always)]
-const fn smallest(f: Format, round: Round) -> i32 {
+pub(super) const fn smallest_exponent(f: Format, round: Round) -> i32 {
     match round.subnormals {
         Subnormals::Flush => f.emin(),
         Subnormals::Keep => f.min_exponent(),
@@ -78,7 +78,7 @@ const fn plan(f: Format, round: Round, abs: u32) -> Plan {
     if abs == 0 {
         return Plan::Grid { d: 0 };
     }
-    let t = smallest(f, round);
+    let t = smallest_exponent(f, round);
     let (ex, m, e0) = decompose(abs);
     if ex >= t {
         let g = if ex > f.emin() { ex } else { f.emin() } - f.mantissa_bits() as i32;
@@ -256,7 +256,7 @@ const fn round_tiny(mode: Mode, negative: bool, t: i32, m: u32, s: u32, draw: &D
 /// The f32 bits of the result of overflow (a finite result above `MAX`,
 /// or an infinite input in a format without infinities) for sign `sign`.
 #[inline(always)]
-const fn overflow(f: Format, round: Round, sign: u32, input_infinite: bool) -> u32 {
+pub(super) const fn overflow(f: Format, round: Round, sign: u32, input_infinite: bool) -> u32 {
     let max = sign | f.max_bits();
     if matches!(round.overflow, Overflow::Saturate) {
         return max;
@@ -321,7 +321,7 @@ const fn round_bits(f: Format, round: Round, x: u32, plan: Plan, draw: &Draw) ->
 /// The encoding of `y`, a value of `f`, infinity (formats with
 /// infinities) or NaN, given as f32 bits.
 #[inline(always)]
-const fn code_of(f: Format, y: u32) -> u32 {
+pub(super) const fn code_of(f: Format, y: u32) -> u32 {
     let (e, m) = (f.exponent_bits(), f.mantissa_bits());
     let sign_bit = if f.is_signed() && y >> 31 == 1 {
         1 << (e + m)

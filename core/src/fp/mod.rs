@@ -151,8 +151,10 @@
 //! [`RandomStream::half_bits`]: crate::rng::RandomStream::half_bits
 //! [`RandomStream::word`]: crate::rng::RandomStream::word
 
+mod code_kernels;
 mod convert;
 mod encode;
+mod encode_lanes;
 mod format;
 pub(crate) mod lanes;
 mod pack;
@@ -161,6 +163,7 @@ pub mod scalar;
 mod slices;
 mod stochastic;
 // Phase 2 of issue 25: blocks and the rounded GEMM.
+mod block_kernels;
 #[cfg(test)]
 mod block_oracle;
 mod block_scale;

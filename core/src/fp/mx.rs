@@ -1,12 +1,14 @@
 //! OCP Microscaling (MX v1.0) blocks: 32 elements sharing one E8M0 scale.
 
 use super::Overflow;
+use super::block_kernels::{MxDequantize, MxQuantize};
 use super::block_scale::{
     BlockError, E8M0_NAN, ScaleRule, amax_or_clear, check_len, e8m0_scale, scale_down,
 };
 use super::format::Format;
 use super::pack::{fp4_packed_len, fp6_packed_len, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6};
 use super::round::{Round, Subnormals};
+use crate::arch;
 use crate::rng::RandomBits;
 
 /// Elements per MX block.
@@ -14,7 +16,7 @@ pub const MX_BLOCK: usize = 32;
 
 /// The element grid of MXINT8: `k / 64` for `|k| <= 127`, as a format
 /// (precision 7, one binade `[1, 2)`, subnormals `k / 64` below it).
-const INT8_GRID: Format = match Format::cpfloat(7, 0, 0, true) {
+pub(super) const INT8_GRID: Format = match Format::cpfloat(7, 0, 0, true) {
     Ok(f) => f,
     Err(_) => panic!("the MXINT8 grid is a valid format"),
 };
@@ -208,7 +210,7 @@ impl MxFormat {
     }
 
     /// Packs (FP6, FP4) or copies one block's codes into its bytes.
-    fn store(self, codes: &[u8], out: &mut [u8]) {
+    pub(super) fn store(self, codes: &[u8], out: &mut [u8]) {
         match self.bits() {
             4 => pack_fp4(codes, out),
             6 => pack_fp6(codes, out),
@@ -217,7 +219,7 @@ impl MxFormat {
     }
 
     /// Unpacks (FP6, FP4) or copies one block's codes from its bytes.
-    fn load(self, bytes: &[u8], codes: &mut [u8]) {
+    pub(super) fn load(self, bytes: &[u8], codes: &mut [u8]) {
         match self.bits() {
             4 => unpack_fp4(bytes, codes),
             6 => unpack_fp6(bytes, codes),
@@ -253,20 +255,12 @@ impl MxFormat {
     ) -> Result<(), BlockError> {
         check_len("codes", self.codes_len(dst.len()), codes.len())?;
         check_len("scales", Mx::scales_len(dst.len()), scales.len())?;
-        let per_block = self.codes_len(MX_BLOCK);
-        for ((out, bytes), scale) in dst
-            .chunks_mut(MX_BLOCK)
-            .zip(codes.chunks(per_block))
-            .zip(scales)
-        {
-            let mut block = [0u8; MX_BLOCK];
-            let block = &mut block[..out.len()];
-            self.load(bytes, block);
-            let x = Format::E8M0FNU.decode(u32::from(*scale));
-            for (d, c) in out.iter_mut().zip(block.iter()) {
-                *d = self.decode_element(*c) * x;
-            }
-        }
+        arch::dispatch(MxDequantize {
+            format: self,
+            codes,
+            scales,
+            dst,
+        });
         Ok(())
     }
 }
@@ -447,26 +441,21 @@ impl Mx {
     ) -> Result<(), BlockError> {
         check_len("codes", self.format.codes_len(src.len()), codes.len())?;
         check_len("scales", Self::scales_len(src.len()), scales.len())?;
-        let per_block = self.format.codes_len(MX_BLOCK);
-        for (b, ((block, out), scale)) in src
-            .chunks(MX_BLOCK)
-            .zip(codes.chunks_mut(per_block))
-            .zip(scales)
-            .enumerate()
-        {
-            let mut unpacked = [0u8; MX_BLOCK];
-            let unpacked = &mut unpacked[..block.len()];
-            let index = first_index.wrapping_add((b * MX_BLOCK) as u64);
-            *scale = self.quantize_block(block, unpacked, bits, index);
-            self.format.store(unpacked, out);
-        }
+        arch::dispatch(MxQuantize {
+            mx: self,
+            src,
+            codes,
+            scales,
+            bits,
+            first_index,
+        });
         Ok(())
     }
 
     /// One block: its scale code, and its element codes (unpacked) in
     /// `codes`; element `i` uses position `index + i`.
     #[inline(always)]
-    fn quantize_block<B: RandomBits + ?Sized>(
+    pub(super) fn quantize_block<B: RandomBits + ?Sized>(
         self,
         block: &[f32],
         codes: &mut [u8],

@@ -4,10 +4,12 @@
 //! block scaling).
 
 use super::Overflow;
+use super::block_kernels::{Nvfp4Dequantize, Nvfp4Quantize};
 use super::block_scale::{BlockError, amax_or_clear, check_len};
 use super::format::Format;
-use super::pack::{fp4_packed_len, pack_fp4, unpack_fp4};
+use super::pack::fp4_packed_len;
 use super::round::Round;
+use crate::arch;
 use crate::rng::RandomBits;
 
 /// Elements per NVFP4 block.
@@ -185,24 +187,21 @@ impl Nvfp4 {
         first_index: u64,
     ) -> Result<(), BlockError> {
         check_args(src.len(), t, codes.len(), scales.len())?;
-        for (b, ((block, out), scale)) in src
-            .chunks(NVFP4_BLOCK)
-            .zip(codes.chunks_mut(NVFP4_BLOCK / 2))
-            .zip(scales)
-            .enumerate()
-        {
-            let mut unpacked = [0u8; NVFP4_BLOCK];
-            let unpacked = &mut unpacked[..block.len()];
-            let index = first_index.wrapping_add((b * NVFP4_BLOCK) as u64);
-            *scale = self.quantize_block(block, t, unpacked, bits, index);
-            pack_fp4(unpacked, out);
-        }
+        arch::dispatch(Nvfp4Quantize {
+            nv: self,
+            src,
+            t,
+            codes,
+            scales,
+            bits,
+            first_index,
+        });
         Ok(())
     }
 
     /// One block: its scale code, its element codes (unpacked) in `codes`.
     #[inline(always)]
-    fn quantize_block<B: RandomBits + ?Sized>(
+    pub(super) fn quantize_block<B: RandomBits + ?Sized>(
         self,
         block: &[f32],
         t: f32,
@@ -250,19 +249,12 @@ impl Nvfp4 {
         dst: &mut [f32],
     ) -> Result<(), BlockError> {
         check_args(dst.len(), t, codes.len(), scales.len())?;
-        for ((out, bytes), scale) in dst
-            .chunks_mut(NVFP4_BLOCK)
-            .zip(codes.chunks(NVFP4_BLOCK / 2))
-            .zip(scales)
-        {
-            let mut block = [0u8; NVFP4_BLOCK];
-            let block = &mut block[..out.len()];
-            unpack_fp4(bytes, block);
-            let s = Format::E4M3FN.decode(u32::from(*scale));
-            for (d, c) in out.iter_mut().zip(block.iter()) {
-                *d = Format::E2M1FN.decode(u32::from(*c)) * s * t;
-            }
-        }
+        arch::dispatch(Nvfp4Dequantize {
+            codes,
+            scales,
+            t,
+            dst,
+        });
         Ok(())
     }
 }

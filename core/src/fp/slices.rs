@@ -1,9 +1,11 @@
-//! Slices of f32 to and from any [`Format`]: loops over the scalar twins
-//! (phase 1 of issue 25; SIMD kernels for them come later and must equal
-//! these bit for bit).
+//! Slices of f32 to and from any [`Format`]: the public entry points of
+//! the SIMD kernels in `code_kernels.rs`, bitwise equal to loops over the
+//! scalar twins on every backend.
 
+use super::code_kernels::{DecodeCodes, EncodeCodes};
 use super::format::Format;
 use super::round::Round;
+use crate::arch;
 use crate::rng::RandomBits;
 
 /// Storage for encodings: `u8` (formats of up to 8 bits, sub-byte ones
@@ -40,11 +42,32 @@ pub trait Code: Copy + sealed::Sealed {
     fn from_code(code: u32) -> Self;
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for u8 {}
-    impl Sealed for u16 {}
-    impl Sealed for u32 {}
+pub(super) mod sealed {
+    /// The slice as what it is, for the kernels' stores.
+    pub enum Codes<'a> {
+        U8(&'a mut [u8]),
+        U16(&'a mut [u16]),
+        U32(&'a mut [u32]),
+    }
+
+    pub trait Sealed: Sized {
+        fn codes(x: &mut [Self]) -> Codes<'_>;
+    }
+    impl Sealed for u8 {
+        fn codes(x: &mut [Self]) -> Codes<'_> {
+            Codes::U8(x)
+        }
+    }
+    impl Sealed for u16 {
+        fn codes(x: &mut [Self]) -> Codes<'_> {
+            Codes::U16(x)
+        }
+    }
+    impl Sealed for u32 {
+        fn codes(x: &mut [Self]) -> Codes<'_> {
+            Codes::U32(x)
+        }
+    }
 }
 
 macro_rules! code {
@@ -113,6 +136,26 @@ pub fn encode_slice<C: Code, B: RandomBits + ?Sized>(
     first_index: u64,
 ) -> usize {
     check::<C>(format, src.len(), dst.len(), "encode_slice");
+    arch::dispatch(EncodeCodes {
+        format,
+        src,
+        dst,
+        round,
+        bits,
+        first_index,
+    })
+}
+
+/// The scalar twin of [`encode_slice`] (after its checks): returns the NaN
+/// count.
+pub(super) fn encode_twin<C: Code, B: RandomBits + ?Sized>(
+    format: Format,
+    src: &[f32],
+    dst: &mut [C],
+    round: Round,
+    bits: &B,
+    first_index: u64,
+) -> usize {
     let mut nans = 0;
     for (i, (x, d)) in src.iter().zip(dst).enumerate() {
         let index = first_index.wrapping_add(i as u64);
@@ -137,9 +180,7 @@ pub fn encode_slice<C: Code, B: RandomBits + ?Sized>(
 /// If `src` and `dst` differ in length, or `C` is narrower than the format.
 pub fn decode_slice<C: Code>(format: Format, src: &[C], dst: &mut [f32]) {
     check::<C>(format, src.len(), dst.len(), "decode_slice");
-    for (c, d) in src.iter().zip(dst) {
-        *d = format.decode(c.code());
-    }
+    arch::dispatch(DecodeCodes { format, src, dst });
 }
 
 /// Rounds every f32 of `x` in place to `format`'s values by `round`,

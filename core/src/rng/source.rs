@@ -40,6 +40,15 @@ pub trait RandomBits {
     /// assert_eq!(RandomBits::word(&s, 3, 1), s.word(3, 1));
     /// ```
     fn word(&self, index: u64, word: u32) -> u32;
+
+    /// The counter-based stream these bits are, if they are one: the SIMD
+    /// format kernels then draw eight or sixteen lanes at once instead of
+    /// one element at a time (same bits either way).
+    #[doc(hidden)]
+    #[inline(always)]
+    fn as_stream(&self) -> Option<RandomStream> {
+        None
+    }
 }
 
 impl RandomBits for RandomStream {
@@ -51,6 +60,11 @@ impl RandomBits for RandomStream {
     #[inline(always)]
     fn word(&self, index: u64, word: u32) -> u32 {
         RandomStream::word(*self, index, word)
+    }
+
+    #[inline(always)]
+    fn as_stream(&self) -> Option<RandomStream> {
+        Some(*self)
     }
 }
 

@@ -9,17 +9,17 @@
 
 use core::arch::x86_64::{
     __m256, __m256i, __m512, __m512i, __mmask16, _CMP_UNORD_Q, _MM_FROUND_NO_EXC,
-    _MM_FROUND_TO_NEAREST_INT, _MM_FROUND_TO_ZERO, _mm256_castpd_ps, _mm256_loadu_si256,
-    _mm256_storeu_si256, _mm512_add_epi32, _mm512_add_ps, _mm512_and_si512, _mm512_castps_pd,
-    _mm512_castps_si512, _mm512_castps512_ps256, _mm512_castsi256_si512, _mm512_castsi512_ps,
-    _mm512_cmp_ps_mask, _mm512_cmpeq_epu32_mask, _mm512_cmpgt_epu32_mask, _mm512_cmplt_epu32_mask,
-    _mm512_cvtepi32_epi16, _mm512_cvtepu16_epi32, _mm512_cvtneps_pbh, _mm512_cvtph_ps,
-    _mm512_cvtps_ph, _mm512_div_ps, _mm512_extractf64x4_pd, _mm512_inserti64x4, _mm512_loadu_ps,
-    _mm512_loadu_si512, _mm512_mask_blend_epi32, _mm512_maskz_set1_epi32, _mm512_max_epu32,
-    _mm512_min_epu32, _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512, _mm512_set1_epi32,
-    _mm512_set1_ps, _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps,
-    _mm512_srl_epi32, _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32,
-    _mm512_sub_ps, _mm512_test_epi32_mask, _mm512_xor_si512,
+    _MM_FROUND_TO_NEAREST_INT, _MM_FROUND_TO_ZERO, _mm_storeu_si128, _mm256_castpd_ps,
+    _mm256_loadu_si256, _mm256_storeu_si256, _mm512_add_epi32, _mm512_add_ps, _mm512_and_si512,
+    _mm512_castps_pd, _mm512_castps_si512, _mm512_castps512_ps256, _mm512_castsi256_si512,
+    _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpeq_epu32_mask, _mm512_cmpgt_epu32_mask,
+    _mm512_cmplt_epu32_mask, _mm512_cvtepi32_epi8, _mm512_cvtepi32_epi16, _mm512_cvtepu16_epi32,
+    _mm512_cvtneps_pbh, _mm512_cvtph_ps, _mm512_cvtps_ph, _mm512_div_ps, _mm512_extractf64x4_pd,
+    _mm512_inserti64x4, _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_blend_epi32,
+    _mm512_maskz_set1_epi32, _mm512_max_epu32, _mm512_min_epu32, _mm512_mul_ps, _mm512_mullo_epi32,
+    _mm512_or_si512, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_sll_epi32,
+    _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32, _mm512_srlv_epi32, _mm512_storeu_ps,
+    _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps, _mm512_test_epi32_mask, _mm512_xor_si512,
 };
 
 use super::super::lanes::{F32s, Real, Simd, U32s};
@@ -209,6 +209,14 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
     fn pack(u: U) -> __m256i {
         // SAFETY: the module invariant. (`vpmovdw` truncates each lane.)
         unsafe { _mm512_cvtepi32_epi16(u.0) }
+    }
+
+    #[inline(always)]
+    fn store_bytes(u: U, out: &mut [u8]) {
+        let out = &mut out[..16];
+        // SAFETY: the module invariant; `out` holds the 16 bytes written.
+        // (`vpmovdb` truncates each lane.)
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(u.0)) }
     }
 
     #[inline(always)]

@@ -7,10 +7,11 @@ use core::arch::x86_64::{
     __m128, __m128i, _mm_add_epi32, _mm_add_ps, _mm_and_si128, _mm_andnot_si128, _mm_castps_si128,
     _mm_castsi128_ps, _mm_cmpeq_epi32, _mm_cmpgt_epi32, _mm_cmpunord_ps, _mm_cvtsi32_si128,
     _mm_div_ps, _mm_loadu_ps, _mm_loadu_si128, _mm_movemask_ps, _mm_mul_epu32, _mm_mul_ps,
-    _mm_or_si128, _mm_packs_epi32, _mm_set1_epi16, _mm_set1_epi32, _mm_set1_ps, _mm_setr_epi32,
-    _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi32, _mm_sqrt_ps, _mm_srl_epi32,
-    _mm_srli_epi64, _mm_storeu_ps, _mm_storeu_si128, _mm_sub_epi32, _mm_sub_ps, _mm_unpackhi_epi16,
-    _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_xor_si128,
+    _mm_or_si128, _mm_packs_epi32, _mm_packus_epi16, _mm_set1_epi16, _mm_set1_epi32, _mm_set1_ps,
+    _mm_setr_epi32, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi32, _mm_sqrt_ps,
+    _mm_srl_epi32, _mm_srli_epi64, _mm_storel_epi64, _mm_storeu_ps, _mm_storeu_si128,
+    _mm_sub_epi32, _mm_sub_ps, _mm_unpackhi_epi16, _mm_unpacklo_epi16, _mm_unpacklo_epi32,
+    _mm_xor_si128,
 };
 
 use super::super::lanes::{F32s, Real, Simd, U32s, eight_lane_items};
@@ -338,6 +339,18 @@ impl Simd for Sse2 {
             let bias = U::splat(0x8000);
             let v = u - bias;
             _mm_xor_si128(_mm_packs_epi32(v.0[0], v.0[1]), _mm_set1_epi16(i16::MIN))
+        }
+    }
+
+    #[inline(always)]
+    fn store_bytes(u: U, out: &mut [u8]) {
+        let out = &mut out[..8];
+        // Every lane is below 2^8, so neither saturating pack acts.
+        // SAFETY: SSE2 is part of every x86-64 target; `out` holds the 8
+        // bytes written.
+        unsafe {
+            let words = _mm_packs_epi32(u.0[0], u.0[1]);
+            _mm_storel_epi64(out.as_mut_ptr().cast(), _mm_packus_epi16(words, words));
         }
     }
 

@@ -1,0 +1,154 @@
+//! The SIMD kernels of [`encode_slice`](super::encode_slice) and
+//! [`decode_slice`](super::decode_slice), dispatched to the active backend.
+//!
+//! Encoding runs [`Encoder`] over each vector; the common modes
+//! (nearest-even, exact stochastic) get loops of their own with the mode
+//! a constant, the others share one. Decoding of formats of up to 8 bits
+//! reads a 256-entry table the call builds from the twin (faster than
+//! any lane formula: one load per element); wider formats loop over the
+//! twin.
+
+use super::encode_lanes::{Encoder, LaneBits, SourceBits, StreamBits};
+use super::format::Format;
+use super::round::{Mode, Round};
+use super::slices::sealed::Codes;
+use super::slices::{Code, encode_twin};
+use crate::arch::{F32s, Kernel, Simd, U32s, each_vector};
+use crate::rng::RandomBits;
+
+/// Stores the low bits of `S::LANES` codes into `out`.
+#[inline(always)]
+pub(super) fn store_codes<S: Simd, C: Code>(codes: S::U, out: &mut [C]) {
+    match C::codes(out) {
+        Codes::U8(b) => S::store_bytes(codes, b),
+        Codes::U16(h) => S::store_h(S::pack(codes), h),
+        Codes::U32(w) => codes.write_to(w),
+    }
+}
+
+/// Replaces the lanes of `codes` marked in `fallback` by `twin(lane)`.
+#[inline(always)]
+pub(super) fn patch<S: Simd>(
+    codes: S::U,
+    fallback: S::U,
+    mut twin: impl FnMut(usize) -> u32,
+) -> S::U {
+    let (mut lanes, mut marks) = ([0u32; 16], [0u32; 16]);
+    codes.write_to(&mut lanes);
+    fallback.write_to(&mut marks);
+    for (i, (l, m)) in lanes.iter_mut().zip(&marks).enumerate().take(S::LANES) {
+        if *m != 0 {
+            *l = twin(i);
+        }
+    }
+    S::U::from_slice(&lanes)
+}
+
+/// [`encode_slice`](super::encode_slice)'s arguments.
+pub(super) struct EncodeCodes<'a, C, B: ?Sized> {
+    pub(super) format: Format,
+    pub(super) src: &'a [f32],
+    pub(super) dst: &'a mut [C],
+    pub(super) round: Round,
+    pub(super) bits: &'a B,
+    pub(super) first_index: u64,
+}
+
+impl<C: Code, B: RandomBits + ?Sized> Kernel for EncodeCodes<'_, C, B> {
+    type Output = usize;
+
+    #[inline(always)]
+    fn run<S: Simd>(self) -> usize {
+        let encoder = Encoder::new(self.format, self.round);
+        match (self.bits.as_stream(), encoder.mode) {
+            (Some(s), Mode::NearestEven) => {
+                self.lanes::<S, _>(&encoder, Mode::NearestEven, &StreamBits(s))
+            }
+            (Some(s), Mode::Stochastic) => {
+                self.lanes::<S, _>(&encoder, Mode::Stochastic, &StreamBits(s))
+            }
+            (Some(s), mode) => self.lanes::<S, _>(&encoder, mode, &StreamBits(s)),
+            (None, mode) => {
+                let bits = SourceBits(self.bits);
+                self.lanes::<S, _>(&encoder, mode, &bits)
+            }
+        }
+    }
+
+    fn scalar(self) -> usize {
+        encode_twin(
+            self.format,
+            self.src,
+            self.dst,
+            self.round,
+            self.bits,
+            self.first_index,
+        )
+    }
+}
+
+impl<C: Code, B: RandomBits + ?Sized> EncodeCodes<'_, C, B> {
+    /// The vector loop, `mode` a constant where the caller matched it.
+    #[inline(always)]
+    fn lanes<S: Simd, L: LaneBits>(self, encoder: &Encoder, mode: Mode, lane_bits: &L) -> usize {
+        let Self {
+            format,
+            src,
+            dst,
+            round,
+            bits,
+            first_index,
+        } = self;
+        let mut nans = 0;
+        let body = each_vector::<S>(src.len(), |at| {
+            let index = first_index.wrapping_add(at as u64);
+            let x = S::F::load(&src[at..]);
+            let (mut codes, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, index);
+            if fallback.any() {
+                codes = patch::<S>(codes, fallback, |i| {
+                    let v = src[at + i];
+                    nans += usize::from(v.is_nan() && !format.has_nan());
+                    format.encode_with(v, round, bits, index.wrapping_add(i as u64))
+                });
+            }
+            store_codes::<S, C>(codes, &mut dst[at..]);
+        });
+        let first = first_index.wrapping_add(body as u64);
+        nans + encode_twin(format, &src[body..], &mut dst[body..], round, bits, first)
+    }
+}
+
+/// [`decode_slice`](super::decode_slice)'s arguments.
+pub(super) struct DecodeCodes<'a, C> {
+    pub(super) format: Format,
+    pub(super) src: &'a [C],
+    pub(super) dst: &'a mut [f32],
+}
+
+impl<C: Code> Kernel for DecodeCodes<'_, C> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        if self.format.bits() > 8 {
+            return self.scalar();
+        }
+        let table = decode_table(self.format);
+        for (c, d) in self.src.iter().zip(self.dst) {
+            *d = table[(c.code() & 0xff) as usize];
+        }
+    }
+
+    fn scalar(self) {
+        for (c, d) in self.src.iter().zip(self.dst) {
+            *d = self.format.decode(c.code());
+        }
+    }
+}
+
+/// The values of every 8-bit code of `format` (bits above the format's
+/// are ignored, as [`Format::decode`] ignores them).
+#[inline(always)]
+pub(super) fn decode_table(format: Format) -> [f32; 256] {
+    core::array::from_fn(|c| format.decode(c as u32))
+}

@@ -1,0 +1,302 @@
+//! [`Format::encode`] on lanes: the SIMD form of the scalar twin in
+//! `encode.rs`, for every format and mode, bitwise equal to it.
+//!
+//! The format's parameters are folded once per call into an [`Encoder`]
+//! (plain `u32`s the loop splats, so the hot loop pays no lookups). Each
+//! vector is rounded on the f32 bit pattern as the twin does ("truncate
+//! the low `d` bits, maybe add `2^d`", and the "tiny" rule between 0 and
+//! the smallest value). Lanes the lane rules do not cover are marked for
+//! the caller to round with the twin: NaN, infinity, f32 subnormal inputs
+//! or results, negative inputs to unsigned E8M0, and stochastic "tiny"
+//! lanes whose first 16 random bits tie (probability 2^-16). Ordinary data
+//! never takes that path; it only costs speed, never bits.
+
+use super::NanEncoding;
+use super::encode::{code_of, overflow, smallest_exponent};
+use super::format::{Format, pattern};
+use super::round::{Mode, Round};
+use crate::arch::{F32s, Simd, U32s};
+use crate::rng::{RandomBits, RandomStream};
+
+/// Lanes of random bits for positions `index..index + S::LANES`.
+pub(crate) trait LaneBits {
+    /// Each lane's [`RandomBits::half_bits`] (in the low 16 bits).
+    fn halves<S: Simd>(&self, index: u64) -> S::U;
+    /// Each lane's word 1.
+    fn word1<S: Simd>(&self, index: u64) -> S::U;
+}
+
+/// The counter-based stream: eight or sixteen lanes per draw.
+#[derive(Clone, Copy)]
+pub(crate) struct StreamBits(pub(crate) RandomStream);
+
+impl LaneBits for StreamBits {
+    #[inline(always)]
+    fn halves<S: Simd>(&self, index: u64) -> S::U {
+        if index.is_multiple_of(8) {
+            S::halves(self.0, index)
+        } else {
+            gather::<S>(|i| u32::from(self.0.half_bits(index.wrapping_add(i))))
+        }
+    }
+
+    #[inline(always)]
+    fn word1<S: Simd>(&self, index: u64) -> S::U {
+        S::words(self.0, index, 1)
+    }
+}
+
+/// Any other source, read one element at a time.
+pub(crate) struct SourceBits<'a, B: ?Sized>(pub(crate) &'a B);
+
+impl<B: RandomBits + ?Sized> LaneBits for SourceBits<'_, B> {
+    #[inline(always)]
+    fn halves<S: Simd>(&self, index: u64) -> S::U {
+        gather::<S>(|i| u32::from(self.0.half_bits(index.wrapping_add(i))))
+    }
+
+    #[inline(always)]
+    fn word1<S: Simd>(&self, index: u64) -> S::U {
+        gather::<S>(|i| self.0.word(index.wrapping_add(i), 1))
+    }
+}
+
+/// `e`'s f32 exponent field, 0 below f32's normals.
+const fn biased(e: i32) -> u32 {
+    if e + 127 > 0 { (e + 127) as u32 } else { 0 }
+}
+
+#[inline(always)]
+fn gather<S: Simd>(f: impl Fn(u64) -> u32) -> S::U {
+    let mut lanes = [0u32; 16];
+    for (i, l) in lanes.iter_mut().enumerate().take(S::LANES) {
+        *l = f(i as u64);
+    }
+    S::U::from_slice(&lanes)
+}
+
+/// A format and rounding folded into the constants the lane rules use
+/// (f32 exponent fields are biased by 127).
+#[derive(Clone, Copy)]
+pub(crate) struct Encoder {
+    /// The mode (callers match on it so hot loops see a constant).
+    pub(crate) mode: Mode,
+    /// Field of the smallest result exponent `t` (0 if below f32's normals).
+    t_field: u32,
+    /// Field of the smallest normal exponent (0 if below f32's normals).
+    emin_field: u32,
+    /// Discarded bits in the normal range: `23 - mantissa_bits`.
+    base_d: u32,
+    /// f32's implicit bit where the format has a mantissa (the parity of
+    /// a value without one is its exponent's).
+    implicit: u32,
+    max_bits: u32,
+    /// The codes of overflow for each sign.
+    overflow_pos: u32,
+    overflow_neg: u32,
+    /// f32 bits of `2^t`, the tiny rule's upper neighbour.
+    smallest_bits: u32,
+    /// What a zero result is (E8M0 has no zero: its smallest value).
+    zero_bits: u32,
+    /// Whether a zero result keeps the input's sign (not in `fnuz`).
+    zero_signed: bool,
+    /// The sign bits of the input and of the code (0 if unsigned).
+    sign_code: u32,
+    signed: bool,
+    /// `(127 - bias) << mantissa_bits`: a normal value's code is its f32
+    /// pattern shifted right by `base_d`, less this.
+    normal_offset: u32,
+    /// A subnormal value's code is its significand shifted right by this
+    /// less its field.
+    subnormal_shift: u32,
+}
+
+impl Encoder {
+    #[inline(always)]
+    pub(crate) const fn new(f: Format, round: Round) -> Self {
+        let m = f.mantissa_bits();
+        let t = smallest_exponent(f, round);
+        let zero_bits = if f.has_zero() {
+            0
+        } else {
+            pattern(f.emin(), 1 << 23)
+        };
+        Self {
+            mode: round.mode,
+            t_field: biased(t),
+            emin_field: biased(f.emin()),
+            base_d: 23 - m,
+            implicit: if m > 0 { 1 << 23 } else { 0 },
+            max_bits: f.max_bits(),
+            overflow_pos: code_of(f, overflow(f, round, 0, false)),
+            overflow_neg: code_of(f, overflow(f, round, 0x8000_0000, false)),
+            smallest_bits: if t >= -126 { pattern(t, 1 << 23) } else { 0 },
+            zero_bits,
+            zero_signed: !matches!(f.nan_encoding(), NanEncoding::NegativeZero),
+            sign_code: if f.is_signed() {
+                1 << (f.exponent_bits() + m)
+            } else {
+                0
+            },
+            signed: f.is_signed(),
+            normal_offset: ((127 - f.bias()) as u32) << m,
+            subnormal_shift: (f.emin() - m as i32 + 23 + 127) as u32,
+        }
+    }
+
+    /// The codes of `x`'s lanes (elements `index..`), and the mask of the
+    /// lanes the caller must encode with the scalar twin instead.
+    #[inline(always)]
+    pub(crate) fn encode<S: Simd, L: LaneBits>(
+        &self,
+        mode: Mode,
+        x: S::F,
+        bits: &L,
+        index: u64,
+    ) -> (S::U, S::U) {
+        let s = <S::U as U32s>::splat;
+        let zero = s(0);
+        let x = x.to_bits();
+        let abs = x & s(0x7fff_ffff);
+        let field = abs >> 23;
+        let negative = x.simd_ge(s(0x8000_0000));
+        let nonzero = abs.simd_ne(zero);
+        let mut fallback = field.simd_eq(s(0xff)) | (field.simd_eq(zero) & nonzero);
+        if !self.signed {
+            fallback |= negative & nonzero;
+        }
+        let grid = field.simd_ge(s(self.t_field)) & nonzero;
+        let half = if mode.is_stochastic() {
+            bits.halves::<S>(index) & s(0xffff)
+        } else {
+            zero
+        };
+        let rounded = self.round_grid::<S, L>(mode, abs, field, negative, half, bits, index);
+        let (tiny, undecided) = self.round_tiny::<S>(mode, abs, field, negative, half);
+        fallback |= undecided & !grid & nonzero;
+        let rounded = grid.select(rounded, (nonzero & !grid).select(tiny, zero));
+        let (codes, subnormal) = self.code::<S>(rounded, negative);
+        (codes, fallback | subnormal)
+    }
+
+    /// Rounds the lanes on the grid of `2^d` pattern units (every lane;
+    /// the caller keeps those at or above `t`).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn round_grid<S: Simd, L: LaneBits>(
+        &self,
+        mode: Mode,
+        abs: S::U,
+        field: S::U,
+        negative: S::U,
+        half: S::U,
+        bits: &L,
+        index: u64,
+    ) -> S::U {
+        let s = <S::U as U32s>::splat;
+        let (zero, one) = (s(0), s(1));
+        // Lanes below `t` (the tiny rule's) take `t`'s grid: no wild shifts.
+        let field = field.max(s(self.t_field));
+        let d = s(self.base_d) + (s(self.emin_field).max(field) - field);
+        let ulp = one.unbounded_shl(d);
+        let low = ulp - one;
+        let rest = abs & low;
+        let trunc = abs - rest;
+        let inexact = rest.simd_ne(zero);
+        let half_ulp = ulp >> 1;
+        let odd = ((abs | s(self.implicit)).unbounded_shr(d) & one).simd_ne(zero);
+        let random = || {
+            let mut r = half;
+            if d.simd_gt(s(16)).any() {
+                r |= bits.word1::<S>(index) << 16;
+            }
+            r & low
+        };
+        let up = match mode {
+            Mode::NearestEven => rest.simd_gt(half_ulp) | (rest.simd_eq(half_ulp) & odd),
+            Mode::NearestAway => rest.simd_ge(half_ulp),
+            Mode::NearestZero => rest.simd_gt(half_ulp),
+            Mode::TowardZero => zero,
+            Mode::Up => !negative,
+            Mode::Down => negative,
+            Mode::ToOdd => !odd,
+            Mode::Stochastic => (rest + random()).simd_ge(ulp),
+            Mode::StochasticBits(k) => {
+                let dropped = d - d.min(s(u32::from(k)));
+                let kept = !(one.unbounded_shl(dropped) - one);
+                (rest + (random() & kept)).simd_ge(ulp)
+            }
+            Mode::StochasticEqual => (half & one).simd_ne(zero),
+        };
+        trunc + (up & inexact & ulp)
+    }
+
+    /// The tiny rule (results 0 or `2^t`) on every lane, and the mask of
+    /// lanes whose first 16 random bits do not decide.
+    #[inline(always)]
+    fn round_tiny<S: Simd>(
+        &self,
+        mode: Mode,
+        abs: S::U,
+        field: S::U,
+        negative: S::U,
+        half: S::U,
+    ) -> (S::U, S::U) {
+        let s = <S::U as U32s>::splat;
+        let (zero, ones) = (s(0), s(u32::MAX));
+        let m = (abs & s(0x007f_ffff)) | s(0x0080_0000);
+        // s = t - ex + 23 >= 24: the fraction is m / 2^s.
+        let shift = s(self.t_field + 23) - field;
+        let below_half = field.simd_eq(s(self.t_field.wrapping_sub(1)));
+        let above_half = below_half & (abs & s(0x007f_ffff)).simd_ne(zero);
+        // The first `k <= 16` bits of the uniform against those of m.
+        let compare = |k: u32| {
+            let drawn = half >> (16 - k);
+            let target = m.unbounded_shr(shift - s(k));
+            (drawn.simd_lt(target), drawn.simd_eq(target))
+        };
+        let (up, undecided) = match mode {
+            Mode::NearestEven | Mode::NearestZero => (above_half, zero),
+            Mode::NearestAway => (below_half, zero),
+            Mode::TowardZero => (zero, zero),
+            Mode::Up => (!negative, zero),
+            Mode::Down => (negative, zero),
+            Mode::ToOdd => (ones, zero),
+            Mode::Stochastic => compare(16),
+            Mode::StochasticBits(0) => (zero, zero),
+            Mode::StochasticBits(k) if k <= 16 => (compare(u32::from(k)).0, zero),
+            Mode::StochasticBits(_) => compare(16),
+            Mode::StochasticEqual => ((half & s(1)).simd_ne(zero), zero),
+        };
+        (up & s(self.smallest_bits), undecided)
+    }
+
+    /// The codes of rounded magnitudes (f32 patterns), and the mask of
+    /// lanes the lane rules do not cover (f32 subnormal results, and
+    /// underflow to a `2^t` below f32's normals).
+    #[inline(always)]
+    fn code<S: Simd>(&self, rounded: S::U, negative: S::U) -> (S::U, S::U) {
+        let s = <S::U as U32s>::splat;
+        let zero = s(0);
+        let is_zero = rounded.simd_eq(zero);
+        let y = is_zero.select(s(self.zero_bits), rounded);
+        let field = y >> 23;
+        let uncovered = field.simd_eq(zero) & y.simd_ne(zero);
+        let over = y.simd_gt(s(self.max_bits));
+        let normal = (y >> self.base_d) - s(self.normal_offset);
+        let significand = (y & s(0x007f_ffff)) | s(0x0080_0000);
+        let sub = significand.unbounded_shr(s(self.subnormal_shift) - field);
+        let magnitude = field.simd_ge(s(self.emin_field)).select(normal, sub);
+        // (E8M0's zero result, its smallest value, is an f32 subnormal:
+        // uncovered.)
+        let magnitude = is_zero.select(zero, magnitude);
+        let signs = if self.zero_signed {
+            negative
+        } else {
+            negative & !is_zero
+        };
+        let code = magnitude | (signs & s(self.sign_code));
+        let overflowed = negative.select(s(self.overflow_neg), s(self.overflow_pos));
+        (over.select(overflowed, code), uncovered)
+    }
+}

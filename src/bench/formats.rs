@@ -1,0 +1,264 @@
+//! The `formats` suite: f32 into every 8-, 6- and 4-bit format and back,
+//! and MX / NVFP4 blocks, against the `half` crate in the same run.
+//!
+//! The reference of every encoding and quantizing row is `half`'s bulk
+//! f32 -> f16 (`convert_from_f32_slice`); of every decoding and
+//! dequantizing row, its f16 -> f32. Encode rows run nearest-even (`_rn`)
+//! and exactly unbiased stochastic rounding (`_sr`) on the detected
+//! backend, and again with AVX2 forced (`_avx2`, on CPUs that have it).
+//! Inputs are those of the `conversions` suite: random sign, magnitude
+//! log-uniform in `[2^-12, 2^12)`.
+
+use std::hint::black_box;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use tessera_core::arch::{self, Backend};
+use tessera_core::fp::{self, Format, Mx, MxFormat, Nvfp4, Round};
+use tessera_core::rng::RandomStream;
+
+use super::report::Sink;
+use super::timing::{self, Settings};
+use super::{BenchError, Plan, Record, Suite, try_zeroed};
+
+/// The registry entry.
+pub(crate) const SUITE: Suite = Suite {
+    name: "formats",
+    about: "f32 <-> FP8/FP6/FP4/E8M0 codes, MX and NVFP4 blocks, vs the half crate's f16",
+    run,
+};
+
+/// The issue's size: 16 Mi elements (memory bound).
+const SIZES: [usize; 1] = [16 << 20];
+const QUICK_SIZES: [usize; 1] = [1 << 20];
+
+const FULL: Settings = Settings {
+    samples: NonZeroUsize::new(9).unwrap(),
+    min_sample: Duration::from_millis(5),
+};
+const QUICK: Settings = Settings {
+    samples: NonZeroUsize::new(3).unwrap(),
+    min_sample: Duration::from_millis(1),
+};
+
+const SEED: u64 = 0x7e55_e7a0;
+
+/// What a row measures.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// `encode_slice` into one byte per code; `avx2` forces AVX2.
+    Encode {
+        format: Format,
+        round: Round,
+        avx2: bool,
+    },
+    /// `decode_slice` of one byte per code.
+    Decode(Format),
+    MxQuantize(Mx),
+    MxDequantize(MxFormat),
+    Nvfp4Quantize(Round),
+    Nvfp4Dequantize,
+}
+
+/// The formats of 8 bits and fewer, with their row names.
+macro_rules! encode_rows {
+    ($($name:literal $f:ident),* $(,)?) => {
+        &[$(
+            (concat!("encode_", $name, "_rn"), Op::Encode { format: Format::$f, round: Round::NEAREST_EVEN, avx2: false }),
+            (concat!("encode_", $name, "_sr"), Op::Encode { format: Format::$f, round: Round::STOCHASTIC, avx2: false }),
+            (concat!("encode_", $name, "_rn_avx2"), Op::Encode { format: Format::$f, round: Round::NEAREST_EVEN, avx2: true }),
+            (concat!("encode_", $name, "_sr_avx2"), Op::Encode { format: Format::$f, round: Round::STOCHASTIC, avx2: true }),
+            (concat!("decode_", $name), Op::Decode(Format::$f)),
+        )*]
+    };
+}
+
+/// Every row, in the order reported.
+const ENCODE_ROWS: &[(&str, Op)] = encode_rows!(
+    "e3m4" E3M4, "e4m3" E4M3, "e4m3fn" E4M3FN, "e4m3fnuz" E4M3FNUZ,
+    "e4m3b11fnuz" E4M3B11FNUZ, "e5m2" E5M2, "e5m2fnuz" E5M2FNUZ, "e8m0fnu" E8M0FNU,
+    "e2m3fn" E2M3FN, "e3m2fn" E3M2FN, "e2m1fn" E2M1FN,
+);
+
+const BLOCK_ROWS: &[(&str, Op)] = &[
+    (
+        "mxfp8_e4m3_quantize_rn",
+        Op::MxQuantize(Mx::new(MxFormat::E4M3)),
+    ),
+    (
+        "mxfp8_e5m2_quantize_rn",
+        Op::MxQuantize(Mx::new(MxFormat::E5M2)),
+    ),
+    (
+        "mxfp6_e2m3_quantize_rn",
+        Op::MxQuantize(Mx::new(MxFormat::E2M3)),
+    ),
+    (
+        "mxfp6_e3m2_quantize_rn",
+        Op::MxQuantize(Mx::new(MxFormat::E3M2)),
+    ),
+    ("mxfp4_quantize_rn", Op::MxQuantize(Mx::new(MxFormat::E2M1))),
+    (
+        "mxfp4_quantize_sr",
+        Op::MxQuantize(Mx::new(MxFormat::E2M1).with_round(Round::STOCHASTIC)),
+    ),
+    (
+        "mxint8_quantize_rn",
+        Op::MxQuantize(Mx::new(MxFormat::Int8)),
+    ),
+    ("nvfp4_quantize_rn", Op::Nvfp4Quantize(Round::NEAREST_EVEN)),
+    ("nvfp4_quantize_sr", Op::Nvfp4Quantize(Round::STOCHASTIC)),
+    ("mxfp8_e4m3_dequantize", Op::MxDequantize(MxFormat::E4M3)),
+    ("mxfp4_dequantize", Op::MxDequantize(MxFormat::E2M1)),
+    ("nvfp4_dequantize", Op::Nvfp4Dequantize),
+];
+
+fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
+    let settings = if plan.quick { QUICK } else { FULL };
+    let sizes: Vec<usize> = match &plan.elements {
+        Some(sizes) => sizes.iter().map(|n| n.get()).collect(),
+        None if plan.quick => QUICK_SIZES.to_vec(),
+        None => SIZES.to_vec(),
+    };
+    sink.start(&format!(
+        "formats: best of {} samples (each >= {} ms) per kernel and reference, interleaved; {}; \
+         ratio = half's f16 time / kernel time (_avx2 rows: AVX2 forced)",
+        settings.samples,
+        settings.min_sample.as_millis(),
+        super::build_note(),
+    ))?;
+    let avx2 = Backend::Avx2.is_available();
+    for n in sizes {
+        let x = super::conversions::inputs(n)?;
+        for (name, op) in ENCODE_ROWS.iter().chain(BLOCK_ROWS) {
+            if matches!(op, Op::Encode { avx2: true, .. }) && !avx2 {
+                continue;
+            }
+            measure(name, *op, &x, settings, sink)?;
+        }
+    }
+    Ok(())
+}
+
+/// Times one row and half's conversion in the same direction.
+fn measure(
+    name: &'static str,
+    op: Op,
+    x: &[f32],
+    settings: Settings,
+    sink: &mut dyn Sink,
+) -> Result<(), BenchError> {
+    let n = x.len();
+    let bits = RandomStream::new(SEED, 2);
+    let mut codes = try_zeroed::<u8>(n)?;
+    let mut scales = try_zeroed::<u8>(n.div_ceil(16))?;
+    let mut y = try_zeroed::<f32>(n)?;
+    let mut h = try_zeroed::<f16>(n)?;
+    h.convert_from_f32_slice(x);
+    let mut h_out = try_zeroed::<f16>(n)?;
+    let mut y_half = try_zeroed::<f32>(n)?;
+    let widening = matches!(
+        op,
+        Op::Decode(_) | Op::MxDequantize(_) | Op::Nvfp4Dequantize
+    );
+    // The decoding rows read what their encoding writes.
+    prepare(op, x, &mut codes, &mut scales, &bits);
+    let t = Nvfp4::tensor_scale(x);
+    let mut ours = || {
+        match op {
+            Op::Encode {
+                format,
+                round,
+                avx2,
+            } => {
+                let mut call =
+                    || fp::encode_slice(format, black_box(x), &mut codes, round, &bits, 0);
+                let _ = if avx2 {
+                    arch::with_backend(Backend::Avx2, call).unwrap_or(0)
+                } else {
+                    call()
+                };
+            }
+            Op::Decode(format) => fp::decode_slice(format, black_box(&codes), &mut y),
+            Op::MxQuantize(mx) => {
+                let c = &mut codes[..mx.format.codes_len(n)];
+                let _ = mx.quantize(black_box(x), c, &mut scales[..Mx::scales_len(n)], &bits, 0);
+            }
+            Op::MxDequantize(f) => {
+                let c = &codes[..f.codes_len(n)];
+                let _ = f.dequantize(c, &scales[..Mx::scales_len(n)], &mut y);
+            }
+            Op::Nvfp4Quantize(round) => {
+                let c = &mut codes[..Nvfp4::codes_len(n)];
+                let s = &mut scales[..Nvfp4::scales_len(n)];
+                let _ = Nvfp4::new(round).quantize(black_box(x), t, c, s, &bits, 0);
+            }
+            Op::Nvfp4Dequantize => {
+                let c = &codes[..Nvfp4::codes_len(n)];
+                let s = &scales[..Nvfp4::scales_len(n)];
+                let _ = Nvfp4::dequantize(c, s, t, &mut y);
+            }
+        }
+        black_box(&mut codes);
+        black_box(&mut y);
+    };
+    let mut half = || {
+        if widening {
+            black_box(&h).convert_to_f32_slice(black_box(&mut y_half));
+        } else {
+            black_box(&mut h_out).convert_from_f32_slice(black_box(x));
+        }
+        black_box(&mut h_out);
+        black_box(&mut y_half);
+    };
+    let m = timing::compare(settings, &mut [&mut ours, &mut half]);
+    let (moved, reference_moved) = (n * (4 + 1), n * (4 + 2));
+    sink.record(&Record {
+        suite: SUITE.name,
+        kernel: name,
+        elements: n,
+        seconds: m[0].best,
+        gbps: moved as f64 / m[0].best / 1e9,
+        reference: "half",
+        ratio: m[1].best / m[0].best,
+        reference_seconds: m[1].best,
+        reference_gbps: reference_moved as f64 / m[1].best / 1e9,
+    })?;
+    Ok(())
+}
+
+/// Fills the codes (and scales) a decoding row reads.
+fn prepare(op: Op, x: &[f32], codes: &mut [u8], scales: &mut [u8], bits: &RandomStream) {
+    let n = x.len();
+    match op {
+        Op::Decode(format) => {
+            let _ = fp::encode_slice(format, x, codes, Round::NEAREST_EVEN, bits, 0);
+        }
+        Op::MxDequantize(f) => {
+            let c = &mut codes[..f.codes_len(n)];
+            let _ = Mx::new(f).quantize(x, c, &mut scales[..Mx::scales_len(n)], bits, 0);
+        }
+        Op::Nvfp4Dequantize => {
+            let c = &mut codes[..Nvfp4::codes_len(n)];
+            let s = &mut scales[..Nvfp4::scales_len(n)];
+            let _ =
+                Nvfp4::new(Round::NEAREST_EVEN).quantize(x, Nvfp4::tensor_scale(x), c, s, bits, 0);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_names_are_distinct() {
+        let rows: Vec<&str> = ENCODE_ROWS.iter().chain(BLOCK_ROWS).map(|r| r.0).collect();
+        for (i, a) in rows.iter().enumerate() {
+            assert!(!rows[i + 1..].contains(a), "{a}");
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The SIMD format kernels against their scalar twins on every backend
+//! this CPU has: encode in every mode, decode, MX and NVFP4 blocks.
+//! Sized for debug builds (a stratified sample, not a sweep).
+
+use tessera_core::arch::{self, Backend};
+use tessera_core::fp::{self, Format, Mode, Mx, MxFormat, Nvfp4, Overflow, Round, Subnormals};
+use tessera_core::rng::RandomStream;
+
+use super::formats;
+
+const STREAM: RandomStream = RandomStream::new(25, 7);
+
+/// Every vector backend this CPU can run.
+fn vector_backends() -> Vec<Backend> {
+    Backend::ALL
+        .into_iter()
+        .filter(|b| *b != Backend::Scalar && b.is_available())
+        .collect()
+}
+
+/// f32 patterns from every exponent field (both signs; the edge and a few
+/// random mantissas), denser between 2^-40 and 2^20, and specials.
+pub(crate) fn sample() -> Vec<f32> {
+    let mut g = crate::support::Gen(25);
+    let mut out = Vec::new();
+    for field in 0..256u32 {
+        for man in [0, 1, 0x40_0000, 0x7f_ffff, g.below(1 << 23) as u32] {
+            let bits = field << 23 | man;
+            out.extend([f32::from_bits(bits), f32::from_bits(bits | 1 << 31)]);
+        }
+    }
+    out.extend((0..1500).map(|_| g.in_range(-40, 20)));
+    out.extend([f32::NAN, -f32::NAN, f32::from_bits(0x7f80_0001)]);
+    out
+}
+
+/// Every mode with IEEE overflow and subnormals kept, and the common
+/// ones with saturation and flushing too.
+fn rounds() -> Vec<Round> {
+    let mut modes = Mode::DETERMINISTIC.to_vec();
+    modes.extend([
+        Mode::Stochastic,
+        Mode::StochasticBits(0),
+        Mode::StochasticBits(3),
+        Mode::StochasticBits(16),
+        Mode::StochasticBits(19),
+        Mode::StochasticEqual,
+    ]);
+    let mut out: Vec<Round> = modes.into_iter().map(Round::new).collect();
+    for mode in [Mode::NearestEven, Mode::Stochastic, Mode::Up] {
+        out.push(Round::new(mode).with_overflow(Overflow::Saturate));
+        out.push(Round::new(mode).with_subnormals(Subnormals::Flush));
+    }
+    out
+}
+
+/// `f` on the scalar backend and on every vector backend: the same.
+fn on_every_backend<R: PartialEq + std::fmt::Debug>(what: &str, f: impl Fn() -> R) {
+    let twin = arch::with_backend(Backend::Scalar, &f).unwrap();
+    for b in vector_backends() {
+        let got = arch::with_backend(b, &f).unwrap();
+        assert!(got == twin, "{what} on {b}: {got:?} != {twin:?}");
+    }
+}
+
+/// Codes of `x` in `f` by `round`, in the narrowest code type, and the NaN
+/// count; `first` is the first element's stream position.
+fn encode(f: Format, x: &[f32], round: Round, first: u64) -> (Vec<u32>, usize) {
+    match f.bits() {
+        0..=8 => {
+            let mut c = vec![0u8; x.len()];
+            let n = fp::encode_slice(f, x, &mut c, round, &STREAM, first);
+            (c.into_iter().map(u32::from).collect(), n)
+        }
+        9..=16 => {
+            let mut c = vec![0u16; x.len()];
+            let n = fp::encode_slice(f, x, &mut c, round, &STREAM, first);
+            (c.into_iter().map(u32::from).collect(), n)
+        }
+        _ => {
+            let mut c = vec![0u32; x.len()];
+            let n = fp::encode_slice(f, x, &mut c, round, &STREAM, first);
+            (c, n)
+        }
+    }
+}
+
+#[test]
+fn encode_kernels_equal_the_twin_on_every_backend() {
+    let x = sample();
+    for (name, f) in formats() {
+        for round in rounds() {
+            // An odd start: lanes straddle the stream's groups of 8.
+            for first in [0, 3] {
+                on_every_backend(&format!("{name} {round:?} at {first}"), || {
+                    encode(f, &x, round, first)
+                });
+            }
+        }
+    }
+}
+
+#[test]
+fn decode_kernels_equal_the_twin_on_every_backend() {
+    let codes: Vec<u8> = (0..=255u8).chain(0..=255).rev().collect();
+    let wide: Vec<u16> = (0..4096u16).map(|i| i.wrapping_mul(40503)).collect();
+    for (name, f) in formats() {
+        on_every_backend(name, || {
+            let mut x = vec![0f32; wide.len()];
+            if f.bits() <= 8 {
+                x.truncate(codes.len());
+                fp::decode_slice(f, &codes, &mut x);
+            } else if f.bits() <= 16 {
+                fp::decode_slice(f, &wide, &mut x);
+            }
+            x.into_iter().map(f32::to_bits).collect::<Vec<_>>()
+        });
+    }
+}
+
+/// Blocks with specials in every position, all-zero blocks, tiny and huge
+/// blocks (the scale's limits), and ordinary data, with a partial last
+/// block.
+fn block_input() -> Vec<f32> {
+    let mut g = crate::support::Gen(26);
+    let mut x: Vec<f32> = (0..32 * 24).map(|_| g.in_range(-12, 12)).collect();
+    for (b, special) in [f32::NAN, f32::INFINITY, -f32::INFINITY]
+        .into_iter()
+        .enumerate()
+    {
+        x[32 * b + (7 * b) % 32] = special;
+    }
+    x[32 * 3..32 * 4].fill(0.0);
+    for v in &mut x[32 * 4..32 * 5] {
+        *v *= 1e-38;
+    }
+    for v in &mut x[32 * 5..32 * 6] {
+        *v = v.signum() * 3e38;
+    }
+    x[32 * 6] = f32::from_bits(1);
+    x.extend([0.5, -3.0, 7.0]);
+    x
+}
+
+#[test]
+fn block_kernels_equal_the_twin_on_every_backend() {
+    let x = block_input();
+    let mut block_rounds = vec![Round::NEAREST_EVEN, Round::STOCHASTIC];
+    block_rounds.push(Round::new(Mode::TowardZero).with_subnormals(Subnormals::Flush));
+    for format in MxFormat::ALL {
+        for rule in [fp::ScaleRule::Floor, fp::ScaleRule::Rceil] {
+            for round in &block_rounds {
+                let mx = Mx::new(format).with_rule(rule).with_round(*round);
+                on_every_backend(&format!("{mx:?}"), || {
+                    let mut codes = vec![0u8; format.codes_len(x.len())];
+                    let mut scales = vec![0u8; Mx::scales_len(x.len())];
+                    mx.quantize(&x, &mut codes, &mut scales, &STREAM, 5)
+                        .unwrap();
+                    let mut y = vec![0f32; x.len()];
+                    format.dequantize(&codes, &scales, &mut y).unwrap();
+                    (
+                        codes,
+                        scales,
+                        y.into_iter().map(f32::to_bits).collect::<Vec<_>>(),
+                    )
+                });
+            }
+        }
+    }
+    let t = Nvfp4::tensor_scale(&x);
+    for round in block_rounds {
+        let nv = Nvfp4::new(round);
+        on_every_backend(&format!("{nv:?}"), || {
+            let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+            let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+            nv.quantize(&x, t, &mut codes, &mut scales, &STREAM, 16)
+                .unwrap();
+            let mut y = vec![0f32; x.len()];
+            Nvfp4::dequantize(&codes, &scales, t, &mut y).unwrap();
+            (
+                codes,
+                scales,
+                y.into_iter().map(f32::to_bits).collect::<Vec<_>>(),
+            )
+        });
+    }
+}
