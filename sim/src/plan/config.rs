@@ -12,7 +12,7 @@ use crate::ipu::Encoding;
 use crate::model::NetworkConfig;
 use crate::names::unit_names;
 use crate::pod::{Algorithms, Distribution, Layout, PodSpec};
-use crate::train::{OptimizerConfig, PrecisionMode, TrainConfig};
+use crate::train::{LowFamily, OptimizerConfig, PrecisionMode, TrainConfig};
 
 /// Compute and weight precision, as Graphcore names them: `compute.weights`
 /// (`compute` being what the matrix products take).
@@ -165,18 +165,21 @@ unit_names!(
     }
 );
 
-// The trainer's modes: at the merge of issue 26's numerics, one arm per new
-// mode (`8.16` => Fp8Half, `8.32` => Fp8Mixed, `mxfp8.16` => Mxfp8,
-// `mxfp6.16` => Mxfp6, `mxfp4.16` => Mxfp4).
+// A quantised mode by its family's name (a recipe chosen role by role is
+// priced as its family's).
 impl From<PrecisionMode> for Precision {
     fn from(p: PrecisionMode) -> Self {
         match p {
             PrecisionMode::Fp32 => Self::Fp32,
             PrecisionMode::Mixed => Self::Mixed,
             PrecisionMode::Half(_) => Self::Half,
-            // Priced as the 16.x mode of the same weights until the plan knows FP8.
-            PrecisionMode::Low(l) if l.master => Self::Mixed,
-            PrecisionMode::Low(_) => Self::Half,
+            PrecisionMode::Low(l) => match l.family {
+                LowFamily::Fp8 if l.master => Self::Fp8Mixed,
+                LowFamily::Fp8 => Self::Fp8Half,
+                LowFamily::Mxfp8 => Self::Mxfp8,
+                LowFamily::Mxfp6 => Self::Mxfp6,
+                LowFamily::Mxfp4 => Self::Mxfp4,
+            },
         }
     }
 }
@@ -503,6 +506,10 @@ mod tests {
         assert!("1f1b".parse::<Schedule>().is_err());
         assert_eq!(Precision::from(PrecisionMode::HALF_SR), Precision::Half);
         assert_eq!(Precision::from(PrecisionMode::Mixed), Precision::Mixed);
+        for p in Precision::ALL {
+            let mode = p.name().parse::<PrecisionMode>().unwrap();
+            assert_eq!(Precision::from(mode), p, "{p}");
+        }
         assert_eq!(
             Optimizer::from(&OptimizerConfig::named("lars", 0.1).unwrap()),
             Optimizer::Lars
