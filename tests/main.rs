@@ -8,6 +8,7 @@ mod command;
 mod conversions;
 mod fit_cli;
 mod formats;
+mod fp8_training;
 mod fuzz;
 mod input_cli;
 mod kernels;

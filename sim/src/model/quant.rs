@@ -60,6 +60,34 @@ pub enum Role {
     Gradients,
 }
 
+impl Role {
+    /// Its name: `weights`, `activations`, `gradients`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Weights => "weights",
+            Self::Activations => "activations",
+            Self::Gradients => "gradients",
+        }
+    }
+}
+
+/// One quantised operand's record of a micro-batch: its scale and what
+/// its rounding lost.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TensorQuant {
+    /// The operand: `layer{l}.{product}.{role}`, product `fwd`, `dw`,
+    /// `da` (`dcols` for a convolution's input gradient).
+    pub tensor: String,
+    /// Its scale's exponent: values were multiplied by `2^exponent`
+    /// before rounding (MX: the largest over its blocks).
+    pub exponent: i32,
+    /// Values that saturated.
+    pub saturated: u64,
+    /// Nonzero values that became zero.
+    pub underflowed: u64,
+}
+
 /// The quantised products of a training run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Recipe {
