@@ -9,6 +9,7 @@ mod conversions;
 mod exact;
 mod fit_cli;
 mod formats;
+mod fp8_training;
 mod fuzz;
 mod input_cli;
 mod invariant_cli;

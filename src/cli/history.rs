@@ -13,10 +13,10 @@ use tessera_sim::train::{Continuation, EpochRecord, Event, StepRecord};
 
 use super::Failure;
 use super::output::{self, one_line};
-use super::plot::{Series, line_chart};
+use super::plot::{Series, line_chart, scales_chart};
 
 /// One line of metrics.jsonl.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) enum Record {
     Step(StepRecord),
     Epoch(EpochRecord),
@@ -48,6 +48,10 @@ impl Record {
                 skipped: v.get("skipped")?.as_bool()?,
                 sim_seconds: f("sim_seconds")?,
                 wall_seconds: f("wall_seconds")?,
+                quant: v
+                    .get("quant")
+                    .and_then(|q| serde_json::from_value(q.clone()).ok())
+                    .unwrap_or_default(),
             })),
             "epoch" => Some(Self::Epoch(EpochRecord {
                 epoch: u("epoch")?,
@@ -231,14 +235,14 @@ impl Metrics {
     /// and the configuration). A failure is kept for [`Metrics::finish`].
     pub(super) fn observe(&self, event: Event<'_>) {
         let record = match event {
-            Event::Step(r) => Record::Step(*r),
+            Event::Step(r) => Record::Step(r.clone()),
             Event::Epoch(e) => Record::Epoch(*e),
         };
         let mut live = self
             .live
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        live.records.push(record);
+        live.records.push(record.clone());
         if live.error.is_some() {
             return;
         }
@@ -311,7 +315,16 @@ impl Metrics {
                 points: test_loss,
             },
         ];
-        line_chart(chart, "Loss", "step", "loss", &curves, true).map_err(Failure::Job)
+        line_chart(chart, "Loss", "step", "loss", &curves, true).map_err(Failure::Job)?;
+        let scales: Vec<(u64, &[_])> = live
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Step(s) => Some((s.step, s.quant.as_slice())),
+                Record::Epoch(_) => None,
+            })
+            .collect();
+        scales_chart(&chart.with_file_name("scales.svg"), &scales).map_err(Failure::Job)
     }
 }
 

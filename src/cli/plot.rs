@@ -37,6 +37,43 @@ pub(crate) struct Series {
     pub(crate) points: Vec<(f64, f64)>,
 }
 
+/// Each quantised operand's scale exponent over the steps (`steps` as
+/// `(step, records)`), one curve per operand, into `path`; nothing if no
+/// step has a quantised operand.
+///
+/// # Errors
+///
+/// A message naming the file when the chart cannot be drawn or written.
+pub(crate) fn scales_chart(
+    path: &Path,
+    steps: &[(u64, &[tessera_sim::model::quant::TensorQuant])],
+) -> Result<(), String> {
+    let mut series: Vec<Series> = Vec::new();
+    for (step, records) in steps {
+        for r in *records {
+            let point = (*step as f64, f64::from(r.exponent));
+            match series.iter_mut().find(|s| s.name == r.tensor) {
+                Some(s) => s.points.push(point),
+                None => series.push(Series {
+                    name: r.tensor.clone(),
+                    points: vec![point],
+                }),
+            }
+        }
+    }
+    if series.is_empty() {
+        return Ok(());
+    }
+    line_chart(
+        path,
+        "Scales: values multiplied by 2^k before rounding",
+        "step",
+        "k",
+        &series,
+        false,
+    )
+}
+
 /// Draws `series` as lines on one pair of axes into an SVG file at `path`,
 /// replacing it atomically.
 ///

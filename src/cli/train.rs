@@ -77,6 +77,7 @@ pub(super) struct TrainArgs {
 struct Files {
     metrics: PathBuf,
     loss: PathBuf,
+    scales: PathBuf,
     trace: PathBuf,
     checkpoint: PathBuf,
     config: PathBuf,
@@ -84,12 +85,13 @@ struct Files {
 
 impl Files {
     /// Every file a run writes.
-    const NAMES: [&str; 5] = [
+    const NAMES: [&str; 6] = [
         "metrics.jsonl",
         "loss.svg",
         "trace.json",
         "checkpoint.safetensors",
         "config.toml",
+        "scales.svg",
     ];
 
     fn new(dir: &Path) -> Self {
@@ -99,6 +101,7 @@ impl Files {
             trace: dir.join(Self::NAMES[2]),
             checkpoint: dir.join(Self::NAMES[3]),
             config: dir.join(Self::NAMES[4]),
+            scales: dir.join(Self::NAMES[5]),
         }
     }
 }
@@ -277,6 +280,7 @@ impl TrainArgs {
         let mut paths = vec![
             ("metrics", files.metrics.as_path()),
             ("loss_chart", files.loss.as_path()),
+            ("scales_chart", files.scales.as_path()),
         ];
         if summary.trace.is_some() {
             paths.push(("trace", files.trace.as_path()));

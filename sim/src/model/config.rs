@@ -30,12 +30,25 @@ pub enum Compute {
 
 impl Compute {
     /// Whether activations and gradients are rounded to f16.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Compute, quant::Recipe};
+    ///
+    /// assert!(Compute::Quantised(Recipe::FP8).f16() && !Compute::F32.f16());
+    /// ```
     #[must_use]
     pub const fn f16(self) -> bool {
         !matches!(self, Self::F32)
     }
 
     /// The recipe of the quantised products, if any.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Compute, quant::Recipe};
+    ///
+    /// assert_eq!(Compute::Quantised(Recipe::MXFP8).recipe(), Some(Recipe::MXFP8));
+    /// assert_eq!(Compute::F16.recipe(), None);
+    /// ```
     #[must_use]
     pub const fn recipe(self) -> Option<super::quant::Recipe> {
         match self {

@@ -21,7 +21,8 @@
 //! 1. descriptions: `config` (activation, arithmetic, parameter specs,
 //!    sizes), `shapes` (convolutions' and poolings'), `network` (the layers, flattened and shape-inferred once:
 //!    `NetworkConfig::ops`), `model_config` (the MLP, and what the trainer
-//!    is asked for), `device_mapping`, `network_file`, `error`;
+//!    is asked for), `device_mapping`, `network_file`, `error`, `quant`
+//!    (the quantised products' recipe and arithmetic);
 //! 2. placement: `placement` (one placement of the flattened layers, made
 //!    block by block, and its one validator);
 //! 3. layers: `layers/*` and their codelets (`codelets`);

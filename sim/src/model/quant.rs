@@ -1,7 +1,7 @@
 //! The recipe of low-precision matrix products: per role (weights,
 //! activations, gradients) a core [`Format`], a [`Round`] and a
-//! [`Scaling`], and the accumulator. [`layers::quant`](super::layers)
-//! builds it into the graph.
+//! [`Scaling`], and the accumulator. The model's layers build it into
+//! the graph (`layers/quant.rs`).
 //!
 //! Elements always saturate (the scale is chosen from the amax, so only
 //! MX's top binade can exceed the format's largest value); a non-finite
@@ -58,6 +58,40 @@ pub enum Role {
     Activations,
     /// The gradient of a layer's output.
     Gradients,
+}
+
+impl Role {
+    /// Its name: `weights`, `activations`, `gradients`.
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::Role;
+    ///
+    /// assert_eq!(Role::Gradients.name(), "gradients");
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Weights => "weights",
+            Self::Activations => "activations",
+            Self::Gradients => "gradients",
+        }
+    }
+}
+
+/// One quantised operand's record of a micro-batch: its scale and what
+/// its rounding lost.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TensorQuant {
+    /// The operand: `layer{l}.{product}.{role}`, product `fwd`, `dw`,
+    /// `da` (`dcols` for a convolution's input gradient).
+    pub tensor: String,
+    /// Its scale's exponent: values were multiplied by `2^exponent`
+    /// before rounding (MX: the largest over its blocks).
+    pub exponent: i32,
+    /// Values that saturated.
+    pub saturated: u64,
+    /// Nonzero values that became zero.
+    pub underflowed: u64,
 }
 
 /// The quantised products of a training run.
@@ -123,6 +157,13 @@ impl Recipe {
     };
 
     /// The quantisation of `role`.
+    ///
+    /// ```
+    /// use tessera_core::fp::Format;
+    /// use tessera_sim::model::quant::{Recipe, Role};
+    ///
+    /// assert_eq!(Recipe::FP8.of(Role::Gradients).format, Format::F152);
+    /// ```
     #[must_use]
     pub const fn of(&self, role: Role) -> RoleQuant {
         match role {
@@ -133,6 +174,15 @@ impl Recipe {
     }
 
     /// The first role whose quantisation cannot be built, and why.
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::{Recipe, Scaling};
+    ///
+    /// assert!(Recipe::MXFP4.check().is_ok());
+    /// let mut r = Recipe::FP8;
+    /// r.weights.scaling = Scaling::Mx; // F143 is not an MX element format
+    /// assert!(r.check().unwrap_err().starts_with("weights: "));
+    /// ```
     ///
     /// # Errors
     /// A one-line message naming the role.
@@ -171,6 +221,14 @@ const MODES: [(&str, Mode); 3] = [
 ];
 
 /// The MX element format of `format`, if it is one.
+///
+/// ```
+/// use tessera_core::fp::{Format, MxFormat};
+/// use tessera_sim::model::quant::mx_format;
+///
+/// assert_eq!(mx_format(Format::E2M1FN), Some(MxFormat::E2M1));
+/// assert_eq!(mx_format(Format::F143), None);
+/// ```
 #[must_use]
 pub fn mx_format(format: Format) -> Option<MxFormat> {
     MxFormat::ALL
@@ -364,6 +422,19 @@ impl RoleQuant {
     /// `x` scaled by `2^k`, rounded into the format (saturating), scaled
     /// back into `out` (exactly); `bits` for stochastic modes (element `i`
     /// at index `i`). A `k` of `None` (a non-finite amax) gives NaN.
+    ///
+    /// ```
+    /// use tessera_core::rng::RandomStream;
+    /// use tessera_sim::model::quant::{QuantStats, Recipe, tensor_exponent};
+    ///
+    /// let q = Recipe::FP8.weights; // F143, max 240
+    /// let x = [1.0f32, 0.3, -0.001];
+    /// let k = tensor_exponent(q.format, 1.0);
+    /// let (mut out, mut stats) = ([0.0f32; 3], QuantStats::default());
+    /// q.round_scaled(&x, k, &RandomStream::new(0, 0), &mut out, &mut stats);
+    /// assert_eq!(out, [1.0, 0.3125, -0.0009765625]);
+    /// assert_eq!((stats.exponent, stats.saturated, stats.underflowed), (7, 0, 0));
+    /// ```
     pub fn round_scaled<B: RandomBits + ?Sized>(
         &self,
         x: &[f32],
@@ -390,6 +461,17 @@ impl RoleQuant {
     /// One line of `x` (a whole row or column of the reduction) in MX
     /// blocks of 32 from its start: quantised by core's [`Mx`] and
     /// decoded into `out`. The format must be an MX element format.
+    ///
+    /// ```
+    /// use tessera_core::rng::RandomStream;
+    /// use tessera_sim::model::quant::{QuantStats, Recipe};
+    ///
+    /// let q = Recipe::MXFP4.weights; // E2M1 elements, max 6
+    /// let (mut out, mut stats) = ([0.0f32; 3], QuantStats::default());
+    /// q.round_mx(&[12.0, 5.0, 0.2], &RandomStream::new(0, 0), &mut out, &mut stats);
+    /// assert_eq!(out, [12.0, 4.0, 0.0]); // scale 2^1: 5 -> 4, 0.2 -> 0
+    /// assert_eq!(stats.underflowed, 1);
+    /// ```
     pub fn round_mx<B: RandomBits + ?Sized>(
         &self,
         x: &[f32],

@@ -24,6 +24,7 @@ use super::layers::conv2d::nchw_to_rows;
 use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
 use super::network::NetworkConfig;
 use super::placement::{Placement, StageCycles, stage_cycles};
+use super::quant::TensorQuant;
 use super::recompute::{Recomputation, recomputation};
 use super::runtime::{GroupSum, MicroBatchOutput, check_batch, feed, outputs, run_with_group};
 use crate::ipu::{self, Engine, EngineOptions, Graph, Program};
@@ -88,6 +89,7 @@ fn build(
         batch,
         f16: compute.f16(),
         quant: compute.recipe(),
+        quant_stats: Vec::new(),
         train,
         activation: config.activation,
         link,
@@ -95,7 +97,8 @@ fn build(
         programs: Vec::new(),
         group_calls: 0,
     };
-    let ids = graph(&mut b, &ops, config.input)?;
+    let mut ids = graph(&mut b, &ops, config.input)?;
+    ids.quant = core::mem::take(&mut b.quant_stats);
     Ok((b.g, Program::Sequence(b.programs), ids, b.group_calls))
 }
 
@@ -253,6 +256,24 @@ impl Model {
     #[must_use]
     pub const fn placement(&self) -> &Placement {
         &self.placement
+    }
+
+    /// Each quantised operand's scale exponent and lost values in the last
+    /// training micro-batch (empty unless the products are quantised).
+    #[must_use]
+    pub fn quant_stats(&self) -> Vec<TensorQuant> {
+        let e = &self.train.engine;
+        let read = |(name, t): &(String, crate::ipu::TensorId)| {
+            let s = e.read_tensor::<f32>(*t).expect("f32 stats");
+            let blocks = s.chunks_exact(3);
+            TensorQuant {
+                tensor: name.clone(),
+                exponent: blocks.clone().map(|b| b[0] as i32).max().unwrap_or(0),
+                saturated: blocks.clone().map(|b| b[1] as u64).sum(),
+                underflowed: blocks.map(|b| b[2] as u64).sum(),
+            }
+        };
+        self.train.ids.quant.iter().map(read).collect()
     }
 
     /// The cycles of each stage of the placement in the last training

@@ -61,6 +61,12 @@ impl LowFamily {
     ];
 
     /// Its name, the mode's `compute` part.
+    ///
+    /// ```
+    /// use tessera_sim::train::LowFamily;
+    ///
+    /// assert_eq!(LowFamily::Mxfp8.name(), "mxfp8");
+    /// ```
     #[must_use]
     pub fn name(self) -> &'static str {
         Self::ALL
@@ -70,6 +76,13 @@ impl LowFamily {
     }
 
     /// Its default recipe.
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::Recipe;
+    /// use tessera_sim::train::LowFamily;
+    ///
+    /// assert_eq!(LowFamily::Fp8.recipe(), Recipe::FP8);
+    /// ```
     #[must_use]
     pub fn recipe(self) -> Recipe {
         Self::ALL
@@ -107,6 +120,14 @@ impl PrecisionMode {
     }
 
     /// The model's arithmetic.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Compute, quant::Recipe};
+    /// use tessera_sim::train::PrecisionMode;
+    ///
+    /// let p: PrecisionMode = "mxfp6.16".parse().unwrap();
+    /// assert_eq!(p.compute(), Compute::Quantised(Recipe::MXFP6));
+    /// ```
     #[must_use]
     pub const fn compute(self) -> Compute {
         match self {
@@ -117,6 +138,13 @@ impl PrecisionMode {
     }
 
     /// Whether the optimizer updates an f32 master copy (`16.32`, `8.32`).
+    ///
+    /// ```
+    /// use tessera_sim::train::PrecisionMode;
+    ///
+    /// let master = |s: &str| s.parse::<PrecisionMode>().unwrap().f32_master();
+    /// assert!(master("8.32") && master("16.32") && !master("8.16"));
+    /// ```
     #[must_use]
     pub const fn f32_master(self) -> bool {
         matches!(
@@ -126,6 +154,14 @@ impl PrecisionMode {
     }
 
     /// How the optimizer stores its update into the weights.
+    ///
+    /// ```
+    /// use tessera_core::fp::Round;
+    /// use tessera_sim::train::PrecisionMode;
+    ///
+    /// let p: PrecisionMode = "mxfp4.16".parse().unwrap();
+    /// assert_eq!(p.weight_round(), Round::STOCHASTIC);
+    /// ```
     #[must_use]
     pub const fn weight_round(self) -> Round {
         match self {

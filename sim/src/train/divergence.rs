@@ -78,6 +78,7 @@ mod tests {
             skipped,
             stages: Vec::new(),
             checkpointed_cycles: 0,
+            quant: Vec::new(),
         }
     }
 

@@ -10,9 +10,10 @@ use super::cost::StepTime;
 use super::fit::MemoryReport;
 use super::replica::StepOutcome;
 use crate::data::Outfeed;
+use crate::model::quant::TensorQuant;
 
 /// One optimizer step as the host sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepRecord {
     /// Steps before this one (0-based, over the whole run).
     pub step: u64,
@@ -33,6 +34,10 @@ pub struct StepRecord {
     pub sim_seconds: f64,
     /// Host seconds since this process's run (or resume) began.
     pub wall_seconds: f64,
+    /// With quantised products: each quantised operand of the first
+    /// replica's last micro-batch, its scale and what its rounding lost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quant: Vec<TensorQuant>,
 }
 
 /// The test set after an epoch.
@@ -146,6 +151,7 @@ impl Report {
             skipped: o.skipped,
             sim_seconds: self.sim_seconds,
             wall_seconds: started.elapsed().as_secs_f64(),
+            quant: o.quant.clone(),
         });
         self.pending += 1;
     }

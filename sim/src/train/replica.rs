@@ -22,6 +22,7 @@ use super::invariant::ExactGrads;
 use super::optimizer::{Groups, Piece, pieces};
 use super::params::FlatParams;
 use crate::data::MicroBatch;
+use crate::model::quant::TensorQuant;
 use crate::model::{BnGroup as BnStatistics, GroupSum, Model, ModelError, NoGroup, StageCycles};
 
 /// The loss scaler of a run.
@@ -209,6 +210,8 @@ pub(crate) struct StepOutcome {
     pub(crate) stages: Vec<StageCycles>,
     /// Forward cycles per micro-batch recomputed from checkpoints.
     pub(crate) checkpointed_cycles: u64,
+    /// The quantised operands of the step's last micro-batch.
+    pub(crate) quant: Vec<TensorQuant>,
 }
 
 /// The whole master weights (`16.32`) and optimizer state tensors.
@@ -387,6 +390,7 @@ impl<'a> Replica<'a> {
             skipped: decision.is_skip(),
             stages: self.model.stage_cycles().unwrap_or_default().to_vec(),
             checkpointed_cycles: self.checkpointed_cycles(),
+            quant: self.model.quant_stats(),
         };
         if decision.is_skip() {
             return Ok(outcome);

@@ -356,7 +356,7 @@ fn a_diverging_run_stops_and_keeps_its_last_checkpoint() {
     let seen = std::sync::Mutex::new(Vec::<StepRecord>::new());
     let observer = |e: Event<'_>| {
         if let Event::Step(r) = e {
-            seen.lock().unwrap().push(*r);
+            seen.lock().unwrap().push(r.clone());
         }
     };
     let options = RunOptions {

@@ -154,9 +154,10 @@ impl OutputArgs {
 
 /// Every file a run of `train` or of `scale` writes: a directory holding
 /// one of them holds a run, whichever command asks.
-pub(in crate::cli) const RUN_FILES: [&str; 8] = [
+pub(in crate::cli) const RUN_FILES: [&str; 9] = [
     "metrics.jsonl",
     "loss.svg",
+    "scales.svg",
     "trace.json",
     "checkpoint.safetensors",
     "config.toml",

@@ -85,6 +85,8 @@ pub(super) struct Builder<'a> {
     pub(super) f16: bool,
     /// The dense and convolution products' quantisation, if any.
     pub(super) quant: Option<super::quant::Recipe>,
+    /// Each quantised operand's name and stats tensor (a piece per block).
+    pub(super) quant_stats: Vec<(String, TensorId)>,
     /// A training graph.
     pub(super) train: bool,
     pub(super) activation: Activation,
@@ -157,6 +159,7 @@ impl<'a> Builder<'a> {
             batch,
             f16: false,
             quant: None,
+            quant_stats: Vec::new(),
             train: true,
             activation: Activation::Relu,
             link,

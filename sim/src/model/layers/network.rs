@@ -65,6 +65,8 @@ pub(in crate::model) struct NetworkIds {
     /// Per layer: its input and what its backward pass reads of its
     /// forward's (the activations a pipeline stage stashes).
     pub(in crate::model) kept: Vec<Kept>,
+    /// Each quantised operand's name and stats tensor.
+    pub(in crate::model) quant: Vec<(String, TensorId)>,
 }
 
 /// A layer's input and the tensors of one micro-batch its backward pass
@@ -534,5 +536,6 @@ pub(in crate::model) fn graph(
         bns,
         ones,
         kept,
+        quant: Vec::new(),
     })
 }

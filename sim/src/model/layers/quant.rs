@@ -64,14 +64,14 @@ impl Builder<'_> {
         };
         let qa = self.quantise(
             l,
-            &format!("{}.qa", names.1),
+            &format!("{}.{}", names.1, ra.name()),
             a,
             a.transposed,
             (recipe.of(ra), ra == Role::Weights),
         )?;
         let qb = self.quantise(
             l,
-            &format!("{}.qb", names.1),
+            &format!("{}.{}", names.1, rb.name()),
             b,
             !b.transposed,
             (recipe.of(rb), rb == Role::Weights),
@@ -108,6 +108,7 @@ impl Builder<'_> {
         };
         let out = self.matrix(name, &layout.layout)?;
         let stats = self.per_block(&format!("{name}.stats"), &layout.layout, |_| 3)?;
+        self.quant_stats.push((name.to_owned(), stats.tensor));
         let stream = RandomStream::new(SEED, fnv(name));
         let cols = layout.layout.cols();
         let fields =
@@ -600,18 +601,33 @@ mod tests {
             let stream = |name: &str| RandomStream::new(SEED, fnv(name));
             let (act, wq, gq) = (recipe.activations, recipe.weights, recipe.gradients);
             // Y = X W.
-            let qx = oracle_quant(act, &x, (batch, fan_in, false), stream("layer1.fwd.qa"));
-            let qw = oracle_quant(wq, &w, (fan_in, width, true), stream("layer1.fwd.qb"));
+            let qx = oracle_quant(
+                act,
+                &x,
+                (batch, fan_in, false),
+                stream("layer1.fwd.activations"),
+            );
+            let qw = oracle_quant(wq, &w, (fan_in, width, true), stream("layer1.fwd.weights"));
             let y = oracle_product((&qx, false), (&qw, false), (batch, fan_in, width));
             assert_eq!(bits(&read(&layer.y)), bits(&y), "{recipe:?} forward");
             // dW = X^T dZ.
-            let qx = oracle_quant(act, &x, (batch, fan_in, true), stream("layer1.dw.qa"));
-            let qd = oracle_quant(gq, &dz, (batch, width, true), stream("layer1.dw.qb"));
+            let qx = oracle_quant(
+                act,
+                &x,
+                (batch, fan_in, true),
+                stream("layer1.dw.activations"),
+            );
+            let qd = oracle_quant(gq, &dz, (batch, width, true), stream("layer1.dw.gradients"));
             let dw_o = oracle_product((&qx, true), (&qd, false), (fan_in, batch, width));
             assert_eq!(bits(&read(&dw)), bits(&dw_o), "{recipe:?} dW");
             // dA = dZ W^T.
-            let qd = oracle_quant(gq, &dz, (batch, width, false), stream("layer1.da.qa"));
-            let qw = oracle_quant(wq, &w, (fan_in, width, false), stream("layer1.da.qb"));
+            let qd = oracle_quant(
+                gq,
+                &dz,
+                (batch, width, false),
+                stream("layer1.da.gradients"),
+            );
+            let qw = oracle_quant(wq, &w, (fan_in, width, false), stream("layer1.da.weights"));
             let da_o = oracle_product((&qd, false), (&qw, true), (batch, width, fan_in));
             assert_eq!(bits(&read(&da.unwrap())), bits(&da_o), "{recipe:?} dA");
         }
@@ -661,12 +677,22 @@ mod tests {
             let cols = read(&layer.cols);
             let stream = |name: &str| RandomStream::new(SEED, fnv(name));
             let (act, wq, gq) = (recipe.activations, recipe.weights, recipe.gradients);
-            let qc = oracle_quant(act, &cols, (rows, patch, false), stream("layer2.fwd.qa"));
-            let qw = oracle_quant(wq, &w, (patch, cout, true), stream("layer2.fwd.qb"));
+            let qc = oracle_quant(
+                act,
+                &cols,
+                (rows, patch, false),
+                stream("layer2.fwd.activations"),
+            );
+            let qw = oracle_quant(wq, &w, (patch, cout, true), stream("layer2.fwd.weights"));
             let y = oracle_product((&qc, false), (&qw, false), (rows, patch, cout));
             assert_eq!(bits(&read(&layer.y)), bits(&y), "{recipe:?} forward");
-            let qc = oracle_quant(act, &cols, (rows, patch, true), stream("layer2.dw.qa"));
-            let qd = oracle_quant(gq, &dy, (rows, cout, true), stream("layer2.dw.qb"));
+            let qc = oracle_quant(
+                act,
+                &cols,
+                (rows, patch, true),
+                stream("layer2.dw.activations"),
+            );
+            let qd = oracle_quant(gq, &dy, (rows, cout, true), stream("layer2.dw.gradients"));
             let dw_o = oracle_product((&qc, true), (&qd, false), (patch, rows, cout));
             assert_eq!(bits(&read(&dw)), bits(&dw_o), "{recipe:?} dW");
         }
