@@ -75,25 +75,15 @@ fn each_pair(x: &[f32], y: &[f32], mut f: impl FnMut(&[f32; W], &[f32; W])) {
     f(&lx, &ly);
 }
 
-/// The largest and the smallest nonzero magnitude patterns of `x`
-/// (`u32::MAX` as the smallest if all are zero).
+/// Prefetches the lines 4 KiB ahead of the block at
+/// `start` (a block's arithmetic is long enough that the hardware
+/// prefetcher alone falls behind, as for the fixed-order reductions).
 #[inline(always)]
-fn magnitudes(x: &[f32]) -> (u32, u32) {
-    let (mut hi, mut lo) = ([0u32; W], [u32::MAX; W]);
-    each_chunk(
-        x,
-        #[inline(always)]
-        |c| {
-            for j in 0..W {
-                let abs = c[j].to_bits() & 0x7fff_ffff;
-                hi[j] = hi[j].max(abs);
-                // Zero wraps to u32::MAX: no minimum.
-                lo[j] = lo[j].min(abs.wrapping_sub(1));
-            }
-        },
-    );
-    let lo = lo.into_iter().min().unwrap_or(u32::MAX);
-    (hi.into_iter().max().unwrap_or(0), lo.wrapping_add(1))
+fn prefetch_block<T>(x: &[T], start: usize) {
+    let line = 64 / size_of::<T>();
+    for at in (start..start + TERMS).step_by(line) {
+        arch::prefetch_ahead(x, at);
+    }
 }
 
 /// The exponent field of a magnitude pattern, subnormals' as 1 (their
@@ -113,17 +103,24 @@ fn field(abs: u32) -> i32 {
 /// are added one by one.
 #[inline(always)]
 fn add_values(state: &mut Fixed<10, 149>, x: &[f32]) {
+    // One pass: the f64 sum, the largest and the smallest nonzero
+    // magnitude (zero wraps to u32::MAX: no minimum).
     let mut acc = [0.0f64; W];
+    let (mut hi, mut lo) = ([0u32; W], [u32::MAX; W]);
     each_chunk(
         x,
         #[inline(always)]
         |c| {
             for j in 0..W {
                 acc[j] += f64::from(c[j]);
+                let abs = c[j].to_bits() & 0x7fff_ffff;
+                hi[j] = hi[j].max(abs);
+                lo[j] = lo[j].min(abs.wrapping_sub(1));
             }
         },
     );
-    let (hi, lo) = magnitudes(x);
+    let hi = hi.into_iter().max().unwrap_or(0);
+    let lo = lo.into_iter().min().unwrap_or(u32::MAX).wrapping_add(1);
     if lo == 0 {
         return; // all zeros
     }
@@ -384,7 +381,8 @@ kernel! {
     run<S>(k) {
         let mut sum = ExactSum::new();
         let mut buf = [0.0f32; TERMS];
-        for block in k.x.chunks(TERMS) {
+        for (b, block) in k.x.chunks(TERMS).enumerate() {
+            prefetch_block(k.x, b * TERMS);
             add_values(&mut sum.0, widened::<S, T>(block, &mut buf));
         }
         sum
@@ -397,7 +395,9 @@ kernel! {
     run<S>(k) {
         let mut dot = ExactDot::new();
         let (mut bx, mut by) = ([0.0f32; TERMS], [0.0f32; TERMS]);
-        for (x, y) in k.x.chunks(TERMS).zip(k.y.chunks(TERMS)) {
+        for (b, (x, y)) in k.x.chunks(TERMS).zip(k.y.chunks(TERMS)).enumerate() {
+            prefetch_block(k.x, b * TERMS);
+            prefetch_block(k.y, b * TERMS);
             add_products(&mut dot.0, widened::<S, T>(x, &mut bx), widened::<S, T>(y, &mut by));
         }
         dot
