@@ -12,6 +12,10 @@
 //!   the compiler vectorises freely, the speed of reading them. `gbps`
 //!   counts each kernel's bytes read plus written once; `ratio` is the
 //!   reference's time over the kernel's.
+//! - `exact_dot` and `exact_sum` (f32: exact in any order and split)
+//!   against `fixed_order`: Tessera's fixed-order `dot` and
+//!   `sum_of_squares` (the fixed-order reduction of one slice) on the same
+//!   bytes.
 //! - `gemm_nn` and `gemm_nt`: `C [n, n] = A [n, n] B [n, n]` (`nt`: `B`
 //!   stored transposed, as the MLP's backward pass uses it) by
 //!   `tessera_core::kernels::gemm` (the simulator's products: a fixed
@@ -38,7 +42,7 @@ use super::{BenchError, Plan, Record, Suite, try_zeroed};
 /// The registry entry.
 pub(crate) const SUITE: Suite = Suite {
     name: "kernels",
-    about: "dot, sum of squares, axpy, max-abs, unscale-and-check, accumulate vs plain loops; the simulator's GEMM vs matrixmultiply",
+    about: "dot, sum of squares, exact dot and sum, axpy, max-abs, unscale-and-check, accumulate vs plain loops; the simulator's GEMM vs matrixmultiply",
     run,
 };
 
@@ -190,6 +194,34 @@ fn reductions(
         ],
     );
     emit("sum_of_squares", f32s, &m, &["naive", "read"])?;
+
+    // The exact reductions against Tessera's fixed-order ones (the same
+    // bytes; sum_of_squares is the fixed-order reduction of one slice).
+    let m = timing::compare(
+        settings,
+        &mut [
+            &mut || {
+                black_box(kernels::exact_dot(black_box(x), black_box(y)));
+            },
+            &mut || {
+                black_box(kernels::dot(black_box(x), black_box(y)));
+            },
+        ],
+    );
+    emit("exact_dot", 2 * f32s, &m, &["fixed_order"])?;
+
+    let m = timing::compare(
+        settings,
+        &mut [
+            &mut || {
+                black_box(kernels::exact_sum(black_box(x)));
+            },
+            &mut || {
+                black_box(kernels::sum_of_squares(black_box(x)));
+            },
+        ],
+    );
+    emit("exact_sum", f32s, &m, &["fixed_order"])?;
 
     let m = timing::compare(
         settings,

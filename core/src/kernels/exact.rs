@@ -159,7 +159,7 @@ impl ExactSum {
     /// ```
     #[must_use]
     pub fn to_f32(&self) -> f32 {
-        self.0.to_f32()
+        self.0.rounded()
     }
 }
 
@@ -319,6 +319,6 @@ impl ExactDot {
     /// ```
     #[must_use]
     pub fn to_f32(&self) -> f32 {
-        self.0.to_f32()
+        self.0.rounded()
     }
 }

@@ -7,16 +7,21 @@
 //! state) bit for bit by construction, and blocks are an implementation
 //! detail: any split into pieces, merged in any order, gives the same bits.
 //!
-//! The fast path works on blocks of up to 256 terms, each an exact f64
-//! (an f32 value, or the product of two, which f64 holds exactly): with
-//! the block's largest magnitude below `2^e`, a term is split into
-//! integers `q_l` below `2^45` on the grids `2^(e - 45 l)` (one level for
-//! sums, two for products) plus a rest. Sums of 256 such integers stay
-//! below `2^53`, so f64 adds them exactly in any order (the lanes' order is
-//! free), and a block adds one or two f64 values to the exact state. When
-//! a rest is nonzero (a term more than 2^21, or for products 2^42, below
-//! the block's largest) or a term is not finite, the block's terms are
-//! added one by one instead: the same state, more slowly.
+//! The fast path works on blocks of up to 256 terms, with f64 sums that
+//! are exact in any order (so the lanes' order is free), and adds one or
+//! two f64 values per block to the exact state:
+//!
+//! - values: when the block's exponents span at most 21 binades, every
+//!   value is a multiple of the smallest one's unit and their f64 sum
+//!   stays below `2^53` of those units: plain f64 addition is exact;
+//! - products (exact in f64): under the bound `2^e` of the block's
+//!   products (from its largest `|x|` and `|y|`), each is split into
+//!   integers below `2^45` on the grids `2^(e - 45)` and `2^(e - 90)`,
+//!   whose sums of 256 stay below `2^53`.
+//!
+//! When that does not hold (a wider span of values, a product with bits
+//! below the second grid, a term that is not finite), the block's terms
+//! are added one by one instead: the same state, more slowly.
 
 use crate::arch::{self, F32s, Simd, kernel};
 use crate::fp::sealed::Format;
@@ -41,69 +46,154 @@ fn pow2(k: i32) -> f64 {
     f64::from_bits(((k + 1023) as u64) << 52)
 }
 
-/// `f(i, i % W)` for `i` in `0..n`, `W` lanes at a time.
+/// `f(lanes)` for `x` in chunks of `W`, the last padded with zeros.
 #[inline(always)]
-fn each_lane(n: usize, mut f: impl FnMut(usize, usize)) {
-    let full = n / W * W;
-    for start in (0..full).step_by(W) {
-        for j in 0..W {
-            f(start + j, j);
-        }
+fn each_chunk(x: &[f32], mut f: impl FnMut(&[f32; W])) {
+    let chunks = x.chunks_exact(W);
+    let mut last = [0.0f32; W];
+    last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    for c in chunks {
+        f(c.try_into().expect("W lanes"));
     }
-    for i in full..n {
-        f(i, i % W);
+    f(&last);
+}
+
+/// `f(x lanes, y lanes)` for `x` and `y` (of one length) in chunks of
+/// `W`, the last padded with zeros.
+#[inline(always)]
+fn each_pair(x: &[f32], y: &[f32], mut f: impl FnMut(&[f32; W], &[f32; W])) {
+    let (xs, ys) = (x.chunks_exact(W), y.chunks_exact(W));
+    let (mut lx, mut ly) = ([0.0f32; W], [0.0f32; W]);
+    lx[..xs.remainder().len()].copy_from_slice(xs.remainder());
+    ly[..ys.remainder().len()].copy_from_slice(ys.remainder());
+    for (c, d) in xs.zip(ys) {
+        f(
+            c.try_into().expect("W lanes"),
+            d.try_into().expect("W lanes"),
+        );
+    }
+    f(&lx, &ly);
+}
+
+/// Prefetches the lines 4 KiB ahead of the block at
+/// `start` (a block's arithmetic is long enough that the hardware
+/// prefetcher alone falls behind, as for the fixed-order reductions).
+#[inline(always)]
+fn prefetch_block<T>(x: &[T], start: usize) {
+    let line = 64 / size_of::<T>();
+    for at in (start..start + TERMS).step_by(line) {
+        arch::prefetch_ahead(x, at);
     }
 }
 
-/// Adds the `n <= TERMS` terms `term(0..n)` to `state` exactly: each a
-/// finite f64 multiple of `2^-LSB` in the state's range, or non-finite
-/// (see the module docs; `LEVELS` grids of `WINDOW` bits).
+/// The exponent field of a magnitude pattern, subnormals' as 1 (their
+/// unit is the smallest normals').
 #[inline(always)]
-fn add_block<const D: usize, const LSB: usize, const LEVELS: usize>(
-    state: &mut Fixed<D, LSB>,
-    n: usize,
-    term: impl Fn(usize) -> f64,
-) {
-    // The largest magnitude, and NaN in `bad` if a term is not finite.
-    let (mut max, mut bad) = ([0.0f64; W], [0.0f64; W]);
-    each_lane(n, |i, j| {
-        let t = term(i);
-        let a = t.abs();
-        max[j] = if a > max[j] { a } else { max[j] };
-        bad[j] += t - t;
-    });
-    let max = max.into_iter().fold(0.0, f64::max);
-    if bad.iter().any(|&b| b != 0.0) {
-        return add_each(state, n, term);
+fn field(abs: u32) -> i32 {
+    ((abs >> 23) as i32).max(1)
+}
+
+/// Adds the values of `x` (at most [`TERMS`]) to `state` exactly.
+///
+/// A value with exponent field `e` is a multiple of `2^(e - 150)` and
+/// below `2^(e - 126)`; when the block's fields span at most 21, its
+/// values are multiples of the smallest one's unit `u` and their sum
+/// stays below `2^(8 + 24 + 21) u = 2^53 u`, so plain f64 addition is
+/// exact in any order. Otherwise, or for infinities and NaN, the values
+/// are added one by one.
+#[inline(always)]
+fn add_values(state: &mut Fixed<10, 149>, x: &[f32]) {
+    // One pass: the f64 sum, the largest and the smallest nonzero
+    // magnitude (zero wraps to u32::MAX: no minimum).
+    let mut acc = [0.0f64; W];
+    let (mut hi, mut lo) = ([0u32; W], [u32::MAX; W]);
+    each_chunk(
+        x,
+        #[inline(always)]
+        |c| {
+            for j in 0..W {
+                acc[j] += f64::from(c[j]);
+                let abs = c[j].to_bits() & 0x7fff_ffff;
+                hi[j] = hi[j].max(abs);
+                lo[j] = lo[j].min(abs.wrapping_sub(1));
+            }
+        },
+    );
+    let hi = hi.into_iter().max().unwrap_or(0);
+    let lo = lo.into_iter().min().unwrap_or(u32::MAX).wrapping_add(1);
+    if lo == 0 {
+        return; // all zeros
     }
-    if max == 0.0 {
-        return;
+    if hi >= 0x7f80_0000 || field(hi) - field(lo) > 21 {
+        return add_each(state, x.len(), |i| f64::from(x[i]));
     }
-    // max < 2^e (max is normal: a multiple of 2^-LSB >= 2^-298).
-    let e = ((max.to_bits() >> 52) as i32) - 1022;
-    let g = e - WINDOW;
+    state.add_f64(acc.iter().sum());
+}
+
+/// Adds the products `x[i] * y[i]` (at most [`TERMS`]) to `state` exactly.
+///
+/// `x = a 2^(ex - 150)` with an integer `a` below `2^24` (`ex` the exponent
+/// field, 1 for subnormals), so a nonzero product is a multiple of
+/// `2^(ex + ey - 300)` and below `2^e`, `e` from the block's largest `|x|`
+/// and `|y|`. When every product is a multiple of `2^(e - 90)`, each splits
+/// exactly into integers below `2^45` on the grids `2^(e - 45)` and
+/// `2^(e - 90)`, whose sums of 256 stay below `2^53`: exact f64 sums in
+/// any order. Otherwise, or for infinities and NaN, the products are added
+/// one by one.
+#[inline(always)]
+fn add_products(state: &mut Fixed<20, 298>, x: &[f32], y: &[f32]) {
+    let (mut hx, mut hy, mut lo) = ([0u32; W], [0u32; W], [u32::MAX; W]);
+    each_pair(
+        x,
+        y,
+        #[inline(always)]
+        |c, d| {
+            for j in 0..W {
+                let (a, b) = (c[j].to_bits() & 0x7fff_ffff, d[j].to_bits() & 0x7fff_ffff);
+                hx[j] = hx[j].max(a);
+                hy[j] = hy[j].max(b);
+                // The product's unit exponent (plus 300); none for zero.
+                let unit = (a >> 23).max(1) + (b >> 23).max(1);
+                lo[j] = lo[j].min(if a == 0 || b == 0 { u32::MAX } else { unit });
+            }
+        },
+    );
+    let (hx, hy) = (hx.into_iter().max(), hy.into_iter().max());
+    let (hx, hy) = (hx.unwrap_or(0), hy.unwrap_or(0));
+    let lo = lo.into_iter().min().unwrap_or(u32::MAX);
+    if hx >= 0x7f80_0000 || hy >= 0x7f80_0000 {
+        return add_each(state, x.len(), |i| f64::from(x[i]) * f64::from(y[i]));
+    }
+    if lo == u32::MAX {
+        return; // every product is zero
+    }
+    // |x y| < 2^(ex - 126) 2^(ey - 126) = 2^e; units down to 2^(e - 90).
+    let top = field(hx) + field(hy);
+    if top - lo as i32 > 2 * WINDOW - 48 {
+        return add_each(state, x.len(), |i| f64::from(x[i]) * f64::from(y[i]));
+    }
+    let g = top - 252 - WINDOW;
     let (scale, next) = (pow2(-g), pow2(WINDOW));
-    let mut sums = [[0.0f64; W]; LEVELS];
-    let mut rest = [0.0f64; W];
-    each_lane(n, |i, j| {
-        // Exact: power-of-two scalings in range, and y - q the bits of y
-        // below its integer part.
-        let mut y = term(i) * scale;
-        for sum in &mut sums {
-            let q = (y + ROUND) - ROUND;
-            sum[j] += q;
-            y = (y - q) * next;
-        }
-        rest[j] += y.abs();
-    });
-    if rest.iter().any(|&r| r != 0.0) {
-        return add_each(state, n, term);
-    }
-    for (level, sum) in sums.iter().enumerate() {
-        // Integers below 2^53 (exact in any order), then exact scalings.
-        let total: f64 = sum.iter().sum();
-        state.add_f64(total * pow2(g - WINDOW * level as i32));
-    }
+    let (mut high, mut low) = ([0.0f64; W], [0.0f64; W]);
+    each_pair(
+        x,
+        y,
+        #[inline(always)]
+        |c, d| {
+            for j in 0..W {
+                // Exact: the product, power-of-two scalings in range, and
+                // z - q the bits of z below its integer part (an integer
+                // once scaled, by the unit check).
+                let z = f64::from(c[j]) * f64::from(d[j]) * scale;
+                let q = (z + ROUND) - ROUND;
+                high[j] += q;
+                low[j] += (z - q) * next;
+            }
+        },
+    );
+    // Integers below 2^53, then exact scalings.
+    state.add_f64(high.iter().sum::<f64>() * pow2(g));
+    state.add_f64(low.iter().sum::<f64>() * pow2(g - WINDOW));
 }
 
 /// Adds the terms one by one (exact, any terms).
@@ -291,9 +381,9 @@ kernel! {
     run<S>(k) {
         let mut sum = ExactSum::new();
         let mut buf = [0.0f32; TERMS];
-        for block in k.x.chunks(TERMS) {
-            let x = widened::<S, T>(block, &mut buf);
-            add_block::<10, 149, 1>(&mut sum.0, x.len(), #[inline(always)] |i| f64::from(x[i]));
+        for (b, block) in k.x.chunks(TERMS).enumerate() {
+            prefetch_block(k.x, b * TERMS);
+            add_values(&mut sum.0, widened::<S, T>(block, &mut buf));
         }
         sum
     }
@@ -305,13 +395,10 @@ kernel! {
     run<S>(k) {
         let mut dot = ExactDot::new();
         let (mut bx, mut by) = ([0.0f32; TERMS], [0.0f32; TERMS]);
-        for (x, y) in k.x.chunks(TERMS).zip(k.y.chunks(TERMS)) {
-            let (x, y) = (widened::<S, T>(x, &mut bx), widened::<S, T>(y, &mut by));
-            add_block::<20, 298, 2>(
-                &mut dot.0,
-                x.len(),
-                #[inline(always)] |i| f64::from(x[i]) * f64::from(y[i]),
-            );
+        for (b, (x, y)) in k.x.chunks(TERMS).zip(k.y.chunks(TERMS)).enumerate() {
+            prefetch_block(k.x, b * TERMS);
+            prefetch_block(k.y, b * TERMS);
+            add_products(&mut dot.0, widened::<S, T>(x, &mut bx), widened::<S, T>(y, &mut by));
         }
         dot
     }
@@ -333,12 +420,7 @@ kernel! {
                     for (p, v) in cb[..len].iter_mut().enumerate() {
                         *v = k.b[s.b_index(p0 + p, j)].load();
                     }
-                    let state = &mut k.acc[i * s.n + j].0;
-                    add_block::<20, 298, 2>(
-                        state,
-                        len,
-                        #[inline(always)] |p| f64::from(ca[p]) * f64::from(cb[p]),
-                    );
+                    add_products(&mut k.acc[i * s.n + j].0, &ca[..len], &cb[..len]);
                 }
             }
         }

@@ -167,7 +167,7 @@ impl<const D: usize, const LSB: usize> Fixed<D, LSB> {
 
     /// The total rounded once to f32, to nearest, ties to even (see
     /// [`ExactSum::to_f32`](super::ExactSum::to_f32)).
-    pub(super) fn to_f32(&self) -> f32 {
+    pub(super) fn rounded(&self) -> f32 {
         if self.nan != 0 || (self.pos_inf != 0 && self.neg_inf != 0) {
             return f32::NAN;
         }
