@@ -411,6 +411,35 @@ impl Model {
     /// state. Batch norm's parameters, whose gradients are not sums of
     /// per-sample products, get the run's gradient added as it is.
     ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, NoGroup};
+    ///
+    /// let net = MlpConfig {
+    ///     inputs: 2,
+    ///     hidden: vec![3],
+    ///     classes: 2,
+    ///     activation: Activation::Relu,
+    ///     batch_norm: false,
+    /// }
+    /// .network();
+    /// let target = Target::single(IpuSpec::MK2_GC200);
+    /// let mut model = Model::new(&net, target, 2, Compute::F32)?;
+    /// let params = net.init(1)?;
+    /// let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+    /// model.set_params(&refs)?;
+    /// let mut grads = vec![Vec::new(); params.len()];
+    /// let inputs = [1.0, 2.0, 3.0, 4.0];
+    /// model.train_micro_batch(&inputs, &[0, 1], 1.0, &mut NoGroup, &mut grads)?;
+    /// let mut sums = vec![Vec::new(); params.len()];
+    /// model.add_exact_grads(&mut sums)?;
+    /// // The graph's gradients, but for the rounding of their sums.
+    /// for (g, s) in grads.iter().flatten().zip(sums.iter().flatten()) {
+    ///     assert!((g - s.to_f32()).abs() <= 1e-6 * (1.0 + g.abs()));
+    /// }
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
+    ///
     /// # Errors
     /// [`ModelError::ParamCount`] (for `sums`).
     pub fn add_exact_grads(&self, sums: &mut [Vec<ExactSum>]) -> Result<(), ModelError> {
@@ -438,6 +467,24 @@ impl Model {
     /// Exact additions of [`Model::add_exact_grads`] per micro-batch: the
     /// products of every weight's and bias's gradient (for the simulated
     /// cost of an exact accumulation on the tiles).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let net = MlpConfig {
+    ///     inputs: 2,
+    ///     hidden: vec![3],
+    ///     classes: 2,
+    ///     activation: Activation::Relu,
+    ///     batch_norm: false,
+    /// }
+    /// .network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 4, Compute::F32)?;
+    /// // 4 samples x ((2 + 1) x 3 + (3 + 1) x 2) weights and biases.
+    /// assert_eq!(model.exact_additions(), 4 * (9 + 8));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn exact_additions(&self) -> u64 {
         let slots = self.train.ids.grads.iter();

@@ -266,6 +266,33 @@ pub(crate) fn exact_link_seconds(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ipu::{IpuSpec, Target};
+    use crate::model::Compute;
+
+    /// The cost's count, from the layers' shapes, is the model's.
+    #[test]
+    fn the_cost_counts_the_models_additions() {
+        let net = NetworkConfig {
+            layers: vec![
+                NetLayer::Conv {
+                    channels: 4,
+                    kernel: 3,
+                    stride: 2,
+                    padding: 1,
+                },
+                NetLayer::GlobalAvgPool,
+                NetLayer::Dense {
+                    width: 8,
+                    batch_norm: false,
+                },
+            ],
+            ..NetworkConfig::resnet_mini([2, 6, 6], 3, &[4], &[1])
+        };
+        let target = Target::single(IpuSpec::MK2_GC200);
+        let model = Model::new(&net, target, 3, Compute::F32).unwrap();
+        assert_eq!(exact_additions(&net, 3), model.exact_additions());
+        assert!(!has_batch_norm(&net));
+    }
 
     /// States of both signs, across the range, with infinities and NaN,
     /// summed on the wire as f32 in any order: their exact merge.

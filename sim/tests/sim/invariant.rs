@@ -1,7 +1,8 @@
 //! `--batch-invariant`: the same weights (and loss curve) for every
 //! micro-batch size and every instance, replica and accumulation split of
 //! a global batch of 128, for an MLP and a residual network without batch
-//! norm, in every precision mode; batch norm refused.
+//! norm, in every precision mode; batch norm, `sum` and more than 256
+//! replicas refused.
 
 use tessera_core::kernels::ExactSum;
 use tessera_sim::data::{Dataset, Source};
@@ -182,9 +183,19 @@ fn batch_norm_and_summed_reductions_are_refused() {
     refused(
         TrainConfig {
             reduction: GradReduction::Sum,
-            ..mlp
+            ..mlp.clone()
         },
         "--reduction sum",
+    );
+    refused(
+        TrainConfig {
+            pod: PodSpec::pods(8).unwrap(),
+            instances: 8,
+            replicas: 512,
+            gradient_accumulation: 1,
+            ..mlp
+        },
+        "at most 256",
     );
 }
 

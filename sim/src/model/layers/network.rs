@@ -37,7 +37,7 @@ pub(in crate::model) enum Slot {
 #[derive(Clone, Debug)]
 pub(in crate::model) enum GradSlot {
     /// A product's output, and the rows it sums (for exact sums).
-    Matrix(Act, RowProducts),
+    Matrix(Act, Box<RowProducts>),
     /// Batch norm `k`'s gamma (`false`) or beta (`true`).
     Norm(usize, bool),
 }
@@ -410,8 +410,11 @@ fn backward(
                 let ((dw, db), da) =
                     dense::backward(b, l, (&block.dense, input), &grad, ones, prev.as_ref())?;
                 grads.extend([
-                    GradSlot::Matrix(db, RowProducts::bias(grad.clone())),
-                    GradSlot::Matrix(dw, RowProducts::weight(input.clone(), grad.clone())),
+                    GradSlot::Matrix(db, Box::new(RowProducts::bias(grad.clone()))),
+                    GradSlot::Matrix(
+                        dw,
+                        Box::new(RowProducts::weight(input.clone(), grad.clone())),
+                    ),
                 ]);
                 if let Some(da) = da {
                     grad = da;
@@ -430,7 +433,7 @@ fn backward(
                 // joins its input's tile.
                 let spread = (l > 0).then(|| row_blocks(b, l, &input.layout));
                 let (dw, dx) = conv2d::backward(b, l, shape, t, &grad, spread.as_ref())?;
-                let rows = RowProducts::weight(t.cols.clone(), grad.clone());
+                let rows = Box::new(RowProducts::weight(t.cols.clone(), grad.clone()));
                 grads.push(GradSlot::Matrix(dw, rows));
                 if let Some(dx) = dx {
                     let name = format!("layer{l}.dx_joined");
