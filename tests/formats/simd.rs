@@ -185,3 +185,50 @@ fn block_kernels_equal_the_twin_on_every_backend() {
         });
     }
 }
+
+/// `tessera bench formats --json` lists every row once, each against
+/// `half` (no timing assertions).
+#[test]
+fn bench_formats_json_lists_the_rows() {
+    use crate::command::{stderr, stdout, tessera};
+    let out = tessera(&[
+        "bench",
+        "formats",
+        "--quick",
+        "--json",
+        "--elements",
+        "4096",
+    ]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let mut kernels = Vec::new();
+    for line in stdout(&out).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("one JSON object a line");
+        assert_eq!(
+            (v["suite"].as_str(), v["reference"].as_str()),
+            (Some("formats"), Some("half"))
+        );
+        assert!(v["ratio"].as_f64().is_some_and(|r| r > 0.0), "{line}");
+        kernels.push(v["kernel"].as_str().expect("a kernel name").to_owned());
+    }
+    let mut rows = vec!["mxfp4_quantize_sr", "nvfp4_quantize_rn", "nvfp4_dequantize"];
+    for f in ["e4m3fn", "e5m2", "e2m3fn", "e3m2fn", "e2m1fn", "e8m0fnu"] {
+        rows.extend(
+            [
+                format!("encode_{f}_rn"),
+                format!("encode_{f}_sr"),
+                format!("decode_{f}"),
+            ]
+            .map(|s| &*s.leak()),
+        );
+        if Backend::Avx2.is_available() {
+            rows.push(format!("encode_{f}_sr_avx2").leak());
+        }
+    }
+    for row in rows {
+        assert_eq!(
+            kernels.iter().filter(|k| *k == row).count(),
+            1,
+            "{row} in {kernels:?}"
+        );
+    }
+}

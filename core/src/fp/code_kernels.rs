@@ -8,11 +8,11 @@
 //! any lane formula: one load per element); wider formats loop over the
 //! twin.
 
+use super::code::Code;
+use super::code::sealed::Codes;
 use super::encode_lanes::{Encoder, LaneBits, SourceBits, StreamBits};
 use super::format::Format;
 use super::round::{Mode, Round};
-use super::slices::sealed::Codes;
-use super::slices::{Code, encode_twin};
 use crate::arch::{F32s, Kernel, Simd, U32s, each_vector};
 use crate::rng::RandomBits;
 
@@ -100,19 +100,28 @@ impl<C: Code, B: RandomBits + ?Sized> EncodeCodes<'_, C, B> {
             first_index,
         } = self;
         let mut nans = 0;
-        let body = each_vector::<S>(src.len(), |at| {
-            let index = first_index.wrapping_add(at as u64);
-            let x = S::F::load(&src[at..]);
-            let (mut codes, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, index);
-            if fallback.any() {
-                codes = patch::<S>(codes, fallback, |i| {
-                    let v = src[at + i];
-                    nans += usize::from(v.is_nan() && !format.has_nan());
-                    format.encode_with(v, round, bits, index.wrapping_add(i as u64))
-                });
-            }
-            store_codes::<S, C>(codes, &mut dst[at..]);
-        });
+        let body = each_vector::<S>(
+            src.len(),
+            #[inline(always)]
+            |at| {
+                let index = first_index.wrapping_add(at as u64);
+                let x = S::F::load(&src[at..]);
+                let (mut codes, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, index);
+                if fallback.any() {
+                    codes = patch::<S>(
+                        codes,
+                        fallback,
+                        #[inline(always)]
+                        |i| {
+                            let v = src[at + i];
+                            nans += usize::from(v.is_nan() && !format.has_nan());
+                            format.encode_with(v, round, bits, index.wrapping_add(i as u64))
+                        },
+                    );
+                }
+                store_codes::<S, C>(codes, &mut dst[at..]);
+            },
+        );
         let first = first_index.wrapping_add(body as u64);
         nans + encode_twin(format, &src[body..], &mut dst[body..], round, bits, first)
     }
@@ -151,4 +160,23 @@ impl<C: Code> Kernel for DecodeCodes<'_, C> {
 #[inline(always)]
 pub(super) fn decode_table(format: Format) -> [f32; 256] {
     core::array::from_fn(|c| format.decode(c as u32))
+}
+
+/// The scalar twin of [`encode_slice`] (after its checks): returns the NaN
+/// count.
+pub(super) fn encode_twin<C: Code, B: RandomBits + ?Sized>(
+    format: Format,
+    src: &[f32],
+    dst: &mut [C],
+    round: Round,
+    bits: &B,
+    first_index: u64,
+) -> usize {
+    let mut nans = 0;
+    for (i, (x, d)) in src.iter().zip(dst).enumerate() {
+        let index = first_index.wrapping_add(i as u64);
+        *d = C::from_code(format.encode_with(*x, round, bits, index));
+        nans += usize::from(x.is_nan() && !format.has_nan());
+    }
+    nans
 }

@@ -36,7 +36,10 @@ impl LaneBits for StreamBits {
         if index.is_multiple_of(8) {
             S::halves(self.0, index)
         } else {
-            gather::<S>(|i| u32::from(self.0.half_bits(index.wrapping_add(i))))
+            gather::<S>(
+                #[inline(always)]
+                |i| u32::from(self.0.half_bits(index.wrapping_add(i))),
+            )
         }
     }
 
@@ -52,18 +55,45 @@ pub(crate) struct SourceBits<'a, B: ?Sized>(pub(crate) &'a B);
 impl<B: RandomBits + ?Sized> LaneBits for SourceBits<'_, B> {
     #[inline(always)]
     fn halves<S: Simd>(&self, index: u64) -> S::U {
-        gather::<S>(|i| u32::from(self.0.half_bits(index.wrapping_add(i))))
+        gather::<S>(
+            #[inline(always)]
+            |i| u32::from(self.0.half_bits(index.wrapping_add(i))),
+        )
     }
 
     #[inline(always)]
     fn word1<S: Simd>(&self, index: u64) -> S::U {
-        gather::<S>(|i| self.0.word(index.wrapping_add(i), 1))
+        gather::<S>(
+            #[inline(always)]
+            |i| self.0.word(index.wrapping_add(i), 1),
+        )
     }
 }
 
 /// `e`'s f32 exponent field, 0 below f32's normals.
 const fn biased(e: i32) -> u32 {
     if e + 127 > 0 { (e + 127) as u32 } else { 0 }
+}
+
+/// The random bits of a grid lane: its 16, then word 1's below them where
+/// some lane discards more than 16 bits; the low `d` kept (`low`).
+#[inline(always)]
+fn random<S: Simd, L: LaneBits>(half: S::U, d: S::U, low: S::U, bits: &L, index: u64) -> S::U {
+    let mut r = half;
+    if d.simd_gt(S::U::splat(16)).any() {
+        r |= bits.word1::<S>(index) << 16;
+    }
+    r & low
+}
+
+/// The first `k <= 16` bits of the tiny rule's uniform (the lanes' 16
+/// random bits) against those of the significand `m` (fraction `m /
+/// 2^shift`): the masks of "below" and "tied".
+#[inline(always)]
+fn compare<S: Simd>(half: S::U, m: S::U, shift: S::U, k: u32) -> (S::U, S::U) {
+    let drawn = half >> (16 - k);
+    let target = m.unbounded_shr(shift - S::U::splat(k));
+    (drawn.simd_lt(target), drawn.simd_eq(target))
 }
 
 #[inline(always)]
@@ -205,13 +235,6 @@ impl Encoder {
         let inexact = rest.simd_ne(zero);
         let half_ulp = ulp >> 1;
         let odd = ((abs | s(self.implicit)).unbounded_shr(d) & one).simd_ne(zero);
-        let random = || {
-            let mut r = half;
-            if d.simd_gt(s(16)).any() {
-                r |= bits.word1::<S>(index) << 16;
-            }
-            r & low
-        };
         let up = match mode {
             Mode::NearestEven => rest.simd_gt(half_ulp) | (rest.simd_eq(half_ulp) & odd),
             Mode::NearestAway => rest.simd_ge(half_ulp),
@@ -220,11 +243,11 @@ impl Encoder {
             Mode::Up => !negative,
             Mode::Down => negative,
             Mode::ToOdd => !odd,
-            Mode::Stochastic => (rest + random()).simd_ge(ulp),
+            Mode::Stochastic => (rest + random::<S, L>(half, d, low, bits, index)).simd_ge(ulp),
             Mode::StochasticBits(k) => {
                 let dropped = d - d.min(s(u32::from(k)));
                 let kept = !(one.unbounded_shl(dropped) - one);
-                (rest + (random() & kept)).simd_ge(ulp)
+                (rest + (random::<S, L>(half, d, low, bits, index) & kept)).simd_ge(ulp)
             }
             Mode::StochasticEqual => (half & one).simd_ne(zero),
         };
@@ -249,12 +272,6 @@ impl Encoder {
         let shift = s(self.t_field + 23) - field;
         let below_half = field.simd_eq(s(self.t_field.wrapping_sub(1)));
         let above_half = below_half & (abs & s(0x007f_ffff)).simd_ne(zero);
-        // The first `k <= 16` bits of the uniform against those of m.
-        let compare = |k: u32| {
-            let drawn = half >> (16 - k);
-            let target = m.unbounded_shr(shift - s(k));
-            (drawn.simd_lt(target), drawn.simd_eq(target))
-        };
         let (up, undecided) = match mode {
             Mode::NearestEven | Mode::NearestZero => (above_half, zero),
             Mode::NearestAway => (below_half, zero),
@@ -262,10 +279,12 @@ impl Encoder {
             Mode::Up => (!negative, zero),
             Mode::Down => (negative, zero),
             Mode::ToOdd => (ones, zero),
-            Mode::Stochastic => compare(16),
+            Mode::Stochastic => compare::<S>(half, m, shift, 16),
             Mode::StochasticBits(0) => (zero, zero),
-            Mode::StochasticBits(k) if k <= 16 => (compare(u32::from(k)).0, zero),
-            Mode::StochasticBits(_) => compare(16),
+            Mode::StochasticBits(k) if k <= 16 => {
+                (compare::<S>(half, m, shift, u32::from(k)).0, zero)
+            }
+            Mode::StochasticBits(_) => compare::<S>(half, m, shift, 16),
             Mode::StochasticEqual => ((half & s(1)).simd_ne(zero), zero),
         };
         (up & s(self.smallest_bits), undecided)
@@ -298,5 +317,61 @@ impl Encoder {
         let code = magnitude | (signs & s(self.sign_code));
         let overflowed = negative.select(s(self.overflow_neg), s(self.overflow_pos));
         (over.select(overflowed, code), uncovered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::Portable;
+    use crate::fp::Format;
+    use crate::fp::matmul::tests::NARROW;
+
+    /// Ordinary data (normal f32, the formats' range and beyond it) takes
+    /// the lanes in every mode: the twin only sees the rare cases.
+    #[test]
+    fn ordinary_data_takes_the_lanes() {
+        let stream = RandomStream::new(3, 0);
+        let formats = NARROW
+            .into_iter()
+            .chain([Format::E8M0FNU, Format::F16, Format::BF16]);
+        let modes = [
+            Mode::NearestEven,
+            Mode::NearestAway,
+            Mode::TowardZero,
+            Mode::Up,
+            Mode::ToOdd,
+            Mode::Stochastic,
+            Mode::StochasticBits(5),
+            Mode::StochasticEqual,
+        ];
+        for f in formats {
+            for mode in modes {
+                let encoder = Encoder::new(f, Round::new(mode));
+                let mut taken = 0;
+                for i in 0..64u32 {
+                    // Magnitudes 2^-20 .. 2^20, signed where the format is.
+                    let x: [f32; 8] = core::array::from_fn(|l| {
+                        let e = (i * 8 + l as u32) % 41;
+                        let v =
+                            f32::from_bits((107 + e) << 23 | i.wrapping_mul(2_654_435_761) >> 9);
+                        if f.is_signed() && l % 2 == 1 { -v } else { v }
+                    });
+                    let lanes = wide::f32x8::from(x);
+                    let (_, fallback) = encoder.encode::<Portable, _>(
+                        mode,
+                        lanes,
+                        &StreamBits(stream),
+                        u64::from(i) * 8,
+                    );
+                    taken += fallback.to_array().iter().filter(|m| **m != 0).count();
+                }
+                // Only stochastic tiny lanes whose 16 bits tie (2^-16 each).
+                assert!(
+                    taken <= 1,
+                    "{f:?} {mode:?}: {taken} of 512 lanes took the twin"
+                );
+            }
+        }
     }
 }

@@ -398,4 +398,4 @@ fn check_len(operand: &'static str, expected: usize, got: usize) -> Result<(), M
 
 #[cfg(test)]
 #[path = "matmul_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -14,7 +14,8 @@ use super::{MatmulAccumulator, MatmulError, RoundedMatmul, exact_products};
 use crate::fp::{Format, Mode, Round};
 use crate::rng::RandomStream;
 
-const NARROW: [Format; 10] = [
+/// The named formats of 8 bits and fewer with a sign (all but E8M0).
+pub(in crate::fp) const NARROW: [Format; 10] = [
     Format::E3M4,
     Format::E4M3,
     Format::E4M3FN,

@@ -151,6 +151,7 @@
 //! [`RandomStream::half_bits`]: crate::rng::RandomStream::half_bits
 //! [`RandomStream::word`]: crate::rng::RandomStream::word
 
+mod code;
 mod code_kernels;
 mod convert;
 mod encode;

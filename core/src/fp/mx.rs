@@ -1,14 +1,15 @@
 //! OCP Microscaling (MX v1.0) blocks: 32 elements sharing one E8M0 scale.
 
 use super::Overflow;
-use super::block_kernels::{MxDequantize, MxQuantize};
+use super::block_kernels::{amax_bits, encode_block};
 use super::block_scale::{
-    BlockError, E8M0_NAN, ScaleRule, amax_or_clear, check_len, e8m0_scale, scale_down,
+    BlockError, E8M0_NAN, ScaleRule, amax_or_clear, check_len, e8m0_scale, pow2, scale_down,
 };
+use super::encode_lanes::{Encoder, LaneBits, SourceBits, StreamBits};
 use super::format::Format;
 use super::pack::{fp4_packed_len, fp6_packed_len, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6};
-use super::round::{Round, Subnormals};
-use crate::arch;
+use super::round::{Mode, Round, Subnormals};
+use crate::arch::{self, F32s, Kernel, Real, Simd, U32s};
 use crate::rng::RandomBits;
 
 /// Elements per MX block.
@@ -474,6 +475,194 @@ impl Mx {
                 .encode_element(scale_down(*x, s), self.round, bits, at);
         }
         scale
+    }
+}
+
+// The SIMD kernels (see `block_kernels.rs`).
+
+/// MX quantize's arguments (checked).
+struct MxQuantize<'a, B: ?Sized> {
+    mx: Mx,
+    src: &'a [f32],
+    codes: &'a mut [u8],
+    scales: &'a mut [u8],
+    bits: &'a B,
+    first_index: u64,
+}
+
+impl<B: RandomBits + ?Sized> Kernel for MxQuantize<'_, B> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        match (self.bits.as_stream(), self.mx.round.mode) {
+            (Some(s), Mode::NearestEven) => self.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
+            (Some(s), Mode::Stochastic) => self.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
+            (Some(s), mode) => self.lanes::<S, _>(mode, &StreamBits(s)),
+            (None, mode) => {
+                let bits = SourceBits(self.bits);
+                self.lanes::<S, _>(mode, &bits);
+            }
+        }
+    }
+
+    fn scalar(self) {
+        let Self {
+            mx,
+            src,
+            codes,
+            scales,
+            bits,
+            first_index,
+        } = self;
+        let per_block = mx.format.codes_len(MX_BLOCK);
+        for (b, ((block, out), scale)) in src
+            .chunks(MX_BLOCK)
+            .zip(codes.chunks_mut(per_block))
+            .zip(scales)
+            .enumerate()
+        {
+            let mut unpacked = [0u8; MX_BLOCK];
+            let unpacked = &mut unpacked[..block.len()];
+            let index = first_index.wrapping_add((b * MX_BLOCK) as u64);
+            *scale = mx.quantize_block(block, unpacked, bits, index);
+            mx.format.store(unpacked, out);
+        }
+    }
+}
+
+impl<B: RandomBits + ?Sized> MxQuantize<'_, B> {
+    #[inline(always)]
+    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
+        let Self {
+            mx,
+            src,
+            codes,
+            scales,
+            bits,
+            first_index,
+        } = self;
+        let format = mx.format;
+        let int8 = format == MxFormat::Int8;
+        let (grid, mut round) = match format.element() {
+            Some(f) => (f, mx.round),
+            None => (INT8_GRID, mx.round.with_subnormals(Subnormals::Keep)),
+        };
+        round = round.with_overflow(Overflow::Saturate);
+        let encoder = Encoder::new(grid, round);
+        let per_block = format.codes_len(MX_BLOCK);
+        let s = <S::U as U32s>::splat;
+        for (b, ((block, out), scale)) in src
+            .chunks(MX_BLOCK)
+            .zip(codes.chunks_mut(per_block))
+            .zip(scales.iter_mut())
+            .enumerate()
+        {
+            let mut unpacked = [0u8; MX_BLOCK];
+            let index = first_index.wrapping_add((b * MX_BLOCK) as u64);
+            let amax = if block.len() == MX_BLOCK {
+                amax_bits::<S>(block)
+            } else {
+                u32::MAX
+            };
+            if amax >= 0x7f80_0000 {
+                let unpacked = &mut unpacked[..block.len()];
+                *scale = mx.quantize_block(block, unpacked, bits, index);
+                format.store(unpacked, out);
+                continue;
+            }
+            *scale = format.block_scale(mx.rule, f32::from_bits(amax));
+            let e = i32::from(*scale) - 127;
+            // Below 2^(e - 126) the scaled value is below f32's normals:
+            // the twin's sign-and-2^-149 stand-in.
+            let small = if e - 126 >= -149 {
+                pow2(e - 126).to_bits()
+            } else {
+                0
+            };
+            let factor = <S::F as Real>::splat(pow2(-e));
+            encode_block::<S, L>(
+                &encoder,
+                mode,
+                block,
+                &mut unpacked,
+                lane_bits,
+                index,
+                #[inline(always)]
+                |x: S::F| {
+                    let bits = x.to_bits();
+                    let abs = bits & s(0x7fff_ffff);
+                    let tiny = abs.simd_lt(s(small)) & abs.simd_ne(s(0));
+                    let stand_in = (bits & s(0x8000_0000)) | s(1);
+                    S::F::from_bits(tiny.select(stand_in, (x * factor).to_bits()))
+                },
+                // INT8: sign and magnitude `k` to two's complement.
+                #[inline(always)]
+                |c: S::U| {
+                    if int8 {
+                        let negative = (c & s(0x100)).simd_ne(s(0));
+                        let k = c & s(0xff);
+                        negative.select(s(0) - k, k) & s(0xff)
+                    } else {
+                        c
+                    }
+                },
+                #[inline(always)]
+                |i: usize| {
+                    let at = index.wrapping_add(i as u64);
+                    format.encode_element(scale_down(block[i], e), mx.round, bits, at)
+                },
+            );
+            format.store(&unpacked, out);
+        }
+    }
+}
+
+/// MX dequantize's arguments (checked).
+struct MxDequantize<'a> {
+    format: MxFormat,
+    codes: &'a [u8],
+    scales: &'a [u8],
+    dst: &'a mut [f32],
+}
+
+impl Kernel for MxDequantize<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        let values: [f32; 256] = core::array::from_fn(|c| self.format.decode_element(c as u8));
+        self.blocks(
+            #[inline(always)]
+            |c| values[usize::from(c)],
+        );
+    }
+
+    fn scalar(self) {
+        let format = self.format;
+        self.blocks(|c| format.decode_element(c));
+    }
+}
+
+impl MxDequantize<'_> {
+    /// Element `i` of each block is `value(code) * scale`.
+    #[inline(always)]
+    fn blocks(self, value: impl Fn(u8) -> f32) {
+        let per_block = self.format.codes_len(MX_BLOCK);
+        for ((out, bytes), scale) in self
+            .dst
+            .chunks_mut(MX_BLOCK)
+            .zip(self.codes.chunks(per_block))
+            .zip(self.scales)
+        {
+            let mut block = [0u8; MX_BLOCK];
+            let block = &mut block[..out.len()];
+            self.format.load(bytes, block);
+            let x = Format::E8M0FNU.decode(u32::from(*scale));
+            for (d, c) in out.iter_mut().zip(block.iter()) {
+                *d = value(*c) * x;
+            }
+        }
     }
 }
 

@@ -4,12 +4,13 @@
 //! block scaling).
 
 use super::Overflow;
-use super::block_kernels::{Nvfp4Dequantize, Nvfp4Quantize};
+use super::block_kernels::{amax_bits, encode_block};
 use super::block_scale::{BlockError, amax_or_clear, check_len};
+use super::encode_lanes::{Encoder, LaneBits, SourceBits, StreamBits};
 use super::format::Format;
 use super::pack::fp4_packed_len;
-use super::round::Round;
-use crate::arch;
+use super::round::{Mode, Round};
+use crate::arch::{self, Kernel, Real, Simd};
 use crate::rng::RandomBits;
 
 /// Elements per NVFP4 block.
@@ -266,6 +267,161 @@ fn check_args(n: usize, t: f32, codes: usize, scales: usize) -> Result<(), Block
     }
     check_len("codes", Nvfp4::codes_len(n), codes)?;
     check_len("scales", Nvfp4::scales_len(n), scales)
+}
+
+// The SIMD kernels (see `block_kernels.rs`).
+
+/// NVFP4 quantize's arguments (checked).
+struct Nvfp4Quantize<'a, B: ?Sized> {
+    nv: Nvfp4,
+    src: &'a [f32],
+    t: f32,
+    codes: &'a mut [u8],
+    scales: &'a mut [u8],
+    bits: &'a B,
+    first_index: u64,
+}
+
+impl<B: RandomBits + ?Sized> Kernel for Nvfp4Quantize<'_, B> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        match (self.bits.as_stream(), self.nv.round.mode) {
+            (Some(s), Mode::NearestEven) => self.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
+            (Some(s), Mode::Stochastic) => self.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
+            (Some(s), mode) => self.lanes::<S, _>(mode, &StreamBits(s)),
+            (None, mode) => {
+                let bits = SourceBits(self.bits);
+                self.lanes::<S, _>(mode, &bits);
+            }
+        }
+    }
+
+    fn scalar(self) {
+        self.blocks(|nv, block, t, codes, bits, index| {
+            nv.quantize_block(block, t, codes, bits, index)
+        });
+    }
+}
+
+impl<B: RandomBits + ?Sized> Nvfp4Quantize<'_, B> {
+    /// Runs `block(nv, block, t, unpacked codes, bits, index)` on every
+    /// block, storing its scale and packing its codes.
+    #[inline(always)]
+    fn blocks(self, mut block: impl FnMut(Nvfp4, &[f32], f32, &mut [u8], &B, u64) -> u8) {
+        for (b, ((x, out), scale)) in self
+            .src
+            .chunks(NVFP4_BLOCK)
+            .zip(self.codes.chunks_mut(NVFP4_BLOCK / 2))
+            .zip(self.scales)
+            .enumerate()
+        {
+            let mut unpacked = [0u8; NVFP4_BLOCK];
+            let unpacked = &mut unpacked[..x.len()];
+            let index = self.first_index.wrapping_add((b * NVFP4_BLOCK) as u64);
+            *scale = block(self.nv, x, self.t, unpacked, self.bits, index);
+            super::pack::pack_fp4(unpacked, out);
+        }
+    }
+
+    #[inline(always)]
+    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
+        let round = self.nv.round.with_overflow(Overflow::Saturate);
+        let encoder = Encoder::new(Format::E2M1FN, round);
+        self.blocks(
+            #[inline(always)]
+            |nv, block, t, codes, bits, index| {
+                let amax = if block.len() == NVFP4_BLOCK {
+                    amax_bits::<S>(block)
+                } else {
+                    u32::MAX
+                };
+                if amax >= 0x7f80_0000 {
+                    return nv.quantize_block(block, t, codes, bits, index);
+                }
+                let amax = f32::from_bits(amax);
+                let scale = Nvfp4::block_scale(amax, t);
+                let divisor = Format::E4M3FN.decode(u32::from(scale)) * t;
+                let d = <S::F as Real>::splat(divisor);
+                encode_block::<S, L>(
+                    &encoder,
+                    mode,
+                    block,
+                    codes,
+                    lane_bits,
+                    index,
+                    #[inline(always)]
+                    |x: S::F| {
+                        if divisor == 0.0 {
+                            x * <S::F as Real>::splat(0.0)
+                        } else {
+                            x / d
+                        }
+                    },
+                    #[inline(always)]
+                    |c| c,
+                    #[inline(always)]
+                    |i: usize| {
+                        let q = if divisor == 0.0 {
+                            block[i] * 0.0
+                        } else {
+                            block[i] / divisor
+                        };
+                        let at = index.wrapping_add(i as u64);
+                        Format::E2M1FN.encode_with(q, round, bits, at) as u8
+                    },
+                );
+                scale
+            },
+        );
+    }
+}
+
+/// NVFP4 dequantize's arguments (checked).
+struct Nvfp4Dequantize<'a> {
+    codes: &'a [u8],
+    scales: &'a [u8],
+    t: f32,
+    dst: &'a mut [f32],
+}
+
+impl Kernel for Nvfp4Dequantize<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        let values: [f32; 16] = core::array::from_fn(|c| Format::E2M1FN.decode(c as u32));
+        self.blocks(
+            #[inline(always)]
+            |c| values[usize::from(c & 0xf)],
+        );
+    }
+
+    fn scalar(self) {
+        self.blocks(|c| Format::E2M1FN.decode(u32::from(c)));
+    }
+}
+
+impl Nvfp4Dequantize<'_> {
+    /// Element `i` of each block is `value(code) * scale * t`.
+    #[inline(always)]
+    fn blocks(self, value: impl Fn(u8) -> f32) {
+        for ((out, bytes), scale) in self
+            .dst
+            .chunks_mut(NVFP4_BLOCK)
+            .zip(self.codes.chunks(NVFP4_BLOCK / 2))
+            .zip(self.scales)
+        {
+            let mut block = [0u8; NVFP4_BLOCK];
+            let block = &mut block[..out.len()];
+            super::pack::unpack_fp4(bytes, block);
+            let s = Format::E4M3FN.decode(u32::from(*scale));
+            for (d, c) in out.iter_mut().zip(block.iter()) {
+                *d = value(*c) * s * self.t;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,93 +2,12 @@
 //! the SIMD kernels in `code_kernels.rs`, bitwise equal to loops over the
 //! scalar twins on every backend.
 
+pub use super::code::Code;
 use super::code_kernels::{DecodeCodes, EncodeCodes};
 use super::format::Format;
 use super::round::Round;
 use crate::arch;
 use crate::rng::RandomBits;
-
-/// Storage for encodings: `u8` (formats of up to 8 bits, sub-byte ones
-/// one per byte; see [`pack_fp4`](super::pack_fp4)), `u16` or `u32`.
-///
-/// ```
-/// use tessera_core::fp::Code;
-///
-/// assert_eq!(<u8 as Code>::BITS, 8);
-/// assert_eq!(0x3cu8.code(), 0x3c);
-/// ```
-pub trait Code: Copy + sealed::Sealed {
-    /// Its width.
-    const BITS: u32;
-
-    /// The encoding in the low bits of a `u32`.
-    ///
-    /// ```
-    /// use tessera_core::fp::Code;
-    ///
-    /// assert_eq!(0xbeefu16.code(), 0xbeef);
-    /// ```
-    #[must_use]
-    fn code(self) -> u32;
-
-    /// From the low bits of a `u32` (higher bits are dropped).
-    ///
-    /// ```
-    /// use tessera_core::fp::Code;
-    ///
-    /// assert_eq!(<u8 as Code>::from_code(0x1ff), 0xff);
-    /// ```
-    #[must_use]
-    fn from_code(code: u32) -> Self;
-}
-
-pub(super) mod sealed {
-    /// The slice as what it is, for the kernels' stores.
-    pub enum Codes<'a> {
-        U8(&'a mut [u8]),
-        U16(&'a mut [u16]),
-        U32(&'a mut [u32]),
-    }
-
-    pub trait Sealed: Sized {
-        fn codes(x: &mut [Self]) -> Codes<'_>;
-    }
-    impl Sealed for u8 {
-        fn codes(x: &mut [Self]) -> Codes<'_> {
-            Codes::U8(x)
-        }
-    }
-    impl Sealed for u16 {
-        fn codes(x: &mut [Self]) -> Codes<'_> {
-            Codes::U16(x)
-        }
-    }
-    impl Sealed for u32 {
-        fn codes(x: &mut [Self]) -> Codes<'_> {
-            Codes::U32(x)
-        }
-    }
-}
-
-macro_rules! code {
-    ($($t:ty),*) => {$(
-        impl Code for $t {
-            const BITS: u32 = <$t>::BITS;
-
-            #[inline(always)]
-            fn code(self) -> u32 {
-                u32::from(self)
-            }
-
-            #[inline(always)]
-            #[allow(clippy::cast_possible_truncation)]
-            fn from_code(code: u32) -> Self {
-                code as $t
-            }
-        }
-    )*};
-}
-code!(u8, u16, u32);
 
 /// # Panics
 /// If the lengths differ or `C` is narrower than the format.
@@ -144,25 +63,6 @@ pub fn encode_slice<C: Code, B: RandomBits + ?Sized>(
         bits,
         first_index,
     })
-}
-
-/// The scalar twin of [`encode_slice`] (after its checks): returns the NaN
-/// count.
-pub(super) fn encode_twin<C: Code, B: RandomBits + ?Sized>(
-    format: Format,
-    src: &[f32],
-    dst: &mut [C],
-    round: Round,
-    bits: &B,
-    first_index: u64,
-) -> usize {
-    let mut nans = 0;
-    for (i, (x, d)) in src.iter().zip(dst).enumerate() {
-        let index = first_index.wrapping_add(i as u64);
-        *d = C::from_code(format.encode_with(*x, round, bits, index));
-        nans += usize::from(x.is_nan() && !format.has_nan());
-    }
-    nans
 }
 
 /// Decodes every code of `src` (in `format`) into `dst`, exactly; bitwise
