@@ -67,7 +67,9 @@ pub enum Kernel {
     /// A matrix product in f32, per flop.
     MatmulF32,
     /// A matrix product with FP8 inputs on the FP8 units, per flop (only
-    /// where [`IpuParams::fp8_flops_per_tile_cycle`] is not 0).
+    /// where [`fp8_flops_per_tile_cycle`] is not 0).
+    ///
+    /// [`fp8_flops_per_tile_cycle`]: super::IpuParams::fp8_flops_per_tile_cycle
     MatmulF8,
     /// Conversion between f16 (or f32) and an 8-bit float with a per-tensor
     /// scale, either way, per element.
