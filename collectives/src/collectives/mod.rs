@@ -722,12 +722,14 @@ fn choose<T: Element, D: Communicator + ?Sized>(
 }
 
 /// The exponent phase of [`Order::Free`]: this rank's block exponents
-/// of `buf`, all-reduced (Max, exact in any order) by `s`'s algorithm in
-/// the same call number `seq` (its headers name another operation and
-/// length, so a rank that skipped it is found at its first message).
+/// of `buf`, all-reduced (Max, exact in any order) in the same call number
+/// `seq` (its headers name another operation and length, so a rank that
+/// skipped it is found at its first message), by the algorithm the cost
+/// model picks for their size (1/256 of the buffer's elements: a
+/// latency-bound call, where the ring's `2 (p - 1)` steps cost most).
 fn grid_exponents<T: Element, D: Communicator + ?Sized>(
     comm: &D,
-    s: &CollectiveSchedule,
+    model: &CostModel,
     buf: &[T],
     seq: u32,
     deadline: Instant,
@@ -735,11 +737,13 @@ fn grid_exponents<T: Element, D: Communicator + ?Sized>(
 ) -> Result<(Vec<f32>, run::Traffic), CommError> {
     let mut exponents = vec![0.0f32; grid::blocks(buf.len())];
     grid::block_exponents(buf, &mut exponents);
-    let phase = CollectiveSchedule::new(
-        s.algorithm(),
+    let (phase, _) = choose::<f32, D>(
+        comm,
+        &Options::new(),
+        model,
         Collective::AllReduce,
-        s.size(),
         exponents.len(),
+        ReduceOp::Max,
     )?;
     let max = Reducer::new(ReduceOp::Max);
     let traffic = run::run(
@@ -777,7 +781,7 @@ pub(crate) fn exec<T: Element, D: Communicator + ?Sized>(
         comm.check()?;
         let deadline = start + options.timeout;
         let (exponents, mut traffic) = if s.on_grid(reduction.op) {
-            grid_exponents(comm, &s, buf, n, deadline, scratch)?
+            grid_exponents(comm, model, buf, n, deadline, scratch)?
         } else {
             (Vec::new(), run::Traffic::default())
         };

@@ -100,3 +100,51 @@ pub(super) fn grid_pair_finish<T: Element>(
         *x = T::store(op.finish(s, p), rounding, start + k);
     }
 }
+
+/// Positions per pass of [`grid_start`] and [`grid_finish`]: their grid
+/// sums stay in the L1 cache between the passes over them.
+const GRID_CHUNK: usize = 2048;
+
+/// Adds the contribution `vals` to the grid sums `acc` of the positions
+/// `start..` (blocks' exponents `exps`), after rounding `own` (this rank's
+/// contribution) to the grid into them if given: exact integer sums, as
+/// [`tessera_core::collective::execute`] computes them.
+pub(super) fn grid_start<T: Element>(
+    acc: &mut [f64],
+    own: Option<&[T]>,
+    vals: &[T],
+    (exps, start): (&[f32], usize),
+) {
+    for at in (0..acc.len()).step_by(GRID_CHUNK) {
+        let end = (at + GRID_CHUNK).min(acc.len());
+        let d = &mut acc[at..end];
+        if let Some(own) = own {
+            grid::to_grid(&own[at..end], exps, start + at, d);
+        }
+        grid::add_to_grid(d, &vals[at..end], exps, start + at);
+    }
+}
+
+/// The last contribution `vals` added to the grid sums `acc` of the
+/// positions `start..`, which are then rounded once from the grid,
+/// finished and stored in `into` (the executor's finalization).
+pub(super) fn grid_finish<T: Element>(
+    into: &mut [T],
+    acc: &mut [f64],
+    vals: &[T],
+    (exps, start): (&[f32], usize),
+    (op, p, rounding): (ReduceOp, usize, Rounding),
+    sums: &mut Vec<f32>,
+) {
+    sums.clear();
+    sums.resize(GRID_CHUNK.min(acc.len()), 0.0);
+    for at in (0..acc.len()).step_by(GRID_CHUNK) {
+        let end = (at + GRID_CHUNK).min(acc.len());
+        let (d, s) = (&mut acc[at..end], &mut sums[..end - at]);
+        grid::add_to_grid(d, &vals[at..end], exps, start + at);
+        grid::from_grid_into(d, exps, start + at, s);
+        for (k, (x, &s)) in into[at..end].iter_mut().zip(s.iter()).enumerate() {
+            *x = T::store(op.finish(s, p), rounding, start + at + k);
+        }
+    }
+}

@@ -50,6 +50,7 @@ use std::time::Instant;
 mod check;
 mod combine;
 mod pieces;
+mod scatter;
 mod wire;
 
 use tessera_core::collective::{
@@ -63,6 +64,7 @@ use crate::error::{Cause, CommError, Failure, Mismatch};
 use combine::{GridValues, grid_into, grid_pair_finish, native_wire, reduce_into};
 pub(crate) use pieces::PIECE_ELEMENTS;
 use pieces::{direct_runs, exchanges};
+use scatter::gather_run;
 use wire::{Call, HEADER, Message, encode, split_header, values};
 
 /// What a run sent.
@@ -284,8 +286,16 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             // Every position's first reduction overwrites it.
             st.grid.resize(self.n, 0.0);
         }
-        for (step, ops) in exchanges(self.s, self.r, self.n, piece, self.frontiers) {
+        let whole = scatter::plan(self.s, self.r, self.on_grid);
+        for (step, ops) in exchanges(self.s, whole, self.n, piece, self.frontiers) {
             let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
+            if let Some(run) = gather_run(&ops, &bodies, self.n).filter(|_| self.on_grid) {
+                let done = self.gather(step, &ops, &bodies, &sends, run, buf, &mut st, rounding)?;
+                let done = done.map(|span| Op::Finalize { span });
+                let rest: Vec<Op> = ops.iter().filter(|&&o| Some(o) != done).copied().collect();
+                self.finalize(&rest, rounding, buf, &mut st);
+                continue;
+            }
             let grid_reduces = self.on_grid
                 && fused_grid_step(&ops).is_none()
                 && ops.iter().any(|o| {
@@ -447,7 +457,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
 
     /// Sets `incoming` up for the step's receives, in the order listed;
     /// returns how many.
-    fn expect_receives(&self, ops: &[Op], incoming: &mut Vec<Incoming>) -> usize {
+    pub(super) fn expect_receives(&self, ops: &[Op], incoming: &mut Vec<Incoming>) -> usize {
         let froms: Vec<usize> = ops
             .iter()
             .filter_map(|o| match *o {

@@ -109,29 +109,25 @@ fn sends_meet_receives(ops: &[Op], n: usize) -> bool {
 ///   per span).
 pub(super) fn exchanges(
     s: &CollectiveSchedule,
-    r: usize,
+    whole: Vec<(usize, Vec<Op>)>,
     n: usize,
     piece: usize,
     frontiers: bool,
 ) -> Vec<(usize, Vec<Op>)> {
-    let steps = s.steps();
-    let whole = |step: usize| (step, s.ops(r, step).to_vec());
-    let splits = |step: usize| {
-        s.ops(r, step)
-            .iter()
+    let splits = |ops: &[Op]| {
+        ops.iter()
             .filter_map(moved)
             .any(|m| split(m, n, piece).len() > 1)
     };
-    if frontiers || !(0..steps).any(splits) {
-        return (0..steps).map(whole).collect();
+    if frontiers || !whole.iter().any(|(_, ops)| splits(ops)) {
+        return whole;
     }
     if matches!(
         s.algorithm(),
         Algorithm::Ring | Algorithm::BidirectionalRing
     ) {
-        let mut per_step: Vec<Vec<Vec<Op>>> = Vec::with_capacity(steps);
-        for step in 0..steps {
-            let ops = s.ops(r, step);
+        let mut per_step: Vec<(usize, Vec<Vec<Op>>)> = Vec::with_capacity(whole.len());
+        for (step, ops) in whole {
             let mut parts = split_moves(&ops, n, piece);
             for o in ops.iter() {
                 let Op::Finalize { span } = *o else {
@@ -144,26 +140,25 @@ pub(super) fn exchanges(
                     parts[k].push(Op::Finalize { span: part });
                 }
             }
-            per_step.push(parts);
+            per_step.push((step, parts));
         }
-        let most = per_step.iter().map(Vec::len).max().unwrap_or(0);
+        let most = per_step.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
         let mut out = Vec::new();
         for k in 0..most {
-            for (step, parts) in per_step.iter_mut().enumerate() {
+            for (step, parts) in &mut per_step {
                 if let Some(ops) = parts.get_mut(k)
                     && !ops.is_empty()
                 {
-                    out.push((step, std::mem::take(ops)));
+                    out.push((*step, std::mem::take(ops)));
                 }
             }
         }
         return out;
     }
     let mut out = Vec::new();
-    for step in 0..steps {
-        let ops = s.ops(r, step);
-        if !splits(step) || (0..s.size()).any(|q| sends_meet_receives(&s.ops(q, step), n)) {
-            out.push((step, ops.to_vec()));
+    for (step, ops) in whole {
+        if !splits(&ops) || (0..s.size()).any(|q| sends_meet_receives(&s.ops(q, step), n)) {
+            out.push((step, ops));
             continue;
         }
         let mut parts = split_moves(&ops, n, piece);

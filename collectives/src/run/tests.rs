@@ -106,3 +106,47 @@ fn messages_in_pieces_give_the_executors_bits() {
         }
     }
 }
+
+#[test]
+fn the_order_free_ring_sends_the_plain_rings_bytes_and_messages() {
+    // The direct reduce-scatter (`scatter.rs`): only contributions travel,
+    // so over more than two ranks the grid's f64 partial sums never do.
+    for p in 3..=5 {
+        let len = 1000;
+        let traffic = |order: Order| {
+            let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, p, len)
+                .unwrap()
+                .with_order(order);
+            let exponents = vec![0.0f32; grid::blocks(len)];
+            let exponents = if order == Order::Free {
+                &exponents[..]
+            } else {
+                &[]
+            };
+            let sent = ThreadWorld::run(p, |comm| {
+                let mut x = input::<f32>(comm.rank(), len);
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                let red = Reducer::new(ReduceOp::Sum);
+                let mut scratch = Scratch::default();
+                run(
+                    &comm,
+                    &s,
+                    &red,
+                    &mut x,
+                    0,
+                    deadline,
+                    &mut scratch,
+                    exponents,
+                )
+                .unwrap()
+            })
+            .unwrap();
+            let sent: Vec<_> = sent.into_iter().map(Result::unwrap).collect();
+            (
+                sent.iter().map(|t| t.bytes).sum::<usize>(),
+                sent.iter().map(|t| t.messages).sum::<usize>(),
+            )
+        };
+        assert_eq!(traffic(Order::Free), traffic(Order::Schedule), "p {p}");
+    }
+}
