@@ -5,10 +5,10 @@ use super::fixed::Fixed;
 
 /// [`ExactSum`]'s integer: 2^-149 units (the smallest f32 subnormal), ten
 /// 32-bit digits.
-type SumFixed = Fixed<10, 149>;
+pub(super) type SumFixed = Fixed<10, 149>;
 /// [`ExactDot`]'s integer: 2^-298 units (the smallest product of two f32
 /// subnormals), twenty 32-bit digits.
-type DotFixed = Fixed<20, 298>;
+pub(super) type DotFixed = Fixed<20, 298>;
 
 /// An exact sum of f32 values, rounded once at the end.
 ///

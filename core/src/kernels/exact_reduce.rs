@@ -7,73 +7,21 @@
 //! state) bit for bit by construction, and blocks are an implementation
 //! detail: any split into pieces, merged in any order, gives the same bits.
 //!
-//! The fast path works on blocks of up to 256 terms, with f64 sums that
-//! are exact in any order (so the lanes' order is free), and adds one or
-//! two f64 values per block to the exact state:
-//!
-//! - values: when the block's exponents span at most 21 binades, every
-//!   value is a multiple of the smallest one's unit and their f64 sum
-//!   stays below `2^53` of those units: plain f64 addition is exact;
-//! - products (exact in f64): under the bound `2^e` of the block's
-//!   products (from its largest `|x|` and `|y|`), each is split into
-//!   integers below `2^45` on the grids `2^(e - 45)` and `2^(e - 90)`,
-//!   whose sums of 256 stay below `2^53`.
-//!
-//! When that does not hold (a wider span of values, a product with bits
-//! below the second grid, a term that is not finite), the block's terms
-//! are added one by one instead: the same state, more slowly.
+//! The fast paths (`exact_lanes`) sum parts of a few
+//! thousand terms in f64 lanes, exact in any order under a test on the
+//! terms' exponent fields, and fall back to blocks of 256, then to single
+//! terms, where the test fails (a wider span of values, a product far
+//! below the part's largest, a term that is not finite): the same state,
+//! more slowly.
 
 use crate::arch::{self, F32s, Simd, kernel};
 use crate::fp::sealed::Format;
 use crate::fp::{self, Element};
 
-use super::fixed::Fixed;
+use super::exact_lanes::{
+    DOT_PART, MARGIN, SUM_PART, TERMS, add_products, add_values, dot_part, products_top, sum_part,
+};
 use super::{ExactDot, ExactSum, GemmShape, scalar};
-
-/// Terms per block: 2^8 integers below `2^WINDOW` sum below `2^53`.
-const TERMS: usize = 256;
-/// Bits of a grid integer.
-const WINDOW: i32 = 45;
-/// `1.5 * 2^52`: adding and subtracting it rounds an f64 below `2^51` in
-/// magnitude to an integer.
-const ROUND: f64 = 6_755_399_441_055_744.0;
-/// Lanes of the plain loops (vectorised for the backend's width).
-const W: usize = 8;
-
-/// `2^k` as an f64, for `-1022 <= k <= 1023`.
-#[inline(always)]
-fn pow2(k: i32) -> f64 {
-    f64::from_bits(((k + 1023) as u64) << 52)
-}
-
-/// `f(lanes)` for `x` in chunks of `W`, the last padded with zeros.
-#[inline(always)]
-fn each_chunk(x: &[f32], mut f: impl FnMut(&[f32; W])) {
-    let chunks = x.chunks_exact(W);
-    let mut last = [0.0f32; W];
-    last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    for c in chunks {
-        f(c.try_into().expect("W lanes"));
-    }
-    f(&last);
-}
-
-/// `f(x lanes, y lanes)` for `x` and `y` (of one length) in chunks of
-/// `W`, the last padded with zeros.
-#[inline(always)]
-fn each_pair(x: &[f32], y: &[f32], mut f: impl FnMut(&[f32; W], &[f32; W])) {
-    let (xs, ys) = (x.chunks_exact(W), y.chunks_exact(W));
-    let (mut lx, mut ly) = ([0.0f32; W], [0.0f32; W]);
-    lx[..xs.remainder().len()].copy_from_slice(xs.remainder());
-    ly[..ys.remainder().len()].copy_from_slice(ys.remainder());
-    for (c, d) in xs.zip(ys) {
-        f(
-            c.try_into().expect("W lanes"),
-            d.try_into().expect("W lanes"),
-        );
-    }
-    f(&lx, &ly);
-}
 
 /// Prefetches the lines 4 KiB ahead of the block at
 /// `start` (a block's arithmetic is long enough that the hardware
@@ -86,132 +34,12 @@ fn prefetch_block<T>(x: &[T], start: usize) {
     }
 }
 
-/// The exponent field of a magnitude pattern, subnormals' as 1 (their
-/// unit is the smallest normals').
+/// `x` as f32 values: `x` itself, or widened into `buf` (`x.len() <= N`).
 #[inline(always)]
-fn field(abs: u32) -> i32 {
-    ((abs >> 23) as i32).max(1)
-}
-
-/// Adds the values of `x` (at most [`TERMS`]) to `state` exactly.
-///
-/// A value with exponent field `e` is a multiple of `2^(e - 150)` and
-/// below `2^(e - 126)`; when the block's fields span at most 21, its
-/// values are multiples of the smallest one's unit `u` and their sum
-/// stays below `2^(8 + 24 + 21) u = 2^53 u`, so plain f64 addition is
-/// exact in any order. Otherwise, or for infinities and NaN, the values
-/// are added one by one.
-#[inline(always)]
-fn add_values(state: &mut Fixed<10, 149>, x: &[f32]) {
-    // One pass: the f64 sum, the largest and the smallest nonzero
-    // magnitude (zero wraps to u32::MAX: no minimum).
-    let mut acc = [0.0f64; W];
-    let (mut hi, mut lo) = ([0u32; W], [u32::MAX; W]);
-    each_chunk(
-        x,
-        #[inline(always)]
-        |c| {
-            for j in 0..W {
-                acc[j] += f64::from(c[j]);
-                let abs = c[j].to_bits() & 0x7fff_ffff;
-                hi[j] = hi[j].max(abs);
-                lo[j] = lo[j].min(abs.wrapping_sub(1));
-            }
-        },
-    );
-    let hi = hi.into_iter().max().unwrap_or(0);
-    let lo = lo.into_iter().min().unwrap_or(u32::MAX).wrapping_add(1);
-    if lo == 0 {
-        return; // all zeros
-    }
-    if hi >= 0x7f80_0000 || field(hi) - field(lo) > 21 {
-        return add_each(state, x.len(), |i| f64::from(x[i]));
-    }
-    state.add_f64(acc.iter().sum());
-}
-
-/// Adds the products `x[i] * y[i]` (at most [`TERMS`]) to `state` exactly.
-///
-/// `x = a 2^(ex - 150)` with an integer `a` below `2^24` (`ex` the exponent
-/// field, 1 for subnormals), so a nonzero product is a multiple of
-/// `2^(ex + ey - 300)` and below `2^e`, `e` from the block's largest `|x|`
-/// and `|y|`. When every product is a multiple of `2^(e - 90)`, each splits
-/// exactly into integers below `2^45` on the grids `2^(e - 45)` and
-/// `2^(e - 90)`, whose sums of 256 stay below `2^53`: exact f64 sums in
-/// any order. Otherwise, or for infinities and NaN, the products are added
-/// one by one.
-#[inline(always)]
-fn add_products(state: &mut Fixed<20, 298>, x: &[f32], y: &[f32]) {
-    let (mut hx, mut hy, mut lo) = ([0u32; W], [0u32; W], [u32::MAX; W]);
-    each_pair(
-        x,
-        y,
-        #[inline(always)]
-        |c, d| {
-            for j in 0..W {
-                let (a, b) = (c[j].to_bits() & 0x7fff_ffff, d[j].to_bits() & 0x7fff_ffff);
-                hx[j] = hx[j].max(a);
-                hy[j] = hy[j].max(b);
-                // The product's unit exponent (plus 300); none for zero.
-                let unit = (a >> 23).max(1) + (b >> 23).max(1);
-                lo[j] = lo[j].min(if a == 0 || b == 0 { u32::MAX } else { unit });
-            }
-        },
-    );
-    let (hx, hy) = (hx.into_iter().max(), hy.into_iter().max());
-    let (hx, hy) = (hx.unwrap_or(0), hy.unwrap_or(0));
-    let lo = lo.into_iter().min().unwrap_or(u32::MAX);
-    if hx >= 0x7f80_0000 || hy >= 0x7f80_0000 {
-        return add_each(state, x.len(), |i| f64::from(x[i]) * f64::from(y[i]));
-    }
-    if lo == u32::MAX {
-        return; // every product is zero
-    }
-    // |x y| < 2^(ex - 126) 2^(ey - 126) = 2^e; units down to 2^(e - 90).
-    let top = field(hx) + field(hy);
-    if top - lo as i32 > 2 * WINDOW - 48 {
-        return add_each(state, x.len(), |i| f64::from(x[i]) * f64::from(y[i]));
-    }
-    let g = top - 252 - WINDOW;
-    let (scale, next) = (pow2(-g), pow2(WINDOW));
-    let (mut high, mut low) = ([0.0f64; W], [0.0f64; W]);
-    each_pair(
-        x,
-        y,
-        #[inline(always)]
-        |c, d| {
-            for j in 0..W {
-                // Exact: the product, power-of-two scalings in range, and
-                // z - q the bits of z below its integer part (an integer
-                // once scaled, by the unit check).
-                let z = f64::from(c[j]) * f64::from(d[j]) * scale;
-                let q = (z + ROUND) - ROUND;
-                high[j] += q;
-                low[j] += (z - q) * next;
-            }
-        },
-    );
-    // Integers below 2^53, then exact scalings.
-    state.add_f64(high.iter().sum::<f64>() * pow2(g));
-    state.add_f64(low.iter().sum::<f64>() * pow2(g - WINDOW));
-}
-
-/// Adds the terms one by one (exact, any terms).
-#[inline(never)]
-fn add_each<const D: usize, const LSB: usize>(
-    state: &mut Fixed<D, LSB>,
-    n: usize,
-    term: impl Fn(usize) -> f64,
-) {
-    for i in 0..n {
-        state.add_f64(term(i));
-    }
-}
-
-/// `x` as f32 values: `x` itself, or widened into `buf` (`x.len() <=
-/// TERMS`).
-#[inline(always)]
-fn widened<'b, S: Simd, T: Element>(x: &'b [T], buf: &'b mut [f32; TERMS]) -> &'b [f32] {
+fn widened<'b, S: Simd, T: Element, const N: usize>(
+    x: &'b [T],
+    buf: &'b mut [f32; N],
+) -> &'b [f32] {
     if T::FORMAT == Format::F32 {
         return arch::cast_slice(x);
     }
@@ -380,10 +208,18 @@ kernel! {
     ExactSumOf<'a, T: Element> { x: &'a [T] } -> ExactSum;
     run<S>(k) {
         let mut sum = ExactSum::new();
-        let mut buf = [0.0f32; TERMS];
-        for (b, block) in k.x.chunks(TERMS).enumerate() {
-            prefetch_block(k.x, b * TERMS);
-            add_values(&mut sum.0, widened::<S, T>(block, &mut buf));
+        let mut buf = [0.0f32; SUM_PART];
+        for (p, part) in k.x.chunks(SUM_PART).enumerate() {
+            let x = widened::<S, T, SUM_PART>(part, &mut buf);
+            let added = sum_part(
+                &mut sum.0,
+                x,
+                #[inline(always)]
+                |at| prefetch_block(k.x, p * SUM_PART + at),
+            );
+            if !added {
+                add_values(&mut sum.0, x);
+            }
         }
         sum
     }
@@ -394,11 +230,30 @@ kernel! {
     ExactDotOf<'a, T: Element> { x: &'a [T], y: &'a [T] } -> ExactDot;
     run<S>(k) {
         let mut dot = ExactDot::new();
-        let (mut bx, mut by) = ([0.0f32; TERMS], [0.0f32; TERMS]);
-        for (b, (x, y)) in k.x.chunks(TERMS).zip(k.y.chunks(TERMS)).enumerate() {
-            prefetch_block(k.x, b * TERMS);
-            prefetch_block(k.y, b * TERMS);
-            add_products(&mut dot.0, widened::<S, T>(x, &mut bx), widened::<S, T>(y, &mut by));
+        let (mut bx, mut by) = ([0.0f32; DOT_PART], [0.0f32; DOT_PART]);
+        // The bound of the first part is measured, the next ones' guessed
+        // from the last part's (a wrong guess costs a slower pass).
+        let mut guess = None;
+        for (p, (x, y)) in k.x.chunks(DOT_PART).zip(k.y.chunks(DOT_PART)).enumerate() {
+            let x = widened::<S, T, DOT_PART>(x, &mut bx);
+            let y = widened::<S, T, DOT_PART>(y, &mut by);
+            let pass = dot_part(
+                &mut dot.0,
+                x,
+                y,
+                guess.unwrap_or_else(|| products_top(x, y)),
+                #[inline(always)]
+                |at| {
+                    prefetch_block(k.x, p * DOT_PART + at);
+                    prefetch_block(k.y, p * DOT_PART + at);
+                },
+            );
+            if !pass.added {
+                add_products(&mut dot.0, x, y);
+            }
+            if let Some(top) = pass.top {
+                guess = Some(top + MARGIN);
+            }
         }
         dot
     }

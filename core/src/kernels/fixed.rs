@@ -97,10 +97,22 @@ impl<const D: usize, const LSB: usize> Fixed<D, LSB> {
         self.add_at(significand, at - 1075, negative);
     }
 
-    /// Adds `significand * 2^at` units (`significand` below `2^53`).
+    /// Adds `n * 2^exp` exactly (`exp >= -LSB`; the kernels' lane totals,
+    /// `|n|` below `2^63`).
+    #[inline]
+    pub(super) fn add_scaled(&mut self, n: i64, exp: i32) {
+        let at = exp + LSB as i32;
+        debug_assert!(at >= 0, "below the unit");
+        if n != 0 {
+            self.add_at(n.unsigned_abs(), at as usize, n < 0);
+        }
+    }
+
+    /// Adds `significand * 2^at` units (`significand` below `2^64`, so
+    /// that it spans at most three digits once placed).
     #[inline]
     fn add_at(&mut self, significand: u64, at: usize, negative: bool) {
-        let placed = u128::from(significand) << (at % 32); // below 2^85
+        let placed = u128::from(significand) << (at % 32); // below 2^96
         let k = at / 32;
         let mut last = k;
         for (i, part) in (k..D).zip(0..3) {

@@ -127,6 +127,7 @@
 
 mod elementwise;
 mod exact;
+mod exact_lanes;
 mod exact_reduce;
 mod fixed;
 mod gemm;
