@@ -2,9 +2,9 @@
 //! rounded by its role's [`RoleQuant`](crate::model::quant::RoleQuant)
 //! into a new f32 tensor of its values (scaled back, exactly), which the
 //! product reads in place of the operand. The product itself is the
-//! unchanged [`matmul`](fn@crate::kernels::matmul): with exact products
-//! (every 8-, 6- and 4-bit format's) and its f32 sums, it is core's
-//! `RoundedMatmul` with an f32 accumulator, in the product's fixed
+//! [`matmul`](fn@crate::kernels::matmul) in the recipe's accumulator:
+//! with exact products (every 8-, 6- and 4-bit format's) it is core's
+//! `RoundedMatmul` with an f32 or f16 accumulator, in the product's fixed
 //! summation tree.
 //!
 //! - Per tensor: a vertex per block of the operand finds the block's
@@ -15,6 +15,9 @@
 //! - MX: the operand is regathered into blocks of whole lines along the
 //!   reduction, and a vertex per block quantises each line in blocks of
 //!   32 with core's `Mx` and decodes it.
+//! - NVFP4: both: the lines regathered, the blocks' amaxes gathered as per
+//!   tensor (the tensor scale is core's `Nvfp4::tensor_scale` of their
+//!   max), each line quantised in blocks of 16 by core's `Nvfp4`.
 
 use core::ops::Range;
 use std::sync::Arc;
@@ -28,6 +31,8 @@ use crate::ipu::{
 use crate::kernels::matmul::{
     BlockLayout, Cut, Operand, Output, ProductPlan, Source, gather_copies,
 };
+use tessera_core::fp::Nvfp4;
+
 use crate::model::quant::{Keyed, QuantStats, Role, RoleQuant, Scaling, tensor_exponent};
 
 /// The seed of the quantisations' random bits (each operand its stream).
@@ -100,7 +105,7 @@ impl Builder<'_> {
         (q, memo): (RoleQuant, bool),
     ) -> Result<Operand, ModelError> {
         let layout = match q.scaling {
-            Scaling::Mx => self.lines(l, name, op, k_rows)?,
+            Scaling::Mx | Scaling::Nvfp4 => self.lines(l, name, op, k_rows)?,
             _ => Operand {
                 transposed: k_rows,
                 ..op.clone()
@@ -284,15 +289,16 @@ impl Codelet for Amax {
 }
 
 /// The largest magnitude of `x` (NaN if it holds one): a max, whatever
-/// the order.
+/// the order. The max of the magnitudes' bits (an integer max the
+/// compiler vectorises): finite and infinite magnitudes order as their
+/// bits, and every NaN's bits are above infinity's.
 fn amax(x: &[f32]) -> f32 {
-    x.iter().fold(0.0f32, |m, v| {
-        if v.is_nan() || m.is_nan() {
-            f32::NAN
-        } else {
-            m.max(v.abs())
-        }
-    })
+    let top = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+    if top > f32::INFINITY.to_bits() {
+        f32::NAN
+    } else {
+        f32::from_bits(top)
+    }
 }
 
 fn cast_fields(per_tensor: bool) -> Vec<FieldSpec> {
@@ -307,8 +313,31 @@ fn cast_fields(per_tensor: bool) -> Vec<FieldSpec> {
     f
 }
 
-/// A block quantised: per tensor (a fourth field, every block's amax)
-/// or MX along its lines. Fields: the block (read), its quantised values
+/// How a block is scaled, found when it runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scale {
+    /// Per tensor, by `2^k` (`None`: a non-finite amax).
+    Tensor(Option<i32>),
+    /// MX blocks along the lines.
+    Mx,
+    /// NVFP4 blocks along the lines under tensor scale `t` (`None`: a
+    /// non-finite amax).
+    Nvfp4(Option<f32>),
+}
+
+impl Scale {
+    /// A hashable and comparable key (the scale's bits).
+    fn key(self) -> (u8, u64) {
+        match self {
+            Self::Tensor(k) => (0, k.map_or(u64::MAX, |k| u64::from(k as u32))),
+            Self::Mx => (1, 0),
+            Self::Nvfp4(t) => (2, t.map_or(u64::MAX, |t| u64::from(t.to_bits()))),
+        }
+    }
+}
+
+/// A block quantised: per tensor or NVFP4 (a fourth field, every block's
+/// amax) or MX along its lines. Fields: the block (read), its quantised values
 /// (written), its stats `[exponent, saturated, underflowed]` (written),
 /// [the amaxes (read)].
 #[derive(Debug)]
@@ -337,12 +366,18 @@ impl Codelet for Cast {
     }
 
     fn run(&self, io: &mut VertexIo<'_>) {
-        let x = io.read::<f32>(0).to_vec();
-        let exponent = (self.fields.len() == 4)
-            .then(|| tensor_exponent(self.q.format, amax(io.read::<f32>(3))));
-        let (out, stats) = memo::get_or(self, &x, exponent, || self.cast(&x, exponent));
-        io.write::<f32>(1).copy_from_slice(&out);
-        let s = io.write::<f32>(2);
+        let amax = (self.fields.len() == 4).then(|| amax(io.read::<f32>(3)));
+        let scale = match (self.q.scaling, amax) {
+            (Scaling::Nvfp4, Some(a)) => {
+                Scale::Nvfp4(a.is_finite().then(|| Nvfp4::tensor_scale(&[a])))
+            }
+            (_, Some(a)) => Scale::Tensor(tensor_exponent(self.q.format, a)),
+            (_, None) => Scale::Mx,
+        };
+        let [x, out, s] = io.many([0, 1, 2]);
+        let (x, out) = (x.into_slice::<f32>(), out.into_slice::<f32>());
+        let stats = memo::get_or(self, x, scale, out, |out| self.cast(x, scale, out));
+        let s = s.into_slice::<f32>();
         s[0] = stats.exponent as f32;
         s[1] = stats.saturated as f32;
         s[2] = stats.underflowed as f32;
@@ -350,25 +385,21 @@ impl Codelet for Cast {
 }
 
 impl Cast {
-    /// The block `x` quantised, per tensor with `exponent` (`Some`) or
-    /// MX along its lines, and its stats.
-    fn cast(&self, x: &[f32], exponent: Option<Option<i32>>) -> (Vec<f32>, QuantStats) {
-        let mut out = vec![0.0; x.len()];
+    /// The block `x` quantised into `out` by `scale` (along its lines);
+    /// its stats.
+    fn cast(&self, x: &[f32], scale: Scale, out: &mut [f32]) -> QuantStats {
         let mut stats = QuantStats::default();
         let (rows, cols, width) = (&self.block.0, &self.block.1, self.block.2);
         let w = cols.len();
-        // Lines along the reduction: the block's rows (k along columns)
-        // or its columns (k along rows, strided).
-        let (lines, len, at, step) = if self.k_rows {
-            (w, rows.len(), w, 1)
+        // Lines along the reduction: the block's rows (k along columns,
+        // contiguous) or its columns (k along rows, strided: gathered).
+        let (lines, len) = if self.k_rows {
+            (w, rows.len())
         } else {
-            (rows.len(), w, 1, w)
+            (rows.len(), w)
         };
-        let (mut line, mut done) = (vec![0.0; len], vec![0.0; len]);
+        let (mut line, mut done) = (Vec::new(), Vec::new());
         for i in 0..lines {
-            for (t, v) in line.iter_mut().enumerate() {
-                *v = x[i * step + t * at];
-            }
             // The matrix position of the line's first element and the
             // distance between its elements.
             let (first, stride) = if self.k_rows {
@@ -376,21 +407,32 @@ impl Cast {
             } else {
                 (((rows.start + i) * width + cols.start) as u64, 1)
             };
+            let (src, dst) = if self.k_rows {
+                line.clear();
+                line.extend((0..len).map(|t| x[i + t * w]));
+                done.resize(len, 0.0);
+                (&line[..], &mut done[..])
+            } else {
+                (&x[i * w..(i + 1) * w], &mut out[i * w..(i + 1) * w])
+            };
             let bits = Keyed {
                 stream: self.stream,
-                values: &line,
+                values: src,
                 first,
                 step: stride,
             };
-            match exponent {
-                Some(k) => self.q.round_scaled(&line, k, &bits, &mut done, &mut stats),
-                None => self.q.round_mx(&line, &bits, &mut done, &mut stats),
+            match scale {
+                Scale::Tensor(k) => self.q.round_scaled(src, k, &bits, dst, &mut stats),
+                Scale::Mx => self.q.round_mx(src, &bits, dst, &mut stats),
+                Scale::Nvfp4(t) => self.q.round_nvfp4(src, t, &bits, dst, &mut stats),
             }
-            for (t, v) in done.iter().enumerate() {
-                out[i * step + t * at] = *v;
+            if self.k_rows {
+                for (t, v) in done.iter().enumerate() {
+                    out[i + t * w] = *v;
+                }
             }
         }
-        (out, stats)
+        stats
     }
 }
 
@@ -403,28 +445,41 @@ mod memo {
     use std::hash::{DefaultHasher, Hash, Hasher};
     use std::sync::{Arc, Mutex};
 
-    use super::{Cast, QuantStats};
+    use super::{Cast, QuantStats, Scale};
 
     /// Entries kept before the memo starts over.
     const MAX_ENTRIES: usize = 1024;
 
-    type Entry = Arc<(Vec<u32>, Vec<f32>, QuantStats)>;
+    /// A block's bits, its cast, the cast's stats and its scale's key.
+    type Entry = Arc<(Vec<f32>, Vec<f32>, QuantStats, (u8, u64))>;
 
     static MEMO: Mutex<Option<HashMap<u64, Entry>>> = Mutex::new(None);
 
-    /// `cast()`'s result for `x`, from the memo if it holds it.
+    /// A cheap hash of `x`'s bits (the entry's bits are compared too).
+    fn hash_bits(x: &[f32]) -> u64 {
+        x.iter().fold(x.len() as u64, |h, v| {
+            (h.rotate_left(5) ^ u64::from(v.to_bits())).wrapping_mul(0x51_7cc1_b727_220a_95)
+        })
+    }
+
+    fn same_bits(a: &[f32], b: &[f32]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+    }
+
+    /// `cast()`'s result for `x` into `out`, from the memo if it holds it;
+    /// its stats.
     pub(super) fn get_or(
         c: &Cast,
         x: &[f32],
-        exponent: Option<Option<i32>>,
-        cast: impl FnOnce() -> (Vec<f32>, QuantStats),
-    ) -> (Vec<f32>, QuantStats) {
+        scale: Scale,
+        out: &mut [f32],
+        cast: impl FnOnce(&mut [f32]) -> QuantStats,
+    ) -> QuantStats {
         if !c.memo {
-            return cast();
+            return cast(out);
         }
-        let bits: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let mut h = DefaultHasher::new();
-        (&bits, exponent, c.q, &c.block, c.k_rows).hash(&mut h);
+        (hash_bits(x), scale.key(), c.q, &c.block, c.k_rows).hash(&mut h);
         c.stream.bits(0).hash(&mut h);
         let key = h.finish();
         let found = MEMO
@@ -432,17 +487,18 @@ mod memo {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .and_then(|m| m.get(&key).cloned());
-        if let Some(e) = found.filter(|e| e.0 == bits) {
-            return (e.1.clone(), e.2);
+        if let Some(e) = found.filter(|e| e.3 == scale.key() && same_bits(&e.0, x)) {
+            out.copy_from_slice(&e.1);
+            return e.2;
         }
-        let (out, stats) = cast();
+        let stats = cast(out);
         let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
         let map = memo.get_or_insert_with(HashMap::new);
         if map.len() >= MAX_ENTRIES {
             map.clear();
         }
-        map.insert(key, Arc::new((bits, out.clone(), stats)));
-        (out, stats)
+        map.insert(key, Arc::new((x.to_vec(), out.to_vec(), stats, scale.key())));
+        stats
     }
 }
 
@@ -457,7 +513,8 @@ mod tests {
     use super::super::{Placement, dense, standalone_link, write_rows};
     use super::*;
     use crate::ipu::{IpuParams, IpuSpec, Target};
-    use crate::model::quant::Recipe;
+    use crate::model::quant::{Accumulator, Recipe};
+    use tessera_core::fp::Format;
 
     /// An f64 oracle of a quantisation of the stored `rows x cols` matrix
     /// `x` for a reduction along its rows (`k_rows`) or columns: the
@@ -498,9 +555,12 @@ mod tests {
             let k = exp_of(amax);
             return x.iter().enumerate().map(|(p, v)| chop(*v, k, p)).collect();
         }
-        let emax = libm::floor(libm::log2(max)) as i32;
         let (lines, len) = if k_rows { (cols, rows) } else { (rows, cols) };
         let pos = |i: usize, t: usize| if k_rows { t * cols + i } else { i * cols + t };
+        if q.scaling == Scaling::Nvfp4 {
+            return oracle_nvfp4(q, x, (lines, len), &pos, stream);
+        }
+        let emax = libm::floor(libm::log2(max)) as i32;
         let mut out = vec![0.0; x.len()];
         for i in 0..lines {
             for b in (0..len).step_by(32) {
@@ -521,26 +581,114 @@ mod tests {
         out
     }
 
+    /// NVFP4 by its definition in f64 (each f32 operation is the f64 one
+    /// rounded to f32, which is exact or correctly rounded): the tensor
+    /// scale `t = amax / 2688`, per block of 16 along a line the E4M3
+    /// scale `S` of `amax_b / 6 / t` (to nearest, saturating) and each
+    /// element `chop(x / (S t)) S t`.
+    fn oracle_nvfp4(
+        q: RoleQuant,
+        x: &[f32],
+        (lines, len): (usize, usize),
+        pos: &dyn Fn(usize, usize) -> usize,
+        stream: RandomStream,
+    ) -> Vec<f32> {
+        let f = |v: f64| v as f32;
+        let amax = x.iter().fold(0.0f64, |m, v| m.max(f64::from(v.abs())));
+        let t = if amax == 0.0 {
+            1.0
+        } else {
+            f(amax / 2688.0).max(f32::from_bits(1))
+        };
+        let (t64, sat) = (f64::from(t), tessera_core::fp::Overflow::Saturate);
+        let nearest = tessera_core::fp::Round::NEAREST_EVEN.with_overflow(sat);
+        let mut out = vec![0.0; x.len()];
+        for i in 0..lines {
+            for b in (0..len).step_by(16) {
+                let ts = b..(b + 16).min(len);
+                let amax_b = ts
+                    .clone()
+                    .fold(0.0f64, |m, t| m.max(f64::from(x[pos(i, t)].abs())));
+                let s_in = f(f64::from(f(amax_b / 6.0)) / t64);
+                let s = Format::E4M3FN.chop(s_in, nearest, stream, 0);
+                let divisor = f(f64::from(s) * t64);
+                for t in ts {
+                    let (at, v) = (pos(i, t), x[pos(i, t)]);
+                    let bits = Keyed {
+                        stream,
+                        values: &[v],
+                        first: at as u64,
+                        step: 0,
+                    };
+                    let quotient = if divisor == 0.0 {
+                        v * 0.0
+                    } else {
+                        f(f64::from(v) / f64::from(divisor))
+                    };
+                    let p = Format::E2M1FN.chop_with(quotient, q.round, &bits, 0);
+                    out[at] = f(f64::from(f(f64::from(p) * f64::from(s))) * t64);
+                }
+            }
+        }
+        out
+    }
+
     /// `op(a) op(b)` of row-major stored matrices, products in f64 (exact)
-    /// added in increasing `k` and rounded to f32 after each addition:
-    /// core's `RoundedMatmul` with an f32 accumulator, for `k <= 128`
+    /// added in increasing `k`, each sum rounded to the accumulator
+    /// (f32 or f16, to nearest even) and promoted into an f32 total every
+    /// `promote_every` additions: core's `RoundedMatmul`, for `k <= 128`
     /// (one leaf of the product's tree).
     fn oracle_product(
         (a, ta): (&[f32], bool),
         (b, tb): (&[f32], bool),
         (m, k, n): (usize, usize, usize),
+        acc: Accumulator,
     ) -> Vec<f32> {
         let at = |i: usize, t: usize| if ta { a[t * m + i] } else { a[i * k + t] };
         let bt = |t: usize, j: usize| if tb { b[j * k + t] } else { b[t * n + j] };
+        let (round, every): (fn(f64) -> f32, _) = match acc {
+            Accumulator::F32 => (|s| s as f32, None),
+            Accumulator::F16 { promote_every } => {
+                (|s| tessera_core::fp::f16::from_f64(s).to_f32(), promote_every)
+            }
+        };
         let mut c = vec![0.0f32; m * n];
         for i in 0..m {
             for j in 0..n {
-                c[i * n + j] = (0..k).fold(0.0f32, |s, t| {
-                    (f64::from(s) + f64::from(at(i, t)) * f64::from(bt(t, j))) as f32
-                });
+                let (mut total, mut part) = (0.0f32, 0.0f32);
+                for t in 0..k {
+                    part = round(f64::from(part) + f64::from(at(i, t)) * f64::from(bt(t, j)));
+                    if every.is_some_and(|e| (t + 1) % e.get() == 0) {
+                        total = (f64::from(total) + f64::from(part)) as f32;
+                        part = 0.0;
+                    }
+                }
+                c[i * n + j] = if every.is_some() {
+                    (f64::from(total) + f64::from(part)) as f32
+                } else {
+                    part
+                };
             }
         }
         c
+    }
+
+    /// Every new mode's default recipe, NVFP4, and two with an f16
+    /// accumulator (promoted every 4 additions in the second).
+    fn recipes() -> [Recipe; 7] {
+        let f16 = Recipe {
+            accumulator: Accumulator::F16,
+            ..Recipe::FP8
+        };
+        let promoted = Recipe {
+            accumulator: Accumulator::F16 {
+                promote_every: core::num::NonZeroUsize::new(4),
+            },
+            ..Recipe::MXFP4
+        };
+        let defaults = [Recipe::FP8, Recipe::MXFP8, Recipe::MXFP6, Recipe::MXFP4];
+        let [fp8, mx8, mx6, mx4] = defaults;
+        [fp8, mx8, mx6, mx4, Recipe::NVFP4, f16, promoted]
     }
 
     fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
@@ -554,9 +702,9 @@ mod tests {
         x.iter().map(|v| v.to_bits()).collect()
     }
 
-    /// A dense layer's three products in every new mode's recipe, on 8
-    /// tiles (so operands are cut and MX lines regathered), against the
-    /// oracle bit for bit.
+    /// A dense layer's three products in every new mode's recipe and with
+    /// an f16 accumulator, on 8 tiles (so operands are cut and MX lines
+    /// regathered), against the oracle bit for bit.
     #[test]
     fn dense_products_equal_the_oracle_of_the_quantised_inputs() {
         let (batch, fan_in, width) = (6, 70, 24);
@@ -569,7 +717,7 @@ mod tests {
         let x = values(batch * fan_in, 1, 4.0);
         let w = values(fan_in * width, 2, 0.3);
         let dz = values(batch * width, 3, 1e-3);
-        for recipe in [Recipe::FP8, Recipe::MXFP8, Recipe::MXFP6, Recipe::MXFP4] {
+        for recipe in recipes() {
             let (placement, link) = (Placement::Spread, standalone_link());
             let mut b = Builder::standalone(&target, &placement, &link, batch);
             b.quant = Some(recipe);
@@ -600,6 +748,7 @@ mod tests {
             let read = |a: &Act| super::super::read_rows(&e, a);
             let stream = |name: &str| RandomStream::new(SEED, fnv(name));
             let (act, wq, gq) = (recipe.activations, recipe.weights, recipe.gradients);
+            let acc = recipe.accumulator;
             // Y = X W.
             let qx = oracle_quant(
                 act,
@@ -608,7 +757,7 @@ mod tests {
                 stream("layer1.fwd.activations"),
             );
             let qw = oracle_quant(wq, &w, (fan_in, width, true), stream("layer1.fwd.weights"));
-            let y = oracle_product((&qx, false), (&qw, false), (batch, fan_in, width));
+            let y = oracle_product((&qx, false), (&qw, false), (batch, fan_in, width), acc);
             assert_eq!(bits(&read(&layer.y)), bits(&y), "{recipe:?} forward");
             // dW = X^T dZ.
             let qx = oracle_quant(
@@ -618,7 +767,7 @@ mod tests {
                 stream("layer1.dw.activations"),
             );
             let qd = oracle_quant(gq, &dz, (batch, width, true), stream("layer1.dw.gradients"));
-            let dw_o = oracle_product((&qx, true), (&qd, false), (fan_in, batch, width));
+            let dw_o = oracle_product((&qx, true), (&qd, false), (fan_in, batch, width), acc);
             assert_eq!(bits(&read(&dw)), bits(&dw_o), "{recipe:?} dW");
             // dA = dZ W^T.
             let qd = oracle_quant(
@@ -628,13 +777,14 @@ mod tests {
                 stream("layer1.da.gradients"),
             );
             let qw = oracle_quant(wq, &w, (fan_in, width, false), stream("layer1.da.weights"));
-            let da_o = oracle_product((&qd, false), (&qw, true), (batch, width, fan_in));
+            let da_o = oracle_product((&qd, false), (&qw, true), (batch, width, fan_in), acc);
             assert_eq!(bits(&read(&da.unwrap())), bits(&da_o), "{recipe:?} dA");
         }
     }
 
     /// A convolution's forward and weight-gradient products in every new
-    /// mode's recipe against the oracle of its quantised patches.
+    /// mode's recipe and with an f16 accumulator against the oracle of its
+    /// quantised patches.
     #[test]
     fn conv_products_equal_the_oracle_of_the_quantised_inputs() {
         use crate::model::shapes::Conv2d;
@@ -657,7 +807,7 @@ mod tests {
         let x = values(shape.in_rows() * 3, 4, 2.0);
         let w = values(patch * cout, 5, 0.5);
         let dy = values(rows * cout, 6, 1e-2);
-        for recipe in [Recipe::FP8, Recipe::MXFP8, Recipe::MXFP6, Recipe::MXFP4] {
+        for recipe in recipes() {
             let (placement, link) = (Placement::Spread, standalone_link());
             let mut b = Builder::standalone(&target, &placement, &link, n);
             b.quant = Some(recipe);
@@ -666,8 +816,8 @@ mod tests {
             let layer = super::super::conv2d::forward(&mut b, 2, &shape, &input, Cut::default());
             let layer = layer.unwrap();
             let dy_t = b.matrix("dy", &layer.y.layout).unwrap();
-            let back = super::super::conv2d::backward(&mut b, 2, &shape, &layer, &dy_t, None);
-            let (dw, _) = back.unwrap();
+            let back = super::super::conv2d::backward(&mut b, 2, &shape, &layer, &dy_t, Some(&layout));
+            let (dw, dx) = back.unwrap();
             let mut e = b.engine().unwrap();
             write_rows(&mut e, &input, &x);
             write_rows(&mut e, &layer.w, &w);
@@ -677,6 +827,7 @@ mod tests {
             let cols = read(&layer.cols);
             let stream = |name: &str| RandomStream::new(SEED, fnv(name));
             let (act, wq, gq) = (recipe.activations, recipe.weights, recipe.gradients);
+            let acc = recipe.accumulator;
             let qc = oracle_quant(
                 act,
                 &cols,
@@ -684,7 +835,7 @@ mod tests {
                 stream("layer2.fwd.activations"),
             );
             let qw = oracle_quant(wq, &w, (patch, cout, true), stream("layer2.fwd.weights"));
-            let y = oracle_product((&qc, false), (&qw, false), (rows, patch, cout));
+            let y = oracle_product((&qc, false), (&qw, false), (rows, patch, cout), acc);
             assert_eq!(bits(&read(&layer.y)), bits(&y), "{recipe:?} forward");
             let qc = oracle_quant(
                 act,
@@ -693,8 +844,22 @@ mod tests {
                 stream("layer2.dw.activations"),
             );
             let qd = oracle_quant(gq, &dy, (rows, cout, true), stream("layer2.dw.gradients"));
-            let dw_o = oracle_product((&qc, true), (&qd, false), (patch, rows, cout));
+            let dw_o = oracle_product((&qc, true), (&qd, false), (patch, rows, cout), acc);
             assert_eq!(bits(&read(&dw)), bits(&dw_o), "{recipe:?} dW");
+            // dA: the patches' gradient dY W^T, summed over each pixel's
+            // taps in tap order (col2im).
+            let qd = oracle_quant(gq, &dy, (rows, cout, false), stream("layer2.dcols.gradients"));
+            let qw = oracle_quant(wq, &w, (patch, cout, false), stream("layer2.dcols.weights"));
+            let dcols = oracle_product((&qd, false), (&qw, true), (rows, cout, patch), acc);
+            let mut dx_o = vec![0.0f32; shape.in_rows() * 3];
+            for (r, row) in dx_o.chunks_exact_mut(3).enumerate() {
+                for (at, t) in shape.taps_of(r) {
+                    for (c, d) in row.iter_mut().enumerate() {
+                        *d += dcols[at * patch + t * 3 + c];
+                    }
+                }
+            }
+            assert_eq!(bits(&read(&dx.unwrap())), bits(&dx_o), "{recipe:?} dA");
         }
     }
 }
