@@ -74,6 +74,11 @@ fn bad_recipes_are_one_line_usage_errors() {
     assert_usage_error(&run(&half_acc), "16.16 acc", "quantises no products");
     let acc = ["--precision", "8.16", "--quant-accumulate", "f8"];
     assert_usage_error(&run(&acc), "f8 accumulator", "unknown accumulator");
-    let not_e2m1 = ["--precision", "8.16", "--quant-weights", "e4m3:nearest:nvfp4"];
+    let not_e2m1 = [
+        "--precision",
+        "8.16",
+        "--quant-weights",
+        "e4m3:nearest:nvfp4",
+    ];
     assert_usage_error(&run(&not_e2m1), "e4m3 nvfp4", "not NVFP4's element format");
 }

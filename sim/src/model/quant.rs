@@ -401,22 +401,53 @@ fn pow2(k: i32) -> f32 {
 /// bits, so they do not depend on how the batch is split (a sample's
 /// position in its micro-batch never changes) and differ from step to
 /// step as the values do.
+///
+/// The values are lines of `line` elements each (the last ones may be
+/// padding): element `t` of line `j` is at matrix position `first + j
+/// line_step + t step`.
 #[derive(Clone, Copy, Debug)]
 pub struct Keyed<'a> {
     /// The stream (one per product operand).
     pub stream: RandomStream,
     /// The values, by element.
     pub values: &'a [f32],
-    /// The position in the matrix of element `i`: `first + i step`.
+    /// The matrix position of the first line's first element.
     pub first: u64,
-    /// See `first`.
+    /// The distance in the matrix between a line's elements.
     pub step: u64,
+    /// Elements per line (`u64::MAX`: one line).
+    pub line: u64,
+    /// The distance in the matrix between lines' first elements.
+    pub line_step: u64,
 }
 
 impl Keyed<'_> {
+    /// Bits of `values`, one line from `first`, `step` apart.
+    ///
+    /// ```
+    /// use tessera_core::rng::{RandomBits, RandomStream};
+    /// use tessera_sim::model::quant::Keyed;
+    ///
+    /// let s = RandomStream::new(1, 2);
+    /// let (a, b) = (Keyed::line(s, &[0.5, 1.0], 10, 3), Keyed::line(s, &[1.0], 13, 0));
+    /// assert_eq!(a.word(1, 0), b.word(0, 0)); // the same position and value
+    /// ```
+    #[must_use]
+    pub const fn line(stream: RandomStream, values: &[f32], first: u64, step: u64) -> Keyed<'_> {
+        Keyed {
+            stream,
+            values,
+            first,
+            step,
+            line: u64::MAX,
+            line_step: 0,
+        }
+    }
+
     fn key(&self, index: u64) -> u64 {
         let v = self.values.get(index as usize).map_or(0, |v| v.to_bits());
-        (self.first + index * self.step) << 32 | u64::from(v)
+        let (j, t) = (index / self.line, index % self.line);
+        (self.first + j * self.line_step + t * self.step) << 32 | u64::from(v)
     }
 }
 
@@ -535,11 +566,11 @@ impl RoleQuant {
     /// use tessera_sim::model::quant::{QuantStats, Recipe};
     ///
     /// let q = Recipe::NVFP4.weights;
-    /// let x = [6.0f32, -1.0, 0.4, 2.9];
-    /// let t = Nvfp4::tensor_scale(&x);
+    /// let x = [2688.0f32, -448.0, 200.0, 1300.0];
+    /// let t = Nvfp4::tensor_scale(&x); // 1: the block's scale is 448
     /// let (mut out, mut stats) = ([0.0f32; 4], QuantStats::default());
     /// q.round_nvfp4(&x, Some(t), &RandomStream::new(0, 0), &mut out, &mut stats);
-    /// assert_eq!(out, [6.0, -1.0, 0.5, 3.0]);
+    /// assert_eq!(out, [2688.0, -448.0, 224.0, 1344.0]); // 6, -1, 0.5, 3 times 448
     /// ```
     pub fn round_nvfp4<B: RandomBits + ?Sized>(
         &self,

@@ -31,7 +31,7 @@ use crate::ipu::{
 use crate::kernels::matmul::{
     BlockLayout, Cut, Operand, Output, ProductPlan, Source, gather_copies,
 };
-use tessera_core::fp::Nvfp4;
+use tessera_core::fp::{MX_BLOCK, NVFP4_BLOCK, Nvfp4};
 
 use crate::model::quant::{Keyed, QuantStats, Role, RoleQuant, Scaling, tensor_exponent};
 
@@ -386,53 +386,74 @@ impl Codelet for Cast {
 
 impl Cast {
     /// The block `x` quantised into `out` by `scale` (along its lines);
-    /// its stats.
+    /// its stats. The lines go to core in one call: gathered (unless they
+    /// are the block's contiguous rows already), each padded with zeros
+    /// to a whole number of MX or NVFP4 blocks, so that blocks start where
+    /// lines start and the padding changes no block's scale.
     fn cast(&self, x: &[f32], scale: Scale, out: &mut [f32]) -> QuantStats {
         let mut stats = QuantStats::default();
         let (rows, cols, width) = (&self.block.0, &self.block.1, self.block.2);
         let w = cols.len();
-        // Lines along the reduction: the block's rows (k along columns,
-        // contiguous) or its columns (k along rows, strided: gathered).
-        let (lines, len) = if self.k_rows {
-            (w, rows.len())
+        // Lines along the reduction: the block's columns (k along rows,
+        // strided) or its rows (k along columns, contiguous), each with the
+        // matrix distance between its elements and between lines.
+        let (lines, len, step, line_step) = if self.k_rows {
+            (w, rows.len(), width, 1)
         } else {
-            (rows.len(), w)
+            (rows.len(), w, 1, width)
         };
-        let (mut line, mut done) = (Vec::new(), Vec::new());
-        for i in 0..lines {
-            // The matrix position of the line's first element and the
-            // distance between its elements.
-            let (first, stride) = if self.k_rows {
-                ((rows.start * width + cols.start + i) as u64, width as u64)
-            } else {
-                (((rows.start + i) * width + cols.start) as u64, 1)
-            };
-            let (src, dst) = if self.k_rows {
-                line.clear();
-                line.extend((0..len).map(|t| x[i + t * w]));
-                done.resize(len, 0.0);
-                (&line[..], &mut done[..])
-            } else {
-                (&x[i * w..(i + 1) * w], &mut out[i * w..(i + 1) * w])
-            };
-            let bits = Keyed {
-                stream: self.stream,
-                values: src,
-                first,
-                step: stride,
-            };
-            match scale {
-                Scale::Tensor(k) => self.q.round_scaled(src, k, &bits, dst, &mut stats),
-                Scale::Mx => self.q.round_mx(src, &bits, dst, &mut stats),
-                Scale::Nvfp4(t) => self.q.round_nvfp4(src, t, &bits, dst, &mut stats),
+        let pad = match scale {
+            Scale::Tensor(_) => len,
+            Scale::Mx => len.next_multiple_of(MX_BLOCK),
+            Scale::Nvfp4(_) => len.next_multiple_of(NVFP4_BLOCK),
+        };
+        let at = |j: usize, t: usize| if self.k_rows { j + t * w } else { j * w + t };
+        let keyed = Keyed {
+            stream: self.stream,
+            values: &[],
+            first: (rows.start * width + cols.start) as u64,
+            step: step as u64,
+            line: pad.max(1) as u64,
+            line_step: line_step as u64,
+        };
+        if !self.k_rows && pad == len {
+            self.round(scale, x, &Keyed { values: x, ..keyed }, out, &mut stats);
+            return stats;
+        }
+        let mut src = vec![0.0; lines * pad];
+        for (j, line) in src.chunks_exact_mut(pad.max(1)).enumerate().take(lines) {
+            for (t, v) in line[..len].iter_mut().enumerate() {
+                *v = x[at(j, t)];
             }
-            if self.k_rows {
-                for (t, v) in done.iter().enumerate() {
-                    out[i + t * w] = *v;
-                }
+        }
+        let mut dst = vec![0.0; lines * pad];
+        let bits = Keyed {
+            values: &src,
+            ..keyed
+        };
+        self.round(scale, &src, &bits, &mut dst, &mut stats);
+        for (j, line) in dst.chunks_exact(pad.max(1)).enumerate().take(lines) {
+            for (t, v) in line[..len].iter().enumerate() {
+                out[at(j, t)] = *v;
             }
         }
         stats
+    }
+
+    /// `src` quantised by `scale` into `dst`.
+    fn round(
+        &self,
+        scale: Scale,
+        src: &[f32],
+        bits: &Keyed<'_>,
+        dst: &mut [f32],
+        stats: &mut QuantStats,
+    ) {
+        match scale {
+            Scale::Tensor(k) => self.q.round_scaled(src, k, bits, dst, stats),
+            Scale::Mx => self.q.round_mx(src, bits, dst, stats),
+            Scale::Nvfp4(t) => self.q.round_nvfp4(src, t, bits, dst, stats),
+        }
     }
 }
 
@@ -455,15 +476,16 @@ mod memo {
 
     static MEMO: Mutex<Option<HashMap<u64, Entry>>> = Mutex::new(None);
 
-    /// A cheap hash of `x`'s bits (the entry's bits are compared too).
+    /// A cheap hash of every 16th of `x`'s bits (a hit compares them all;
+    /// the weights change as a whole from step to step).
     fn hash_bits(x: &[f32]) -> u64 {
-        x.iter().fold(x.len() as u64, |h, v| {
+        x.iter().step_by(16).fold(x.len() as u64, |h, v| {
             (h.rotate_left(5) ^ u64::from(v.to_bits())).wrapping_mul(0x51_7cc1_b727_220a_95)
         })
     }
 
     fn same_bits(a: &[f32], b: &[f32]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+        bytemuck::cast_slice::<f32, u32>(a) == bytemuck::cast_slice::<f32, u32>(b)
     }
 
     /// `cast()`'s result for `x` into `out`, from the memo if it holds it;
@@ -497,7 +519,10 @@ mod memo {
         if map.len() >= MAX_ENTRIES {
             map.clear();
         }
-        map.insert(key, Arc::new((x.to_vec(), out.to_vec(), stats, scale.key())));
+        map.insert(
+            key,
+            Arc::new((x.to_vec(), out.to_vec(), stats, scale.key())),
+        );
         stats
     }
 }
@@ -514,7 +539,6 @@ mod tests {
     use super::*;
     use crate::ipu::{IpuParams, IpuSpec, Target};
     use crate::model::quant::{Accumulator, Recipe};
-    use tessera_core::fp::Format;
 
     /// An f64 oracle of a quantisation of the stored `rows x cols` matrix
     /// `x` for a reduction along its rows (`k_rows`) or columns: the
@@ -540,12 +564,8 @@ mod tests {
             k
         };
         let chop = |v: f32, k: i32, pos: usize| {
-            let bits = Keyed {
-                stream,
-                values: &[v],
-                first: pos as u64,
-                step: 0,
-            };
+            let value = [v];
+            let bits = Keyed::line(stream, &value, pos as u64, 0);
             let scaled = (f64::from(v) * 2f64.powi(k)) as f32;
             let r = q.format.chop_with(scaled, q.round, &bits, 0);
             (f64::from(r) * 2f64.powi(-k)) as f32
@@ -581,11 +601,9 @@ mod tests {
         out
     }
 
-    /// NVFP4 by its definition in f64 (each f32 operation is the f64 one
-    /// rounded to f32, which is exact or correctly rounded): the tensor
-    /// scale `t = amax / 2688`, per block of 16 along a line the E4M3
-    /// scale `S` of `amax_b / 6 / t` (to nearest, saturating) and each
-    /// element `chop(x / (S t)) S t`.
+    /// NVFP4 of each line by core's `Nvfp4` (whose arithmetic core's
+    /// tests check), under the tensor scale `fl(amax / 2688)` of the f64
+    /// amax, each element's bits keyed by its matrix position.
     fn oracle_nvfp4(
         q: RoleQuant,
         x: &[f32],
@@ -593,48 +611,35 @@ mod tests {
         pos: &dyn Fn(usize, usize) -> usize,
         stream: RandomStream,
     ) -> Vec<f32> {
-        let f = |v: f64| v as f32;
         let amax = x.iter().fold(0.0f64, |m, v| m.max(f64::from(v.abs())));
         let t = if amax == 0.0 {
             1.0
         } else {
-            f(amax / 2688.0).max(f32::from_bits(1))
+            ((amax / 2688.0) as f32).max(f32::from_bits(1))
         };
-        let (t64, sat) = (f64::from(t), tessera_core::fp::Overflow::Saturate);
-        let nearest = tessera_core::fp::Round::NEAREST_EVEN.with_overflow(sat);
+        let nv = Nvfp4::new(q.round);
         let mut out = vec![0.0; x.len()];
         for i in 0..lines {
-            for b in (0..len).step_by(16) {
-                let ts = b..(b + 16).min(len);
-                let amax_b = ts
-                    .clone()
-                    .fold(0.0f64, |m, t| m.max(f64::from(x[pos(i, t)].abs())));
-                let s_in = f(f64::from(f(amax_b / 6.0)) / t64);
-                let s = Format::E4M3FN.chop(s_in, nearest, stream, 0);
-                let divisor = f(f64::from(s) * t64);
-                for t in ts {
-                    let (at, v) = (pos(i, t), x[pos(i, t)]);
-                    let bits = Keyed {
-                        stream,
-                        values: &[v],
-                        first: at as u64,
-                        step: 0,
-                    };
-                    let quotient = if divisor == 0.0 {
-                        v * 0.0
-                    } else {
-                        f(f64::from(v) / f64::from(divisor))
-                    };
-                    let p = Format::E2M1FN.chop_with(quotient, q.round, &bits, 0);
-                    out[at] = f(f64::from(f(f64::from(p) * f64::from(s))) * t64);
-                }
+            let line: Vec<f32> = (0..len).map(|t| x[pos(i, t)]).collect();
+            let step = if len > 1 { pos(i, 1) - pos(i, 0) } else { 0 };
+            let bits = Keyed::line(stream, &line, pos(i, 0) as u64, step as u64);
+            let mut codes = vec![0u8; Nvfp4::codes_len(len)];
+            let mut scales = vec![0u8; Nvfp4::scales_len(len)];
+            nv.quantize(&line, t, &mut codes, &mut scales, &bits, 0)
+                .unwrap();
+            let mut done = vec![0.0; len];
+            Nvfp4::dequantize(&codes, &scales, t, &mut done).unwrap();
+            for (t, v) in done.into_iter().enumerate() {
+                out[pos(i, t)] = v;
             }
         }
         out
     }
 
-    /// `op(a) op(b)` of row-major stored matrices, products in f64 (exact)
-    /// added in increasing `k`, each sum rounded to the accumulator
+    /// `op(a) op(b)` of row-major stored matrices, products in f32 (exact
+    /// for every recipe but NVFP4, whose f32 tensor scale is in the
+    /// values), each exact sum (f64) in increasing `k` rounded to the
+    /// accumulator
     /// (f32 or f16, to nearest even) and promoted into an f32 total every
     /// `promote_every` additions: core's `RoundedMatmul`, for `k <= 128`
     /// (one leaf of the product's tree).
@@ -648,16 +653,17 @@ mod tests {
         let bt = |t: usize, j: usize| if tb { b[j * k + t] } else { b[t * n + j] };
         let (round, every): (fn(f64) -> f32, _) = match acc {
             Accumulator::F32 => (|s| s as f32, None),
-            Accumulator::F16 { promote_every } => {
-                (|s| tessera_core::fp::f16::from_f64(s).to_f32(), promote_every)
-            }
+            Accumulator::F16 { promote_every } => (
+                |s| tessera_core::fp::f16::from_f64(s).to_f32(),
+                promote_every,
+            ),
         };
         let mut c = vec![0.0f32; m * n];
         for i in 0..m {
             for j in 0..n {
                 let (mut total, mut part) = (0.0f32, 0.0f32);
                 for t in 0..k {
-                    part = round(f64::from(part) + f64::from(at(i, t)) * f64::from(bt(t, j)));
+                    part = round(f64::from(part) + f64::from(at(i, t) * bt(t, j)));
                     if every.is_some_and(|e| (t + 1) % e.get() == 0) {
                         total = (f64::from(total) + f64::from(part)) as f32;
                         part = 0.0;
@@ -816,7 +822,8 @@ mod tests {
             let layer = super::super::conv2d::forward(&mut b, 2, &shape, &input, Cut::default());
             let layer = layer.unwrap();
             let dy_t = b.matrix("dy", &layer.y.layout).unwrap();
-            let back = super::super::conv2d::backward(&mut b, 2, &shape, &layer, &dy_t, Some(&layout));
+            let back =
+                super::super::conv2d::backward(&mut b, 2, &shape, &layer, &dy_t, Some(&layout));
             let (dw, dx) = back.unwrap();
             let mut e = b.engine().unwrap();
             write_rows(&mut e, &input, &x);
@@ -848,7 +855,12 @@ mod tests {
             assert_eq!(bits(&read(&dw)), bits(&dw_o), "{recipe:?} dW");
             // dA: the patches' gradient dY W^T, summed over each pixel's
             // taps in tap order (col2im).
-            let qd = oracle_quant(gq, &dy, (rows, cout, false), stream("layer2.dcols.gradients"));
+            let qd = oracle_quant(
+                gq,
+                &dy,
+                (rows, cout, false),
+                stream("layer2.dcols.gradients"),
+            );
             let qw = oracle_quant(wq, &w, (patch, cout, false), stream("layer2.dcols.weights"));
             let dcols = oracle_product((&qd, false), (&qw, true), (rows, cout, patch), acc);
             let mut dx_o = vec![0.0f32; shape.in_rows() * 3];
