@@ -33,7 +33,8 @@ fn a_quantised_run_records_its_scales_and_draws_them() {
         "--quant-accumulate",
         "f16:32",
     ];
-    let text = stdout(&train(&dir, &mxfp4_f16));
+    let out = train(&dir, &mxfp4_f16);
+    let text = stdout(&out);
     assert!(text.contains("numerics     products of weights e2m1:nearest:mx"));
     assert!(text.contains("(f16:32 accumulator)"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -132,7 +132,7 @@ impl core::str::FromStr for Accumulator {
     /// ```
     /// use tessera_sim::kernels::matmul::Accumulator;
     ///
-    /// assert_eq!("f16".parse(), Ok(Accumulator::F16));
+    /// assert_eq!("f16".parse::<Accumulator>(), Ok(Accumulator::F16));
     /// let a: Accumulator = "f16:32".parse().unwrap();
     /// assert_eq!(a.to_string(), "f16:32");
     /// assert!("f16:0".parse::<Accumulator>().is_err());
