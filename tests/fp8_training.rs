@@ -25,8 +25,18 @@ fn a_quantised_run_records_its_scales_and_draws_them() {
     for q in quant {
         assert!(q["exponent"].is_i64() && q["saturated"] == 0, "{q}");
     }
-    let text = train(&dir, &["--precision", "mxfp4.16", "--epochs", "1"]);
-    assert!(stdout(&text).contains("numerics     products of weights e2m1:nearest:mx"));
+    let mxfp4_f16 = [
+        "--precision",
+        "mxfp4.16",
+        "--epochs",
+        "1",
+        "--quant-accumulate",
+        "f16:32",
+    ];
+    let out = train(&dir, &mxfp4_f16);
+    let text = stdout(&out);
+    assert!(text.contains("numerics     products of weights e2m1:nearest:mx"));
+    assert!(text.contains("(f16:32 accumulator)"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -61,4 +71,15 @@ fn bad_recipes_are_one_line_usage_errors() {
     assert_usage_error(&run(&delayed), "delayed", "not built yet");
     let half = ["--precision", "16.16", "--quant-weights", "e4m3"];
     assert_usage_error(&run(&half), "16.16 recipe", "quantises no products");
+    let half_acc = ["--precision", "16.16", "--quant-accumulate", "f16"];
+    assert_usage_error(&run(&half_acc), "16.16 acc", "quantises no products");
+    let acc = ["--precision", "8.16", "--quant-accumulate", "f8"];
+    assert_usage_error(&run(&acc), "f8 accumulator", "unknown accumulator");
+    let not_e2m1 = [
+        "--precision",
+        "8.16",
+        "--quant-weights",
+        "e4m3:nearest:nvfp4",
+    ];
+    assert_usage_error(&run(&not_e2m1), "e4m3 nvfp4", "not NVFP4's element format");
 }

@@ -11,7 +11,7 @@
 use core::fmt;
 use core::str::FromStr;
 
-use tessera_core::fp::{Format, Mode, Mx, MxFormat, Overflow, Round};
+use tessera_core::fp::{self, Format, Mode, Mx, MxFormat, Nvfp4, Overflow, Round};
 use tessera_core::rng::{RandomBits, RandomStream};
 
 /// How a tensor is scaled before its elements are rounded.
@@ -27,7 +27,9 @@ pub enum Scaling {
     /// OCP MX: blocks of 32 along the product's reduction, E8M0 scales
     /// (the spec's floor rule); the format must be an MX element format.
     Mx,
-    /// NVFP4 (blocks of 16, E4M3 scales, a tensor scale): not built yet.
+    /// NVFP4: blocks of 16 along the product's reduction with E4M3
+    /// scales under one f32 tensor scale from the tensor's amax (core's
+    /// [`Nvfp4`]); the format must be E2M1.
     Nvfp4,
 }
 
@@ -42,12 +44,7 @@ pub struct RoleQuant {
     pub scaling: Scaling,
 }
 
-/// Where a product accumulates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Accumulator {
-    /// f32, as the AMP units' FP8 and FP16 products.
-    F32,
-}
+pub use crate::kernels::matmul::Accumulator;
 
 /// A role of a product's operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -156,6 +153,16 @@ impl Recipe {
         accumulator: Accumulator::F32,
     };
 
+    /// NVFP4 everywhere (not a precision's default: chosen role by role):
+    /// E2M1 in blocks of 16 with E4M3 scales and an f32 tensor scale,
+    /// gradients rounded stochastically as in [`Recipe::MXFP4`].
+    pub const NVFP4: Self = Self {
+        weights: role(Format::E2M1FN, Mode::NearestEven, Scaling::Nvfp4),
+        activations: role(Format::E2M1FN, Mode::NearestEven, Scaling::Nvfp4),
+        gradients: role(Format::E2M1FN, Mode::Stochastic, Scaling::Nvfp4),
+        accumulator: Accumulator::F32,
+    };
+
     /// The quantisation of `role`.
     ///
     /// ```
@@ -246,8 +253,13 @@ impl RoleQuant {
                 "{} is not an MX element format (e4m3fn, e5m2, e2m3, e3m2, e2m1)",
                 name_of(self.format)
             )),
-            Scaling::Delayed(_) | Scaling::Nvfp4 => Err(format!(
-                "{} scaling is not built yet: use tensor or mx",
+            Scaling::Nvfp4 if self.format == Format::E2M1FN => Ok(()),
+            Scaling::Nvfp4 => Err(format!(
+                "{} is not NVFP4's element format (e2m1)",
+                name_of(self.format)
+            )),
+            Scaling::Delayed(_) => Err(format!(
+                "{} scaling is not built yet: use tensor, mx or nvfp4",
                 scaling_name(self.scaling)
             )),
         }
@@ -389,22 +401,53 @@ fn pow2(k: i32) -> f32 {
 /// bits, so they do not depend on how the batch is split (a sample's
 /// position in its micro-batch never changes) and differ from step to
 /// step as the values do.
+///
+/// The values are lines of `line` elements each (the last ones may be
+/// padding): element `t` of line `j` is at matrix position `first + j
+/// line_step + t step`.
 #[derive(Clone, Copy, Debug)]
 pub struct Keyed<'a> {
     /// The stream (one per product operand).
     pub stream: RandomStream,
     /// The values, by element.
     pub values: &'a [f32],
-    /// The position in the matrix of element `i`: `first + i step`.
+    /// The matrix position of the first line's first element.
     pub first: u64,
-    /// See `first`.
+    /// The distance in the matrix between a line's elements.
     pub step: u64,
+    /// Elements per line (`u64::MAX`: one line).
+    pub line: u64,
+    /// The distance in the matrix between lines' first elements.
+    pub line_step: u64,
 }
 
 impl Keyed<'_> {
+    /// Bits of `values`, one line from `first`, `step` apart.
+    ///
+    /// ```
+    /// use tessera_core::rng::{RandomBits, RandomStream};
+    /// use tessera_sim::model::quant::Keyed;
+    ///
+    /// let s = RandomStream::new(1, 2);
+    /// let (a, b) = (Keyed::line(s, &[0.5, 1.0], 10, 3), Keyed::line(s, &[1.0], 13, 0));
+    /// assert_eq!(a.word(1, 0), b.word(0, 0)); // the same position and value
+    /// ```
+    #[must_use]
+    pub const fn line(stream: RandomStream, values: &[f32], first: u64, step: u64) -> Keyed<'_> {
+        Keyed {
+            stream,
+            values,
+            first,
+            step,
+            line: u64::MAX,
+            line_step: 0,
+        }
+    }
+
     fn key(&self, index: u64) -> u64 {
         let v = self.values.get(index as usize).map_or(0, |v| v.to_bits());
-        (self.first + index * self.step) << 32 | u64::from(v)
+        let (j, t) = (index / self.line, index % self.line);
+        (self.first + j * self.line_step + t * self.step) << 32 | u64::from(v)
     }
 }
 
@@ -449,12 +492,15 @@ impl RoleQuant {
         };
         let (up, down, max) = (pow2(k), pow2(-k), self.format.max());
         stats.exponent = stats.exponent.max(k);
-        for (i, (v, o)) in x.iter().zip(out.iter_mut()).enumerate() {
-            let scaled = v * up;
-            stats.saturated += u64::from(scaled.abs() > max);
-            let r = self.format.chop_with(scaled, self.round, bits, i as u64);
-            stats.underflowed += u64::from(r == 0.0 && *v != 0.0);
-            *o = r * down;
+        let out = &mut out[..x.len()];
+        for (v, o) in x.iter().zip(out.iter_mut()) {
+            *o = v * up;
+        }
+        stats.saturated += out.iter().filter(|o| o.abs() > max).count() as u64;
+        fp::chop_slice(self.format, out, self.round, bits, 0);
+        for (v, o) in x.iter().zip(out.iter_mut()) {
+            stats.underflowed += u64::from(*o == 0.0 && *v != 0.0);
+            *o *= down;
         }
     }
 
@@ -507,13 +553,76 @@ impl RoleQuant {
     }
 }
 
+impl RoleQuant {
+    /// One line of `x` in NVFP4 blocks of 16 from its start under tensor
+    /// scale `t` (core's [`Nvfp4::tensor_scale`] of the whole tensor, or
+    /// `None` for a non-finite amax: NaN), quantised by core's [`Nvfp4`]
+    /// and decoded into `out`. The stats' exponent is the largest over the
+    /// blocks of `-ceil(log2(S t))` for block scale `S`.
+    ///
+    /// ```
+    /// use tessera_core::fp::Nvfp4;
+    /// use tessera_core::rng::RandomStream;
+    /// use tessera_sim::model::quant::{QuantStats, Recipe};
+    ///
+    /// let q = Recipe::NVFP4.weights;
+    /// let x = [2688.0f32, -448.0, 200.0, 1300.0];
+    /// let t = Nvfp4::tensor_scale(&x); // 1: the block's scale is 448
+    /// let (mut out, mut stats) = ([0.0f32; 4], QuantStats::default());
+    /// q.round_nvfp4(&x, Some(t), &RandomStream::new(0, 0), &mut out, &mut stats);
+    /// assert_eq!(out, [2688.0, -448.0, 224.0, 1344.0]); // 6, -1, 0.5, 3 times 448
+    /// ```
+    pub fn round_nvfp4<B: RandomBits + ?Sized>(
+        &self,
+        x: &[f32],
+        t: Option<f32>,
+        bits: &B,
+        out: &mut [f32],
+        stats: &mut QuantStats,
+    ) {
+        let Some(t) = t else {
+            out.fill(f32::NAN);
+            return;
+        };
+        let nv = Nvfp4::new(self.round);
+        let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+        let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+        let ok = nv.quantize(x, t, &mut codes, &mut scales, bits, 0).is_ok()
+            && Nvfp4::dequantize(&codes, &scales, t, out).is_ok();
+        if !ok {
+            out.fill(f32::NAN);
+        }
+        let max = self.format.max();
+        for (block, s) in x.chunks(fp::NVFP4_BLOCK).zip(&scales) {
+            let divisor = Format::E4M3FN.decode(u32::from(*s)) * t;
+            if divisor > 0.0 && divisor.is_finite() {
+                let (e, m) = split(divisor);
+                stats.exponent = stats.exponent.max(-e - i32::from(m > 1.0));
+                let over = block.iter().filter(|v| (**v / divisor).abs() > max);
+                stats.saturated += over.count() as u64;
+            }
+        }
+        stats.underflowed += x
+            .iter()
+            .zip(out.iter())
+            .filter(|(v, o)| **o == 0.0 && **v != 0.0)
+            .count() as u64;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn role_names_read_back() {
-        for q in [Recipe::FP8, Recipe::MXFP8, Recipe::MXFP6, Recipe::MXFP4] {
+        for q in [
+            Recipe::FP8,
+            Recipe::MXFP8,
+            Recipe::MXFP6,
+            Recipe::MXFP4,
+            Recipe::NVFP4,
+        ] {
             for r in [Role::Weights, Role::Activations, Role::Gradients] {
                 let text = q.of(r).to_string();
                 assert_eq!(text.parse::<RoleQuant>(), Ok(q.of(r)), "{text}");

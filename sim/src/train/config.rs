@@ -198,10 +198,10 @@ impl PrecisionMode {
             "f16 weights (stochastic rounding)"
         };
         Some(format!(
-            "products of weights {}, activations {}, gradients {} (f32 accumulator); \
+            "products of weights {}, activations {}, gradients {} ({} accumulator); \
              bias, activation, batch norm, softmax and loss in f32 on f16 values, \
              their outputs f16; gradient reduction and optimizer f32; {weights}",
-            r.weights, r.activations, r.gradients
+            r.weights, r.activations, r.gradients, r.accumulator
         ))
     }
 }

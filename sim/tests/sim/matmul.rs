@@ -7,8 +7,8 @@ use core::num::NonZeroU64;
 use tessera_sim::IpuSpec;
 use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Kernel, Mapping, Target};
 use tessera_sim::kernels::matmul::{
-    BlockLayout, Cut, GemmShape, LEAF_K, Operand, Output, Problem, ProductPlan, Source, gemm,
-    gemm_tree, leaves, matmul,
+    Accumulator, BlockLayout, Cut, GemmShape, LEAF_K, Operand, Output, Problem, ProductPlan,
+    Source, gemm, gemm_leaves, gemm_tree, leaves, matmul,
 };
 
 use crate::support::{bits, target, uniform};
@@ -27,6 +27,17 @@ enum How {
 /// Runs `C = op(A) op(B)` on `tiles` tiles cut as `how`, A and B spread
 /// in grains of 7; C row-major, and the engine's exchange cycles.
 fn run(shape: GemmShape, a: &[f32], b: &[f32], tiles: u32, how: How) -> (Vec<f32>, u64) {
+    run_in(shape, (a, b), tiles, how, Accumulator::F32)
+}
+
+/// [`run`] accumulating in `acc`.
+fn run_in(
+    shape: GemmShape,
+    (a, b): (&[f32], &[f32]),
+    tiles: u32,
+    how: How,
+    acc: Accumulator,
+) -> (Vec<f32>, u64) {
     let GemmShape { m, k, n, .. } = shape;
     let mut g = Graph::new(target(tiles));
     let grain = Mapping::linear(NonZeroU64::new(7).unwrap());
@@ -80,7 +91,7 @@ fn run(shape: GemmShape, a: &[f32], b: &[f32], tiles: u32, how: How) -> (Vec<f32
         &b_op,
         c,
         &plan,
-        Kernel::MatmulF32,
+        (Kernel::MatmulF32, acc),
         Output::F32,
     )
     .unwrap();
@@ -232,4 +243,38 @@ fn the_planner_splits_a_long_reduction_and_never_a_short_one() {
     assert_eq!((b.rows(), b.cols()), (1024, 1024));
     assert_eq!(b.row_blocks(), plan.k_parts());
     let _ = Target::single(spec);
+}
+
+/// In an f16 accumulator (with and without promotion) every cut gives
+/// the bits of `gemm_leaves` over the product's leaves in it, and those
+/// differ from f32's.
+#[test]
+fn an_f16_accumulator_gives_the_same_bits_on_every_cut() {
+    let promoted = Accumulator::F16 {
+        promote_every: core::num::NonZeroUsize::new(16),
+    };
+    for (m, k, n) in [(5, 513, 3), (6, 70, 9)] {
+        let shape = shape(m, k, n, true, false);
+        let a = uniform(m * k, 31, -1.0, 1.0);
+        let b = uniform(k * n, 32, -1.0, 1.0);
+        let mut f32_sum = vec![0.0; m * n];
+        gemm_tree(shape, &a, &b, &mut f32_sum);
+        for acc in [Accumulator::F16, promoted] {
+            let mut want = vec![0.0; m * n];
+            gemm_leaves(shape, &leaves(k), (&a, &b), &mut want, acc);
+            assert_ne!(bits(&want), bits(&f32_sum), "{acc:?}");
+            let l = leaves(k).len() - 1;
+            for how in [
+                How::Chosen(Cut::default()),
+                How::Split(2, 1, l, Cut::default()),
+                How::Onto(1, 2, l.min(2)),
+            ] {
+                for tiles in [1, 7] {
+                    let (got, _) = run_in(shape, (&a, &b), tiles, how, acc);
+                    let what = format!("{acc:?} {shape:?} {how:?} on {tiles} tiles");
+                    assert_eq!(bits(&got), bits(&want), "{what}");
+                }
+            }
+        }
+    }
 }

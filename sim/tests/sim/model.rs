@@ -535,7 +535,10 @@ fn matmul_reads_resident_blocks_in_place() {
         &b_op,
         c,
         &ProductPlan::unsplit(&c_layout, k),
-        tessera_sim::ipu::Kernel::MatmulF16,
+        (
+            tessera_sim::ipu::Kernel::MatmulF16,
+            tessera_sim::kernels::matmul::Accumulator::F32,
+        ),
         Output::F32,
     )
     .unwrap();

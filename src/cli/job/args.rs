@@ -6,7 +6,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use tessera_sim::data::{OutputMode, Source};
 use tessera_sim::model::DeviceMapping;
-use tessera_sim::model::quant::RoleQuant;
+use tessera_sim::model::quant::{Accumulator, RoleQuant};
 use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{GradReduction, LrDecay, PrecisionMode, Schedule};
 
@@ -282,7 +282,8 @@ pub(in crate::cli) struct JobArgs {
 
     /// With a quantised --precision: the weights' FORMAT[:ROUNDING[:SCALING]]
     /// (formats e4m3, e4m3fn, f143, e5m2, f152, e2m3, e3m2, e2m1, ...;
-    /// rounding nearest, stochastic or toward-zero; scaling tensor or mx)
+    /// rounding nearest, stochastic or toward-zero; scaling tensor, mx or
+    /// nvfp4)
     /// [default: the precision's recipe]
     #[arg(long, alias = "quant_weights", value_name = "Q", value_parser = checked::<RoleQuant>, help_heading = "Numerics")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -297,6 +298,13 @@ pub(in crate::cli) struct JobArgs {
     #[arg(long, alias = "quant_gradients", value_name = "Q", value_parser = checked::<RoleQuant>, help_heading = "Numerics")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) quant_gradients: Option<String>,
+
+    /// With a quantised --precision: where the products accumulate: f32,
+    /// f16 (rounded after every addition) or f16:K (promoted to f32 every
+    /// K additions) [default: f32]
+    #[arg(long, alias = "quant_accumulate", value_name = "ACC", value_parser = checked::<Accumulator>, help_heading = "Numerics")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(in crate::cli) quant_accumulate: Option<String>,
 
     /// off, static:SCALE, dynamic (GradScaler, growth every 200 steps) or
     /// automatic (PopART's histogram) [default: dynamic]

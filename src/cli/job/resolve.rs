@@ -71,6 +71,7 @@ impl JobArgs {
             quant_weights,
             quant_activations,
             quant_gradients,
+            quant_accumulate,
             loss_scaling,
             reduction,
             optimizer,
@@ -213,6 +214,7 @@ impl JobArgs {
             ("quant_weights", &self.quant_weights),
             ("quant_activations", &self.quant_activations),
             ("quant_gradients", &self.quant_gradients),
+            ("quant_accumulate", &self.quant_accumulate),
         ];
         let PrecisionMode::Low(low) = c.precision else {
             return match roles.iter().find(|(_, v)| v.is_some()) {
@@ -224,7 +226,10 @@ impl JobArgs {
             };
         };
         let mut recipe = low.recipe;
-        for (k, (name, value)) in roles.iter().enumerate() {
+        if let Some(s) = &self.quant_accumulate {
+            recipe.accumulator = parse("quant_accumulate", s)?;
+        }
+        for (k, (name, value)) in roles.iter().take(3).enumerate() {
             if let Some(s) = value {
                 let q: RoleQuant = parse(name, s)?;
                 *[

@@ -74,6 +74,7 @@ impl Job {
             quant_weights: low.map(|l| l.recipe.weights.to_string()),
             quant_activations: low.map(|l| l.recipe.activations.to_string()),
             quant_gradients: low.map(|l| l.recipe.gradients.to_string()),
+            quant_accumulate: low.map(|l| l.recipe.accumulator.to_string()),
             loss_scaling: Some(c.loss_scaling.describe()),
             reduction: Some(c.reduction.to_string()),
             optimizer: Some(c.optimizer.name().to_owned()),

@@ -15,7 +15,7 @@
 
 use core::ops::Range;
 
-use super::GemmShape;
+use super::{Accumulator, GemmShape};
 
 /// The longest leaf of a product's reduction (see the module docs).
 pub const LEAF_K: usize = 128;
@@ -60,12 +60,13 @@ fn k_slice(x: &[f32], k_rows: bool, k: usize, range: &Range<usize>, out: &mut Ve
 }
 
 /// Adds `parts` (a power of two of equal-length partials, in leaf order)
-/// level by level in a perfect binary tree; the root.
+/// level by level in a perfect binary tree, each addition in `acc`
+/// ([`Accumulator::add`]); the root.
 ///
 /// # Panics
 /// If there are no parts or their number is not a power of two.
 #[must_use]
-pub fn tree_sum(mut parts: Vec<Vec<f32>>) -> Vec<f32> {
+pub fn tree_sum(mut parts: Vec<Vec<f32>>, acc: Accumulator) -> Vec<f32> {
     assert!(parts.len().is_power_of_two(), "{} partials", parts.len());
     let mut n = parts.len();
     while n > 1 {
@@ -73,9 +74,7 @@ pub fn tree_sum(mut parts: Vec<Vec<f32>>) -> Vec<f32> {
         // (every slot below 2i has been read by then).
         for i in 0..n / 2 {
             let (left, right) = parts.split_at_mut(2 * i + 1);
-            for (x, y) in left[2 * i].iter_mut().zip(&right[0]) {
-                *x += *y;
-            }
+            acc.add(&mut left[2 * i], &right[0]);
             parts.swap(i, 2 * i);
         }
         n /= 2;
@@ -86,13 +85,20 @@ pub fn tree_sum(mut parts: Vec<Vec<f32>>) -> Vec<f32> {
 
 /// `c = op(a) op(b)` over the reduction `shape.k`, cut at `bounds`
 /// (relative to `0..shape.k`, a power of two of leaves): each leaf one
-/// [`gemm`](super::gemm), the partials added by [`tree_sum`].
+/// [`Accumulator::leaf`] in `acc` (with [`Accumulator::F32`] a
+/// [`gemm`](super::gemm)), the partials added by [`tree_sum`] in `acc`.
 ///
 /// # Panics
 /// If a slice's length is not its matrix's.
-pub fn gemm_leaves(shape: GemmShape, bounds: &[usize], a: &[f32], b: &[f32], c: &mut [f32]) {
+pub fn gemm_leaves(
+    shape: GemmShape,
+    bounds: &[usize],
+    (a, b): (&[f32], &[f32]),
+    c: &mut [f32],
+    acc: Accumulator,
+) {
     if bounds.len() <= 2 {
-        super::gemm(shape, a, b, c);
+        acc.leaf(shape, a, b, c);
         return;
     }
     shape.assert_lengths(a, b, c);
@@ -108,11 +114,11 @@ pub fn gemm_leaves(shape: GemmShape, bounds: &[usize], a: &[f32], b: &[f32], c: 
             k_slice(a, shape.a_transposed, shape.k, &r, &mut la);
             k_slice(b, !shape.b_transposed, shape.k, &r, &mut lb);
             let mut out = vec![0.0; c.len()];
-            super::gemm(leaf, &la, &lb, &mut out);
+            acc.leaf(leaf, &la, &lb, &mut out);
             out
         })
         .collect();
-    c.copy_from_slice(&tree_sum(parts));
+    c.copy_from_slice(&tree_sum(parts, acc));
 }
 
 /// `c = op(a) op(b)` as every tiling of [`matmul`](fn@super::matmul)
@@ -121,7 +127,7 @@ pub fn gemm_leaves(shape: GemmShape, bounds: &[usize], a: &[f32], b: &[f32], c: 
 /// # Panics
 /// If a slice's length is not its matrix's.
 pub fn gemm_tree(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    gemm_leaves(shape, &leaves(shape.k), a, b, c);
+    gemm_leaves(shape, &leaves(shape.k), (a, b), c, Accumulator::F32);
 }
 
 #[cfg(test)]

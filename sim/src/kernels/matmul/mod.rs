@@ -29,10 +29,12 @@ use crate::ipu::{Interval, Mapping, TensorId, TensorSlice, Tile};
 
 pub use tessera_core::kernels::GemmShape;
 
+mod accumulate;
 mod leaves;
 mod plan;
 mod product;
 
+pub use accumulate::Accumulator;
 pub use leaves::{LEAF_K, gemm_leaves, gemm_tree, leaf_count, leaves, tree_sum};
 pub use plan::{ComputeBlock, Cut, PRODUCT_MEMORY_FRACTION, Problem, ProductPlan, Source};
 pub use product::matmul;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tessera_core::fp::{f16, f32_to_half_slice, half_to_f32_slice};
 
 use super::leaves::{gemm_leaves, tree_sum};
-use super::{BlockLayout, GemmShape, Operand, Output, ProductPlan, gather_copies};
+use super::{Accumulator, BlockLayout, GemmShape, Operand, Output, ProductPlan, gather_copies};
 use crate::ipu::{
     Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
     Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
@@ -39,6 +39,7 @@ struct MatMul {
     /// Leaf bounds within the part's reduction.
     bounds: Vec<usize>,
     kernel: Kernel,
+    acc: Accumulator,
     output: Option<Output>,
     col_pieces: Option<Vec<usize>>,
     fields: [FieldSpec; 3],
@@ -70,10 +71,10 @@ impl Codelet for MatMul {
             c.into_slice::<f32>(),
         );
         match &self.col_pieces {
-            None => gemm_leaves(self.shape, &self.bounds, a, b, c),
+            None => gemm_leaves(self.shape, &self.bounds, (a, b), c, self.acc),
             Some(widths) => {
                 let mut dense = vec![0.0; c.len()];
-                gemm_leaves(self.shape, &self.bounds, a, b, &mut dense);
+                gemm_leaves(self.shape, &self.bounds, (a, b), &mut dense, self.acc);
                 let (mut at, mut col) = (0, 0);
                 for &w in widths {
                     for row in dense.chunks_exact(self.shape.n) {
@@ -97,6 +98,7 @@ impl Codelet for MatMul {
 struct ReduceParts {
     parts: usize,
     own: usize,
+    acc: Accumulator,
     output: Output,
     fields: [FieldSpec; 3],
 }
@@ -126,7 +128,7 @@ impl Codelet for ReduceParts {
                 core::cmp::Ordering::Greater => others[(p - 1) * len..p * len].to_vec(),
             })
             .collect();
-        let sum = tree_sum(parts);
+        let sum = tree_sum(parts, self.acc);
         let c = io.write::<f32>(2);
         c.copy_from_slice(&sum);
         finish(self.output, c);
@@ -228,9 +230,11 @@ fn check(plan: &ProductPlan, a: &Operand, b: &Operand) -> Result<(), GraphError>
 /// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as
 /// `plan.output()`), cut as `plan` says (see the module docs of `kernels::matmul`).
 /// `kernel` ([`Kernel::MatmulF16`] or [`Kernel::MatmulF32`]) prices the
-/// products; `output` says whether the result is rounded to f16. The
-/// result is bitwise [`gemm_tree`](super::gemm_tree) of the whole
-/// matrices (then rounded), whatever the plan.
+/// products, `acc` is where they accumulate; `output` says whether the
+/// result is rounded to f16. The result is bitwise
+/// [`gemm_leaves`](super::gemm_leaves) over [`leaves`](super::leaves) of
+/// the whole matrices in `acc` (with [`Accumulator::F32`],
+/// [`gemm_tree`](super::gemm_tree)), then rounded, whatever the plan.
 ///
 /// # Errors
 /// [`GraphError::CopyMismatch`] if the shapes do not agree, and the
@@ -244,7 +248,7 @@ pub fn matmul(
     b: &Operand,
     c: TensorId,
     plan: &ProductPlan,
-    kernel: Kernel,
+    (kernel, acc): (Kernel, Accumulator),
     output: Output,
 ) -> Result<Program, GraphError> {
     check(plan, a, b)?;
@@ -308,6 +312,7 @@ pub fn matmul(
                     shape,
                     bounds,
                     kernel,
+                    acc,
                     output: final_output,
                     col_pieces,
                     fields: fields3(),
@@ -324,7 +329,7 @@ pub fn matmul(
     }
     programs.push(Program::Execute(cs));
     if let Some((p, starts)) = partials {
-        programs.extend(reduce(graph, name, plan, (p, &starts), c, output)?);
+        programs.extend(reduce(graph, name, plan, (p, &starts), c, (acc, output))?);
     }
     Ok(match programs.len() {
         1 => programs.pop().expect("one program"),
@@ -380,7 +385,7 @@ fn reduce(
     plan: &ProductPlan,
     (partials, block_starts): (TensorId, &[u64]),
     c: TensorId,
-    output: Output,
+    (acc, output): (Accumulator, Output),
 ) -> Result<Vec<Program>, GraphError> {
     let pk = plan.k_parts();
     // Each piece: its tile, length, part, its partial's start in each part,
@@ -446,6 +451,7 @@ fn reduce(
             Arc::new(ReduceParts {
                 parts: pk,
                 own: q,
+                acc,
                 output,
                 fields: fields3(),
             })

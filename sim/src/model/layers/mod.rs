@@ -323,8 +323,11 @@ impl Builder<'_> {
         output: Output,
     ) -> Result<Act, ModelError> {
         let c = self.matrix(tensor, plan.output())?;
-        let kernel = self.kernel();
-        let p = matmul(&mut self.g, name, a, b, c.tensor, plan, kernel, output)?;
+        let arith = (
+            self.kernel(),
+            self.quant.map_or_else(Default::default, |r| r.accumulator),
+        );
+        let p = matmul(&mut self.g, name, a, b, c.tensor, plan, arith, output)?;
         self.programs.push(p);
         Ok(c)
     }

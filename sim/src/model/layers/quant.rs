@@ -2,9 +2,9 @@
 //! rounded by its role's [`RoleQuant`](crate::model::quant::RoleQuant)
 //! into a new f32 tensor of its values (scaled back, exactly), which the
 //! product reads in place of the operand. The product itself is the
-//! unchanged [`matmul`](fn@crate::kernels::matmul): with exact products
-//! (every 8-, 6- and 4-bit format's) and its f32 sums, it is core's
-//! `RoundedMatmul` with an f32 accumulator, in the product's fixed
+//! [`matmul`](fn@crate::kernels::matmul) in the recipe's accumulator:
+//! with exact products (every 8-, 6- and 4-bit format's) it is core's
+//! `RoundedMatmul` with an f32 or f16 accumulator, in the product's fixed
 //! summation tree.
 //!
 //! - Per tensor: a vertex per block of the operand finds the block's
@@ -15,6 +15,9 @@
 //! - MX: the operand is regathered into blocks of whole lines along the
 //!   reduction, and a vertex per block quantises each line in blocks of
 //!   32 with core's `Mx` and decodes it.
+//! - NVFP4: both: the lines regathered, the blocks' amaxes gathered as per
+//!   tensor (the tensor scale is core's `Nvfp4::tensor_scale` of their
+//!   max), each line quantised in blocks of 16 by core's `Nvfp4`.
 
 use core::ops::Range;
 use std::sync::Arc;
@@ -28,6 +31,8 @@ use crate::ipu::{
 use crate::kernels::matmul::{
     BlockLayout, Cut, Operand, Output, ProductPlan, Source, gather_copies,
 };
+use tessera_core::fp::{MX_BLOCK, NVFP4_BLOCK, Nvfp4};
+
 use crate::model::quant::{Keyed, QuantStats, Role, RoleQuant, Scaling, tensor_exponent};
 
 /// The seed of the quantisations' random bits (each operand its stream).
@@ -100,7 +105,7 @@ impl Builder<'_> {
         (q, memo): (RoleQuant, bool),
     ) -> Result<Operand, ModelError> {
         let layout = match q.scaling {
-            Scaling::Mx => self.lines(l, name, op, k_rows)?,
+            Scaling::Mx | Scaling::Nvfp4 => self.lines(l, name, op, k_rows)?,
             _ => Operand {
                 transposed: k_rows,
                 ..op.clone()
@@ -284,15 +289,16 @@ impl Codelet for Amax {
 }
 
 /// The largest magnitude of `x` (NaN if it holds one): a max, whatever
-/// the order.
+/// the order. The max of the magnitudes' bits (an integer max the
+/// compiler vectorises): finite and infinite magnitudes order as their
+/// bits, and every NaN's bits are above infinity's.
 fn amax(x: &[f32]) -> f32 {
-    x.iter().fold(0.0f32, |m, v| {
-        if v.is_nan() || m.is_nan() {
-            f32::NAN
-        } else {
-            m.max(v.abs())
-        }
-    })
+    let top = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+    if top > f32::INFINITY.to_bits() {
+        f32::NAN
+    } else {
+        f32::from_bits(top)
+    }
 }
 
 fn cast_fields(per_tensor: bool) -> Vec<FieldSpec> {
@@ -307,8 +313,31 @@ fn cast_fields(per_tensor: bool) -> Vec<FieldSpec> {
     f
 }
 
-/// A block quantised: per tensor (a fourth field, every block's amax)
-/// or MX along its lines. Fields: the block (read), its quantised values
+/// How a block is scaled, found when it runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scale {
+    /// Per tensor, by `2^k` (`None`: a non-finite amax).
+    Tensor(Option<i32>),
+    /// MX blocks along the lines.
+    Mx,
+    /// NVFP4 blocks along the lines under tensor scale `t` (`None`: a
+    /// non-finite amax).
+    Nvfp4(Option<f32>),
+}
+
+impl Scale {
+    /// A hashable and comparable key (the scale's bits).
+    fn key(self) -> (u8, u64) {
+        match self {
+            Self::Tensor(k) => (0, k.map_or(u64::MAX, |k| u64::from(k as u32))),
+            Self::Mx => (1, 0),
+            Self::Nvfp4(t) => (2, t.map_or(u64::MAX, |t| u64::from(t.to_bits()))),
+        }
+    }
+}
+
+/// A block quantised: per tensor or NVFP4 (a fourth field, every block's
+/// amax) or MX along its lines. Fields: the block (read), its quantised values
 /// (written), its stats `[exponent, saturated, underflowed]` (written),
 /// [the amaxes (read)].
 #[derive(Debug)]
@@ -337,12 +366,18 @@ impl Codelet for Cast {
     }
 
     fn run(&self, io: &mut VertexIo<'_>) {
-        let x = io.read::<f32>(0).to_vec();
-        let exponent = (self.fields.len() == 4)
-            .then(|| tensor_exponent(self.q.format, amax(io.read::<f32>(3))));
-        let (out, stats) = memo::get_or(self, &x, exponent, || self.cast(&x, exponent));
-        io.write::<f32>(1).copy_from_slice(&out);
-        let s = io.write::<f32>(2);
+        let amax = (self.fields.len() == 4).then(|| amax(io.read::<f32>(3)));
+        let scale = match (self.q.scaling, amax) {
+            (Scaling::Nvfp4, Some(a)) => {
+                Scale::Nvfp4(a.is_finite().then(|| Nvfp4::tensor_scale(&[a])))
+            }
+            (_, Some(a)) => Scale::Tensor(tensor_exponent(self.q.format, a)),
+            (_, None) => Scale::Mx,
+        };
+        let [x, out, s] = io.many([0, 1, 2]);
+        let (x, out) = (x.into_slice::<f32>(), out.into_slice::<f32>());
+        let stats = memo::get_or(self, x, scale, out, |out| self.cast(x, scale, out));
+        let s = s.into_slice::<f32>();
         s[0] = stats.exponent as f32;
         s[1] = stats.saturated as f32;
         s[2] = stats.underflowed as f32;
@@ -350,47 +385,75 @@ impl Codelet for Cast {
 }
 
 impl Cast {
-    /// The block `x` quantised, per tensor with `exponent` (`Some`) or
-    /// MX along its lines, and its stats.
-    fn cast(&self, x: &[f32], exponent: Option<Option<i32>>) -> (Vec<f32>, QuantStats) {
-        let mut out = vec![0.0; x.len()];
+    /// The block `x` quantised into `out` by `scale` (along its lines);
+    /// its stats. The lines go to core in one call: gathered (unless they
+    /// are the block's contiguous rows already), each padded with zeros
+    /// to a whole number of MX or NVFP4 blocks, so that blocks start where
+    /// lines start and the padding changes no block's scale.
+    fn cast(&self, x: &[f32], scale: Scale, out: &mut [f32]) -> QuantStats {
         let mut stats = QuantStats::default();
         let (rows, cols, width) = (&self.block.0, &self.block.1, self.block.2);
         let w = cols.len();
-        // Lines along the reduction: the block's rows (k along columns)
-        // or its columns (k along rows, strided).
-        let (lines, len, at, step) = if self.k_rows {
-            (w, rows.len(), w, 1)
+        // Lines along the reduction: the block's columns (k along rows,
+        // strided) or its rows (k along columns, contiguous), each with the
+        // matrix distance between its elements and between lines.
+        let (lines, len, step, line_step) = if self.k_rows {
+            (w, rows.len(), width, 1)
         } else {
-            (rows.len(), w, 1, w)
+            (rows.len(), w, 1, width)
         };
-        let (mut line, mut done) = (vec![0.0; len], vec![0.0; len]);
-        for i in 0..lines {
-            for (t, v) in line.iter_mut().enumerate() {
-                *v = x[i * step + t * at];
-            }
-            // The matrix position of the line's first element and the
-            // distance between its elements.
-            let (first, stride) = if self.k_rows {
-                ((rows.start * width + cols.start + i) as u64, width as u64)
-            } else {
-                (((rows.start + i) * width + cols.start) as u64, 1)
-            };
-            let bits = Keyed {
-                stream: self.stream,
-                values: &line,
-                first,
-                step: stride,
-            };
-            match exponent {
-                Some(k) => self.q.round_scaled(&line, k, &bits, &mut done, &mut stats),
-                None => self.q.round_mx(&line, &bits, &mut done, &mut stats),
-            }
-            for (t, v) in done.iter().enumerate() {
-                out[i * step + t * at] = *v;
+        let pad = match scale {
+            Scale::Tensor(_) => len,
+            Scale::Mx => len.next_multiple_of(MX_BLOCK),
+            Scale::Nvfp4(_) => len.next_multiple_of(NVFP4_BLOCK),
+        };
+        let at = |j: usize, t: usize| if self.k_rows { j + t * w } else { j * w + t };
+        let keyed = Keyed {
+            stream: self.stream,
+            values: &[],
+            first: (rows.start * width + cols.start) as u64,
+            step: step as u64,
+            line: pad.max(1) as u64,
+            line_step: line_step as u64,
+        };
+        if !self.k_rows && pad == len {
+            self.round(scale, x, &Keyed { values: x, ..keyed }, out, &mut stats);
+            return stats;
+        }
+        let mut src = vec![0.0; lines * pad];
+        for (j, line) in src.chunks_exact_mut(pad.max(1)).enumerate().take(lines) {
+            for (t, v) in line[..len].iter_mut().enumerate() {
+                *v = x[at(j, t)];
             }
         }
-        (out, stats)
+        let mut dst = vec![0.0; lines * pad];
+        let bits = Keyed {
+            values: &src,
+            ..keyed
+        };
+        self.round(scale, &src, &bits, &mut dst, &mut stats);
+        for (j, line) in dst.chunks_exact(pad.max(1)).enumerate().take(lines) {
+            for (t, v) in line[..len].iter().enumerate() {
+                out[at(j, t)] = *v;
+            }
+        }
+        stats
+    }
+
+    /// `src` quantised by `scale` into `dst`.
+    fn round(
+        &self,
+        scale: Scale,
+        src: &[f32],
+        bits: &Keyed<'_>,
+        dst: &mut [f32],
+        stats: &mut QuantStats,
+    ) {
+        match scale {
+            Scale::Tensor(k) => self.q.round_scaled(src, k, bits, dst, stats),
+            Scale::Mx => self.q.round_mx(src, bits, dst, stats),
+            Scale::Nvfp4(t) => self.q.round_nvfp4(src, t, bits, dst, stats),
+        }
     }
 }
 
@@ -403,28 +466,42 @@ mod memo {
     use std::hash::{DefaultHasher, Hash, Hasher};
     use std::sync::{Arc, Mutex};
 
-    use super::{Cast, QuantStats};
+    use super::{Cast, QuantStats, Scale};
 
     /// Entries kept before the memo starts over.
     const MAX_ENTRIES: usize = 1024;
 
-    type Entry = Arc<(Vec<u32>, Vec<f32>, QuantStats)>;
+    /// A block's bits, its cast, the cast's stats and its scale's key.
+    type Entry = Arc<(Vec<f32>, Vec<f32>, QuantStats, (u8, u64))>;
 
     static MEMO: Mutex<Option<HashMap<u64, Entry>>> = Mutex::new(None);
 
-    /// `cast()`'s result for `x`, from the memo if it holds it.
+    /// A cheap hash of every 16th of `x`'s bits (a hit compares them all;
+    /// the weights change as a whole from step to step).
+    fn hash_bits(x: &[f32]) -> u64 {
+        x.iter().step_by(16).fold(x.len() as u64, |h, v| {
+            (h.rotate_left(5) ^ u64::from(v.to_bits())).wrapping_mul(0x517c_c1b7_2722_0a95)
+        })
+    }
+
+    fn same_bits(a: &[f32], b: &[f32]) -> bool {
+        bytemuck::cast_slice::<f32, u32>(a) == bytemuck::cast_slice::<f32, u32>(b)
+    }
+
+    /// `cast()`'s result for `x` into `out`, from the memo if it holds it;
+    /// its stats.
     pub(super) fn get_or(
         c: &Cast,
         x: &[f32],
-        exponent: Option<Option<i32>>,
-        cast: impl FnOnce() -> (Vec<f32>, QuantStats),
-    ) -> (Vec<f32>, QuantStats) {
+        scale: Scale,
+        out: &mut [f32],
+        cast: impl FnOnce(&mut [f32]) -> QuantStats,
+    ) -> QuantStats {
         if !c.memo {
-            return cast();
+            return cast(out);
         }
-        let bits: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let mut h = DefaultHasher::new();
-        (&bits, exponent, c.q, &c.block, c.k_rows).hash(&mut h);
+        (hash_bits(x), scale.key(), c.q, &c.block, c.k_rows).hash(&mut h);
         c.stream.bits(0).hash(&mut h);
         let key = h.finish();
         let found = MEMO
@@ -432,17 +509,21 @@ mod memo {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .and_then(|m| m.get(&key).cloned());
-        if let Some(e) = found.filter(|e| e.0 == bits) {
-            return (e.1.clone(), e.2);
+        if let Some(e) = found.filter(|e| e.3 == scale.key() && same_bits(&e.0, x)) {
+            out.copy_from_slice(&e.1);
+            return e.2;
         }
-        let (out, stats) = cast();
+        let stats = cast(out);
         let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
         let map = memo.get_or_insert_with(HashMap::new);
         if map.len() >= MAX_ENTRIES {
             map.clear();
         }
-        map.insert(key, Arc::new((bits, out.clone(), stats)));
-        (out, stats)
+        map.insert(
+            key,
+            Arc::new((x.to_vec(), out.to_vec(), stats, scale.key())),
+        );
+        stats
     }
 }
 
@@ -453,248 +534,5 @@ fn convert_cycles(n: u64, spec: &IpuSpec) -> VertexCycles {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::{Placement, dense, standalone_link, write_rows};
-    use super::*;
-    use crate::ipu::{IpuParams, IpuSpec, Target};
-    use crate::model::quant::Recipe;
-
-    /// An f64 oracle of a quantisation of the stored `rows x cols` matrix
-    /// `x` for a reduction along its rows (`k_rows`) or columns: the
-    /// exponent from the f64 amax by search, MX scales by the spec's floor
-    /// rule, each element rounded by core's `chop` with its keyed bits.
-    fn oracle_quant(
-        q: RoleQuant,
-        x: &[f32],
-        (rows, cols, k_rows): (usize, usize, bool),
-        stream: RandomStream,
-    ) -> Vec<f32> {
-        let max = f64::from(q.format.max());
-        let exp_of = |amax: f64| {
-            let mut k = 0i32;
-            if amax > 0.0 {
-                while amax * 2f64.powi(k) > max {
-                    k -= 1;
-                }
-                while amax * 2f64.powi(k + 1) <= max {
-                    k += 1;
-                }
-            }
-            k
-        };
-        let chop = |v: f32, k: i32, pos: usize| {
-            let bits = Keyed {
-                stream,
-                values: &[v],
-                first: pos as u64,
-                step: 0,
-            };
-            let scaled = (f64::from(v) * 2f64.powi(k)) as f32;
-            let r = q.format.chop_with(scaled, q.round, &bits, 0);
-            (f64::from(r) * 2f64.powi(-k)) as f32
-        };
-        if q.scaling == Scaling::Tensor {
-            let amax = x.iter().fold(0.0f64, |m, v| m.max(f64::from(v.abs())));
-            let k = exp_of(amax);
-            return x.iter().enumerate().map(|(p, v)| chop(*v, k, p)).collect();
-        }
-        let emax = libm::floor(libm::log2(max)) as i32;
-        let (lines, len) = if k_rows { (cols, rows) } else { (rows, cols) };
-        let pos = |i: usize, t: usize| if k_rows { t * cols + i } else { i * cols + t };
-        let mut out = vec![0.0; x.len()];
-        for i in 0..lines {
-            for b in (0..len).step_by(32) {
-                let ts = b..(b + 32).min(len);
-                let amax = ts
-                    .clone()
-                    .fold(0.0f64, |m, t| m.max(f64::from(x[pos(i, t)].abs())));
-                let k = if amax > 0.0 {
-                    emax - libm::floor(libm::log2(amax)) as i32
-                } else {
-                    127
-                };
-                for t in ts {
-                    out[pos(i, t)] = chop(x[pos(i, t)], k, pos(i, t));
-                }
-            }
-        }
-        out
-    }
-
-    /// `op(a) op(b)` of row-major stored matrices, products in f64 (exact)
-    /// added in increasing `k` and rounded to f32 after each addition:
-    /// core's `RoundedMatmul` with an f32 accumulator, for `k <= 128`
-    /// (one leaf of the product's tree).
-    fn oracle_product(
-        (a, ta): (&[f32], bool),
-        (b, tb): (&[f32], bool),
-        (m, k, n): (usize, usize, usize),
-    ) -> Vec<f32> {
-        let at = |i: usize, t: usize| if ta { a[t * m + i] } else { a[i * k + t] };
-        let bt = |t: usize, j: usize| if tb { b[j * k + t] } else { b[t * n + j] };
-        let mut c = vec![0.0f32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                c[i * n + j] = (0..k).fold(0.0f32, |s, t| {
-                    (f64::from(s) + f64::from(at(i, t)) * f64::from(bt(t, j))) as f32
-                });
-            }
-        }
-        c
-    }
-
-    fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
-        let s = RandomStream::new(u64::from(seed), 3);
-        (0..n as u64)
-            .map(|i| (s.bits(i) as f32 / u32::MAX as f32 - 0.5) * scale)
-            .collect()
-    }
-
-    fn bits(x: &[f32]) -> Vec<u32> {
-        x.iter().map(|v| v.to_bits()).collect()
-    }
-
-    /// A dense layer's three products in every new mode's recipe, on 8
-    /// tiles (so operands are cut and MX lines regathered), against the
-    /// oracle bit for bit.
-    #[test]
-    fn dense_products_equal_the_oracle_of_the_quantised_inputs() {
-        let (batch, fan_in, width) = (6, 70, 24);
-        let spec = IpuSpec::new(IpuParams {
-            tiles: 8,
-            ..IpuParams::default()
-        })
-        .unwrap();
-        let target = Target::single(spec);
-        let x = values(batch * fan_in, 1, 4.0);
-        let w = values(fan_in * width, 2, 0.3);
-        let dz = values(batch * width, 3, 1e-3);
-        for recipe in [Recipe::FP8, Recipe::MXFP8, Recipe::MXFP6, Recipe::MXFP4] {
-            let (placement, link) = (Placement::Spread, standalone_link());
-            let mut b = Builder::standalone(&target, &placement, &link, batch);
-            b.quant = Some(recipe);
-            let layout = BlockLayout::grid(batch, fan_in, 2, 3, 8);
-            let input = b.matrix("x", &layout).unwrap();
-            let cut = Cut::default();
-            let layer = dense::forward(&mut b, 1, &input, width, cut).unwrap();
-            let dz_t = b.matrix("dz", &layer.y.layout).unwrap();
-            let ones = b.tensor(
-                "ones",
-                batch,
-                crate::ipu::Mapping::one_tile(0, batch as u64),
-            );
-            let ((dw, _), da) = dense::backward(
-                &mut b,
-                1,
-                (&layer, &input),
-                &dz_t,
-                ones.unwrap(),
-                Some(&layout),
-            )
-            .unwrap();
-            let mut e = b.engine().unwrap();
-            write_rows(&mut e, &input, &x);
-            write_rows(&mut e, &layer.w, &w);
-            write_rows(&mut e, &dz_t, &dz);
-            e.run();
-            let read = |a: &Act| super::super::read_rows(&e, a);
-            let stream = |name: &str| RandomStream::new(SEED, fnv(name));
-            let (act, wq, gq) = (recipe.activations, recipe.weights, recipe.gradients);
-            // Y = X W.
-            let qx = oracle_quant(
-                act,
-                &x,
-                (batch, fan_in, false),
-                stream("layer1.fwd.activations"),
-            );
-            let qw = oracle_quant(wq, &w, (fan_in, width, true), stream("layer1.fwd.weights"));
-            let y = oracle_product((&qx, false), (&qw, false), (batch, fan_in, width));
-            assert_eq!(bits(&read(&layer.y)), bits(&y), "{recipe:?} forward");
-            // dW = X^T dZ.
-            let qx = oracle_quant(
-                act,
-                &x,
-                (batch, fan_in, true),
-                stream("layer1.dw.activations"),
-            );
-            let qd = oracle_quant(gq, &dz, (batch, width, true), stream("layer1.dw.gradients"));
-            let dw_o = oracle_product((&qx, true), (&qd, false), (fan_in, batch, width));
-            assert_eq!(bits(&read(&dw)), bits(&dw_o), "{recipe:?} dW");
-            // dA = dZ W^T.
-            let qd = oracle_quant(
-                gq,
-                &dz,
-                (batch, width, false),
-                stream("layer1.da.gradients"),
-            );
-            let qw = oracle_quant(wq, &w, (fan_in, width, false), stream("layer1.da.weights"));
-            let da_o = oracle_product((&qd, false), (&qw, true), (batch, width, fan_in));
-            assert_eq!(bits(&read(&da.unwrap())), bits(&da_o), "{recipe:?} dA");
-        }
-    }
-
-    /// A convolution's forward and weight-gradient products in every new
-    /// mode's recipe against the oracle of its quantised patches.
-    #[test]
-    fn conv_products_equal_the_oracle_of_the_quantised_inputs() {
-        use crate::model::shapes::Conv2d;
-        let conv = Conv2d {
-            in_channels: 3,
-            out_channels: 5,
-            kernel: (3, 3),
-            stride: 1,
-            padding: 1,
-        };
-        let (n, hw) = (2, 4);
-        let shape = conv.on(n, (hw, hw)).unwrap();
-        let spec = IpuSpec::new(IpuParams {
-            tiles: 4,
-            ..IpuParams::default()
-        })
-        .unwrap();
-        let target = Target::single(spec);
-        let (rows, patch, cout) = (shape.out_rows(), shape.patch(), 5);
-        let x = values(shape.in_rows() * 3, 4, 2.0);
-        let w = values(patch * cout, 5, 0.5);
-        let dy = values(rows * cout, 6, 1e-2);
-        for recipe in [Recipe::FP8, Recipe::MXFP8, Recipe::MXFP6, Recipe::MXFP4] {
-            let (placement, link) = (Placement::Spread, standalone_link());
-            let mut b = Builder::standalone(&target, &placement, &link, n);
-            b.quant = Some(recipe);
-            let layout = BlockLayout::grid(shape.in_rows(), 3, 4, 1, 4);
-            let input = b.matrix("x", &layout).unwrap();
-            let layer = super::super::conv2d::forward(&mut b, 2, &shape, &input, Cut::default());
-            let layer = layer.unwrap();
-            let dy_t = b.matrix("dy", &layer.y.layout).unwrap();
-            let back = super::super::conv2d::backward(&mut b, 2, &shape, &layer, &dy_t, None);
-            let (dw, _) = back.unwrap();
-            let mut e = b.engine().unwrap();
-            write_rows(&mut e, &input, &x);
-            write_rows(&mut e, &layer.w, &w);
-            write_rows(&mut e, &dy_t, &dy);
-            e.run();
-            let read = |a: &Act| super::super::read_rows(&e, a);
-            let cols = read(&layer.cols);
-            let stream = |name: &str| RandomStream::new(SEED, fnv(name));
-            let (act, wq, gq) = (recipe.activations, recipe.weights, recipe.gradients);
-            let qc = oracle_quant(
-                act,
-                &cols,
-                (rows, patch, false),
-                stream("layer2.fwd.activations"),
-            );
-            let qw = oracle_quant(wq, &w, (patch, cout, true), stream("layer2.fwd.weights"));
-            let y = oracle_product((&qc, false), (&qw, false), (rows, patch, cout));
-            assert_eq!(bits(&read(&layer.y)), bits(&y), "{recipe:?} forward");
-            let qc = oracle_quant(
-                act,
-                &cols,
-                (rows, patch, true),
-                stream("layer2.dw.activations"),
-            );
-            let qd = oracle_quant(gq, &dy, (rows, cout, true), stream("layer2.dw.gradients"));
-            let dw_o = oracle_product((&qc, true), (&qd, false), (patch, rows, cout));
-            assert_eq!(bits(&read(&dw)), bits(&dw_o), "{recipe:?} dW");
-        }
-    }
-}
+#[path = "quant_tests.rs"]
+mod tests;
