@@ -13,7 +13,7 @@ use super::leaves::{gemm_leaves, tree_sum};
 use super::{BlockLayout, GemmShape, Operand, Output, ProductPlan, gather_copies};
 use crate::ipu::{
     Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
-    Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
+    ProductPrice, Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
 };
 
 /// Rounds `c` to f16 values if `output` says so: the slice kernels, bitwise
@@ -38,7 +38,7 @@ struct MatMul {
     shape: GemmShape,
     /// Leaf bounds within the part's reduction.
     bounds: Vec<usize>,
-    kernel: Kernel,
+    price: ProductPrice,
     output: Option<Output>,
     col_pieces: Option<Vec<usize>>,
     fields: [FieldSpec; 3],
@@ -55,10 +55,17 @@ impl Codelet for MatMul {
 
     // The AMP unit accumulates a part's whole reduction: the leaves'
     // separate sums are the simulator's way to fix the order, not work.
-    fn cycles(&self, _lens: &[u64], spec: &IpuSpec) -> VertexCycles {
-        let cost = spec.costs().get(self.kernel);
+    // Inputs the units do not take are converted first, every element of
+    // both operands the vertex reads.
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        let workers = spec.workers_per_tile();
+        let convert = self.price.convert.map_or(0, |k| {
+            let n = lens[0].saturating_add(lens[1]);
+            spec.costs().get(k).multi_thread_cycles(n, workers)
+        });
+        let cost = spec.costs().get(self.price.matmul);
         VertexCycles::AllWorkers(
-            cost.multi_thread_cycles(self.shape.flops(), spec.workers_per_tile()),
+            convert.saturating_add(cost.multi_thread_cycles(self.shape.flops(), workers)),
         )
     }
 
@@ -198,6 +205,10 @@ pub(crate) fn operand_field(
     }
     let len = (rows.len() * cols.len()) as u64;
     let staged = graph.add_tensor(name, DType::F32, &[len], Mapping::one_tile(tile, len))?;
+    // A quantised operand arrives in its encoding's bytes.
+    if let Some(encoding) = graph.held(op.tensor) {
+        graph.hold(staged, encoding);
+    }
     if graph.is_sizing() {
         let runs = op.layout.runs(&rows, &cols);
         graph.count_received_runs(tile, runs);
@@ -227,8 +238,8 @@ fn check(plan: &ProductPlan, a: &Operand, b: &Operand) -> Result<(), GraphError>
 
 /// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as
 /// `plan.output()`), cut as `plan` says (see the module docs of `kernels::matmul`).
-/// `kernel` ([`Kernel::MatmulF16`] or [`Kernel::MatmulF32`]) prices the
-/// products; `output` says whether the result is rounded to f16. The
+/// `price` (a [`Kernel`] such as [`Kernel::MatmulF16`], or an
+/// [`IpuSpec::product`]'s price with its conversion) prices the products; `output` says whether the result is rounded to f16. The
 /// result is bitwise [`gemm_tree`](super::gemm_tree) of the whole
 /// matrices (then rounded), whatever the plan.
 ///
@@ -244,10 +255,11 @@ pub fn matmul(
     b: &Operand,
     c: TensorId,
     plan: &ProductPlan,
-    kernel: Kernel,
+    price: impl Into<ProductPrice>,
     output: Output,
 ) -> Result<Program, GraphError> {
     check(plan, a, b)?;
+    let price = price.into();
     let pk = plan.k_parts();
     let mut copies = Vec::new();
     let cs = graph.add_compute_set(name);
@@ -307,7 +319,7 @@ pub fn matmul(
                 Arc::new(MatMul {
                     shape,
                     bounds,
-                    kernel,
+                    price,
                     output: final_output,
                     col_pieces,
                     fields: fields3(),
