@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{Value, json};
 use tessera_sim::data::Dataset;
+use tessera_sim::ipu::Kernel;
 use tessera_sim::model::Placement;
+use tessera_sim::plan::ipu_name;
 use tessera_sim::train::{
     Divergence, Event, MemoryReport, RunOptions, Summary, TrainConfig, TrainError, Trainer,
 };
@@ -349,6 +351,7 @@ impl TrainArgs {
             },
             "skipped_steps": skipped(s),
             "final_loss_scale": s.steps.last().map(|r| r.loss_scale),
+            "products": products(job).1,
             "fingerprint": format!("{:016x}", s.fingerprint),
             "files": files,
         })
@@ -444,6 +447,7 @@ impl TrainArgs {
         if let Some(n) = job.config.precision.numerics() {
             let _ = writeln!(o, "numerics     {n}");
         }
+        let _ = writeln!(o, "products     {}", products(job).0);
         let _ = writeln!(o, "fingerprint  {:016x}", s.fingerprint);
         for (i, (_, path)) in self.written(s, files).into_iter().enumerate() {
             let head = if i == 0 { "wrote" } else { "" };
@@ -451,6 +455,38 @@ impl TrainArgs {
         }
         o
     }
+}
+
+/// How the run's IPU runs its dense and convolution products (forward,
+/// `dW`, `dA`), as the simulated step prices them: a line for the report
+/// and its JSON.
+fn products(job: &Job) -> (String, Value) {
+    let ipu = job.config.pod.ipu();
+    let name = ipu_name(ipu);
+    let prices = job.config.precision.compute().products(ipu);
+    let kernel = |k: Option<Kernel>| k.map(Kernel::name);
+    let json: Vec<Value> = ["forward", "dW", "dA"]
+        .iter()
+        .zip(&prices)
+        .map(|(product, p)| {
+            json!({"product": product, "path": p.path.describe(),
+                   "kernel": p.matmul.name(), "conversion": kernel(p.convert)})
+        })
+        .collect();
+    let line = if prices.iter().all(|p| p.path == prices[0].path) {
+        format!(
+            "{} on the {name} (forward, dW, dA)",
+            prices[0].path.describe()
+        )
+    } else {
+        format!(
+            "forward {}, dW {}, dA {} on the {name}",
+            prices[0].path.describe(),
+            prices[1].path.describe(),
+            prices[2].path.describe()
+        )
+    };
+    (line, json!({"ipu": name, "products": json}))
 }
 
 /// The failure of a diverged run, naming what it kept.

@@ -6,6 +6,7 @@ use core::ops::Range;
 use std::sync::Arc;
 
 use super::codelet::{Codelet, FieldRef, VertexCycles};
+use super::encoding::Encoding;
 use super::mapping::{self, Interval, Mapping};
 use super::target::{Target, Tile};
 use super::tensor::{DType, TensorId, TensorSlice};
@@ -224,6 +225,9 @@ pub(crate) struct TensorInfo {
     pub(crate) len: u64,
     /// Sorted by start; they cover `0..len` exactly once.
     pub(crate) intervals: Vec<Placed>,
+    /// How tile memory and the exchange hold its elements, if not as
+    /// `dtype` ([`Graph::hold`]).
+    pub(crate) held: Option<Encoding>,
 }
 
 /// What a tile stores: one entry per piece.
@@ -232,6 +236,15 @@ pub(crate) struct PieceInfo {
     pub(crate) tensor: TensorId,
     pub(crate) dtype: DType,
     pub(crate) len: u64,
+    /// Its tensor's [`TensorInfo::held`].
+    pub(crate) held: Option<Encoding>,
+}
+
+impl PieceInfo {
+    /// Bytes the piece takes in tile memory ([`piece_bytes`]).
+    pub(crate) const fn bytes(&self) -> u64 {
+        piece_bytes(self.dtype, self.held, self.len)
+    }
 }
 
 /// A vertex: a codelet on a tile, with its resolved fields.
@@ -310,14 +323,23 @@ pub struct Graph {
     pub(crate) counted_runs: Vec<u64>,
 }
 
-/// Bytes a piece of `len` elements of `dtype` takes: rounded up to 8 (the
-/// alignment of 64-bit loads); saturating (a sizing graph may hold pieces
-/// no machine has the bytes for).
+/// Bytes of `len` elements of `dtype`, or of `held` if the tensor is held
+/// in another encoding ([`Graph::hold`]): what tile memory stores and the
+/// exchange moves. Saturating.
 #[must_use]
-pub(crate) const fn piece_bytes(dtype: DType, len: u64) -> u64 {
-    len.saturating_mul(dtype.size())
-        .div_ceil(8)
-        .saturating_mul(8)
+pub(crate) const fn held_bytes(dtype: DType, held: Option<Encoding>, len: u64) -> u64 {
+    match held {
+        Some(e) => e.bytes(len),
+        None => len.saturating_mul(dtype.size()),
+    }
+}
+
+/// Bytes a piece of `len` elements takes ([`held_bytes`]): rounded up to
+/// 8 (the alignment of 64-bit loads); saturating (a sizing graph may hold
+/// pieces no machine has the bytes for).
+#[must_use]
+pub(crate) const fn piece_bytes(dtype: DType, held: Option<Encoding>, len: u64) -> u64 {
+    held_bytes(dtype, held, len).div_ceil(8).saturating_mul(8)
 }
 
 impl Graph {
@@ -494,9 +516,10 @@ impl Graph {
                     tensor: id,
                     dtype,
                     len: i.len(),
+                    held: None,
                 });
                 let bytes = &mut self.tensor_bytes[i.tile as usize];
-                *bytes = bytes.saturating_add(piece_bytes(dtype, i.len()));
+                *bytes = bytes.saturating_add(piece_bytes(dtype, None, i.len()));
                 Placed {
                     tile: i.tile,
                     range: i.range,
@@ -510,8 +533,44 @@ impl Graph {
             shape: shape.to_vec(),
             len,
             intervals: placed,
+            held: None,
         });
         Ok(id)
+    }
+
+    /// Holds `t`'s elements as `encoding` in tile memory and on the
+    /// exchange: its pieces take [`Encoding::bytes`] and copies from it move
+    /// them. The values stay `t`'s type on the host (a quantised operand's
+    /// f32 values are exactly its encoding's), so nothing computed changes.
+    ///
+    /// ```
+    /// use tessera_core::fp::Format;
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Encoding, Graph, Mapping, MemoryUsage, Target};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let t = g.add_tensor("x", DType::F32, &[64], Mapping::one_tile(0, 64)).unwrap();
+    /// g.hold(t, Encoding::Scalar(Format::E4M3FN));
+    /// assert_eq!(g.held(t), Some(Encoding::Scalar(Format::E4M3FN)));
+    /// assert_eq!(MemoryUsage::of(&g).tiles[0].tensors, 64);
+    /// ```
+    pub fn hold(&mut self, t: TensorId, encoding: Encoding) {
+        let info = &mut self.tensors[t.index()];
+        let old = info.held.replace(encoding);
+        for p in &info.intervals {
+            let piece = &mut self.tiles[p.tile as usize][p.piece as usize];
+            let bytes = &mut self.tensor_bytes[p.tile as usize];
+            *bytes = bytes
+                .saturating_sub(piece_bytes(piece.dtype, old, piece.len))
+                .saturating_add(piece_bytes(piece.dtype, Some(encoding), piece.len));
+            piece.held = Some(encoding);
+        }
+    }
+
+    /// How `t` is held, if not as its type ([`Graph::hold`]).
+    #[must_use]
+    pub fn held(&self, t: TensorId) -> Option<Encoding> {
+        self.tensors[t.index()].held
     }
 
     /// The tensor's name.
@@ -703,7 +762,7 @@ impl Graph {
         for (k, (src, dst)) in copies.iter().enumerate() {
             self.check_slice(src)?;
             self.check_slice(dst)?;
-            let dtype = self.dtype(src.tensor);
+            let (dtype, held) = (self.dtype(src.tensor), self.held(src.tensor));
             if src.len() != dst.len() || dtype != self.dtype(dst.tensor) {
                 return Err(GraphError::CopyMismatch { copy: k });
             }
@@ -724,7 +783,7 @@ impl Graph {
                     dst_tile: dp.tile,
                     dst_piece: dp.piece,
                     dst: do_..do_ + run as usize,
-                    bytes: run * dtype.size(),
+                    bytes: held_bytes(dtype, held, run),
                 });
                 s += run;
                 d += run;

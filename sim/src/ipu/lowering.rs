@@ -86,6 +86,31 @@ impl ProductPrice {
     }
 }
 
+impl From<Kernel> for ProductPrice {
+    /// Products of `kernel` on inputs as stored (no conversion): the path
+    /// the kernel is ([`Kernel::MatmulF32`] f32, [`Kernel::MatmulF8`] the
+    /// FP8 units, any other FP16).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Kernel, ProductPath, ProductPrice};
+    ///
+    /// let p = ProductPrice::from(Kernel::MatmulF16);
+    /// assert_eq!((p.path, p.convert), (ProductPath::F16, None));
+    /// ```
+    fn from(matmul: Kernel) -> Self {
+        let path = match matmul {
+            Kernel::MatmulF32 => ProductPath::F32,
+            Kernel::MatmulF8 => ProductPath::Fp8Units,
+            _ => ProductPath::F16,
+        };
+        Self {
+            path,
+            matmul,
+            convert: None,
+        }
+    }
+}
+
 impl IpuSpec {
     /// How this IPU runs a matrix product whose inputs are encoded as
     /// `inputs`: f32 and f16 on the AMP; 8-bit floats scaled per tensor on
@@ -128,6 +153,46 @@ impl IpuSpec {
             path,
             matmul,
             convert,
+        }
+    }
+}
+
+impl IpuSpec {
+    /// How this IPU runs a product of an operand encoded as `a` by one
+    /// encoded as `b`: on the FP8 units if both go there; otherwise
+    /// converted to f16 if either needs it (the first conversion named,
+    /// for both operands' elements), else as [`IpuSpec::product`] of `a`.
+    ///
+    /// ```
+    /// use tessera_core::fp::{Format, MxFormat};
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{Encoding, Kernel, ProductPath};
+    ///
+    /// let (w, g) = (Encoding::Scalar(Format::F143), Encoding::Scalar(Format::F152));
+    /// assert_eq!(IpuSpec::C600.product_of(w, g).path, ProductPath::Fp8Units);
+    /// // f16 inputs do not go to the FP8 units: the FP8 operand is converted.
+    /// let p = IpuSpec::C600.product_of(Encoding::F16, g);
+    /// assert_eq!((p.path, p.convert), (ProductPath::ConvertedToF16, Some(Kernel::ConvertF8)));
+    /// ```
+    #[must_use]
+    pub const fn product_of(&self, a: Encoding, b: Encoding) -> ProductPrice {
+        let (pa, pb) = (self.product(a), self.product(b));
+        let both_fp8 =
+            matches!(pa.path, ProductPath::Fp8Units) && matches!(pb.path, ProductPath::Fp8Units);
+        if both_fp8 {
+            return pa;
+        }
+        let convert = match (a.conversion(), b.conversion()) {
+            (Some(k), _) | (None, Some(k)) => Some(k),
+            (None, None) => None,
+        };
+        match convert {
+            Some(_) => ProductPrice {
+                path: ProductPath::ConvertedToF16,
+                matmul: Kernel::MatmulF16,
+                convert,
+            },
+            None => pa,
         }
     }
 }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::graph::{Graph, piece_bytes};
+use super::graph::Graph;
 use super::target::Tile;
 
 /// The bytes of one tile by category.
@@ -126,9 +126,9 @@ impl MemoryUsage {
         let p = graph.target.spec().params();
         let mut tiles = vec![TileMemory::default(); graph.tiles.len()];
         for (t, m) in tiles.iter_mut().enumerate() {
-            m.tensors = graph.tiles[t].iter().fold(0u64, |a, pi| {
-                a.saturating_add(piece_bytes(pi.dtype, pi.len))
-            });
+            m.tensors = graph.tiles[t]
+                .iter()
+                .fold(0u64, |a, pi| a.saturating_add(pi.bytes()));
         }
         let mut codelets: BTreeSet<(Tile, &str)> = BTreeSet::new();
         for cs in &graph.compute_sets {
@@ -177,7 +177,7 @@ impl MemoryUsage {
         // Keyed, not searched: a tile of a deep model holds many tensors.
         let mut bytes: BTreeMap<u32, u64> = BTreeMap::new();
         for pi in &graph.tiles[tile] {
-            *bytes.entry(pi.tensor.0).or_default() += piece_bytes(pi.dtype, pi.len);
+            *bytes.entry(pi.tensor.0).or_default() += pi.bytes();
         }
         let mut by_tensor: Vec<(u32, u64)> = bytes.into_iter().collect();
         by_tensor.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));

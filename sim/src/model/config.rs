@@ -4,6 +4,8 @@
 
 use tessera_core::rng::RandomStream;
 
+use crate::ipu::{Encoding, IpuSpec, ProductPrice};
+
 /// The hidden layers' activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Activation {
@@ -39,6 +41,38 @@ impl Compute {
     #[must_use]
     pub const fn f16(self) -> bool {
         !matches!(self, Self::F32)
+    }
+
+    /// How `spec` runs the dense and convolution products, as the
+    /// trainer's graph prices them: the forward product (activations by
+    /// weights), `dW` (activations by gradients) and `dA` (gradients by
+    /// weights); quantised operands as [`IpuSpec::product_of`] says.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::ProductPath;
+    /// use tessera_sim::model::{Compute, quant::Recipe};
+    ///
+    /// let fp8 = Compute::Quantised(Recipe::FP8);
+    /// assert!(fp8.products(&IpuSpec::C600).iter().all(|p| p.path == ProductPath::Fp8Units));
+    /// assert_eq!(fp8.products(&IpuSpec::BOW)[0].path, ProductPath::ConvertedToF16);
+    /// assert_eq!(Compute::F16.products(&IpuSpec::C600)[1].path, ProductPath::F16);
+    /// ```
+    ///
+    /// [`IpuSpec::product_of`]: crate::ipu::IpuSpec::product_of
+    #[must_use]
+    pub fn products(self, spec: &IpuSpec) -> [ProductPrice; 3] {
+        use super::quant::Role::{Activations, Gradients, Weights};
+        match self {
+            Self::F32 => [spec.product(Encoding::F32); 3],
+            Self::F16 => [spec.product(Encoding::F16); 3],
+            Self::Quantised(r) => [
+                (Activations, Weights),
+                (Activations, Gradients),
+                (Gradients, Weights),
+            ]
+            .map(|(a, b)| spec.product_of(r.of(a).encoding(), r.of(b).encoding())),
+        }
     }
 
     /// The recipe of the quantised products, if any.

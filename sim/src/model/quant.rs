@@ -244,6 +244,28 @@ pub fn mx_format(format: Format) -> Option<MxFormat> {
 }
 
 impl RoleQuant {
+    /// How tile memory and the exchange hold a tensor quantised so: MX
+    /// blocks, NVFP4 blocks, or the format's elements (a per-tensor scale
+    /// is one scalar beside them).
+    ///
+    /// ```
+    /// use tessera_core::fp::{Format, MxFormat};
+    /// use tessera_sim::ipu::Encoding;
+    /// use tessera_sim::model::quant::{Recipe, Role};
+    ///
+    /// assert_eq!(Recipe::FP8.of(Role::Weights).encoding(), Encoding::Scalar(Format::F143));
+    /// assert_eq!(Recipe::MXFP4.of(Role::Weights).encoding(), Encoding::Mx(MxFormat::E2M1));
+    /// ```
+    #[must_use]
+    pub fn encoding(&self) -> crate::ipu::Encoding {
+        use crate::ipu::Encoding;
+        match (self.scaling, mx_format(self.format)) {
+            (Scaling::Mx, Some(m)) => Encoding::Mx(m),
+            (Scaling::Nvfp4, _) => Encoding::Nvfp4,
+            _ => Encoding::Scalar(self.format),
+        }
+    }
+
     /// Whether this quantisation can be built.
     fn check(&self) -> Result<(), String> {
         match self.scaling {

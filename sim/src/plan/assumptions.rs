@@ -57,8 +57,12 @@
 //!   and runs FP16 products (Mk2 and Bow; MX on every IPU: Graphcore's FP8
 //!   units take one scale per tensor, not one per block). The report says
 //!   which. Vector layers (batch norm, pooling, residual adds) and the
-//!   loss stay 16-bit. `--layer-costs simulated` refuses these
-//!   precisions: the simulator's layers compute in f32 or f16.
+//!   loss stay 16-bit. `--layer-costs simulated` builds the layers (or
+//!   the network) as the trainer does in these precisions: quantised
+//!   operands held and exchanged in their encoding, products priced as
+//!   above. The flops utilisation is of the FP8 peak where the FP8 units
+//!   run the products, of the FP16 peak otherwise, and the report says
+//!   which.
 //! - **Pipelining.** `P` stages (IPUs per replica), contiguous layers
 //!   balanced on the larger of their compute and memory shares. With `G`
 //!   micro-batches a step runs `N = 2(P - 1) + (G - (P - 1))` stage-steps,

@@ -28,9 +28,12 @@
 //! # Ok::<(), tessera_sim::plan::calibrate::CalibrationError>(())
 //! ```
 //!
-//! The simulator's layers keep f32 tensors in every precision (f16
-//! compute runs the AMP at its f16 rate on f32 storage, as the trainer
-//! does), so their memory and exchange are those of f32 values.
+//! The simulator's layers keep f32 tensors in 32.32 and the 16-bit
+//! precisions (f16 compute runs the AMP at its f16 rate on f32 storage,
+//! as the trainer does), so their memory and exchange are those of f32
+//! values. In the FP8 and MX precisions the layers quantise their
+//! products' operands as the trainer does, and hold and exchange those in
+//! their encoding's bytes, priced as [`IpuSpec::product_of`] says.
 
 use core::fmt;
 use std::collections::HashMap;
@@ -39,7 +42,7 @@ use super::config::Precision;
 use super::table::{LayerCosts, ModelTable, SimLayer, SimulatedCost};
 use crate::IpuSpec;
 use crate::ipu::Target;
-use crate::model::{ConvExtras, ModelError, conv2d_cycles, pool2d_cycles};
+use crate::model::{Compute, ConvExtras, ModelError, conv2d_cycles, pool2d_cycles};
 
 /// Why a layer cannot be calibrated.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,9 +79,6 @@ pub enum CalibrationError {
         /// The model.
         model: String,
     },
-    /// The simulator's layers do not run this precision's products (FP8
-    /// and MX): they compute in f32 or f16.
-    Precision(Precision),
 }
 
 impl fmt::Display for CalibrationError {
@@ -111,11 +111,6 @@ impl fmt::Display for CalibrationError {
                 "model {model} describes no layer for the simulator (no row has a `sim` \
                  description)"
             ),
-            Self::Precision(p) => write!(
-                f,
-                "the simulator's layers do not run {p} products: they are priced in 32.32, \
-                 16.32 or 16.16"
-            ),
         }
     }
 }
@@ -127,7 +122,7 @@ impl core::error::Error for CalibrationError {}
 #[derive(Debug)]
 pub struct Calibration {
     ipu: IpuSpec,
-    cache: HashMap<(SimLayer, usize, bool), SimulatedCost>,
+    cache: HashMap<(SimLayer, usize, Compute), SimulatedCost>,
     hits: usize,
     /// Whole networks built (`network_costs`).
     networks: usize,
@@ -171,12 +166,27 @@ impl Calibration {
         micro_batch: usize,
         f16: bool,
     ) -> Result<SimulatedCost, CalibrationError> {
-        let key = (*layer, micro_batch, f16);
+        let compute = if f16 { Compute::F16 } else { Compute::F32 };
+        self.price_in(layer, micro_batch, compute)
+    }
+
+    /// [`Calibration::price`] in the trainer's arithmetic `compute` (a
+    /// quantised one too).
+    ///
+    /// # Errors
+    /// [`Calibration::price`]'s.
+    pub fn price_in(
+        &mut self,
+        layer: &SimLayer,
+        micro_batch: usize,
+        compute: Compute,
+    ) -> Result<SimulatedCost, CalibrationError> {
+        let key = (*layer, micro_batch, compute);
         if let Some(cost) = self.cache.get(&key) {
             self.hits += 1;
             return Ok(*cost);
         }
-        let cost = self.compile(layer, micro_batch, f16)?;
+        let cost = self.compile(layer, micro_batch, compute)?;
         self.cache.insert(key, cost);
         Ok(cost)
     }
@@ -185,8 +195,9 @@ impl Calibration {
         &self,
         layer: &SimLayer,
         micro_batch: usize,
-        f16: bool,
+        compute: Compute,
     ) -> Result<SimulatedCost, CalibrationError> {
+        let (f16, quant) = (compute.f16(), compute.recipe());
         let shape = layer.shape(micro_batch).ok_or(CalibrationError::Shape {
             layer: *layer,
             micro_batch,
@@ -205,6 +216,7 @@ impl Calibration {
                     residual: batch_norm && residual,
                     input_grad,
                     f16,
+                    quant,
                 },
                 target,
             ),
@@ -213,6 +225,7 @@ impl Calibration {
                 ConvExtras {
                     input_grad,
                     f16,
+                    quant,
                     ..ConvExtras::default()
                 },
                 target,
@@ -232,13 +245,13 @@ impl Calibration {
     }
 
     /// Every row of `model` that has a [`SimLayer`] at `micro_batch`
-    /// samples in `precision` (f16 compute unless `32.32`); every row of
+    /// samples in `precision` (the trainer's arithmetic in it,
+    /// [`Precision::compute`]: quantised products in FP8 and MX); every row of
     /// a network's table ([`ModelTable::from_network`]) from the whole
     /// network built as the trainer builds it
     /// (`plan::network_costs`, see the [planner's docs](super)).
     ///
     /// # Errors
-    /// [`CalibrationError::Precision`] for an FP8 or MX precision;
     /// [`CalibrationError::NothingToCalibrate`] if no row has one;
     /// [`Calibration::price`]'s; [`CalibrationError::Network`].
     pub fn price_model(
@@ -247,17 +260,14 @@ impl Calibration {
         micro_batch: usize,
         precision: Precision,
     ) -> Result<LayerCosts, CalibrationError> {
-        if precision.products().conversion().is_some() {
-            return Err(CalibrationError::Precision(precision));
-        }
-        let f16 = precision != Precision::Fp32;
+        let compute = precision.compute();
         if let Some(network) = model.network() {
             self.networks += 1;
             return super::network_costs::network_costs(
                 self.ipu,
                 (model, network),
                 micro_batch,
-                f16,
+                compute,
             )
             .map_err(|error| CalibrationError::Network {
                 model: model.name().to_owned(),
@@ -273,11 +283,16 @@ impl Calibration {
         let layers = model
             .layers()
             .iter()
-            .map(|l| l.sim.map(|s| self.price(&s, micro_batch, f16)).transpose())
+            .map(|l| {
+                l.sim
+                    .map(|s| self.price_in(&s, micro_batch, compute))
+                    .transpose()
+            })
             .collect::<Result<_, _>>()?;
         Ok(LayerCosts {
             micro_batch,
-            f16,
+            f16: compute.f16(),
+            recipe: compute.recipe(),
             ipu: self.ipu,
             layers,
         })

@@ -9,7 +9,8 @@ use super::assumptions::PlanAssumptions;
 use super::table::{LayerCosts, ModelTable};
 use crate::IpuSpec;
 use crate::ipu::Encoding;
-use crate::model::NetworkConfig;
+use crate::model::quant::Recipe;
+use crate::model::{Compute, NetworkConfig};
 use crate::names::unit_names;
 use crate::pod::{Algorithms, Distribution, Layout, PodSpec};
 use crate::train::{LowFamily, OptimizerConfig, PrecisionMode, TrainConfig};
@@ -97,6 +98,45 @@ impl Precision {
             Self::Mxfp8 => Encoding::Mx(MxFormat::E4M3),
             Self::Mxfp6 => Encoding::Mx(MxFormat::E2M3),
             Self::Mxfp4 => Encoding::Mx(MxFormat::E2M1),
+        }
+    }
+
+    /// The trainer's recipe of its quantised products (`None` for
+    /// `32.32`, `16.32` and `16.16`).
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::Recipe;
+    /// use tessera_sim::plan::Precision;
+    ///
+    /// assert_eq!(Precision::Fp8Mixed.recipe(), Some(Recipe::FP8));
+    /// assert_eq!(Precision::Half.recipe(), None);
+    /// ```
+    #[must_use]
+    pub const fn recipe(self) -> Option<Recipe> {
+        match self {
+            Self::Fp32 | Self::Mixed | Self::Half => None,
+            Self::Fp8Half | Self::Fp8Mixed => Some(Recipe::FP8),
+            Self::Mxfp8 => Some(Recipe::MXFP8),
+            Self::Mxfp6 => Some(Recipe::MXFP6),
+            Self::Mxfp4 => Some(Recipe::MXFP4),
+        }
+    }
+
+    /// The trainer's arithmetic in this precision.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Compute, quant::Recipe};
+    /// use tessera_sim::plan::Precision;
+    ///
+    /// assert_eq!(Precision::Mxfp4.compute(), Compute::Quantised(Recipe::MXFP4));
+    /// assert_eq!(Precision::Fp32.compute(), Compute::F32);
+    /// ```
+    #[must_use]
+    pub const fn compute(self) -> Compute {
+        match (self, self.recipe()) {
+            (_, Some(r)) => Compute::Quantised(r),
+            (Self::Fp32, None) => Compute::F32,
+            (_, None) => Compute::F16,
         }
     }
 

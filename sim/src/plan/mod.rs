@@ -244,8 +244,13 @@ pub struct Plan {
     /// Samples per second over all replicas.
     pub samples_per_second: f64,
     /// Achieved FLOPs (forward and backward, without recomputation) over
-    /// the replicas' IPUs' FP16 peak.
+    /// the replicas' IPUs' peak of the units that run the products
+    /// ([`Plan::utilisation_peak`]).
     pub flops_utilisation: f64,
+    /// Which peak [`Plan::flops_utilisation`] is of: `FP8` where the
+    /// IPU's FP8 units run the products (the C600 in `8.16`, `8.32`),
+    /// `FP16` otherwise (converted FP8 and MX products run as FP16).
+    pub utilisation_peak: &'static str,
     /// Weak scaling over POD16, POD64, POD128 and POD256 of this plan's
     /// replica (each Pod filled with replicas), by
     /// [`crate::pod::scaling_table_with`].

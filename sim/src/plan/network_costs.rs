@@ -32,9 +32,8 @@ pub(super) fn network_costs(
     ipu: IpuSpec,
     (table, network): (&ModelTable, &NetworkConfig),
     micro_batch: usize,
-    f16: bool,
+    compute: Compute,
 ) -> Result<LayerCosts, ModelError> {
-    let compute = if f16 { Compute::F16 } else { Compute::F32 };
     let mut net = Model::new(network, Target::single(ipu), micro_batch, compute)?;
     let params = network.init(0)?;
     let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
@@ -49,7 +48,8 @@ pub(super) fn network_costs(
     let rows = charged(table, profile, sync);
     Ok(LayerCosts {
         micro_batch,
-        f16,
+        f16: compute.f16(),
+        recipe: compute.recipe(),
         ipu,
         layers: rows
             .into_iter()

@@ -12,6 +12,7 @@ use super::{
     scaling_pods,
 };
 use crate::IpuSpec;
+use crate::ipu::ProductPath;
 use crate::pod::{CollectiveTime, Layout, PodSpec, Prefetch, scaling_table_with};
 
 /// What the stages add up to for the Pod's step.
@@ -102,6 +103,14 @@ impl PlanConfig {
         if c.f16 != f16 {
             let compute = |f16: bool| if f16 { "f16" } else { "f32" }.to_owned();
             return mismatch("compute precision", compute(c.f16), compute(f16));
+        }
+        if c.recipe != self.precision.recipe() {
+            let products = |r: Option<crate::model::quant::Recipe>| match r {
+                Some(r) => format!("quantised ({} weights)", r.weights),
+                None => "unquantised".to_owned(),
+            };
+            let planned = products(self.precision.recipe());
+            return mismatch("products", products(c.recipe), planned);
         }
         if c.ipu != self.ipu {
             let (priced, planned) = (ipu_name(&c.ipu), ipu_name(&self.ipu));
@@ -392,7 +401,15 @@ impl PlanConfig {
             .saturating_mul(self.replicas);
         let samples_per_second = global_batch as f64 / step_s;
         let (fwd, bwd) = self.model.flops_per_sample();
-        let peak = spec.peak_fp16_flops() * self.replicas as f64 * n_stages as f64;
+        // The peak of the units that run the products: FP8's where the
+        // FP8 units take them, FP16's otherwise.
+        let on_fp8 = spec.product(self.precision.products()).path == ProductPath::Fp8Units;
+        let peak_per_ipu = if on_fp8 {
+            spec.peak_fp8_flops()
+        } else {
+            spec.peak_fp16_flops()
+        };
+        let peak = peak_per_ipu * self.replicas as f64 * n_stages as f64;
         let pod_independent = step_s - step.all_reduce.total() - step.sync_s;
         let pods: Vec<PodSpec> = scaling_pods(*spec)
             .into_iter()
@@ -437,6 +454,7 @@ impl PlanConfig {
             step_s,
             samples_per_second,
             flops_utilisation: samples_per_second * (fwd + bwd) as f64 / peak,
+            utilisation_peak: if on_fp8 { "FP8" } else { "FP16" },
             scaling,
             assumptions: self.assumptions,
             calibration,

@@ -13,6 +13,7 @@ mod engine;
 mod fp8;
 mod invariant;
 mod kernels;
+mod lowering;
 mod matmul;
 mod model;
 mod netpipe;

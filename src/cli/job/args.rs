@@ -134,6 +134,12 @@ pub(in crate::cli) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) pod: Option<String>,
 
+    /// The Pod's IPU: mk2 (GC200, 1.33 GHz), bow (1.85 GHz) or c600 (a
+    /// Mk2 IPU with FP8 units, 1.486 GHz) [default: mk2]
+    #[arg(long, value_parser = ["mk2", "bow", "c600"], help_heading = "Pod")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(in crate::cli) ipu: Option<String>,
+
     /// Host processes (PopRun's --num-instances) [default: 4]
     #[arg(long, value_name = "N", value_parser = whole::<usize, 1>, help_heading = "Pod")]
     #[serde(skip_serializing_if = "Option::is_none")]

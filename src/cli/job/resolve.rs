@@ -55,6 +55,7 @@ impl JobArgs {
             activation,
             batch_norm,
             pod,
+            ipu,
             instances,
             replication_factor,
             ipus_per_replica,
@@ -128,6 +129,9 @@ impl JobArgs {
         let (mut c, network) = self.model_over(base, &source)?;
         if let Some(s) = &self.pod {
             c.pod = parse("pod", s)?;
+        }
+        if let Some(s) = &self.ipu {
+            c.pod = c.pod.with_ipu(super::values::ipu_preset(s)?);
         }
         let instances = self.instances.unwrap_or(base.instances);
         let per_instance = self

@@ -57,6 +57,10 @@ impl Job {
             activation: self.network.is_none().then(|| c.activation.into()),
             batch_norm: self.network.is_none().then_some(c.batch_norm),
             pod: Some(c.pod.name().to_ascii_lowercase()),
+            // Mk2, the default, unsaid (as before the option).
+            ipu: super::values::ipu_name(c.pod.ipu())
+                .filter(|n| *n != "mk2")
+                .map(str::to_owned),
             instances: Some(c.instances),
             replication_factor: Some(c.replicas_per_instance()),
             ipus_per_replica: Some(c.ipus_per_replica),

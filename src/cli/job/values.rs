@@ -8,6 +8,7 @@ use std::str::FromStr;
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 use tessera_core::scale::{AutomaticConfig, DynamicConfig};
+use tessera_sim::IpuSpec;
 use tessera_sim::model::{Activation, BnGroup};
 use tessera_sim::train::{LossScaling, TrainConfig};
 
@@ -171,4 +172,28 @@ where
 {
     s.parse::<T>()
         .map_err(|e| Failure::Usage(format!("{name}: {e}")))
+}
+
+/// The IPUs `--ipu` names, with their presets.
+const IPUS: [(&str, IpuSpec); 3] = [
+    ("mk2", IpuSpec::MK2_GC200),
+    ("bow", IpuSpec::BOW),
+    ("c600", IpuSpec::C600),
+];
+
+/// The preset `--ipu NAME` names.
+pub(super) fn ipu_preset(name: &str) -> Result<IpuSpec, Failure> {
+    IPUS.iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+        .ok_or_else(|| {
+            Failure::Usage(format!(
+                "--ipu: unknown IPU `{name}`: expected mk2, bow or c600"
+            ))
+        })
+}
+
+/// The `--ipu` name of `spec`, if it is a preset.
+pub(super) fn ipu_name(spec: &IpuSpec) -> Option<&'static str> {
+    IPUS.iter().find(|(_, s)| s == spec).map(|(n, _)| *n)
 }

@@ -268,9 +268,10 @@ fn stage_table(o: &mut String, p: &Plan) {
 fn timing(o: &mut String, p: &Plan) {
     let _ = writeln!(
         o,
-        "throughput   {:.0} samples/s; {:.1}% of the IPUs' FP16 peak",
+        "throughput   {:.0} samples/s; {:.1}% of the IPUs' {} peak",
         p.samples_per_second,
-        100.0 * p.flops_utilisation
+        100.0 * p.flops_utilisation,
+        p.utilisation_peak
     );
     let _ = writeln!(
         o,

@@ -13,7 +13,7 @@ use super::leaves::{gemm_leaves, tree_sum};
 use super::{Accumulator, BlockLayout, GemmShape, Operand, Output, ProductPlan, gather_copies};
 use crate::ipu::{
     Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
-    Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
+    ProductPrice, Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
 };
 
 /// Rounds `c` to f16 values if `output` says so: the slice kernels, bitwise
@@ -38,7 +38,7 @@ struct MatMul {
     shape: GemmShape,
     /// Leaf bounds within the part's reduction.
     bounds: Vec<usize>,
-    kernel: Kernel,
+    price: ProductPrice,
     acc: Accumulator,
     output: Option<Output>,
     col_pieces: Option<Vec<usize>>,
@@ -56,10 +56,17 @@ impl Codelet for MatMul {
 
     // The AMP unit accumulates a part's whole reduction: the leaves'
     // separate sums are the simulator's way to fix the order, not work.
-    fn cycles(&self, _lens: &[u64], spec: &IpuSpec) -> VertexCycles {
-        let cost = spec.costs().get(self.kernel);
+    // Inputs the units do not take are converted first, every element of
+    // both operands the vertex reads.
+    fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
+        let workers = spec.workers_per_tile();
+        let convert = self.price.convert.map_or(0, |k| {
+            let n = lens[0].saturating_add(lens[1]);
+            spec.costs().get(k).multi_thread_cycles(n, workers)
+        });
+        let cost = spec.costs().get(self.price.matmul);
         VertexCycles::AllWorkers(
-            cost.multi_thread_cycles(self.shape.flops(), spec.workers_per_tile()),
+            convert.saturating_add(cost.multi_thread_cycles(self.shape.flops(), workers)),
         )
     }
 
@@ -200,6 +207,10 @@ pub(crate) fn operand_field(
     }
     let len = (rows.len() * cols.len()) as u64;
     let staged = graph.add_tensor(name, DType::F32, &[len], Mapping::one_tile(tile, len))?;
+    // A quantised operand arrives in its encoding's bytes.
+    if let Some(encoding) = graph.held(op.tensor) {
+        graph.hold(staged, encoding);
+    }
     if graph.is_sizing() {
         let runs = op.layout.runs(&rows, &cols);
         graph.count_received_runs(tile, runs);
@@ -229,9 +240,10 @@ fn check(plan: &ProductPlan, a: &Operand, b: &Operand) -> Result<(), GraphError>
 
 /// Adds `C = op(A) op(B)` into `c` (an f32 tensor laid out as
 /// `plan.output()`), cut as `plan` says (see the module docs of `kernels::matmul`).
-/// `kernel` ([`Kernel::MatmulF16`] or [`Kernel::MatmulF32`]) prices the
-/// products, `acc` is where they accumulate; `output` says whether the
-/// result is rounded to f16. The result is bitwise
+/// `price` (a [`Kernel`] such as [`Kernel::MatmulF16`], or an
+/// [`IpuSpec::product`]'s price with its conversion) prices the products,
+/// `acc` is where they accumulate; `output` says whether the result is
+/// rounded to f16. The result is bitwise
 /// [`gemm_leaves`](super::gemm_leaves) over [`leaves`](super::leaves) of
 /// the whole matrices in `acc` (with [`Accumulator::F32`],
 /// [`gemm_tree`](super::gemm_tree)), then rounded, whatever the plan.
@@ -248,10 +260,11 @@ pub fn matmul(
     b: &Operand,
     c: TensorId,
     plan: &ProductPlan,
-    (kernel, acc): (Kernel, Accumulator),
+    (price, acc): (impl Into<ProductPrice>, Accumulator),
     output: Output,
 ) -> Result<Program, GraphError> {
     check(plan, a, b)?;
+    let price = price.into();
     let pk = plan.k_parts();
     let mut copies = Vec::new();
     let cs = graph.add_compute_set(name);
@@ -311,7 +324,7 @@ pub fn matmul(
                 Arc::new(MatMul {
                     shape,
                     bounds,
-                    kernel,
+                    price,
                     acc,
                     output: final_output,
                     col_pieces,

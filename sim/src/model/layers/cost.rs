@@ -35,6 +35,9 @@ pub struct ConvExtras {
     /// f16 compute (the AMP's f16 rate; tensors stay f32, as the trainer's
     /// [`Compute::F16`](crate::model::Compute::F16)).
     pub f16: bool,
+    /// The products' operands quantised by this recipe (as the trainer's
+    /// [`Compute::Quantised`](crate::model::Compute::Quantised); with `f16`).
+    pub quant: Option<crate::model::quant::Recipe>,
 }
 
 /// The cycles the engine charges for `programs`, as [`ipu::Engine::run`]
@@ -89,6 +92,7 @@ pub fn conv2d_cycles(
     let (placement, link) = (Placement::Spread, super::standalone_link());
     let mut b = Builder::standalone(&target, &placement, &link, shape.n);
     b.f16 = extras.f16;
+    b.quant = extras.quant;
     let in_layout = input_layout(shape.in_rows(), shape.conv.in_channels, &target);
     let input = b.matrix("x", &in_layout)?;
     let layer = super::conv2d::forward(&mut b, 0, shape, &input, Cut::default())?;

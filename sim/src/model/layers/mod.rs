@@ -37,7 +37,8 @@ use super::config::MIN_BLOCK_FLOPS;
 use super::error::ModelError;
 use super::placement::Placement;
 use crate::ipu::{
-    self, Codelet, DType, Graph, Interval, Kernel, Mapping, Program, TensorId, TensorSlice, Tile,
+    self, Codelet, DType, Graph, Interval, Kernel, Mapping, ProductPrice, Program, TensorId,
+    TensorSlice, Tile,
 };
 use crate::kernels::matmul::{
     Block, BlockLayout, Cut, Operand, Output, Problem, ProductPlan, Source, matmul,
@@ -190,6 +191,19 @@ impl Builder<'_> {
         }
     }
 
+    /// How the products of `a` and `b` run: of quantised operands (held
+    /// in their encodings), as the IPU runs them ([`IpuSpec::product_of`]:
+    /// its FP8 units, or conversion and FP16 products); else the compute's
+    /// kernel.
+    ///
+    /// [`IpuSpec::product_of`]: crate::ipu::IpuSpec::product_of
+    pub(super) fn price(&self, a: &Operand, b: &Operand) -> ProductPrice {
+        match (self.g.held(a.tensor), self.g.held(b.tensor)) {
+            (Some(ea), Some(eb)) => self.target.spec().product_of(ea, eb),
+            _ => self.kernel().into(),
+        }
+    }
+
     /// How gradients come out of their products (the AMP writes f16).
     pub(super) const fn grad_output(&self) -> Output {
         if self.f16 { Output::F16 } else { Output::F32 }
@@ -324,7 +338,7 @@ impl Builder<'_> {
     ) -> Result<Act, ModelError> {
         let c = self.matrix(tensor, plan.output())?;
         let arith = (
-            self.kernel(),
+            self.price(a, b),
             self.quant.map_or_else(Default::default, |r| r.accumulator),
         );
         let p = matmul(&mut self.g, name, a, b, c.tensor, plan, arith, output)?;

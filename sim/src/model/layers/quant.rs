@@ -112,6 +112,7 @@ impl Builder<'_> {
             },
         };
         let out = self.matrix(name, &layout.layout)?;
+        self.g.hold(out.tensor, q.encoding());
         let stats = self.per_block(&format!("{name}.stats"), &layout.layout, |_| 3)?;
         self.quant_stats.push((name.to_owned(), stats.tensor));
         let stream = RandomStream::new(SEED, fnv(name));
@@ -361,8 +362,11 @@ impl Codelet for Cast {
         &self.fields
     }
 
+    // Rounding into the encoding: `convert_f8` or `convert_mx`.
     fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles {
-        convert_cycles(lens[0], spec)
+        let kernel = self.q.encoding().conversion().unwrap_or(Kernel::ConvertSr);
+        let cost = spec.costs().get(kernel);
+        VertexCycles::AllWorkers(cost.multi_thread_cycles(lens[0], spec.workers_per_tile()))
     }
 
     fn run(&self, io: &mut VertexIo<'_>) {

@@ -195,8 +195,11 @@ impl From<LayerCycles> for SimulatedCost {
 pub struct LayerCosts {
     /// Samples per micro-batch priced.
     pub micro_batch: usize,
-    /// Whether compute was f16 (precisions `16.32` and `16.16`).
+    /// Whether compute was f16 (every precision but `32.32`).
     pub f16: bool,
+    /// The quantised products' recipe (FP8 and MX precisions).
+    #[serde(skip)]
+    pub recipe: Option<crate::model::quant::Recipe>,
     /// The IPU priced on.
     #[serde(skip)]
     pub ipu: IpuSpec,
