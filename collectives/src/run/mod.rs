@@ -22,7 +22,9 @@
 //! - in [`Order::Free`] for Sum and Mean, every rank keeps f64 grid sums
 //!   (the block exponents all-reduced by the caller first), a message
 //!   carries its sender's own contribution in the buffer's format or its
-//!   grid sum in f64, and finalizing rounds once from the grid.
+//!   grid sum in f64, and finalizing rounds once from the grid; the ring
+//!   over more than two ranks reduce-scatters in one exchange of own
+//!   contributions instead (`scatter.rs`), so no grid sum travels.
 //!
 //! Messages of more than the communicator's
 //! [`Communicator::piece_elements`] travel as pieces, one exchange each

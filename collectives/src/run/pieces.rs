@@ -80,8 +80,9 @@ fn sends_meet_receives(ops: &[Op], n: usize) -> bool {
     })
 }
 
-/// This rank's part of `s` as a sequence of exchanges: `(step, ops)`, the
-/// step named in the messages' headers. Messages of more than `piece`
+/// This rank's steps of `s`, `whole` (`scatter::plan`: `(step, ops)`, the
+/// step named in the messages' headers), as a sequence of exchanges.
+/// Messages of more than `piece`
 /// payload elements (contiguous spans) travel as
 /// contiguous pieces of at most that many, one exchange per piece, so that
 /// a piece is still in cache when the receiver reduces it. Sender and
