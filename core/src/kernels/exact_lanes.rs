@@ -101,10 +101,10 @@ impl<const N: usize> Fields<N> {
 
     #[inline(always)]
     fn take(&mut self, c: &[f32; N]) {
-        for j in 0..N {
-            let abs = c[j].to_bits() & 0x7fff_ffff;
-            self.hi[j] = self.hi[j].max(abs);
-            self.lo[j] = self.lo[j].min(abs.wrapping_sub(1));
+        for ((hi, lo), v) in self.hi.iter_mut().zip(&mut self.lo).zip(c) {
+            let abs = v.to_bits() & 0x7fff_ffff;
+            *hi = (*hi).max(abs);
+            *lo = (*lo).min(abs.wrapping_sub(1));
         }
     }
 
