@@ -12,10 +12,15 @@
 //!   the compiler vectorises freely, the speed of reading them. `gbps`
 //!   counts each kernel's bytes read plus written once; `ratio` is the
 //!   reference's time over the kernel's.
-//! - `exact_dot` and `exact_sum` (f32: exact in any order and split)
-//!   against `fixed_order`: Tessera's fixed-order `dot` and
-//!   `sum_of_squares` (the fixed-order reduction of one slice) on the same
-//!   bytes.
+//! - `exact_sum` and `exact_dot` (f32: the exact total, the same bits for
+//!   any order and split) at 64 Ki (in cache) and 16 Mi elements (64 Ki
+//!   with `--quick`), against Tessera's fixed order on the same bytes, in
+//!   the same run: `exact_dot` against `dot` (`kernels::dot`), `exact_sum`
+//!   against `fixed_order_sum`. Tessera has no plain sum kernel, so that is
+//!   [`fixed_order_sum`]: `kernels::dot`'s order without the products
+//!   (blocks of 256, eight f32 lane sums, the fixed tree, block partials
+//!   added exactly; the same bits as `dot(x, ones)`, tested), a plain loop
+//!   compiled with the active backend's target features as `naive` is.
 //! - `gemm_nn` and `gemm_nt`: `C [n, n] = A [n, n] B [n, n]` (`nt`: `B`
 //!   stored transposed, as the MLP's backward pass uses it) by
 //!   `tessera_core::kernels::gemm` (the simulator's products: a fixed
@@ -49,6 +54,9 @@ pub(crate) const SUITE: Suite = Suite {
 /// Vector lengths: L2-resident (256 Ki) and memory (16 Mi).
 const SIZES: [usize; 2] = [256 << 10, 16 << 20];
 const QUICK_SIZES: [usize; 1] = [256 << 10];
+/// The exact reductions' lengths: in cache (64 Ki) and memory (16 Mi).
+const EXACT_SIZES: [usize; 2] = [64 << 10, 16 << 20];
+const QUICK_EXACT_SIZES: [usize; 1] = [64 << 10];
 /// Square matrix sizes: the digits MLP's layers are 64 to 128 wide.
 const GEMM_SIZES: [usize; 3] = [64, 256, 1024];
 const QUICK_GEMM_SIZES: [usize; 2] = [64, 256];
@@ -64,10 +72,17 @@ const QUICK: Settings = Settings {
 
 fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
     let settings = if plan.quick { QUICK } else { FULL };
-    let (sizes, gemm_sizes): (Vec<usize>, Vec<usize>) = match &plan.elements {
-        Some(sizes) => (sizes.iter().map(|n| n.get()).collect(), Vec::new()),
-        None if plan.quick => (QUICK_SIZES.to_vec(), QUICK_GEMM_SIZES.to_vec()),
-        None => (SIZES.to_vec(), GEMM_SIZES.to_vec()),
+    let (sizes, exact_sizes, gemm_sizes) = match &plan.elements {
+        Some(sizes) => {
+            let sizes: Vec<usize> = sizes.iter().map(|n| n.get()).collect();
+            (sizes.clone(), sizes, Vec::new())
+        }
+        None if plan.quick => (
+            QUICK_SIZES.to_vec(),
+            QUICK_EXACT_SIZES.to_vec(),
+            QUICK_GEMM_SIZES.to_vec(),
+        ),
+        None => (SIZES.to_vec(), EXACT_SIZES.to_vec(), GEMM_SIZES.to_vec()),
     };
     let backend = arch::active();
     sink.start(&format!(
@@ -80,6 +95,9 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
     ))?;
     for n in sizes {
         vector_kernels(n, settings, sink)?;
+    }
+    for n in exact_sizes {
+        exact_reductions(n, settings, sink)?;
     }
     for n in gemm_sizes {
         for (kernel, b_transposed) in [("gemm_nn", false), ("gemm_nt", true)] {
@@ -195,34 +213,6 @@ fn reductions(
     );
     emit("sum_of_squares", f32s, &m, &["naive", "read"])?;
 
-    // The exact reductions against Tessera's fixed-order ones (the same
-    // bytes; sum_of_squares is the fixed-order reduction of one slice).
-    let m = timing::compare(
-        settings,
-        &mut [
-            &mut || {
-                black_box(kernels::exact_dot(black_box(x), black_box(y)));
-            },
-            &mut || {
-                black_box(kernels::dot(black_box(x), black_box(y)));
-            },
-        ],
-    );
-    emit("exact_dot", 2 * f32s, &m, &["fixed_order"])?;
-
-    let m = timing::compare(
-        settings,
-        &mut [
-            &mut || {
-                black_box(kernels::exact_sum(black_box(x)));
-            },
-            &mut || {
-                black_box(kernels::sum_of_squares(black_box(x)));
-            },
-        ],
-    );
-    emit("exact_sum", f32s, &m, &["fixed_order"])?;
-
     let m = timing::compare(
         settings,
         &mut [
@@ -238,6 +228,65 @@ fn reductions(
         ],
     );
     emit("max_abs", f32s, &m, &["naive"])
+}
+
+/// A fixed-order f32 sum in `kernels::dot`'s order (the kernels module's
+/// "Determinism"): blocks of [`kernels::BLOCK`] values, [`kernels::LANES`]
+/// f32 lane sums (lane `j` adds the values at `j`, `j + 8`, ...), a fixed
+/// tree over the lanes, the block partials added exactly; what Tessera's
+/// fixed-order `sum` would be.
+#[inline(always)]
+fn fixed_order_sum(x: &[f32]) -> f32 {
+    let mut sum = kernels::ExactSum::new();
+    for block in x.chunks(kernels::BLOCK) {
+        let mut acc = [0.0f32; kernels::LANES];
+        let chunks = block.chunks_exact(kernels::LANES);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (a, v) in acc.iter_mut().zip(c) {
+                *a += v;
+            }
+        }
+        for (a, v) in acc.iter_mut().zip(rest) {
+            *a += v;
+        }
+        sum.add(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+    }
+    sum.to_f32()
+}
+
+/// The exact sum and dot against the fixed-order ones at `n` elements,
+/// each pair timed interleaved in one run.
+fn exact_reductions(n: usize, settings: Settings, sink: &mut dyn Sink) -> Result<(), BenchError> {
+    let (x, y) = (values(n, 0)?, values(n, 1)?);
+    let (x, y, f32s) = (&x[..], &y[..], n * size_of::<f32>());
+    let m = timing::compare(
+        settings,
+        &mut [
+            &mut || {
+                black_box(kernels::exact_sum(black_box(x)));
+            },
+            &mut || {
+                black_box(native(
+                    #[inline(always)]
+                    || fixed_order_sum(black_box(x)),
+                ));
+            },
+        ],
+    );
+    sink.record(&record("exact_sum", n, f32s, m[0], "fixed_order_sum", m[1]))?;
+    let m = timing::compare(
+        settings,
+        &mut [
+            &mut || {
+                black_box(kernels::exact_dot(black_box(x), black_box(y)));
+            },
+            &mut || {
+                black_box(kernels::dot(black_box(x), black_box(y)));
+            },
+        ],
+    );
+    sink.record(&record("exact_dot", n, 2 * f32s, m[0], "dot", m[1]))
 }
 
 /// axpy, unscale-and-check and f16 accumulation against naive loops.
@@ -379,4 +428,24 @@ fn gemm(
     let m = timing::compare(settings, &mut [&mut ours, &mut reference]);
     let bytes = 3 * n * n * size_of::<f32>();
     sink.record(&record(kernel, n, bytes, m[0], "matrixmultiply", m[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_order_sum_is_dot_with_ones_bit_for_bit() {
+        for n in [0, 1, 7, 255, 256, 263, 1000, 4099] {
+            let x = values(n, 3).expect("small");
+            let ones = vec![1.0f32; n];
+            let want = kernels::dot(&x, &ones);
+            assert_eq!(fixed_order_sum(&x).to_bits(), want.to_bits(), "{n}");
+            assert_eq!(
+                native(|| fixed_order_sum(&x)).to_bits(),
+                want.to_bits(),
+                "{n}"
+            );
+        }
+    }
 }

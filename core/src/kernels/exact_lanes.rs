@@ -101,10 +101,10 @@ impl<const N: usize> Fields<N> {
 
     #[inline(always)]
     fn take(&mut self, c: &[f32; N]) {
-        for j in 0..N {
-            let abs = c[j].to_bits() & 0x7fff_ffff;
-            self.hi[j] = self.hi[j].max(abs);
-            self.lo[j] = self.lo[j].min(abs.wrapping_sub(1));
+        for ((hi, lo), v) in self.hi.iter_mut().zip(&mut self.lo).zip(c) {
+            let abs = v.to_bits() & 0x7fff_ffff;
+            *hi = (*hi).max(abs);
+            *lo = (*lo).min(abs.wrapping_sub(1));
         }
     }
 
@@ -332,5 +332,65 @@ fn add_each<const D: usize, const LSB: usize>(
 ) {
     for i in 0..n {
         state.add_f64(term(i));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::arch::{self, Backend};
+    use crate::fp::f16;
+    use crate::kernels::{exact_dot_partial, exact_sum_partial, scalar};
+
+    const N: usize = 11_000;
+
+    /// `2^k` as an f32.
+    fn pow2f(k: i32) -> f32 {
+        f32::from_bits(((k + 127) as u32) << 23)
+    }
+
+    /// Values of several parts whose magnitudes jump between parts, one
+    /// tiny value in the last part, and `special` near the end.
+    fn jumping(special: f32) -> ([f32; N], [f32; N]) {
+        let (mut x, mut y) = ([0.0f32; N], [0.0f32; N]);
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..N {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            // Parts of 2048 products: the guess too low (part 1), too
+            // high and failing (2), too high and holding (3), too low (4).
+            let scale = match i {
+                2048..4096 => pow2f(40),
+                6144..8192 => pow2f(-3),
+                _ => 1.0,
+            };
+            x[i] = ((s >> 40) as f32 / 16_777_216.0 - 0.5) * scale;
+            y[i] = ((s >> 8) & 0xffff) as f32 / 65536.0 - 0.5;
+        }
+        x[10_500] = 1e-30;
+        x[N - 3] = special;
+        (x, y)
+    }
+
+    #[test]
+    fn parts_with_jumps_match_the_twin_on_every_backend() {
+        for special in [0.5, f32::INFINITY, f32::NAN] {
+            let (x, y) = jumping(special);
+            let (h, g) = (x.map(f16::from_f32), y.map(f16::from_f32));
+            for backend in Backend::ALL {
+                // A backend this CPU lacks is an error: nothing to check.
+                let _ = arch::with_backend(backend, || {
+                    assert_eq!(exact_sum_partial(&x), scalar::exact_sum_partial(&x));
+                    assert_eq!(exact_dot_partial(&x, &y), scalar::exact_dot_partial(&x, &y));
+                    assert_eq!(exact_sum_partial(&h), scalar::exact_sum_partial(&h));
+                    assert_eq!(exact_dot_partial(&h, &g), scalar::exact_dot_partial(&h, &g));
+                    for cut in [1, 2047, 2048, 4097] {
+                        let mut d = exact_dot_partial(&x[cut..], &y[cut..]);
+                        d.merge(&exact_dot_partial(&x[..cut], &y[..cut]));
+                        assert_eq!(d, scalar::exact_dot_partial(&x, &y), "{backend} {cut}");
+                    }
+                });
+            }
+        }
     }
 }
