@@ -9,7 +9,25 @@ use crate::command::{assert_usage_error, scratch, stdout, tessera};
 #[test]
 fn a_quantised_run_records_its_scales_and_draws_them() {
     let dir = scratch("fp8-scales");
-    let out = train(&dir, &["--precision", "8.16", "--epochs", "1", "--json"]);
+    let args = [
+        "--precision",
+        "8.16",
+        "--ipu",
+        "c600",
+        "--epochs",
+        "1",
+        "--json",
+    ];
+    let out = train(&dir, &args);
+    // The C600 runs the FP8 products on its FP8 units.
+    let products = report(&out)["products"].clone();
+    assert_eq!(products["ipu"], "C600", "{products}");
+    for p in products["products"].as_array().unwrap() {
+        assert_eq!(
+            (&p["path"], &p["kernel"]),
+            (&"FP8 units".into(), &"matmul_f8".into())
+        );
+    }
     let files = report(&out)["files"].clone();
     let scales = files["scales_chart"].as_str().expect("scales.svg written");
     assert!(
@@ -37,6 +55,9 @@ fn a_quantised_run_records_its_scales_and_draws_them() {
     let text = stdout(&out);
     assert!(text.contains("numerics     products of weights e2m1:nearest:mx"));
     assert!(text.contains("(f16:32 accumulator)"), "{text}");
+    assert!(text.contains(
+        "products     converted to FP16 (no FP8 units for this format) on the Mk2 GC200"
+    ));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -81,13 +81,16 @@ fn plan_cli_prices_fp8_on_the_c600() {
         bow["products"],
         "converted to FP16 (no FP8 units for this format)"
     );
+    assert_eq!(bow["utilisation_peak"], "FP16");
+    // The simulator builds the quantised layers too; the utilisation is of
+    // the FP8 peak where the FP8 units run the products.
+    let args = ["--model", "mlp", "--precision", "8.16", "--ipu", "c600"];
+    let simulated = json(&[&args[..], &["--layer-costs", "simulated"]].concat());
+    assert_eq!(simulated["utilisation_peak"], "FP8");
+    assert!(simulated["calibration"].is_object(), "{simulated}");
     for (extra, needle) in [
         (&["--ipu", "c700"][..], "c700"),
         (&["--precision", "mxfp4"][..], "mxfp4.16"),
-        (
-            &["--precision", "8.16", "--layer-costs", "simulated"][..],
-            "8.16 products",
-        ),
     ] {
         let mut args = vec!["plan", "--model", "mlp"];
         args.extend(extra);

@@ -132,6 +132,7 @@ mod encoding;
 mod engine;
 mod exchange;
 mod graph;
+mod held;
 mod host;
 mod lowering;
 pub mod mapping;
