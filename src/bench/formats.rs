@@ -177,12 +177,7 @@ fn measure(
     // The decoding rows read what their encoding writes.
     prepare(op, x, &mut codes, &mut scales, &bits);
     if let Op::Chop { format, .. } = op {
-        let max = format.max();
-        for (c, v) in y.iter_mut().zip(x) {
-            // (Unsigned E8M0 takes the magnitudes.)
-            let v = if format.is_signed() { *v } else { v.abs() };
-            *c = v.clamp(-max, max);
-        }
+        clamp_into(format, x, &mut y);
     }
     let t = Nvfp4::tensor_scale(x);
     let mut ours = || {
@@ -254,6 +249,16 @@ fn measure(
         reference_gbps: reference_moved as f64 / m[1].best / 1e9,
     })?;
     Ok(())
+}
+
+/// `x` clamped to `format`'s largest magnitude (unsigned E8M0: the
+/// magnitudes), into `y`: what a chop row rounds.
+fn clamp_into(format: Format, x: &[f32], y: &mut [f32]) {
+    let max = format.max();
+    for (c, v) in y.iter_mut().zip(x) {
+        let v = if format.is_signed() { *v } else { v.abs() };
+        *c = v.clamp(-max, max);
+    }
 }
 
 /// Fills the codes (and scales) a decoding row reads.

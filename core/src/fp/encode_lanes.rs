@@ -159,13 +159,11 @@ impl Fast {
             (over_pos == max_code || over_pos == max_code + 1) && over_neg == over_pos | sign_code;
         let signed = f.is_signed()
             && f.has_zero()
-            && m >= 1
-            && m <= 22
+            && matches!(m, 1..=22)
             && t == f.emin() - m as i32
             && f.emin() >= -126
             // 2^(16 - t) scales the tiny rule's fraction exactly.
-            && t >= -111
-            && t <= 16;
+            && matches!(t, -111..=16);
         let unsigned = !f.is_signed() && m == 0 && f.emin() <= -126 && (127 - f.bias()) % 2 == 0;
         if !clamps || !matches!(round.mode, Mode::NearestEven | Mode::Stochastic) {
             Self::Off
