@@ -461,6 +461,25 @@ fn nan_never_becomes_a_number() {
     }
 }
 
+/// E8M0 takes zero and negative inputs as ml_dtypes' `float8_e8m0fnu`
+/// does: NaN, or its smallest value when saturating (`-inf` stays NaN);
+/// positive values below its range round to its smallest value.
+#[test]
+fn e8m0_zero_and_negative_inputs_are_ml_dtypes() {
+    let f = Format::E8M0FNU;
+    let saturate = Round::NEAREST_EVEN.with_overflow(Overflow::Saturate);
+    for x in [0.0, -0.0, -1.0, -3e-40, f32::MIN, f32::NEG_INFINITY] {
+        for round in [Round::NEAREST_EVEN, Round::STOCHASTIC] {
+            assert_eq!(f.encode(x, round, STREAM, 0), 0xff, "{x}");
+            assert!(f.chop(x, round, STREAM, 0).is_nan(), "{x}");
+        }
+        let smallest = if x == f32::NEG_INFINITY { 0xff } else { 0 };
+        assert_eq!(f.encode(x, saturate, STREAM, 0), smallest, "{x}");
+    }
+    assert_eq!(f.encode(1e-45, Round::NEAREST_EVEN, STREAM, 0), 0);
+    assert_eq!(f.chop(0.0, saturate, STREAM, 0), 2f32.powi(-127));
+}
+
 #[test]
 fn packing_round_trips_in_ocp_order() {
     let codes: Vec<u8> = (0..37u8).map(|i| i.wrapping_mul(7) & 0xf).collect();

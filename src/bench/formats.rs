@@ -7,7 +7,11 @@
 //! and exactly unbiased stochastic rounding (`_sr`) on the detected
 //! backend, and again with AVX2 forced (`_avx2`, on CPUs that have it).
 //! Inputs are those of the `conversions` suite: random sign, magnitude
-//! log-uniform in `[2^-12, 2^12)`.
+//! log-uniform in `[2^-12, 2^12)`. Chop rows (`chop_slice`, nearest-even
+//! and exactly stochastic, reference `half`'s f32 -> f16) round a copy of
+//! the inputs clamped to the format's largest magnitude in place: the
+//! first call leaves the format's values, which later calls keep, so every
+//! call does the same work (finite lanes, no overflow to NaN).
 
 use std::hint::black_box;
 use std::num::NonZeroUsize;
@@ -54,6 +58,11 @@ enum Op {
         round: Round,
         avx2: bool,
     },
+    /// `chop_slice` in place, on the detected backend.
+    Chop {
+        format: Format,
+        round: Round,
+    },
     /// `decode_slice` of one byte per code.
     Decode(Format),
     MxQuantize(Mx),
@@ -71,6 +80,8 @@ macro_rules! encode_rows {
             (concat!("encode_", $name, "_rn_avx2"), Op::Encode { format: Format::$f, round: Round::NEAREST_EVEN, avx2: true }),
             (concat!("encode_", $name, "_sr_avx2"), Op::Encode { format: Format::$f, round: Round::STOCHASTIC, avx2: true }),
             (concat!("decode_", $name), Op::Decode(Format::$f)),
+            (concat!("chop_", $name, "_rn"), Op::Chop { format: Format::$f, round: Round::NEAREST_EVEN }),
+            (concat!("chop_", $name, "_sr"), Op::Chop { format: Format::$f, round: Round::STOCHASTIC }),
         )*]
     };
 }
@@ -165,6 +176,9 @@ fn measure(
     );
     // The decoding rows read what their encoding writes.
     prepare(op, x, &mut codes, &mut scales, &bits);
+    if let Op::Chop { format, .. } = op {
+        clamp_into(format, x, &mut y);
+    }
     let t = Nvfp4::tensor_scale(x);
     let mut ours = || {
         match op {
@@ -180,6 +194,9 @@ fn measure(
                 } else {
                     call()
                 };
+            }
+            Op::Chop { format, round } => {
+                fp::chop_slice(format, black_box(&mut y), round, &bits, 0)
             }
             Op::Decode(format) => fp::decode_slice(format, black_box(&codes), &mut y),
             Op::MxQuantize(mx) => {
@@ -214,7 +231,12 @@ fn measure(
         black_box(&mut y_half);
     };
     let m = timing::compare(settings, &mut [&mut ours, &mut half]);
-    let (moved, reference_moved) = (n * (4 + 1), n * (4 + 2));
+    let moved = if matches!(op, Op::Chop { .. }) {
+        n * (4 + 4)
+    } else {
+        n * (4 + 1)
+    };
+    let reference_moved = n * (4 + 2);
     sink.record(&Record {
         suite: SUITE.name,
         kernel: name,
@@ -227,6 +249,16 @@ fn measure(
         reference_gbps: reference_moved as f64 / m[1].best / 1e9,
     })?;
     Ok(())
+}
+
+/// `x` clamped to `format`'s largest magnitude (unsigned E8M0: the
+/// magnitudes), into `y`: what a chop row rounds.
+fn clamp_into(format: Format, x: &[f32], y: &mut [f32]) {
+    let max = format.max();
+    for (c, v) in y.iter_mut().zip(x) {
+        let v = if format.is_signed() { *v } else { v.abs() };
+        *c = v.clamp(-max, max);
+    }
 }
 
 /// Fills the codes (and scales) a decoding row reads.

@@ -131,8 +131,18 @@ impl Values {
     /// excepted (see [`Values::neighbours`] for those).
     pub(crate) fn round(&self, x: f32, round: Round) -> Value {
         let f = self.format;
-        if x.is_nan() || (!f.is_signed() && x < 0.0) {
+        if x.is_nan() {
             return Value::Nan;
+        }
+        if !f.is_signed() && x <= 0.0 {
+            // ml_dtypes' float8_e8m0fnu: NaN, or its smallest value when
+            // saturating (-inf stays NaN).
+            let saturate = round.overflow == Overflow::Saturate && x.is_finite();
+            return if saturate {
+                Value::Finite(self.all[0].0)
+            } else {
+                Value::Nan
+            };
         }
         let negative = f.is_signed() && x.is_sign_negative();
         if x.is_infinite() {

@@ -1,5 +1,6 @@
 //! The SIMD format kernels against their scalar twins on every backend
-//! this CPU has: encode in every mode, decode, MX and NVFP4 blocks.
+//! this CPU has: encode in every mode, chop, decode, MX and NVFP4 blocks,
+//! and the edges of the encoders' fast rule.
 //! Sized for debug builds (a stratified sample, not a sweep).
 
 use tessera_core::arch::{self, Backend};
@@ -94,6 +95,95 @@ fn encode_kernels_equal_the_twin_on_every_backend() {
             for first in [0, 3] {
                 on_every_backend(&format!("{name} {round:?} at {first}"), || {
                     encode(f, &x, round, first)
+                });
+            }
+        }
+    }
+}
+
+/// `x` chopped in place by `chop_slice`, as bits.
+fn chop(f: Format, x: &[f32], round: Round, first: u64) -> Vec<u32> {
+    let mut y = x.to_vec();
+    fp::chop_slice(f, &mut y, round, &STREAM, first);
+    y.into_iter().map(f32::to_bits).collect()
+}
+
+/// The fast rule's modes (nearest-even, exact stochastic) with both
+/// overflow policies, one with subnormals flushed and one other mode
+/// (both take the general rule).
+fn fast_rounds() -> Vec<Round> {
+    let mut out = Vec::new();
+    for mode in [Mode::NearestEven, Mode::Stochastic] {
+        out.push(Round::new(mode));
+        out.push(Round::new(mode).with_overflow(Overflow::Saturate));
+    }
+    out.push(Round::STOCHASTIC.with_subnormals(Subnormals::Flush));
+    out.push(Round::new(Mode::NearestAway));
+    out
+}
+
+#[test]
+fn chop_kernels_equal_the_twin_on_every_backend() {
+    let x = sample();
+    for (name, f) in formats() {
+        for round in fast_rounds() {
+            on_every_backend(&format!("chop {name} {round:?}"), || chop(f, &x, round, 3));
+        }
+    }
+}
+
+/// Inputs at the edges of the fast rule for `f` (a format of at most 8
+/// bits): every value of the format, one f32 step either side, the
+/// midpoints between neighbours and one step either side of them (ties
+/// in every binade, normal and subnormal, and past the largest value),
+/// the neighbourhood of the smallest value and its half, and tiny values
+/// far below it, with both signs; then the same with a special lane (NaN,
+/// infinity, an f32 subnormal) every 23 elements, so that vectors mix
+/// lanes of both rules.
+fn fast_rule_edges(f: Format) -> Vec<f32> {
+    let mut values: Vec<f32> = (0..1u32 << f.bits())
+        .map(|c| f.decode(c))
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .collect();
+    values.sort_by(f32::total_cmp);
+    values.dedup();
+    let max = *values.last().unwrap();
+    let spacing = max - values[values.len() - 2];
+    values.push(max + spacing);
+    let step = |v: f32, k: i32| f32::from_bits(v.to_bits().wrapping_add_signed(k));
+    let mut x = Vec::new();
+    for pair in values.windows(2) {
+        let mid = pair[0] + (pair[1] - pair[0]) / 2.0;
+        for v in [pair[0], mid] {
+            x.extend([step(v, -1), v, step(v, 1)]);
+        }
+    }
+    let smallest = f.min_subnormal();
+    for k in 1..40 {
+        x.push(smallest / 2f32.powi(k));
+        x.push(step(smallest / 2f32.powi(k), 1));
+    }
+    x.extend([0.0, f32::MIN_POSITIVE, 3e38, f32::MAX]);
+    x.retain(|v| v.is_finite() && *v > 0.0 || *v == 0.0);
+    let negative: Vec<f32> = x.iter().map(|v| -v).collect();
+    x.extend(negative);
+    let mut mixed = x.clone();
+    let specials = [f32::NAN, f32::INFINITY, -f32::INFINITY, f32::from_bits(3)];
+    for (i, v) in mixed.iter_mut().enumerate().filter(|(i, _)| i % 23 == 7) {
+        *v = specials[i % specials.len()];
+    }
+    x.extend(mixed);
+    x
+}
+
+#[test]
+fn fast_rule_edges_equal_the_twin_on_every_backend() {
+    for (name, f) in formats().into_iter().filter(|(_, f)| f.bits() <= 8) {
+        let x = fast_rule_edges(f);
+        for round in fast_rounds() {
+            for first in [0, 5] {
+                on_every_backend(&format!("edges of {name} {round:?} at {first}"), || {
+                    (encode(f, &x, round, first), chop(f, &x, round, first))
                 });
             }
         }
@@ -217,6 +307,8 @@ fn bench_formats_json_lists_the_rows() {
                 format!("encode_{f}_rn"),
                 format!("encode_{f}_sr"),
                 format!("decode_{f}"),
+                format!("chop_{f}_rn"),
+                format!("chop_{f}_sr"),
             ]
             .map(|s| &*s.leak()),
         );

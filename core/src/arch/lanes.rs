@@ -91,6 +91,10 @@ pub(crate) trait F32s: Real + AddAssign {
     fn load(x: &[f32]) -> Self;
     /// Writes the lanes to the first `LANES` values of `out`.
     fn store(self, out: &mut [f32]);
+    /// Each lane truncated toward zero to an integer, for lanes in
+    /// `[0, 2^31)`; other lanes give backend-specific values (callers
+    /// select them away).
+    fn trunc_small(self) -> Self::Bits;
 
     /// NaN lanes as `f32::NAN`, the others unchanged.
     #[inline(always)]

@@ -127,6 +127,11 @@ impl F32s for f32x8 {
     fn store(self, out: &mut [f32]) {
         out[..8].copy_from_slice(&self.to_array());
     }
+
+    #[inline(always)]
+    fn trunc_small(self) -> u32x8 {
+        bytemuck::cast(f32x8::fast_trunc_int(self))
+    }
 }
 
 impl Simd for Portable {

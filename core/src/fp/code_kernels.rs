@@ -1,9 +1,11 @@
-//! The SIMD kernels of [`encode_slice`](super::encode_slice) and
+//! The SIMD kernels of [`encode_slice`](super::encode_slice),
+//! [`chop_slice`](super::chop_slice) and
 //! [`decode_slice`](super::decode_slice), dispatched to the active backend.
 //!
-//! Encoding runs [`Encoder`] over each vector; the common modes
-//! (nearest-even, exact stochastic) get loops of their own with the mode
-//! a constant, the others share one. Decoding of formats of up to 8 bits
+//! Encoding and chopping run [`Encoder`] over each vector; the common
+//! modes (nearest-even, exact stochastic) get loops of their own with the
+//! mode a constant, the others share one (chop: the scalar twin, as only
+//! the fast rule has a lane form of chop). Decoding of formats of up to 8 bits
 //! reads a 256-entry table the call builds from the twin (faster than
 //! any lane formula: one load per element); wider formats loop over the
 //! twin.
@@ -44,6 +46,33 @@ pub(super) fn patch<S: Simd>(
     S::U::from_slice(&lanes)
 }
 
+/// A vector loop over lanes of random bits (see [`with_lane_bits`]).
+pub(super) trait LaneLoop {
+    type Output;
+    /// The loop on backend `S`, `mode` a constant where the caller
+    /// matched it.
+    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, bits: &L) -> Self::Output;
+}
+
+/// Runs `body` with `bits` as lanes: the counter-based stream drawn
+/// eight or sixteen lanes at a time, any other source one element at a
+/// time; nearest-even and exact stochastic rounding from the stream (the
+/// common cases) get instantiations with the mode a constant, the other
+/// modes share one.
+#[inline(always)]
+pub(super) fn with_lane_bits<S: Simd, B: RandomBits + ?Sized, K: LaneLoop>(
+    bits: &B,
+    mode: Mode,
+    body: K,
+) -> K::Output {
+    match (bits.as_stream(), mode) {
+        (Some(s), Mode::NearestEven) => body.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
+        (Some(s), Mode::Stochastic) => body.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
+        (Some(s), mode) => body.lanes::<S, _>(mode, &StreamBits(s)),
+        (None, mode) => body.lanes::<S, _>(mode, &SourceBits(bits)),
+    }
+}
+
 /// [`encode_slice`](super::encode_slice)'s arguments.
 pub(super) struct EncodeCodes<'a, C, B: ?Sized> {
     pub(super) format: Format,
@@ -59,20 +88,7 @@ impl<C: Code, B: RandomBits + ?Sized> Kernel for EncodeCodes<'_, C, B> {
 
     #[inline(always)]
     fn run<S: Simd>(self) -> usize {
-        let encoder = Encoder::new(self.format, self.round);
-        match (self.bits.as_stream(), encoder.mode) {
-            (Some(s), Mode::NearestEven) => {
-                self.lanes::<S, _>(&encoder, Mode::NearestEven, &StreamBits(s))
-            }
-            (Some(s), Mode::Stochastic) => {
-                self.lanes::<S, _>(&encoder, Mode::Stochastic, &StreamBits(s))
-            }
-            (Some(s), mode) => self.lanes::<S, _>(&encoder, mode, &StreamBits(s)),
-            (None, mode) => {
-                let bits = SourceBits(self.bits);
-                self.lanes::<S, _>(&encoder, mode, &bits)
-            }
-        }
+        with_lane_bits::<S, _, _>(self.bits, self.round.mode, self)
     }
 
     fn scalar(self) -> usize {
@@ -87,10 +103,11 @@ impl<C: Code, B: RandomBits + ?Sized> Kernel for EncodeCodes<'_, C, B> {
     }
 }
 
-impl<C: Code, B: RandomBits + ?Sized> EncodeCodes<'_, C, B> {
-    /// The vector loop, `mode` a constant where the caller matched it.
+impl<C: Code, B: RandomBits + ?Sized> LaneLoop for EncodeCodes<'_, C, B> {
+    type Output = usize;
+
     #[inline(always)]
-    fn lanes<S: Simd, L: LaneBits>(self, encoder: &Encoder, mode: Mode, lane_bits: &L) -> usize {
+    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) -> usize {
         let Self {
             format,
             src,
@@ -99,6 +116,7 @@ impl<C: Code, B: RandomBits + ?Sized> EncodeCodes<'_, C, B> {
             bits,
             first_index,
         } = self;
+        let encoder = Encoder::new(format, round);
         let mut nans = 0;
         let body = each_vector::<S>(
             src.len(),
@@ -124,6 +142,71 @@ impl<C: Code, B: RandomBits + ?Sized> EncodeCodes<'_, C, B> {
         );
         let first = first_index.wrapping_add(body as u64);
         nans + encode_twin(format, &src[body..], &mut dst[body..], round, bits, first)
+    }
+}
+
+/// [`chop_slice`](super::chop_slice)'s arguments.
+pub(super) struct ChopValues<'a, B: ?Sized> {
+    pub(super) format: Format,
+    pub(super) x: &'a mut [f32],
+    pub(super) round: Round,
+    pub(super) bits: &'a B,
+    pub(super) first_index: u64,
+}
+
+impl<B: RandomBits + ?Sized> Kernel for ChopValues<'_, B> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        // Only the fast rule has a lane form of chop.
+        if !Encoder::new(self.format, self.round).has_fast_rule() {
+            return self.scalar();
+        }
+        with_lane_bits::<S, _, _>(self.bits, self.round.mode, self);
+    }
+
+    fn scalar(self) {
+        chop_twin(self.format, self.x, self.round, self.bits, self.first_index);
+    }
+}
+
+impl<B: RandomBits + ?Sized> LaneLoop for ChopValues<'_, B> {
+    type Output = ();
+
+    #[inline(always)]
+    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
+        let Self {
+            format,
+            x,
+            round,
+            bits,
+            first_index,
+        } = self;
+        let encoder = Encoder::new(format, round);
+        let body = each_vector::<S>(
+            x.len(),
+            #[inline(always)]
+            |at| {
+                let index = first_index.wrapping_add(at as u64);
+                let (mut y, fallback) =
+                    encoder.chop::<S, L>(mode, S::F::load(&x[at..]), lane_bits, index);
+                if fallback.any() {
+                    y = patch::<S>(
+                        y,
+                        fallback,
+                        #[inline(always)]
+                        |i| {
+                            let index = index.wrapping_add(i as u64);
+                            format.chop_with(x[at + i], round, bits, index).to_bits()
+                        },
+                    );
+                }
+                S::F::from_bits(y).store(&mut x[at..]);
+            },
+        );
+        let first = first_index.wrapping_add(body as u64);
+        chop_twin(format, &mut x[body..], round, bits, first);
     }
 }
 
@@ -179,4 +262,17 @@ pub(super) fn encode_twin<C: Code, B: RandomBits + ?Sized>(
         nans += usize::from(x.is_nan() && !format.has_nan());
     }
     nans
+}
+
+/// The scalar twin of [`chop_slice`](super::chop_slice).
+pub(super) fn chop_twin<B: RandomBits + ?Sized>(
+    format: Format,
+    x: &mut [f32],
+    round: Round,
+    bits: &B,
+    first_index: u64,
+) {
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = format.chop_with(*v, round, bits, first_index.wrapping_add(i as u64));
+    }
 }

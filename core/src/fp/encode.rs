@@ -279,6 +279,20 @@ pub(super) const fn overflow(f: Format, round: Round, sign: u32, input_infinite:
     }
 }
 
+/// The result (f32 bits) for a zero or negative non-NaN input of magnitude
+/// `abs` in an unsigned format (E8M0), as ml_dtypes' `float8_e8m0fnu`
+/// converts one: NaN, or with [`Overflow::Saturate`] (ml_dtypes'
+/// saturating conversion) the smallest value, except that `-inf` stays
+/// NaN.
+#[inline(always)]
+pub(super) const fn unsigned_nonpositive(f: Format, round: Round, abs: u32) -> u32 {
+    if matches!(round.overflow, Overflow::Saturate) && abs != 0x7f80_0000 {
+        pattern(smallest_exponent(f, round), 1 << 23)
+    } else {
+        0x7fc0_0000
+    }
+}
+
 /// The rounded value of `x` (f32 bits) in `f`: a value of `f`, infinity,
 /// or a quiet NaN.
 #[inline(always)]
@@ -288,8 +302,8 @@ const fn round_bits(f: Format, round: Round, x: u32, plan: Plan, draw: &Draw) ->
         return x | 0x0040_0000;
     }
     let negative = x != abs;
-    if negative && !f.is_signed() && abs != 0 {
-        return 0x7fc0_0000;
+    if !f.is_signed() && (negative || abs == 0) {
+        return unsigned_nonpositive(f, round, abs);
     }
     let sign = if f.is_signed() { x & 0x8000_0000 } else { 0 };
     let rounded = match plan {

@@ -1,18 +1,33 @@
-//! [`Format::encode`] on lanes: the SIMD form of the scalar twin in
-//! `encode.rs`, for every format and mode, bitwise equal to it.
+//! [`Format::encode`] and [`Format::chop`] on lanes: the SIMD form of the
+//! scalar twins in `encode.rs`, for every format and mode, bitwise equal
+//! to them.
 //!
 //! The format's parameters are folded once per call into an [`Encoder`]
-//! (plain `u32`s the loop splats, so the hot loop pays no lookups). Each
-//! vector is rounded on the f32 bit pattern as the twin does ("truncate
-//! the low `d` bits, maybe add `2^d`", and the "tiny" rule between 0 and
-//! the smallest value). Lanes the lane rules do not cover are marked for
-//! the caller to round with the twin: NaN, infinity, f32 subnormal inputs
-//! or results, negative inputs to unsigned E8M0, and stochastic "tiny"
-//! lanes whose first 16 random bits tie (probability 2^-16). Ordinary data
-//! never takes that path; it only costs speed, never bits.
+//! (plain `u32`s the loop splats, so the hot loop pays no lookups).
+//!
+//! A vector whose lanes are all finite takes a fast rule where the call
+//! has one (nearest-even and exact stochastic rounding into a signed
+//! format with subnormals kept, which is every narrow named format, and
+//! into E8M0): normal results by integer arithmetic on the bit pattern with
+//! the format's constant shift; subnormal results by one f32 addition of
+//! a "magic" power of two whose last bit is the format's subnormal spacing
+//! (the adder rounds to nearest even on that grid, and the low bits of the
+//! sum are the code, as in F. Giesen's `float_to_half_fast3`); overflow by
+//! clamping the code; stochastic rounding below the smallest value by
+//! comparing the 16 random bits with the first 16 bits of the fraction,
+//! scaled exactly in f32. Every other vector takes the general rule: it
+//! rounds as the twin does ("truncate the low `d` bits, maybe add `2^d`",
+//! and the "tiny" rule between 0 and the smallest value) for every mode.
+//!
+//! Lanes the lane rules do not cover are marked for the caller to round
+//! with the twin: NaN, infinity, f32 subnormal inputs or results (general
+//! rule), zero and negative inputs to unsigned E8M0 (general rule), f32
+//! subnormal inputs to E8M0, and stochastic "tiny" lanes whose first 16
+//! random bits tie (probability 2^-16). Ordinary data never takes that
+//! path; it only costs speed, never bits.
 
 use super::NanEncoding;
-use super::encode::{code_of, overflow, smallest_exponent};
+use super::encode::{code_of, overflow, smallest_exponent, unsigned_nonpositive};
 use super::format::{Format, pattern};
 use super::round::{Mode, Round};
 use crate::arch::{F32s, Simd, U32s};
@@ -86,6 +101,19 @@ fn random<S: Simd, L: LaneBits>(half: S::U, d: S::U, low: S::U, bits: &L, index:
     r & low
 }
 
+/// The mask of zero and negative lanes of the f32 bits `x`.
+#[inline(always)]
+fn nonpositive<S: Simd>(x: S::U) -> S::U {
+    (x - S::U::splat(1)).simd_gt(S::U::splat(0x7fff_fffe))
+}
+
+/// The lanes of the f32 bits `x` the unsigned fast rule leaves to the twin:
+/// positive f32 subnormals.
+#[inline(always)]
+fn unsigned_fallback<S: Simd>(x: S::U) -> S::U {
+    (x - S::U::splat(1)).simd_lt(S::U::splat(0x007f_ffff))
+}
+
 /// The first `k <= 16` bits of the tiny rule's uniform (the lanes' 16
 /// random bits) against those of the significand `m` (fraction `m /
 /// 2^shift`): the masks of "below" and "tied".
@@ -105,12 +133,56 @@ fn gather<S: Simd>(f: impl Fn(u64) -> u32) -> S::U {
     S::U::from_slice(&lanes)
 }
 
+/// Which fast rule the vectors whose lanes are all finite take (see the
+/// module docs); the general rule takes every other vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fast {
+    /// None: every vector takes the general rule.
+    Off,
+    /// A signed format with subnormals kept, rounded to nearest even or
+    /// exactly stochastically.
+    Signed,
+    /// An unsigned format without mantissa (E8M0): every f32 normal is in
+    /// its normal range, and zero and negative lanes are one constant.
+    Unsigned,
+}
+
+impl Fast {
+    /// The fast rule for `f` and `round`, given the codes of overflow.
+    const fn of(f: Format, round: Round, over_pos: u32, over_neg: u32, sign_code: u32) -> Self {
+        let m = f.mantissa_bits();
+        let t = smallest_exponent(f, round);
+        // Codes past the largest finite one all become the overflow code:
+        // a clamp, for either sign.
+        let max_code = code_of(f, f.max_bits());
+        let clamps =
+            (over_pos == max_code || over_pos == max_code + 1) && over_neg == over_pos | sign_code;
+        let signed = f.is_signed()
+            && f.has_zero()
+            && matches!(m, 1..=22)
+            && t == f.emin() - m as i32
+            && f.emin() >= -126
+            // 2^(16 - t) scales the tiny rule's fraction exactly.
+            && matches!(t, -111..=16);
+        let unsigned = !f.is_signed() && m == 0 && f.emin() <= -126 && (127 - f.bias()) % 2 == 0;
+        if !clamps || !matches!(round.mode, Mode::NearestEven | Mode::Stochastic) {
+            Self::Off
+        } else if signed {
+            Self::Signed
+        } else if unsigned {
+            Self::Unsigned
+        } else {
+            Self::Off
+        }
+    }
+}
+
 /// A format and rounding folded into the constants the lane rules use
 /// (f32 exponent fields are biased by 127).
 #[derive(Clone, Copy)]
 pub(crate) struct Encoder {
-    /// The mode (callers match on it so hot loops see a constant).
-    pub(crate) mode: Mode,
+    /// The fast rule of this format and rounding.
+    fast: Fast,
     /// Field of the smallest result exponent `t` (0 if below f32's normals).
     t_field: u32,
     /// Field of the smallest normal exponent (0 if below f32's normals).
@@ -139,6 +211,28 @@ pub(crate) struct Encoder {
     /// A subnormal value's code is its significand shifted right by this
     /// less its field.
     subnormal_shift: u32,
+    /// The fast rules' constants. f32 bits of `2^emin`.
+    emin_bits: u32,
+    /// Nearest-even: `2^(base_d - 1) - 1` less `normal_offset << base_d`,
+    /// added with the parity bit before the shift that gives a normal code.
+    rn_bias: u32,
+    /// f32 bits of `2^(emin - m + 23)`, whose last bit is the subnormal
+    /// spacing: adding it to a magnitude below `2^emin` rounds that to
+    /// nearest even on the subnormal grid and leaves the code in the low
+    /// bits.
+    magic: u32,
+    /// f32 bits of `2^(16 - t)`: a magnitude below `2^t` times this is its
+    /// fraction of `2^t` in units of `2^-16`, exactly.
+    tiny_scale: u32,
+    /// f32 bits of the positive overflow result (chop's).
+    over_bits: u32,
+    /// `31 - exponent_bits - mantissa_bits`: moves f32's sign bit to the
+    /// code's.
+    sign_shift: u32,
+    /// f32 bits of the result of a zero or negative input to an unsigned
+    /// format, and its code.
+    nonpositive_bits: u32,
+    nonpositive_code: u32,
 }
 
 impl Encoder {
@@ -151,31 +245,66 @@ impl Encoder {
         } else {
             pattern(f.emin(), 1 << 23)
         };
+        let sign_code = if f.is_signed() {
+            1 << (f.exponent_bits() + m)
+        } else {
+            0
+        };
+        let overflow_pos = code_of(f, overflow(f, round, 0, false));
+        let overflow_neg = code_of(f, overflow(f, round, 0x8000_0000, false));
+        let fast = Fast::of(f, round, overflow_pos, overflow_neg, sign_code);
+        let base_d = 23 - m;
+        let normal_offset = ((127 - f.bias()) as u32) << m;
+        let signed_fast = matches!(fast, Fast::Signed);
+        let nonpositive_bits = unsigned_nonpositive(f, round, 0);
         Self {
-            mode: round.mode,
+            fast,
             t_field: biased(t),
             emin_field: biased(f.emin()),
-            base_d: 23 - m,
+            base_d,
             implicit: if m > 0 { 1 << 23 } else { 0 },
             max_bits: f.max_bits(),
-            overflow_pos: code_of(f, overflow(f, round, 0, false)),
-            overflow_neg: code_of(f, overflow(f, round, 0x8000_0000, false)),
+            overflow_pos,
+            overflow_neg,
             smallest_bits: if t >= -126 { pattern(t, 1 << 23) } else { 0 },
             zero_bits,
             zero_signed: !matches!(f.nan_encoding(), NanEncoding::NegativeZero),
-            sign_code: if f.is_signed() {
-                1 << (f.exponent_bits() + m)
+            sign_code,
+            signed: f.is_signed(),
+            normal_offset,
+            subnormal_shift: (f.emin() - m as i32 + 23 + 127) as u32,
+            emin_bits: if signed_fast {
+                pattern(f.emin(), 1 << 23)
             } else {
                 0
             },
-            signed: f.is_signed(),
-            normal_offset: ((127 - f.bias()) as u32) << m,
-            subnormal_shift: (f.emin() - m as i32 + 23 + 127) as u32,
+            rn_bias: if base_d > 0 {
+                ((1 << (base_d - 1)) - 1u32).wrapping_sub(normal_offset << base_d)
+            } else {
+                0
+            },
+            magic: if signed_fast {
+                pattern(f.emin() - m as i32 + 23, 1 << 23)
+            } else {
+                0
+            },
+            tiny_scale: if signed_fast {
+                pattern(16 - t, 1 << 23)
+            } else {
+                0
+            },
+            over_bits: overflow(f, round, 0, false),
+            sign_shift: 31 - (f.exponent_bits() + m),
+            nonpositive_bits,
+            nonpositive_code: code_of(f, nonpositive_bits),
         }
     }
 
     /// The codes of `x`'s lanes (elements `index..`), and the mask of the
-    /// lanes the caller must encode with the scalar twin instead.
+    /// lanes the caller must encode with the scalar twin instead. `mode`
+    /// is [`Encoder::mode`] (a constant where the caller matched it). A
+    /// vector whose lanes are all finite takes the fast rule where the
+    /// format and mode have one.
     #[inline(always)]
     pub(crate) fn encode<S: Simd, L: LaneBits>(
         &self,
@@ -184,16 +313,95 @@ impl Encoder {
         bits: &L,
         index: u64,
     ) -> (S::U, S::U) {
+        let x = x.to_bits();
+        let abs = x & S::U::splat(0x7fff_ffff);
+        if self.fast != Fast::Off && abs.all_le(0x7f7f_ffff) {
+            let (magnitudes, fallback) = match mode {
+                Mode::Stochastic => {
+                    let (rounded, undecided) = self.stochastic::<S, L>(abs, bits, index);
+                    (self.magnitude_codes::<S>(rounded), undecided)
+                }
+                _ => (self.nearest_codes::<S>(abs), S::U::splat(0)),
+            };
+            let (codes, fallback) = match self.fast {
+                Fast::Unsigned => (
+                    self.unsigned_codes::<S>(x, magnitudes),
+                    fallback | unsigned_fallback::<S>(x),
+                ),
+                _ => (self.signed_codes::<S>(x, magnitudes), fallback),
+            };
+            return (codes, fallback);
+        }
+        self.general::<S, L>(mode, x, abs, bits, index)
+    }
+
+    /// `x`'s lanes rounded to the format's values as f32 bits (elements
+    /// `index..`; [`Format::chop`]), and the mask of the lanes the caller
+    /// must chop with the scalar twin instead: every lane of a vector the
+    /// fast rule does not take.
+    #[inline(always)]
+    pub(crate) fn chop<S: Simd, L: LaneBits>(
+        &self,
+        mode: Mode,
+        x: S::F,
+        bits: &L,
+        index: u64,
+    ) -> (S::U, S::U) {
         let s = <S::U as U32s>::splat;
-        let zero = s(0);
         let x = x.to_bits();
         let abs = x & s(0x7fff_ffff);
+        if self.fast == Fast::Off || !abs.all_le(0x7f7f_ffff) {
+            return (x, s(u32::MAX));
+        }
+        let (rounded, fallback) = match mode {
+            Mode::Stochastic => self.stochastic::<S, L>(abs, bits, index),
+            _ => (self.nearest::<S>(abs), s(0)),
+        };
+        let y = rounded
+            .simd_gt(s(self.max_bits))
+            .select(s(self.over_bits), rounded);
+        let y = match self.fast {
+            Fast::Unsigned => {
+                let y = nonpositive::<S>(x).select(s(self.nonpositive_bits), y);
+                return (y, fallback | unsigned_fallback::<S>(x));
+            }
+            _ => {
+                let sign = x & s(0x8000_0000);
+                let sign = if self.zero_signed {
+                    sign
+                } else {
+                    sign & !y.simd_eq(s(0))
+                };
+                y | sign
+            }
+        };
+        (y, fallback)
+    }
+
+    /// Whether this format and rounding have a fast rule.
+    #[inline(always)]
+    pub(crate) fn has_fast_rule(&self) -> bool {
+        self.fast != Fast::Off
+    }
+
+    /// The general rule on a vector (bits `x`, magnitudes `abs`).
+    #[inline(always)]
+    fn general<S: Simd, L: LaneBits>(
+        &self,
+        mode: Mode,
+        x: S::U,
+        abs: S::U,
+        bits: &L,
+        index: u64,
+    ) -> (S::U, S::U) {
+        let s = <S::U as U32s>::splat;
+        let zero = s(0);
         let field = abs >> 23;
         let negative = x.simd_ge(s(0x8000_0000));
         let nonzero = abs.simd_ne(zero);
         let mut fallback = field.simd_eq(s(0xff)) | (field.simd_eq(zero) & nonzero);
         if !self.signed {
-            fallback |= negative & nonzero;
+            fallback |= negative | !nonzero;
         }
         let grid = field.simd_ge(s(self.t_field)) & nonzero;
         let half = if mode.is_stochastic() {
@@ -207,6 +415,111 @@ impl Encoder {
         let rounded = grid.select(rounded, (nonzero & !grid).select(tiny, zero));
         let (codes, subnormal) = self.code::<S>(rounded, negative);
         (codes, fallback | subnormal)
+    }
+
+    /// Nearest-even magnitudes (f32 patterns) of finite `abs`, for the fast
+    /// rules.
+    #[inline(always)]
+    fn nearest<S: Simd>(&self, abs: S::U) -> S::U {
+        let s = <S::U as U32s>::splat;
+        let low = s((1 << self.base_d) - 1);
+        let odd = (abs >> self.base_d) & s(1);
+        let normal = (abs + (low >> 1) + odd) & !low;
+        if self.fast == Fast::Unsigned {
+            return normal;
+        }
+        let magic = S::F::from_bits(s(self.magic));
+        let subnormal = ((S::F::from_bits(abs) + magic) - magic).to_bits();
+        abs.simd_lt(s(self.emin_bits)).select(subnormal, normal)
+    }
+
+    /// [`Encoder::nearest`] as codes of magnitudes (before the overflow
+    /// clamp), in fewer steps.
+    #[inline(always)]
+    fn nearest_codes<S: Simd>(&self, abs: S::U) -> S::U {
+        let s = <S::U as U32s>::splat;
+        let odd = (abs >> self.base_d) & s(1);
+        let normal = (abs + s(self.rn_bias) + odd) >> self.base_d;
+        if self.fast == Fast::Unsigned {
+            return normal;
+        }
+        let magic = s(self.magic);
+        let subnormal = (S::F::from_bits(abs) + S::F::from_bits(magic)).to_bits() - magic;
+        abs.simd_lt(s(self.emin_bits)).select(subnormal, normal)
+    }
+
+    /// Exactly stochastic magnitudes (f32 patterns) of finite `abs`, for
+    /// the fast rules, and the mask of tiny lanes whose 16 random bits
+    /// tie.
+    #[inline(always)]
+    fn stochastic<S: Simd, L: LaneBits>(&self, abs: S::U, bits: &L, index: u64) -> (S::U, S::U) {
+        let s = <S::U as U32s>::splat;
+        let (zero, one) = (s(0), s(1));
+        let half = bits.halves::<S>(index) & s(0xffff);
+        if self.fast == Fast::Unsigned || abs.simd_ge(s(self.emin_bits)).all() {
+            // Normal results only: `base_d` discarded bits in every lane.
+            let low = s((1 << self.base_d) - 1);
+            let random = if self.base_d > 16 {
+                half | bits.word1::<S>(index) << 16
+            } else {
+                half
+            };
+            return ((abs + (random & low)) & !low, zero);
+        }
+        let field = abs >> 23;
+        // Lanes below `t` get garbage here (and `d` past 31): replaced below.
+        let d = (field.max(s(self.emin_field)) + s(self.base_d)) - field;
+        let low = one.unbounded_shl(d) - one;
+        let random = if self.base_d > 16 || d.simd_gt(s(16)).any() {
+            half | bits.word1::<S>(index) << 16
+        } else {
+            half
+        };
+        let grid = (abs + (random & low)) & !low;
+        // The tiny rule: the first 16 bits of `|x| / 2^t` against the
+        // lane's 16 random bits.
+        let fraction = (S::F::from_bits(abs) * S::F::from_bits(s(self.tiny_scale))).trunc_small();
+        let tiny = abs.simd_lt(s(self.smallest_bits));
+        let up = half.simd_lt(fraction) & s(self.smallest_bits);
+        (tiny.select(up, grid), tiny & half.simd_eq(fraction))
+    }
+
+    /// Rounded magnitudes (f32 patterns: values of the format, or past its
+    /// largest) as codes, before the overflow clamp.
+    #[inline(always)]
+    fn magnitude_codes<S: Simd>(&self, rounded: S::U) -> S::U {
+        let s = <S::U as U32s>::splat;
+        let normal = (rounded >> self.base_d) - s(self.normal_offset);
+        if self.fast == Fast::Unsigned {
+            return normal;
+        }
+        // Exact: `rounded` is on the subnormal grid.
+        let magic = s(self.magic);
+        let subnormal = (S::F::from_bits(rounded) + S::F::from_bits(magic)).to_bits() - magic;
+        rounded.simd_lt(s(self.emin_bits)).select(subnormal, normal)
+    }
+
+    /// The codes of a signed format from the inputs' bits `x` and the
+    /// codes of their rounded magnitudes.
+    #[inline(always)]
+    fn signed_codes<S: Simd>(&self, x: S::U, magnitudes: S::U) -> S::U {
+        let s = <S::U as U32s>::splat;
+        let sign = (x >> self.sign_shift) & s(self.sign_code);
+        let sign = if self.zero_signed {
+            sign
+        } else {
+            sign & !magnitudes.simd_eq(s(0))
+        };
+        magnitudes.min(s(self.overflow_pos)) | sign
+    }
+
+    /// The codes of an unsigned format from the inputs' bits `x` and the
+    /// codes of their rounded magnitudes.
+    #[inline(always)]
+    fn unsigned_codes<S: Simd>(&self, x: S::U, magnitudes: S::U) -> S::U {
+        let s = <S::U as U32s>::splat;
+        let codes = magnitudes.min(s(self.overflow_pos));
+        nonpositive::<S>(x).select(s(self.nonpositive_code), codes)
     }
 
     /// Rounds the lanes on the grid of `2^d` pattern units (every lane;
@@ -324,8 +637,34 @@ impl Encoder {
 mod tests {
     use super::*;
     use crate::arch::Portable;
-    use crate::fp::Format;
     use crate::fp::matmul::tests::NARROW;
+    use crate::fp::{Format, Overflow};
+
+    /// Every narrow named format, f16 and E8M0 have the fast rule in the
+    /// common modes, with either overflow policy.
+    #[test]
+    fn common_cases_have_the_fast_rule() {
+        let formats = NARROW.into_iter().chain([
+            Format::E8M0FNU,
+            Format::F16,
+            Format::F143.with_scale_bias(-32).unwrap(),
+        ]);
+        for f in formats {
+            for mode in [Mode::NearestEven, Mode::Stochastic] {
+                for overflow in [Overflow::Infinity, Overflow::Saturate] {
+                    let round = Round::new(mode).with_overflow(overflow);
+                    assert!(Encoder::new(f, round).has_fast_rule(), "{f:?} {round:?}");
+                }
+            }
+            // Flushing subnormals takes the general rule (E8M0 has none).
+            let flush = Round::STOCHASTIC.with_subnormals(crate::fp::Subnormals::Flush);
+            assert_eq!(
+                Encoder::new(f, flush).has_fast_rule(),
+                !f.is_signed(),
+                "{f:?}"
+            );
+        }
+    }
 
     /// Ordinary data (normal f32, the formats' range and beyond it) takes
     /// the lanes in every mode: the twin only sees the rare cases.

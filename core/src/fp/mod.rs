@@ -64,9 +64,25 @@
 //! | [`Format::cpfloat`]`(p, emin, emax, subnormals)` | | `1 - emin` | `2^emax (2 - 2^(1-p))` | `2^emin` | `2^(emin-p+1)` | IEEE | yes |
 //!
 //! Graphcore's scale bias `s` (`-32..=31`, [`Format::with_scale_bias`])
-//! multiplies every value by `2^s`. E8M0 has no zero: zero and
-//! everything below `2^-127` round to `2^-127` (as PyTorch's
-//! `Float8_e8m0fnu`), negative values to NaN.
+//! multiplies every value by `2^s`. E8M0 has no zero and no sign: positive
+//! values below `2^-127` round to `2^-127`; zero and negative inputs
+//! (`-0.0` included) give NaN, or `2^-127` with [`Overflow::Saturate`]
+//! (`-inf` stays NaN), as ml_dtypes' `float8_e8m0fnu` converts them: its
+//! `ConvertImpl` (`ml_dtypes/include/float8.h`, 0.5 to 0.6) returns NaN,
+//! or `lowest()`/`denorm_min()` (both `2^-127`) when saturating, and its
+//! test `Float8E8m0fnuTest.NegativeInput` checks it. (PyTorch's
+//! `Float8_e8m0fnu` reads the exponent only: `-x` as `x`, 0 as `2^-127`.)
+//!
+//! ```
+//! use tessera_core::fp::{Format, Overflow, Round};
+//! use tessera_core::rng::RandomStream;
+//!
+//! let (f, s) = (Format::E8M0FNU, RandomStream::new(0, 0));
+//! assert_eq!(f.encode(0.0, Round::NEAREST_EVEN, s, 0), 0xff); // NaN
+//! assert_eq!(f.encode(-2.0, Round::NEAREST_EVEN, s, 0), 0xff);
+//! let saturate = Round::NEAREST_EVEN.with_overflow(Overflow::Saturate);
+//! assert_eq!(f.encode(-2.0, saturate, s, 0), 0); // 2^-127
+//! ```
 //!
 //! # Rounding modes
 //!
@@ -105,7 +121,7 @@
 //! | f32 -> f16/bf16, stochastically | [`f32_to_half_sr_slice`] | [`scalar::f32_to_f16_sr`], [`scalar::f32_to_bf16_sr`] |
 //! | ... with your own random bits | | [`scalar::f32_to_f16_sr_with`], [`scalar::f32_to_bf16_sr_with`] |
 //! | f16/bf16 -> f32 (exact) | [`half_to_f32_slice`] | [`scalar::f16_to_f32`], [`scalar::bf16_to_f32`] |
-//! | f32 -> any format, any mode (codes) | [`encode_slice`] (a loop over the twin) | [`Format::encode`], [`Format::encode_with`] |
+//! | f32 -> any format, any mode (codes) | [`encode_slice`] | [`Format::encode`], [`Format::encode_with`] |
 //! | codes -> f32 (exact) | [`decode_slice`] | [`Format::decode`] |
 //! | round to a format, keep f32 (chop) | [`chop_slice`] | [`Format::chop`], [`Format::chop_with`] |
 //! | pack FP4 / FP6 codes as OCP does | [`pack_fp4`], [`pack_fp6`] (and `unpack_*`) | |

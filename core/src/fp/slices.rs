@@ -3,7 +3,7 @@
 //! scalar twins on every backend.
 
 pub use super::code::Code;
-use super::code_kernels::{DecodeCodes, EncodeCodes};
+use super::code_kernels::{ChopValues, DecodeCodes, EncodeCodes};
 use super::format::Format;
 use super::round::Round;
 use crate::arch;
@@ -103,7 +103,11 @@ pub fn chop_slice<B: RandomBits + ?Sized>(
     bits: &B,
     first_index: u64,
 ) {
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = format.chop_with(*v, round, bits, first_index.wrapping_add(i as u64));
-    }
+    arch::dispatch(ChopValues {
+        format,
+        x,
+        round,
+        bits,
+        first_index,
+    });
 }

@@ -7,7 +7,7 @@ use core::arch::x86_64::{
     _mm_loadu_si128, _mm_storel_epi64, _mm_storeu_si128, _mm_unpacklo_epi32, _mm256_add_epi32,
     _mm256_add_ps, _mm256_and_si256, _mm256_blendv_epi8, _mm256_castps_si256, _mm256_castsi256_ps,
     _mm256_castsi256_si128, _mm256_cmp_ps, _mm256_cmpeq_epi32, _mm256_cmpgt_epi32,
-    _mm256_cvtepu16_epi32, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_div_ps,
+    _mm256_cvtepu16_epi32, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_cvttps_epi32, _mm256_div_ps,
     _mm256_extracti128_si256, _mm256_loadu_ps, _mm256_loadu_si256, _mm256_max_epu32,
     _mm256_min_epu32, _mm256_movemask_ps, _mm256_mul_ps, _mm256_mullo_epi32, _mm256_or_si256,
     _mm256_packus_epi16, _mm256_packus_epi32, _mm256_permute4x64_epi64, _mm256_set1_epi32,
@@ -152,6 +152,12 @@ impl F32s for F {
         let out = &mut out[..8];
         // SAFETY: the module invariant; `out` holds the 32 bytes written.
         unsafe { _mm256_storeu_ps(out.as_mut_ptr(), self.0) }
+    }
+
+    #[inline(always)]
+    fn trunc_small(self) -> U {
+        // SAFETY: the module invariant.
+        U(unsafe { _mm256_cvttps_epi32(self.0) })
     }
 }
 

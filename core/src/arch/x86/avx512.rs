@@ -14,12 +14,13 @@ use core::arch::x86_64::{
     _mm512_castps_pd, _mm512_castps_si512, _mm512_castps512_ps256, _mm512_castsi256_si512,
     _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpeq_epu32_mask, _mm512_cmpgt_epu32_mask,
     _mm512_cmplt_epu32_mask, _mm512_cvtepi32_epi8, _mm512_cvtepi32_epi16, _mm512_cvtepu16_epi32,
-    _mm512_cvtneps_pbh, _mm512_cvtph_ps, _mm512_cvtps_ph, _mm512_div_ps, _mm512_extractf64x4_pd,
-    _mm512_inserti64x4, _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_blend_epi32,
-    _mm512_maskz_set1_epi32, _mm512_max_epu32, _mm512_min_epu32, _mm512_mul_ps, _mm512_mullo_epi32,
-    _mm512_or_si512, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_sll_epi32,
-    _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32, _mm512_srlv_epi32, _mm512_storeu_ps,
-    _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps, _mm512_test_epi32_mask, _mm512_xor_si512,
+    _mm512_cvtneps_pbh, _mm512_cvtph_ps, _mm512_cvtps_ph, _mm512_cvttps_epi32, _mm512_div_ps,
+    _mm512_extractf64x4_pd, _mm512_inserti64x4, _mm512_loadu_ps, _mm512_loadu_si512,
+    _mm512_mask_blend_epi32, _mm512_maskz_set1_epi32, _mm512_max_epu32, _mm512_min_epu32,
+    _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512, _mm512_set1_epi32, _mm512_set1_ps,
+    _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32,
+    _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps,
+    _mm512_test_epi32_mask, _mm512_xor_si512,
 };
 
 use super::super::lanes::{F32s, Real, Simd, U32s};
@@ -192,6 +193,12 @@ impl F32s for F {
         let out = &mut out[..16];
         // SAFETY: the module invariant; `out` holds the 64 bytes written.
         unsafe { _mm512_storeu_ps(out.as_mut_ptr(), self.0) }
+    }
+
+    #[inline(always)]
+    fn trunc_small(self) -> U {
+        // SAFETY: the module invariant.
+        U(unsafe { _mm512_cvttps_epi32(self.0) })
     }
 }
 

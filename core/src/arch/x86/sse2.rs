@@ -6,9 +6,9 @@
 use core::arch::x86_64::{
     __m128, __m128i, _mm_add_epi32, _mm_add_ps, _mm_and_si128, _mm_andnot_si128, _mm_castps_si128,
     _mm_castsi128_ps, _mm_cmpeq_epi32, _mm_cmpgt_epi32, _mm_cmpunord_ps, _mm_cvtsi32_si128,
-    _mm_div_ps, _mm_loadu_ps, _mm_loadu_si128, _mm_movemask_ps, _mm_mul_epu32, _mm_mul_ps,
-    _mm_or_si128, _mm_packs_epi32, _mm_packus_epi16, _mm_set1_epi16, _mm_set1_epi32, _mm_set1_ps,
-    _mm_setr_epi32, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi32, _mm_sqrt_ps,
+    _mm_cvttps_epi32, _mm_div_ps, _mm_loadu_ps, _mm_loadu_si128, _mm_movemask_ps, _mm_mul_epu32,
+    _mm_mul_ps, _mm_or_si128, _mm_packs_epi32, _mm_packus_epi16, _mm_set1_epi16, _mm_set1_epi32,
+    _mm_set1_ps, _mm_setr_epi32, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi32, _mm_sqrt_ps,
     _mm_srl_epi32, _mm_srli_epi64, _mm_storel_epi64, _mm_storeu_ps, _mm_storeu_si128,
     _mm_sub_epi32, _mm_sub_ps, _mm_unpackhi_epi16, _mm_unpacklo_epi16, _mm_unpacklo_epi32,
     _mm_xor_si128,
@@ -321,6 +321,12 @@ impl F32s for F {
             _mm_storeu_ps(out.as_mut_ptr(), self.0[0]);
             _mm_storeu_ps(out.as_mut_ptr().add(4), self.0[1]);
         }
+    }
+
+    #[inline(always)]
+    fn trunc_small(self) -> U {
+        // SAFETY: SSE2 is part of every x86-64 target.
+        unsafe { U([_mm_cvttps_epi32(self.0[0]), _mm_cvttps_epi32(self.0[1])]) }
     }
 }
 
