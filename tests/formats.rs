@@ -3,6 +3,7 @@
 //! of f32 inputs rounded in every deterministic mode, the stochastic modes'
 //! expectations by enumerating their random bits, and properties.
 
+mod blocks;
 mod oracle;
 mod simd;
 

@@ -9,7 +9,7 @@ use tessera_core::rng::RandomStream;
 
 use super::formats;
 
-const STREAM: RandomStream = RandomStream::new(25, 7);
+pub(crate) const STREAM: RandomStream = RandomStream::new(25, 7);
 
 /// Every vector backend this CPU can run.
 fn vector_backends() -> Vec<Backend> {
@@ -56,7 +56,7 @@ fn rounds() -> Vec<Round> {
 }
 
 /// `f` on the scalar backend and on every vector backend: the same.
-fn on_every_backend<R: PartialEq + std::fmt::Debug>(what: &str, f: impl Fn() -> R) {
+pub(crate) fn on_every_backend<R: PartialEq + std::fmt::Debug>(what: &str, f: impl Fn() -> R) {
     let twin = arch::with_backend(Backend::Scalar, &f).unwrap();
     for b in vector_backends() {
         let got = arch::with_backend(b, &f).unwrap();

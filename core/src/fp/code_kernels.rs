@@ -1,14 +1,11 @@
-//! The SIMD kernels of [`encode_slice`](super::encode_slice),
-//! [`chop_slice`](super::chop_slice) and
-//! [`decode_slice`](super::decode_slice), dispatched to the active backend.
+//! The SIMD kernels of [`encode_slice`](super::encode_slice) and
+//! [`chop_slice`](super::chop_slice), dispatched to the active backend
+//! (decoding's is in `decode_kernels.rs`).
 //!
 //! Encoding and chopping run [`Encoder`] over each vector; the common
 //! modes (nearest-even, exact stochastic) get loops of their own with the
 //! mode a constant, the others share one (chop: the scalar twin, as only
-//! the fast rule has a lane form of chop). Decoding of formats of up to 8 bits
-//! reads a 256-entry table the call builds from the twin (faster than
-//! any lane formula: one load per element); wider formats loop over the
-//! twin.
+//! the fast rule has a lane form of chop).
 
 use super::code::Code;
 use super::code::sealed::Codes;
@@ -208,41 +205,6 @@ impl<B: RandomBits + ?Sized> LaneLoop for ChopValues<'_, B> {
         let first = first_index.wrapping_add(body as u64);
         chop_twin(format, &mut x[body..], round, bits, first);
     }
-}
-
-/// [`decode_slice`](super::decode_slice)'s arguments.
-pub(super) struct DecodeCodes<'a, C> {
-    pub(super) format: Format,
-    pub(super) src: &'a [C],
-    pub(super) dst: &'a mut [f32],
-}
-
-impl<C: Code> Kernel for DecodeCodes<'_, C> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run<S: Simd>(self) {
-        if self.format.bits() > 8 {
-            return self.scalar();
-        }
-        let table = decode_table(self.format);
-        for (c, d) in self.src.iter().zip(self.dst) {
-            *d = table[(c.code() & 0xff) as usize];
-        }
-    }
-
-    fn scalar(self) {
-        for (c, d) in self.src.iter().zip(self.dst) {
-            *d = self.format.decode(c.code());
-        }
-    }
-}
-
-/// The values of every 8-bit code of `format` (bits above the format's
-/// are ignored, as [`Format::decode`] ignores them).
-#[inline(always)]
-pub(super) fn decode_table(format: Format) -> [f32; 256] {
-    core::array::from_fn(|c| format.decode(c as u32))
 }
 
 /// The scalar twin of [`encode_slice`] (after its checks): returns the NaN

@@ -169,6 +169,7 @@
 
 mod code;
 mod code_kernels;
+mod decode_kernels;
 mod convert;
 mod encode;
 mod encode_lanes;

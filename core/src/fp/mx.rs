@@ -1,11 +1,14 @@
 //! OCP Microscaling (MX v1.0) blocks: 32 elements sharing one E8M0 scale.
 
 use super::Overflow;
-use super::block_kernels::{amax_bits, encode_block};
+use super::block_kernels::{
+    LaneKernel, amax_bits, element_lanes, encode_block, run_lanes, scale_table,
+};
 use super::block_scale::{
     BlockError, E8M0_NAN, ScaleRule, amax_or_clear, check_len, e8m0_scale, pow2, scale_down,
 };
-use super::encode_lanes::{Encoder, LaneBits, SourceBits, StreamBits};
+use super::decode_kernels::Decoder;
+use super::encode_lanes::{Encoder, LaneBits};
 use super::format::Format;
 use super::pack::{fp4_packed_len, fp6_packed_len, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6};
 use super::round::{Mode, Round, Subnormals};
@@ -495,15 +498,8 @@ impl<B: RandomBits + ?Sized> Kernel for MxQuantize<'_, B> {
 
     #[inline(always)]
     fn run<S: Simd>(self) {
-        match (self.bits.as_stream(), self.mx.round.mode) {
-            (Some(s), Mode::NearestEven) => self.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
-            (Some(s), Mode::Stochastic) => self.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
-            (Some(s), mode) => self.lanes::<S, _>(mode, &StreamBits(s)),
-            (None, mode) => {
-                let bits = SourceBits(self.bits);
-                self.lanes::<S, _>(mode, &bits);
-            }
-        }
+        let (bits, mode) = (self.bits, self.mx.round.mode);
+        run_lanes::<S, _, _>(self, bits, mode);
     }
 
     fn scalar(self) {
@@ -531,7 +527,11 @@ impl<B: RandomBits + ?Sized> Kernel for MxQuantize<'_, B> {
     }
 }
 
-impl<B: RandomBits + ?Sized> MxQuantize<'_, B> {
+impl<B: RandomBits + ?Sized> LaneKernel for MxQuantize<'_, B> {
+    type Output = ();
+
+    /// Full blocks in lanes (blocks with NaN or infinity by the twin),
+    /// then a partial last block by the twin.
     #[inline(always)]
     fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
         let Self {
@@ -543,7 +543,6 @@ impl<B: RandomBits + ?Sized> MxQuantize<'_, B> {
             first_index,
         } = self;
         let format = mx.format;
-        let int8 = format == MxFormat::Int8;
         let (grid, mut round) = match format.element() {
             Some(f) => (f, mx.round),
             None => (INT8_GRID, mx.round.with_subnormals(Subnormals::Keep)),
@@ -551,70 +550,95 @@ impl<B: RandomBits + ?Sized> MxQuantize<'_, B> {
         round = round.with_overflow(Overflow::Saturate);
         let encoder = Encoder::new(grid, round);
         let per_block = format.codes_len(MX_BLOCK);
-        let s = <S::U as U32s>::splat;
+        let full = src.len() / MX_BLOCK;
         for (b, ((block, out), scale)) in src
-            .chunks(MX_BLOCK)
-            .zip(codes.chunks_mut(per_block))
+            .chunks_exact(MX_BLOCK)
+            .zip(codes.chunks_exact_mut(per_block))
             .zip(scales.iter_mut())
             .enumerate()
         {
-            let mut unpacked = [0u8; MX_BLOCK];
             let index = first_index.wrapping_add((b * MX_BLOCK) as u64);
-            let amax = if block.len() == MX_BLOCK {
-                amax_bits::<S>(block)
-            } else {
-                u32::MAX
-            };
+            let amax = amax_bits::<S>(block);
             if amax >= 0x7f80_0000 {
-                let unpacked = &mut unpacked[..block.len()];
-                *scale = mx.quantize_block(block, unpacked, bits, index);
-                format.store(unpacked, out);
+                let mut unpacked = [0u8; MX_BLOCK];
+                *scale = mx.quantize_block(block, &mut unpacked, bits, index);
+                format.store(&unpacked, out);
                 continue;
             }
             *scale = format.block_scale(mx.rule, f32::from_bits(amax));
             let e = i32::from(*scale) - 127;
-            // Below 2^(e - 126) the scaled value is below f32's normals:
-            // the twin's sign-and-2^-149 stand-in.
-            let small = if e - 126 >= -149 {
-                pow2(e - 126).to_bits()
-            } else {
-                0
-            };
-            let factor = <S::F as Real>::splat(pow2(-e));
-            encode_block::<S, L>(
-                &encoder,
-                mode,
-                block,
-                &mut unpacked,
-                lane_bits,
-                index,
-                #[inline(always)]
-                |x: S::F| {
-                    let bits = x.to_bits();
-                    let abs = bits & s(0x7fff_ffff);
-                    let tiny = abs.simd_lt(s(small)) & abs.simd_ne(s(0));
-                    let stand_in = (bits & s(0x8000_0000)) | s(1);
-                    S::F::from_bits(tiny.select(stand_in, (x * factor).to_bits()))
-                },
-                // INT8: sign and magnitude `k` to two's complement.
-                #[inline(always)]
-                |c: S::U| {
-                    if int8 {
-                        let negative = (c & s(0x100)).simd_ne(s(0));
-                        let k = c & s(0xff);
-                        negative.select(s(0) - k, k) & s(0xff)
-                    } else {
-                        c
-                    }
-                },
-                #[inline(always)]
-                |i: usize| {
-                    let at = index.wrapping_add(i as u64);
-                    format.encode_element(scale_down(block[i], e), mx.round, bits, at)
-                },
-            );
-            format.store(&unpacked, out);
+            mx.encode_block::<S, L>(&encoder, mode, block, out, e, (lane_bits, bits, index));
         }
+        MxQuantize {
+            mx,
+            src: &src[full * MX_BLOCK..],
+            codes: &mut codes[full * per_block..],
+            scales: &mut scales[full..],
+            bits,
+            first_index: first_index.wrapping_add((full * MX_BLOCK) as u64),
+        }
+        .scalar();
+    }
+}
+
+impl Mx {
+    /// The codes of one full finite block with scale `2^e` into `out`
+    /// (packed), in lanes; `bits` are the random bits as lanes, as the
+    /// source, and the block's first position.
+    #[inline(always)]
+    fn encode_block<S: Simd, L: LaneBits>(
+        self,
+        encoder: &Encoder,
+        mode: Mode,
+        block: &[f32],
+        out: &mut [u8],
+        e: i32,
+        (lane_bits, bits, index): (&L, &(impl RandomBits + ?Sized), u64),
+    ) {
+        let s = <S::U as U32s>::splat;
+        let int8 = self.format == MxFormat::Int8;
+        // Below 2^(e - 126) the scaled value is below f32's normals: the
+        // twin's sign-and-2^-149 stand-in.
+        let small = if e - 126 >= -149 {
+            pow2(e - 126).to_bits()
+        } else {
+            0
+        };
+        let factor = <S::F as Real>::splat(pow2(-e));
+        encode_block::<S, L>(
+            encoder,
+            mode,
+            block,
+            out,
+            self.format.bits(),
+            lane_bits,
+            index,
+            #[inline(always)]
+            |x: S::F| {
+                let bits = x.to_bits();
+                let abs = bits & s(0x7fff_ffff);
+                let tiny = abs.simd_lt(s(small)) & abs.simd_ne(s(0));
+                let stand_in = (bits & s(0x8000_0000)) | s(1);
+                S::F::from_bits(tiny.select(stand_in, (x * factor).to_bits()))
+            },
+            // INT8: sign and magnitude `k` to two's complement.
+            #[inline(always)]
+            |c: S::U| {
+                if int8 {
+                    let negative = (c & s(0x100)).simd_ne(s(0));
+                    let k = c & s(0xff);
+                    negative.select(s(0) - k, k) & s(0xff)
+                } else {
+                    c
+                }
+            },
+            #[inline(always)]
+            |i: usize| {
+                let at = index.wrapping_add(i as u64);
+                self.format
+                    .encode_element(scale_down(block[i], e), self.round, bits, at)
+            },
+        );
     }
 }
 
@@ -629,25 +653,55 @@ struct MxDequantize<'a> {
 impl Kernel for MxDequantize<'_> {
     type Output = ();
 
+    /// Full blocks in lanes, then a partial last block by the twin.
     #[inline(always)]
     fn run<S: Simd>(self) {
-        let values: [f32; 256] = core::array::from_fn(|c| self.format.decode_element(c as u8));
-        self.blocks(
-            #[inline(always)]
-            |c| values[usize::from(c)],
-        );
+        // `None`: INT8, two's complement bytes over 64.
+        let decoder = match self.format.element().map(Decoder::new) {
+            None => None,
+            Some(Some(d)) => Some(d),
+            Some(None) => return self.scalar(),
+        };
+        let Self {
+            format,
+            codes,
+            scales,
+            dst,
+        } = self;
+        let s = <S::U as U32s>::splat;
+        let (per_block, bits) = (format.codes_len(MX_BLOCK), format.bits());
+        let full = dst.len() / MX_BLOCK;
+        let scale_values = scale_table::<S>(Format::E8M0FNU);
+        for ((out, bytes), scale) in dst
+            .chunks_exact_mut(MX_BLOCK)
+            .zip(codes.chunks_exact(per_block))
+            .zip(scales)
+        {
+            let x = <S::F as Real>::splat(scale_values[usize::from(*scale)]);
+            for (k, o) in out.chunks_exact_mut(S::LANES).enumerate() {
+                let c = element_lanes::<S>(bits, bytes, k);
+                let value = match decoder {
+                    Some(d) => d.decode::<S>(c),
+                    None => {
+                        // `c as i8` exactly, by the 2^23 magic number.
+                        let magic = S::F::from_bits(s(0x4b00_0080));
+                        let k = S::F::from_bits(((c & s(0xff)) ^ s(0x80)) | s(0x4b00_0000)) - magic;
+                        k / <S::F as Real>::splat(64.0)
+                    }
+                };
+                (value * x).store(o);
+            }
+        }
+        MxDequantize {
+            format,
+            codes: &codes[full * per_block..],
+            scales: &scales[full..],
+            dst: &mut dst[full * MX_BLOCK..],
+        }
+        .scalar();
     }
 
     fn scalar(self) {
-        let format = self.format;
-        self.blocks(|c| format.decode_element(c));
-    }
-}
-
-impl MxDequantize<'_> {
-    /// Element `i` of each block is `value(code) * scale`.
-    #[inline(always)]
-    fn blocks(self, value: impl Fn(u8) -> f32) {
         let per_block = self.format.codes_len(MX_BLOCK);
         for ((out, bytes), scale) in self
             .dst
@@ -660,7 +714,7 @@ impl MxDequantize<'_> {
             self.format.load(bytes, block);
             let x = Format::E8M0FNU.decode(u32::from(*scale));
             for (d, c) in out.iter_mut().zip(block.iter()) {
-                *d = value(*c) * x;
+                *d = self.format.decode_element(*c) * x;
             }
         }
     }

@@ -4,13 +4,16 @@
 //! block scaling).
 
 use super::Overflow;
-use super::block_kernels::{amax_bits, encode_block};
+use super::block_kernels::{
+    LaneKernel, amax_bits, element_lanes, encode_block, run_lanes, scale_table,
+};
 use super::block_scale::{BlockError, amax_or_clear, check_len};
-use super::encode_lanes::{Encoder, LaneBits, SourceBits, StreamBits};
+use super::decode_kernels::Decoder;
+use super::encode_lanes::{Encoder, LaneBits};
 use super::format::Format;
 use super::pack::fp4_packed_len;
 use super::round::{Mode, Round};
-use crate::arch::{self, Kernel, Real, Simd};
+use crate::arch::{self, F32s, Kernel, Real, Simd};
 use crate::rng::RandomBits;
 
 /// Elements per NVFP4 block.
@@ -152,9 +155,7 @@ impl Nvfp4 {
     /// ```
     #[must_use]
     pub const fn block_scale(amax: f32, t: f32) -> u8 {
-        let nearest = Round::NEAREST_EVEN.with_overflow(Overflow::Saturate);
-        let stream = crate::rng::RandomStream::new(0, 0);
-        Format::E4M3FN.encode(amax / 6.0 / t, nearest, stream, 0) as u8
+        e4m3_nearest(amax / 6.0 / t)
     }
 
     /// Quantizes `src` with tensor scale `t` (from
@@ -260,6 +261,26 @@ impl Nvfp4 {
     }
 }
 
+/// The E4M3 code of `q` (nonnegative, or `+inf`) rounded to nearest
+/// even, saturating at 448 (`0x43e0_0000`): `Format::E4M3FN.encode` with saturation,
+/// specialised (the block scale of every block).
+#[inline(always)]
+const fn e4m3_nearest(q: f32) -> u8 {
+    let bits = q.to_bits();
+    if bits >= 0x43e0_0000 {
+        0x7e
+    } else if bits < 0x3c80_0000 {
+        // The subnormal grid 2^-9: round `q * 2^9` (exact) to an integer,
+        // nearest even, by adding and subtracting 2^23.
+        (q * 512.0 + 8_388_608.0 - 8_388_608.0) as u8
+    } else {
+        // Round off the 20 low bits, nearest even; a carry moves the
+        // exponent. The rebias 127 - 7 leaves the code.
+        let r = bits + 0x7_ffff + ((bits >> 20) & 1);
+        ((r >> 20) - (120 << 3)) as u8
+    }
+}
+
 /// The checks shared by quantize and dequantize of `n` elements.
 fn check_args(n: usize, t: f32, codes: usize, scales: usize) -> Result<(), BlockError> {
     if !(t > 0.0 && t.is_finite()) {
@@ -287,29 +308,11 @@ impl<B: RandomBits + ?Sized> Kernel for Nvfp4Quantize<'_, B> {
 
     #[inline(always)]
     fn run<S: Simd>(self) {
-        match (self.bits.as_stream(), self.nv.round.mode) {
-            (Some(s), Mode::NearestEven) => self.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
-            (Some(s), Mode::Stochastic) => self.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
-            (Some(s), mode) => self.lanes::<S, _>(mode, &StreamBits(s)),
-            (None, mode) => {
-                let bits = SourceBits(self.bits);
-                self.lanes::<S, _>(mode, &bits);
-            }
-        }
+        let (bits, mode) = (self.bits, self.nv.round.mode);
+        run_lanes::<S, _, _>(self, bits, mode);
     }
 
     fn scalar(self) {
-        self.blocks(|nv, block, t, codes, bits, index| {
-            nv.quantize_block(block, t, codes, bits, index)
-        });
-    }
-}
-
-impl<B: RandomBits + ?Sized> Nvfp4Quantize<'_, B> {
-    /// Runs `block(nv, block, t, unpacked codes, bits, index)` on every
-    /// block, storing its scale and packing its codes.
-    #[inline(always)]
-    fn blocks(self, mut block: impl FnMut(Nvfp4, &[f32], f32, &mut [u8], &B, u64) -> u8) {
         for (b, ((x, out), scale)) in self
             .src
             .chunks(NVFP4_BLOCK)
@@ -320,61 +323,87 @@ impl<B: RandomBits + ?Sized> Nvfp4Quantize<'_, B> {
             let mut unpacked = [0u8; NVFP4_BLOCK];
             let unpacked = &mut unpacked[..x.len()];
             let index = self.first_index.wrapping_add((b * NVFP4_BLOCK) as u64);
-            *scale = block(self.nv, x, self.t, unpacked, self.bits, index);
+            *scale = self
+                .nv
+                .quantize_block(x, self.t, unpacked, self.bits, index);
             super::pack::pack_fp4(unpacked, out);
         }
     }
+}
 
+impl<B: RandomBits + ?Sized> LaneKernel for Nvfp4Quantize<'_, B> {
+    type Output = ();
+
+    /// Full blocks in lanes (blocks with NaN or infinity by the twin),
+    /// then a partial last block by the twin.
     #[inline(always)]
     fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
-        let round = self.nv.round.with_overflow(Overflow::Saturate);
+        let Self {
+            nv,
+            src,
+            t,
+            codes,
+            scales,
+            bits,
+            first_index,
+        } = self;
+        let round = nv.round.with_overflow(Overflow::Saturate);
         let encoder = Encoder::new(Format::E2M1FN, round);
-        self.blocks(
-            #[inline(always)]
-            |nv, block, t, codes, bits, index| {
-                let amax = if block.len() == NVFP4_BLOCK {
-                    amax_bits::<S>(block)
-                } else {
-                    u32::MAX
-                };
-                if amax >= 0x7f80_0000 {
-                    return nv.quantize_block(block, t, codes, bits, index);
-                }
-                let amax = f32::from_bits(amax);
-                let scale = Nvfp4::block_scale(amax, t);
-                let divisor = Format::E4M3FN.decode(u32::from(scale)) * t;
-                let d = <S::F as Real>::splat(divisor);
-                encode_block::<S, L>(
-                    &encoder,
-                    mode,
-                    block,
-                    codes,
-                    lane_bits,
-                    index,
-                    #[inline(always)]
-                    |x: S::F| {
-                        if divisor == 0.0 {
-                            x * <S::F as Real>::splat(0.0)
-                        } else {
-                            x / d
-                        }
-                    },
-                    #[inline(always)]
-                    |c| c,
-                    #[inline(always)]
-                    |i: usize| {
-                        let q = if divisor == 0.0 {
-                            block[i] * 0.0
-                        } else {
-                            block[i] / divisor
-                        };
-                        let at = index.wrapping_add(i as u64);
-                        Format::E2M1FN.encode_with(q, round, bits, at) as u8
-                    },
-                );
-                scale
-            },
-        );
+        let full = src.len() / NVFP4_BLOCK;
+        let scale_values = scale_table::<S>(Format::E4M3FN);
+        for (b, ((block, out), scale)) in src
+            .chunks_exact(NVFP4_BLOCK)
+            .zip(codes.chunks_exact_mut(NVFP4_BLOCK / 2))
+            .zip(scales.iter_mut())
+            .enumerate()
+        {
+            let index = first_index.wrapping_add((b * NVFP4_BLOCK) as u64);
+            let amax = amax_bits::<S>(block);
+            if amax >= 0x7f80_0000 {
+                let mut unpacked = [0u8; NVFP4_BLOCK];
+                *scale = nv.quantize_block(block, t, &mut unpacked, bits, index);
+                super::pack::pack_fp4(&unpacked, out);
+                continue;
+            }
+            *scale = Nvfp4::block_scale(f32::from_bits(amax), t);
+            let divisor = scale_values[usize::from(*scale)] * t;
+            let d = <S::F as Real>::splat(divisor);
+            let twin = |x: f32| if divisor == 0.0 { x * 0.0 } else { x / divisor };
+            encode_block::<S, L>(
+                &encoder,
+                mode,
+                block,
+                out,
+                4,
+                lane_bits,
+                index,
+                #[inline(always)]
+                |x: S::F| {
+                    if divisor == 0.0 {
+                        x * <S::F as Real>::splat(0.0)
+                    } else {
+                        x / d
+                    }
+                },
+                #[inline(always)]
+                |c| c,
+                #[inline(always)]
+                |i: usize| {
+                    let at = index.wrapping_add(i as u64);
+                    Format::E2M1FN.encode_with(twin(block[i]), round, bits, at) as u8
+                },
+            );
+        }
+        Nvfp4Quantize {
+            nv,
+            src: &src[full * NVFP4_BLOCK..],
+            t,
+            codes: &mut codes[full * NVFP4_BLOCK / 2..],
+            scales: &mut scales[full..],
+            bits,
+            first_index: first_index.wrapping_add((full * NVFP4_BLOCK) as u64),
+        }
+        .scalar();
     }
 }
 
@@ -389,24 +418,43 @@ struct Nvfp4Dequantize<'a> {
 impl Kernel for Nvfp4Dequantize<'_> {
     type Output = ();
 
+    /// Full blocks in lanes, then a partial last block by the twin.
     #[inline(always)]
     fn run<S: Simd>(self) {
-        let values: [f32; 16] = core::array::from_fn(|c| Format::E2M1FN.decode(c as u32));
-        self.blocks(
-            #[inline(always)]
-            |c| values[usize::from(c & 0xf)],
-        );
+        let Some(decoder) = Decoder::new(Format::E2M1FN) else {
+            return self.scalar();
+        };
+        let Self {
+            codes,
+            scales,
+            t,
+            dst,
+        } = self;
+        let full = dst.len() / NVFP4_BLOCK;
+        let tensor = <S::F as Real>::splat(t);
+        let scale_values = scale_table::<S>(Format::E4M3FN);
+        for ((out, bytes), scale) in dst
+            .chunks_exact_mut(NVFP4_BLOCK)
+            .zip(codes.chunks_exact(NVFP4_BLOCK / 2))
+            .zip(scales)
+        {
+            let x = <S::F as Real>::splat(scale_values[usize::from(*scale)]);
+            for (k, o) in out.chunks_exact_mut(S::LANES).enumerate() {
+                let value = decoder.decode::<S>(element_lanes::<S>(4, bytes, k));
+                (value * x * tensor).store(o);
+            }
+        }
+        Nvfp4Dequantize {
+            codes: &codes[full * NVFP4_BLOCK / 2..],
+            scales: &scales[full..],
+            t,
+            dst: &mut dst[full * NVFP4_BLOCK..],
+        }
+        .scalar();
     }
 
-    fn scalar(self) {
-        self.blocks(|c| Format::E2M1FN.decode(u32::from(c)));
-    }
-}
-
-impl Nvfp4Dequantize<'_> {
     /// Element `i` of each block is `value(code) * scale * t`.
-    #[inline(always)]
-    fn blocks(self, value: impl Fn(u8) -> f32) {
+    fn scalar(self) {
         for ((out, bytes), scale) in self
             .dst
             .chunks_mut(NVFP4_BLOCK)
@@ -418,7 +466,7 @@ impl Nvfp4Dequantize<'_> {
             super::pack::unpack_fp4(bytes, block);
             let s = Format::E4M3FN.decode(u32::from(*scale));
             for (d, c) in out.iter_mut().zip(block.iter()) {
-                *d = value(*c) * s * self.t;
+                *d = Format::E2M1FN.decode(u32::from(*c)) * s * self.t;
             }
         }
     }

@@ -216,3 +216,31 @@ fn bad_arguments_are_typed_errors() {
         })
     );
 }
+
+/// The block scale's specialised E4M3 rounding equals the general
+/// encoder's on every exponent field, around every rounding boundary of
+/// the normal and subnormal grids, and at the saturation edge.
+#[test]
+fn block_scale_rounding_equals_the_encoder() {
+    use crate::fp::{Format, Overflow};
+    let nearest = Round::NEAREST_EVEN.with_overflow(Overflow::Saturate);
+    let stream = RandomStream::new(0, 0);
+    let mut g = Gen(41);
+    for field in 0..=255u32 {
+        let mut mans = vec![
+            0, 1, 0x7_fffe, 0x7_ffff, 0x8_0000, 0x8_0001, 0xf_ffff, 0x7f_ffff,
+        ];
+        // Every pattern of the top four mantissa bits: the ties of the
+        // normal grid (bit 19) and of the subnormal one (bits 20 to 22).
+        mans.extend((0..16).map(|k| k << 19));
+        mans.extend((0..8).map(|_| g.below(1 << 23) as u32));
+        for man in mans {
+            let q = f32::from_bits(field << 23 | man);
+            if q.is_nan() {
+                continue;
+            }
+            let want = Format::E4M3FN.encode(q, nearest, stream, 0) as u8;
+            assert_eq!(super::e4m3_nearest(q), want, "{q:e}");
+        }
+    }
+}

@@ -3,6 +3,8 @@
 //! FP4 per byte, element 0 in the low nibble (as PyTorch's
 //! `Float4_e2m1fn_x2`), and four FP6 per three bytes.
 
+use crate::arch::{Simd, U32s};
+
 /// Bytes that hold `n` packed FP4 codes.
 ///
 /// ```
@@ -129,5 +131,80 @@ pub fn unpack_fp6(packed: &[u8], codes: &mut [u8]) {
         let lo = u16::from(packed[bit / 8]);
         let hi = packed.get(bit / 8 + 1).map_or(0, |b| u16::from(*b));
         *c = ((lo | hi << 8) >> (bit % 8)) as u8 & 0x3f;
+    }
+}
+
+// Lane forms for the block kernels: the same bit stream, a vector of codes
+// (one per u32 lane) at a time.
+
+/// The `S::LANES` FP4 codes packed in the first `S::LANES / 2` bytes of
+/// `packed`, one per lane.
+#[inline(always)]
+pub(crate) fn unpack_fp4_lanes<S: Simd>(packed: &[u8]) -> S::U {
+    let s = <S::U as U32s>::splat;
+    let iota = S::U::iota();
+    // Lane `i` takes word `i / 8`, shifted right by `4 (i % 8)`.
+    let word = |k: usize| {
+        let b = &packed[4 * k..4 * k + 4];
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    };
+    let mut v = s(word(0));
+    for k in 1..S::LANES / 8 {
+        v = iota.simd_ge(s(8 * k as u32)).select(s(word(k)), v);
+    }
+    v.unbounded_shr((iota & s(7)) << 2) & s(0xf)
+}
+
+/// The `S::LANES` FP6 codes packed in the first `3 S::LANES / 4` bytes of
+/// `packed`, one per lane.
+#[inline(always)]
+pub(crate) fn unpack_fp6_lanes<S: Simd>(packed: &[u8]) -> S::U {
+    let s = <S::U as U32s>::splat;
+    let iota = S::U::iota();
+    // Lane `i` takes the 24 bits of group `i / 4`, shifted by `6 (i % 4)`.
+    let group = |g: usize| {
+        let b = &packed[3 * g..3 * g + 3];
+        u32::from_le_bytes([b[0], b[1], b[2], 0])
+    };
+    let mut v = s(group(0));
+    for g in 1..S::LANES / 4 {
+        v = iota.simd_ge(s(4 * g as u32)).select(s(group(g)), v);
+    }
+    v.unbounded_shr((iota & s(3)) * s(6)) & s(0x3f)
+}
+
+/// Packs the `S::LANES` codes of `codes` (each below 16) into the first
+/// `S::LANES / 2` bytes of `packed`, as [`pack_fp4`] does.
+#[inline(always)]
+pub(crate) fn pack_fp4_lanes<S: Simd>(codes: S::U, packed: &mut [u8]) {
+    let mut bytes = [0u8; 16];
+    S::store_bytes(codes, &mut bytes);
+    for (eight, out) in bytes
+        .chunks_exact(8)
+        .zip(packed[..S::LANES / 2].chunks_exact_mut(4))
+    {
+        let x = u64::from_le_bytes(eight.try_into().unwrap_or_default());
+        // Nibble pairs into bytes, then the bytes together.
+        let x = (x | x >> 4) & 0x00ff_00ff_00ff_00ff;
+        let x = (x | x >> 8) & 0x0000_ffff_0000_ffff;
+        let x = (x | x >> 16) as u32;
+        out.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// Packs the `S::LANES` codes of `codes` (each below 64) into the first
+/// `3 S::LANES / 4` bytes of `packed`, as [`pack_fp6`] does.
+#[inline(always)]
+pub(crate) fn pack_fp6_lanes<S: Simd>(codes: S::U, packed: &mut [u8]) {
+    let mut bytes = [0u8; 16];
+    S::store_bytes(codes, &mut bytes);
+    let packed = &mut packed[..S::LANES * 3 / 4];
+    for (eight, out) in bytes.chunks_exact(8).zip(packed.chunks_exact_mut(6)) {
+        let x = u64::from_le_bytes(eight.try_into().unwrap_or_default());
+        // Pairs of 6 bits into 12, then 24, then 48.
+        let x = (x & 0x003f_003f_003f_003f) | (x & 0x3f00_3f00_3f00_3f00) >> 2;
+        let x = (x & 0x0000_0fff_0000_0fff) | (x & 0x0fff_0000_0fff_0000) >> 4;
+        let x = (x & 0x00ff_ffff) | (x & 0x00ff_ffff_0000_0000) >> 8;
+        out.copy_from_slice(&x.to_le_bytes()[..6]);
     }
 }

@@ -1,9 +1,10 @@
 //! Slices of f32 to and from any [`Format`]: the public entry points of
-//! the SIMD kernels in `code_kernels.rs`, bitwise equal to loops over the
+//! the SIMD kernels in `code_kernels.rs` and `decode_kernels.rs`, bitwise equal to loops over the
 //! scalar twins on every backend.
 
 pub use super::code::Code;
-use super::code_kernels::{ChopValues, DecodeCodes, EncodeCodes};
+use super::code_kernels::{ChopValues, EncodeCodes};
+use super::decode_kernels::DecodeCodes;
 use super::format::Format;
 use super::round::Round;
 use crate::arch;

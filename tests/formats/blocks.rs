@@ -1,0 +1,177 @@
+//! The lane kernels of decode and of MX and NVFP4 blocks against their
+//! scalar twins on every backend, at their edges: every code in every
+//! code type (high bits set) and vector position, specials in every
+//! position of a block, all-zero, denormal-scaled and saturating blocks,
+//! every FP4/FP6 packing phase and partial last block, every scale code,
+//! and random bits from a source other than the stream. Small inputs.
+
+use core::num::NonZeroUsize;
+
+use tessera_core::fp::{self, Mode, Mx, MxFormat, Nvfp4, Round, ScaleRule, Subnormals};
+use tessera_core::rng::Replay;
+
+use super::formats;
+use super::simd::{STREAM, on_every_backend};
+
+fn bits(x: &[f32]) -> Vec<u32> {
+    x.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn decode_every_code_type_position_and_tail() {
+    // 256 codes shifted by one per pass: every code in every lane, with a
+    // tail shorter than a vector.
+    let codes: Vec<u32> = (0..17 * 256 + 13)
+        .map(|i| (i + i / 256) as u32 % 256)
+        .collect();
+    for (name, f) in formats().into_iter().filter(|(_, f)| f.bits() <= 8) {
+        on_every_backend(name, || {
+            let mut y = vec![0f32; codes.len()];
+            let narrow: Vec<u8> = codes.iter().map(|c| *c as u8).collect();
+            fp::decode_slice(f, &narrow, &mut y);
+            let mut out = bits(&y);
+            // Bits above the format's are ignored.
+            let wide: Vec<u16> = codes.iter().map(|c| (*c | 0xa500) as u16).collect();
+            fp::decode_slice(f, &wide, &mut y);
+            out.extend(bits(&y));
+            let word: Vec<u32> = codes.iter().map(|c| c | 0xdead_0000).collect();
+            fp::decode_slice(f, &word, &mut y[..1000]);
+            out.extend(bits(&y));
+            out
+        });
+    }
+}
+
+/// Blocks of `block` elements: a special in every position (NaN, +inf,
+/// -inf in turn), all zeros, signed zeros, denormal and tiny inputs (the
+/// smallest scales), the largest f32 (the scale's top), and ordinary
+/// blocks, then `tail` more.
+fn edge_input(block: usize, tail: usize) -> Vec<f32> {
+    let mut g = crate::support::Gen(27);
+    let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+    let mut x = Vec::new();
+    for p in 0..block {
+        let mut b: Vec<f32> = (0..block).map(|_| g.in_range(-8, 8)).collect();
+        b[p] = specials[p % 3];
+        x.extend(b);
+    }
+    x.extend(vec![0.0; block]);
+    x.extend((0..block).map(|i| if i % 2 == 0 { -0.0 } else { 0.0 }));
+    x.extend(
+        (0..block)
+            .map(|i| f32::from_bits(1 + i as u32 * 977) * if i % 3 == 0 { -1.0 } else { 1.0 }),
+    );
+    x.extend((0..block).map(|_| g.in_range(-140, -120)));
+    x.extend((0..block).map(|i| {
+        if i % 2 == 0 {
+            f32::MAX
+        } else {
+            -g.in_range(120, 127)
+        }
+    }));
+    x.extend((0..block).map(|_| g.in_range(100, 127)));
+    x.extend((0..4 * block + tail).map(|_| g.in_range(-20, 20)));
+    x
+}
+
+/// MX quantize then dequantize of `x` (codes, scales, values).
+fn mx_round_trip(mx: Mx, x: &[f32], first: u64, replay: bool) -> (Vec<u8>, Vec<u8>, Vec<u32>) {
+    let mut codes = vec![0u8; mx.format.codes_len(x.len())];
+    let mut scales = vec![0u8; Mx::scales_len(x.len())];
+    let words: Vec<u32> = (0..2 * x.len() as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let source = Replay::new(&words, NonZeroUsize::new(2).unwrap());
+    if replay {
+        mx.quantize(x, &mut codes, &mut scales, &source, 0).unwrap();
+    } else {
+        mx.quantize(x, &mut codes, &mut scales, &STREAM, first)
+            .unwrap();
+    }
+    let mut y = vec![0f32; x.len()];
+    mx.format.dequantize(&codes, &scales, &mut y).unwrap();
+    (codes, scales, bits(&y))
+}
+
+#[test]
+fn mx_edges_equal_the_twin_on_every_backend() {
+    // Tails 0..=3 of a block past a multiple of 4: every FP6 phase.
+    for (format, tail) in MxFormat::ALL.into_iter().zip([0, 1, 2, 3, 29, 31]) {
+        let x = edge_input(32, tail);
+        for rule in [ScaleRule::Floor, ScaleRule::Ceil, ScaleRule::Even] {
+            for round in [Round::NEAREST_EVEN, Round::STOCHASTIC] {
+                let mx = Mx::new(format).with_rule(rule).with_round(round);
+                on_every_backend(&format!("{mx:?}"), || mx_round_trip(mx, &x, 3, false));
+            }
+        }
+        let mx = Mx::new(format)
+            .with_round(Round::new(Mode::StochasticBits(3)).with_subnormals(Subnormals::Flush));
+        on_every_backend(&format!("{mx:?} replayed"), || {
+            mx_round_trip(mx, &x, 0, true)
+        });
+    }
+}
+
+#[test]
+fn mx_partial_lengths_equal_the_twin_on_every_backend() {
+    let x = edge_input(32, 0);
+    for format in [MxFormat::E2M1, MxFormat::E3M2, MxFormat::Int8] {
+        let mx = Mx::new(format).with_rule(ScaleRule::Rceil);
+        on_every_backend(&format!("{mx:?}"), || {
+            [1, 2, 3, 5, 31, 33, 34, 35, 63, 97]
+                .map(|n| mx_round_trip(mx, &x[32 * 33..32 * 33 + n], 32, false))
+        });
+    }
+}
+
+#[test]
+fn dequantize_every_code_and_scale_equals_the_twin() {
+    // Every byte in every position of a block, and every scale code.
+    let codes: Vec<u8> = (0..256 * 24 + 7).map(|i| (i * 7 + i / 256) as u8).collect();
+    for format in MxFormat::ALL {
+        let n = (0..=256 * 32 + 7)
+            .rev()
+            .find(|n| format.codes_len(*n) <= codes.len())
+            .unwrap();
+        let scales: Vec<u8> = (0..Mx::scales_len(n)).map(|b| b as u8).collect();
+        on_every_backend(&format!("{format:?}"), || {
+            let mut y = vec![0f32; n];
+            format
+                .dequantize(&codes[..format.codes_len(n)], &scales, &mut y)
+                .unwrap();
+            bits(&y)
+        });
+    }
+    let n = 256 * 16 + 5;
+    let scales: Vec<u8> = (0..Nvfp4::scales_len(n)).map(|b| b as u8).collect();
+    for t in [1.0, 2f32.powi(-140), 1e30] {
+        on_every_backend(&format!("nvfp4 t = {t}"), || {
+            let mut y = vec![0f32; n];
+            Nvfp4::dequantize(&codes[..Nvfp4::codes_len(n)], &scales, t, &mut y).unwrap();
+            bits(&y)
+        });
+    }
+}
+
+#[test]
+fn nvfp4_edges_equal_the_twin_on_every_backend() {
+    let x = edge_input(16, 7);
+    let finite_t = Nvfp4::tensor_scale(&x);
+    for t in [finite_t, 1.0, 2f32.powi(-149), 1e-30] {
+        for round in [Round::NEAREST_EVEN, Round::STOCHASTIC, Round::new(Mode::Up)] {
+            let nv = Nvfp4::new(round);
+            on_every_backend(&format!("{nv:?} t = {t}"), || {
+                let run = |x: &[f32]| {
+                    let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+                    let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+                    nv.quantize(x, t, &mut codes, &mut scales, &STREAM, 16)
+                        .unwrap();
+                    let mut y = vec![0f32; x.len()];
+                    Nvfp4::dequantize(&codes, &scales, t, &mut y).unwrap();
+                    (codes, scales, bits(&y))
+                };
+                (run(&x), run(&x[..17]), run(&x[..3]))
+            });
+        }
+    }
+}
