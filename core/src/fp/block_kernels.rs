@@ -1,7 +1,6 @@
 //! What the SIMD kernels of MX and NVFP4 quantize and dequantize (in
 //! `mx.rs` and `nvfp4.rs`, dispatched to the active backend; their scalar
-//! twins are the block loops there) share, and [`run_lanes`], the choice
-//! of random source and mode that every encoding kernel makes.
+//! twins are the block loops there) share.
 //!
 //! Quantize reads each full block once into lanes: the amax by an
 //! unsigned max of the magnitude patterns, the scale by the scalar rule
@@ -14,41 +13,11 @@
 
 use super::code_kernels::patch;
 use super::decode_kernels::{Decoder, load_codes};
-use super::encode_lanes::{Encoder, LaneBits, SourceBits, StreamBits};
+use super::encode_lanes::{Encoder, LaneBits};
 use super::format::Format;
 use super::pack::{pack_fp4_lanes, pack_fp6_lanes, unpack_fp4_lanes, unpack_fp6_lanes};
 use super::round::Mode;
 use crate::arch::{F32s, Simd, U32s};
-use crate::rng::RandomBits;
-
-/// A kernel's vector loop, generic over its random bits' lanes, with the
-/// rounding mode as an argument (a constant where [`run_lanes`] matched
-/// it).
-pub(crate) trait LaneKernel: Sized {
-    type Output;
-    /// The loop on backend `S` (always inlined, as [`Kernel::run`]).
-    ///
-    /// [`Kernel::run`]: crate::arch::Kernel::run
-    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, bits: &L) -> Self::Output;
-}
-
-/// Runs `kernel`'s loop with `bits` as lanes: the counter-based stream
-/// draws eight or sixteen lanes at once, any other source one element at
-/// a time; nearest-even and exact stochastic rounding on the stream get
-/// loops of their own with the mode a constant.
-#[inline(always)]
-pub(crate) fn run_lanes<S: Simd, K: LaneKernel, B: RandomBits + ?Sized>(
-    kernel: K,
-    bits: &B,
-    mode: Mode,
-) -> K::Output {
-    match (bits.as_stream(), mode) {
-        (Some(s), Mode::NearestEven) => kernel.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
-        (Some(s), Mode::Stochastic) => kernel.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
-        (Some(s), mode) => kernel.lanes::<S, _>(mode, &StreamBits(s)),
-        (None, mode) => kernel.lanes::<S, _>(mode, &SourceBits(bits)),
-    }
-}
 
 /// The largest magnitude pattern of `block` (a multiple of `S::LANES`
 /// long), NaN and infinity included (they are the patterns from

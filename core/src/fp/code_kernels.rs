@@ -9,7 +9,7 @@
 
 use super::code::Code;
 use super::code::sealed::Codes;
-use super::encode_lanes::{Encoder, LaneBits, SourceBits, StreamBits};
+use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes};
 use super::format::Format;
 use super::round::{Mode, Round};
 use crate::arch::{F32s, Kernel, Simd, U32s, each_vector};
@@ -43,33 +43,6 @@ pub(super) fn patch<S: Simd>(
     S::U::from_slice(&lanes)
 }
 
-/// A vector loop over lanes of random bits (see [`with_lane_bits`]).
-pub(super) trait LaneLoop {
-    type Output;
-    /// The loop on backend `S`, `mode` a constant where the caller
-    /// matched it.
-    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, bits: &L) -> Self::Output;
-}
-
-/// Runs `body` with `bits` as lanes: the counter-based stream drawn
-/// eight or sixteen lanes at a time, any other source one element at a
-/// time; nearest-even and exact stochastic rounding from the stream (the
-/// common cases) get instantiations with the mode a constant, the other
-/// modes share one.
-#[inline(always)]
-pub(super) fn with_lane_bits<S: Simd, B: RandomBits + ?Sized, K: LaneLoop>(
-    bits: &B,
-    mode: Mode,
-    body: K,
-) -> K::Output {
-    match (bits.as_stream(), mode) {
-        (Some(s), Mode::NearestEven) => body.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
-        (Some(s), Mode::Stochastic) => body.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
-        (Some(s), mode) => body.lanes::<S, _>(mode, &StreamBits(s)),
-        (None, mode) => body.lanes::<S, _>(mode, &SourceBits(bits)),
-    }
-}
-
 /// [`encode_slice`](super::encode_slice)'s arguments.
 pub(super) struct EncodeCodes<'a, C, B: ?Sized> {
     pub(super) format: Format,
@@ -85,7 +58,8 @@ impl<C: Code, B: RandomBits + ?Sized> Kernel for EncodeCodes<'_, C, B> {
 
     #[inline(always)]
     fn run<S: Simd>(self) -> usize {
-        with_lane_bits::<S, _, _>(self.bits, self.round.mode, self)
+        let (bits, mode) = (self.bits, self.round.mode);
+        run_lanes::<S, _, _>(self, bits, mode)
     }
 
     fn scalar(self) -> usize {
@@ -100,7 +74,7 @@ impl<C: Code, B: RandomBits + ?Sized> Kernel for EncodeCodes<'_, C, B> {
     }
 }
 
-impl<C: Code, B: RandomBits + ?Sized> LaneLoop for EncodeCodes<'_, C, B> {
+impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
     type Output = usize;
 
     #[inline(always)]
@@ -160,7 +134,8 @@ impl<B: RandomBits + ?Sized> Kernel for ChopValues<'_, B> {
         if !Encoder::new(self.format, self.round).has_fast_rule() {
             return self.scalar();
         }
-        with_lane_bits::<S, _, _>(self.bits, self.round.mode, self);
+        let (bits, mode) = (self.bits, self.round.mode);
+        run_lanes::<S, _, _>(self, bits, mode);
     }
 
     fn scalar(self) {
@@ -168,7 +143,7 @@ impl<B: RandomBits + ?Sized> Kernel for ChopValues<'_, B> {
     }
 }
 
-impl<B: RandomBits + ?Sized> LaneLoop for ChopValues<'_, B> {
+impl<B: RandomBits + ?Sized> LaneKernel for ChopValues<'_, B> {
     type Output = ();
 
     #[inline(always)]

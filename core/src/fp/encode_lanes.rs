@@ -85,6 +85,35 @@ impl<B: RandomBits + ?Sized> LaneBits for SourceBits<'_, B> {
     }
 }
 
+/// A kernel's vector loop, generic over its random bits' lanes, with the
+/// rounding mode as an argument (a constant where [`run_lanes`] matched
+/// it).
+pub(crate) trait LaneKernel: Sized {
+    type Output;
+    /// The loop on backend `S` (always inlined, as [`Kernel::run`]).
+    ///
+    /// [`Kernel::run`]: crate::arch::Kernel::run
+    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, bits: &L) -> Self::Output;
+}
+
+/// Runs `kernel`'s loop with `bits` as lanes: the counter-based stream
+/// draws eight or sixteen lanes at once, any other source one element at
+/// a time; nearest-even and exact stochastic rounding on the stream get
+/// loops of their own with the mode a constant.
+#[inline(always)]
+pub(crate) fn run_lanes<S: Simd, K: LaneKernel, B: RandomBits + ?Sized>(
+    kernel: K,
+    bits: &B,
+    mode: Mode,
+) -> K::Output {
+    match (bits.as_stream(), mode) {
+        (Some(s), Mode::NearestEven) => kernel.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
+        (Some(s), Mode::Stochastic) => kernel.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
+        (Some(s), mode) => kernel.lanes::<S, _>(mode, &StreamBits(s)),
+        (None, mode) => kernel.lanes::<S, _>(mode, &SourceBits(bits)),
+    }
+}
+
 /// `e`'s f32 exponent field, 0 below f32's normals.
 const fn biased(e: i32) -> u32 {
     if e + 127 > 0 { (e + 127) as u32 } else { 0 }

@@ -169,8 +169,8 @@
 
 mod code;
 mod code_kernels;
-mod decode_kernels;
 mod convert;
+mod decode_kernels;
 mod encode;
 mod encode_lanes;
 mod format;

@@ -1,14 +1,12 @@
 //! OCP Microscaling (MX v1.0) blocks: 32 elements sharing one E8M0 scale.
 
 use super::Overflow;
-use super::block_kernels::{
-    LaneKernel, amax_bits, element_lanes, encode_block, run_lanes, scale_table,
-};
+use super::block_kernels::{amax_bits, element_lanes, encode_block, scale_table};
 use super::block_scale::{
     BlockError, E8M0_NAN, ScaleRule, amax_or_clear, check_len, e8m0_scale, pow2, scale_down,
 };
 use super::decode_kernels::Decoder;
-use super::encode_lanes::{Encoder, LaneBits};
+use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes};
 use super::format::Format;
 use super::pack::{fp4_packed_len, fp6_packed_len, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6};
 use super::round::{Mode, Round, Subnormals};

@@ -4,12 +4,10 @@
 //! block scaling).
 
 use super::Overflow;
-use super::block_kernels::{
-    LaneKernel, amax_bits, element_lanes, encode_block, run_lanes, scale_table,
-};
+use super::block_kernels::{amax_bits, element_lanes, encode_block, scale_table};
 use super::block_scale::{BlockError, amax_or_clear, check_len};
 use super::decode_kernels::Decoder;
-use super::encode_lanes::{Encoder, LaneBits};
+use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes};
 use super::format::Format;
 use super::pack::fp4_packed_len;
 use super::round::{Mode, Round};
