@@ -3,7 +3,7 @@
 //! [`RoundedMatmul`] so that the accumulator is really f16: rounded to
 //! nearest after every addition.
 //!
-//! The reduction tree is the same for both ([`leaves`](super::leaves)):
+//! The reduction tree is the same for both ([`leaves`](fn@super::leaves)):
 //! a leaf's products are accumulated in increasing `p`, the leaves'
 //! partials added in a perfect binary tree. In f16 without promotion
 //! every addition of the tree is rounded to f16 too (the sum of two f16

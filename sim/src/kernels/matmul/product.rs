@@ -244,7 +244,7 @@ fn check(plan: &ProductPlan, a: &Operand, b: &Operand) -> Result<(), GraphError>
 /// [`IpuSpec::product`]'s price with its conversion) prices the products,
 /// `acc` is where they accumulate; `output` says whether the result is
 /// rounded to f16. The result is bitwise
-/// [`gemm_leaves`](super::gemm_leaves) over [`leaves`](super::leaves) of
+/// [`gemm_leaves`](super::gemm_leaves) over [`leaves`](fn@super::leaves) of
 /// the whole matrices in `acc` (with [`Accumulator::F32`],
 /// [`gemm_tree`](super::gemm_tree)), then rounded, whatever the plan.
 ///
