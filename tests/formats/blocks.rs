@@ -35,7 +35,7 @@ fn decode_every_code_type_position_and_tail() {
             fp::decode_slice(f, &wide, &mut y);
             out.extend(bits(&y));
             let word: Vec<u32> = codes.iter().map(|c| c | 0xdead_0000).collect();
-            fp::decode_slice(f, &word, &mut y[..1000]);
+            fp::decode_slice(f, &word[..1000], &mut y[..1000]);
             out.extend(bits(&y));
             out
         });
