@@ -25,7 +25,8 @@ use tessera::sim::plan::{ModelTable, PlanConfig};
 use tessera::sim::pod::PodSpec;
 
 use crate::command::scratch;
-use crate::support::Gen;
+use rand_core::{Rng, SeedableRng};
+use tessera_core::rng::StreamRng;
 
 /// The environment variable of the inputs per format.
 const CASES_VARIABLE: &str = "TESSERA_FUZZ_CASES";
@@ -86,7 +87,7 @@ const WORDS: [u32; 9] = [
 
 /// Mutations of seeds, from a seeded generator.
 struct Mutator {
-    rng: Gen,
+    rng: StreamRng,
     /// A text format: numbers are replaced by edge cases more often (a
     /// mutation that keeps the syntax reaches the checks of the values).
     text: bool,
@@ -94,7 +95,7 @@ struct Mutator {
 
 impl Mutator {
     fn below(&mut self, n: usize) -> usize {
-        self.rng.below(n.max(1) as u64) as usize
+        (self.rng.next_u64() % n.max(1) as u64) as usize
     }
 
     /// Mutations of `seed` (`others` for splicing): one, then each
@@ -125,7 +126,7 @@ impl Mutator {
             }
             2 => {
                 let n = 1 + self.below(8);
-                let bytes: Vec<u8> = (0..n).map(|_| self.rng.next() as u8).collect();
+                let bytes: Vec<u8> = (0..n).map(|_| self.rng.next_u64() as u8).collect();
                 b.splice(at..at, bytes);
             }
             3 => {
@@ -158,7 +159,7 @@ impl Mutator {
             }
             _ => {
                 let i = self.below(b.len() + 1);
-                b.insert(i.min(b.len()), self.rng.next() as u8);
+                b.insert(i.min(b.len()), self.rng.next_u64() as u8);
             }
         }
     }
@@ -185,7 +186,7 @@ impl Mutator {
 /// and the case on failure.
 fn fuzz(format: &str, seed: u64, seeds: &[Vec<u8>], mut check: impl FnMut(&[u8]) -> bool) {
     let mut m = Mutator {
-        rng: Gen(seed),
+        rng: StreamRng::seed_from_u64(seed),
         text: format != "idx" && format != "npy",
     };
     let mut loaded = 0;
@@ -314,7 +315,7 @@ fn fuzz_pair(
         .flat_map(|(x, y)| [x.clone(), y.clone()])
         .collect();
     let mut m = Mutator {
-        rng: Gen(seed),
+        rng: StreamRng::seed_from_u64(seed),
         text: false,
     };
     let mut loaded = 0;

@@ -123,10 +123,8 @@ pub(crate) fn main() -> ExitCode {
     // A bad TESSERA_BACKEND is the user's error, found before any kernel runs.
     if let Err(e) = tessera::core::arch::backend_from_env() {
         let value = std::env::var_os("TESSERA_BACKEND").unwrap_or_default();
-        eprintln!(
-            "tessera: error: TESSERA_BACKEND={}: {e}",
-            value.to_string_lossy()
-        );
+        let value = value.to_string_lossy();
+        eprintln!("tessera: error: TESSERA_BACKEND={}: {e}", one_line(&value));
         return ExitCode::from(2);
     }
     let command = cli.command.unwrap_or_else(|| {
@@ -140,10 +138,25 @@ pub(crate) fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Closed) => Failure::Closed.exit_code(),
         Err(failure) => {
-            eprintln!("tessera: error: {failure}");
+            eprintln!("tessera: error: {}", one_line(&failure.to_string()));
             failure.exit_code()
         }
     }
+}
+
+/// `message` on one line whatever the user's values in it hold: control
+/// characters (a newline in a TOML string, say) as Rust escapes.
+fn one_line(message: &str) -> String {
+    message
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The command line, every option that takes a value allowed a negative
@@ -210,5 +223,14 @@ mod tests {
         }
         let e = Cli::try_parse_from(["tessera", "bench"]).unwrap_err();
         assert!(parse_error(&e).contains("<SUITE>"));
+    }
+
+    #[test]
+    fn error_messages_escape_control_characters() {
+        assert_eq!(
+            one_line("unknown schedule `co\nstant`\t\u{7}: expected constant"),
+            "unknown schedule `co\\nstant`\\t\\u{7}: expected constant"
+        );
+        assert_eq!(one_line("ünïcode stays"), "ünïcode stays");
     }
 }

@@ -580,7 +580,6 @@ proptest! {
 /// and none below are one input, and inputs with the same bits above `k`
 /// and some below lie strictly between two consecutive multiples of
 /// `2^k`, inside one open interval.
-#[cfg(feature = "exhaustive")]
 fn class_of(f: Format, x: u32) -> (u32, u32, bool) {
     let k = class_bits(f, (x >> 23) & 0xff);
     let man = x & 0x7f_ffff;
@@ -588,7 +587,6 @@ fn class_of(f: Format, x: u32) -> (u32, u32, bool) {
 }
 
 /// The `k` of [`class_of`] for f32 exponent field `field`.
-#[cfg(feature = "exhaustive")]
 fn class_bits(f: Format, field: u32) -> u32 {
     let ex = if field == 0 { -126 } else { field as i32 - 127 };
     // f32's subnormals (field 0) span every format binade below 2^-126
@@ -601,7 +599,6 @@ fn class_bits(f: Format, field: u32) -> u32 {
 /// Inputs `lo, lo + step, ...` below `hi` of the exhaustive sweep: the
 /// twin's code against the oracle's, the oracle evaluated once per class
 /// (see [`class_of`]).
-#[cfg(feature = "exhaustive")]
 fn sweep(v: &Values, round: Round, lo: u64, hi: u64, step: usize) {
     let f = v.format;
     let mut class = None;
@@ -631,12 +628,12 @@ fn sweep(v: &Values, round: Round, lo: u64, hi: u64, step: usize) {
 /// 31st input (coprime to every power of two, so every bit pattern of the
 /// low bits occurs) into the other formats of 8 bits or fewer. Every
 /// deterministic mode takes the class representatives of every binade (the
-/// first, second, middle and last input of each class). Built only with
-/// `--features exhaustive` (CI runs it in release mode); prints the time of
+/// first, second, middle and last input of each class). Ignored unless run
+/// with `--ignored` (CI runs it in release mode); prints the time of
 /// each format. A full 2^32 sweep of every format took 98 s per format on
 /// the loaded 2-core CI machine: over the 3 minutes this step may add.
-#[cfg(feature = "exhaustive")]
 #[test]
+#[ignore = "exhaustive: all 2^32 f32 inputs, run in release with --ignored"]
 fn exhaustive_all_f32_inputs_into_small_formats() {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
     let chunk = (1u64 << 32) / threads;
