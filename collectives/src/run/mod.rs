@@ -51,6 +51,7 @@ use std::time::Instant;
 
 mod check;
 mod combine;
+mod pair;
 mod pieces;
 mod scatter;
 mod wire;
@@ -304,7 +305,8 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             st.grid.resize(self.n, 0.0);
         }
         let whole = scatter::plan(self.s, self.r, self.on_grid);
-        for (step, ops) in exchanges(self.s, whole, self.n, piece, self.frontiers) {
+        let mut plan = exchanges(self.s, whole, self.n, piece, self.frontiers).into_iter();
+        while let Some((step, ops)) = plan.next() {
             let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
             if let Some(run) = gather_run(&ops, &bodies, self.n).filter(|_| self.on_grid) {
                 let done = self.gather(step, &ops, &bodies, &sends, run, buf, &mut st, rounding)?;
@@ -330,6 +332,21 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                 _ => None,
             };
             if let Some((send, recv)) = direct_runs(&ops, send, self.n, excluded) {
+                if let Some((_, next)) = plan.as_slice().first()
+                    && self.pair(
+                        (step, &ops),
+                        next,
+                        send.clone(),
+                        recv.clone(),
+                        buf,
+                        &mut st,
+                        rounding,
+                    )?
+                {
+                    // Both steps' moves done; the reduced span finished.
+                    plan.next();
+                    continue;
+                }
                 let done = self.direct(step, &ops, sends[0], send, recv, buf, &mut st, rounding)?;
                 // The reduction stored its span's finished values itself.
                 let done = done.map(|span| Op::Finalize { span });
@@ -514,8 +531,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         else {
             unreachable!("direct_runs found one receive")
         };
-        let done = (matches!(kind, Kind::Reduce { .. }) && ops.contains(&Op::Finalize { span }))
-            .then_some(span);
+        let done = finalized(ops, span).filter(|_| matches!(kind, Kind::Reduce { .. }));
         debug_assert!(
             done.is_some() || !self.on_grid || kind == Kind::Copy,
             "a grid reduction here is fused"
@@ -779,12 +795,35 @@ fn fused_grid_step(ops: &[Op]) -> Option<Span> {
     };
     let single =
         matches!(kind, Kind::Reduce { covers, onto, .. } if covers.len == 1 && onto.len == 1);
-    (single && ops.contains(&Op::Finalize { span })).then_some(span)
+    finalized(ops, span).filter(|_| single)
+}
+
+/// Whether two spans name the same positions (a single run's stride is
+/// immaterial).
+fn same_positions(a: Span, b: Span) -> bool {
+    let key = |s: Span| {
+        (
+            s.start,
+            s.len,
+            s.count,
+            if s.count > 1 { s.stride } else { 0 },
+        )
+    };
+    key(a) == key(b)
+}
+
+/// The span of the step's finalization of `span`'s positions, if any.
+fn finalized(ops: &[Op], span: Span) -> Option<Span> {
+    ops.iter().find_map(|o| match *o {
+        Op::Finalize { span: f } if same_positions(f, span) => Some(f),
+        _ => None,
+    })
 }
 
 /// Whether an [`Order::Free`](tessera_core::collective::Order::Free) run
 /// of `s` folds the exponent phase into its data messages instead of a
-/// Max all-reduce of its own: over two ranks the ring reduces each
+/// Max all-reduce of its own: over two ranks the ring (and
+/// halving-doubling, the same two steps there) reduces each
 /// position once, from both contributions ([`fused_grid_step`], in place:
 /// [`Runner::direct`]), so a message that carries its sender's exponents
 /// of the blocks it touches ([`grid::GRID_BLOCK`] positions, one byte
@@ -800,7 +839,7 @@ pub(crate) fn folds_exponents(s: &CollectiveSchedule, op: ReduceOp) -> bool {
         && s.len() >= 2
         // Equal fragments: every piece of a step both sends and receives.
         && s.len() % 2 == 0
-        && s.algorithm() == Algorithm::Ring
+        && matches!(s.algorithm(), Algorithm::Ring | Algorithm::HalvingDoubling)
         && matches!(
             s.collective(),
             Collective::AllReduce | Collective::ReduceScatter

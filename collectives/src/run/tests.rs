@@ -121,9 +121,13 @@ fn messages_in_pieces_give_the_executors_bits() {
 #[test]
 fn folded_exponents_give_the_all_reduced_ones_bits() {
     // Two ranks: the blocks straddle the fragments (500) and the pieces.
-    for collective in [Collective::AllReduce, Collective::ReduceScatter] {
+    let both = [Algorithm::Ring, Algorithm::HalvingDoubling];
+    for (algorithm, collective) in both
+        .into_iter()
+        .zip([Collective::AllReduce, Collective::ReduceScatter])
+    {
         for op in [ReduceOp::Sum, ReduceOp::Mean] {
-            let s = CollectiveSchedule::new(Algorithm::Ring, collective, 2, 1000)
+            let s = CollectiveSchedule::new(algorithm, collective, 2, 1000)
                 .unwrap()
                 .with_order(Order::Free);
             assert!(folds_exponents(&s, op));
