@@ -2,7 +2,9 @@
 //! receiver reads (reduces or copies) a large body straight from the
 //! sender's buffer, and the sender waits until it has. This saves the
 //! sender's copy into a message vector, one of the three passes over every
-//! byte of a ring all-reduce step.
+//! byte of a ring all-reduce step. A body lent mutably
+//! ([`Lent::lend_mut`]) is also written by the receiver: the two-rank
+//! ring's receiver writes the finished values into its peer's buffer.
 //!
 //! The only `unsafe` of the crate is here: a receiver turns a lent
 //! address back into a slice. It is sound because of three rules, all

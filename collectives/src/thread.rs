@@ -15,7 +15,10 @@
 //! with one send and one receive) copies nothing for bodies of 64 KiB and
 //! more: it lends the body in place (see `loan.rs` for why that is sound),
 //! the receiver reduces or copies straight from the sender's buffer, and
-//! the sender returns once the body has been applied. Messages of more than
+//! the sender returns once the body has been applied.
+//! [`Communicator::exchange_mut`] lends both bodies mutably, so that two
+//! ranks finish a shared span in one meeting (the two-rank ring's pieces).
+//! Messages of more than
 //! [`Communicator::piece_elements`] elements travel as pieces, so the ranks
 //! move through a large buffer together, piece by piece.
 //!

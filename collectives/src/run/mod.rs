@@ -20,7 +20,8 @@
 //!   receiver adds the tree's nodes that it can now complete (the core's
 //!   [`Frontier`]);
 //! - in [`Order::Free`] for Sum and Mean, every rank keeps f64 grid sums
-//!   (the block exponents all-reduced by the caller first), a message
+//!   (the block exponents all-reduced by the caller first, or over two
+//!   ranks carried by the messages: [`folds_exponents`]), a message
 //!   carries its sender's own contribution in the buffer's format or its
 //!   grid sum in f64, and finalizing rounds once from the grid; the ring
 //!   over more than two ranks reduce-scatters in one exchange of own
@@ -31,7 +32,9 @@
 //! (rings piece by piece through all their steps: [`exchanges`]); a step
 //! with one send from the buffer and one receive into another part of it
 //! goes through [`Communicator::exchange_apply`], so that the thread
-//! transport can let the peer apply the body in place. Neither changes an
+//! transport can let the peer apply the body in place; over two ranks a
+//! piece's reduction and copy are one [`Communicator::exchange_mut`] where
+//! the transport lends mutably (`pair.rs`). None of these changes an
 //! operand or the order of any element's operations.
 //!
 //! Only positions below `n` travel (padding is implied by the schedule).
@@ -838,7 +841,7 @@ pub(crate) fn folds_exponents(s: &CollectiveSchedule, op: ReduceOp) -> bool {
         && s.size() == 2
         && s.len() >= 2
         // Equal fragments: every piece of a step both sends and receives.
-        && s.len() % 2 == 0
+        && s.len().is_multiple_of(2)
         && matches!(s.algorithm(), Algorithm::Ring | Algorithm::HalvingDoubling)
         && matches!(
             s.collective(),
