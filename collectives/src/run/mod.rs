@@ -303,8 +303,9 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             st.acc.clear();
             st.acc.resize(self.n, 0.0);
         }
-        if self.on_grid && st.grid.len() < self.n {
-            // Every position's first reduction overwrites it.
+        if self.on_grid && !self.folding && st.grid.len() < self.n {
+            // Every position's first reduction overwrites it. (Folded runs
+            // reduce pairs in place and keep no grid sums.)
             st.grid.resize(self.n, 0.0);
         }
         let whole = scatter::plan(self.s, self.r, self.on_grid);
