@@ -93,6 +93,10 @@ impl<'a> Outgoing<'a> {
     }
 }
 
+/// What [`Communicator::exchange_mut`] calls once with the peer's message:
+/// its header, then its body, which this rank may read and write in place.
+pub type ApplyMut<'f> = dyn FnMut(&[u8], &mut [u8]) -> Result<(), CommError> + 'f;
+
 /// What [`Communicator::exchange_apply`] calls for each received message:
 /// with its index in `recvs`, then the message as two parts to be read one
 /// after the other.
@@ -210,6 +214,53 @@ pub trait Communicator {
             apply(i, &r.message, &[])?;
         }
         Ok(())
+    }
+
+    /// One message to `peer` and one from it (with `tag`), whose bodies are
+    /// lent *mutably*: this rank's `body` goes to `peer`, which may read and
+    /// write it, while `apply` gets the peer's header and body to read and
+    /// write here; returns once both have been applied. The peer must make
+    /// the same call. Two ranks can then finish a shared span in one
+    /// meeting (each reduces one half and writes the result into both
+    /// buffers) instead of an exchange for the reduction and one for the
+    /// copy. `None`, having sent nothing, where the transport cannot (the
+    /// default: the caller exchanges as usual); every rank of a world must
+    /// answer alike. The thread transport can.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let got = ThreadWorld::run(2, |comm| {
+    ///     let mut mine = [comm.rank() as u8 + 1; 4];
+    ///     let peer = 1 - comm.rank();
+    ///     let t = Duration::from_secs(10);
+    ///     // Each rank adds its value into the peer's body.
+    ///     let r = comm.exchange_mut(peer, 9, &[], &mut mine, t, &mut |_, theirs| {
+    ///         theirs.iter_mut().for_each(|x| *x += 10 * (comm.rank() as u8 + 1));
+    ///         Ok(())
+    ///     });
+    ///     r.unwrap().unwrap();
+    ///     mine
+    /// })
+    /// .unwrap();
+    /// assert_eq!(got[0].as_ref().unwrap(), &[21; 4]);
+    /// assert_eq!(got[1].as_ref().unwrap(), &[12; 4]);
+    /// ```
+    ///
+    /// # Errors
+    /// As [`exchange_apply`](Self::exchange_apply).
+    fn exchange_mut(
+        &self,
+        peer: usize,
+        tag: Tag,
+        header: &[u8],
+        body: &mut [u8],
+        timeout: Duration,
+        apply: &mut ApplyMut<'_>,
+    ) -> Option<Result<(), CommError>> {
+        let _ = (peer, tag, header, body, timeout, apply);
+        None
     }
 
     /// Records `failure` and aborts the world: every pending and later
@@ -445,6 +496,17 @@ macro_rules! forward_communicator {
                 apply: &mut Apply<'_>,
             ) -> Result<(), CommError> {
                 (**self).exchange_apply(sends, recvs, timeout, apply)
+            }
+            fn exchange_mut(
+                &self,
+                peer: usize,
+                tag: Tag,
+                header: &[u8],
+                body: &mut [u8],
+                timeout: Duration,
+                apply: &mut ApplyMut<'_>,
+            ) -> Option<Result<(), CommError>> {
+                (**self).exchange_mut(peer, tag, header, body, timeout, apply)
             }
             fn fail(&self, failure: Failure) {
                 (**self).fail(failure);

@@ -2,7 +2,9 @@
 //! receiver reads (reduces or copies) a large body straight from the
 //! sender's buffer, and the sender waits until it has. This saves the
 //! sender's copy into a message vector, one of the three passes over every
-//! byte of a ring all-reduce step.
+//! byte of a ring all-reduce step. A body lent mutably
+//! ([`Lent::lend_mut`]) is also written by the receiver: the two-rank
+//! ring's receiver writes the finished values into its peer's buffer.
 //!
 //! The only `unsafe` of the crate is here: a receiver turns a lent
 //! address back into a slice. It is sound because of three rules, all
@@ -11,8 +13,10 @@
 //! 1. A body is lent only inside [`with_loans`], for a lifetime `'a` that
 //!    outlives the call: the slice stays borrowed (so allocated, and
 //!    unchanged: a shared borrow of bytes, which have no interior
-//!    mutability) until `with_loans` returns.
-//! 2. A receiver reads only between winning the loan's state from
+//!    mutability) until `with_loans` returns. A body lent to be written
+//!    ([`Lent::lend_mut`]) is a `&'a mut [u8]` the lender gives up for
+//!    `'a`: only the borrower that holds the loan (rule 2) touches it.
+//! 2. A receiver reads (or writes) only between winning the loan's state from
 //!    `POSTED` to `TAKEN` and setting it to `RETURNED` (a guard sets it on
 //!    every exit, unwinding included).
 //! 3. `with_loans` does not return, normally or by unwinding, before every
@@ -40,12 +44,19 @@ pub(crate) struct Loan {
     state: AtomicU8,
     lender: usize,
     borrower: usize,
+    /// Lent as `&'a mut [u8]` ([`Lent::lend_mut`]): the borrower may write.
+    mutable: bool,
 }
 
 impl Loan {
     /// The rank that lent it (to be woken when it is returned).
     pub(crate) const fn lender(&self) -> usize {
         self.lender
+    }
+
+    /// Whether the borrower may write the body ([`Loan::write`]).
+    pub(crate) const fn mutable(&self) -> bool {
+        self.mutable
     }
 
     /// Calls `read` on the body unless the loan was revoked (`None`), then
@@ -55,6 +66,52 @@ impl Loan {
         read: impl for<'b> FnOnce(&'b [u8]) -> R,
         returned: impl FnOnce(),
     ) -> Option<R> {
+        let ptr = std::ptr::with_exposed_provenance::<u8>(self.addr);
+        self.taken(
+            || {
+                // SAFETY: `taken` runs this only while this thread holds
+                // the loan (TAKEN), so the lender's `with_loans` has not
+                // returned and will not before the loan is RETURNED (rule
+                // 3); until then the `len` bytes at `addr` are the lent
+                // `&'a [u8]`, still borrowed, so allocated, initialised and
+                // not mutated (rule 1). `read` cannot keep the slice: its
+                // result does not borrow from it (`for<'b>`).
+                let body = unsafe { std::slice::from_raw_parts(ptr, self.len) };
+                read(body)
+            },
+            returned,
+        )
+    }
+
+    /// As [`read`](Self::read), with the body writable; `None` also if it
+    /// was not lent mutably (then it is not taken: its lender's call did
+    /// not match, which the caller reports).
+    pub(crate) fn write<R>(
+        &self,
+        write: impl for<'b> FnOnce(&'b mut [u8]) -> R,
+        returned: impl FnOnce(),
+    ) -> Option<R> {
+        if !self.mutable {
+            return None;
+        }
+        let ptr = std::ptr::with_exposed_provenance_mut::<u8>(self.addr);
+        self.taken(
+            || {
+                // SAFETY: as in `read`; and the loan was made from a
+                // `&'a mut [u8]` ([`Lent::lend_mut`]) that the lender gave
+                // up for `'a`, and TAKEN is this thread's alone, so no other
+                // reference to the bytes exists until RETURNED.
+                let body = unsafe { std::slice::from_raw_parts_mut(ptr, self.len) };
+                write(body)
+            },
+            returned,
+        )
+    }
+
+    /// Runs `f` holding the loan (rule 2): unless it was revoked (`None`),
+    /// wins POSTED to TAKEN, runs `f`, sets RETURNED on every exit and
+    /// calls `returned`.
+    fn taken<R>(&self, f: impl FnOnce() -> R, returned: impl FnOnce()) -> Option<R> {
         if self
             .state
             .compare_exchange(POSTED, TAKEN, Ordering::Acquire, Ordering::Acquire)
@@ -72,15 +129,7 @@ impl Loan {
             }
         }
         let _return = Return(self, Some(returned));
-        let ptr = std::ptr::with_exposed_provenance::<u8>(self.addr);
-        // SAFETY: the state was POSTED and is now TAKEN by this thread, so
-        // the lender's `with_loans` has not returned and will not before
-        // `_return` sets RETURNED (rule 3); until then the `len` bytes at
-        // `addr` are the lent `&'a [u8]`, still borrowed, so allocated,
-        // initialised and not mutated (rule 1). `read` cannot keep the
-        // slice: its result does not borrow from it (`for<'b>`).
-        let body = unsafe { std::slice::from_raw_parts(ptr, self.len) };
-        Some(read(body))
+        Some(f())
     }
 
     /// Whether the lender may stop waiting: returned, or revoked now (a
@@ -104,7 +153,7 @@ impl Loan {
 #[derive(Debug)]
 pub(crate) struct Lent<'a> {
     loans: Vec<Arc<Loan>>,
-    _bodies: PhantomData<&'a [u8]>,
+    _bodies: PhantomData<&'a mut [u8]>,
 }
 
 impl<'a> Lent<'a> {
@@ -117,6 +166,28 @@ impl<'a> Lent<'a> {
             state: AtomicU8::new(POSTED),
             lender,
             borrower,
+            mutable: false,
+        });
+        self.loans.push(Arc::clone(&loan));
+        loan
+    }
+
+    /// Lends `body` to rank `borrower` to read and write ([`Loan::write`]):
+    /// the lender gives up the slice for `'a`, so it cannot touch the bytes
+    /// until `with_loans` has settled the loan.
+    pub(crate) fn lend_mut(
+        &mut self,
+        body: &'a mut [u8],
+        lender: usize,
+        borrower: usize,
+    ) -> Arc<Loan> {
+        let loan = Arc::new(Loan {
+            addr: body.as_mut_ptr().expose_provenance(),
+            len: body.len(),
+            state: AtomicU8::new(POSTED),
+            lender,
+            borrower,
+            mutable: true,
         });
         self.loans.push(Arc::clone(&loan));
         loan

@@ -15,7 +15,10 @@
 //! with one send and one receive) copies nothing for bodies of 64 KiB and
 //! more: it lends the body in place (see `loan.rs` for why that is sound),
 //! the receiver reduces or copies straight from the sender's buffer, and
-//! the sender returns once the body has been applied. Messages of more than
+//! the sender returns once the body has been applied.
+//! [`Communicator::exchange_mut`] lends both bodies mutably, so that two
+//! ranks finish a shared span in one meeting (the two-rank ring's pieces).
+//! Messages of more than
 //! [`Communicator::piece_elements`] elements travel as pieces, so the ranks
 //! move through a large buffer together, piece by piece.
 //!
@@ -48,7 +51,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::comm::{Apply, Communicator, Incoming, Outgoing, Tag, failure_error, peers_in_range};
+use crate::comm::{
+    Apply, ApplyMut, Communicator, Incoming, Outgoing, Tag, failure_error, peers_in_range,
+};
 use crate::error::{Cause, CommError, Failure};
 use crate::group::GroupError;
 use crate::loan::{Lent, Loan, with_loans};
@@ -634,6 +639,51 @@ impl Communicator for ThreadCommunicator {
             }
             self.await_loans(lent, deadline, start)
         })
+    }
+
+    /// Lends `body` mutably to `peer` and applies the peer's body where the
+    /// peer holds it: one meeting, no copy. A message from `peer` that is
+    /// not lent mutably is handed to `apply` with an empty body (its header
+    /// then says what the peer called instead).
+    fn exchange_mut(
+        &self,
+        peer: usize,
+        tag: Tag,
+        header: &[u8],
+        body: &mut [u8],
+        timeout: Duration,
+        apply: &mut ApplyMut<'_>,
+    ) -> Option<Result<(), CommError>> {
+        let out = [Outgoing::new(peer, tag, header)];
+        let into = [Incoming::new(peer, tag)];
+        let begun = self.begin(&out, &into, timeout);
+        let Ok((start, deadline, _)) = begun else {
+            return begun.err().map(Err);
+        };
+        let s = &*self.shared;
+        Some(with_loans(|lent| {
+            let mut data = s.take_vec(header.len());
+            data.extend_from_slice(header);
+            let loan = lent.lend_mut(body, self.rank, peer);
+            self.post(peer, tag, data, Some(loan));
+            loop {
+                let e = self.wait(peer, tag, deadline, start, Duration::ZERO)?;
+                let applied = match &e.loan {
+                    Some(loan) if loan.mutable() => {
+                        loan.write(|body| apply(&e.data, body), || self.returned(loan))
+                    }
+                    // Not this call on the peer: its header says so.
+                    _ => Some(apply(&e.data, &mut [])),
+                };
+                s.give_vec(e.data);
+                // None: revoked, its sender failed (the next wait says).
+                if let Some(result) = applied {
+                    result?;
+                    break;
+                }
+            }
+            self.await_loans(lent, deadline, start)
+        }))
     }
 
     fn fail(&self, failure: Failure) {

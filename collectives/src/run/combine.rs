@@ -43,6 +43,48 @@ pub(super) fn reduce_into<T: Element, V: Element>(
     }
 }
 
+/// Positions per pass of [`reduce_finish`]: a chunk is still in the L1
+/// cache when it is finished.
+const FINISH_CHUNK: usize = 4096;
+
+/// [`reduce_into`] of `vals` into an f32 buffer's `into` (positions
+/// `start..`), then, if `finish` is given, each value finished and stored
+/// as the executor finalizes it, chunk by chunk while the chunk is in
+/// cache (a second pass over the span would read it back from memory).
+pub(super) fn reduce_finish<T: Element, V: Element>(
+    op: ReduceOp,
+    into: &mut [T],
+    vals: &[V],
+    start: usize,
+    finish: Option<(usize, Rounding)>,
+) {
+    let Some((p, rounding)) = finish else {
+        let len = into.len();
+        return reduce_into(
+            op,
+            into,
+            &mut [],
+            false,
+            false,
+            Span::new(0, len),
+            len,
+            vals,
+        );
+    };
+    for (k, (d, v)) in into
+        .chunks_mut(FINISH_CHUNK)
+        .zip(vals.chunks(FINISH_CHUNK))
+        .enumerate()
+    {
+        let len = d.len();
+        reduce_into(op, d, &mut [], false, false, Span::new(0, len), len, v);
+        let at = start + k * FINISH_CHUNK;
+        for (j, x) in d.iter_mut().enumerate() {
+            *x = T::store(op.finish(x.load(), p), rounding, at + j);
+        }
+    }
+}
+
 /// What a grid message brings ([`Order::Free`](tessera_core::collective::Order::Free)):
 /// the sender's own contribution in the buffer's format, or a grid sum.
 #[derive(Clone, Copy)]

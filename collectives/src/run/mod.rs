@@ -20,7 +20,8 @@
 //!   receiver adds the tree's nodes that it can now complete (the core's
 //!   [`Frontier`]);
 //! - in [`Order::Free`] for Sum and Mean, every rank keeps f64 grid sums
-//!   (the block exponents all-reduced by the caller first), a message
+//!   (the block exponents all-reduced by the caller first, or over two
+//!   ranks carried by the messages: [`folds_exponents`]), a message
 //!   carries its sender's own contribution in the buffer's format or its
 //!   grid sum in f64, and finalizing rounds once from the grid; the ring
 //!   over more than two ranks reduce-scatters in one exchange of own
@@ -31,7 +32,9 @@
 //! (rings piece by piece through all their steps: [`exchanges`]); a step
 //! with one send from the buffer and one receive into another part of it
 //! goes through [`Communicator::exchange_apply`], so that the thread
-//! transport can let the peer apply the body in place. Neither changes an
+//! transport can let the peer apply the body in place; over two ranks a
+//! piece's reduction and copy are one [`Communicator::exchange_mut`] where
+//! the transport lends mutably (`pair.rs`). None of these changes an
 //! operand or the order of any element's operations.
 //!
 //! Only positions below `n` travel (padding is implied by the schedule).
@@ -51,23 +54,25 @@ use std::time::Instant;
 
 mod check;
 mod combine;
+mod pair;
 mod pieces;
 mod scatter;
 mod wire;
 
 use tessera_core::collective::{
-    CollectiveSchedule, Frontier, Kind, Op, ReduceOp, Reducer, Span, SumTree, grid,
+    Algorithm, Collective, CollectiveSchedule, Frontier, Kind, Op, ReduceOp, Reducer, Span,
+    SumTree, grid,
 };
 use tessera_core::fp::{Element, Rounding};
 
 use crate::comm::{Communicator, Incoming, Outgoing, Tag, collective_tag};
 use crate::error::{Cause, CommError, Failure, Mismatch};
 
-use combine::{GridValues, grid_into, grid_pair_finish, native_wire, reduce_into};
+use combine::{GridValues, grid_into, grid_pair_finish, native_wire, reduce_finish, reduce_into};
 pub(crate) use pieces::PIECE_ELEMENTS;
 use pieces::{direct_runs, exchanges};
 use scatter::gather_run;
-use wire::{Call, HEADER, Message, encode, split_header, values};
+use wire::{Call, HEADER, Message, encode, split_exponents, split_header, values};
 
 /// What a run sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,7 +117,9 @@ enum Body {
 /// the rank panics inside the run, it is aborted naming this rank
 /// ([`Cause::Panicked`]) as the panic unwinds out of it. `exponents` are
 /// the all-reduced block exponents when `s` sums on the grid
-/// ([`CollectiveSchedule::on_grid`]).
+/// ([`CollectiveSchedule::on_grid`]), or this rank's own
+/// ([`grid::block_exponents`]) when the run folds their all-reduce into
+/// its messages ([`folds_exponents`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     comm: &C,
@@ -201,6 +208,9 @@ struct Runner<'a, C: ?Sized> {
     use_acc: bool,
     /// Sum and Mean on the grid: reductions go into f64 grid sums.
     on_grid: bool,
+    /// The exponent phase rides on the data messages ([`folds_exponents`]):
+    /// `exponents` are this rank's own.
+    folding: bool,
     exponents: &'a [f32],
     tree: SumTree,
     deadline: Instant,
@@ -215,6 +225,9 @@ struct State<'a, T> {
     incoming: &'a mut Vec<Incoming>,
     headers: &'a mut Vec<[u8; HEADER]>,
     held: HashMap<Span, Frontier>,
+    /// With [`folds_exponents`]: the blocks' exponents, each block's the
+    /// maximum of both ranks' once a message has brought the peer's.
+    folded: Vec<f32>,
     tmp_f32: Vec<f32>,
     tmp_f64: Vec<f64>,
     tmp_t: Vec<T>,
@@ -249,6 +262,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             wide,
             use_acc: s.collective().reduces() && !frontiers && !on_grid && wide && p > 1,
             on_grid,
+            folding: on_grid && folds_exponents(s, op),
             exponents: &[],
             tree: SumTree::new(p),
             deadline,
@@ -272,6 +286,11 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             incoming: &mut scratch.incoming,
             headers: &mut scratch.headers,
             held: HashMap::new(),
+            folded: if self.folding {
+                self.exponents.to_vec()
+            } else {
+                Vec::new()
+            },
             tmp_f32: Vec::new(),
             tmp_f64: Vec::new(),
             tmp_t: Vec::new(),
@@ -284,12 +303,14 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             st.acc.clear();
             st.acc.resize(self.n, 0.0);
         }
-        if self.on_grid && st.grid.len() < self.n {
-            // Every position's first reduction overwrites it.
+        if self.on_grid && !self.folding && st.grid.len() < self.n {
+            // Every position's first reduction overwrites it. (Folded runs
+            // reduce pairs in place and keep no grid sums.)
             st.grid.resize(self.n, 0.0);
         }
         let whole = scatter::plan(self.s, self.r, self.on_grid);
-        for (step, ops) in exchanges(self.s, whole, self.n, piece, self.frontiers) {
+        let mut plan = exchanges(self.s, whole, self.n, piece, self.frontiers).into_iter();
+        while let Some((step, ops)) = plan.next() {
             let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
             if let Some(run) = gather_run(&ops, &bodies, self.n).filter(|_| self.on_grid) {
                 let done = self.gather(step, &ops, &bodies, &sends, run, buf, &mut st, rounding)?;
@@ -315,14 +336,27 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                 _ => None,
             };
             if let Some((send, recv)) = direct_runs(&ops, send, self.n, excluded) {
-                self.direct(step, &ops, sends[0], send, recv, buf, &mut st, rounding)?;
-                if let Some(span) = fused_grid_step(&ops).filter(|_| self.on_grid) {
-                    // The reduction stored its span's finished values itself.
-                    let done = Op::Finalize { span };
-                    let rest: Vec<Op> = ops.iter().filter(|&&o| o != done).copied().collect();
-                    self.finalize(&rest, rounding, buf, &mut st);
+                if let Some((_, next)) = plan.as_slice().first()
+                    && self.pair(
+                        (step, &ops),
+                        next,
+                        send.clone(),
+                        recv.clone(),
+                        buf,
+                        &mut st,
+                        rounding,
+                    )?
+                {
+                    // Both steps' moves done; the reduced span finished.
+                    plan.next();
                     continue;
                 }
+                let done = self.direct(step, &ops, sends[0], send, recv, buf, &mut st, rounding)?;
+                // The reduction stored its span's finished values itself.
+                let done = done.map(|span| Op::Finalize { span });
+                let rest: Vec<Op> = ops.iter().filter(|&&o| Some(o) != done).copied().collect();
+                self.finalize(&rest, rounding, buf, &mut st);
+                continue;
             } else {
                 let got = self.exchange(&ops, &bodies, &sends, buf, &mut st)?;
                 self.apply(step, &ops, got, buf, &mut st)?;
@@ -481,7 +515,8 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
     /// into another run of it ([`direct_runs`]): through
     /// [`Communicator::exchange_apply`], so that the transport may let the
     /// peer read the body in place while this rank applies its own
-    /// receive, checked as at step 3.
+    /// receive, checked as at step 3. A reduction whose span the step
+    /// finalizes stores the finished values itself: returns that span.
     #[allow(clippy::too_many_arguments)]
     fn direct<T: Element>(
         &self,
@@ -493,13 +528,19 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         buf: &mut [T],
         st: &mut State<'_, T>,
         rounding: Rounding,
-    ) -> Result<(), CommError> {
+    ) -> Result<Option<Span>, CommError> {
         self.expect_receives(ops, st.incoming);
         let Some(&Op::Recv { from, span, kind }) =
             ops.iter().find(|o| matches!(o, Op::Recv { .. }))
         else {
             unreachable!("direct_runs found one receive")
         };
+        let done = finalized(ops, span).filter(|_| matches!(kind, Kind::Reduce { .. }));
+        debug_assert!(
+            done.is_some() || !self.on_grid || kind == Kind::Copy,
+            "a grid reduction here is fused"
+        );
+        let fin = done.map(|_| (self.s.size(), rounding));
         let (body, into): (&[T], &mut [T]) = if send_run.end <= recv_run.start {
             let (low, high) = buf.split_at_mut(recv_run.start);
             (&low[send_run.clone()], &mut high[..recv_run.len()])
@@ -507,10 +548,17 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             let (low, high) = buf.split_at_mut(send_run.start);
             (&high[..send_run.len()], &mut low[recv_run.clone()])
         };
+        // Folding: the header, then this rank's exponents of the blocks sent.
+        let mut head = st.headers[0].to_vec();
+        if self.folding {
+            let exps = &self.exponents[blocks_of(&send_run)];
+            head.extend(exps.iter().map(|&g| exponent_byte(g)));
+            head.resize(HEADER + exponent_bytes(exps.len()), 0);
+        }
         let out = [Outgoing {
             to,
             tag: self.tag,
-            header: &st.headers[0],
+            header: &head,
             body: bytemuck::cast_slice(body),
         }];
         st.traffic.messages += 1;
@@ -520,36 +568,51 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         let payload = recv_run.len();
         let expected = self.expected_bytes::<T>(kind, payload);
         let (op, tmp_t, tmp_f32) = (self.op, &mut st.tmp_t, &mut st.tmp_f32);
+        let folded = &mut st.folded;
         let finish = (op, self.s.size(), rounding);
         let left = self.deadline.saturating_duration_since(Instant::now());
         self.comm
             .exchange_apply(&out, &mut st.incoming[..1], left, &mut |_, head, tail| {
-                let (header, body) =
-                    split_header(head, tail).ok_or(self.mismatch(peer, Mismatch::Format))?;
+                let (header, body) = if self.folding {
+                    let blocks = blocks_of(&recv_run);
+                    let extra = exponent_bytes(blocks.len());
+                    let (header, exps, body) = split_exponents(head, tail, extra)
+                        .ok_or(self.mismatch(peer, Mismatch::Format))?;
+                    for (e, &b) in folded[blocks].iter_mut().zip(exps) {
+                        *e = e.max(byte_exponent(b));
+                    }
+                    (header, body)
+                } else {
+                    split_header(head, tail).ok_or(self.mismatch(peer, Mismatch::Format))?
+                };
                 let m = self.header(peer, header, body.len())?;
                 if !m.is(&expect) {
                     return Err(self.mismatch(peer, Mismatch::Sequence));
                 }
                 self.body_length(peer, expected, body.len())?;
-                let whole = Span::new(0, payload);
+                let at = recv_run.start;
                 match kind {
                     Kind::Copy => into.copy_from_slice(values::<T>(body, tmp_t)),
                     Kind::Reduce { .. } if self.on_grid => {
                         let vals = values::<T>(body, tmp_t);
-                        let at = (self.exponents, recv_run.start, &mut *tmp_f32);
+                        let exps = if self.folding {
+                            &folded[..]
+                        } else {
+                            self.exponents
+                        };
+                        let at = (exps, recv_run.start, &mut *tmp_f32);
                         grid_pair_finish(into, vals, at, finish);
                     }
                     Kind::Reduce { covers, .. } if native_wire(op, covers) => {
-                        let vals = values::<T>(body, tmp_t);
-                        reduce_into(op, into, &mut [], false, false, whole, payload, vals);
+                        reduce_finish(op, into, values::<T>(body, tmp_t), at, fin);
                     }
                     Kind::Reduce { .. } => {
-                        let vals = values::<f32>(body, tmp_f32);
-                        reduce_into(op, into, &mut [], false, false, whole, payload, vals);
+                        reduce_finish(op, into, values::<f32>(body, tmp_f32), at, fin);
                     }
                 }
                 Ok(())
-            })
+            })?;
+        Ok(done)
     }
 
     /// Steps 2 and 3 otherwise: sends the step's bodies and receives its
@@ -636,6 +699,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
                     }
                 }
                 Kind::Reduce { covers, onto, .. } if self.on_grid => {
+                    assert!(!self.folding, "folded exponents reduce in place only");
                     let vals = if covers.len == 1 {
                         GridValues::Own(values::<T>(body, &mut st.tmp_t))
                     } else {
@@ -735,7 +799,77 @@ fn fused_grid_step(ops: &[Op]) -> Option<Span> {
     };
     let single =
         matches!(kind, Kind::Reduce { covers, onto, .. } if covers.len == 1 && onto.len == 1);
-    (single && ops.contains(&Op::Finalize { span })).then_some(span)
+    finalized(ops, span).filter(|_| single)
+}
+
+/// Whether two spans name the same positions (a single run's stride is
+/// immaterial).
+fn same_positions(a: Span, b: Span) -> bool {
+    let key = |s: Span| {
+        (
+            s.start,
+            s.len,
+            s.count,
+            if s.count > 1 { s.stride } else { 0 },
+        )
+    };
+    key(a) == key(b)
+}
+
+/// The span of the step's finalization of `span`'s positions, if any.
+fn finalized(ops: &[Op], span: Span) -> Option<Span> {
+    ops.iter().find_map(|o| match *o {
+        Op::Finalize { span: f } if same_positions(f, span) => Some(f),
+        _ => None,
+    })
+}
+
+/// Whether an [`Order::Free`](tessera_core::collective::Order::Free) run
+/// of `s` folds the exponent phase into its data messages instead of a
+/// Max all-reduce of its own: over two ranks the ring (and
+/// halving-doubling, the same two steps there) reduces each
+/// position once, from both contributions ([`fused_grid_step`], in place:
+/// [`Runner::direct`]), so a message that carries its sender's exponents
+/// of the blocks it touches ([`grid::GRID_BLOCK`] positions, one byte
+/// each) gives the receiver the maximum over both ranks: exactly the
+/// all-reduced exponents, one exchange fewer per call. (Max is
+/// idempotent, so a block the two fragments share gets the same maximum
+/// on both ranks.) Decided by the schedule alone, as every rank must;
+/// an odd length (a step of the last piece only receives) keeps the
+/// exponent phase.
+pub(crate) fn folds_exponents(s: &CollectiveSchedule, op: ReduceOp) -> bool {
+    s.on_grid(op)
+        && s.size() == 2
+        && s.len() >= 2
+        // Equal fragments: every piece of a step both sends and receives.
+        && s.len().is_multiple_of(2)
+        && matches!(s.algorithm(), Algorithm::Ring | Algorithm::HalvingDoubling)
+        && matches!(
+            s.collective(),
+            Collective::AllReduce | Collective::ReduceScatter
+        )
+}
+
+/// The blocks of grid exponents that positions `run` (not empty) touch.
+fn blocks_of(run: &Range<usize>) -> Range<usize> {
+    run.start / grid::GRID_BLOCK..(run.end - 1) / grid::GRID_BLOCK + 1
+}
+
+/// A block exponent on the wire: `g + 149` in a byte (`g` is in
+/// `-149..=96`, [`grid::block_exponent`]).
+fn exponent_byte(g: f32) -> u8 {
+    (g as i32 - grid::MIN_GRID_EXPONENT).clamp(0, 255) as u8
+}
+
+/// Bytes of `blocks` exponents on the wire: padded to 8, so that the
+/// body after them stays aligned for its values (the padding, 0, is the
+/// least exponent: no block's maximum).
+const fn exponent_bytes(blocks: usize) -> usize {
+    blocks.next_multiple_of(8)
+}
+
+fn byte_exponent(b: u8) -> f32 {
+    (i32::from(b) + grid::MIN_GRID_EXPONENT) as f32
 }
 
 /// A failure recorded for this rank's own invalid call.

@@ -3,14 +3,17 @@ use std::time::Duration;
 use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reducer, grid};
 use tessera_core::fp::{Element, Rounding, f16};
 
-use super::{CollectiveSchedule, Scratch, run};
+use super::{CollectiveSchedule, Scratch, folds_exponents, run};
 use crate::comm::Communicator;
 use crate::thread::ThreadWorld;
 
 fn input<T: Element>(r: usize, len: usize) -> Vec<T> {
     (0..len)
         .map(|i| {
-            let x = ((r * 7919 + i * 104_729) % 1000) as f32 / 97.0 - 5.0;
+            // Blocks of 256 whose magnitude differs between ranks, so the
+            // grid exponents are not every rank's own.
+            let scale = (1 << (3 * ((r + i / 256) % 5))) as f32;
+            let x = (((r * 7919 + i * 104_729) % 1000) as f32 / 97.0 - 5.0) * scale;
             T::store(x, Rounding::Nearest, i)
         })
         .collect()
@@ -42,6 +45,14 @@ fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: 
             ..Scratch::default()
         };
         let mut x = input::<T>(comm.rank(), len);
+        // Folded: each rank passes its own, the messages carry the rest.
+        let mut own = vec![0.0f32; grid::blocks(len)];
+        grid::block_exponents(&x, &mut own);
+        let exponents = if folds_exponents(s, op) {
+            &own[..]
+        } else {
+            exponents
+        };
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let traffic = run(&comm, s, &red, &mut x, 0, deadline, &mut scratch, exponents).unwrap();
         (x, traffic.messages)
@@ -103,6 +114,27 @@ fn messages_in_pieces_give_the_executors_bits() {
                     }
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn folded_exponents_give_the_all_reduced_ones_bits() {
+    // Two ranks: the blocks straddle the fragments (500) and the pieces.
+    let both = [Algorithm::Ring, Algorithm::HalvingDoubling];
+    for (algorithm, collective) in both
+        .into_iter()
+        .zip([Collective::AllReduce, Collective::ReduceScatter])
+    {
+        for op in [ReduceOp::Sum, ReduceOp::Mean] {
+            let s = CollectiveSchedule::new(algorithm, collective, 2, 1000)
+                .unwrap()
+                .with_order(Order::Free);
+            assert!(folds_exponents(&s, op));
+            for piece in [1000, 100, 7] {
+                check::<f32>(&s, op, piece);
+            }
+            check::<f16>(&s, op, 300);
         }
     }
 }

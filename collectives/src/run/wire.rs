@@ -234,6 +234,25 @@ pub(super) fn split_header<'m>(head: &'m [u8], tail: &'m [u8]) -> Option<(&'m [u
     }
 }
 
+/// As [`split_header`] for a message whose header is followed by
+/// `extra` bytes (the sender's block exponents, see
+/// `run::folds_exponents`): the header, those bytes and the body.
+pub(super) fn split_exponents<'m>(
+    head: &'m [u8],
+    tail: &'m [u8],
+    extra: usize,
+) -> Option<(&'m [u8], &'m [u8], &'m [u8])> {
+    let (first, body) = if tail.is_empty() && head.len() >= HEADER + extra {
+        head.split_at(HEADER + extra)
+    } else if head.len() == HEADER + extra {
+        (head, tail)
+    } else {
+        return None;
+    };
+    let (header, exps) = first.split_at(HEADER);
+    Some((header, exps, body))
+}
+
 /// The values of a message body, cast in place when aligned, else copied.
 pub(super) fn values<'a, V: bytemuck::AnyBitPattern>(
     bytes: &'a [u8],
