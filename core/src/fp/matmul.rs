@@ -277,6 +277,11 @@ impl RoundedMatmul {
     /// `Err` at the first value of `x` that is not a value of the input
     /// format (NaN and, where the format has them, infinities pass).
     fn check(self, operand: &'static str, x: &[f32]) -> Result<(), MatmulError> {
+        // Every f32 is a value of f32 (the simulator's f16 accumulator
+        // takes f32 inputs: checking them cost half the product's time).
+        if self.input == Format::F32 {
+            return Ok(());
+        }
         let stream = RandomStream::new(0, 0);
         let on_grid = |v: f32| {
             let r = self.input.chop(v, Round::NEAREST_EVEN, stream, 0);
