@@ -526,20 +526,20 @@ impl Columns {
         let (mut total, mut part) = ([zero; V], [zero; V]);
         for (t, x) in a_row.iter().enumerate() {
             let (nan, x) = (x.is_nan(), S::F::splat(*x));
-            for v in 0..V {
+            for (v, part) in part.iter_mut().enumerate() {
                 let p = if nan { x } else { x * b_at(t, v) };
-                part[v] = self.add::<S>(part[v], p);
+                *part = self.add::<S>(*part, p);
             }
             if (t + 1) % self.every == 0 {
-                for v in 0..V {
-                    total[v] = promote_lanes::<S>(total[v], part[v]);
-                    part[v] = zero;
+                for (total, part) in total.iter_mut().zip(&mut part) {
+                    *total = promote_lanes::<S>(*total, *part);
+                    *part = zero;
                 }
             }
         }
         if self.acc.promote_every.is_some() {
-            for v in 0..V {
-                part[v] = promote_lanes::<S>(total[v], part[v]);
+            for (total, part) in total.iter().zip(&mut part) {
+                *part = promote_lanes::<S>(*total, *part);
             }
         }
         part
