@@ -8,8 +8,10 @@
 use core::fmt;
 use core::num::NonZeroUsize;
 
+use super::encode_lanes::{Encoder, StreamBits};
 use super::format::Format;
-use super::round::Round;
+use super::round::{Mode, Round};
+use crate::arch::{self, F32s, Kernel, Real, Simd, U32s};
 use crate::rng::{RandomBits, RandomStream};
 
 /// Whether the f32 product of any two values of `input` is exact: at most
@@ -86,6 +88,9 @@ impl MatmulAccumulator {
     /// `part + p` rounded into the accumulator (position `index`).
     #[inline(always)]
     fn add<B: RandomBits + ?Sized>(self, part: f32, p: f32, bits: &B, index: u64) -> f32 {
+        if part.is_nan() {
+            return part;
+        }
         let (s, e) = two_sum(part, p);
         let s = if self.format.precision() <= 22 {
             round_to_odd(s, e)
@@ -94,6 +99,13 @@ impl MatmulAccumulator {
         };
         self.format.chop_with(s, self.round, bits, index)
     }
+}
+
+/// `fl(total + part)`, or `part` if it is NaN: where two NaNs meet, the
+/// definition names the one that wins (IEEE leaves it open).
+#[inline(always)]
+fn promote(total: f32, part: f32) -> f32 {
+    if part.is_nan() { part } else { total + part }
 }
 
 /// `(s, e)` with `s = fl(a + b)` and `a + b = s + e` exactly (Knuth's
@@ -196,6 +208,12 @@ impl core::error::Error for MatmulError {}
 ///          fl(total + part)           otherwise (part may be +0.0)
 /// ```
 ///
+/// NaNs: where two could meet, one is named (IEEE leaves the choice to
+/// the hardware, and a compiler may swap an addition's operands): a NaN
+/// `a[t]` is its product, a NaN `part` stays as it is, and a NaN `part`
+/// is the promotion's sum. So NaN results too have the same bits on every
+/// backend.
+///
 /// `odd(part + p)` is the exact sum rounded to f32 precision *to odd*
 /// (Boldo and Melquiond): for accumulator formats of at most 22
 /// significant bits, rounding it to the accumulator is the same as
@@ -259,6 +277,11 @@ impl RoundedMatmul {
     /// `Err` at the first value of `x` that is not a value of the input
     /// format (NaN and, where the format has them, infinities pass).
     fn check(self, operand: &'static str, x: &[f32]) -> Result<(), MatmulError> {
+        // Every f32 is a value of f32 (the simulator's f16 accumulator
+        // takes f32 inputs: checking them cost half the product's time).
+        if self.input == Format::F32 {
+            return Ok(());
+        }
         let stream = RandomStream::new(0, 0);
         let on_grid = |v: f32| {
             let r = self.input.chop(v, Round::NEAREST_EVEN, stream, 0);
@@ -322,16 +345,15 @@ impl RoundedMatmul {
         let (mut total, mut part) = (0.0f32, 0.0f32);
         let every = self.acc.promote_every.map_or(usize::MAX, NonZeroUsize::get);
         for (t, (x, y)) in a.zip(b).enumerate() {
-            part = self
-                .acc
-                .add(part, x * y, bits, index.wrapping_add(t as u64));
+            let p = if x.is_nan() { x } else { x * y };
+            part = self.acc.add(part, p, bits, index.wrapping_add(t as u64));
             if (t + 1) % every == 0 {
-                total += part;
+                total = promote(total, part);
                 part = 0.0;
             }
         }
         if self.acc.promote_every.is_some() {
-            total + part
+            promote(total, part)
         } else {
             part
         }
@@ -372,16 +394,198 @@ impl RoundedMatmul {
         check_len("c", m * n, c.len())?;
         self.check("a", a)?;
         self.check("b", b)?;
-        for (i, row) in c.chunks_exact_mut(n.max(1)).enumerate().take(m) {
-            let a_row = &a[i * k..(i + 1) * k];
-            for (j, out) in row.iter_mut().enumerate() {
-                let column = b.iter().skip(j).step_by(n).copied();
-                let index = first_index.wrapping_add(((i * n + j) * k) as u64);
-                *out = self.dot_unchecked(a_row.iter().copied(), column, bits, index);
-            }
-        }
+        arch::dispatch(GemmValues {
+            mm: self,
+            shape: (m, n, k),
+            a,
+            b,
+            c,
+            bits,
+            first_index,
+        });
         Ok(())
     }
+}
+
+/// [`RoundedMatmul::gemm`]'s arguments after its checks: a kernel whose
+/// lanes are output columns.
+///
+/// Each lane is one entry's accumulator, and every lane performs the
+/// definition's additions in the definition's order (`t` increasing), so
+/// the lanes give the twin's bits. The lanes take deterministic
+/// nearest-even accumulators of at most 22 bits whose format has a fast
+/// lane rule (f16, bf16 and the narrow formats): nearest-even reads no
+/// random bits, so no lane needs its own positions. Every other
+/// accumulator runs the twin.
+struct GemmValues<'a, B: ?Sized> {
+    mm: RoundedMatmul,
+    shape: (usize, usize, usize),
+    a: &'a [f32],
+    b: &'a [f32],
+    c: &'a mut [f32],
+    bits: &'a B,
+    first_index: u64,
+}
+
+impl<B: RandomBits + ?Sized> Kernel for GemmValues<'_, B> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        let acc = self.mm.acc;
+        let encoder = Encoder::new(acc.format, acc.round);
+        if acc.round.mode != Mode::NearestEven
+            || acc.format.precision() > 22
+            || !encoder.has_fast_rule()
+        {
+            return self.scalar();
+        }
+        let lanes = Columns {
+            acc,
+            encoder,
+            every: acc.promote_every.map_or(usize::MAX, NonZeroUsize::get),
+        };
+        let (m, n, k) = self.shape;
+        for i in 0..m {
+            let a_row = &self.a[i * k..(i + 1) * k];
+            let row = &mut self.c[i * n..(i + 1) * n];
+            lanes.row::<S>(a_row, self.b, row);
+        }
+    }
+
+    fn scalar(self) {
+        let (m, n, k) = self.shape;
+        let (mm, b, bits) = (self.mm, self.b, self.bits);
+        for (i, row) in self.c.chunks_exact_mut(n.max(1)).enumerate().take(m) {
+            let a_row = &self.a[i * k..(i + 1) * k];
+            for (j, out) in row.iter_mut().enumerate() {
+                let column = b.iter().skip(j).step_by(n).copied();
+                let index = self.first_index.wrapping_add(((i * n + j) * k) as u64);
+                *out = mm.dot_unchecked(a_row.iter().copied(), column, bits, index);
+            }
+        }
+    }
+}
+
+/// The lane form of the accumulator (see [`GemmValues`]).
+#[derive(Clone, Copy)]
+struct Columns {
+    acc: MatmulAccumulator,
+    encoder: Encoder,
+    /// Additions between promotions (`usize::MAX`: never).
+    every: usize,
+}
+
+/// Vectors of columns computed together: independent accumulators that
+/// hide the latency of each one's chain of additions.
+const BLOCK: usize = 4;
+
+impl Columns {
+    /// One output row `c_row` from the row `a_row` of `A` and all of `B`
+    /// (`k x n`, row-major): blocks of [`BLOCK`] vectors, then single
+    /// vectors, then the last columns zero-padded to one vector.
+    #[inline(always)]
+    fn row<S: Simd>(self, a_row: &[f32], b: &[f32], c_row: &mut [f32]) {
+        let n = c_row.len();
+        let mut j = 0;
+        while j + BLOCK * S::LANES <= n {
+            let sums =
+                self.block::<S, BLOCK>(a_row, |t, v| S::F::load(&b[t * n + j + v * S::LANES..]));
+            for (v, sum) in sums.iter().enumerate() {
+                sum.store(&mut c_row[j + v * S::LANES..]);
+            }
+            j += BLOCK * S::LANES;
+        }
+        while j + S::LANES <= n {
+            let [sum] = self.block::<S, 1>(a_row, |t, _| S::F::load(&b[t * n + j..]));
+            sum.store(&mut c_row[j..]);
+            j += S::LANES;
+        }
+        if j < n {
+            let last = n - j;
+            let [sum] = self.block::<S, 1>(a_row, |t, _| {
+                let mut padded = [0.0f32; 16];
+                padded[..last].copy_from_slice(&b[t * n + j..(t + 1) * n]);
+                S::F::load(&padded)
+            });
+            let mut out = [0.0f32; 16];
+            sum.store(&mut out);
+            c_row[j..].copy_from_slice(&out[..last]);
+        }
+    }
+
+    /// `V` vectors of entries: the definition's loop on every lane, with
+    /// `b_at(t, v)` the lanes of `B`'s row `t` for vector `v`.
+    #[inline(always)]
+    fn block<S: Simd, const V: usize>(
+        self,
+        a_row: &[f32],
+        b_at: impl Fn(usize, usize) -> S::F,
+    ) -> [S::F; V] {
+        let zero = S::F::splat(0.0);
+        let (mut total, mut part) = ([zero; V], [zero; V]);
+        for (t, x) in a_row.iter().enumerate() {
+            let (nan, x) = (x.is_nan(), S::F::splat(*x));
+            for (v, part) in part.iter_mut().enumerate() {
+                let p = if nan { x } else { x * b_at(t, v) };
+                *part = self.add::<S>(*part, p);
+            }
+            if (t + 1) % self.every == 0 {
+                for (total, part) in total.iter_mut().zip(&mut part) {
+                    *total = promote_lanes::<S>(*total, *part);
+                    *part = zero;
+                }
+            }
+        }
+        if self.acc.promote_every.is_some() {
+            for (total, part) in total.iter().zip(&mut part) {
+                *part = promote_lanes::<S>(*total, *part);
+            }
+        }
+        part
+    }
+
+    /// [`MatmulAccumulator::add`] on lanes: TwoSum, round to odd, then the
+    /// format's lane rounding (the twin's on lanes the rule leaves, which
+    /// are sums past f32's range).
+    #[inline(always)]
+    fn add<S: Simd>(self, part: S::F, p: S::F) -> S::F {
+        let u = <S::U as U32s>::splat;
+        let s = part + p;
+        let bb = s - part;
+        let e = (part - (s - bb)) + (p - bb);
+        let (sb, eb) = (s.to_bits(), e.to_bits());
+        let inexact = (eb & u(0x7fff_ffff)).simd_ne(u(0));
+        let finite = (sb & u(0x7fff_ffff)).simd_lt(u(0x7f80_0000));
+        let even = (sb & u(1)).simd_eq(u(0));
+        let up = ((eb ^ sb) & u(0x8000_0000)).simd_eq(u(0));
+        let neighbour = up.select(sb + u(1), sb - u(1));
+        let odd = (inexact & finite & even).select(neighbour, sb);
+        let none = StreamBits(RandomStream::new(0, 0));
+        let (y, fallback) =
+            self.encoder
+                .chop::<S, StreamBits>(Mode::NearestEven, S::F::from_bits(odd), &none, 0);
+        if !fallback.any() {
+            return S::F::from_bits(y);
+        }
+        // Some sum is not finite: the twin's rounding on every lane, and a
+        // NaN accumulator stays as it is.
+        let mut lanes = [0.0f32; 16];
+        S::F::from_bits(odd).store(&mut lanes);
+        let stream = RandomStream::new(0, 0);
+        for l in &mut lanes[..S::LANES] {
+            *l = self.acc.format.chop(*l, self.acc.round, stream, 0);
+        }
+        let y = S::F::load(&lanes).to_bits();
+        S::F::from_bits(part.is_nan().select(part.to_bits(), y))
+    }
+}
+
+/// [`promote`] on lanes.
+#[inline(always)]
+fn promote_lanes<S: Simd>(total: S::F, part: S::F) -> S::F {
+    let sum = (total + part).to_bits();
+    S::F::from_bits(part.is_nan().select(part.to_bits(), sum))
 }
 
 fn check_len(operand: &'static str, expected: usize, got: usize) -> Result<(), MatmulError> {

@@ -308,3 +308,46 @@ proptest! {
         prop_assert!(never == late);
     }
 }
+
+/// The lane kernel against its scalar twin on every backend this CPU has:
+/// widths that take blocks, single vectors and the padded last columns;
+/// accumulators with and without a lane rule; sums that overflow, NaNs
+/// and infinities.
+#[test]
+fn gemm_lanes_equal_the_twin_on_every_backend() {
+    use crate::arch::{self, Backend};
+    use crate::fp::Overflow;
+
+    let mut g = Gen(26);
+    let stream = RandomStream::new(3, 0);
+    for (m, n, k, hi) in [(2, 75, 40, 4), (1, 9, 130, 9)] {
+        let mut a: Vec<f32> = (0..m * k).map(|_| g.float(-12, hi)).collect();
+        let mut b: Vec<f32> = (0..k * n).map(|_| g.float(-12, hi)).collect();
+        // NaNs of both signs meet; an infinity times a zero is one more.
+        let last = a.len() - 2;
+        a[3] = f32::NAN;
+        a[last] = -f32::NAN;
+        (b[2 * n + 1], b[4 * n + 2]) = (f32::INFINITY, -f32::INFINITY);
+        for format in [Format::F16, Format::BF16, Format::E4M3FN, Format::F32] {
+            for every in [None, NonZeroUsize::new(7)] {
+                for overflow in [Overflow::Infinity, Overflow::Saturate] {
+                    let round = Round::NEAREST_EVEN.with_overflow(overflow);
+                    let acc = MatmulAccumulator::new(format, round).promote_every(every);
+                    let mm = RoundedMatmul::new(Format::F32, acc);
+                    let run = |backend| {
+                        let mut c = vec![0.0f32; m * n];
+                        arch::with_backend(backend, || {
+                            mm.gemm((m, n, k), &a, &b, &mut c, &stream, 5).unwrap();
+                        })
+                        .unwrap();
+                        c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                    };
+                    let twin = run(Backend::Scalar);
+                    for backend in Backend::ALL.into_iter().filter(|b| b.is_available()) {
+                        assert_eq!(run(backend), twin, "{backend:?} {format:?} {every:?}");
+                    }
+                }
+            }
+        }
+    }
+}

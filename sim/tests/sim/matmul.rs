@@ -247,7 +247,8 @@ fn the_planner_splits_a_long_reduction_and_never_a_short_one() {
 
 /// In an f16 accumulator (with and without promotion) every cut gives
 /// the bits of `gemm_leaves` over the product's leaves in it, and those
-/// differ from f32's.
+/// differ from f32's; unpromoted, the split reduction's partials are half
+/// and take fewer exchange cycles.
 #[test]
 fn an_f16_accumulator_gives_the_same_bits_on_every_cut() {
     let promoted = Accumulator::F16 {
@@ -259,6 +260,8 @@ fn an_f16_accumulator_gives_the_same_bits_on_every_cut() {
         let b = uniform(k * n, 32, -1.0, 1.0);
         let mut f32_sum = vec![0.0; m * n];
         gemm_tree(shape, &a, &b, &mut f32_sum);
+        // Exchange cycles of the split reduction on 7 tiles, per accumulator.
+        let mut split_exchange = Vec::new();
         for acc in [Accumulator::F16, promoted] {
             let mut want = vec![0.0; m * n];
             gemm_leaves(shape, &leaves(k), (&a, &b), &mut want, acc);
@@ -270,11 +273,21 @@ fn an_f16_accumulator_gives_the_same_bits_on_every_cut() {
                 How::Onto(1, 2, l.min(2)),
             ] {
                 for tiles in [1, 7] {
-                    let (got, _) = run_in(shape, (&a, &b), tiles, how, acc);
+                    let (got, exchange) = run_in(shape, (&a, &b), tiles, how, acc);
                     let what = format!("{acc:?} {shape:?} {how:?} on {tiles} tiles");
                     assert_eq!(bits(&got), bits(&want), "{what}");
+                    if matches!(how, How::Split(..)) && tiles == 7 {
+                        split_exchange.push(exchange);
+                    }
                 }
             }
+        }
+        // f16 partials move 2 bytes an element, promoted (f32) ones 4.
+        if k > LEAF_K {
+            assert!(
+                split_exchange[0] < split_exchange[1],
+                "{shape:?}: {split_exchange:?}"
+            );
         }
     }
 }

@@ -12,8 +12,8 @@ use tessera_core::fp::{f16, f32_to_half_slice, half_to_f32_slice};
 use super::leaves::{gemm_leaves, tree_sum};
 use super::{Accumulator, BlockLayout, GemmShape, Operand, Output, ProductPlan, gather_copies};
 use crate::ipu::{
-    Access, Codelet, DType, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel, Mapping,
-    ProductPrice, Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
+    Access, Codelet, DType, Encoding, FieldSpec, Graph, GraphError, Interval, IpuSpec, Kernel,
+    Mapping, ProductPrice, Program, TensorId, TensorSlice, Tile, VertexCycles, VertexIo,
 };
 
 /// Rounds `c` to f16 values if `output` says so: the slice kernels, bitwise
@@ -269,7 +269,7 @@ pub fn matmul(
     let mut copies = Vec::new();
     let cs = graph.add_compute_set(name);
     let partials = if pk > 1 {
-        Some(partials(graph, name, plan)?)
+        Some(partials(graph, name, plan, acc)?)
     } else {
         None
     };
@@ -363,6 +363,7 @@ fn partials(
     graph: &mut Graph,
     name: &str,
     plan: &ProductPlan,
+    acc: Accumulator,
 ) -> Result<(TensorId, Vec<u64>), GraphError> {
     let mut intervals = Vec::new();
     let mut starts = Vec::new();
@@ -383,7 +384,18 @@ fn partials(
         &[at],
         Mapping::Explicit(intervals),
     )?;
+    hold_partials(graph, t, acc);
     Ok((t, starts))
+}
+
+/// Holds a tensor of a product's partials as the accumulator holds them:
+/// an unpromoted f16 accumulator's partials are f16 values (the AMP
+/// unit's half partials), two bytes each in tile memory and on the
+/// exchange; f32 and promoted partials keep four.
+fn hold_partials(graph: &mut Graph, t: TensorId, acc: Accumulator) {
+    if acc == Accumulator::F16 {
+        graph.hold(t, Encoding::F16);
+    }
 }
 
 /// A piece of a reduction: its tile, length, part, its partial's start in
@@ -440,6 +452,7 @@ fn reduce(
         &[staged_at],
         Mapping::Explicit(intervals),
     )?;
+    hold_partials(graph, staging, acc);
     let cs = graph.add_compute_set(&format!("{name}.reduce"));
     let mut copies = Vec::new();
     let mut codelets = Shared(Vec::new());
