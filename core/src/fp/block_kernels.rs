@@ -1,6 +1,7 @@
-//! What the SIMD kernels of MX and NVFP4 quantize and dequantize (in
-//! `mx.rs` and `nvfp4.rs`, dispatched to the active backend; their scalar
-//! twins are the block loops there) share.
+//! The block loop MX and NVFP4 quantize share (their scalar twins and
+//! their SIMD kernels, dispatched to the active backend), the lane
+//! helpers of their dequantize kernels, and the value tables of their
+//! scale codes.
 //!
 //! Quantize reads each full block once into lanes: the amax by an
 //! unsigned max of the magnitude patterns, the scale by the scalar rule
@@ -9,15 +10,188 @@
 //! the twin, and blocks with NaN or infinity and partial last blocks take
 //! the twin whole. Dequantize unpacks a vector of codes at a time, decodes
 //! them by [`Decoder`](super::decode_kernels::Decoder) and multiplies by
-//! the block's scale as the twin does.
+//! the block's scale (read from a table built at compile time) as the
+//! twin does.
 
 use super::code_kernels::patch;
-use super::decode_kernels::{Decoder, load_codes};
-use super::encode_lanes::{Encoder, LaneBits};
+use super::decode_kernels::load_codes;
+use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes};
 use super::format::Format;
-use super::pack::{pack_fp4_lanes, pack_fp6_lanes, unpack_fp4_lanes, unpack_fp6_lanes};
+use super::pack::{
+    pack_fp4, pack_fp4_lanes, pack_fp6, pack_fp6_lanes, unpack_fp4_lanes, unpack_fp6_lanes,
+};
 use super::round::Mode;
-use crate::arch::{F32s, Simd, U32s};
+use crate::arch::{F32s, Kernel, Simd, U32s};
+use crate::rng::RandomBits;
+
+/// The largest block (MX's).
+const MAX_BLOCK: usize = 32;
+
+/// A block format's side of the shared quantize loop ([`Mx`](super::Mx)
+/// with its settings, NVFP4 with its tensor scale).
+pub(super) trait BlockRule: Copy {
+    /// Elements per block (a multiple of every backend's lanes, at most 32).
+    const BLOCK: usize;
+    /// What a finite block's elements need of its scale.
+    type Scale: Copy;
+    /// Bits per element code: 4, 6 or 8.
+    fn code_bits(self) -> u32;
+    /// The element encoder (its rounding saturates).
+    fn encoder(self) -> Encoder;
+    /// The scalar twin of one block: its scale code, its element codes
+    /// (unpacked) in `codes`; element `i` uses position `index + i`.
+    fn quantize_block<B: RandomBits + ?Sized>(
+        self,
+        block: &[f32],
+        codes: &mut [u8],
+        bits: &B,
+        index: u64,
+    ) -> u8;
+    /// The scale code of a block of finite largest magnitude `amax`, and
+    /// what its elements need.
+    fn scale(self, amax: f32) -> (u8, Self::Scale);
+    /// The lanes to round: `x` divided by the block's scale, bitwise as
+    /// the twin divides.
+    fn scaled<S: Simd>(self, scale: &Self::Scale, x: S::F) -> S::F;
+    /// The encoder's codes as the block's codes.
+    fn adjust<S: Simd>(self, codes: S::U) -> S::U;
+    /// Element `x`'s code by the twin, at position `at`.
+    fn twin_element<B: RandomBits + ?Sized>(
+        self,
+        scale: &Self::Scale,
+        x: f32,
+        bits: &B,
+        at: u64,
+    ) -> u8;
+}
+
+/// Code bytes of `n` elements of `bits`-bit codes (4, 6 or 8).
+const fn packed_len(bits: u32, n: usize) -> usize {
+    match bits {
+        4 => super::pack::fp4_packed_len(n),
+        6 => super::pack::fp6_packed_len(n),
+        _ => n,
+    }
+}
+
+/// Packs (FP6, FP4) or copies one block's `bits`-bit codes into its bytes.
+pub(super) fn store_block(bits: u32, codes: &[u8], out: &mut [u8]) {
+    match bits {
+        4 => pack_fp4(codes, out),
+        6 => pack_fp6(codes, out),
+        _ => out.copy_from_slice(codes),
+    }
+}
+
+/// Quantize's arguments (checked): `src` into `codes` and `scales` by
+/// `rule`, element `i` at random position `first_index + i`.
+pub(super) struct BlockQuantize<'a, R, B: ?Sized> {
+    pub(super) rule: R,
+    pub(super) src: &'a [f32],
+    pub(super) codes: &'a mut [u8],
+    pub(super) scales: &'a mut [u8],
+    pub(super) bits: &'a B,
+    pub(super) first_index: u64,
+    /// The rounding mode (for [`run_lanes`]).
+    pub(super) mode: Mode,
+}
+
+impl<R: BlockRule, B: RandomBits + ?Sized> Kernel for BlockQuantize<'_, R, B> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<S: Simd>(self) {
+        let (bits, mode) = (self.bits, self.mode);
+        run_lanes::<S, _, _>(self, bits, mode);
+    }
+
+    /// Block by block: the rule's twin, then packed.
+    fn scalar(self) {
+        let per_block = packed_len(self.rule.code_bits(), R::BLOCK);
+        for (b, ((block, out), scale)) in self
+            .src
+            .chunks(R::BLOCK)
+            .zip(self.codes.chunks_mut(per_block))
+            .zip(self.scales)
+            .enumerate()
+        {
+            let mut unpacked = [0u8; MAX_BLOCK];
+            let unpacked = &mut unpacked[..block.len()];
+            let index = self.first_index.wrapping_add((b * R::BLOCK) as u64);
+            *scale = self.rule.quantize_block(block, unpacked, self.bits, index);
+            store_block(self.rule.code_bits(), unpacked, out);
+        }
+    }
+}
+
+impl<R: BlockRule, B: RandomBits + ?Sized> LaneKernel for BlockQuantize<'_, R, B> {
+    type Output = ();
+
+    /// Full blocks in lanes (blocks with NaN or infinity by the twin),
+    /// then a partial last block by the twin.
+    #[inline(always)]
+    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
+        let Self {
+            rule,
+            src,
+            codes,
+            scales,
+            bits,
+            first_index,
+            ..
+        } = self;
+        let encoder = rule.encoder();
+        let code_bits = rule.code_bits();
+        let per_block = packed_len(code_bits, R::BLOCK);
+        let full = src.len() / R::BLOCK;
+        for (b, ((block, out), scale)) in src
+            .chunks_exact(R::BLOCK)
+            .zip(codes.chunks_exact_mut(per_block))
+            .zip(scales.iter_mut())
+            .enumerate()
+        {
+            let index = first_index.wrapping_add((b * R::BLOCK) as u64);
+            let amax = amax_bits::<S>(block);
+            if amax >= 0x7f80_0000 {
+                let mut unpacked = [0u8; MAX_BLOCK];
+                let unpacked = &mut unpacked[..R::BLOCK];
+                *scale = rule.quantize_block(block, unpacked, bits, index);
+                store_block(code_bits, unpacked, out);
+                continue;
+            }
+            let (code, s) = rule.scale(f32::from_bits(amax));
+            *scale = code;
+            for (k, v) in block.chunks_exact(S::LANES).enumerate() {
+                let at = index.wrapping_add((k * S::LANES) as u64);
+                let x = rule.scaled::<S>(&s, S::F::load(v));
+                let (c, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, at);
+                let mut c = rule.adjust::<S>(c);
+                if fallback.any() {
+                    c = patch::<S>(
+                        c,
+                        fallback,
+                        #[inline(always)]
+                        |i| {
+                            let at = at.wrapping_add(i as u64);
+                            u32::from(rule.twin_element(&s, v[i], bits, at))
+                        },
+                    );
+                }
+                store_elements::<S>(c, code_bits, out, k);
+            }
+        }
+        BlockQuantize {
+            rule,
+            src: &src[full * R::BLOCK..],
+            codes: &mut codes[full * per_block..],
+            scales: &mut scales[full..],
+            bits,
+            first_index: first_index.wrapping_add((full * R::BLOCK) as u64),
+            mode,
+        }
+        .scalar();
+    }
+}
 
 /// The largest magnitude pattern of `block` (a multiple of `S::LANES`
 /// long), NaN and infinity included (they are the patterns from
@@ -31,40 +205,6 @@ pub(super) fn amax_bits<S: Simd>(block: &[f32]) -> u32 {
     let mut lanes = [0u32; 16];
     m.write_to(&mut lanes);
     lanes.into_iter().fold(0, u32::max)
-}
-
-/// Rounds the scaled lanes of one full block and stores their codes in
-/// `out`, packed as `bits`-bit codes (4, 6 or 8): `scaled` maps an input
-/// vector to the values to round, `adjust` maps the encoder's codes to
-/// the block's, and `twin(i)` is element `i`'s code by the scalar twin.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn encode_block<S: Simd, L: LaneBits>(
-    encoder: &Encoder,
-    mode: Mode,
-    block: &[f32],
-    out: &mut [u8],
-    code_bits: u32,
-    bits: &L,
-    index: u64,
-    scaled: impl Fn(S::F) -> S::F,
-    adjust: impl Fn(S::U) -> S::U,
-    mut twin: impl FnMut(usize) -> u8,
-) {
-    for (k, v) in block.chunks_exact(S::LANES).enumerate() {
-        let at = index.wrapping_add((k * S::LANES) as u64);
-        let (codes, fallback) = encoder.encode::<S, L>(mode, scaled(S::F::load(v)), bits, at);
-        let mut codes = adjust(codes);
-        if fallback.any() {
-            codes = patch::<S>(
-                codes,
-                fallback,
-                #[inline(always)]
-                |i| u32::from(twin(k * S::LANES + i)),
-            );
-        }
-        store_elements::<S>(codes, code_bits, out, k);
-    }
 }
 
 /// Stores vector `k` of a block's codes (`bits`-bit: 4, 6 or 8) into the
@@ -90,23 +230,51 @@ pub(super) fn element_lanes<S: Simd>(bits: u32, block: &[u8], k: usize) -> S::U 
     }
 }
 
-/// The values of every 8-bit code of `format` (the block scales'), by
-/// lanes: a table each call builds once, read once per block.
-#[inline(always)]
-pub(super) fn scale_table<S: Simd>(format: Format) -> [f32; 256] {
+/// The values of every 8-bit code of `format`, by its scalar decode.
+const fn code_values(format: Format) -> [f32; 256] {
     let mut table = [0f32; 256];
-    match Decoder::new(format) {
-        Some(d) => {
-            for (k, t) in table.chunks_exact_mut(S::LANES).enumerate() {
-                let codes = S::U::iota() + S::U::splat((k * S::LANES) as u32);
-                d.decode::<S>(codes).store(t);
-            }
-        }
-        None => {
-            for (c, t) in table.iter_mut().enumerate() {
-                *t = format.decode(c as u32);
-            }
-        }
+    let mut c = 0;
+    while c < 256 {
+        table[c] = format.decode(c as u32);
+        c += 1;
     }
     table
+}
+
+/// The value of every E8M0 code (MX block scales).
+pub(super) static E8M0_VALUES: [f32; 256] = code_values(Format::E8M0FNU);
+
+/// The value of every E4M3 code (NVFP4 block scales).
+pub(super) static E4M3_VALUES: [f32; 256] = code_values(Format::E4M3FN);
+
+/// The largest finite magnitude pattern of `x` (0 if none), in lanes; its
+/// scalar twin is [`FiniteAmax::scalar`].
+pub(super) struct FiniteAmax<'a>(pub(super) &'a [f32]);
+
+impl Kernel for FiniteAmax<'_> {
+    type Output = u32;
+
+    #[inline(always)]
+    fn run<S: Simd>(self) -> u32 {
+        let s = <S::U as U32s>::splat;
+        let mut chunks = self.0.chunks_exact(S::LANES);
+        let mut m = s(0);
+        for v in &mut chunks {
+            let abs = S::F::load(v).to_bits() & s(0x7fff_ffff);
+            m = m.max(abs.simd_lt(s(0x7f80_0000)).select(abs, s(0)));
+        }
+        let mut lanes = [0u32; 16];
+        m.write_to(&mut lanes);
+        let vector = lanes.into_iter().fold(0, u32::max);
+        vector.max(FiniteAmax(chunks.remainder()).scalar())
+    }
+
+    fn scalar(self) -> u32 {
+        self.0
+            .iter()
+            .map(|v| v.to_bits() & 0x7fff_ffff)
+            .filter(|a| *a < 0x7f80_0000)
+            .max()
+            .unwrap_or(0)
+    }
 }

@@ -181,6 +181,7 @@ pub(crate) const fn pow2(k: i32) -> f32 {
 /// The E8M0 code of the scale `rule` gives a block of largest finite
 /// magnitude `amax`, for elements of largest exponent `emax`, largest
 /// value `max` and `mantissa_bits` significand bits below the leading one.
+#[inline(always)]
 pub(crate) const fn e8m0_scale(
     rule: ScaleRule,
     amax: f32,

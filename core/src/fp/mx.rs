@@ -1,15 +1,15 @@
 //! OCP Microscaling (MX v1.0) blocks: 32 elements sharing one E8M0 scale.
 
 use super::Overflow;
-use super::block_kernels::{amax_bits, element_lanes, encode_block, scale_table};
+use super::block_kernels::{BlockQuantize, BlockRule, E8M0_VALUES, element_lanes};
 use super::block_scale::{
     BlockError, E8M0_NAN, ScaleRule, amax_or_clear, check_len, e8m0_scale, pow2, scale_down,
 };
 use super::decode_kernels::Decoder;
-use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes};
+use super::encode_lanes::Encoder;
 use super::format::Format;
-use super::pack::{fp4_packed_len, fp6_packed_len, pack_fp4, pack_fp6, unpack_fp4, unpack_fp6};
-use super::round::{Mode, Round, Subnormals};
+use super::pack::{fp4_packed_len, fp6_packed_len, unpack_fp4, unpack_fp6};
+use super::round::{Round, Subnormals};
 use crate::arch::{self, F32s, Kernel, Real, Simd, U32s};
 use crate::rng::RandomBits;
 
@@ -156,6 +156,7 @@ impl MxFormat {
     /// assert_eq!(MxFormat::E2M1.block_scale(ScaleRule::Floor, f32::INFINITY), 255);
     /// ```
     #[must_use]
+    #[inline(always)]
     pub const fn block_scale(self, rule: ScaleRule, amax: f32) -> u8 {
         let grid = self.grid();
         e8m0_scale(rule, amax, grid.emax(), grid.max(), grid.mantissa_bits())
@@ -208,15 +209,6 @@ impl MxFormat {
         match self.element() {
             Some(f) => f.decode(code as u32),
             None => code as i8 as f32 / 64.0,
-        }
-    }
-
-    /// Packs (FP6, FP4) or copies one block's codes into its bytes.
-    pub(super) fn store(self, codes: &[u8], out: &mut [u8]) {
-        match self.bits() {
-            4 => pack_fp4(codes, out),
-            6 => pack_fp6(codes, out),
-            _ => out.copy_from_slice(codes),
         }
     }
 
@@ -443,21 +435,52 @@ impl Mx {
     ) -> Result<(), BlockError> {
         check_len("codes", self.format.codes_len(src.len()), codes.len())?;
         check_len("scales", Self::scales_len(src.len()), scales.len())?;
-        arch::dispatch(MxQuantize {
-            mx: self,
+        arch::dispatch(BlockQuantize {
+            rule: self,
             src,
             codes,
             scales,
             bits,
             first_index,
+            mode: self.round.mode,
         });
         Ok(())
     }
+}
 
-    /// One block: its scale code, and its element codes (unpacked) in
-    /// `codes`; element `i` uses position `index + i`.
+// The SIMD kernels (see `block_kernels.rs`).
+
+/// What a finite MX block's elements need of its scale `2^e`.
+#[derive(Clone, Copy)]
+pub(super) struct MxScale {
+    e: i32,
+    /// Magnitude patterns `1..=tiny` scale below f32's normals (below
+    /// `2^(e - 126)`): the twin's sign-and-2^-149 stand-in.
+    tiny: u32,
+    /// `2^-e`.
+    factor: f32,
+}
+
+impl BlockRule for Mx {
+    const BLOCK: usize = MX_BLOCK;
+    type Scale = MxScale;
+
     #[inline(always)]
-    pub(super) fn quantize_block<B: RandomBits + ?Sized>(
+    fn code_bits(self) -> u32 {
+        self.format.bits()
+    }
+
+    #[inline(always)]
+    fn encoder(self) -> Encoder {
+        let round = match self.format {
+            MxFormat::Int8 => self.round.with_subnormals(Subnormals::Keep),
+            _ => self.round,
+        };
+        Encoder::new(self.format.grid(), round.with_overflow(Overflow::Saturate))
+    }
+
+    #[inline(always)]
+    fn quantize_block<B: RandomBits + ?Sized>(
         self,
         block: &[f32],
         codes: &mut [u8],
@@ -477,166 +500,61 @@ impl Mx {
         }
         scale
     }
-}
-
-// The SIMD kernels (see `block_kernels.rs`).
-
-/// MX quantize's arguments (checked).
-struct MxQuantize<'a, B: ?Sized> {
-    mx: Mx,
-    src: &'a [f32],
-    codes: &'a mut [u8],
-    scales: &'a mut [u8],
-    bits: &'a B,
-    first_index: u64,
-}
-
-impl<B: RandomBits + ?Sized> Kernel for MxQuantize<'_, B> {
-    type Output = ();
 
     #[inline(always)]
-    fn run<S: Simd>(self) {
-        let (bits, mode) = (self.bits, self.mx.round.mode);
-        run_lanes::<S, _, _>(self, bits, mode);
-    }
-
-    fn scalar(self) {
-        let Self {
-            mx,
-            src,
-            codes,
-            scales,
-            bits,
-            first_index,
-        } = self;
-        let per_block = mx.format.codes_len(MX_BLOCK);
-        for (b, ((block, out), scale)) in src
-            .chunks(MX_BLOCK)
-            .zip(codes.chunks_mut(per_block))
-            .zip(scales)
-            .enumerate()
-        {
-            let mut unpacked = [0u8; MX_BLOCK];
-            let unpacked = &mut unpacked[..block.len()];
-            let index = first_index.wrapping_add((b * MX_BLOCK) as u64);
-            *scale = mx.quantize_block(block, unpacked, bits, index);
-            mx.format.store(unpacked, out);
-        }
-    }
-}
-
-impl<B: RandomBits + ?Sized> LaneKernel for MxQuantize<'_, B> {
-    type Output = ();
-
-    /// Full blocks in lanes (blocks with NaN or infinity by the twin),
-    /// then a partial last block by the twin.
-    #[inline(always)]
-    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
-        let Self {
-            mx,
-            src,
-            codes,
-            scales,
-            bits,
-            first_index,
-        } = self;
-        let format = mx.format;
-        let (grid, mut round) = match format.element() {
-            Some(f) => (f, mx.round),
-            None => (INT8_GRID, mx.round.with_subnormals(Subnormals::Keep)),
-        };
-        round = round.with_overflow(Overflow::Saturate);
-        let encoder = Encoder::new(grid, round);
-        let per_block = format.codes_len(MX_BLOCK);
-        let full = src.len() / MX_BLOCK;
-        for (b, ((block, out), scale)) in src
-            .chunks_exact(MX_BLOCK)
-            .zip(codes.chunks_exact_mut(per_block))
-            .zip(scales.iter_mut())
-            .enumerate()
-        {
-            let index = first_index.wrapping_add((b * MX_BLOCK) as u64);
-            let amax = amax_bits::<S>(block);
-            if amax >= 0x7f80_0000 {
-                let mut unpacked = [0u8; MX_BLOCK];
-                *scale = mx.quantize_block(block, &mut unpacked, bits, index);
-                format.store(&unpacked, out);
-                continue;
-            }
-            *scale = format.block_scale(mx.rule, f32::from_bits(amax));
-            let e = i32::from(*scale) - 127;
-            mx.encode_block::<S, L>(&encoder, mode, block, out, e, (lane_bits, bits, index));
-        }
-        MxQuantize {
-            mx,
-            src: &src[full * MX_BLOCK..],
-            codes: &mut codes[full * per_block..],
-            scales: &mut scales[full..],
-            bits,
-            first_index: first_index.wrapping_add((full * MX_BLOCK) as u64),
-        }
-        .scalar();
-    }
-}
-
-impl Mx {
-    /// The codes of one full finite block with scale `2^e` into `out`
-    /// (packed), in lanes; `bits` are the random bits as lanes, as the
-    /// source, and the block's first position.
-    #[inline(always)]
-    fn encode_block<S: Simd, L: LaneBits>(
-        self,
-        encoder: &Encoder,
-        mode: Mode,
-        block: &[f32],
-        out: &mut [u8],
-        e: i32,
-        (lane_bits, bits, index): (&L, &(impl RandomBits + ?Sized), u64),
-    ) {
-        let s = <S::U as U32s>::splat;
-        let int8 = self.format == MxFormat::Int8;
-        // Below 2^(e - 126) the scaled value is below f32's normals: the
-        // twin's sign-and-2^-149 stand-in.
+    fn scale(self, amax: f32) -> (u8, MxScale) {
+        let code = self.format.block_scale(self.rule, amax);
+        let e = i32::from(code) - 127;
         let small = if e - 126 >= -149 {
             pow2(e - 126).to_bits()
         } else {
             0
         };
-        let factor = <S::F as Real>::splat(pow2(-e));
-        encode_block::<S, L>(
-            encoder,
-            mode,
-            block,
-            out,
-            self.format.bits(),
-            lane_bits,
-            index,
-            #[inline(always)]
-            |x: S::F| {
-                let bits = x.to_bits();
-                let abs = bits & s(0x7fff_ffff);
-                let tiny = abs.simd_lt(s(small)) & abs.simd_ne(s(0));
-                let stand_in = (bits & s(0x8000_0000)) | s(1);
-                S::F::from_bits(tiny.select(stand_in, (x * factor).to_bits()))
+        let tiny = small.saturating_sub(1);
+        (
+            code,
+            MxScale {
+                e,
+                tiny,
+                factor: pow2(-e),
             },
-            // INT8: sign and magnitude `k` to two's complement.
-            #[inline(always)]
-            |c: S::U| {
-                if int8 {
-                    let negative = (c & s(0x100)).simd_ne(s(0));
-                    let k = c & s(0xff);
-                    negative.select(s(0) - k, k) & s(0xff)
-                } else {
-                    c
-                }
-            },
-            #[inline(always)]
-            |i: usize| {
-                let at = index.wrapping_add(i as u64);
-                self.format
-                    .encode_element(scale_down(block[i], e), self.round, bits, at)
-            },
-        );
+        )
+    }
+
+    /// `x * 2^-e`, or [`scale_down`]'s stand-in below f32's normals.
+    #[inline(always)]
+    fn scaled<S: Simd>(self, scale: &MxScale, x: S::F) -> S::F {
+        let s = <S::U as U32s>::splat;
+        let bits = x.to_bits();
+        // Zero wraps to the top: not tiny.
+        let tiny = ((bits & s(0x7fff_ffff)) - s(1)).simd_lt(s(scale.tiny));
+        let stand_in = (bits & s(0x8000_0000)) | s(1);
+        let product = (x * <S::F as Real>::splat(scale.factor)).to_bits();
+        S::F::from_bits(tiny.select(stand_in, product))
+    }
+
+    /// INT8: the encoder's sign and magnitude `k` to two's complement.
+    #[inline(always)]
+    fn adjust<S: Simd>(self, c: S::U) -> S::U {
+        if self.format != MxFormat::Int8 {
+            return c;
+        }
+        let s = <S::U as U32s>::splat;
+        let negative = (c & s(0x100)).simd_ne(s(0));
+        let k = c & s(0xff);
+        negative.select(s(0) - k, k) & s(0xff)
+    }
+
+    #[inline(always)]
+    fn twin_element<B: RandomBits + ?Sized>(
+        self,
+        scale: &MxScale,
+        x: f32,
+        bits: &B,
+        at: u64,
+    ) -> u8 {
+        self.format
+            .encode_element(scale_down(x, scale.e), self.round, bits, at)
     }
 }
 
@@ -669,13 +587,12 @@ impl Kernel for MxDequantize<'_> {
         let s = <S::U as U32s>::splat;
         let (per_block, bits) = (format.codes_len(MX_BLOCK), format.bits());
         let full = dst.len() / MX_BLOCK;
-        let scale_values = scale_table::<S>(Format::E8M0FNU);
         for ((out, bytes), scale) in dst
             .chunks_exact_mut(MX_BLOCK)
             .zip(codes.chunks_exact(per_block))
             .zip(scales)
         {
-            let x = <S::F as Real>::splat(scale_values[usize::from(*scale)]);
+            let x = <S::F as Real>::splat(E8M0_VALUES[usize::from(*scale)]);
             for (k, o) in out.chunks_exact_mut(S::LANES).enumerate() {
                 let c = element_lanes::<S>(bits, bytes, k);
                 let value = match decoder {

@@ -4,13 +4,13 @@
 //! block scaling).
 
 use super::Overflow;
-use super::block_kernels::{amax_bits, element_lanes, encode_block, scale_table};
+use super::block_kernels::{BlockQuantize, BlockRule, E4M3_VALUES, FiniteAmax, element_lanes};
 use super::block_scale::{BlockError, amax_or_clear, check_len};
 use super::decode_kernels::Decoder;
-use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes};
+use super::encode_lanes::Encoder;
 use super::format::Format;
 use super::pack::fp4_packed_len;
-use super::round::{Mode, Round};
+use super::round::Round;
 use crate::arch::{self, F32s, Kernel, Real, Simd};
 use crate::rng::RandomBits;
 
@@ -118,7 +118,7 @@ impl Nvfp4 {
     }
 
     /// The tensor scale of `x`: `fl(amax / 2688)` of its largest finite
-    /// magnitude, at least 2^-149; 1 if that is 0.
+    /// magnitude (found in lanes), at least 2^-149; 1 if that is 0.
     ///
     /// ```
     /// use tessera_core::fp::Nvfp4;
@@ -128,12 +128,7 @@ impl Nvfp4 {
     /// ```
     #[must_use]
     pub fn tensor_scale(x: &[f32]) -> f32 {
-        let amax = x
-            .iter()
-            .map(|v| v.to_bits() & 0x7fff_ffff)
-            .filter(|a| *a < 0x7f80_0000)
-            .max()
-            .unwrap_or(0);
+        let amax = arch::dispatch(FiniteAmax(x));
         if amax == 0 {
             return 1.0;
         }
@@ -152,6 +147,7 @@ impl Nvfp4 {
     /// assert_eq!(Nvfp4::block_scale(6.0, 1.0), 0x38); // 1.0
     /// ```
     #[must_use]
+    #[inline(always)]
     pub const fn block_scale(amax: f32, t: f32) -> u8 {
         e4m3_nearest(amax / 6.0 / t)
     }
@@ -187,44 +183,16 @@ impl Nvfp4 {
         first_index: u64,
     ) -> Result<(), BlockError> {
         check_args(src.len(), t, codes.len(), scales.len())?;
-        arch::dispatch(Nvfp4Quantize {
-            nv: self,
+        arch::dispatch(BlockQuantize {
+            rule: Nvfp4Blocks { nv: self, t },
             src,
-            t,
             codes,
             scales,
             bits,
             first_index,
+            mode: self.round.mode,
         });
         Ok(())
-    }
-
-    /// One block: its scale code, its element codes (unpacked) in `codes`.
-    #[inline(always)]
-    pub(super) fn quantize_block<B: RandomBits + ?Sized>(
-        self,
-        block: &[f32],
-        t: f32,
-        codes: &mut [u8],
-        bits: &B,
-        index: u64,
-    ) -> u8 {
-        let Some(amax) = amax_or_clear(block, codes) else {
-            return SCALE_NAN;
-        };
-        let scale = Self::block_scale(amax, t);
-        let divisor = Format::E4M3FN.decode(u32::from(scale)) * t;
-        let round = self.round.with_overflow(Overflow::Saturate);
-        for (i, (x, c)) in block.iter().zip(codes.iter_mut()).enumerate() {
-            let q = if divisor == 0.0 {
-                *x * 0.0
-            } else {
-                *x / divisor
-            };
-            let at = index.wrapping_add(i as u64);
-            *c = Format::E2M1FN.encode_with(q, round, bits, at) as u8;
-        }
-        scale
     }
 
     /// Decodes `dst.len()` elements from packed E2M1 codes, E4M3 block
@@ -290,118 +258,84 @@ fn check_args(n: usize, t: f32, codes: usize, scales: usize) -> Result<(), Block
 
 // The SIMD kernels (see `block_kernels.rs`).
 
-/// NVFP4 quantize's arguments (checked).
-struct Nvfp4Quantize<'a, B: ?Sized> {
+/// NVFP4 with its tensor scale `t`: the shared block loop's rule.
+#[derive(Clone, Copy)]
+struct Nvfp4Blocks {
     nv: Nvfp4,
-    src: &'a [f32],
     t: f32,
-    codes: &'a mut [u8],
-    scales: &'a mut [u8],
-    bits: &'a B,
-    first_index: u64,
 }
 
-impl<B: RandomBits + ?Sized> Kernel for Nvfp4Quantize<'_, B> {
-    type Output = ();
-
+impl Nvfp4Blocks {
+    /// The element rounding: the settings', saturating.
     #[inline(always)]
-    fn run<S: Simd>(self) {
-        let (bits, mode) = (self.bits, self.nv.round.mode);
-        run_lanes::<S, _, _>(self, bits, mode);
-    }
-
-    fn scalar(self) {
-        for (b, ((x, out), scale)) in self
-            .src
-            .chunks(NVFP4_BLOCK)
-            .zip(self.codes.chunks_mut(NVFP4_BLOCK / 2))
-            .zip(self.scales)
-            .enumerate()
-        {
-            let mut unpacked = [0u8; NVFP4_BLOCK];
-            let unpacked = &mut unpacked[..x.len()];
-            let index = self.first_index.wrapping_add((b * NVFP4_BLOCK) as u64);
-            *scale = self
-                .nv
-                .quantize_block(x, self.t, unpacked, self.bits, index);
-            super::pack::pack_fp4(unpacked, out);
-        }
+    fn round(self) -> Round {
+        self.nv.round.with_overflow(Overflow::Saturate)
     }
 }
 
-impl<B: RandomBits + ?Sized> LaneKernel for Nvfp4Quantize<'_, B> {
-    type Output = ();
+/// Element `x` divided by the block's divisor `fl(S_b * t)` (0 when the
+/// scale rounds to 0: only the sign stays).
+#[inline(always)]
+fn quotient<R: Real>(x: R, divisor: f32) -> R {
+    if divisor == 0.0 {
+        x * R::splat(0.0)
+    } else {
+        x / R::splat(divisor)
+    }
+}
 
-    /// Full blocks in lanes (blocks with NaN or infinity by the twin),
-    /// then a partial last block by the twin.
+impl BlockRule for Nvfp4Blocks {
+    const BLOCK: usize = NVFP4_BLOCK;
+    /// The block's divisor `fl(S_b * t)`.
+    type Scale = f32;
+
     #[inline(always)]
-    fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
-        let Self {
-            nv,
-            src,
-            t,
-            codes,
-            scales,
-            bits,
-            first_index,
-        } = self;
-        let round = nv.round.with_overflow(Overflow::Saturate);
-        let encoder = Encoder::new(Format::E2M1FN, round);
-        let full = src.len() / NVFP4_BLOCK;
-        let scale_values = scale_table::<S>(Format::E4M3FN);
-        for (b, ((block, out), scale)) in src
-            .chunks_exact(NVFP4_BLOCK)
-            .zip(codes.chunks_exact_mut(NVFP4_BLOCK / 2))
-            .zip(scales.iter_mut())
-            .enumerate()
-        {
-            let index = first_index.wrapping_add((b * NVFP4_BLOCK) as u64);
-            let amax = amax_bits::<S>(block);
-            if amax >= 0x7f80_0000 {
-                let mut unpacked = [0u8; NVFP4_BLOCK];
-                *scale = nv.quantize_block(block, t, &mut unpacked, bits, index);
-                super::pack::pack_fp4(&unpacked, out);
-                continue;
-            }
-            *scale = Nvfp4::block_scale(f32::from_bits(amax), t);
-            let divisor = scale_values[usize::from(*scale)] * t;
-            let d = <S::F as Real>::splat(divisor);
-            let twin = |x: f32| if divisor == 0.0 { x * 0.0 } else { x / divisor };
-            encode_block::<S, L>(
-                &encoder,
-                mode,
-                block,
-                out,
-                4,
-                lane_bits,
-                index,
-                #[inline(always)]
-                |x: S::F| {
-                    if divisor == 0.0 {
-                        x * <S::F as Real>::splat(0.0)
-                    } else {
-                        x / d
-                    }
-                },
-                #[inline(always)]
-                |c| c,
-                #[inline(always)]
-                |i: usize| {
-                    let at = index.wrapping_add(i as u64);
-                    Format::E2M1FN.encode_with(twin(block[i]), round, bits, at) as u8
-                },
-            );
+    fn code_bits(self) -> u32 {
+        4
+    }
+
+    #[inline(always)]
+    fn encoder(self) -> Encoder {
+        Encoder::new(Format::E2M1FN, self.round())
+    }
+
+    #[inline(always)]
+    fn quantize_block<B: RandomBits + ?Sized>(
+        self,
+        block: &[f32],
+        codes: &mut [u8],
+        bits: &B,
+        index: u64,
+    ) -> u8 {
+        let Some(amax) = amax_or_clear(block, codes) else {
+            return SCALE_NAN;
+        };
+        let (scale, divisor) = self.scale(amax);
+        for (i, (x, c)) in block.iter().zip(codes.iter_mut()).enumerate() {
+            *c = self.twin_element(&divisor, *x, bits, index.wrapping_add(i as u64));
         }
-        Nvfp4Quantize {
-            nv,
-            src: &src[full * NVFP4_BLOCK..],
-            t,
-            codes: &mut codes[full * NVFP4_BLOCK / 2..],
-            scales: &mut scales[full..],
-            bits,
-            first_index: first_index.wrapping_add((full * NVFP4_BLOCK) as u64),
-        }
-        .scalar();
+        scale
+    }
+
+    #[inline(always)]
+    fn scale(self, amax: f32) -> (u8, f32) {
+        let scale = Nvfp4::block_scale(amax, self.t);
+        (scale, E4M3_VALUES[usize::from(scale)] * self.t)
+    }
+
+    #[inline(always)]
+    fn scaled<S: Simd>(self, divisor: &f32, x: S::F) -> S::F {
+        quotient(x, *divisor)
+    }
+
+    #[inline(always)]
+    fn adjust<S: Simd>(self, codes: S::U) -> S::U {
+        codes
+    }
+
+    #[inline(always)]
+    fn twin_element<B: RandomBits + ?Sized>(self, divisor: &f32, x: f32, bits: &B, at: u64) -> u8 {
+        Format::E2M1FN.encode_with(quotient(x, *divisor), self.round(), bits, at) as u8
     }
 }
 
@@ -430,13 +364,12 @@ impl Kernel for Nvfp4Dequantize<'_> {
         } = self;
         let full = dst.len() / NVFP4_BLOCK;
         let tensor = <S::F as Real>::splat(t);
-        let scale_values = scale_table::<S>(Format::E4M3FN);
         for ((out, bytes), scale) in dst
             .chunks_exact_mut(NVFP4_BLOCK)
             .zip(codes.chunks_exact(NVFP4_BLOCK / 2))
             .zip(scales)
         {
-            let x = <S::F as Real>::splat(scale_values[usize::from(*scale)]);
+            let x = <S::F as Real>::splat(E4M3_VALUES[usize::from(*scale)]);
             for (k, o) in out.chunks_exact_mut(S::LANES).enumerate() {
                 let value = decoder.decode::<S>(element_lanes::<S>(4, bytes, k));
                 (value * x * tensor).store(o);
