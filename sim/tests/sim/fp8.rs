@@ -117,6 +117,13 @@ fn a_resumed_delayed_run_is_bitwise_the_uninterrupted_one() {
     let first = rest.steps.first().unwrap().step as usize;
     assert!(first > 0, "resumed after the first epoch");
     assert_eq!(loss_bits(&rest), loss_bits(&straight)[first..]);
+    // The resumed first step casts with the restored histories' scales.
+    let exponents = |s: &tessera_sim::train::StepRecord| -> Vec<i32> {
+        s.quant.iter().map(|q| q.exponent).collect()
+    };
+    let resumed = exponents(&rest.steps[0]);
+    assert_eq!(resumed, exponents(&straight.steps[first]));
+    assert!(resumed.iter().any(|k| *k != 0), "{resumed:?}");
     assert_eq!(rest.fingerprint, straight.fingerprint);
     std::fs::remove_dir_all(&dir).unwrap();
 }
