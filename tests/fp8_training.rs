@@ -83,13 +83,13 @@ fn bad_recipes_are_one_line_usage_errors() {
         "f152:nearest:mx",
     ];
     assert_usage_error(&run(&not_mx), "f152 mx", "not an MX element format");
-    let delayed = [
+    let delayed0 = [
         "--precision",
         "8.16",
         "--quant-activations",
-        "e4m3:nearest:delayed",
+        "e4m3:nearest:delayed0",
     ];
-    assert_usage_error(&run(&delayed), "delayed", "not built yet");
+    assert_usage_error(&run(&delayed0), "delayed0", "unknown scaling");
     let half = ["--precision", "16.16", "--quant-weights", "e4m3"];
     assert_usage_error(&run(&half), "16.16 recipe", "quantises no products");
     let half_acc = ["--precision", "16.16", "--quant-accumulate", "f16"];

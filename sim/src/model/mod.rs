@@ -106,7 +106,9 @@
 //! Running statistics (momentum [`BN_MOMENTUM`], unbiased variance) are
 //! updated on the host after each training micro-batch and used by
 //! [`Model::evaluate`]; [`Model::buffers`] and [`Model::set_buffers`] save and
-//! restore them. Without batch norm the [`GroupSum`] is never called.
+//! restore them (and delayed scaling's amax histories, which
+//! [`Model::push_amaxes`] advances). Without batch norm the [`GroupSum`] is
+//! never called.
 
 mod activations;
 pub mod bounds;

@@ -4,15 +4,47 @@
 //! the graph (`layers/quant.rs`).
 //!
 //! Elements always saturate (the scale is chosen from the amax, so only
-//! MX's top binade can exceed the format's largest value); a non-finite
-//! value makes its whole tensor (or block) NaN, so that the step's
-//! gradients are non-finite and the loss scaler skips the step.
+//! MX's top binade, and a delayed scale, can exceed the format's largest
+//! value); a non-finite value makes its whole tensor (or block; with a
+//! delayed scale, its cast's block) NaN, so that the step's gradients are
+//! non-finite and the loss scaler skips the step.
+//!
+//! # Delayed scaling
+//!
+//! [`Scaling::Delayed`]`(n)` is Transformer Engine's delayed scaling
+//! with the `max` algorithm: each delayed operand (per layer, product and
+//! role: `layer1.dw.gradients`) keeps an [`AmaxHistory`] of the last `n`
+//! applied steps' amaxes. A step's casts use the power-of-two scale of the
+//! history's max ([`tensor_exponent`] of it), known before the step runs,
+//! so a cast needs no amax pass first: each cast block records its own
+//! amax as it rounds. Then:
+//! - **The entry** a step pushes is its amax over every micro-batch of
+//!   every replica (an all-reduced max): the same on every replica and
+//!   instance and for every accumulation split of the same batch.
+//! - **The first step** finds the history all zeros (as TE's, which also
+//!   starts its scale at 1) and casts with scale `2^0`; so does a history
+//!   whose every entry is zero.
+//! - **Overflow**: a value above the format's largest after the delayed
+//!   scale saturates and is counted in the operand's `saturated`; it
+//!   skips no step. Only a non-finite value skips one (its block is NaN).
+//! - **Loss scaling**: a step the loss scaler skips pushes nothing, so an
+//!   overflowing step's infinite amaxes never enter the history; the
+//!   gradients' entries are of loss-scaled values, so after the loss scale
+//!   grows the first step's gradients can saturate (counted), and after
+//!   it falls their scale is small for up to `n` steps.
+//! - **The history is model state**: saved in checkpoints (as buffers
+//!   `{operand}.amax_history`, oldest entry first) and restored on resume;
+//!   evaluation casts with the training history's scale and pushes
+//!   nothing.
 
 use core::fmt;
 use core::str::FromStr;
 
 use tessera_core::fp::{self, Format, Mode, Mx, MxFormat, Nvfp4, Overflow, Round};
 use tessera_core::rng::{RandomBits, RandomStream};
+
+mod history;
+pub use history::{AmaxHistory, max_or_nan};
 
 /// How a tensor is scaled before its elements are rounded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,8 +53,9 @@ pub enum Scaling {
     /// maximum: the largest `2^k` with `amax 2^k <= max` (Perez et al.
     /// 2023).
     Tensor,
-    /// One per tensor from the largest amax of the last `n` steps
-    /// (Transformer Engine's delayed scaling): not built yet.
+    /// One per tensor from the largest amax of the last `n` applied
+    /// steps (Transformer Engine's delayed scaling; see the module's
+    /// rules).
     Delayed(u16),
     /// OCP MX: blocks of 32 along the product's reduction, E8M0 scales
     /// (the spec's floor rule); the format must be an MX element format.
@@ -269,7 +302,7 @@ impl RoleQuant {
     /// Whether this quantisation can be built.
     fn check(&self) -> Result<(), String> {
         match self.scaling {
-            Scaling::Tensor => Ok(()),
+            Scaling::Tensor | Scaling::Delayed(_) => Ok(()),
             Scaling::Mx if mx_format(self.format).is_some() => Ok(()),
             Scaling::Mx => Err(format!(
                 "{} is not an MX element format (e4m3fn, e5m2, e2m3, e3m2, e2m1)",
@@ -279,10 +312,6 @@ impl RoleQuant {
             Scaling::Nvfp4 => Err(format!(
                 "{} is not NVFP4's element format (e2m1)",
                 name_of(self.format)
-            )),
-            Scaling::Delayed(_) => Err(format!(
-                "{} scaling is not built yet: use tensor, mx or nvfp4",
-                scaling_name(self.scaling)
             )),
         }
     }
@@ -656,5 +685,22 @@ mod tests {
         assert!("e4m3:nearest:delayed0".parse::<RoleQuant>().is_err());
         let f143_mx: RoleQuant = "f143:nearest:mx".parse().unwrap();
         assert!(f143_mx.check().is_err());
+    }
+
+    #[test]
+    fn delayed_scalings_parse_print_and_check() {
+        let d16: RoleQuant = "e4m3:nearest:delayed16".parse().unwrap();
+        assert_eq!(d16.scaling, Scaling::Delayed(16));
+        assert_eq!(d16.to_string(), "e4m3:nearest:delayed16");
+        assert_eq!("e4m3:nearest:delayed".parse::<RoleQuant>(), Ok(d16));
+        let d1: RoleQuant = "f152:stochastic:delayed1".parse().unwrap();
+        assert_eq!(
+            (d1.scaling, d1.round.mode),
+            (Scaling::Delayed(1), Mode::Stochastic)
+        );
+        assert_eq!(d1.check(), Ok(()));
+        for bad in ["e4m3:nearest:delayedx", "e4m3:nearest:delayed70000"] {
+            assert!(bad.parse::<RoleQuant>().is_err(), "{bad}");
+        }
     }
 }

@@ -22,7 +22,7 @@ use super::invariant::ExactGrads;
 use super::optimizer::{Groups, Piece, pieces};
 use super::params::FlatParams;
 use crate::data::MicroBatch;
-use crate::model::quant::TensorQuant;
+use crate::model::quant::{TensorQuant, max_or_nan};
 use crate::model::{BnGroup as BnStatistics, GroupSum, Model, ModelError, NoGroup, StageCycles};
 
 /// The loss scaler of a run.
@@ -240,6 +240,9 @@ pub(crate) struct Replica<'a> {
     reduced: Vec<f32>,
     /// `--batch-invariant`'s exact sums of a step.
     exact: Option<ExactGrads>,
+    /// The step's amax of each delayed-scaled operand, over this
+    /// replica's micro-batches so far.
+    amaxes: Vec<f32>,
 }
 
 impl<'a> Replica<'a> {
@@ -312,6 +315,7 @@ impl<'a> Replica<'a> {
             scaler,
             groups: Groups::new(config.optimizer, config.exclude_bias_and_norm)?,
             counter,
+            amaxes: Vec::new(),
         };
         if let Some(r) = resume {
             replica.model.set_buffers(&r.buffers)?;
@@ -354,6 +358,7 @@ impl<'a> Replica<'a> {
         let n = flat.len();
         let scale = self.scaler.scale();
         self.micro_batches(batches, scale)?;
+        let amaxes = self.step_amaxes()?;
         let (grads, tail) = self.reduced.split_at_mut(n);
         let samples = (self.config.micro_batch * batches.len() * self.config.replicas) as f32;
         let loss = tail[0] / samples;
@@ -393,14 +398,28 @@ impl<'a> Replica<'a> {
             quant: self.model.quant_stats(),
         };
         if decision.is_skip() {
+            // A skipped step's amaxes (an overflow's infinities) stay out
+            // of the delayed scales' histories.
             return Ok(outcome);
         }
+        self.model.push_amaxes(&amaxes)?;
         let c = self.config;
         let factor = c.lr_schedule.factor(step, total, c.warmup_steps);
         outcome.lr = c.optimizer.lr() * factor;
         self.update(factor)?;
         self.load_model()?;
         Ok(outcome)
+    }
+
+    /// The step's amax of each delayed-scaled operand over every
+    /// micro-batch of every replica (a max: the same for every split of
+    /// the batch), bitwise the same on every replica.
+    fn step_amaxes(&mut self) -> Result<Vec<f32>, TrainError> {
+        let mut amaxes = core::mem::take(&mut self.amaxes);
+        if !amaxes.is_empty() {
+            self.comm.all_reduce(&mut amaxes, ReduceOp::Max)?;
+        }
+        Ok(amaxes)
     }
 
     /// Runs this replica's micro-batches of a step at loss scale `scale`
@@ -427,6 +446,13 @@ impl<'a> Replica<'a> {
                 group,
                 &mut self.grads,
             )?;
+            let amaxes = self.model.quant_amaxes();
+            if k == 0 {
+                self.amaxes = amaxes;
+            } else {
+                let both = self.amaxes.iter_mut().zip(amaxes);
+                both.for_each(|(m, a)| *m = max_or_nan(*m, a));
+            }
             if let Some(exact) = &mut self.exact {
                 exact.add(&self.model, &out)?;
                 continue;

@@ -288,8 +288,8 @@ pub(in crate::cli) struct JobArgs {
 
     /// With a quantised --precision: the weights' FORMAT[:ROUNDING[:SCALING]]
     /// (formats e4m3, e4m3fn, f143, e5m2, f152, e2m3, e3m2, e2m1, ...;
-    /// rounding nearest, stochastic or toward-zero; scaling tensor, mx or
-    /// nvfp4)
+    /// rounding nearest, stochastic or toward-zero; scaling tensor,
+    /// delayed[N] (an amax history of N steps, default 16), mx or nvfp4)
     /// [default: the precision's recipe]
     #[arg(long, alias = "quant_weights", value_name = "Q", value_parser = checked::<RoleQuant>, help_heading = "Numerics")]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -537,6 +537,24 @@ mod tests {
     }
 
     #[test]
+    fn a_delayed_scaling_reads_from_toml_and_round_trips() {
+        use tessera_sim::model::quant::Scaling;
+        let text = "precision = \"8.16\"\nquant_gradients = \"f152:nearest:delayed16\"\n\
+                    quant_weights = \"e4m3:stochastic:delayed\"\n";
+        let args: JobArgs = toml::from_str(text).unwrap();
+        let first = job(&args);
+        let PrecisionMode::Low(low) = first.config.precision else {
+            panic!("{:?}", first.config.precision);
+        };
+        assert_eq!(low.recipe.gradients.scaling, Scaling::Delayed(16));
+        assert_eq!(low.recipe.weights.to_string(), "e4m3:stochastic:delayed16");
+        let effective = toml::to_string(&first.effective()).unwrap();
+        assert!(effective.contains("f152:nearest:delayed16"), "{effective}");
+        let back: JobArgs = toml::from_str(&effective).unwrap();
+        assert_eq!(job(&back).config, first.config);
+    }
+
+    #[test]
     fn flags_override_the_file_and_keep_what_they_do_not_set() {
         let file = JobArgs {
             epochs: Some(3),

@@ -86,8 +86,9 @@ pub(super) struct Builder<'a> {
     pub(super) f16: bool,
     /// The dense and convolution products' quantisation, if any.
     pub(super) quant: Option<super::quant::Recipe>,
-    /// Each quantised operand's name and stats tensor (a piece per block).
-    pub(super) quant_stats: Vec<(String, TensorId)>,
+    /// Each quantised operand's stats (a piece per block) and delayed
+    /// scaling's input.
+    pub(super) quant_stats: Vec<quant::QuantTensors>,
     /// A training graph.
     pub(super) train: bool,
     pub(super) activation: Activation,

@@ -65,8 +65,8 @@ pub(in crate::model) struct NetworkIds {
     /// Per layer: its input and what its backward pass reads of its
     /// forward's (the activations a pipeline stage stashes).
     pub(in crate::model) kept: Vec<Kept>,
-    /// Each quantised operand's name and stats tensor.
-    pub(in crate::model) quant: Vec<(String, TensorId)>,
+    /// Each quantised operand's stats and delayed scaling's input.
+    pub(in crate::model) quant: Vec<super::quant::QuantTensors>,
 }
 
 /// A layer's input and the tensors of one micro-batch its backward pass

@@ -18,6 +18,10 @@
 //! - NVFP4: both: the lines regathered, the blocks' amaxes gathered as per
 //!   tensor (the tensor scale is core's `Nvfp4::tensor_scale` of their
 //!   max), each line quantised in blocks of 16 by core's `Nvfp4`.
+//! - Delayed: no amax pass: the host writes the history's amax onto every
+//!   block's tile before the step, and each cast vertex records its own
+//!   block's amax in a fourth stat, which the host reads after each
+//!   micro-batch (see [`crate::model::quant`]'s rules).
 
 use core::ops::Range;
 use std::sync::Arc;
@@ -26,7 +30,8 @@ use tessera_core::rng::RandomStream;
 
 use super::{Act, Builder, Copies, ModelError};
 use crate::ipu::{
-    Access, Codelet, DType, FieldSpec, IpuSpec, Kernel, TensorSlice, VertexCycles, VertexIo,
+    Access, Codelet, DType, FieldSpec, IpuSpec, Kernel, TensorId, TensorSlice, VertexCycles,
+    VertexIo,
 };
 use crate::kernels::matmul::{
     BlockLayout, Cut, Operand, Output, ProductPlan, Source, gather_copies,
@@ -40,6 +45,37 @@ const SEED: u64 = 0x1826_f8f8;
 
 /// Elements a quantisation vertex gets at least.
 const GRAIN: usize = 1024;
+
+/// A quantised operand's tensors the host reads and writes.
+#[derive(Clone, Debug)]
+pub(in crate::model) struct QuantTensors {
+    /// The operand: `layer{l}.{product}.{role}`.
+    pub(in crate::model) name: String,
+    /// Its stats, a piece per block: `[exponent, saturated, underflowed]`
+    /// and, delayed, the block's amax.
+    pub(in crate::model) stats: TensorId,
+    /// Delayed scaling's history length and where the host writes the
+    /// history's amax (a value per block).
+    pub(in crate::model) delayed: Option<DelayedInput>,
+}
+
+/// The host-written amax of a delayed operand's history.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::model) struct DelayedInput {
+    /// The history's length.
+    pub(in crate::model) steps: u16,
+    /// A value per block of the operand.
+    pub(in crate::model) amax: TensorId,
+    /// The operand's blocks.
+    pub(in crate::model) blocks: usize,
+}
+
+impl QuantTensors {
+    /// Values per block of its stats.
+    pub(in crate::model) const fn stride(&self) -> usize {
+        if self.delayed.is_some() { 4 } else { 3 }
+    }
+}
 
 /// How a quantised product's plan is made from its operands' layouts.
 #[derive(Clone, Copy, Debug)]
@@ -113,8 +149,12 @@ impl Builder<'_> {
         };
         let out = self.matrix(name, &layout.layout)?;
         self.g.hold(out.tensor, q.encoding());
-        let stats = self.per_block(&format!("{name}.stats"), &layout.layout, |_| 3)?;
-        self.quant_stats.push((name.to_owned(), stats.tensor));
+        let steps = match q.scaling {
+            Scaling::Delayed(n) => Some(n),
+            _ => None,
+        };
+        let stride = if steps.is_some() { 4 } else { 3 };
+        let stats = self.per_block(&format!("{name}.stats"), &layout.layout, |_| stride)?;
         let stream = RandomStream::new(SEED, fnv(name));
         let cols = layout.layout.cols();
         let fields =
@@ -127,6 +167,7 @@ impl Builder<'_> {
                 f.extend(amaxes);
                 f
             };
+        let mut delayed = None;
         if q.scaling == Scaling::Mx {
             let cs = self.g.add_compute_set(&format!("{name}.mx"));
             for (k, blk) in layout.layout.blocks().iter().enumerate() {
@@ -142,7 +183,19 @@ impl Builder<'_> {
             }
             self.programs.push(crate::ipu::Program::Execute(cs));
         } else {
-            let amaxes = self.amaxes(name, &layout)?;
+            let amaxes = match steps {
+                Some(steps) => {
+                    let history = format!("{name}.history");
+                    let amax = self.per_block(&history, &layout.layout, |_| 1)?;
+                    delayed = Some(DelayedInput {
+                        steps,
+                        amax: amax.tensor,
+                        blocks: amax.ranges.len(),
+                    });
+                    amax
+                }
+                None => self.amaxes(name, &layout)?,
+            };
             let cs = self.g.add_compute_set(&format!("{name}.cast"));
             for (k, blk) in layout.layout.blocks().iter().enumerate() {
                 let codelet: Arc<dyn Codelet> = Arc::new(Cast {
@@ -158,6 +211,11 @@ impl Builder<'_> {
             }
             self.programs.push(crate::ipu::Program::Execute(cs));
         }
+        self.quant_stats.push(QuantTensors {
+            name: name.to_owned(),
+            stats: stats.tensor,
+            delayed,
+        });
         Ok(Operand {
             tensor: out.tensor,
             layout: layout.layout,
@@ -338,9 +396,10 @@ impl Scale {
 }
 
 /// A block quantised: per tensor or NVFP4 (a fourth field, every block's
-/// amax) or MX along its lines. Fields: the block (read), its quantised values
-/// (written), its stats `[exponent, saturated, underflowed]` (written),
-/// [the amaxes (read)].
+/// amax), delayed (a fourth field, the history's amax) or MX along its
+/// lines. Fields: the block (read), its quantised values (written), its
+/// stats `[exponent, saturated, underflowed]` and, delayed, its own amax
+/// (written), [the amaxes (read)].
 #[derive(Debug)]
 struct Cast {
     q: RoleQuant,
@@ -370,13 +429,17 @@ impl Codelet for Cast {
     }
 
     fn run(&self, io: &mut VertexIo<'_>) {
-        let amax = (self.fields.len() == 4).then(|| amax(io.read::<f32>(3)));
-        let scale = match (self.q.scaling, amax) {
-            (Scaling::Nvfp4, Some(a)) => {
+        let amax_in = (self.fields.len() == 4).then(|| amax(io.read::<f32>(3)));
+        // Delayed: the block's own amax, recorded, and NaN for the block
+        // if it holds a non-finite value.
+        let own = matches!(self.q.scaling, Scaling::Delayed(_)).then(|| amax(io.read::<f32>(0)));
+        let scale = match (self.q.scaling, amax_in, own) {
+            (_, _, Some(o)) if !o.is_finite() => Scale::Tensor(None),
+            (Scaling::Nvfp4, Some(a), _) => {
                 Scale::Nvfp4(a.is_finite().then(|| Nvfp4::tensor_scale(&[a])))
             }
-            (_, Some(a)) => Scale::Tensor(tensor_exponent(self.q.format, a)),
-            (_, None) => Scale::Mx,
+            (_, Some(a), _) => Scale::Tensor(tensor_exponent(self.q.format, a)),
+            (_, None, _) => Scale::Mx,
         };
         let [x, out, s] = io.many([0, 1, 2]);
         let (x, out) = (x.into_slice::<f32>(), out.into_slice::<f32>());
@@ -385,6 +448,9 @@ impl Codelet for Cast {
         s[0] = stats.exponent as f32;
         s[1] = stats.saturated as f32;
         s[2] = stats.underflowed as f32;
+        if let Some(o) = own {
+            s[3] = o;
+        }
     }
 }
 

@@ -17,28 +17,10 @@ fn oracle_quant(
     stream: RandomStream,
 ) -> Vec<f32> {
     let max = f64::from(q.format.max());
-    let exp_of = |amax: f64| {
-        let mut k = 0i32;
-        if amax > 0.0 {
-            while amax * 2f64.powi(k) > max {
-                k -= 1;
-            }
-            while amax * 2f64.powi(k + 1) <= max {
-                k += 1;
-            }
-        }
-        k
-    };
-    let chop = |v: f32, k: i32, pos: usize| {
-        let value = [v];
-        let bits = Keyed::line(stream, &value, pos as u64, 0);
-        let scaled = (f64::from(v) * 2f64.powi(k)) as f32;
-        let r = q.format.chop_with(scaled, q.round, &bits, 0);
-        (f64::from(r) * 2f64.powi(-k)) as f32
-    };
+    let chop = |v: f32, k: i32, pos: usize| oracle_chop(q, stream, v, k, pos);
     if q.scaling == Scaling::Tensor {
         let amax = x.iter().fold(0.0f64, |m, v| m.max(f64::from(v.abs())));
-        let k = exp_of(amax);
+        let k = oracle_exponent(q, amax);
         return x.iter().enumerate().map(|(p, v)| chop(*v, k, p)).collect();
     }
     let (lines, len) = if k_rows { (cols, rows) } else { (rows, cols) };
@@ -65,6 +47,32 @@ fn oracle_quant(
         }
     }
     out
+}
+
+/// The per-tensor exponent of `amax` by search: the largest `k` with
+/// `amax 2^k <= max` (0 for a zero amax).
+fn oracle_exponent(q: RoleQuant, amax: f64) -> i32 {
+    let max = f64::from(q.format.max());
+    let mut k = 0i32;
+    if amax > 0.0 {
+        while amax * 2f64.powi(k) > max {
+            k -= 1;
+        }
+        while amax * 2f64.powi(k + 1) <= max {
+            k += 1;
+        }
+    }
+    k
+}
+
+/// `v` (at matrix position `pos`) scaled by `2^k`, rounded by core's
+/// `chop` with its keyed bits (saturating), scaled back.
+fn oracle_chop(q: RoleQuant, stream: RandomStream, v: f32, k: i32, pos: usize) -> f32 {
+    let value = [v];
+    let bits = Keyed::line(stream, &value, pos as u64, 0);
+    let scaled = (f64::from(v) * 2f64.powi(k)) as f32;
+    let r = q.format.chop_with(scaled, q.round, &bits, 0);
+    (f64::from(r) * 2f64.powi(-k)) as f32
 }
 
 /// NVFP4 of each line by core's `Nvfp4` (whose arithmetic core's
@@ -337,5 +345,81 @@ fn conv_products_equal_the_oracle_of_the_quantised_inputs() {
             }
         }
         assert_eq!(bits(&read(&dx.unwrap())), bits(&dx_o), "{recipe:?} dA");
+    }
+}
+
+/// A dense layer's forward product with delayed scales against the
+/// oracle: the activations cast with the scale of a history amax a
+/// quarter of their current one (values above saturate, counted), the
+/// weights with an empty history's scale `2^0`; each cast block records
+/// its own amax.
+#[test]
+fn a_dense_product_with_delayed_scales_equals_the_oracle() {
+    let (batch, fan_in, width) = (6, 70, 24);
+    let spec = IpuSpec::new(IpuParams {
+        tiles: 8,
+        ..IpuParams::default()
+    })
+    .unwrap();
+    let target = Target::single(spec);
+    let x = values(batch * fan_in, 1, 4.0);
+    let w = values(fan_in * width, 2, 0.3);
+    let delayed: RoleQuant = "f143:nearest:delayed4".parse().unwrap();
+    let recipe = Recipe {
+        weights: delayed,
+        activations: delayed,
+        ..Recipe::FP8
+    };
+    let (placement, link) = (Placement::Spread, standalone_link());
+    let mut b = Builder::standalone(&target, &placement, &link, batch);
+    b.quant = Some(recipe);
+    let layout = BlockLayout::grid(batch, fan_in, 2, 3, 8);
+    let input = b.matrix("x", &layout).unwrap();
+    let layer = dense::forward(&mut b, 1, &input, width, Cut::default()).unwrap();
+    let quant = b.quant_stats.clone();
+    let mut e = b.engine().unwrap();
+    write_rows(&mut e, &input, &x);
+    write_rows(&mut e, &layer.w, &w);
+    let history = |name: &str| {
+        if name.ends_with("activations") {
+            0.5
+        } else {
+            0.0
+        }
+    };
+    for q in &quant {
+        let d = q.delayed.expect("delayed");
+        e.write_tensor(d.amax, &vec![history(&q.name); d.blocks])
+            .unwrap();
+    }
+    e.run();
+    let stream = |name: &str| RandomStream::new(SEED, fnv(name));
+    let cast = |v: &[f32], name: &str, k: i32| -> Vec<f32> {
+        let chop = |(p, v): (usize, &f32)| oracle_chop(delayed, stream(name), *v, k, p);
+        v.iter().enumerate().map(chop).collect()
+    };
+    let (ka, kw) = (oracle_exponent(delayed, 0.5), 0);
+    let qx = cast(&x, "layer1.fwd.activations", ka);
+    let qw = cast(&w, "layer1.fwd.weights", kw);
+    let y = oracle_product(
+        (&qx, false),
+        (&qw, false),
+        (batch, fan_in, width),
+        Accumulator::F32,
+    );
+    assert_eq!(bits(&super::super::read_rows(&e, &layer.y)), bits(&y));
+    let max = f64::from(delayed.format.max());
+    assert!(quant[0].name.ends_with("activations") && ka == 8);
+    for (q, v, k) in [(&quant[0], &x, ka), (&quant[1], &w, kw)] {
+        let s = e.read_tensor::<f32>(q.stats).unwrap();
+        let blocks: Vec<&[f32]> = s.chunks_exact(q.stride()).collect();
+        let over = v
+            .iter()
+            .filter(|v| (f64::from(v.abs()) * 2f64.powi(k)) > max);
+        let amax = v.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        assert!(blocks.iter().all(|b| b[0] == k as f32), "{}", q.name);
+        let saturated: f32 = blocks.iter().map(|b| b[1]).sum();
+        assert_eq!(saturated, over.count() as f32, "{}", q.name);
+        assert_eq!(blocks.iter().map(|b| b[3]).fold(0.0, f32::max), amax);
     }
 }
