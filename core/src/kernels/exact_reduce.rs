@@ -18,6 +18,7 @@ use crate::arch::{self, F32s, Simd, kernel};
 use crate::fp::sealed::Format;
 use crate::fp::{self, Element};
 
+use super::exact::products_shape;
 use super::exact_lanes::{
     COLUMNS, DOT_PART, MARGIN, SUM_PART, TERMS, add_products, add_values, columns_part, dot_part,
     products_top, sum_part,
@@ -171,7 +172,7 @@ pub fn exact_gemm<T: Element>(shape: GemmShape, a: &[T], b: &[T], acc: &mut [Exa
 /// use tessera_core::kernels::{exact_sum_products, ExactSum};
 ///
 /// // dW = X^T D over 3 samples, 2 inputs, 1 output; in two calls.
-/// let x = [1.0f32, 2.0, 3.0, 4.0, 1.0, 1.0]; // [3, 2]
+/// let x = [1.0f32, 2.0, 3.0, 4.0, 1.0, 2.0]; // [3, 2]
 /// let d = [1e30f32, 0.5, -1e30]; // [3, 1]
 /// let mut sums = [ExactSum::new(); 2];
 /// exact_sum_products(2, &x[..4], &d[..2], &mut sums);
@@ -192,25 +193,6 @@ pub fn exact_sum_products(rows: usize, a: &[f32], b: &[f32], sums: &mut [ExactSu
         b,
         sums,
     });
-}
-
-/// `(m, n)` of an [`exact_sum_products`] call, checked.
-pub(super) fn products_shape(
-    rows: usize,
-    a: &[f32],
-    b: &[f32],
-    sums: &[ExactSum],
-) -> (usize, usize) {
-    let (m, n) = match rows {
-        0 => (0, 0),
-        _ => (a.len() / rows, b.len() / rows),
-    };
-    let fits = a.len() == rows * m && b.len() == rows * n;
-    assert!(
-        fits && (rows == 0 || sums.len() == m * n),
-        "exact_sum_products: shape mismatch"
-    );
-    (m, n)
 }
 
 /// `acc[i].merge(&other[i])` for every element: merges another

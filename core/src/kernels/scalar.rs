@@ -377,7 +377,7 @@ pub fn exact_gemm<T: Element>(shape: GemmShape, a: &[T], b: &[T], acc: &mut [Exa
 /// assert_eq!(c, d);
 /// ```
 pub fn exact_sum_products(rows: usize, a: &[f32], b: &[f32], sums: &mut [ExactSum]) {
-    let (m, n) = super::exact_reduce::products_shape(rows, a, b, sums);
+    let (m, n) = super::exact::products_shape(rows, a, b, sums);
     for (ar, br) in a
         .chunks_exact(m.max(1))
         .zip(b.chunks_exact(n.max(1)))
