@@ -322,3 +322,22 @@ impl ExactDot {
         self.0.rounded()
     }
 }
+
+/// `(m, n)` of an [`exact_sum_products`](super::exact_sum_products) call, checked.
+pub(super) fn products_shape(
+    rows: usize,
+    a: &[f32],
+    b: &[f32],
+    sums: &[ExactSum],
+) -> (usize, usize) {
+    let (m, n) = match rows {
+        0 => (0, 0),
+        _ => (a.len() / rows, b.len() / rows),
+    };
+    let fits = a.len() == rows * m && b.len() == rows * n;
+    assert!(
+        fits && (rows == 0 || sums.len() == m * n),
+        "exact_sum_products: shape mismatch"
+    );
+    (m, n)
+}

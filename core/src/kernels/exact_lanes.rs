@@ -38,6 +38,7 @@
 //! A lane total is then an integer number of units below `2^53`, converted
 //! to `i64` exactly; at most 16 lanes sum below `2^57`.
 
+use super::ExactSum;
 use super::exact::{DotFixed as DotState, SumFixed as SumState};
 use super::fixed::Fixed;
 
@@ -323,6 +324,69 @@ pub(super) fn add_products(state: &mut DotState, x: &[f32], y: &[f32]) {
     }
 }
 
+/// Columns of a [`columns_part`]: one f64 lane, and one state, each.
+pub(super) const COLUMNS: usize = 16;
+/// The widest span of exponent fields of a column's values for the two
+/// lane sums of [`columns_part`].
+const COLUMN_SPAN: i32 = 67;
+
+/// Adds the column sums of `rows` rows (at most [`TERMS`]) of up to
+/// [`COLUMNS`] values, `row(r)` (a narrower block padded with zeros), to
+/// `states` (one per column) and returns, as bits, the columns it could
+/// not sum exactly in lanes (an infinity or NaN, or a span of fields over
+/// [`COLUMN_SPAN`]), which the caller adds value by value.
+///
+/// Each column is its own lane of `rows` values, each a multiple of `2^(b
+/// - 150)` below `2^(t - 126)` (`t`, `b` the column's largest and smallest
+/// nonzero fields, from a first pass). With `g = max(t - 171, b - 150)`,
+/// `q` (`z` rounded to a multiple of `2^g` by adding and subtracting `1.5
+/// * 2^(g + 52)`) is below `2^(g + 45)` and the rest `z - q` (exact) at
+/// most `2^(g - 1)`: at most `2^8` of each sum exactly, the first below
+/// `2^53` units of `2^g`, the second below `2^53` units of `2^(b - 150)`
+/// when `t - b <= 67`. When `t - b <= 21`, `g = b - 150`, every `q` is
+/// `z` and the rest is zero: one integer per column.
+#[inline(always)]
+pub(super) fn columns_part(
+    states: &mut [ExactSum],
+    rows: usize,
+    row: impl Fn(usize) -> [f32; COLUMNS],
+) -> u32 {
+    let mut fields = Fields::<COLUMNS>::NONE;
+    for r in 0..rows {
+        fields.take(&row(r));
+    }
+    let (mut grid, mut round, mut skip) = ([0i32; COLUMNS], [0.0f64; COLUMNS], 0u32);
+    let mut units = [0i32; COLUMNS];
+    for j in 0..COLUMNS {
+        let (hi, lo) = (fields.hi[j], fields.lo[j].wrapping_add(1));
+        let (top, bottom) = (field(hi), field(lo));
+        if hi >= 0x7f80_0000 || (lo != 0 && top - bottom > COLUMN_SPAN) {
+            skip |= 1 << j;
+        }
+        units[j] = bottom - 150;
+        grid[j] = (top - 171).max(units[j]);
+        round[j] = 1.5 * pow2(grid[j] + 52);
+    }
+    let (mut high, mut low) = ([0.0f64; COLUMNS], [0.0f64; COLUMNS]);
+    for r in 0..rows {
+        let c = row(r);
+        for j in 0..COLUMNS {
+            let z = f64::from(c[j]);
+            let q = (z + round[j]) - round[j];
+            high[j] += q;
+            low[j] += z - q;
+        }
+    }
+    for (j, state) in states.iter_mut().enumerate() {
+        if skip >> j & 1 == 0 {
+            let s = &mut state.0;
+            s.add_scaled((high[j] * pow2(-grid[j])) as i64, grid[j]);
+            s.add_scaled((low[j] * pow2(-units[j])) as i64, units[j]);
+        }
+    }
+    skip
+}
+
 /// Adds the terms one by one (exact, any terms).
 #[inline(never)]
 fn add_each<const D: usize, const LSB: usize>(
@@ -337,9 +401,14 @@ fn add_each<const D: usize, const LSB: usize>(
 
 #[cfg(test)]
 mod tests {
+    use alloc::vec;
+    use alloc::vec::Vec;
+
     use crate::arch::{self, Backend};
     use crate::fp::f16;
-    use crate::kernels::{exact_dot_partial, exact_sum_partial, scalar};
+    use crate::kernels::{
+        ExactSum, exact_dot_partial, exact_sum_partial, exact_sum_products, scalar,
+    };
 
     const N: usize = 11_000;
 
@@ -388,6 +457,39 @@ mod tests {
                         let mut d = exact_dot_partial(&x[cut..], &y[cut..]);
                         d.merge(&exact_dot_partial(&x[..cut], &y[..cut]));
                         assert_eq!(d, scalar::exact_dot_partial(&x, &y), "{backend} {cut}");
+                    }
+                });
+            }
+        }
+    }
+
+    /// Row products of spans within and beyond the lanes' (columns of
+    /// tiny and huge values), zeros, an infinity and a NaN, over more rows
+    /// than a lane takes and a width that is no multiple of the lanes: the
+    /// twin's states on every backend, and for any cut of the rows.
+    #[test]
+    fn row_products_match_the_twin_on_every_backend() {
+        let (rows, m, n) = (300, 3, 37);
+        let (x, y) = jumping(0.5);
+        let a: Vec<f32> = x[..rows * m].to_vec();
+        let mut b: Vec<f32> = (0..rows * n)
+            .map(|i| y[i % N] * pow2f((i % 5) as i32 * 9 - 20))
+            .collect();
+        b[7 * n + 3] = 1e-40; // column 3: a span beyond the lanes'
+        b[rows * n - 2] = 0.0;
+        for special in [None, Some(f32::INFINITY), Some(f32::NAN)] {
+            if let Some(v) = special {
+                b[200 * n + 20] = v;
+            }
+            let mut twin = vec![ExactSum::new(); m * n];
+            scalar::exact_sum_products(rows, &a, &b, &mut twin);
+            for backend in Backend::ALL {
+                let _ = arch::with_backend(backend, || {
+                    for cut in [0, 1, 257] {
+                        let mut fast = vec![ExactSum::new(); m * n];
+                        exact_sum_products(rows - cut, &a[cut * m..], &b[cut * n..], &mut fast);
+                        exact_sum_products(cut, &a[..cut * m], &b[..cut * n], &mut fast);
+                        assert!(fast == twin, "{backend} {cut} {special:?}");
                     }
                 });
             }

@@ -18,8 +18,10 @@ use crate::arch::{self, F32s, Simd, kernel};
 use crate::fp::sealed::Format;
 use crate::fp::{self, Element};
 
+use super::exact::products_shape;
 use super::exact_lanes::{
-    DOT_PART, MARGIN, SUM_PART, TERMS, add_products, add_values, dot_part, products_top, sum_part,
+    COLUMNS, DOT_PART, MARGIN, SUM_PART, TERMS, add_products, add_values, columns_part, dot_part,
+    products_top, sum_part,
 };
 use super::{ExactDot, ExactSum, GemmShape, scalar};
 
@@ -34,12 +36,10 @@ fn prefetch_block<T>(x: &[T], start: usize) {
     }
 }
 
-/// `x` as f32 values: `x` itself, or widened into `buf` (`x.len() <= N`).
+/// `x` as f32 values: `x` itself, or widened into `buf` (`x.len() <=
+/// buf.len()`; unused for f32, so f32 callers pass an empty one).
 #[inline(always)]
-fn widened<'b, S: Simd, T: Element, const N: usize>(
-    x: &'b [T],
-    buf: &'b mut [f32; N],
-) -> &'b [f32] {
+fn widened<'b, S: Simd, T: Element>(x: &'b [T], buf: &'b mut [f32]) -> &'b [f32] {
     if T::FORMAT == Format::F32 {
         return arch::cast_slice(x);
     }
@@ -161,6 +161,40 @@ pub fn exact_gemm<T: Element>(shape: GemmShape, a: &[T], b: &[T], acc: &mut [Exa
     arch::dispatch(ExactGemm { shape, a, b, acc });
 }
 
+/// `sums[i, j] += sum_r a[r, i] * b[r, j]` exactly, each product rounded
+/// once to f32 (as an f32 matrix product rounds it), for `a` `[rows, m]`,
+/// `b` `[rows, n]` and `sums` `[m, n]`, all row-major: a weight gradient
+/// over a micro-batch's rows (samples) whose states are the same for any
+/// cut of the rows into calls, merged in any order. A bias's gradient is
+/// the same with `a` a column of ones.
+///
+/// ```
+/// use tessera_core::kernels::{exact_sum_products, ExactSum};
+///
+/// // dW = X^T D over 3 samples, 2 inputs, 1 output; in two calls.
+/// let x = [1.0f32, 2.0, 3.0, 4.0, 1.0, 2.0]; // [3, 2]
+/// let d = [1e30f32, 0.5, -1e30]; // [3, 1]
+/// let mut sums = [ExactSum::new(); 2];
+/// exact_sum_products(2, &x[..4], &d[..2], &mut sums);
+/// exact_sum_products(1, &x[4..], &d[2..], &mut sums);
+/// assert_eq!([sums[0].to_f32(), sums[1].to_f32()], [1.5, 2.0]);
+/// ```
+///
+/// # Panics
+/// If `a`'s or `b`'s length is not a multiple of `rows`, or `sums`' is not
+/// `m n`.
+pub fn exact_sum_products(rows: usize, a: &[f32], b: &[f32], sums: &mut [ExactSum]) {
+    let (m, n) = products_shape(rows, a, b, sums);
+    arch::dispatch(ExactSumProducts {
+        rows,
+        m,
+        n,
+        a,
+        b,
+        sums,
+    });
+}
+
 /// `acc[i].merge(&other[i])` for every element: merges another
 /// contribution's states (a micro-batch, a tile, a rank) into `acc`.
 ///
@@ -207,57 +241,82 @@ pub fn round_exact(states: &[ExactDot], out: &mut [f32]) {
 kernel! {
     ExactSumOf<'a, T: Element> { x: &'a [T] } -> ExactSum;
     run<S>(k) {
-        let mut sum = ExactSum::new();
-        let mut buf = [0.0f32; SUM_PART];
-        for (p, part) in k.x.chunks(SUM_PART).enumerate() {
-            let x = widened::<S, T, SUM_PART>(part, &mut buf);
-            let added = sum_part(
-                &mut sum.0,
-                x,
-                #[inline(always)]
-                |at| prefetch_block(k.x, p * SUM_PART + at),
-            );
-            if !added {
-                add_values(&mut sum.0, x);
-            }
+        // A 16 KiB buffer is zeroed for 16-bit input only: a short f32 sum
+        // does not pay for it.
+        if T::FORMAT == Format::F32 {
+            exact_sum_with::<S, T>(k.x, &mut [])
+        } else {
+            exact_sum_with::<S, T>(k.x, &mut [0.0; SUM_PART])
         }
-        sum
     }
     scalar(k) { scalar::exact_sum_partial(k.x) }
+}
+
+/// [`exact_sum_partial`] with `buf` for [`widened`].
+#[inline(always)]
+fn exact_sum_with<S: Simd, T: Element>(xs: &[T], buf: &mut [f32]) -> ExactSum {
+    let mut sum = ExactSum::new();
+    for (p, part) in xs.chunks(SUM_PART).enumerate() {
+        let x = widened::<S, T>(part, buf);
+        let added = sum_part(
+            &mut sum.0,
+            x,
+            #[inline(always)]
+            |at| prefetch_block(xs, p * SUM_PART + at),
+        );
+        if !added {
+            add_values(&mut sum.0, x);
+        }
+    }
+    sum
 }
 
 kernel! {
     ExactDotOf<'a, T: Element> { x: &'a [T], y: &'a [T] } -> ExactDot;
     run<S>(k) {
-        let mut dot = ExactDot::new();
-        let (mut bx, mut by) = ([0.0f32; DOT_PART], [0.0f32; DOT_PART]);
-        // The bound of the first part is measured, the next ones' guessed
-        // from the last part's (a wrong guess costs a slower pass).
-        let mut guess = None;
-        for (p, (x, y)) in k.x.chunks(DOT_PART).zip(k.y.chunks(DOT_PART)).enumerate() {
-            let x = widened::<S, T, DOT_PART>(x, &mut bx);
-            let y = widened::<S, T, DOT_PART>(y, &mut by);
-            let pass = dot_part(
-                &mut dot.0,
-                x,
-                y,
-                guess.unwrap_or_else(|| products_top(x, y)),
-                #[inline(always)]
-                |at| {
-                    prefetch_block(k.x, p * DOT_PART + at);
-                    prefetch_block(k.y, p * DOT_PART + at);
-                },
-            );
-            if !pass.added {
-                add_products(&mut dot.0, x, y);
-            }
-            if let Some(top) = pass.top {
-                guess = Some(top + MARGIN);
-            }
+        // Two 8 KiB buffers, zeroed for 16-bit input only.
+        if T::FORMAT == Format::F32 {
+            exact_dot_with::<S, T>(k.x, k.y, (&mut [], &mut []))
+        } else {
+            exact_dot_with::<S, T>(k.x, k.y, (&mut [0.0; DOT_PART], &mut [0.0; DOT_PART]))
         }
-        dot
     }
     scalar(k) { scalar::exact_dot_partial(k.x, k.y) }
+}
+
+/// [`exact_dot_partial`] with `(bx, by)` for [`widened`].
+#[inline(always)]
+fn exact_dot_with<S: Simd, T: Element>(
+    xs: &[T],
+    ys: &[T],
+    (bx, by): (&mut [f32], &mut [f32]),
+) -> ExactDot {
+    let mut dot = ExactDot::new();
+    // The bound of the first part is measured, the next ones' guessed
+    // from the last part's (a wrong guess costs a slower pass).
+    let mut guess = None;
+    for (p, (x, y)) in xs.chunks(DOT_PART).zip(ys.chunks(DOT_PART)).enumerate() {
+        let x = widened::<S, T>(x, bx);
+        let y = widened::<S, T>(y, by);
+        let pass = dot_part(
+            &mut dot.0,
+            x,
+            y,
+            guess.unwrap_or_else(|| products_top(x, y)),
+            #[inline(always)]
+            |at| {
+                prefetch_block(xs, p * DOT_PART + at);
+                prefetch_block(ys, p * DOT_PART + at);
+            },
+        );
+        if !pass.added {
+            add_products(&mut dot.0, x, y);
+        }
+        if let Some(top) = pass.top {
+            guess = Some(top + MARGIN);
+        }
+    }
+    dot
 }
 
 kernel! {
@@ -281,4 +340,39 @@ kernel! {
         }
     }
     scalar(k) { scalar::exact_gemm(k.shape, k.a, k.b, k.acc) }
+}
+
+kernel! {
+    ExactSumProducts<'a> {
+        rows: usize, m: usize, n: usize, a: &'a [f32], b: &'a [f32], sums: &'a mut [ExactSum]
+    } -> ();
+    run<S>(k) {
+        let (m, n) = (k.m, k.n);
+        for r0 in (0..k.rows).step_by(TERMS) {
+            let rows = TERMS.min(k.rows - r0);
+            for (i, out) in k.sums.chunks_exact_mut(n.max(1)).enumerate().take(m) {
+                for (j0, states) in (0..n).step_by(COLUMNS).zip(out.chunks_mut(COLUMNS)) {
+                    let w = states.len();
+                    let row = |r: usize| {
+                        let at = (r0 + r) * n + j0;
+                        let x = k.a[(r0 + r) * m + i];
+                        let mut c = [0.0f32; COLUMNS];
+                        for (c, &y) in c.iter_mut().zip(&k.b[at..at + w]) {
+                            *c = x * y;
+                        }
+                        c
+                    };
+                    let mut skip = columns_part(states, rows, row);
+                    while skip != 0 {
+                        let j = skip.trailing_zeros() as usize;
+                        skip &= skip - 1;
+                        for r in 0..rows {
+                            states[j].add(row(r)[j]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    scalar(k) { scalar::exact_sum_products(k.rows, k.a, k.b, k.sums) }
 }

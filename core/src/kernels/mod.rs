@@ -40,6 +40,7 @@
 //! | `sum x`, exact in any order | [`exact_sum`] | [`exact_sum_partial`] |
 //! | `x . y`, exact in any order | [`exact_dot`] | [`exact_dot_partial`] |
 //! | exact states `+= A B` (a weight gradient over samples) | [`exact_gemm`] | [`merge_exact`], [`round_exact`] |
+//! | exact states `+= A^T B`, products rounded to f32 | [`exact_sum_products`] | [`ExactSum::merge`] |
 //!
 //! The `*_partial` forms return an exact sum ([`ExactSum`], [`ExactDot`])
 //! or a [`MaxAbs`] to merge across pieces, threads and replicas; [`scalar`] holds
@@ -137,8 +138,8 @@ pub mod scalar;
 pub use elementwise::{accumulate, add, axpy, scale, unscale_and_check};
 pub use exact::{ExactDot, ExactSum};
 pub use exact_reduce::{
-    exact_dot, exact_dot_partial, exact_gemm, exact_sum, exact_sum_partial, merge_exact,
-    round_exact,
+    exact_dot, exact_dot_partial, exact_gemm, exact_sum, exact_sum_partial, exact_sum_products,
+    merge_exact, round_exact,
 };
 pub use gemm::{GemmShape, gemm, gemm_scratch_len};
 pub use reduce::{

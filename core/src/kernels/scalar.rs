@@ -360,3 +360,33 @@ pub fn exact_gemm<T: Element>(shape: GemmShape, a: &[T], b: &[T], acc: &mut [Exa
         }
     }
 }
+
+/// `sums[i, j] += sum_r a[r, i] * b[r, j]`, each product rounded to f32 and
+/// added exactly, one at a time (see
+/// [`exact_sum_products`](super::exact_sum_products)).
+///
+/// # Panics
+/// If the lengths are not `[rows, m]`, `[rows, n]` and `[m, n]`.
+///
+/// ```
+/// use tessera_core::kernels::{self, scalar, ExactSum};
+/// let (a, b) = ([1.0f32, 2.0, 3.0, 4.0], [0.1f32, 1e-30, 7.0, -1e20]);
+/// let (mut c, mut d) = ([ExactSum::new(); 4], [ExactSum::new(); 4]);
+/// scalar::exact_sum_products(2, &a, &b, &mut c);
+/// kernels::exact_sum_products(2, &a, &b, &mut d);
+/// assert_eq!(c, d);
+/// ```
+pub fn exact_sum_products(rows: usize, a: &[f32], b: &[f32], sums: &mut [ExactSum]) {
+    let (m, n) = super::exact::products_shape(rows, a, b, sums);
+    for (ar, br) in a
+        .chunks_exact(m.max(1))
+        .zip(b.chunks_exact(n.max(1)))
+        .take(rows)
+    {
+        for (&x, out) in ar.iter().zip(sums.chunks_exact_mut(n.max(1))) {
+            for (s, &y) in out.iter_mut().zip(br) {
+                s.add(x * y);
+            }
+        }
+    }
+}

@@ -9,12 +9,14 @@
 //! the batch is cut. Here every product `a[r][i] b[r][j]` (one f32
 //! multiplication, as the graph's `gemm` rounds each product; exact for
 //! `Compute::F16`'s f16 operands) goes into an [`ExactSum`], whose state
-//! is the same for any cut, order and merge of the rows. The operands are
+//! is the same for any cut, order and merge of the rows; core's
+//! [`exact_sum_products`] adds them in f64 lanes, exact by a test on their
+//! exponents, at the state of adding them one by one. The operands are
 //! the graph's own tensors, read back after the run, and a row's values do
 //! not depend on the micro-batch size (a product's reduction is cut by its
 //! length alone, and every other vertex works per row).
 
-use tessera_core::kernels::ExactSum;
+use tessera_core::kernels::{ExactSum, exact_sum_products};
 
 use super::{Act, read_rows};
 use crate::ipu::Engine;
@@ -45,32 +47,16 @@ impl RowProducts {
         (rows * cols * fan_in) as u64
     }
 
-    /// Adds the last run's products into `sums` (the gradient row-major).
+    /// Adds the last run's products into `sums` (the gradient row-major),
+    /// with core's lane kernel ([`exact_sum_products`]): the states of
+    /// adding them one by one, bit for bit.
     pub(in crate::model) fn accumulate(&self, e: &Engine, sums: &mut [ExactSum]) {
         let b = read_rows(e, &self.b);
-        let cols = self.b.layout.cols();
-        let Some(a) = &self.a else {
-            for row in b.chunks_exact(cols) {
-                for (s, &x) in sums.iter_mut().zip(row) {
-                    s.add(x);
-                }
-            }
-            return;
-        };
-        let a_rows = read_rows(e, a);
-        let fan_in = a.layout.cols();
-        for (ar, br) in a_rows.chunks_exact(fan_in).zip(b.chunks_exact(cols)) {
-            // A zero input adds zeros (`+-0` changes no exact sum), unless
-            // the gradient row holds an infinity or NaN (`0 * inf = NaN`).
-            let finite = br.iter().all(|x| x.is_finite());
-            for (&x, out) in ar.iter().zip(sums.chunks_exact_mut(cols)) {
-                if x == 0.0 && finite {
-                    continue;
-                }
-                for (s, &d) in out.iter_mut().zip(br) {
-                    s.add(x * d);
-                }
-            }
+        let rows = self.b.layout.rows();
+        match &self.a {
+            Some(a) => exact_sum_products(rows, &read_rows(e, a), &b, sums),
+            // A bias: products with a column of ones, exact.
+            None => exact_sum_products(rows, &vec![1.0; rows], &b, sums),
         }
     }
 }
