@@ -4,7 +4,7 @@
 use core::ops::{Add, AddAssign, BitAnd, BitOr, BitOrAssign, BitXor, Div, Mul, Not, Shl, Shr, Sub};
 
 use crate::fp::lanes as formulas;
-use crate::rng::RandomStream;
+use crate::rng::{BlockKeys, RandomStream};
 
 /// u32 lanes. Comparisons are unsigned and give masks (all ones or all
 /// zeros per lane); `select`, `any` and `all` take masks.
@@ -151,7 +151,15 @@ pub(crate) trait Simd: Copy + 'static {
     fn acc_lanes(acc: Self::Acc) -> [f32; 8];
 
     /// Word `word` of the random positions `index..index + LANES`.
-    fn words(stream: RandomStream, index: u64, word: u32) -> Self::U;
+    #[inline(always)]
+    fn words(stream: RandomStream, index: u64, word: u32) -> Self::U {
+        Self::keyed_words(&BlockKeys::new(stream, index, word), index)
+    }
+    /// [`Simd::words`] with the word's block keys derived beforehand.
+    #[inline(always)]
+    fn keyed_words(keys: &BlockKeys, index: u64) -> Self::U {
+        keys.words_lanes(index)
+    }
     /// Vector `k` (below `16 / LANES`) of a 16-element group's random
     /// halves, from the group's eight words (the low halves serve elements
     /// 0 to 7, the high halves 8 to 15; the high 16 bits of a lane are
@@ -159,7 +167,12 @@ pub(crate) trait Simd: Copy + 'static {
     fn group_halves(words: Self::U8, k: usize) -> Self::U;
     /// The random halves of elements `index..index + LANES` (`index` a
     /// multiple of 8), as [`RandomStream::half_bits`] lays them out.
-    fn halves(stream: RandomStream, index: u64) -> Self::U;
+    #[inline(always)]
+    fn halves(stream: RandomStream, index: u64) -> Self::U {
+        Self::keyed_halves(&BlockKeys::new(stream, (index & !15) >> 1, 0), index)
+    }
+    /// [`Simd::halves`] with word 0's block keys derived beforehand.
+    fn keyed_halves(keys: &BlockKeys, index: u64) -> Self::U;
 
     /// f16 -> f32, exact (NaN quieted).
     #[inline(always)]
@@ -219,18 +232,13 @@ macro_rules! eight_lane_items {
         }
 
         #[inline(always)]
-        fn words(stream: $crate::rng::RandomStream, index: u64, word: u32) -> Self::U {
-            stream.words_lanes(index, word)
-        }
-
-        #[inline(always)]
         fn group_halves(words: Self::U, k: usize) -> Self::U {
             if k == 0 { words } else { words >> 16 }
         }
 
         #[inline(always)]
-        fn halves(stream: $crate::rng::RandomStream, index: u64) -> Self::U {
-            let words = stream.words_lanes::<Self::U>((index & !15) >> 1, 0);
+        fn keyed_halves(keys: &$crate::rng::BlockKeys, index: u64) -> Self::U {
+            let words = keys.words_lanes::<Self::U>((index & !15) >> 1);
             if index & 8 == 0 { words } else { words >> 16 }
         }
     };

@@ -9,10 +9,10 @@
 
 use super::code::Code;
 use super::code::sealed::Codes;
-use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes};
+use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes_at};
 use super::format::Format;
 use super::round::{Mode, Round};
-use crate::arch::{F32s, Kernel, Simd, U32s, each_vector};
+use crate::arch::{self, F32s, Kernel, Simd, U32s, each_vector};
 use crate::rng::RandomBits;
 
 /// Stores the low bits of `S::LANES` codes into `out`.
@@ -58,8 +58,8 @@ impl<C: Code, B: RandomBits + ?Sized> Kernel for EncodeCodes<'_, C, B> {
 
     #[inline(always)]
     fn run<S: Simd>(self) -> usize {
-        let (bits, mode) = (self.bits, self.round.mode);
-        run_lanes::<S, _, _>(self, bits, mode)
+        let (bits, mode, first) = (self.bits, self.round.mode, self.first_index);
+        run_lanes_at::<S, _, _>(self, bits, mode, first)
     }
 
     fn scalar(self) -> usize {
@@ -89,31 +89,78 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
         } = self;
         let encoder = Encoder::new(format, round);
         let mut nans = 0;
-        let body = each_vector::<S>(
-            src.len(),
+        // The codes of the vector at `at`.
+        let mut codes_at = vector_fn::<S, _>(
             #[inline(always)]
-            |at| {
+            |at: usize| {
+                // The arithmetic per vector is long enough that the loads need
+                // a prefetch to overlap with it.
+                arch::prefetch_ahead(src, at);
                 let index = first_index.wrapping_add(at as u64);
                 let x = S::F::load(&src[at..]);
-                let (mut codes, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, index);
-                if fallback.any() {
-                    codes = patch::<S>(
-                        codes,
-                        fallback,
-                        #[inline(always)]
-                        |i| {
-                            let v = src[at + i];
-                            nans += usize::from(v.is_nan() && !format.has_nan());
-                            format.encode_with(v, round, bits, index.wrapping_add(i as u64))
-                        },
-                    );
+                let (codes, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, index);
+                if !fallback.any() {
+                    return codes;
                 }
-                store_codes::<S, C>(codes, &mut dst[at..]);
+                patch::<S>(
+                    codes,
+                    fallback,
+                    #[inline(always)]
+                    |i| {
+                        let v = src[at + i];
+                        nans += usize::from(v.is_nan() && !format.has_nan());
+                        format.encode_with(v, round, bits, index.wrapping_add(i as u64))
+                    },
+                )
             },
         );
+        let body = match C::codes(&mut *dst) {
+            Codes::U8(out) if arch::wants_streaming(out) => {
+                stream_bytes::<S>(src.len(), out, &mut codes_at)
+            }
+            _ => each_vector::<S>(
+                src.len(),
+                #[inline(always)]
+                |at| store_codes::<S, C>(codes_at(at), &mut dst[at..]),
+            ),
+        };
         let first = first_index.wrapping_add(body as u64);
         nans + encode_twin(format, &src[body..], &mut dst[body..], round, bits, first)
     }
+}
+
+/// `f`, typed as the codes of the vector at an element: lets a kernel
+/// name a closure it calls from two loops, keeping its `#[inline(always)]`.
+#[inline(always)]
+fn vector_fn<S: Simd, F: FnMut(usize) -> S::U>(f: F) -> F {
+    f
+}
+
+/// Elements per block of [`stream_bytes`]: four vectors of any backend.
+const STREAM_BLOCK: usize = 64;
+
+/// Writes the one-byte codes `codes_at(at)` of the vectors of a slice of
+/// `len` elements to `out` in blocks of [`STREAM_BLOCK`], through a buffer
+/// and non-temporal stores (no read for ownership of lines that are
+/// entirely overwritten), and returns where the blocks end.
+#[inline(always)]
+fn stream_bytes<S: Simd>(
+    len: usize,
+    out: &mut [u8],
+    codes_at: &mut impl FnMut(usize) -> S::U,
+) -> usize {
+    let body = len / STREAM_BLOCK * STREAM_BLOCK;
+    let mut buf = [0u8; STREAM_BLOCK];
+    for block in (0..body).step_by(STREAM_BLOCK) {
+        each_vector::<S>(
+            STREAM_BLOCK,
+            #[inline(always)]
+            |k| S::store_bytes(codes_at(block + k), &mut buf[k..]),
+        );
+        arch::store_streaming_bytes(&mut out[block..block + STREAM_BLOCK], &buf);
+    }
+    arch::store_fence();
+    body
 }
 
 /// [`chop_slice`](super::chop_slice)'s arguments.
@@ -134,8 +181,8 @@ impl<B: RandomBits + ?Sized> Kernel for ChopValues<'_, B> {
         if !Encoder::new(self.format, self.round).has_fast_rule() {
             return self.scalar();
         }
-        let (bits, mode) = (self.bits, self.round.mode);
-        run_lanes::<S, _, _>(self, bits, mode);
+        let (bits, mode, first) = (self.bits, self.round.mode, self.first_index);
+        run_lanes_at::<S, _, _>(self, bits, mode, first);
     }
 
     fn scalar(self) {

@@ -31,7 +31,7 @@ use super::encode::{code_of, overflow, smallest_exponent, unsigned_nonpositive};
 use super::format::{Format, pattern};
 use super::round::{Mode, Round};
 use crate::arch::{F32s, Simd, U32s};
-use crate::rng::{RandomBits, RandomStream};
+use crate::rng::{BlockKeys, RandomBits, RandomStream};
 
 /// Lanes of random bits for positions `index..index + S::LANES`.
 pub(crate) trait LaneBits {
@@ -41,26 +41,45 @@ pub(crate) trait LaneBits {
     fn word1<S: Simd>(&self, index: u64) -> S::U;
 }
 
-/// The counter-based stream: eight or sixteen lanes per draw.
+/// The counter-based stream: eight or sixteen lanes per draw, with the
+/// block keys of words 0 and 1 derived once per call.
 #[derive(Clone, Copy)]
-pub(crate) struct StreamBits(pub(crate) RandomStream);
+pub(crate) struct StreamBits {
+    stream: RandomStream,
+    /// Word 0's keys for the block of the first element's half position.
+    word0: BlockKeys,
+    /// Word 1's keys for the block of the first element.
+    word1: BlockKeys,
+}
+
+impl StreamBits {
+    /// `stream`'s lanes for a call whose first element is `first_index`.
+    #[inline(always)]
+    pub(crate) fn new(stream: RandomStream, first_index: u64) -> Self {
+        Self {
+            stream,
+            word0: BlockKeys::new(stream, first_index >> 1, 0),
+            word1: BlockKeys::new(stream, first_index, 1),
+        }
+    }
+}
 
 impl LaneBits for StreamBits {
     #[inline(always)]
     fn halves<S: Simd>(&self, index: u64) -> S::U {
         if index.is_multiple_of(8) {
-            S::halves(self.0, index)
+            S::keyed_halves(&self.word0, index)
         } else {
             gather::<S>(
                 #[inline(always)]
-                |i| u32::from(self.0.half_bits(index.wrapping_add(i))),
+                |i| u32::from(self.stream.half_bits(index.wrapping_add(i))),
             )
         }
     }
 
     #[inline(always)]
     fn word1<S: Simd>(&self, index: u64) -> S::U {
-        S::words(self.0, index, 1)
+        S::keyed_words(&self.word1, index)
     }
 }
 
@@ -96,20 +115,38 @@ pub(crate) trait LaneKernel: Sized {
     fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, bits: &L) -> Self::Output;
 }
 
-/// Runs `kernel`'s loop with `bits` as lanes: the counter-based stream
-/// draws eight or sixteen lanes at once, any other source one element at
-/// a time; nearest-even and exact stochastic rounding on the stream get
-/// loops of their own with the mode a constant.
+/// [`run_lanes_at`] for a call whose elements start at position 0 (the
+/// stream's keys are then derived once per 2^32 elements; a call elsewhere
+/// gets the same bits, in more steps).
 #[inline(always)]
 pub(crate) fn run_lanes<S: Simd, K: LaneKernel, B: RandomBits + ?Sized>(
     kernel: K,
     bits: &B,
     mode: Mode,
 ) -> K::Output {
+    run_lanes_at::<S, K, B>(kernel, bits, mode, 0)
+}
+
+/// Runs `kernel`'s loop with `bits` as lanes: the counter-based stream
+/// draws eight or sixteen lanes at once (its keys derived for the block of
+/// `first_index`, the call's first element), any other source one element
+/// at a time; nearest-even and exact stochastic rounding on the stream get
+/// loops of their own with the mode a constant.
+#[inline(always)]
+pub(crate) fn run_lanes_at<S: Simd, K: LaneKernel, B: RandomBits + ?Sized>(
+    kernel: K,
+    bits: &B,
+    mode: Mode,
+    first_index: u64,
+) -> K::Output {
     match (bits.as_stream(), mode) {
-        (Some(s), Mode::NearestEven) => kernel.lanes::<S, _>(Mode::NearestEven, &StreamBits(s)),
-        (Some(s), Mode::Stochastic) => kernel.lanes::<S, _>(Mode::Stochastic, &StreamBits(s)),
-        (Some(s), mode) => kernel.lanes::<S, _>(mode, &StreamBits(s)),
+        (Some(s), Mode::NearestEven) => {
+            kernel.lanes::<S, _>(Mode::NearestEven, &StreamBits::new(s, first_index))
+        }
+        (Some(s), Mode::Stochastic) => {
+            kernel.lanes::<S, _>(Mode::Stochastic, &StreamBits::new(s, first_index))
+        }
+        (Some(s), mode) => kernel.lanes::<S, _>(mode, &StreamBits::new(s, first_index)),
         (None, mode) => kernel.lanes::<S, _>(mode, &SourceBits(bits)),
     }
 }
@@ -346,10 +383,7 @@ impl Encoder {
         let abs = x & S::U::splat(0x7fff_ffff);
         if self.fast != Fast::Off && abs.all_le(0x7f7f_ffff) {
             let (magnitudes, fallback) = match mode {
-                Mode::Stochastic => {
-                    let (rounded, undecided) = self.stochastic::<S, L>(abs, bits, index);
-                    (self.magnitude_codes::<S>(rounded), undecided)
-                }
+                Mode::Stochastic => self.stochastic_codes::<S, L>(abs, bits, index),
                 _ => (self.nearest_codes::<S>(abs), S::U::splat(0)),
             };
             let (codes, fallback) = match self.fast {
@@ -483,18 +517,65 @@ impl Encoder {
     #[inline(always)]
     fn stochastic<S: Simd, L: LaneBits>(&self, abs: S::U, bits: &L, index: u64) -> (S::U, S::U) {
         let s = <S::U as U32s>::splat;
-        let (zero, one) = (s(0), s(1));
-        let half = bits.halves::<S>(index) & s(0xffff);
-        if self.fast == Fast::Unsigned || abs.simd_ge(s(self.emin_bits)).all() {
-            // Normal results only: `base_d` discarded bits in every lane.
+        if self.all_normal::<S>(abs) {
             let low = s((1 << self.base_d) - 1);
-            let random = if self.base_d > 16 {
-                half | bits.word1::<S>(index) << 16
-            } else {
-                half
-            };
-            return ((abs + (random & low)) & !low, zero);
+            let random = self.normal_random::<S, L>(bits, index);
+            return ((abs + (random & low)) & !low, s(0));
         }
+        self.stochastic_mixed::<S, L>(abs, bits, index)
+    }
+
+    /// [`Encoder::stochastic`] as codes of magnitudes (before the overflow
+    /// clamp): where every result is normal, in fewer steps.
+    #[inline(always)]
+    fn stochastic_codes<S: Simd, L: LaneBits>(
+        &self,
+        abs: S::U,
+        bits: &L,
+        index: u64,
+    ) -> (S::U, S::U) {
+        let s = <S::U as U32s>::splat;
+        if self.all_normal::<S>(abs) {
+            // The discarded bits are shifted out: no need to clear them.
+            let random = self.normal_random::<S, L>(bits, index) & s((1 << self.base_d) - 1);
+            let codes = ((abs + random) >> self.base_d) - s(self.normal_offset);
+            return (codes, s(0));
+        }
+        let (rounded, undecided) = self.stochastic_mixed::<S, L>(abs, bits, index);
+        (self.magnitude_codes::<S>(rounded), undecided)
+    }
+
+    /// Whether every lane of `abs` rounds stochastically to a normal value
+    /// (every f32 normal does in the unsigned fast rule).
+    #[inline(always)]
+    fn all_normal<S: Simd>(&self, abs: S::U) -> bool {
+        self.fast == Fast::Unsigned || abs.simd_ge(S::U::splat(self.emin_bits)).all()
+    }
+
+    /// The random bits of lanes that discard `base_d` bits: 16, and word 1
+    /// above them where `base_d` exceeds 16.
+    #[inline(always)]
+    fn normal_random<S: Simd, L: LaneBits>(&self, bits: &L, index: u64) -> S::U {
+        let half = bits.halves::<S>(index) & S::U::splat(0xffff);
+        if self.base_d > 16 {
+            half | bits.word1::<S>(index) << 16
+        } else {
+            half
+        }
+    }
+
+    /// [`Encoder::stochastic`] where some result may be below the normal
+    /// range.
+    #[inline(always)]
+    fn stochastic_mixed<S: Simd, L: LaneBits>(
+        &self,
+        abs: S::U,
+        bits: &L,
+        index: u64,
+    ) -> (S::U, S::U) {
+        let s = <S::U as U32s>::splat;
+        let one = s(1);
+        let half = bits.halves::<S>(index) & s(0xffff);
         let field = abs >> 23;
         // Lanes below `t` get garbage here (and `d` past 31): replaced below.
         let d = (field.max(s(self.emin_field)) + s(self.base_d)) - field;
@@ -729,7 +810,7 @@ mod tests {
                     let (_, fallback) = encoder.encode::<Portable, _>(
                         mode,
                         lanes,
-                        &StreamBits(stream),
+                        &StreamBits::new(stream, 0),
                         u64::from(i) * 8,
                     );
                     taken += fallback.to_array().iter().filter(|m| **m != 0).count();

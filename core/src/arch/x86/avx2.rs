@@ -4,16 +4,16 @@
 
 use core::arch::x86_64::{
     __m128i, __m256, __m256i, _CMP_UNORD_Q, _MM_FROUND_TO_NEAREST_INT, _MM_FROUND_TO_ZERO,
-    _mm_loadu_si128, _mm_storel_epi64, _mm_storeu_si128, _mm_unpacklo_epi32, _mm256_add_epi32,
-    _mm256_add_ps, _mm256_and_si256, _mm256_blendv_epi8, _mm256_castps_si256, _mm256_castsi256_ps,
+    _mm_loadu_si128, _mm_storel_epi64, _mm_storeu_si128, _mm256_add_epi32, _mm256_add_ps,
+    _mm256_and_si256, _mm256_blendv_epi8, _mm256_castps_si256, _mm256_castsi256_ps,
     _mm256_castsi256_si128, _mm256_cmp_ps, _mm256_cmpeq_epi32, _mm256_cmpgt_epi32,
     _mm256_cvtepu16_epi32, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_cvttps_epi32, _mm256_div_ps,
-    _mm256_extracti128_si256, _mm256_loadu_ps, _mm256_loadu_si256, _mm256_max_epu32,
-    _mm256_min_epu32, _mm256_movemask_ps, _mm256_mul_ps, _mm256_mullo_epi32, _mm256_or_si256,
-    _mm256_packus_epi16, _mm256_packus_epi32, _mm256_permute4x64_epi64, _mm256_set1_epi32,
-    _mm256_set1_ps, _mm256_setr_epi32, _mm256_sll_epi32, _mm256_sllv_epi32, _mm256_sqrt_ps,
-    _mm256_srl_epi32, _mm256_srlv_epi32, _mm256_storeu_ps, _mm256_storeu_si256, _mm256_sub_epi32,
-    _mm256_sub_ps, _mm256_xor_si256,
+    _mm256_loadu_ps, _mm256_loadu_si256, _mm256_max_epu32, _mm256_min_epu32, _mm256_movemask_ps,
+    _mm256_mul_ps, _mm256_mullo_epi32, _mm256_or_si256, _mm256_packus_epi32,
+    _mm256_permute4x64_epi64, _mm256_permutevar8x32_epi32, _mm256_set1_epi32, _mm256_set1_ps,
+    _mm256_setr_epi8, _mm256_setr_epi32, _mm256_shuffle_epi8, _mm256_sll_epi32, _mm256_sllv_epi32,
+    _mm256_sqrt_ps, _mm256_srl_epi32, _mm256_srlv_epi32, _mm256_storeu_ps, _mm256_storeu_si256,
+    _mm256_sub_epi32, _mm256_sub_ps, _mm256_xor_si256,
 };
 
 use super::super::lanes::{F32s, Real, Simd, U32s, eight_lane_items};
@@ -181,15 +181,18 @@ impl Simd for Avx2 {
     #[inline(always)]
     fn store_bytes(u: U, out: &mut [u8]) {
         let out = &mut out[..8];
-        // Every lane is below 2^8, so neither saturating pack acts; each
-        // 128-bit half then holds its four bytes in its low 32 bits.
+        // Every lane is below 2^8: the shuffle gathers each 128-bit half's
+        // low bytes into its first 32 bits, the permute joins the halves.
         // SAFETY: the module invariant; `out` holds the 8 bytes written.
         unsafe {
-            let words = _mm256_packus_epi32(u.0, u.0);
-            let bytes = _mm256_packus_epi16(words, words);
-            let lo = _mm256_castsi256_si128(bytes);
-            let hi = _mm256_extracti128_si256::<1>(bytes);
-            _mm_storel_epi64(out.as_mut_ptr().cast(), _mm_unpacklo_epi32(lo, hi));
+            let low_bytes = _mm256_setr_epi8(
+                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
+                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+            );
+            let bytes = _mm256_shuffle_epi8(u.0, low_bytes);
+            let joined =
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+            _mm_storel_epi64(out.as_mut_ptr().cast(), _mm256_castsi256_si128(joined));
         }
     }
 

@@ -27,7 +27,7 @@ use super::super::lanes::{F32s, Real, Simd, U32s};
 use super::avx2;
 use super::{assign_ops, binary_ops, lane_fns, not_and_shifts, packed_io};
 use crate::fp::lanes as formulas;
-use crate::rng::RandomStream;
+use crate::rng::BlockKeys;
 
 /// The backend; `BF16` selects the bf16 conversion instruction.
 #[derive(Clone, Copy, Debug)]
@@ -257,30 +257,19 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
     }
 
     #[inline(always)]
-    fn words(stream: RandomStream, index: u64, word: u32) -> U {
-        U::concat(
-            stream.words_lanes(index, word),
-            stream.words_lanes(index.wrapping_add(8), word),
-        )
-    }
-
-    #[inline(always)]
     fn group_halves(words: avx2::U, k: usize) -> U {
         debug_assert_eq!(k, 0, "one vector per group of 16");
         U::concat(words, words >> 16)
     }
 
     #[inline(always)]
-    fn halves(stream: RandomStream, index: u64) -> U {
+    fn keyed_halves(keys: &BlockKeys, index: u64) -> U {
         if index & 8 == 0 {
-            Self::group_halves(stream.words_lanes(index >> 1, 0), 0)
+            Self::group_halves(keys.words_lanes(index >> 1), 0)
         } else {
             // The second half of one group, then the first of the next.
-            let first: avx2::U = stream.words_lanes((index & !15) >> 1, 0);
-            U::concat(
-                first >> 16,
-                stream.words_lanes(index.wrapping_add(8) >> 1, 0),
-            )
+            let first: avx2::U = keys.words_lanes((index & !15) >> 1);
+            U::concat(first >> 16, keys.words_lanes(index.wrapping_add(8) >> 1))
         }
     }
 
