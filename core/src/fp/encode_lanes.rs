@@ -55,7 +55,7 @@ pub(crate) struct StreamBits {
 impl StreamBits {
     /// `stream`'s lanes for a call whose first element is `first_index`.
     #[inline(always)]
-    pub(crate) fn new(stream: RandomStream, first_index: u64) -> Self {
+    pub(crate) const fn new(stream: RandomStream, first_index: u64) -> Self {
         Self {
             stream,
             word0: BlockKeys::new(stream, first_index >> 1, 0),

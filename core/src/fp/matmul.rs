@@ -561,7 +561,10 @@ impl Columns {
         let up = ((eb ^ sb) & u(0x8000_0000)).simd_eq(u(0));
         let neighbour = up.select(sb + u(1), sb - u(1));
         let odd = (inexact & finite & even).select(neighbour, sb);
-        let none = StreamBits(RandomStream::new(0, 0));
+        // Nearest-even reads no bits: a constant source, keys derived at
+        // compile time.
+        const NONE: StreamBits = StreamBits::new(RandomStream::new(0, 0), 0);
+        let none = NONE;
         let (y, fallback) =
             self.encoder
                 .chop::<S, StreamBits>(Mode::NearestEven, S::F::from_bits(odd), &none, 0);
