@@ -4,8 +4,6 @@
 
 use wide::u32x8;
 
-use super::cast::{Bits, BitsMut};
-
 /// Narrows eight lanes holding 16-bit patterns to `[u16; 8]`.
 #[must_use]
 #[inline(always)]
@@ -96,22 +94,6 @@ pub(crate) fn wants_streaming<T>(dst: &[T]) -> bool {
 /// If the lengths differ or are not a multiple of 16 bytes.
 #[inline(always)]
 pub(crate) fn store_streaming<T: super::Plain>(dst: &mut [T], src: &[T]) {
-    match (T::bits_mut(dst), T::bits(src)) {
-        (BitsMut::U16(d), Bits::U16(s)) => stream_copy(d, s),
-        (BitsMut::U32(d), Bits::U32(s)) => stream_copy(d, s),
-        _ => unreachable!("one type, one width"),
-    }
-}
-
-/// [`store_streaming`] for bytes (one-byte codes).
-#[inline(always)]
-pub(crate) fn store_streaming_bytes(dst: &mut [u8], src: &[u8]) {
-    stream_copy(dst, src);
-}
-
-/// [`store_streaming`] for integers (no padding: any bytes are a value).
-#[inline(always)]
-fn stream_copy<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     assert!(dst.len() == src.len() && size_of_val(dst).is_multiple_of(16));
     #[cfg(target_arch = "x86_64")]
     {

@@ -51,7 +51,5 @@ pub(crate) use dispatch::dispatch;
 pub use dispatch::with_backend_features;
 pub(crate) use kernel::{Kernel, kernel};
 pub(crate) use lanes::{F32s, Real, Simd, U32s, each_vector};
-pub(crate) use memory::{
-    prefetch, prefetch_ahead, store_fence, store_streaming, store_streaming_bytes, wants_streaming,
-};
+pub(crate) use memory::{prefetch, prefetch_ahead, store_fence, store_streaming, wants_streaming};
 pub(crate) use portable::Portable;

@@ -12,7 +12,7 @@ use super::code::sealed::Codes;
 use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes_at};
 use super::format::Format;
 use super::round::{Mode, Round};
-use crate::arch::{self, F32s, Kernel, Simd, U32s, each_vector};
+use crate::arch::{F32s, Kernel, Simd, U32s, each_vector};
 use crate::rng::RandomBits;
 
 /// Stores the low bits of `S::LANES` codes into `out`.
@@ -89,78 +89,31 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
         } = self;
         let encoder = Encoder::new(format, round);
         let mut nans = 0;
-        // The codes of the vector at `at`.
-        let mut codes_at = vector_fn::<S, _>(
+        let body = each_vector::<S>(
+            src.len(),
             #[inline(always)]
-            |at: usize| {
-                // The arithmetic per vector is long enough that the loads need
-                // a prefetch to overlap with it.
-                arch::prefetch_ahead(src, at);
+            |at| {
                 let index = first_index.wrapping_add(at as u64);
                 let x = S::F::load(&src[at..]);
-                let (codes, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, index);
-                if !fallback.any() {
-                    return codes;
+                let (mut codes, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, index);
+                if fallback.any() {
+                    codes = patch::<S>(
+                        codes,
+                        fallback,
+                        #[inline(always)]
+                        |i| {
+                            let v = src[at + i];
+                            nans += usize::from(v.is_nan() && !format.has_nan());
+                            format.encode_with(v, round, bits, index.wrapping_add(i as u64))
+                        },
+                    );
                 }
-                patch::<S>(
-                    codes,
-                    fallback,
-                    #[inline(always)]
-                    |i| {
-                        let v = src[at + i];
-                        nans += usize::from(v.is_nan() && !format.has_nan());
-                        format.encode_with(v, round, bits, index.wrapping_add(i as u64))
-                    },
-                )
+                store_codes::<S, C>(codes, &mut dst[at..]);
             },
         );
-        let body = match C::codes(&mut *dst) {
-            Codes::U8(out) if arch::wants_streaming(out) => {
-                stream_bytes::<S>(src.len(), out, &mut codes_at)
-            }
-            _ => each_vector::<S>(
-                src.len(),
-                #[inline(always)]
-                |at| store_codes::<S, C>(codes_at(at), &mut dst[at..]),
-            ),
-        };
         let first = first_index.wrapping_add(body as u64);
         nans + encode_twin(format, &src[body..], &mut dst[body..], round, bits, first)
     }
-}
-
-/// `f`, typed as the codes of the vector at an element: lets a kernel
-/// name a closure it calls from two loops, keeping its `#[inline(always)]`.
-#[inline(always)]
-fn vector_fn<S: Simd, F: FnMut(usize) -> S::U>(f: F) -> F {
-    f
-}
-
-/// Elements per block of [`stream_bytes`]: four vectors of any backend.
-const STREAM_BLOCK: usize = 64;
-
-/// Writes the one-byte codes `codes_at(at)` of the vectors of a slice of
-/// `len` elements to `out` in blocks of [`STREAM_BLOCK`], through a buffer
-/// and non-temporal stores (no read for ownership of lines that are
-/// entirely overwritten), and returns where the blocks end.
-#[inline(always)]
-fn stream_bytes<S: Simd>(
-    len: usize,
-    out: &mut [u8],
-    codes_at: &mut impl FnMut(usize) -> S::U,
-) -> usize {
-    let body = len / STREAM_BLOCK * STREAM_BLOCK;
-    let mut buf = [0u8; STREAM_BLOCK];
-    for block in (0..body).step_by(STREAM_BLOCK) {
-        each_vector::<S>(
-            STREAM_BLOCK,
-            #[inline(always)]
-            |k| S::store_bytes(codes_at(block + k), &mut buf[k..]),
-        );
-        arch::store_streaming_bytes(&mut out[block..block + STREAM_BLOCK], &buf);
-    }
-    arch::store_fence();
-    body
 }
 
 /// [`chop_slice`](super::chop_slice)'s arguments.

@@ -120,31 +120,6 @@ fn stochastic_kernels_cross_the_streams_blocks() {
     }
 }
 
-/// One-byte codes of 16 MiB and more are written with non-temporal stores:
-/// the same codes as the same work in two pieces below that size.
-#[test]
-fn streamed_codes_equal_the_codes_in_pieces() {
-    let n = (16 << 20) + 37;
-    let x: Vec<f32> = sample().into_iter().cycle().take(n).collect();
-    let encode = |x: &[f32], first: u64, round: Round| {
-        let mut c = vec![0u8; x.len()];
-        let _ = fp::encode_slice(Format::E4M3FN, x, &mut c, round, &STREAM, first);
-        c
-    };
-    for b in vector_backends() {
-        for round in [Round::NEAREST_EVEN, Round::STOCHASTIC] {
-            let (whole, pieces) = arch::with_backend(b, || {
-                let cut = n / 2 + 5;
-                let mut pieces = encode(&x[..cut], 3, round);
-                pieces.extend(encode(&x[cut..], 3 + cut as u64, round));
-                (encode(&x, 3, round), pieces)
-            })
-            .unwrap();
-            assert!(whole == pieces, "{b} {round:?}");
-        }
-    }
-}
-
 /// `x` chopped in place by `chop_slice`, as bits.
 fn chop(f: Format, x: &[f32], round: Round, first: u64) -> Vec<u32> {
     let mut y = x.to_vec();
