@@ -201,133 +201,56 @@ fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
     )
     .unwrap();
     std::fs::write(path("broken.toml"), "input_bytes = [4,\n").unwrap();
-    let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec![], "--model"),
-        (vec!["--model".into(), "resnet".into()], "unknown model"),
-        (vec!["--model".into(), "mlp:1:2".into()], "mlp:INPUTS"),
-        (vec!["--model".into(), path("typo.toml")], "layer 0 (`fc`)"),
-        (vec!["--model".into(), path("typo.toml")], "flops_backwards"),
-        (vec!["--model".into(), path("broken.toml")], "broken.toml"),
-        (vec!["--model".into(), path("absent.toml")], "absent.toml"),
+    let (typo, broken, absent) = (path("typo.toml"), path("broken.toml"), path("absent.toml"));
+    // Arguments split at spaces (the scratch paths have none).
+    let cases: [(String, &str); 19] = [
+        (String::new(), "--model"),
+        ("--model resnet".into(), "unknown model"),
+        ("--model mlp:1:2".into(), "mlp:INPUTS"),
+        (format!("--model {typo}"), "layer 0 (`fc`)"),
+        (format!("--model {typo}"), "flops_backwards"),
+        (format!("--model {broken}"), "broken.toml"),
+        (format!("--model {absent}"), "absent.toml"),
         (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--device-iterations".into(),
-                "0".into(),
-            ],
+            "--model resnet50 --device-iterations 0".into(),
             "--device-iterations",
         ),
+        ("--model resnet50 --collectives fastest".into(), "gcl"),
+        ("--model resnet50 --replicas 17".into(), "the Pod has 16"),
         (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--collectives".into(),
-                "fastest".into(),
-            ],
-            "gcl",
-        ),
-        (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--replicas".into(),
-                "17".into(),
-            ],
-            "the Pod has 16",
-        ),
-        (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--ipus-per-replica".into(),
-                "4".into(),
-                "--replicas".into(),
-                "8".into(),
-            ],
+            "--model resnet50 --ipus-per-replica 4 --replicas 8".into(),
             "32 IPUs",
         ),
         (
-            vec![
-                "--model".into(),
-                "bert-large-128".into(),
-                "--ipus-per-replica".into(),
-                "4".into(),
-                "--gradient-accumulation".into(),
-                "2".into(),
-            ],
+            "--model bert-large-128 --ipus-per-replica 4 --gradient-accumulation 2".into(),
             "pipeline stages",
         ),
         (
-            vec![
-                "--model".into(),
-                "mlp".into(),
-                "--ipus-per-replica".into(),
-                "4".into(),
-            ],
+            "--model mlp --ipus-per-replica 4".into(),
             "every stage needs a layer",
         ),
         (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--ipus-per-replica".into(),
-                "3".into(),
-            ],
+            "--model resnet50 --ipus-per-replica 3".into(),
             "power of two",
         ),
         (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--micro-batch".into(),
-                "0".into(),
-            ],
+            "--model resnet50 --micro-batch 0".into(),
             "invalid value '0' for '--micro-batch <N>': expected a whole number >= 1",
         ),
-        (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--precision".into(),
-                "8.8".into(),
-            ],
-            "8.8",
-        ),
-        (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--pod".into(),
-                "pod100".into(),
-            ],
-            "100",
-        ),
-        (
-            vec![
-                "--model".into(),
-                "resnet50".into(),
-                "--schedule".into(),
-                "1f1b".into(),
-            ],
-            "1f1b",
-        ),
+        ("--model resnet50 --precision 8.8".into(), "8.8"),
+        ("--model resnet50 --pod pod100".into(), "100"),
+        ("--model resnet50 --schedule 1f1b".into(), "1f1b"),
         // Issue 24: a schedule without a pipeline to schedule.
         (
-            vec![
-                "--model".into(),
-                "mlp".into(),
-                "--schedule".into(),
-                "grouped".into(),
-            ],
+            "--model mlp --schedule grouped".into(),
             "--schedule grouped schedules a pipeline",
         ),
     ];
-    for (extra, needle) in cases {
+    for (extra, needle) in &cases {
         let mut args = vec!["plan"];
-        args.extend(extra.iter().map(String::as_str));
+        args.extend(extra.split_whitespace());
         let out = tessera(&args);
-        assert_usage_error(&out, &format!("{extra:?}"), needle);
+        assert_usage_error(&out, extra, needle);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
