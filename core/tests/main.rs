@@ -4,7 +4,7 @@
 //! formats, rounding, reductions, optimizers, loss scaling, losses and the
 //! pure all-reduce. The exhaustive sweeps (all 2^32 f32 inputs) are
 //! `#[ignore]`d: run them in release with
-//! `cargo test --release -p tessera-core --features bytemuck --test numerics -- --ignored exhaustive`
+//! `cargo test --release -p tessera-core --test numerics -- --ignored exhaustive`
 //! (the tests need the `bytemuck` feature, which `cargo test --workspace`
 //! turns on).
 
