@@ -166,9 +166,24 @@ impl Incoming {
 /// [`abort`](Self::abort) are built on them.
 pub trait Communicator {
     /// This rank, in `0..size`.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let got = ThreadWorld::run(3, |comm| (comm.rank(), comm.size())).unwrap();
+    /// let got: Vec<_> = got.into_iter().map(Result::unwrap).collect();
+    /// assert_eq!(got, [(0, 3), (1, 3), (2, 3)]);
+    /// ```
     fn rank(&self) -> usize;
 
     /// The number of ranks.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let world = ThreadWorld::new(4).unwrap();
+    /// assert!(world.into_communicators().iter().all(|c| c.size() == 4));
+    /// ```
     fn size(&self) -> usize;
 
     /// Sends every message of `sends` and receives one message into every
@@ -176,6 +191,24 @@ pub trait Communicator {
     /// which every rank sends to one neighbour and receives from the other
     /// cannot deadlock. Receives with the same sender and tag are filled in
     /// the order messages were sent.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, Incoming, Outgoing, ThreadWorld};
+    ///
+    /// // Every rank sends its number to the next and receives the previous one's.
+    /// let got = ThreadWorld::run(3, |comm| {
+    ///     let (r, p) = (comm.rank(), comm.size());
+    ///     let mine = [r as u8];
+    ///     let mut recvs = [Incoming::new((r + p - 1) % p, 0)];
+    ///     let sends = [Outgoing::new((r + 1) % p, 0, &mine)];
+    ///     comm.exchange(&sends, &mut recvs, Duration::from_secs(10)).unwrap();
+    ///     recvs[0].message[0]
+    /// })
+    /// .unwrap();
+    /// let got: Vec<u8> = got.into_iter().map(Result::unwrap).collect();
+    /// assert_eq!(got, [2, 0, 1]);
+    /// ```
     ///
     /// # Errors
     /// [`CommError::RankOutOfRange`] for a peer `>= size` (found before
@@ -198,6 +231,31 @@ pub trait Communicator {
     /// copy: the thread transport does for large bodies, so a sender's
     /// bodies stay borrowed until every receiver has applied them. The
     /// default receives with [`exchange`](Self::exchange), then applies.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, Incoming, Outgoing, ThreadWorld};
+    ///
+    /// let got = ThreadWorld::run(2, |comm| {
+    ///     let peer = 1 - comm.rank();
+    ///     let body = [comm.rank() as u8 + 1; 3];
+    ///     let send = Outgoing { to: peer, tag: 4, header: b"h", body: &body };
+    ///     let mut total = 0;
+    ///     let mut add = |i: usize, first: &[u8], rest: &[u8]| {
+    ///         assert_eq!(i, 0);
+    ///         total = first.iter().chain(rest).map(|&b| u32::from(b)).sum();
+    ///         Ok(())
+    ///     };
+    ///     let t = Duration::from_secs(10);
+    ///     comm.exchange_apply(&[send], &mut [Incoming::new(peer, 4)], t, &mut add)
+    ///         .unwrap();
+    ///     total
+    /// })
+    /// .unwrap();
+    /// // b'h' (104) and the peer's three bytes.
+    /// assert_eq!(*got[0].as_ref().unwrap(), 104 + 3 * 2);
+    /// assert_eq!(*got[1].as_ref().unwrap(), 104 + 3);
+    /// ```
     ///
     /// # Errors
     /// As [`exchange`](Self::exchange), and the first error `apply`
@@ -266,19 +324,60 @@ pub trait Communicator {
     /// Records `failure` and aborts the world: every pending and later
     /// operation on every rank fails, naming `failure.rank`. The first
     /// failure recorded wins; later ones are ignored.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Cause, Communicator, Failure, ThreadWorld};
+    ///
+    /// let got = ThreadWorld::run(2, |comm| {
+    ///     if comm.rank() == 1 {
+    ///         comm.fail(Failure::of(1, Cause::Aborted));
+    ///     }
+    ///     // Rank 0's barrier fails promptly, not after its timeout.
+    ///     let waited = comm.barrier(Duration::from_secs(60));
+    ///     (waited.is_err(), comm.failure())
+    /// })
+    /// .unwrap();
+    /// for rank in got {
+    ///     assert_eq!(rank.unwrap(), (true, Some(Failure::of(1, Cause::Aborted))));
+    /// }
+    /// ```
     fn fail(&self, failure: Failure);
 
     /// The failure that aborted the world, if this rank knows of one.
+    ///
+    /// ```
+    /// use tessera_collectives::{Cause, Communicator, Failure, ThreadWorld};
+    ///
+    /// let comm = ThreadWorld::new(1).unwrap().into_communicators().remove(0);
+    /// assert_eq!(comm.failure(), None);
+    /// comm.abort();
+    /// assert_eq!(comm.failure(), Some(Failure::of(0, Cause::Aborted)));
+    /// ```
     fn failure(&self) -> Option<Failure>;
 
     /// The rank of the underlying world that `rank` of this communicator is
     /// (itself, except in a replica group's view).
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let comm = ThreadWorld::new(4).unwrap().into_communicators().remove(2);
+    /// assert_eq!(comm.world_rank(3), 3); // a whole world is its own view
+    /// ```
     fn world_rank(&self, rank: usize) -> usize {
         rank
     }
 
     /// A number that tells the collectives of different replica-group views
     /// apart on the wire (0 for a whole communicator).
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let comm = ThreadWorld::new(2).unwrap().into_communicators().remove(0);
+    /// assert_eq!(comm.context(), 0);
+    /// ```
     fn context(&self) -> u16 {
         0
     }
@@ -289,6 +388,14 @@ pub trait Communicator {
     /// send is a copy that the receiver then reads, as on the thread
     /// transport (the piece is still in cache), not where the transport
     /// pipelines large messages itself, as MPI's do.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// // The thread transport cuts large messages into pieces.
+    /// let comm = ThreadWorld::new(2).unwrap().into_communicators().remove(0);
+    /// assert!(comm.piece_elements().is_some_and(|n| n > 0));
+    /// ```
     fn piece_elements(&self) -> Option<usize> {
         None
     }
@@ -297,6 +404,13 @@ pub trait Communicator {
     /// costs this transport's collectives on, to choose their algorithms:
     /// [`Topology::shared_memory`] (the thread transport's measured costs)
     /// unless the transport says otherwise.
+    ///
+    /// ```
+    /// use tessera_collectives::{Communicator, ThreadWorld, Topology};
+    ///
+    /// let comm = ThreadWorld::new(2).unwrap().into_communicators().remove(0);
+    /// assert_eq!(comm.topology(), Topology::shared_memory());
+    /// ```
     fn topology(&self) -> Topology {
         Topology::shared_memory()
     }
@@ -304,12 +418,32 @@ pub trait Communicator {
     /// Aborts the world on this rank's behalf ([`Cause::Aborted`]): this
     /// rank's operations then fail with [`CommError::Aborted`], every other
     /// rank's with [`CommError::PeerFailed`] naming it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{CommError, Communicator, ThreadWorld};
+    ///
+    /// let comms = ThreadWorld::new(2).unwrap().into_communicators();
+    /// comms[1].abort();
+    /// let t = Duration::from_secs(10);
+    /// assert_eq!(comms[1].send(0, 1, b"x", t), Err(CommError::Aborted { rank: 1 }));
+    /// assert!(matches!(comms[0].send(1, 1, b"x", t), Err(CommError::PeerFailed { .. })));
+    /// ```
     fn abort(&self) {
         self.fail(Failure::of(self.world_rank(self.rank()), Cause::Aborted));
     }
 
     /// `Ok` unless the world is aborted; then the error an operation
     /// would return.
+    ///
+    /// ```
+    /// use tessera_collectives::{CommError, Communicator, ThreadWorld};
+    ///
+    /// let comm = ThreadWorld::new(1).unwrap().into_communicators().remove(0);
+    /// assert_eq!(comm.check(), Ok(()));
+    /// comm.abort();
+    /// assert_eq!(comm.check(), Err(CommError::Aborted { rank: 0 }));
+    /// ```
     ///
     /// # Errors
     /// [`CommError::Aborted`] if this rank aborted it,
@@ -327,6 +461,23 @@ pub trait Communicator {
     /// messages); use [`exchange`](Self::exchange) to send and receive at
     /// once.
     ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let t = Duration::from_secs(10);
+    /// let got = ThreadWorld::run(2, |comm| {
+    ///     let mut buf = [0u8; 2];
+    ///     match comm.rank() {
+    ///         0 => comm.send(1, 3, b"hi", t).unwrap(),
+    ///         _ => comm.recv(0, 3, &mut buf, t).unwrap(),
+    ///     }
+    ///     buf
+    /// })
+    /// .unwrap();
+    /// assert_eq!(got[1].as_ref().unwrap(), b"hi");
+    /// ```
+    ///
     /// # Errors
     /// As [`exchange`](Self::exchange).
     fn send(&self, to: usize, tag: Tag, data: &[u8], timeout: Duration) -> Result<(), CommError> {
@@ -335,6 +486,20 @@ pub trait Communicator {
 
     /// Receives the next message from `from` with `tag`, which must have
     /// exactly `buf.len()` bytes, into `buf`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{CommError, Communicator, ThreadWorld};
+    ///
+    /// let t = Duration::from_secs(10);
+    /// let got = ThreadWorld::run(2, |comm| match comm.rank() {
+    ///     0 => comm.send(1, 3, b"three", t),
+    ///     _ => comm.recv(0, 3, &mut [0u8; 4], t), // expects four bytes
+    /// })
+    /// .unwrap();
+    /// let receiver = got[1].as_ref().unwrap();
+    /// assert!(matches!(receiver, Err(CommError::LengthMismatch { expected: 4, found: 5, .. })));
+    /// ```
     ///
     /// # Errors
     /// As [`exchange`](Self::exchange), and [`CommError::LengthMismatch`]
@@ -364,6 +529,19 @@ pub trait Communicator {
     /// Receives the next message from `from` with `tag`, whatever its
     /// length.
     ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let t = Duration::from_secs(10);
+    /// let got = ThreadWorld::run(2, |comm| match comm.rank() {
+    ///     0 => comm.send(1, 8, b"any length", t).map(|()| Vec::new()),
+    ///     _ => comm.recv_vec(0, 8, t),
+    /// })
+    /// .unwrap();
+    /// assert_eq!(got[1].as_ref().unwrap().as_ref().unwrap(), b"any length");
+    /// ```
+    ///
     /// # Errors
     /// As [`exchange`](Self::exchange).
     fn recv_vec(&self, from: usize, tag: Tag, timeout: Duration) -> Result<Vec<u8>, CommError> {
@@ -375,6 +553,23 @@ pub trait Communicator {
 
     /// Sends a slice of plain values (as bytes, in this machine's byte
     /// order).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let t = Duration::from_secs(10);
+    /// let got = ThreadWorld::run(2, |comm| {
+    ///     let mut x = [0.0f32; 3];
+    ///     match comm.rank() {
+    ///         0 => comm.send_slice(1, 2, &[1.5f32, -2.0, 0.25], t).unwrap(),
+    ///         _ => comm.recv_slice(0, 2, &mut x, t).unwrap(),
+    ///     }
+    ///     x
+    /// })
+    /// .unwrap();
+    /// assert_eq!(got[1].as_ref().unwrap(), &[1.5, -2.0, 0.25]);
+    /// ```
     ///
     /// # Errors
     /// As [`send`](Self::send).
@@ -395,6 +590,23 @@ pub trait Communicator {
     /// [`send_slice`](Self::send_slice); the message must fill `buf`
     /// exactly.
     ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let t = Duration::from_secs(10);
+    /// let got = ThreadWorld::run(2, |comm| {
+    ///     let mut x = [0u64; 2];
+    ///     match comm.rank() {
+    ///         0 => comm.send_slice(1, 2, &[u64::MAX, 7], t).unwrap(),
+    ///         _ => comm.recv_slice(0, 2, &mut x, t).unwrap(),
+    ///     }
+    ///     x
+    /// })
+    /// .unwrap();
+    /// assert_eq!(got[1].as_ref().unwrap(), &[u64::MAX, 7]);
+    /// ```
+    ///
     /// # Errors
     /// As [`recv`](Self::recv).
     fn recv_slice<T: bytemuck::AnyBitPattern + bytemuck::NoUninit>(
@@ -412,6 +624,14 @@ pub trait Communicator {
 
     /// Returns once every rank has called `barrier` (a dissemination
     /// barrier: `ceil(lg p)` rounds of empty messages).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, ThreadWorld};
+    ///
+    /// let got = ThreadWorld::run(3, |comm| comm.barrier(Duration::from_secs(10))).unwrap();
+    /// assert!(got.iter().all(|r| matches!(r, Ok(Ok(())))));
+    /// ```
     ///
     /// # Errors
     /// As [`exchange`](Self::exchange).
