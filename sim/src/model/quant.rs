@@ -116,7 +116,8 @@ pub struct TensorQuant {
     /// `da` (`dcols` for a convolution's input gradient).
     pub tensor: String,
     /// Its scale's exponent: values were multiplied by `2^exponent`
-    /// before rounding (MX: the largest over its blocks).
+    /// before rounding (MX: the largest over its blocks); negative where
+    /// values were scaled down, 0 if no value was scaled (a NaN cast).
     pub exponent: i32,
     /// Values that saturated.
     pub saturated: u64,
@@ -388,15 +389,40 @@ impl FromStr for RoleQuant {
 }
 
 /// What a quantisation did to a tensor (or a block of one).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct QuantStats {
-    /// The largest scale exponent `k` (values were multiplied by `2^k`).
+    /// The largest scale exponent `k` (values were multiplied by `2^k`);
+    /// [`QuantStats::NONE`] until a value is scaled, so that a negative
+    /// exponent is reported as itself.
     pub exponent: i32,
     /// Finite nonzero values whose scaled magnitude exceeded the format's
     /// largest (they saturated).
     pub saturated: u64,
     /// Nonzero values that became zero.
     pub underflowed: u64,
+}
+
+impl QuantStats {
+    /// The exponent of stats that have scaled nothing yet.
+    pub const NONE: i32 = i32::MIN;
+}
+
+impl Default for QuantStats {
+    /// Nothing scaled, saturated or lost.
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::QuantStats;
+    ///
+    /// let s = QuantStats::default();
+    /// assert_eq!((s.exponent, s.saturated, s.underflowed), (QuantStats::NONE, 0, 0));
+    /// ```
+    fn default() -> Self {
+        Self {
+            exponent: Self::NONE,
+            saturated: 0,
+            underflowed: 0,
+        }
+    }
 }
 
 /// The exponent `k` of the per-tensor scale for a tensor whose largest
@@ -528,6 +554,12 @@ impl RoleQuant {
     /// q.round_scaled(&x, k, &RandomStream::new(0, 0), &mut out, &mut stats);
     /// assert_eq!(out, [1.0, 0.3125, -0.0009765625]);
     /// assert_eq!((stats.exponent, stats.saturated, stats.underflowed), (7, 0, 0));
+    ///
+    /// // Values past the format's range are scaled down: a negative exponent.
+    /// let k = tensor_exponent(q.format, 1000.0);
+    /// let (mut out, mut stats) = ([0.0f32; 1], QuantStats::default());
+    /// q.round_scaled(&[1000.0], k, &RandomStream::new(0, 0), &mut out, &mut stats);
+    /// assert_eq!((k, stats.exponent, out[0]), (Some(-3), -3, 1024.0));
     /// ```
     pub fn round_scaled<B: RandomBits + ?Sized>(
         &self,

@@ -24,6 +24,7 @@ use super::layers::conv2d::nchw_to_rows;
 use super::layers::network::{GradSlot, NetworkIds, Slot, graph};
 use super::network::NetworkConfig;
 use super::placement::{Placement, StageCycles, stage_cycles};
+use super::quant::QuantStats;
 use super::quant::{AmaxHistory, TensorQuant, max_or_nan};
 use super::recompute::{Recomputation, recomputation};
 use super::runtime::{GroupSum, MicroBatchOutput, check_batch, feed, outputs, run_with_group};
@@ -292,7 +293,12 @@ impl Model {
             let blocks = s.chunks_exact(q.stride());
             TensorQuant {
                 tensor: q.name.clone(),
-                exponent: blocks.clone().map(|b| b[0] as i32).max().unwrap_or(0),
+                exponent: blocks
+                    .clone()
+                    .map(|b| b[0] as i32)
+                    .filter(|&k| k != QuantStats::NONE)
+                    .max()
+                    .unwrap_or(0),
                 saturated: blocks.clone().map(|b| b[1] as u64).sum(),
                 underflowed: blocks.map(|b| b[2] as u64).sum(),
             }

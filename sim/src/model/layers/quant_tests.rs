@@ -351,8 +351,8 @@ fn conv_products_equal_the_oracle_of_the_quantised_inputs() {
 /// A dense layer's forward product with delayed scales against the
 /// oracle: the activations cast with the scale of a history amax a
 /// quarter of their current one (values above saturate, counted), the
-/// weights with an empty history's scale `2^0`; each cast block records
-/// its own amax.
+/// weights with the scale of a history amax of 1000, `2^-3` (a negative
+/// exponent, reported as itself); each cast block records its own amax.
 #[test]
 fn a_dense_product_with_delayed_scales_equals_the_oracle() {
     let (batch, fan_in, width) = (6, 70, 24);
@@ -384,7 +384,7 @@ fn a_dense_product_with_delayed_scales_equals_the_oracle() {
         if name.ends_with("activations") {
             0.5
         } else {
-            0.0
+            1000.0
         }
     };
     for q in &quant {
@@ -398,7 +398,10 @@ fn a_dense_product_with_delayed_scales_equals_the_oracle() {
         let chop = |(p, v): (usize, &f32)| oracle_chop(delayed, stream(name), *v, k, p);
         v.iter().enumerate().map(chop).collect()
     };
-    let (ka, kw) = (oracle_exponent(delayed, 0.5), 0);
+    let (ka, kw) = (
+        oracle_exponent(delayed, 0.5),
+        oracle_exponent(delayed, 1000.0),
+    );
     let qx = cast(&x, "layer1.fwd.activations", ka);
     let qw = cast(&w, "layer1.fwd.weights", kw);
     let y = oracle_product(
@@ -409,7 +412,7 @@ fn a_dense_product_with_delayed_scales_equals_the_oracle() {
     );
     assert_eq!(bits(&super::super::read_rows(&e, &layer.y)), bits(&y));
     let max = f64::from(delayed.format.max());
-    assert!(quant[0].name.ends_with("activations") && ka == 8);
+    assert!(quant[0].name.ends_with("activations") && (ka, kw) == (8, -3));
     for (q, v, k) in [(&quant[0], &x, ka), (&quant[1], &w, kw)] {
         let s = e.read_tensor::<f32>(q.stats).unwrap();
         let blocks: Vec<&[f32]> = s.chunks_exact(q.stride()).collect();
