@@ -62,23 +62,94 @@ pub trait Optimize {
     /// One step over every parameter at the base learning rate times
     /// `lr_scale`; returns the step applied.
     ///
+    /// ```
+    /// use tessera_core::optim::{Group, Optimize, OwnedOptimizer, SgdConfig, StepError, Tensor};
+    ///
+    /// let sgd = SgdConfig { lr: 0.5, momentum: 0.9, ..SgdConfig::default() };
+    /// let groups = vec![Group { config: sgd.into(), params: vec![(0, 2)] }];
+    /// let mut opt = OwnedOptimizer::new(groups.clone())?;
+    /// let (mut w, g) = (vec![1.0f32, 2.0], vec![1.0f32, -1.0]);
+    /// // Half the base rate: w - 0.25 g.
+    /// Optimize::step(&mut opt, 0.5, &mut [Tensor::new(0, &mut w, &g)])?;
+    /// assert_eq!(w, [0.75, 2.25]);
+    /// // A parameter the optimizer was not given is refused.
+    /// assert!(Optimize::step(&mut opt, 1.0, &mut [Tensor::new(7, &mut w, &g)]).is_err());
+    /// # Ok::<(), StepError>(())
+    /// ```
+    ///
     /// # Errors
     /// Parameters that do not match the optimizer's.
     fn step(&mut self, lr_scale: f32, params: &mut [Tensor<'_>]) -> Result<Step, StepError>;
 
     /// The base learning rate (the first group's, where groups differ).
+    ///
+    /// ```
+    /// use tessera_core::optim::{Group, Optimize, OwnedOptimizer, SgdConfig, StepError, Tensor};
+    ///
+    /// let sgd = SgdConfig { lr: 0.5, momentum: 0.9, ..SgdConfig::default() };
+    /// let groups = vec![Group { config: sgd.into(), params: vec![(0, 2)] }];
+    /// let mut opt = OwnedOptimizer::new(groups.clone())?;
+    /// assert_eq!(opt.learning_rate(), 0.5);
+    /// # Ok::<(), StepError>(())
+    /// ```
     fn learning_rate(&self) -> f32;
 
     /// Sets the base learning rate (of every group).
+    ///
+    /// ```
+    /// use tessera_core::optim::{Group, Optimize, OwnedOptimizer, SgdConfig, StepError, Tensor};
+    ///
+    /// let sgd = SgdConfig { lr: 0.5, momentum: 0.9, ..SgdConfig::default() };
+    /// let groups = vec![Group { config: sgd.into(), params: vec![(0, 2)] }];
+    /// let mut opt = OwnedOptimizer::new(groups.clone())?;
+    /// opt.set_learning_rate(0.125)?;
+    /// assert_eq!(opt.learning_rate(), 0.125);
+    /// assert!(opt.set_learning_rate(f32::NAN).is_err());
+    /// assert_eq!(opt.learning_rate(), 0.125); // unchanged
+    /// # Ok::<(), StepError>(())
+    /// ```
     ///
     /// # Errors
     /// A rate the optimizer refuses; then nothing changes.
     fn set_learning_rate(&mut self, lr: f32) -> Result<(), StepError>;
 
     /// The whole state, to save.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Group, Optimize, OwnedOptimizer, SgdConfig, StepError, Tensor};
+    ///
+    /// let sgd = SgdConfig { lr: 0.5, momentum: 0.9, ..SgdConfig::default() };
+    /// let groups = vec![Group { config: sgd.into(), params: vec![(0, 2)] }];
+    /// let mut opt = OwnedOptimizer::new(groups.clone())?;
+    /// let g = vec![1.0f32, -1.0];
+    /// let mut w = vec![1.0f32, 2.0];
+    /// opt.step(1.0, &mut [Tensor::new(0, &mut w, &g)])?;
+    /// // A fresh optimizer given the saved state (momentum buffers included)
+    /// // takes the same next step.
+    /// let mut restored = OwnedOptimizer::new(groups)?;
+    /// Optimize::load_state(&mut restored, Optimize::state(&opt))?;
+    /// let mut v = w.clone();
+    /// opt.step(1.0, &mut [Tensor::new(0, &mut w, &g)])?;
+    /// restored.step(1.0, &mut [Tensor::new(0, &mut v, &g)])?;
+    /// assert_eq!(w, v);
+    /// # Ok::<(), StepError>(())
+    /// ```
     fn state(&self) -> Self::State;
 
     /// Restores a saved state.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Group, Optimize, OwnedOptimizer, SgdConfig, StepError, Tensor};
+    ///
+    /// let sgd = SgdConfig { lr: 0.5, momentum: 0.9, ..SgdConfig::default() };
+    /// let groups = vec![Group { config: sgd.into(), params: vec![(0, 2)] }];
+    /// let mut opt = OwnedOptimizer::new(groups.clone())?;
+    /// // The state of an optimizer over other parameters is refused.
+    /// let other = vec![Group { config: sgd.into(), params: vec![(1, 3)] }];
+    /// let theirs = Optimize::state(&OwnedOptimizer::new(other)?);
+    /// assert!(Optimize::load_state(&mut opt, theirs).is_err());
+    /// # Ok::<(), StepError>(())
+    /// ```
     ///
     /// # Errors
     /// A state of other parameters; then nothing changes.

@@ -87,6 +87,16 @@ pub struct Tensor<'a> {
 
 impl<'a> Tensor<'a> {
     /// Parameter `id` with these weights and gradients.
+    ///
+    /// ```
+    /// use tessera_core::fp::f16;
+    /// use tessera_core::optim::{Grads, Tensor, Weights};
+    ///
+    /// let mut w = vec![f16::ONE; 4];
+    /// let g = vec![0.5f32; 4];
+    /// let t = Tensor::new(3, &mut w, &g); // f16 weights, f32 gradients
+    /// assert!(matches!((t.id, &t.weights, &t.grads), (3, Weights::F16(_), Grads::F32(_))));
+    /// ```
     pub fn new(id: u64, weights: impl Into<Weights<'a>>, grads: impl Into<Grads<'a>>) -> Self {
         Self {
             id,
