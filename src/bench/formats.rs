@@ -201,13 +201,8 @@ fn measure(
                 round,
                 avx2,
             } => {
-                let mut call =
-                    || fp::encode_slice(format, black_box(x), &mut codes, round, &bits, 0);
-                let _ = if avx2 {
-                    arch::with_backend(Backend::Avx2, call).unwrap_or(0)
-                } else {
-                    call()
-                };
+                let call = || fp::encode_slice(format, black_box(x), &mut codes, round, &bits, 0);
+                let _ = on_avx2_if(avx2, call);
             }
             Op::Chop { format, round } => {
                 fp::chop_slice(format, black_box(&mut y), round, &bits, 0)
@@ -232,13 +227,7 @@ fn measure(
                 let _ = Nvfp4::dequantize(c, s, t, &mut y);
             }
             Op::Floor { avx2 } => {
-                let call = || black_box(bits).encode_bits_sum(0, n);
-                let drawn = if avx2 {
-                    arch::with_backend(Backend::Avx2, call).unwrap_or(0)
-                } else {
-                    call()
-                };
-                sum = sum.wrapping_add(drawn);
+                sum = sum.wrapping_add(on_avx2_if(avx2, || black_box(bits).encode_bits_sum(0, n)));
             }
         }
         black_box(&mut codes);
@@ -273,6 +262,16 @@ fn measure(
         reference_gbps: reference_moved as f64 / m[1].best / 1e9,
     })?;
     Ok(())
+}
+
+/// `f()` with AVX2 forced if `avx2` (the caller checked that the CPU has
+/// it), else on the detected backend.
+fn on_avx2_if<R: Default>(avx2: bool, f: impl FnOnce() -> R) -> R {
+    if avx2 {
+        arch::with_backend(Backend::Avx2, f).unwrap_or_default()
+    } else {
+        f()
+    }
 }
 
 /// `x` clamped to `format`'s largest magnitude (unsigned E8M0: the

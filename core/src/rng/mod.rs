@@ -28,10 +28,11 @@
 //! 2^32 words per block are a permutation of all 32-bit values (no value
 //! repeats within a block).
 //!
-//! The kernels draw eight or sixteen consecutive positions starting at a
-//! multiple of that width: such a draw costs seven vector instructions,
-//! one of them a multiply. Its lanes share the high bits of their
-//! positions, so the steps before the first multiply are one scalar
+//! The kernels draw eight or sixteen consecutive positions, starting at a
+//! multiple of that width where the call's first element is a multiple of
+//! 16 (other draws take the plain steps). Such a draw costs seven vector
+//! instructions, one of them a multiply: its lanes share the high bits of
+//! their positions, so the steps before the first multiply are one scalar
 //! computation, and the first multiply's lane part is a row of a constant
 //! table (the same words, bit for bit).
 //!
@@ -291,14 +292,15 @@ impl RandomStream {
 /// once (a `mix64`) and reused by every draw inside the block: the same
 /// words as [`RandomStream::word`], fewer steps per draw.
 ///
-/// A draw of `U::LANES` words whose first position is a multiple of
-/// `U::LANES` ([`BlockKeys::mix_aligned`]) folds the steps before the first
-/// multiply into scalar arithmetic: its lanes `i` are the positions
-/// `p ^ i`, which share their high 16 bits, so `lowbias32`'s `x = (p ^ i)
-/// ^ k0; x ^= x >> 16` is `s ^ i` with one scalar `s`; and `(s ^ i) * M1
-/// + k1` is a scalar `(s & !(L - 1)) * M1 + k1` plus row `s & (L - 1)` of
-/// the constant table `(j ^ i) * M1`. One broadcast and one add (of a
-/// row loaded from the table) replace five vector steps and a multiply.
+/// A draw of `L = U::LANES` words whose first position `p` is a multiple
+/// of `L` ([`BlockKeys::mix_aligned`]) folds the steps before the first
+/// multiply into scalar arithmetic. Its lanes `i` are the positions
+/// `p ^ i`, which share their high 16 bits, so `lowbias32`'s first steps
+/// `x = (p ^ i) ^ k0; x ^= x >> 16` give `s ^ i` with one scalar `s`.
+/// Then `(s ^ i) * M1 + k1` is the scalar `(s & !(L - 1)) * M1 + k1`
+/// plus row `s & (L - 1)` of the constant table `(j ^ i) * M1`. One
+/// broadcast and one add (of a row loaded from the table) replace five
+/// vector steps and a multiply.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockKeys {
     stream: RandomStream,
