@@ -185,3 +185,33 @@ fn stream_rng_reads_the_stream_in_order() {
         RandomStream::new(99, 0).bits(0)
     );
 }
+
+/// The SIMD draws of an 8-bit stochastic encode's bits (aligned and not,
+/// across 2^16 and 2^32 boundaries of word 0's and word 1's positions, and
+/// the wrap of element indices) equal the scalar words on every backend.
+#[test]
+fn encode_bits_sum_draws_the_scalar_words() {
+    use tessera_core::arch::{self, Backend};
+    let s = RandomStream::new(11, 4);
+    let twin = |first: u64, len: u64| {
+        (0..len).fold(0u32, |sum, i| {
+            let index = first.wrapping_add(i);
+            let bits = u32::from(s.half_bits(index)) | s.word(index, 1) << 16;
+            sum.wrapping_add(bits)
+        })
+    };
+    let starts = [
+        0,
+        5,
+        (1 << 17) - 40,
+        (1 << 33) - 77,
+        (1 << 32) - 64,
+        u64::MAX - 90,
+    ];
+    for backend in Backend::ALL.into_iter().filter(|b| b.is_available()) {
+        for first in starts {
+            let got = arch::with_backend(backend, || s.encode_bits_sum(first, 200)).unwrap();
+            assert_eq!(got, twin(first, 200), "{backend:?} from {first}");
+        }
+    }
+}

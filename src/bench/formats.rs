@@ -12,6 +12,12 @@
 //! the inputs clamped to the format's largest magnitude in place: the
 //! first call leaves the format's values, which later calls keep, so every
 //! call does the same work (finite lanes, no overflow to NaN).
+//!
+//! The floor rows (`sr_bits_floor`, and `_avx2` with AVX2 forced) draw
+//! exactly the random bits an exact stochastic encode into an 8-bit format
+//! reads, and only them (16 bits of word 0 and word 1 per element, summed:
+//! [`RandomStream::encode_bits_sum`]): no stochastic encode can be faster.
+//! Their GB/s count the bytes the encode would move.
 
 use std::hint::black_box;
 use std::num::NonZeroUsize;
@@ -69,6 +75,11 @@ enum Op {
     MxDequantize(MxFormat),
     Nvfp4Quantize(Round),
     Nvfp4Dequantize,
+    /// The random bits of an 8-bit stochastic encode, drawn and summed;
+    /// `avx2` forces AVX2.
+    Floor {
+        avx2: bool,
+    },
 }
 
 /// The formats of 8 bits and fewer, with their row names.
@@ -124,6 +135,8 @@ const BLOCK_ROWS: &[(&str, Op)] = &[
     ("mxfp8_e4m3_dequantize", Op::MxDequantize(MxFormat::E4M3)),
     ("mxfp4_dequantize", Op::MxDequantize(MxFormat::E2M1)),
     ("nvfp4_dequantize", Op::Nvfp4Dequantize),
+    ("sr_bits_floor", Op::Floor { avx2: false }),
+    ("sr_bits_floor_avx2", Op::Floor { avx2: true }),
 ];
 
 fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
@@ -144,7 +157,7 @@ fn run(plan: &Plan, sink: &mut dyn Sink) -> Result<(), BenchError> {
     for n in sizes {
         let x = super::conversions::inputs(n)?;
         for (name, op) in ENCODE_ROWS.iter().chain(BLOCK_ROWS) {
-            if matches!(op, Op::Encode { avx2: true, .. }) && !avx2 {
+            if matches!(op, Op::Encode { avx2: true, .. } | Op::Floor { avx2: true }) && !avx2 {
                 continue;
             }
             measure(name, *op, &x, settings, sink)?;
@@ -180,6 +193,7 @@ fn measure(
         clamp_into(format, x, &mut y);
     }
     let t = Nvfp4::tensor_scale(x);
+    let mut sum = 0u32;
     let mut ours = || {
         match op {
             Op::Encode {
@@ -187,13 +201,8 @@ fn measure(
                 round,
                 avx2,
             } => {
-                let mut call =
-                    || fp::encode_slice(format, black_box(x), &mut codes, round, &bits, 0);
-                let _ = if avx2 {
-                    arch::with_backend(Backend::Avx2, call).unwrap_or(0)
-                } else {
-                    call()
-                };
+                let call = || fp::encode_slice(format, black_box(x), &mut codes, round, &bits, 0);
+                let _ = on_avx2_if(avx2, call);
             }
             Op::Chop { format, round } => {
                 fp::chop_slice(format, black_box(&mut y), round, &bits, 0)
@@ -217,6 +226,9 @@ fn measure(
                 let s = &scales[..Nvfp4::scales_len(n)];
                 let _ = Nvfp4::dequantize(c, s, t, &mut y);
             }
+            Op::Floor { avx2 } => {
+                sum = sum.wrapping_add(on_avx2_if(avx2, || black_box(bits).encode_bits_sum(0, n)));
+            }
         }
         black_box(&mut codes);
         black_box(&mut y);
@@ -231,6 +243,7 @@ fn measure(
         black_box(&mut y_half);
     };
     let m = timing::compare(settings, &mut [&mut ours, &mut half]);
+    black_box(sum);
     let moved = if matches!(op, Op::Chop { .. }) {
         n * (4 + 4)
     } else {
@@ -249,6 +262,16 @@ fn measure(
         reference_gbps: reference_moved as f64 / m[1].best / 1e9,
     })?;
     Ok(())
+}
+
+/// `f()` with AVX2 forced if `avx2` (the caller checked that the CPU has
+/// it), else on the detected backend.
+fn on_avx2_if<R: Default>(avx2: bool, f: impl FnOnce() -> R) -> R {
+    if avx2 {
+        arch::with_backend(Backend::Avx2, f).unwrap_or_default()
+    } else {
+        f()
+    }
 }
 
 /// `x` clamped to `format`'s largest magnitude (unsigned E8M0: the

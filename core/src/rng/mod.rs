@@ -23,15 +23,27 @@
 //! The per-position part is Chris Wellons' `lowbias32` integer permutation
 //! (a two-multiply mixer found by search for low avalanche bias) with the
 //! key injected before the first and the second multiply, so it runs eight
-//! lanes at a time in plain 32-bit SIMD arithmetic and costs about ten
-//! vector instructions per eight words. For a fixed key it is a bijection on
-//! the low 32 bits of the position, so a stream's 2^32 words per block are a
-//! permutation of all 32-bit values (no value repeats within a block).
+//! or sixteen lanes at a time in plain 32-bit SIMD arithmetic. For a fixed
+//! key it is a bijection on the low 32 bits of the position, so a stream's
+//! 2^32 words per block are a permutation of all 32-bit values (no value
+//! repeats within a block).
+//!
+//! The kernels draw eight or sixteen consecutive positions, starting at a
+//! multiple of that width where the call's first element is a multiple of
+//! 16 (other draws take the plain steps). Such a draw costs seven vector
+//! instructions, one of them a multiply: its lanes share the high bits of
+//! their positions, so the steps before the first multiply are one scalar
+//! computation, and the first multiply's lane part is a row of a constant
+//! table (the same words, bit for bit).
 //!
 //! Stochastic rounding takes 16 bits per element
 //! ([`RandomStream::half_bits`]: one word serves two elements, laid out so
-//! that one eight-lane draw serves sixteen elements) and reads further words
-//! of the element's own position only in the rare cases that need more.
+//! that one eight-lane draw serves sixteen elements) and reads word 1 of
+//! the element's own position (and further words) where it discards more
+//! than 16 bits: for every element of a format of 8 bits or fewer, for f16
+//! and bf16 only below their normal range.
+//! [`RandomStream::encode_bits_sum`] draws what an 8-bit encode reads
+//! (16 bits of word 0 and word 1 per element), as its kernels draw it.
 //!
 //! Quality: the test suite runs chi-square tests on bytes, on every bit
 //! position, on the low bits rounding uses, on pairs of consecutive words,
@@ -44,11 +56,14 @@
 //! A change to any output of this module is a breaking change: the
 //! value-stability tests pin them.
 
+mod draws;
 mod sequential;
 mod source;
 
 pub use sequential::StreamRng;
 pub use source::{RandomBits, Replay};
+
+use core::marker::PhantomData;
 
 use crate::arch::U32s;
 
@@ -69,16 +84,16 @@ pub const fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Keyed `triple32` for one position (the per-element part of the generator).
+/// Keyed `lowbias32` for one position (the per-element part of the generator).
 #[must_use]
 #[inline(always)]
 const fn mix32(lo: u32, k0: u32, k1: u32) -> u32 {
     let mut x = lo ^ k0;
     x ^= x >> 16;
-    x = x.wrapping_mul(0x21f0_aaad);
+    x = x.wrapping_mul(M1);
     x = x.wrapping_add(k1);
     x ^= x >> 15;
-    x = x.wrapping_mul(0x735a_2d97);
+    x = x.wrapping_mul(M2);
     x ^ (x >> 15)
 }
 
@@ -88,12 +103,37 @@ const fn mix32(lo: u32, k0: u32, k1: u32) -> u32 {
 fn mix32_lanes<U: U32s>(lo: U, k0: U, k1: U) -> U {
     let mut x = lo ^ k0;
     x = x ^ (x >> 16);
-    x = x * U::splat(0x21f0_aaad);
-    x += k1;
+    finish_lanes(x * U::splat(M1) + k1)
+}
+
+/// `lowbias32`'s multipliers.
+const M1: u32 = 0x21f0_aaad;
+const M2: u32 = 0x735a_2d97;
+
+/// [`mix32`] after the first multiply and the key `k1`, on each lane.
+#[must_use]
+#[inline(always)]
+fn finish_lanes<U: U32s>(mut x: U) -> U {
     x = x ^ (x >> 15);
-    x = x * U::splat(0x735a_2d97);
+    x = x * U::splat(M2);
     x ^ (x >> 15)
 }
+
+/// Row `j`, lane `i`: `(j ^ i) * M1`, the first multiply's lane part for
+/// an aligned draw (see [`BlockKeys::mix_aligned`]).
+static XOR_PRODUCTS: [[u32; 16]; 16] = {
+    let mut rows = [[0; 16]; 16];
+    let mut j = 0;
+    while j < 16 {
+        let mut i = 0;
+        while i < 16 {
+            rows[j][i] = ((j ^ i) as u32).wrapping_mul(M1);
+            i += 1;
+        }
+        j += 1;
+    }
+    rows
+};
 
 /// A keyed family of random words addressed by position.
 ///
@@ -223,14 +263,10 @@ impl RandomStream {
     #[inline(always)]
     pub(crate) fn half_bit_groups<U: U32s>(self, index: u64) -> HalfBitGroups<U> {
         let position = index >> 1;
-        let (k0, k1) = self.block_keys((position >> 32) as u32, 0);
-        let (k0, k1) = (U::splat(k0), U::splat(k1));
         HalfBitGroups {
-            stream: self,
+            keys: BlockKeys::new(self, position, 0),
             position,
-            counter: U::splat(position as u32) + U::iota(),
-            k0,
-            k1,
+            lanes: PhantomData,
         }
     }
 
@@ -255,6 +291,16 @@ impl RandomStream {
 /// Word `word`'s block keys for the 2^32 positions of one block, derived
 /// once (a `mix64`) and reused by every draw inside the block: the same
 /// words as [`RandomStream::word`], fewer steps per draw.
+///
+/// A draw of `L = U::LANES` words whose first position `p` is a multiple
+/// of `L` ([`BlockKeys::mix_aligned`]) folds the steps before the first
+/// multiply into scalar arithmetic. Its lanes `i` are the positions
+/// `p ^ i`, which share their high 16 bits, so `lowbias32`'s first steps
+/// `x = (p ^ i) ^ k0; x ^= x >> 16` give `s ^ i` with one scalar `s`.
+/// Then `(s ^ i) * M1 + k1` is the scalar `(s & !(L - 1)) * M1 + k1`
+/// plus row `s & (L - 1)` of the constant table `(j ^ i) * M1`. One
+/// broadcast and one add (of a row loaded from the table) replace five
+/// vector steps and a multiply.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockKeys {
     stream: RandomStream,
@@ -263,6 +309,8 @@ pub(crate) struct BlockKeys {
     base: u64,
     k0: u32,
     k1: u32,
+    /// `k0 ^ (k0 >> 16)`: the key's part of the first xor-shift.
+    k0_folded: u32,
 }
 
 impl BlockKeys {
@@ -278,6 +326,7 @@ impl BlockKeys {
             base: (hi as u64) << 32,
             k0,
             k1,
+            k0_folded: k0 ^ (k0 >> 16),
         }
     }
 
@@ -287,7 +336,9 @@ impl BlockKeys {
     #[inline(always)]
     pub(crate) fn words_lanes<U: U32s>(&self, position: u64) -> U {
         let offset = position.wrapping_sub(self.base);
-        if offset <= u64::from(u32::MAX) - (U::LANES as u64 - 1) {
+        if offset <= u64::from(u32::MAX) && offset.is_multiple_of(U::LANES as u64) {
+            self.mix_aligned(offset as u32)
+        } else if offset <= u64::from(u32::MAX) - (U::LANES as u64 - 1) {
             self.mix(U::splat(offset as u32) + U::iota())
         } else {
             self.stream.words_lanes(position, self.word)
@@ -301,18 +352,32 @@ impl BlockKeys {
     pub(crate) fn mix<U: U32s>(&self, counter: U) -> U {
         mix32_lanes(counter, U::splat(self.k0), U::splat(self.k1))
     }
+
+    /// This word of the block's positions `offset..offset + U::LANES`, for
+    /// an `offset` that is a multiple of `U::LANES` (16 at most): the same
+    /// words as [`BlockKeys::mix`], in fewer vector steps (see the type's
+    /// docs).
+    #[must_use]
+    #[inline(always)]
+    pub(crate) fn mix_aligned<U: U32s>(&self, offset: u32) -> U {
+        debug_assert!(offset.is_multiple_of(U::LANES as u32));
+        let lanes = U::LANES as u32 - 1;
+        // `x ^ (x >> 16)` of `x = (offset ^ i) ^ k0`, less the lane's `i`.
+        let s = offset ^ (offset >> 16) ^ self.k0_folded;
+        let high = (s & !lanes).wrapping_mul(M1).wrapping_add(self.k1);
+        let row = &XOR_PRODUCTS[(s & lanes) as usize];
+        finish_lanes(U::splat(high) + U::from_slice(row))
+    }
 }
 
 /// See [`RandomStream::half_bit_groups`].
 #[derive(Clone, Debug)]
 pub(crate) struct HalfBitGroups<U> {
-    stream: RandomStream,
-    /// Position of the next group's first word.
+    /// Word 0's keys for the block of `position`.
+    keys: BlockKeys,
+    /// Position of the next group's first word (a multiple of 8).
     position: u64,
-    counter: U,
-    /// The block keys in every lane (splatted once per 2^32 positions).
-    k0: U,
-    k1: U,
+    lanes: PhantomData<U>,
 }
 
 impl<U: U32s> HalfBitGroups<U> {
@@ -323,11 +388,9 @@ impl<U: U32s> HalfBitGroups<U> {
             // A new 2^32 block of positions (groups never straddle one);
             // element indices wrap at 2^64, so positions wrap at 2^63.
             self.position &= u64::MAX >> 1;
-            let (k0, k1) = self.stream.block_keys((self.position >> 32) as u32, 0);
-            (self.k0, self.k1) = (U::splat(k0), U::splat(k1));
+            self.keys = BlockKeys::new(self.keys.stream, self.position, 0);
         }
-        let words = mix32_lanes(self.counter, self.k0, self.k1);
-        self.counter += U::splat(8);
+        let words = self.keys.mix_aligned(self.position as u32);
         self.position = self.position.wrapping_add(8);
         words
     }
