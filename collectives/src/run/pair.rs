@@ -16,10 +16,9 @@ use tessera_core::collective::{Kind, Op, Span};
 use tessera_core::fp::{Element, Rounding};
 
 use super::combine::{grid_pair_finish, reduce_finish};
+use super::fold::{blocks_of, byte_exponent, exponent_byte, exponent_bytes};
 use super::wire::{HEADER, Message, split_exponents};
-use super::{
-    Runner, State, blocks_of, byte_exponent, exponent_byte, exponent_bytes, same_positions,
-};
+use super::{Runner, State, same_positions};
 use crate::comm::Communicator;
 use crate::error::{CommError, Mismatch};
 
