@@ -48,13 +48,6 @@ pub(super) fn choose<T: Element, D: Communicator + ?Sized>(
     Ok((s, estimate.seconds))
 }
 
-/// This rank's block exponents of `buf` ([`Order::Free`]).
-fn own_exponents<T: Element>(buf: &[T]) -> Vec<f32> {
-    let mut exponents = vec![0.0f32; grid::blocks(buf.len())];
-    grid::block_exponents(buf, &mut exponents);
-    exponents
-}
-
 /// The exponent phase of [`Order::Free`]: this rank's block exponents
 /// of `buf`, all-reduced (Max, exact in any order) in the same call number
 /// `seq` (its headers name another operation and length, so a rank that
@@ -69,7 +62,8 @@ fn grid_exponents<T: Element, D: Communicator + ?Sized>(
     deadline: Instant,
     scratch: &mut Scratch,
 ) -> Result<(Vec<f32>, run::Traffic), CommError> {
-    let mut exponents = own_exponents(buf);
+    let mut exponents = vec![0.0f32; grid::blocks(buf.len())];
+    grid::block_exponents(buf, &mut exponents);
     let (phase, _) = choose::<f32, D>(
         comm,
         &Options::new(),
@@ -113,14 +107,12 @@ pub(super) fn exec<T: Element, D: Communicator + ?Sized>(
             choose::<T, D>(comm, options, model, collective, buf.len(), reduction.op)?;
         comm.check()?;
         let deadline = start + options.timeout;
-        let (exponents, mut traffic) = if run::folds_exponents(&s, reduction.op) {
-            // This rank's own: the run all-reduces them in its messages.
-            (own_exponents(buf), run::Traffic::default())
-        } else if s.on_grid(reduction.op) {
-            grid_exponents(comm, model, buf, n, deadline, scratch)?
-        } else {
-            (Vec::new(), run::Traffic::default())
-        };
+        let (exponents, mut traffic) =
+            if s.on_grid(reduction.op) && !run::folds_exponents(&s, reduction.op) {
+                grid_exponents(comm, model, buf, n, deadline, scratch)?
+            } else {
+                (Vec::new(), run::Traffic::default())
+            };
         traffic += run::run(comm, &s, reduction, buf, n, deadline, scratch, &exponents)?;
         Ok(Report {
             algorithm: s.algorithm(),

@@ -8,9 +8,9 @@ use std::time::Instant;
 use tessera_core::collective::{Kind, Op, Span};
 use tessera_core::fp::{Element, Rounding};
 
-use super::combine::{grid_pair_finish, native_wire, reduce_finish};
-use super::fold::{blocks_of, byte_exponent, exponent_byte, exponent_bytes};
-use super::wire::{HEADER, Message, split_exponents, split_header, values};
+use super::combine::{PairExponents, grid_pair_chunk, native_wire, pair_chunks, reduce_finish};
+use super::fold::{EXPONENT_BYTES, folded_head, take_exponents};
+use super::wire::{Message, split_exponents, values};
 use super::{Runner, State, finalized};
 use crate::comm::{Communicator, Outgoing};
 use crate::error::{CommError, Mismatch};
@@ -53,13 +53,11 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
             let (low, high) = buf.split_at_mut(send_run.start);
             (&high[..send_run.len()], &mut low[recv_run.clone()])
         };
-        // Folding: the header, then this rank's exponents of the blocks sent.
-        let mut head = st.headers[0].to_vec();
-        if self.folding {
-            let exps = &self.exponents[blocks_of(&send_run)];
-            head.extend(exps.iter().map(|&g| exponent_byte(g)));
-            head.resize(HEADER + exponent_bytes(exps.len()), 0);
-        }
+        let head = if self.folding {
+            folded_head(&st.headers[0], &st.folded, &send_run)
+        } else {
+            st.headers[0].to_vec()
+        };
         let out = [Outgoing {
             to,
             tag: self.tag,
@@ -73,23 +71,14 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
         let payload = recv_run.len();
         let expected = self.expected_bytes::<T>(kind, payload);
         let (op, tmp_t, tmp_f32) = (self.op, &mut st.tmp_t, &mut st.tmp_f32);
-        let folded = &mut st.folded;
+        let (folded, n) = (&mut st.folded[..], self.n);
         let finish = (op, self.s.size(), rounding);
         let left = self.deadline.saturating_duration_since(Instant::now());
         self.comm
             .exchange_apply(&out, &mut st.incoming[..1], left, &mut |_, head, tail| {
-                let (header, body) = if self.folding {
-                    let blocks = blocks_of(&recv_run);
-                    let extra = exponent_bytes(blocks.len());
-                    let (header, exps, body) = split_exponents(head, tail, extra)
-                        .ok_or(self.mismatch(peer, Mismatch::Format))?;
-                    for (e, &b) in folded[blocks].iter_mut().zip(exps) {
-                        *e = e.max(byte_exponent(b));
-                    }
-                    (header, body)
-                } else {
-                    split_header(head, tail).ok_or(self.mismatch(peer, Mismatch::Format))?
-                };
+                let extra = if self.folding { EXPONENT_BYTES } else { 0 };
+                let (header, exps, body) = split_exponents(head, tail, extra)
+                    .ok_or(self.mismatch(peer, Mismatch::Format))?;
                 let m = self.header(peer, header, body.len())?;
                 if !m.is(&expect) {
                     return Err(self.mismatch(peer, Mismatch::Sequence));
@@ -100,13 +89,16 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
                     Kind::Copy => into.copy_from_slice(values::<T>(body, tmp_t)),
                     Kind::Reduce { .. } if self.on_grid => {
                         let vals = values::<T>(body, tmp_t);
-                        let exps = if self.folding {
-                            &folded[..]
+                        let mut exps = if self.folding {
+                            let held = take_exponents(folded, exps, &recv_run, n);
+                            PairExponents::Folded(folded, held)
                         } else {
-                            self.exponents
+                            PairExponents::Given(self.exponents)
                         };
-                        let at = (exps, recv_run.start, &mut *tmp_f32);
-                        grid_pair_finish(into, vals, at, finish);
+                        for pass in pair_chunks(at, into.len()) {
+                            let sums = (&mut exps, at + pass.start, &mut *tmp_f32);
+                            grid_pair_chunk(&mut into[pass.clone()], &vals[pass], sums, finish);
+                        }
                     }
                     Kind::Reduce { covers, .. } if native_wire(op, covers) => {
                         reduce_finish(op, into, values::<T>(body, tmp_t), at, fin);

@@ -21,7 +21,7 @@
 //!   [`Frontier`]);
 //! - in [`Order::Free`] for Sum and Mean, every rank keeps f64 grid sums
 //!   (the block exponents all-reduced by the caller first, or over two
-//!   ranks carried by the messages: [`folds_exponents`]), a message
+//!   ranks taken by the run itself: [`folds_exponents`]), a message
 //!   carries its sender's own contribution in the buffer's format or its
 //!   grid sum in f64, and finalizing rounds once from the grid; the ring
 //!   over more than two ranks reduce-scatters in one exchange of own
@@ -71,6 +71,7 @@ use tessera_core::fp::{Element, Rounding};
 use crate::comm::{Communicator, Incoming, Tag, collective_tag};
 use crate::error::{Cause, CommError, Failure};
 
+use fold::cut_exponents;
 pub(crate) use fold::folds_exponents;
 pub(crate) use pieces::PIECE_ELEMENTS;
 use pieces::{direct_runs, exchanges};
@@ -120,9 +121,9 @@ enum Body {
 /// the rank panics inside the run, it is aborted naming this rank
 /// ([`Cause::Panicked`]) as the panic unwinds out of it. `exponents` are
 /// the all-reduced block exponents when `s` sums on the grid
-/// ([`CollectiveSchedule::on_grid`]), or this rank's own
-/// ([`grid::block_exponents`]) when the run folds their all-reduce into
-/// its messages ([`folds_exponents`]).
+/// ([`CollectiveSchedule::on_grid`]), unless the run folds their
+/// all-reduce into its messages ([`folds_exponents`]): then it takes them
+/// itself and `exponents` is not read.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     comm: &C,
@@ -150,7 +151,7 @@ pub(crate) fn run<T: Element, C: Communicator + ?Sized>(
     let me = comm.world_rank(comm.rank());
     let _unwind = AbortOnUnwind::new(comm, me);
     let mut runner = Runner::new::<T>(comm, s, reduction.op, seq, deadline);
-    if runner.on_grid {
+    if runner.on_grid && !runner.folding {
         assert_eq!(exponents.len(), grid::blocks(n), "one exponent per block");
         runner.exponents = exponents;
     }
@@ -212,8 +213,9 @@ struct Runner<'a, C: ?Sized> {
     /// Sum and Mean on the grid: reductions go into f64 grid sums.
     on_grid: bool,
     /// The exponent phase rides on the data messages ([`folds_exponents`]):
-    /// `exponents` are this rank's own.
+    /// the run takes the exponents itself (`State::folded`).
     folding: bool,
+    /// The all-reduced block exponents (on the grid, not folding).
     exponents: &'a [f32],
     tree: SumTree,
     deadline: Instant,
@@ -228,8 +230,9 @@ struct State<'a, T> {
     incoming: &'a mut Vec<Incoming>,
     headers: &'a mut Vec<[u8; HEADER]>,
     held: HashMap<Span, Frontier>,
-    /// With [`folds_exponents`]: the blocks' exponents, each block's the
-    /// maximum of both ranks' once a message has brought the peer's.
+    /// With [`folds_exponents`]: the blocks' exponents, each the maximum
+    /// of both ranks' once this rank has reduced (or, for a block its run
+    /// holds in part, received) it ([`cut_exponents`]).
     folded: Vec<f32>,
     tmp_f32: Vec<f32>,
     tmp_f64: Vec<f64>,
@@ -289,11 +292,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             incoming: &mut scratch.incoming,
             headers: &mut scratch.headers,
             held: HashMap::new(),
-            folded: if self.folding {
-                self.exponents.to_vec()
-            } else {
-                Vec::new()
-            },
+            folded: Vec::new(),
             tmp_f32: Vec::new(),
             tmp_f64: Vec::new(),
             tmp_t: Vec::new(),
@@ -312,7 +311,11 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
             st.grid.resize(self.n, 0.0);
         }
         let whole = scatter::plan(self.s, self.r, self.on_grid);
-        let mut plan = exchanges(self.s, whole, self.n, piece, self.frontiers).into_iter();
+        let plan = exchanges(self.s, whole, self.n, piece, self.frontiers);
+        if self.folding {
+            st.folded = cut_exponents(&plan, buf);
+        }
+        let mut plan = plan.into_iter();
         while let Some((step, ops)) = plan.next() {
             let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
             if let Some(run) = gather_run(&ops, &bodies, self.n).filter(|_| self.on_grid) {
