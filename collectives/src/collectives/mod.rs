@@ -4,21 +4,22 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::time::Instant;
 
-use tessera_core::collective::{
-    Algorithm, Collective, CollectiveSchedule, Order, ReduceOp, Reducer, grid,
-};
-use tessera_core::fp::{Element, Rounding};
+use tessera_core::collective::{Collective, CollectiveSchedule, ReduceOp, Reducer};
+use tessera_core::fp::Element;
 
 use crate::comm::Communicator;
 use crate::cost::CostModel;
 use crate::error::CommError;
 use crate::group::ReplicaGroup;
-use crate::run::{self, Scratch, own_failure};
+use crate::run::Scratch;
 use crate::subgroup::GroupComm;
 
+mod exec;
+mod hierarchical;
 mod options;
+
+use exec::{choose, exec};
 pub use options::{
     AlgorithmChoice, DEFAULT_TIMEOUT, HierarchicalReport, Options, OrderChoice, Report,
 };
@@ -505,170 +506,6 @@ impl<C: Communicator> Collectives<C> {
             .with_options(self.options)
             .with_model(self.model))
     }
-
-    /// All-reduce in two levels (Graphcore's and NCCL's hierarchical
-    /// all-reduce): reduce-scatter inside each group of `k` consecutive
-    /// ranks (an IPU-Link domain), all-reduce of each rank's fragment
-    /// across the groups (`Orthogonal(p / k)`: the GW-Links), all-gather
-    /// inside each group. Each phase's algorithm is chosen as for any
-    /// collective, on the link its members are joined by.
-    ///
-    /// Numerics: Mean sums in both phases and divides by `p` once; f16 and
-    /// bf16 Sum and Mean are reduced in f32 (the reduce-scatter sends f32:
-    /// twice the bytes of its first messages) and rounded once, element
-    /// `i` at position `i`, so there is no double rounding. In
-    /// [`Order::Deterministic`] with `k` a power of two the result is
-    /// bitwise the flat all-reduce's in that order (each group's sum is a
-    /// complete subtree of the summation tree); otherwise it is
-    /// deterministic for a given `k` but may differ from the flat order.
-    /// In [`Order::Free`] each phase rounds its sums from its own grid, so
-    /// the result is the same for every algorithm and arrival order at a
-    /// given `k`, but not the flat order-free all-reduce's.
-    ///
-    /// ```
-    /// use tessera_collectives::{Collectives, ReduceOp, Reducer, ThreadWorld};
-    ///
-    /// ThreadWorld::run(4, |comm| {
-    ///     let mut c = Collectives::new(comm);
-    ///     let mut x = vec![c.rank() as f32 + 1.0; 6];
-    ///     // Two domains of two ranks.
-    ///     let report = c.hierarchical_all_reduce(&mut x, Reducer::new(ReduceOp::Sum), 2).unwrap();
-    ///     assert_eq!(x, vec![10.0; 6]);
-    ///     assert!(report.all_gather.steps > 0);
-    /// })
-    /// .unwrap();
-    /// ```
-    ///
-    /// # Errors
-    /// [`CommError::Group`] ([`GroupError::Indivisible`](crate::GroupError::Indivisible) or
-    /// [`GroupError::ZeroGroupSize`](crate::GroupError::ZeroGroupSize)) if `k` does not divide the number of
-    /// ranks, or as [`run`](Self::run); the communicator is then aborted.
-    pub fn hierarchical_all_reduce<T: Element>(
-        &mut self,
-        buf: &mut [T],
-        reduction: Reducer,
-        k: usize,
-    ) -> Result<HierarchicalReport, CommError> {
-        let result = self.hierarchical_inner(buf, reduction, k);
-        if let Err(e) = &result
-            && e.failure(self.comm.world_rank(self.comm.rank())).is_none()
-        {
-            self.comm.fail(own_failure(&self.comm));
-        }
-        result
-    }
-
-    fn hierarchical_inner<T: Element>(
-        &mut self,
-        buf: &mut [T],
-        reduction: Reducer,
-        k: usize,
-    ) -> Result<HierarchicalReport, CommError> {
-        // Arguments first: a call that is wrong on every rank then gets the
-        // same error on every rank, not the first rank's abort.
-        let p = self.comm.size();
-        let groups = ReplicaGroup::Consecutive(k).groups(p)?;
-        self.comm.check()?;
-        let inner = GroupComm::new(&self.comm, ReplicaGroup::Consecutive(k))?;
-        let outer = GroupComm::new(&self.comm, ReplicaGroup::Orthogonal(groups))?;
-        let frag = fragment(buf.len(), k, inner.rank());
-        let op = reduction.op;
-        let sum_op = if op == ReduceOp::Mean {
-            ReduceOp::Sum
-        } else {
-            op
-        };
-        let seq_of = |ctx: u16| self.group_seq.get(&ctx).copied().unwrap_or(0);
-        let mut phases = Phases {
-            inner: &inner,
-            outer: &outer,
-            seqs: (seq_of(inner.context()), seq_of(outer.context())),
-            options: self.options,
-            model: self.model,
-            scratch: &mut self.scratch,
-            reducer: Reducer::new(sum_op),
-        };
-        let wide = size_of::<T>() != size_of::<f32>();
-        let (reduce_scatter, all_reduce) = if wide && op.depends_on_order() {
-            // 16-bit sums: both phases in f32, rounded once at the end.
-            let mut work: Vec<f32> = buf.iter().map(|x| x.load()).collect();
-            let reports = phases.reduce(&mut work, frag.clone())?;
-            for i in frag {
-                buf[i] = T::store(op.finish(work[i], p), reduction.rounding, i);
-            }
-            reports
-        } else {
-            let reports = phases.reduce(buf, frag.clone())?;
-            if op == ReduceOp::Mean {
-                // f32: one division by p, as the flat Mean.
-                for i in frag {
-                    buf[i] = T::store(op.finish(buf[i].load(), p), Rounding::Nearest, i);
-                }
-            }
-            reports
-        };
-        let all_gather = phases.run(false, Collective::AllGather, buf)?;
-        let (inner_seq, outer_seq) = phases.seqs;
-        self.group_seq.insert(inner.context(), inner_seq);
-        self.group_seq.insert(outer.context(), outer_seq);
-        Ok(HierarchicalReport {
-            reduce_scatter,
-            all_reduce,
-            all_gather,
-        })
-    }
-}
-
-/// The phases of a hierarchical all-reduce: the calls on the domain's
-/// communicator (`inner`) and across domains (`outer`), each numbered in
-/// its own sequence.
-struct Phases<'a, G: ?Sized> {
-    inner: &'a G,
-    outer: &'a G,
-    seqs: (u32, u32),
-    options: Options,
-    model: CostModel,
-    scratch: &'a mut Scratch,
-    reducer: Reducer,
-}
-
-impl<G: Communicator + ?Sized> Phases<'_, G> {
-    /// `collective` on `buf`, across domains if `outer`.
-    fn run<U: Element>(
-        &mut self,
-        outer: bool,
-        collective: Collective,
-        buf: &mut [U],
-    ) -> Result<Report, CommError> {
-        let (comm, seq) = if outer {
-            (self.outer, &mut self.seqs.1)
-        } else {
-            (self.inner, &mut self.seqs.0)
-        };
-        let (options, model) = (&self.options, &self.model);
-        exec(
-            comm,
-            seq,
-            options,
-            model,
-            self.scratch,
-            collective,
-            buf,
-            &self.reducer,
-        )
-    }
-
-    /// The reduction: reduce-scatter in the domain, then all-reduce of this
-    /// rank's fragment `frag` across domains.
-    fn reduce<U: Element>(
-        &mut self,
-        work: &mut [U],
-        frag: Range<usize>,
-    ) -> Result<(Report, Report), CommError> {
-        let reduce_scatter = self.run(false, Collective::ReduceScatter, work)?;
-        let all_reduce = self.run(true, Collective::AllReduce, &mut work[frag])?;
-        Ok((reduce_scatter, all_reduce))
-    }
 }
 
 /// Fragment `r` of a buffer of `len` elements over `p` ranks:
@@ -685,132 +522,4 @@ impl<G: Communicator + ?Sized> Phases<'_, G> {
 pub fn fragment(len: usize, p: usize, r: usize) -> Range<usize> {
     let f = len.div_ceil(p.max(1));
     (r * f).min(len)..((r + 1) * f).min(len)
-}
-
-/// The schedule for a call, and the model's prediction.
-fn choose<T: Element, D: Communicator + ?Sized>(
-    comm: &D,
-    options: &Options,
-    model: &CostModel,
-    collective: Collective,
-    len: usize,
-    op: ReduceOp,
-) -> Result<(CollectiveSchedule, f64), CommError> {
-    let p = comm.size();
-    let link = *model
-        .topology()
-        .link_for((0..p).map(|r| comm.world_rank(r)));
-    let deterministic = options.order == OrderChoice::Use(Order::Deterministic);
-    let estimate = match options.algorithm {
-        AlgorithmChoice::Use(a) => model.estimate(a, collective, p, len, size_of::<T>(), &link)?,
-        AlgorithmChoice::Auto => {
-            let only_hd = [Algorithm::HalvingDoubling];
-            let candidates: &[Algorithm] =
-                if deterministic && collective.reduces() && op.depends_on_order() && p > 2 {
-                    &only_hd
-                } else {
-                    &Algorithm::ALL
-                };
-            model.select(collective, p, len, size_of::<T>(), &link, candidates)?
-        }
-    };
-    let mut s = CollectiveSchedule::new(estimate.algorithm, collective, p, len)?;
-    if let OrderChoice::Use(order) = options.order {
-        s = s.with_order(order);
-    }
-    Ok((s, estimate.seconds))
-}
-
-/// This rank's block exponents of `buf` ([`Order::Free`]).
-fn own_exponents<T: Element>(buf: &[T]) -> Vec<f32> {
-    let mut exponents = vec![0.0f32; grid::blocks(buf.len())];
-    grid::block_exponents(buf, &mut exponents);
-    exponents
-}
-
-/// The exponent phase of [`Order::Free`]: this rank's block exponents
-/// of `buf`, all-reduced (Max, exact in any order) in the same call number
-/// `seq` (its headers name another operation and length, so a rank that
-/// skipped it is found at its first message), by the algorithm the cost
-/// model picks for their size (1/256 of the buffer's elements: a
-/// latency-bound call, where the ring's `2 (p - 1)` steps cost most).
-fn grid_exponents<T: Element, D: Communicator + ?Sized>(
-    comm: &D,
-    model: &CostModel,
-    buf: &[T],
-    seq: u32,
-    deadline: Instant,
-    scratch: &mut Scratch,
-) -> Result<(Vec<f32>, run::Traffic), CommError> {
-    let mut exponents = own_exponents(buf);
-    let (phase, _) = choose::<f32, D>(
-        comm,
-        &Options::new(),
-        model,
-        Collective::AllReduce,
-        exponents.len(),
-        ReduceOp::Max,
-    )?;
-    let max = Reducer::new(ReduceOp::Max);
-    let traffic = run::run(
-        comm,
-        &phase,
-        &max,
-        &mut exponents,
-        seq,
-        deadline,
-        scratch,
-        &[],
-    )?;
-    Ok((exponents, traffic))
-}
-
-/// One collective on `comm`, numbered `*seq`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn exec<T: Element, D: Communicator + ?Sized>(
-    comm: &D,
-    seq: &mut u32,
-    options: &Options,
-    model: &CostModel,
-    scratch: &mut Scratch,
-    collective: Collective,
-    buf: &mut [T],
-    reduction: &Reducer,
-) -> Result<Report, CommError> {
-    let start = Instant::now();
-    let n = *seq;
-    *seq = seq.wrapping_add(1);
-    let result = (|| -> Result<Report, CommError> {
-        // Arguments first (see `hierarchical_inner`).
-        let (s, predicted) =
-            choose::<T, D>(comm, options, model, collective, buf.len(), reduction.op)?;
-        comm.check()?;
-        let deadline = start + options.timeout;
-        let (exponents, mut traffic) = if run::folds_exponents(&s, reduction.op) {
-            // This rank's own: the run all-reduces them in its messages.
-            (own_exponents(buf), run::Traffic::default())
-        } else if s.on_grid(reduction.op) {
-            grid_exponents(comm, model, buf, n, deadline, scratch)?
-        } else {
-            (Vec::new(), run::Traffic::default())
-        };
-        traffic += run::run(comm, &s, reduction, buf, n, deadline, scratch, &exponents)?;
-        Ok(Report {
-            algorithm: s.algorithm(),
-            order: s.order(),
-            steps: s.steps(),
-            messages: traffic.messages,
-            bytes: traffic.bytes,
-            elapsed: start.elapsed(),
-            predicted,
-        })
-    })();
-    if let Err(e) = &result
-        && e.failure(comm.world_rank(comm.rank())).is_none()
-    {
-        // An argument error found before anything was sent: abort anyway,
-        // so ranks called correctly do not wait for their deadlines.
-        comm.fail(own_failure(comm));
-    }
-    result
 }

@@ -320,13 +320,19 @@ impl MpiCommunicator {
                 .map(|i| recvs[i].from)
                 .or(pending.first().map(|p| p.0));
             self.waiting_for.set(peer);
-            let Some(peer) = peer else {
-                return Ok(());
-            };
+            // Also once everything is done: a rank that resumes after its
+            // peers gave up on it (it stalled; they timed out and aborted)
+            // can find every message it waits for already sent, with the
+            // abort notice behind them, and must fail as they did rather
+            // than return `Ok` from an aborted call (two ranks: nothing
+            // else is left to wait for).
             self.poll_notices();
             if let Some(f) = self.failure.get() {
                 return Err(failure_error(self.rank, f));
             }
+            let Some(peer) = peer else {
+                return Ok(());
+            };
             let now = Instant::now();
             if now >= deadline {
                 return Err(self.timed_out(peer, now - start));

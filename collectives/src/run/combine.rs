@@ -2,6 +2,8 @@
 //! partial with the core's [`combine`] kernels, exactly as
 //! [`tessera_core::collective::execute`] does.
 
+use std::ops::Range;
+
 use tessera_core::collective::{Ranks, ReduceOp, Span, combine, combine_into, grid};
 use tessera_core::fp::{Element, Rounding};
 
@@ -127,20 +129,84 @@ pub(super) fn grid_into<T: Element>(
 /// The two single contributions of a span that is finalized at once: this
 /// rank's `into` and the sender's `vals`, positions `start..` of the buffer
 /// with the blocks' `exps`, each rounded to the grid, added exactly,
-/// rounded once ([`grid::pair_sum`], into `sums`), finished and stored in
-/// `into` (bitwise the executor's grid sum and finalization).
+/// rounded once ([`grid::pair_sum`]), finished and stored in `into`
+/// (bitwise the executor's grid sum and finalization). f32 is summed in
+/// place; 16-bit values through `sums`, then stored.
 pub(super) fn grid_pair_finish<T: Element>(
     into: &mut [T],
     vals: &[T],
     (exps, start, sums): (&[f32], usize, &mut Vec<f32>),
     (op, p, rounding): (ReduceOp, usize, Rounding),
 ) {
+    if size_of::<T>() == size_of::<f32>() {
+        // f32, the only four-byte element type: stored as computed.
+        let x: &mut [f32] = bytemuck::cast_slice_mut(into);
+        grid::pair_sum_in_place(x, vals, exps, start);
+        if op != ReduceOp::Sum {
+            for x in x {
+                *x = f32::store(op.finish(*x, p), rounding, 0);
+            }
+        }
+        return;
+    }
     sums.clear();
     sums.resize(into.len(), 0.0);
     grid::pair_sum(into, vals, exps, start, sums);
     for (k, (x, &s)) in into.iter_mut().zip(sums.iter()).enumerate() {
         *x = T::store(op.finish(s, p), rounding, start + k);
     }
+}
+
+/// Positions per pass of a two-rank reduction ([`pair_chunks`]): a pass
+/// of both contributions is in the L1 cache while its exponents are
+/// taken, it is reduced and finished, and copied to the peer.
+const PAIR_CHUNK: usize = 4096;
+
+/// The passes over the run of positions `start..start + len`, relative to
+/// `start`: cut at multiples of [`PAIR_CHUNK`] positions, so that a grid
+/// block is in one pass.
+pub(super) fn pair_chunks(start: usize, len: usize) -> impl Iterator<Item = Range<usize>> {
+    let (mut at, end) = (start, start + len);
+    std::iter::from_fn(move || {
+        (at < end).then(|| {
+            let stop = ((at / PAIR_CHUNK + 1) * PAIR_CHUNK).min(end);
+            let pass = at - start..stop - start;
+            at = stop;
+            pass
+        })
+    })
+}
+
+/// Where a two-rank grid reduction takes its blocks' exponents.
+pub(super) enum PairExponents<'a> {
+    /// All-reduced before the run.
+    Given(&'a [f32]),
+    /// Folded ([`folds_exponents`](super::folds_exponents)): taken from
+    /// both contributions pass by pass, into these, except for the blocks
+    /// the run holds in part, whose exponents came with the message.
+    Folded(&'a mut [f32], [Option<usize>; 2]),
+}
+
+/// [`grid_pair_finish`] of one pass ([`pair_chunks`]) of a run, its
+/// blocks' exponents taken from `exps`.
+pub(super) fn grid_pair_chunk<T: Element>(
+    into: &mut [T],
+    vals: &[T],
+    (exps, start, sums): (&mut PairExponents<'_>, usize, &mut Vec<f32>),
+    finish: (ReduceOp, usize, Rounding),
+) {
+    let exps: &[f32] = match exps {
+        PairExponents::Given(e) => e,
+        PairExponents::Folded(e, held) => {
+            let kept = held.map(|b| b.map(|b| (b, e[b])));
+            grid::pair_exponents(into, vals, start, e);
+            for (b, g) in kept.into_iter().flatten() {
+                e[b] = g;
+            }
+            e
+        }
+    };
+    grid_pair_finish(into, vals, (exps, start, sums), finish);
 }
 
 /// Positions per pass of [`grid_start`] and [`grid_finish`]: their grid

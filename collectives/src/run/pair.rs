@@ -15,17 +15,12 @@ use std::time::Instant;
 use tessera_core::collective::{Kind, Op, Span};
 use tessera_core::fp::{Element, Rounding};
 
-use super::combine::{grid_pair_finish, reduce_finish};
+use super::combine::{PairExponents, grid_pair_chunk, pair_chunks, reduce_finish};
+use super::fold::{EXPONENT_BYTES, folded_head, take_exponents};
 use super::wire::{HEADER, Message, split_exponents};
-use super::{
-    Runner, State, blocks_of, byte_exponent, exponent_byte, exponent_bytes, same_positions,
-};
+use super::{Runner, State, same_positions};
 use crate::comm::Communicator;
 use crate::error::{CommError, Mismatch};
-
-/// Positions per pass of the meeting: a chunk is reduced, finished and
-/// copied to the peer while it is in the L1 cache.
-const CHUNK: usize = 4096;
 
 /// Whether steps `a` then `b` are one piece of the two-rank ring: `a`
 /// sends span Y to the peer and receives span X to reduce and finalize,
@@ -85,12 +80,11 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
         let Some((peer, x, kind, _)) = piece_pair(a, b) else {
             return Ok(false);
         };
-        let mut head = st.headers[0].to_vec();
-        if self.folding {
-            let exps = &self.exponents[blocks_of(&send)];
-            head.extend(exps.iter().map(|&g| exponent_byte(g)));
-            head.resize(HEADER + exponent_bytes(exps.len()), 0);
-        }
+        let head = if self.folding {
+            folded_head(&st.headers[0], &st.folded, &send)
+        } else {
+            st.headers[0].to_vec()
+        };
         let sent = head.len() + send.len() * size_of::<T>();
         let (lent, into): (&mut [T], &mut [T]) = if send.end <= recv.start {
             let (low, high) = buf.split_at_mut(recv.start);
@@ -103,14 +97,10 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
         let bad = |what| self.mismatch(world_peer, what);
         let expect = Message::new(step, x, kind, 0);
         let expected = self.expected_bytes::<T>(kind, recv.len());
-        let (folded, tmp_f32) = (&mut st.folded, &mut st.tmp_f32);
-        let (op, p, start) = (self.op, self.s.size(), recv.start);
+        let (folded, tmp_f32) = (&mut st.folded[..], &mut st.tmp_f32);
+        let (op, p, n, start) = (self.op, self.s.size(), self.n, recv.start);
         let mut apply = |head: &[u8], tail: &mut [u8]| {
-            let extra = if self.folding {
-                exponent_bytes(blocks_of(&recv).len())
-            } else {
-                0
-            };
+            let extra = if self.folding { EXPONENT_BYTES } else { 0 };
             let (header, exps, _) = split_exponents(head, &[], extra)
                 .filter(|(_, _, rest)| rest.is_empty())
                 .ok_or(bad(Mismatch::Format))?;
@@ -121,17 +111,18 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
             self.body_length(world_peer, expected, tail.len())?;
             let theirs: &mut [T] =
                 bytemuck::try_cast_slice_mut(tail).map_err(|_| bad(Mismatch::Format))?;
-            if self.folding {
-                for (e, &b) in folded[blocks_of(&recv)].iter_mut().zip(exps) {
-                    *e = e.max(byte_exponent(b));
-                }
-            }
-            let exps: &[f32] = if self.folding { folded } else { self.exponents };
-            let chunks = into.chunks_mut(CHUNK).zip(theirs.chunks_mut(CHUNK));
-            for (k, (mine, theirs)) in chunks.enumerate() {
-                let at = start + k * CHUNK;
+            let mut exps = if self.folding {
+                let held = take_exponents(folded, exps, &recv, n);
+                PairExponents::Folded(folded, held)
+            } else {
+                PairExponents::Given(self.exponents)
+            };
+            for pass in pair_chunks(start, into.len()) {
+                let at = start + pass.start;
+                let (mine, theirs) = (&mut into[pass.clone()], &mut theirs[pass]);
                 if self.on_grid {
-                    grid_pair_finish(mine, theirs, (exps, at, tmp_f32), (op, p, rounding));
+                    let exps = (&mut exps, at, &mut *tmp_f32);
+                    grid_pair_chunk(mine, theirs, exps, (op, p, rounding));
                 } else {
                     reduce_finish(op, mine, &*theirs, at, Some((p, rounding)));
                 }

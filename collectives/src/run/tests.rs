@@ -13,7 +13,14 @@ fn input<T: Element>(r: usize, len: usize) -> Vec<T> {
             // Blocks of 256 whose magnitude differs between ranks, so the
             // grid exponents are not every rank's own.
             let scale = (1 << (3 * ((r + i / 256) % 5))) as f32;
-            let x = (((r * 7919 + i * 104_729) % 1000) as f32 / 97.0 - 5.0) * scale;
+            // A few spikes, on one rank each, set some blocks' exponents
+            // from a position that only one fragment or piece holds.
+            let spike = if i % 61 == 0 && i % 2 == r % 2 {
+                4096.0
+            } else {
+                1.0
+            };
+            let x = (((r * 7919 + i * 104_729) % 1000) as f32 / 97.0 - 5.0) * scale * spike;
             T::store(x, Rounding::Nearest, i)
         })
         .collect()
@@ -45,11 +52,9 @@ fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: 
             ..Scratch::default()
         };
         let mut x = input::<T>(comm.rank(), len);
-        // Folded: each rank passes its own, the messages carry the rest.
-        let mut own = vec![0.0f32; grid::blocks(len)];
-        grid::block_exponents(&x, &mut own);
+        // Folded: the run takes them itself.
         let exponents = if folds_exponents(s, op) {
-            &own[..]
+            &[]
         } else {
             exponents
         };

@@ -75,12 +75,25 @@ pub const fn blocks(n: usize) -> usize {
 #[must_use]
 #[inline(always)]
 pub fn block_exponent<T: Element>(values: &[T]) -> f32 {
+    exponent_of(biased_max(values))
+}
+
+/// The largest biased exponent field of the finite values.
+#[inline(always)]
+fn biased_max<T: Element>(values: &[T]) -> u32 {
     let mut biased = 0u32;
     for x in values {
         let e = (x.load().to_bits() >> 23) & 0xff;
         // Infinities and NaN (255) ask for nothing.
         biased = biased.max(if e == 0xff { 0 } else { e });
     }
+    biased
+}
+
+/// The grid exponent of a block whose largest finite biased exponent
+/// field is `biased`.
+#[inline(always)]
+fn exponent_of(biased: u32) -> f32 {
     // |x| < 2^(biased - 126) for a normal x.
     let g = (biased as i32 - 126 - GRID_BITS).max(MIN_GRID_EXPONENT);
     g as f32
@@ -111,6 +124,50 @@ pub fn block_exponents<T: Element>(values: &[T], out: &mut [f32]) {
         || {
             for (e, block) in out.iter_mut().zip(values.chunks(GRID_BLOCK)) {
                 *e = block_exponent(block);
+            }
+        },
+    );
+}
+
+/// The grid exponents that two contributions ask for together: for every
+/// block that the positions `start..start + a.len()` touch,
+/// [`block_exponent`] over `a`'s and `b`'s values at those positions
+/// (the Max all-reduce of two ranks' exponents, for a block wholly in the
+/// run), into `exponents[block]`.
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let mut e = [0.0f32; 2];
+/// let a = vec![1.0f32; 300];
+/// let mut b = vec![0.0f32; 300];
+/// b[299] = 8.0;
+/// grid::pair_exponents(&a, &b, 0, &mut e);
+/// assert_eq!(e, [1.0 - 32.0, 4.0 - 32.0]);
+/// ```
+///
+/// # Panics
+/// If `a` and `b` differ in length, or `exponents` has no block for a
+/// position.
+pub fn pair_exponents<A: Element, B: Element>(
+    a: &[A],
+    b: &[B],
+    start: usize,
+    exponents: &mut [f32],
+) {
+    assert_eq!(a.len(), b.len(), "pair_exponents: lengths differ");
+    // Plain loops compiled for the detected backend's lanes (integer max:
+    // any width gives the scalar loop's bits).
+    arch::with_backend_features(
+        #[inline(always)]
+        || {
+            let (mut at, end) = (start, start + a.len());
+            while at < end {
+                let stop = ((at / GRID_BLOCK + 1) * GRID_BLOCK).min(end);
+                let run = at - start..stop - start;
+                let biased = biased_max(&a[run.clone()]).max(biased_max(&b[run]));
+                exponents[at / GRID_BLOCK] = exponent_of(biased);
+                at = stop;
             }
         },
     );
@@ -339,13 +396,80 @@ pub fn pair_sum<A: Element, B: Element>(
         a.len(),
         #[inline(always)]
         |g, run| {
-            let (scale, unscale) = (pow2(-g), pow2(g));
+            let unit = grid_unit(g);
             let (a, b) = (&a[run.clone()], &b[run.clone()]);
             for ((x, a), b) in out[run].iter_mut().zip(a).zip(b) {
-                *x = unscaled(scaled(a.load(), scale) + scaled(b.load(), scale), unscale);
+                *x = pair(a.load(), b.load(), unit);
             }
         },
     );
+}
+
+/// [`pair_sum`] in place: `a[k] = from_grid(round_to_grid(a[k]) +
+/// round_to_grid(b[k]))` for the positions `start..start + a.len()`.
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let mut a = [1.0f32, 1e30];
+/// grid::pair_sum_in_place(&mut a, &[0.5f32, 1.0], &[-30.0, -30.0], 0);
+/// assert_eq!(a, [1.5, 1e30]);
+/// ```
+///
+/// # Panics
+/// As [`pair_sum`].
+pub fn pair_sum_in_place<B: Element>(a: &mut [f32], b: &[B], exponents: &[f32], start: usize) {
+    assert_eq!(a.len(), b.len(), "pair_sum_in_place: lengths differ");
+    by_block(
+        exponents,
+        start,
+        a.len(),
+        #[inline(always)]
+        |g, run| {
+            let unit = grid_unit(g);
+            for (x, b) in a[run.clone()].iter_mut().zip(&b[run]) {
+                *x = pair(*x, b.load(), unit);
+            }
+        },
+    );
+}
+
+/// The bits of `2^(g + 23)`, the least f32 whose unit in the last place
+/// is the grid `2^g` (a normal f32 for every `g` in `-149..=96`).
+#[inline(always)]
+fn grid_unit(g: i32) -> u32 {
+    ((g + 23 + 127) as u32) << 23
+}
+
+/// `from_grid(round_to_grid(a) + round_to_grid(b))` for the grid whose
+/// [`grid_unit`] is `unit`, in f32 alone: each value rounded to the grid
+/// is an f32 ([`grid_f32`]), so their sum rounded once to f32 is one f32
+/// addition (correctly rounded, overflowing to infinity at the same bound
+/// as the exact sum's rounding; a sum of multiples of `2^-149` in the
+/// subnormal range is exact). The same bits as summing the grid integers
+/// in f64, without converting to and from f64; a NaN is canonical.
+#[inline(always)]
+fn pair(a: f32, b: f32, unit: u32) -> f32 {
+    let x = grid_f32(a, unit) + grid_f32(b, unit);
+    if x.is_nan() { f32::NAN } else { x }
+}
+
+/// `x` rounded to the grid of [`grid_unit`] `unit` (`2^g`), as an f32:
+/// `x` itself from `2^(g + 23)` up (whose unit in the last place is at
+/// least `2^g`: on the grid; infinities and NaN too), else `(x + c) - c`
+/// with `c = ±2^(g + 23)` of `x`'s sign, whose sum lies in `[2^(g + 23),
+/// 2^(g + 24)]` in magnitude, where f32's unit is `2^g`: rounded to the
+/// grid, ties to even (`c / 2^g = 2^23` is even), then exactly back; `±0`
+/// gives `+0`, as the grid's integers do.
+#[inline(always)]
+fn grid_f32(x: f32, unit: u32) -> f32 {
+    let bits = x.to_bits();
+    if bits & 0x7fff_ffff >= unit {
+        x
+    } else {
+        let c = f32::from_bits(unit | (bits & 0x8000_0000));
+        (x + c) - c
+    }
 }
 
 /// [`round_to_grid`] with the block's `2^-g`.
@@ -541,6 +665,90 @@ mod tests {
             assert_eq!(free * 2 * (p - 1), plain * (3 * p - 4), "p {p}");
             assert!(free * 2 < plain * 3);
         }
+    }
+
+    /// Values about the grid `2^g`: on it and off it, ties, the bounds
+    /// of the f32 rounding (`2^(g + 23)`, `2^(g + 22)`) and of the block
+    /// (`2^(g + 32)`), zeros, subnormals, infinities and NaN.
+    fn about_grid(g: i32) -> Vec<f32> {
+        let p = |k: i32| 2f64.powi(k);
+        let mut v: Vec<f64> = vec![0.0, -0.0, 1.0, 3.0, 5.0, 0.5, 1.5, 2.5, 0.25, 0.75, 1e-7];
+        v.extend([0.5, 0.75, 1.0, 1.25, 1.5, 1.75].map(|m| m * p(23)));
+        v.extend([
+            p(23) - 1.0,
+            p(23) - 0.5,
+            p(22) + 0.5,
+            p(22) - 0.25,
+            p(24) - 1.0,
+            p(24) - 2.0,
+        ]);
+        v.extend([p(31), p(32) - p(8), 12_345_678.5, 1_234_567.25, 3.0 * p(29)]);
+        let mut out: Vec<f32> = Vec::new();
+        for x in v {
+            let x = (x * p(g)) as f32;
+            out.extend([x, -x]);
+        }
+        out.extend([
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::from_bits(1),
+            -1e-45,
+        ]);
+        out.retain(|x| !x.is_finite() || (f64::from(x.abs()) < p(g + 32)));
+        out
+    }
+
+    #[test]
+    fn pair_sums_are_the_grid_sums_on_every_backend() {
+        use crate::arch::{self, Backend};
+        for g in [-149, -140, -127, -126, -103, -40, -1, 0, 17, 95, 96] {
+            let values = about_grid(g);
+            let n = values.len();
+            // Every pair of values, once each way: position k pairs value
+            // k / n with value k % n, in blocks of one exponent.
+            let a: Vec<f32> = (0..n * n).map(|k| values[k / n]).collect();
+            let b: Vec<f32> = (0..n * n).map(|k| values[k % n]).collect();
+            let exps = vec![g as f32; super::blocks(n * n)];
+            let twin: Vec<u32> = a
+                .iter()
+                .zip(&b)
+                .map(|(&x, &y)| {
+                    let q = super::round_to_grid(x, g) + super::round_to_grid(y, g);
+                    super::from_grid(q, g).to_bits()
+                })
+                .collect();
+            for backend in Backend::ALL {
+                // A backend this CPU lacks is an error: nothing to check.
+                let _ = arch::with_backend(backend, || {
+                    let mut out = vec![0.0f32; n * n];
+                    super::pair_sum(&a, &b, &exps, 0, &mut out);
+                    assert_eq!(bits(&out), twin, "pair_sum g {g} {backend}");
+                    let mut x = a.clone();
+                    super::pair_sum_in_place(&mut x, &b, &exps, 0);
+                    assert_eq!(bits(&x), twin, "pair_sum_in_place g {g} {backend}");
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn pair_exponents_are_the_max_of_both_blocks() {
+        let a: Vec<f32> = (0..700).map(|i| (i as f32 - 350.0) * 1e-3).collect();
+        let mut b: Vec<f32> = (0..700).map(|i| i as f32 * 1e-6).collect();
+        b[600] = f32::INFINITY;
+        b[601] = 3e5;
+        b[650] = f32::NAN;
+        // From position 100: a first block in part, then whole ones.
+        let mut got = [0.0f32; 3];
+        super::pair_exponents(&a[100..], &b[100..], 100, &mut got);
+        let mut want = [0.0f32; 3];
+        for (k, w) in want.iter_mut().enumerate() {
+            let run = (k * GRID_BLOCK).max(100)..((k + 1) * GRID_BLOCK).min(700);
+            *w = super::block_exponent(&a[run.clone()]).max(super::block_exponent(&b[run]));
+        }
+        assert_eq!(got, want);
+        assert_eq!(want[2], 19.0 - 32.0); // 3e5 < 2^19
     }
 
     fn value() -> impl Strategy<Value = f32> {
