@@ -61,6 +61,19 @@ pub(crate) trait U32s:
         let limit = Self::splat(limit);
         self.max(limit).simd_eq(limit).all()
     }
+    /// Lane `r` holds the largest lane (unsigned) of `rows[r]`, for
+    /// `rows.len() == LANES`: a transposing reduction (the block kernels'
+    /// amaxes of `LANES` blocks at once). Backends with lane permutes
+    /// override this scalar form.
+    #[inline(always)]
+    fn max_rows(rows: &[Self]) -> Self {
+        let (mut out, mut lanes) = ([0u32; 16], [0u32; 16]);
+        for (o, row) in out.iter_mut().zip(&rows[..Self::LANES]) {
+            row.write_to(&mut lanes);
+            *o = lanes[..Self::LANES].iter().fold(0, |m, l| m.max(*l));
+        }
+        Self::from_slice(&out)
+    }
     /// Whether any lane of the mask is set.
     fn any(self) -> bool;
     /// Whether every lane of the mask is set.

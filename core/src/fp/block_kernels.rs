@@ -3,12 +3,16 @@
 //! helpers of their dequantize kernels, and the value tables of their
 //! scale codes.
 //!
-//! Quantize reads each full block once into lanes: the amax by an
-//! unsigned max of the magnitude patterns, the scale by the scalar rule
-//! (once per block), then the elements scaled and rounded by
-//! [`Encoder`] and packed in lanes; lanes the encoder does not cover take
-//! the twin, and blocks with NaN or infinity and partial last blocks take
-//! the twin whole. Dequantize unpacks a vector of codes at a time, decodes
+//! Quantize takes full blocks in groups of `S::LANES`: each block's lane
+//! maxima of the magnitude patterns (read while the group before is
+//! encoded), the group's amaxes as one vector by a transposing reduction
+//! (`U32s::max_rows`), their scale codes in lanes by the rule
+//! ([`BlockRule::scale_codes`], bitwise the scalar rule; rare cases such as
+//! f32 subnormal amaxes take the scalar rule), then each block's elements
+//! scaled and rounded by [`Encoder`] and packed in lanes. Lanes the
+//! encoder does not cover take the twin; blocks with NaN or infinity and
+//! partial last blocks take the twin whole; full blocks after the last
+//! group take the same steps one block at a time. Dequantize unpacks a vector of codes at a time, decodes
 //! them by [`Decoder`](super::decode_kernels::Decoder) and multiplies by
 //! the block's scale (read from a table built at compile time) as the
 //! twin does.
@@ -47,9 +51,13 @@ pub(super) trait BlockRule: Copy {
         bits: &B,
         index: u64,
     ) -> u8;
-    /// The scale code of a block of finite largest magnitude `amax`, and
-    /// what its elements need.
-    fn scale(self, amax: f32) -> (u8, Self::Scale);
+    /// The scale code of a block of finite largest magnitude `amax`.
+    fn scale_code(self, amax: f32) -> u8;
+    /// [`BlockRule::scale_code`] of finite magnitude patterns `amax` in
+    /// lanes, bitwise; `None` where the lanes leave it to the scalar rule.
+    fn scale_codes<S: Simd>(self, amax: S::U) -> Option<S::U>;
+    /// What a finite block's elements need of its scale code `code`.
+    fn block_scale(self, code: u8) -> Self::Scale;
     /// The lanes to round: `x` divided by the block's scale, bitwise as
     /// the twin divides.
     fn scaled<S: Simd>(self, scale: &Self::Scale, x: S::F) -> S::F;
@@ -127,8 +135,9 @@ impl<R: BlockRule, B: RandomBits + ?Sized> Kernel for BlockQuantize<'_, R, B> {
 impl<R: BlockRule, B: RandomBits + ?Sized> LaneKernel for BlockQuantize<'_, R, B> {
     type Output = ();
 
-    /// Full blocks in lanes (blocks with NaN or infinity by the twin),
-    /// then a partial last block by the twin.
+    /// Groups of `S::LANES` full blocks (amaxes and scales in lanes), then
+    /// the full blocks left one at a time, then a partial last block by
+    /// the twin.
     #[inline(always)]
     fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
         let Self {
@@ -140,45 +149,38 @@ impl<R: BlockRule, B: RandomBits + ?Sized> LaneKernel for BlockQuantize<'_, R, B
             first_index,
             ..
         } = self;
-        let encoder = rule.encoder();
-        let code_bits = rule.code_bits();
-        let per_block = packed_len(code_bits, R::BLOCK);
-        let full = src.len() / R::BLOCK;
-        for (b, ((block, out), scale)) in src
-            .chunks_exact(R::BLOCK)
-            .zip(codes.chunks_exact_mut(per_block))
-            .zip(scales.iter_mut())
+        let blocks = Blocks {
+            rule,
+            encoder: rule.encoder(),
+            code_bits: rule.code_bits(),
+            mode,
+            lane_bits,
+            bits,
+        };
+        let per_block = packed_len(blocks.code_bits, R::BLOCK);
+        let group = S::LANES * R::BLOCK;
+        // Each group's lane maxima are read while the group before it is
+        // encoded, so its loads overlap that work.
+        let mut rows = [S::U::splat(0); 16];
+        if let Some(x) = src.get(..group) {
+            lane_maxima::<S>(x, R::BLOCK, &mut rows);
+        }
+        for (g, ((x, out), scales)) in src
+            .chunks_exact(group)
+            .zip(codes.chunks_exact_mut(S::LANES * per_block))
+            .zip(scales.chunks_exact_mut(S::LANES))
             .enumerate()
         {
-            let index = first_index.wrapping_add((b * R::BLOCK) as u64);
-            let amax = amax_bits::<S>(block);
-            if amax >= 0x7f80_0000 {
-                let mut unpacked = [0u8; MAX_BLOCK];
-                let unpacked = &mut unpacked[..R::BLOCK];
-                *scale = rule.quantize_block(block, unpacked, bits, index);
-                store_block(code_bits, unpacked, out);
-                continue;
-            }
-            let (code, s) = rule.scale(f32::from_bits(amax));
-            *scale = code;
-            for (k, v) in block.chunks_exact(S::LANES).enumerate() {
-                let at = index.wrapping_add((k * S::LANES) as u64);
-                let x = rule.scaled::<S>(&s, S::F::load(v));
-                let (c, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, at);
-                let mut c = rule.adjust::<S>(c);
-                if fallback.any() {
-                    c = patch::<S>(
-                        c,
-                        fallback,
-                        #[inline(always)]
-                        |i| {
-                            let at = at.wrapping_add(i as u64);
-                            u32::from(rule.twin_element(&s, v[i], bits, at))
-                        },
-                    );
-                }
-                store_elements::<S>(c, code_bits, out, k);
-            }
+            let next = src.get((g + 1) * group..(g + 2) * group);
+            let at = first_index.wrapping_add((g * group) as u64);
+            blocks.group::<S>(x, next, &mut rows, out, scales, at);
+        }
+        let (grouped, full) = (src.len() / group * S::LANES, src.len() / R::BLOCK);
+        for b in grouped..full {
+            let block = &src[b * R::BLOCK..][..R::BLOCK];
+            let out = &mut codes[b * per_block..][..per_block];
+            let at = first_index.wrapping_add((b * R::BLOCK) as u64);
+            scales[b] = blocks.block::<S>(block, amax_bits::<S>(block), None, out, at);
         }
         BlockQuantize {
             rule,
@@ -193,17 +195,131 @@ impl<R: BlockRule, B: RandomBits + ?Sized> LaneKernel for BlockQuantize<'_, R, B
     }
 }
 
-/// The largest magnitude pattern of `block` (a multiple of `S::LANES`
-/// long), NaN and infinity included (they are the patterns from
-/// `0x7f80_0000` up).
+/// The quantize loop's constants: the rule, its encoder and the random
+/// bits.
+struct Blocks<'a, R, L, B: ?Sized> {
+    rule: R,
+    encoder: Encoder,
+    code_bits: u32,
+    mode: Mode,
+    lane_bits: &'a L,
+    bits: &'a B,
+}
+
+impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
+    /// `S::LANES` full blocks `x` (element 0 at position `index`) whose
+    /// lane maxima are `rows`: their amaxes as one vector (lane `b`: block
+    /// `b`), their scale codes in lanes, then each block's elements; `rows`
+    /// becomes the lane maxima of the `next` group's blocks.
+    #[inline(always)]
+    fn group<S: Simd>(
+        &self,
+        x: &[f32],
+        next: Option<&[f32]>,
+        rows: &mut [S::U; 16],
+        out: &mut [u8],
+        scales: &mut [u8],
+        index: u64,
+    ) {
+        let amax = S::U::max_rows(&rows[..S::LANES]);
+        let mut amaxes = [0u32; 16];
+        amax.write_to(&mut amaxes);
+        let mut codes = [0u8; 16];
+        let lanes = amax.all_le(0x7f7f_ffff) && {
+            let c = self.rule.scale_codes::<S>(amax);
+            if let Some(c) = c {
+                S::store_bytes(c, &mut codes);
+            }
+            c.is_some()
+        };
+        let per_block = out.len() / S::LANES;
+        for (b, ((block, out), scale)) in x
+            .chunks_exact(R::BLOCK)
+            .zip(out.chunks_exact_mut(per_block))
+            .zip(scales.iter_mut())
+            .enumerate()
+        {
+            if let Some(next) = next {
+                rows[b] = lane_max::<S>(&next[b * R::BLOCK..][..R::BLOCK]);
+            }
+            let at = index.wrapping_add((b * R::BLOCK) as u64);
+            let code = lanes.then_some(codes[b]);
+            *scale = self.block::<S>(block, amaxes[b], code, out, at);
+        }
+    }
+
+    /// One full block of largest magnitude pattern `amax` (NaN or
+    /// infinity: by the twin), its scale code `code` if known; returns the
+    /// scale code.
+    #[inline(always)]
+    fn block<S: Simd>(
+        &self,
+        block: &[f32],
+        amax: u32,
+        code: Option<u8>,
+        out: &mut [u8],
+        index: u64,
+    ) -> u8 {
+        let rule = self.rule;
+        if amax >= 0x7f80_0000 {
+            let mut unpacked = [0u8; MAX_BLOCK];
+            let unpacked = &mut unpacked[..R::BLOCK];
+            let code = rule.quantize_block(block, unpacked, self.bits, index);
+            store_block(self.code_bits, unpacked, out);
+            return code;
+        }
+        let code = code.unwrap_or_else(|| rule.scale_code(f32::from_bits(amax)));
+        let s = rule.block_scale(code);
+        for (k, v) in block.chunks_exact(S::LANES).enumerate() {
+            let at = index.wrapping_add((k * S::LANES) as u64);
+            let x = rule.scaled::<S>(&s, S::F::load(v));
+            let (c, fallback) = self
+                .encoder
+                .encode::<S, L>(self.mode, x, self.lane_bits, at);
+            let mut c = rule.adjust::<S>(c);
+            if fallback.any() {
+                c = patch::<S>(
+                    c,
+                    fallback,
+                    #[inline(always)]
+                    |i| {
+                        let at = at.wrapping_add(i as u64);
+                        u32::from(rule.twin_element(&s, v[i], self.bits, at))
+                    },
+                );
+            }
+            store_elements::<S>(c, self.code_bits, out, k);
+        }
+        code
+    }
+}
+
+/// The lane maxima of the `block`-element blocks of `x` into `rows`.
 #[inline(always)]
-pub(super) fn amax_bits<S: Simd>(block: &[f32]) -> u32 {
+fn lane_maxima<S: Simd>(x: &[f32], block: usize, rows: &mut [S::U]) {
+    for (row, block) in rows.iter_mut().zip(x.chunks_exact(block)) {
+        *row = lane_max::<S>(block);
+    }
+}
+
+/// The lanewise largest magnitude pattern of `block` (a multiple of
+/// `S::LANES` long).
+#[inline(always)]
+fn lane_max<S: Simd>(block: &[f32]) -> S::U {
     let mut m = S::U::splat(0);
     for v in block.chunks_exact(S::LANES) {
         m = m.max(S::F::load(v).to_bits() & S::U::splat(0x7fff_ffff));
     }
+    m
+}
+
+/// The largest magnitude pattern of `block` (a multiple of `S::LANES`
+/// long), NaN and infinity included (they are the patterns from
+/// `0x7f80_0000` up).
+#[inline(always)]
+fn amax_bits<S: Simd>(block: &[f32]) -> u32 {
     let mut lanes = [0u32; 16];
-    m.write_to(&mut lanes);
+    lane_max::<S>(block).write_to(&mut lanes);
     lanes.into_iter().fold(0, u32::max)
 }
 

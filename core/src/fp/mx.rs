@@ -502,23 +502,58 @@ impl BlockRule for Mx {
     }
 
     #[inline(always)]
-    fn scale(self, amax: f32) -> (u8, MxScale) {
-        let code = self.format.block_scale(self.rule, amax);
+    fn scale_code(self, amax: f32) -> u8 {
+        self.format.block_scale(self.rule, amax)
+    }
+
+    /// [`e8m0_scale`] in lanes on the biased exponent fields (offset by
+    /// 256 so the clamp is unsigned); nonzero f32 subnormal amaxes (and
+    /// Rceil ratios) are left to the scalar rule.
+    #[inline(always)]
+    fn scale_codes<S: Simd>(self, amax: S::U) -> Option<S::U> {
+        let s = <S::U as U32s>::splat;
+        let grid = self.format.grid();
+        let emax = grid.emax() as u32;
+        let subnormal = |a: S::U| (a - s(1)).simd_lt(s(0x007f_ffff)).any();
+        if subnormal(amax) {
+            return None;
+        }
+        let one_if = |m: S::U| m & s(1);
+        let fraction = amax & s(0x007f_ffff);
+        // `floor(log2 amax) + 127 + 256 - emax`, for amax normal.
+        let floor = (amax >> 23) + s(256 - emax);
+        let biased = match self.rule {
+            ScaleRule::Floor => floor,
+            ScaleRule::Ceil => floor + one_if(fraction.simd_ne(s(0))),
+            ScaleRule::Even => {
+                let half = s(1 << (22 - grid.mantissa_bits()));
+                floor + one_if((fraction + half).simd_ge(s(1 << 23)))
+            }
+            ScaleRule::Rceil => {
+                let ratio = <S::F as Real>::splat(1.0 / grid.max());
+                let r = (S::F::from_bits(amax) * ratio).to_bits();
+                if subnormal(r) {
+                    return None;
+                }
+                (r >> 23) + s(256) + one_if((r & s(0x007f_ffff)).simd_ne(s(0)))
+            }
+        };
+        Some(biased.max(s(256)).min(s(256 + 254 - emax)) - s(256))
+    }
+
+    #[inline(always)]
+    fn block_scale(self, code: u8) -> MxScale {
         let e = i32::from(code) - 127;
         let small = if e - 126 >= -149 {
             pow2(e - 126).to_bits()
         } else {
             0
         };
-        let tiny = small.saturating_sub(1);
-        (
-            code,
-            MxScale {
-                e,
-                tiny,
-                factor: pow2(-e),
-            },
-        )
+        MxScale {
+            e,
+            tiny: small.saturating_sub(1),
+            factor: pow2(-e),
+        }
     }
 
     /// `x * 2^-e`, or [`scale_down`]'s stand-in below f32's normals.

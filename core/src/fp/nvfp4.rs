@@ -10,8 +10,8 @@ use super::decode_kernels::Decoder;
 use super::encode_lanes::Encoder;
 use super::format::Format;
 use super::pack::fp4_packed_len;
-use super::round::Round;
-use crate::arch::{self, F32s, Kernel, Real, Simd};
+use super::round::{Mode, Round, Subnormals};
+use crate::arch::{self, F32s, Kernel, Real, Simd, U32s};
 use crate::rng::RandomBits;
 
 /// Elements per NVFP4 block.
@@ -247,6 +247,20 @@ const fn e4m3_nearest(q: f32) -> u8 {
     }
 }
 
+/// [`e4m3_nearest`] in lanes, bitwise.
+#[inline(always)]
+fn e4m3_nearest_lanes<S: Simd>(q: S::F) -> S::U {
+    let s = <S::U as U32s>::splat;
+    let bits = q.to_bits();
+    // `2^23 + k` for the rounded integer `k`.
+    let magic = <S::F as Real>::splat(8_388_608.0);
+    let subnormal = (q * <S::F as Real>::splat(512.0) + magic).to_bits() - s(0x4b00_0000);
+    let r = bits + s(0x7_ffff) + ((bits >> 20) & s(1));
+    let normal = (r >> 20) - s(120 << 3);
+    let code = bits.simd_lt(s(0x3c80_0000)).select(subnormal, normal);
+    bits.simd_ge(s(0x43e0_0000)).select(s(0x7e), code)
+}
+
 /// The checks shared by quantize and dequantize of `n` elements.
 fn check_args(n: usize, t: f32, codes: usize, scales: usize) -> Result<(), BlockError> {
     if !(t > 0.0 && t.is_finite()) {
@@ -284,10 +298,27 @@ fn quotient<R: Real>(x: R, divisor: f32) -> R {
     }
 }
 
+/// What a finite block's elements need: the divisor `fl(S_b * t)`, and
+/// for nearest-even rounding its reciprocal (0 where it is not used).
+#[derive(Clone, Copy)]
+struct Divisor {
+    d: f32,
+    /// `fl(1 / d)`, where `d` and it are f32 normals.
+    reciprocal: f32,
+}
+
+/// Whether an f32 magnitude pattern is within 8 units of a multiple of
+/// 2^21: every E2M1 value, midpoint and power of two has at most three
+/// significant bits, so it is such a multiple.
+#[inline(always)]
+fn near_e2m1_boundary<S: Simd>(abs: S::U) -> S::U {
+    let s = <S::U as U32s>::splat;
+    ((abs + s(8)) & s(0x001f_ffff)).simd_lt(s(16))
+}
+
 impl BlockRule for Nvfp4Blocks {
     const BLOCK: usize = NVFP4_BLOCK;
-    /// The block's divisor `fl(S_b * t)`.
-    type Scale = f32;
+    type Scale = Divisor;
 
     #[inline(always)]
     fn code_bits(self) -> u32 {
@@ -310,7 +341,8 @@ impl BlockRule for Nvfp4Blocks {
         let Some(amax) = amax_or_clear(block, codes) else {
             return SCALE_NAN;
         };
-        let (scale, divisor) = self.scale(amax);
+        let scale = self.scale_code(amax);
+        let divisor = self.block_scale(scale);
         for (i, (x, c)) in block.iter().zip(codes.iter_mut()).enumerate() {
             *c = self.twin_element(&divisor, *x, bits, index.wrapping_add(i as u64));
         }
@@ -318,14 +350,47 @@ impl BlockRule for Nvfp4Blocks {
     }
 
     #[inline(always)]
-    fn scale(self, amax: f32) -> (u8, f32) {
-        let scale = Nvfp4::block_scale(amax, self.t);
-        (scale, E4M3_VALUES[usize::from(scale)] * self.t)
+    fn scale_code(self, amax: f32) -> u8 {
+        Nvfp4::block_scale(amax, self.t)
     }
 
     #[inline(always)]
-    fn scaled<S: Simd>(self, divisor: &f32, x: S::F) -> S::F {
-        quotient(x, *divisor)
+    fn scale_codes<S: Simd>(self, amax: S::U) -> Option<S::U> {
+        let splat = <S::F as Real>::splat;
+        let q = S::F::from_bits(amax) / splat(6.0) / splat(self.t);
+        Some(e4m3_nearest_lanes::<S>(q))
+    }
+
+    #[inline(always)]
+    fn block_scale(self, code: u8) -> Divisor {
+        let d = E4M3_VALUES[usize::from(code)] * self.t;
+        let reciprocal = 1.0 / d;
+        let nearest =
+            self.nv.round.mode == Mode::NearestEven && self.nv.round.subnormals == Subnormals::Keep;
+        let usable = nearest && d.is_normal() && reciprocal.is_normal();
+        Divisor {
+            d,
+            reciprocal: if usable { reciprocal } else { 0.0 },
+        }
+    }
+
+    /// `fl(x / d)`; for nearest-even, `fl(x * fl(1 / d))` where that is
+    /// normal and not within 8 units of a multiple of 2^21: it is then
+    /// within 6 units of `fl(x / d)` (relative errors below 2^-24 each,
+    /// twice at a power of two), no E2M1 rounding boundary lies between
+    /// the two, and both round to the same code (a multiply instead of a
+    /// division, which costs several times more).
+    #[inline(always)]
+    fn scaled<S: Simd>(self, divisor: &Divisor, x: S::F) -> S::F {
+        if divisor.reciprocal != 0.0 {
+            let q = x * <S::F as Real>::splat(divisor.reciprocal);
+            let abs = q.to_bits() & <S::U as U32s>::splat(0x7fff_ffff);
+            let normal = abs.simd_ge(<S::U as U32s>::splat(0x0080_0000));
+            if !(near_e2m1_boundary::<S>(abs) & normal).any() {
+                return q;
+            }
+        }
+        quotient(x, divisor.d)
     }
 
     #[inline(always)]
@@ -334,8 +399,14 @@ impl BlockRule for Nvfp4Blocks {
     }
 
     #[inline(always)]
-    fn twin_element<B: RandomBits + ?Sized>(self, divisor: &f32, x: f32, bits: &B, at: u64) -> u8 {
-        Format::E2M1FN.encode_with(quotient(x, *divisor), self.round(), bits, at) as u8
+    fn twin_element<B: RandomBits + ?Sized>(
+        self,
+        divisor: &Divisor,
+        x: f32,
+        bits: &B,
+        at: u64,
+    ) -> u8 {
+        Format::E2M1FN.encode_with(quotient(x, divisor.d), self.round(), bits, at) as u8
     }
 }
 

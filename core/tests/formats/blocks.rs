@@ -175,3 +175,111 @@ fn nvfp4_edges_equal_the_twin_on_every_backend() {
         }
     }
 }
+
+/// `2^e` for `-149 <= e <= 127`, exactly.
+fn pow2(e: i32) -> f32 {
+    if e >= -126 {
+        f32::from_bits(((e + 127) as u32) << 23)
+    } else {
+        f32::from_bits(1 << (e + 149))
+    }
+}
+
+/// Blocks of `block` elements, each led (at a varying position) by one
+/// amax at an edge of the scale rules, its other elements below it:
+/// every group of blocks whose amaxes and scales the kernels take in
+/// lanes (zero, f32 subnormal, powers of two and their neighbours, near
+/// f32's max), one NaN block near the end.
+fn edge_amax_input(block: usize) -> Vec<f32> {
+    let mut g = crate::support::Gen(41);
+    let mut amaxes = vec![0.0, f32::from_bits(1), f32::from_bits(0x007f_ffff)];
+    amaxes.extend([f32::MIN_POSITIVE, f32::MAX, 448.0, 6.0, 7.5, 28.0, 57344.0]);
+    for e in (-149..=127).step_by(3) {
+        let p = pow2(e);
+        let bits = p.to_bits();
+        amaxes.extend([p, f32::from_bits(bits + 1), f32::from_bits(bits - 1)]);
+    }
+    amaxes.extend((0..64).map(|_| g.in_range(-130, 127).abs()));
+    // Whole groups of 16 blocks (the widest backend's), and one NaN block.
+    amaxes.resize(amaxes.len().next_multiple_of(16) + 16, 1.0);
+    let mut x = Vec::new();
+    for (b, a) in amaxes.iter().enumerate() {
+        x.extend((0..block).map(|i| {
+            if i == b % block {
+                if b % 2 == 0 { *a } else { -*a }
+            } else {
+                a * [0.5, -0.25, 0.0, 0.75][i % 4]
+            }
+        }));
+    }
+    let last = x.len() - 5;
+    x[last] = f32::NAN;
+    x
+}
+
+#[test]
+fn scales_in_lanes_equal_the_twin_at_every_edge() {
+    let x = edge_amax_input(32);
+    for format in MxFormat::ALL {
+        for rule in [
+            ScaleRule::Floor,
+            ScaleRule::Ceil,
+            ScaleRule::Rceil,
+            ScaleRule::Even,
+        ] {
+            let mx = Mx::new(format).with_rule(rule);
+            on_every_backend(&format!("{mx:?}"), || mx_round_trip(mx, &x, 0, false));
+        }
+    }
+    let x = edge_amax_input(16);
+    for t in [Nvfp4::tensor_scale(&x), 1.0, pow2(-149), 1e-30, 1e30] {
+        let nv = Nvfp4::new(Round::NEAREST_EVEN);
+        on_every_backend(&format!("nvfp4 t = {t}"), || {
+            let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+            let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+            nv.quantize(&x, t, &mut codes, &mut scales, &STREAM, 0)
+                .unwrap();
+            (codes, scales)
+        });
+    }
+}
+
+#[test]
+fn nvfp4_quotients_at_e2m1_boundaries_equal_the_twin() {
+    // Blocks led by `6 s t` (block scale `s`), then elements whose
+    // quotients lie within 12 units of an E2M1 value, midpoint or power
+    // of two, or at random, for scales and tensor scales of every kind.
+    let marks = [
+        0.25f32, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0,
+    ];
+    let mut g = crate::support::Gen(43);
+    for t in [1.0, 0.125, 0.3, 1e-30, pow2(-140)] {
+        let mut x = Vec::new();
+        for s in [1.0f32, 0.875, 3.25, 0.01171875, 448.0, 0.001953125] {
+            let d = s * t;
+            for (j, m) in marks.iter().enumerate() {
+                for k in -12i32..=12 {
+                    if x.len() % 16 == 0 {
+                        x.push(6.0 * s * t);
+                    }
+                    let q = f32::from_bits((m * d).to_bits().wrapping_add_signed(k));
+                    x.push(if (j as i32 + k).rem_euclid(2) == 0 {
+                        q
+                    } else {
+                        -q
+                    });
+                }
+            }
+            x.extend((0..64).map(|_| g.in_range(-4, 2) * d));
+        }
+        x.truncate(x.len() / 16 * 16);
+        let nv = Nvfp4::new(Round::NEAREST_EVEN);
+        on_every_backend(&format!("nvfp4 t = {t}"), || {
+            let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+            let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+            nv.quantize(&x, t, &mut codes, &mut scales, &STREAM, 0)
+                .unwrap();
+            (codes, scales)
+        });
+    }
+}

@@ -17,10 +17,10 @@ use core::arch::x86_64::{
     _mm512_cvtneps_pbh, _mm512_cvtph_ps, _mm512_cvtps_ph, _mm512_cvttps_epi32, _mm512_div_ps,
     _mm512_extractf64x4_pd, _mm512_inserti64x4, _mm512_loadu_ps, _mm512_loadu_si512,
     _mm512_mask_blend_epi32, _mm512_maskz_set1_epi32, _mm512_max_epu32, _mm512_min_epu32,
-    _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512, _mm512_set1_epi32, _mm512_set1_ps,
-    _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32,
-    _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps,
-    _mm512_test_epi32_mask, _mm512_xor_si512,
+    _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512, _mm512_permutex2var_epi32,
+    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32,
+    _mm512_sqrt_ps, _mm512_srl_epi32, _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512,
+    _mm512_sub_epi32, _mm512_sub_ps, _mm512_test_epi32_mask, _mm512_xor_si512,
 };
 
 use super::super::lanes::{F32s, Real, Simd, U32s};
@@ -133,6 +133,56 @@ impl U32s for U {
     fn all_le(self, limit: u32) -> bool {
         // SAFETY: the module invariant.
         unsafe { _mm512_cmpgt_epu32_mask(self.0, Self::splat(limit).0) == 0 }
+    }
+
+    /// A tree of `vpermt2d` and `vpmaxud`: each level halves the lanes
+    /// per row and joins two vectors of rows into one, rows in order.
+    #[inline(always)]
+    fn max_rows(rows: &[Self]) -> Self {
+        // Level `k` (rows of `g = 16 >> k` lanes): output lane `o` is the
+        // max of lanes `r g + w` and `r g + g / 2 + w` of the pair's 32,
+        // `r = o / (g / 2)`, `w = o % (g / 2)`.
+        const fn index(g: usize, second: bool) -> [i32; 16] {
+            let mut idx = [0; 16];
+            let mut o = 0;
+            while o < 16 {
+                let (r, w) = (o / (g / 2), o % (g / 2));
+                idx[o] = (r * g + w + if second { g / 2 } else { 0 }) as i32;
+                o += 1;
+            }
+            idx
+        }
+        const INDEX: [[[i32; 16]; 2]; 4] = [
+            [index(16, false), index(16, true)],
+            [index(8, false), index(8, true)],
+            [index(4, false), index(4, true)],
+            [index(2, false), index(2, true)],
+        ];
+        let mut v = [Self::splat(0); 16];
+        v.copy_from_slice(&rows[..16]);
+        let mut n = 16;
+        for [lo, hi] in &INDEX {
+            // SAFETY: the module invariant; the index arrays hold 64 bytes.
+            let (lo, hi) = unsafe {
+                (
+                    _mm512_loadu_si512(lo.as_ptr().cast()),
+                    _mm512_loadu_si512(hi.as_ptr().cast()),
+                )
+            };
+            for i in 0..n / 2 {
+                let (a, b) = (v[2 * i].0, v[2 * i + 1].0);
+                // SAFETY: the module invariant.
+                let (x, y) = unsafe {
+                    (
+                        _mm512_permutex2var_epi32(a, lo, b),
+                        _mm512_permutex2var_epi32(a, hi, b),
+                    )
+                };
+                v[i] = Self(x).max(Self(y));
+            }
+            n /= 2;
+        }
+        v[0]
     }
 
     #[inline(always)]
