@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+#[cfg(doc)]
+use tessera_core::collective::Order;
 use tessera_core::collective::{Collective, ReduceOp, Reducer};
 use tessera_core::fp::{Element, Rounding};
 
