@@ -96,15 +96,164 @@ pub enum VertexCycles {
 pub trait Codelet: Send + Sync + fmt::Debug {
     /// A name for profiles; codelets of one name share code memory on a
     /// tile.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tessera_sim::ipu::*;
+    /// # use tessera_sim::{IpuParams, IpuSpec};
+    /// /// `y = 2 x` over f32 fields `[x, y]`, one worker, a cycle per element.
+    /// #[derive(Debug)]
+    /// struct Double;
+    ///
+    /// impl Codelet for Double {
+    ///     fn name(&self) -> &str {
+    ///         "double"
+    ///     }
+    ///     fn fields(&self) -> &[FieldSpec] {
+    ///         const FIELDS: [FieldSpec; 2] =
+    ///             [FieldSpec::new(DType::F32, Access::Read), FieldSpec::new(DType::F32, Access::Write)];
+    ///         &FIELDS
+    ///     }
+    ///     fn cycles(&self, lens: &[u64], _: &IpuSpec) -> VertexCycles {
+    ///         VertexCycles::Worker(lens[0])
+    ///     }
+    ///     fn run(&self, io: &mut VertexIo<'_>) {
+    ///         let [x, y] = io.many([0, 1]).map(FieldMut::into_slice::<f32>);
+    ///         y.iter_mut().zip(x.iter()).for_each(|(y, x)| *y = 2.0 * *x);
+    ///     }
+    /// }
+    ///
+    /// let spec = IpuSpec::new(IpuParams { tiles: 1, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(spec));
+    /// let x = g.add_tensor("x", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let y = g.add_tensor("y", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let cs = g.add_compute_set("double");
+    /// assert_eq!(Double.name(), "double");
+    /// ```
     fn name(&self) -> &str;
 
     /// The fields a vertex of this codelet is connected to, in order.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tessera_sim::ipu::*;
+    /// # use tessera_sim::{IpuParams, IpuSpec};
+    /// /// `y = 2 x` over f32 fields `[x, y]`, one worker, a cycle per element.
+    /// #[derive(Debug)]
+    /// struct Double;
+    ///
+    /// impl Codelet for Double {
+    ///     fn name(&self) -> &str {
+    ///         "double"
+    ///     }
+    ///     fn fields(&self) -> &[FieldSpec] {
+    ///         const FIELDS: [FieldSpec; 2] =
+    ///             [FieldSpec::new(DType::F32, Access::Read), FieldSpec::new(DType::F32, Access::Write)];
+    ///         &FIELDS
+    ///     }
+    ///     fn cycles(&self, lens: &[u64], _: &IpuSpec) -> VertexCycles {
+    ///         VertexCycles::Worker(lens[0])
+    ///     }
+    ///     fn run(&self, io: &mut VertexIo<'_>) {
+    ///         let [x, y] = io.many([0, 1]).map(FieldMut::into_slice::<f32>);
+    ///         y.iter_mut().zip(x.iter()).for_each(|(y, x)| *y = 2.0 * *x);
+    ///     }
+    /// }
+    ///
+    /// let spec = IpuSpec::new(IpuParams { tiles: 1, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(spec));
+    /// let x = g.add_tensor("x", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let y = g.add_tensor("y", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let cs = g.add_compute_set("double");
+    /// assert_eq!(Double.fields()[1], FieldSpec::new(DType::F32, Access::Write));
+    /// // A vertex connects one slice per field.
+    /// let err = g.add_vertex(cs, 0, Arc::new(Double), &[g.all(x)]).unwrap_err();
+    /// assert_eq!(err, GraphError::FieldCount { expected: 2, got: 1 });
+    /// ```
     fn fields(&self) -> &[FieldSpec];
 
     /// The vertex's cycles for fields of `lens` elements on an IPU `spec`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tessera_sim::ipu::*;
+    /// # use tessera_sim::{IpuParams, IpuSpec};
+    /// /// `y = 2 x` over f32 fields `[x, y]`, one worker, a cycle per element.
+    /// #[derive(Debug)]
+    /// struct Double;
+    ///
+    /// impl Codelet for Double {
+    ///     fn name(&self) -> &str {
+    ///         "double"
+    ///     }
+    ///     fn fields(&self) -> &[FieldSpec] {
+    ///         const FIELDS: [FieldSpec; 2] =
+    ///             [FieldSpec::new(DType::F32, Access::Read), FieldSpec::new(DType::F32, Access::Write)];
+    ///         &FIELDS
+    ///     }
+    ///     fn cycles(&self, lens: &[u64], _: &IpuSpec) -> VertexCycles {
+    ///         VertexCycles::Worker(lens[0])
+    ///     }
+    ///     fn run(&self, io: &mut VertexIo<'_>) {
+    ///         let [x, y] = io.many([0, 1]).map(FieldMut::into_slice::<f32>);
+    ///         y.iter_mut().zip(x.iter()).for_each(|(y, x)| *y = 2.0 * *x);
+    ///     }
+    /// }
+    ///
+    /// let spec = IpuSpec::new(IpuParams { tiles: 1, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(spec));
+    /// let x = g.add_tensor("x", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let y = g.add_tensor("y", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let cs = g.add_compute_set("double");
+    /// assert_eq!(Double.cycles(&[8, 8], &spec), VertexCycles::Worker(8));
+    /// // The engine charges the tile the workers' round-robin: 6 tile cycles
+    /// // per thread cycle, plus the compute set's start.
+    /// g.add_vertex(cs, 0, Arc::new(Double), &[g.all(x), g.all(y)]).unwrap();
+    /// let e = Engine::new(g, Program::Execute(cs), EngineOptions::default()).unwrap();
+    /// let start = u64::from(spec.params().compute_set_cycles);
+    /// assert_eq!(e.compute_set_cycles(cs), (6 * 8 + start, 0));
+    /// ```
     fn cycles(&self, lens: &[u64], spec: &IpuSpec) -> VertexCycles;
 
     /// Runs the vertex.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tessera_sim::ipu::*;
+    /// # use tessera_sim::{IpuParams, IpuSpec};
+    /// /// `y = 2 x` over f32 fields `[x, y]`, one worker, a cycle per element.
+    /// #[derive(Debug)]
+    /// struct Double;
+    ///
+    /// impl Codelet for Double {
+    ///     fn name(&self) -> &str {
+    ///         "double"
+    ///     }
+    ///     fn fields(&self) -> &[FieldSpec] {
+    ///         const FIELDS: [FieldSpec; 2] =
+    ///             [FieldSpec::new(DType::F32, Access::Read), FieldSpec::new(DType::F32, Access::Write)];
+    ///         &FIELDS
+    ///     }
+    ///     fn cycles(&self, lens: &[u64], _: &IpuSpec) -> VertexCycles {
+    ///         VertexCycles::Worker(lens[0])
+    ///     }
+    ///     fn run(&self, io: &mut VertexIo<'_>) {
+    ///         let [x, y] = io.many([0, 1]).map(FieldMut::into_slice::<f32>);
+    ///         y.iter_mut().zip(x.iter()).for_each(|(y, x)| *y = 2.0 * *x);
+    ///     }
+    /// }
+    ///
+    /// let spec = IpuSpec::new(IpuParams { tiles: 1, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(spec));
+    /// let x = g.add_tensor("x", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let y = g.add_tensor("y", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let cs = g.add_compute_set("double");
+    /// g.add_vertex(cs, 0, Arc::new(Double), &[g.all(x), g.all(y)]).unwrap();
+    /// let mut e = Engine::new(g, Program::Execute(cs), EngineOptions::default()).unwrap();
+    /// e.write_tensor(x, &[0.5f32, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]).unwrap();
+    /// e.run();
+    /// assert_eq!(e.read_tensor::<f32>(y).unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    /// ```
     fn run(&self, io: &mut VertexIo<'_>);
 }
 

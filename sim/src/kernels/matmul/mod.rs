@@ -75,6 +75,20 @@ pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
 /// (`sgemm` uses FMA where the CPU has it), so the simulator does not use
 /// it.
 ///
+/// ```
+/// use tessera_sim::kernels::matmul::{GemmShape, gemm, gemm_matrixmultiply};
+///
+/// // Small integers: every product and sum is exact, so both agree.
+/// let shape = GemmShape { m: 2, k: 3, n: 2, a_transposed: true, b_transposed: false };
+/// let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // stored [k, m]
+/// let b = [1.0, -1.0, 0.0, 2.0, 3.0, 1.0];
+/// let (mut c, mut reference) = ([0.0f32; 4], [0.0f32; 4]);
+/// gemm_matrixmultiply(shape, &a, &b, &mut reference);
+/// gemm(shape, &a, &b, &mut c);
+/// assert_eq!(reference, [16.0, 10.0, 20.0, 12.0]);
+/// assert_eq!(c, reference);
+/// ```
+///
 /// # Panics
 /// If a slice's length is not its matrix's.
 // The one `unsafe` of the crate: `sgemm` takes raw pointers and strides.
