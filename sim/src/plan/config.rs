@@ -198,7 +198,7 @@ impl PrecisionBytes {
 
 // `16.16` also reads the trainer's `16.16-sr` and `16.16-rn`: the same bytes.
 unit_names!(
-    Precision,
+    Precision in "tessera_sim::plan",
     "precision",
     "32.32, 16.32, 16.16, 8.16, 8.32, mxfp8.16, mxfp6.16 or mxfp4.16",
     {
@@ -277,7 +277,7 @@ impl Optimizer {
     }
 }
 
-unit_names!(Optimizer, "optimizer", "sgd, adamw, lamb or lars", {
+unit_names!(Optimizer in "tessera_sim::plan", "optimizer", "sgd, adamw, lamb or lars", {
     Sgd => "sgd",
     AdamW => "adamw",
     Lamb => "lamb",

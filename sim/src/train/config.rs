@@ -435,7 +435,7 @@ pub enum GradReduction {
     RunningMean,
 }
 
-unit_names!(GradReduction, "reduction", "sum, mean (post-mean) or running-mean", {
+unit_names!(GradReduction in "tessera_sim::train", "reduction", "sum, mean (post-mean) or running-mean", {
     Sum => "sum",
     PostMean => "mean" | "post-mean",
     RunningMean => "running-mean",
@@ -492,7 +492,7 @@ impl LrDecay {
     }
 }
 
-unit_names!(LrDecay, "schedule", "constant or cosine", {
+unit_names!(LrDecay in "tessera_sim::train", "schedule", "constant or cosine", {
     Constant => "constant",
     Cosine => "cosine",
 });

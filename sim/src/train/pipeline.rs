@@ -54,7 +54,7 @@ pub enum Schedule {
     Sequential,
 }
 
-unit_names!(Schedule, "schedule", "grouped, interleaved or sequential", {
+unit_names!(Schedule in "tessera_sim::train", "schedule", "grouped, interleaved or sequential", {
     Grouped => "grouped",
     Interleaved => "interleaved",
     Sequential => "sequential" | "sharded",
@@ -84,6 +84,15 @@ impl Pipeline {
     ///
     /// # Errors
     /// [`ModelError::DeviceMapping`] naming the block that is wrong.
+    ///
+    /// ```
+    /// use tessera_sim::train::{Pipeline, TrainConfig};
+    ///
+    /// // The default MLP (two hidden layers and the head) balanced over 2 IPUs.
+    /// let network = TrainConfig::default().model(64, 10).network();
+    /// let placement = Pipeline::default().placement(&network, 2, 8).unwrap();
+    /// assert_eq!(placement.stages(), 2);
+    /// ```
     pub fn placement(
         &self,
         network: &NetworkConfig,
