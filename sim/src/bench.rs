@@ -180,6 +180,21 @@ fn best_median(mut times: Vec<f64>) -> (f64, f64) {
 ///
 /// # Errors
 /// [`BenchError`] if the target, graph or engine cannot be built.
+///
+/// ```
+/// use tessera_sim::bench::{BenchError, LambBench, lamb_overhead};
+/// use tessera_sim::ipu::TargetError;
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let spec = IpuSpec::new(IpuParams { tiles: 8, ..IpuParams::default() }).unwrap();
+/// let bench = LambBench { params: 2000, spec, ipus: 2, samples: 1 };
+/// let r = lamb_overhead(&bench).unwrap();
+/// assert_eq!((r.params, r.tiles), (2000, 16));
+/// assert!(r.supersteps > 0 && r.estimated_cycles > 0);
+/// // Multi-IPU targets pair their IPUs.
+/// let odd = LambBench { ipus: 3, ..bench };
+/// assert_eq!(lamb_overhead(&odd), Err(BenchError::Target(TargetError::OddIpuCount(3))));
+/// ```
 pub fn lamb_overhead(bench: &LambBench) -> Result<LambOverhead, BenchError> {
     let target = Target::new(bench.spec, bench.ipus)?;
     let lamb_opt = Lamb::new(LambConfig::default()).expect("default LAMB is valid");
@@ -273,6 +288,18 @@ const EMPTY_SUPERSTEPS: u64 = 20;
 ///
 /// # Errors
 /// [`BenchError`] if a target, graph or engine cannot be built.
+///
+/// ```
+/// use tessera_sim::bench::ipu_scaling;
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let spec = IpuSpec::new(IpuParams { tiles: 4, ..IpuParams::default() }).unwrap();
+/// let rows = ipu_scaling(spec, 1000, &[1, 2], 1).unwrap();
+/// let tiles: Vec<u32> = rows.iter().map(|r| r.tiles).collect();
+/// assert_eq!(tiles, [4, 8]);
+/// assert!(rows.iter().all(|r| r.lamb_supersteps > 0));
+/// assert!(ipu_scaling(spec, 1000, &[0], 1).is_err());
+/// ```
 pub fn ipu_scaling(
     spec: IpuSpec,
     params: usize,

@@ -2,17 +2,26 @@
 //! written once, as a table, and its `name`, `Display` and `FromStr`
 //! made from it.
 
-/// For `$ty`, a table of `Variant => "name" | "alias" ...`: `name()` (the
-/// first name), `Display` (the same) and `FromStr` (any of a variant's
+/// For `$ty` (at public path `$path`, for `name`'s doc example), a table
+/// of `Variant => "name" | "alias" ...`: `name()` (the first name, its
+/// example a round trip of every variant), `Display` (the same) and
+/// `FromStr` (any of a variant's
 /// names; anything else is the error `unknown $what `TEXT`: expected
 /// $expected`).
 macro_rules! unit_names {
     (
-        $ty:ident, $what:literal, $expected:literal,
+        $ty:ident in $path:literal, $what:literal, $expected:literal,
         { $($variant:ident => $name:literal $(| $alias:literal)*),+ $(,)? }
     ) => {
         impl $ty {
             /// Its name, as [`FromStr`](core::str::FromStr) reads it.
+            ///
+            #[doc = concat!(
+                "```\nuse ", $path, "::", stringify!($ty), ";\n\n",
+                "for v in [", $(stringify!($ty), "::", stringify!($variant), ", ",)+ "] {\n",
+                "    assert_eq!(v.name().parse::<", stringify!($ty), ">(), Ok(v));\n",
+                "}\n```"
+            )]
             #[must_use]
             pub const fn name(self) -> &'static str {
                 match self {

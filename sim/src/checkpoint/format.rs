@@ -17,6 +17,21 @@ impl Checkpoint {
     /// [`CheckpointError::Length`] when a tensor's element count is not its
     /// shape's product; [`CheckpointError::Reserved`] when the metadata
     /// uses a digest key.
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("w", [2], vec![1.0f32, 2.0]);
+    /// let bytes = c.to_bytes()?;
+    /// // An 8-byte little-endian header length, the JSON header, 8 data bytes.
+    /// let header = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    /// assert_eq!(bytes.len() as u64, 8 + header + 8);
+    /// assert_eq!(bytes, c.to_bytes()?); // the same checkpoint, the same bytes
+    /// c.metadata.insert("digest.tensors".into(), "{}".into());
+    /// assert!(matches!(c.to_bytes(), Err(CheckpointError::Reserved { .. })));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn to_bytes(&self) -> Result<Vec<u8>, CheckpointError> {
         for tensor in &self.tensors {
             let elements = tensor
@@ -90,6 +105,28 @@ impl Checkpoint {
     /// safetensors file or hold a type other than [`DType`]'s;
     /// [`CheckpointError::Damaged`] when the file is cut short or does not
     /// match its digests, naming the tensor where there is one.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError, Damage};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("w", [2], vec![1.0f32, 2.0]);
+    /// let mut bytes = c.to_bytes()?;
+    /// let path = Path::new("w.safetensors");
+    /// assert_eq!(Checkpoint::from_bytes(&bytes, path)?, c);
+    /// *bytes.last_mut().unwrap() ^= 1; // a bit flip in the data of "w"
+    /// assert!(matches!(
+    ///     Checkpoint::from_bytes(&bytes, path),
+    ///     Err(CheckpointError::Damaged { problem: Damage::Tensor(name), .. }) if name == "w"
+    /// ));
+    /// let cut = &bytes[..bytes.len() - 4];
+    /// assert!(matches!(
+    ///     Checkpoint::from_bytes(cut, path),
+    ///     Err(CheckpointError::Damaged { problem: Damage::Truncated { tensor: Some(_), .. }, .. })
+    /// ));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self, CheckpointError> {
         let corrupt = |reason: String| CheckpointError::Corrupt {
             path: path.to_path_buf(),

@@ -117,6 +117,13 @@ pub enum TensorData {
 
 impl TensorData {
     /// The element type.
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{DType, TensorData};
+    ///
+    /// assert_eq!(TensorData::from(vec![1u32, 2]).dtype(), DType::U32);
+    /// assert_eq!(TensorData::F32(vec![]).dtype(), DType::F32);
+    /// ```
     #[must_use]
     pub fn dtype(&self) -> DType {
         match self {
@@ -129,6 +136,13 @@ impl TensorData {
     }
 
     /// The number of elements.
+    ///
+    /// ```
+    /// use half::f16;
+    /// use tessera_sim::checkpoint::TensorData;
+    ///
+    /// assert_eq!(TensorData::from(vec![f16::ONE; 3]).len(), 3);
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         match self {
@@ -141,6 +155,13 @@ impl TensorData {
     }
 
     /// Whether there are no elements.
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::TensorData;
+    ///
+    /// assert!(TensorData::U64(vec![]).is_empty());
+    /// assert!(!TensorData::U64(vec![0]).is_empty());
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -254,6 +275,13 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     /// An empty checkpoint.
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::Checkpoint;
+    ///
+    /// let c = Checkpoint::new();
+    /// assert!(c.tensors.is_empty() && c.metadata.is_empty());
+    /// ```
     #[must_use]
     pub fn new() -> Self {
         Self::default()
@@ -263,6 +291,16 @@ impl Checkpoint {
     /// does not match the number of elements is reported by [`save`].
     ///
     /// [`save`]: Self::save
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, TensorData};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("w", [2], vec![1.0f32, 2.0]).push("step", [], vec![1u64]);
+    /// c.push("w", [1], vec![3.0f32]); // replaces the first "w"
+    /// assert_eq!(c.tensors.len(), 2);
+    /// assert_eq!(c.tensor("w").unwrap().data, TensorData::F32(vec![3.0]));
+    /// ```
     pub fn push(
         &mut self,
         name: impl Into<String>,
@@ -282,6 +320,15 @@ impl Checkpoint {
     }
 
     /// The tensor called `name`.
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::Checkpoint;
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("w", [2, 1], vec![1.0f32, 2.0]);
+    /// assert_eq!(c.tensor("w").unwrap().shape, [2, 1]);
+    /// assert!(c.tensor("b").is_none());
+    /// ```
     #[must_use]
     pub fn tensor(&self, name: &str) -> Option<&Tensor> {
         self.tensors.iter().find(|t| t.name == name)
@@ -293,6 +340,18 @@ impl Checkpoint {
     ///
     /// [`CheckpointError::Missing`], [`CheckpointError::DType`] or
     /// [`CheckpointError::Shape`].
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("w", [2, 1], vec![1.0f32, 2.0]).push("step", [], vec![7u64]);
+    /// assert_eq!(c.take_f32("w", &[2, 1])?, [1.0, 2.0]);
+    /// assert!(matches!(c.take_f32("w", &[2]), Err(CheckpointError::Shape { .. })));
+    /// assert!(matches!(c.take_f32("step", &[]), Err(CheckpointError::DType { .. })));
+    /// assert!(matches!(c.take_f32("b", &[2]), Err(CheckpointError::Missing { .. })));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn take_f32(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, CheckpointError> {
         match self.expect(name, DType::F32, shape)? {
             TensorData::F32(values) => Ok(values.clone()),
@@ -305,6 +364,16 @@ impl Checkpoint {
     /// # Errors
     ///
     /// As [`take_f32`](Self::take_f32).
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("x", [2], vec![half::f16::ONE, half::f16::MAX]).push("y", [1], vec![1.0f32]);
+    /// assert_eq!(c.take_f16("x", &[2])?, [half::f16::ONE, half::f16::MAX]);
+    /// assert!(matches!(c.take_f16("y", &[1]), Err(CheckpointError::DType { .. })));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn take_f16(&self, name: &str, shape: &[usize]) -> Result<Vec<f16>, CheckpointError> {
         match self.expect(name, DType::F16, shape)? {
             TensorData::F16(values) => Ok(values.clone()),
@@ -317,6 +386,16 @@ impl Checkpoint {
     /// # Errors
     ///
     /// As [`take_f32`](Self::take_f32).
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("x", [2], vec![half::bf16::ONE, half::bf16::MIN_POSITIVE]).push("y", [1], vec![1.0f32]);
+    /// assert_eq!(c.take_bf16("x", &[2])?, [half::bf16::ONE, half::bf16::MIN_POSITIVE]);
+    /// assert!(matches!(c.take_bf16("y", &[1]), Err(CheckpointError::DType { .. })));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn take_bf16(&self, name: &str, shape: &[usize]) -> Result<Vec<bf16>, CheckpointError> {
         match self.expect(name, DType::Bf16, shape)? {
             TensorData::Bf16(values) => Ok(values.clone()),
@@ -329,6 +408,16 @@ impl Checkpoint {
     /// # Errors
     ///
     /// As [`take_f32`](Self::take_f32).
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("x", [2], vec![1u64, u64::MAX]).push("y", [1], vec![1u32]);
+    /// assert_eq!(c.take_u64("x", &[2])?, [1u64, u64::MAX]);
+    /// assert!(matches!(c.take_u64("y", &[1]), Err(CheckpointError::DType { .. })));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn take_u64(&self, name: &str, shape: &[usize]) -> Result<Vec<u64>, CheckpointError> {
         match self.expect(name, DType::U64, shape)? {
             TensorData::U64(values) => Ok(values.clone()),
@@ -341,6 +430,16 @@ impl Checkpoint {
     /// # Errors
     ///
     /// As [`take_f32`](Self::take_f32).
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.push("x", [2], vec![1u32, u32::MAX]).push("y", [1], vec![1u64]);
+    /// assert_eq!(c.take_u32("x", &[2])?, [1u32, u32::MAX]);
+    /// assert!(matches!(c.take_u32("y", &[1]), Err(CheckpointError::DType { .. })));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn take_u32(&self, name: &str, shape: &[usize]) -> Result<Vec<u32>, CheckpointError> {
         match self.expect(name, DType::U32, shape)? {
             TensorData::U32(values) => Ok(values.clone()),
@@ -380,6 +479,16 @@ impl Checkpoint {
     /// # Errors
     ///
     /// [`CheckpointError::Metadata`] when the key is absent.
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.metadata.insert("optimizer".into(), "lamb".into());
+    /// assert_eq!(c.meta("optimizer")?, "lamb");
+    /// assert!(matches!(c.meta("seed"), Err(CheckpointError::Metadata { value: None, .. })));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn meta(&self, key: &str) -> Result<&str, CheckpointError> {
         self.metadata
             .get(key)
@@ -397,6 +506,20 @@ impl Checkpoint {
     ///
     /// [`CheckpointError::Metadata`] when the key is absent or its value
     /// does not parse.
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let mut c = Checkpoint::new();
+    /// c.metadata.insert("step".into(), "10".into());
+    /// c.metadata.insert("seed".into(), "-1".into());
+    /// assert_eq!(c.meta_parse::<u64>("step")?, 10);
+    /// assert!(matches!(
+    ///     c.meta_parse::<u64>("seed"),
+    ///     Err(CheckpointError::Metadata { value: Some(v), expected: "u64", .. }) if v == "-1"
+    /// ));
+    /// # Ok::<(), CheckpointError>(())
+    /// ```
     pub fn meta_parse<T: std::str::FromStr>(&self, key: &str) -> Result<T, CheckpointError> {
         let value = self.meta(key)?;
         value.parse().map_err(|_| CheckpointError::Metadata {
@@ -413,6 +536,24 @@ impl Checkpoint {
     /// [`CheckpointError::Io`] when the file cannot be written, with the old
     /// file (if any) left as it was; [`CheckpointError::Length`] and
     /// [`CheckpointError::Reserved`] as [`to_bytes`](Self::to_bytes).
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let dir = std::env::temp_dir().join(format!("tessera-doc-save-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("c.safetensors");
+    /// let mut c = Checkpoint::new();
+    /// c.push("w", [2], vec![0.5f32, 1.5]);
+    /// c.save(&path)?;
+    /// assert_eq!(std::fs::read(&path)?, c.to_bytes()?);
+    /// // A shape that does not match the data is refused, the file left as it was.
+    /// c.push("w", [3], vec![0.5f32, 1.5]);
+    /// assert!(matches!(c.save(&path), Err(CheckpointError::Length { elements: 2, .. })));
+    /// assert_eq!(Checkpoint::load(&path)?.take_f32("w", &[2])?, [0.5, 1.5]);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn save(&self, path: &Path) -> Result<(), CheckpointError> {
         write_atomic(path, &self.to_bytes()?)
     }
@@ -424,6 +565,22 @@ impl Checkpoint {
     /// [`CheckpointError::Io`] when the file cannot be read,
     /// [`CheckpointError::Corrupt`] and [`CheckpointError::Damaged`] as
     /// [`from_bytes`](Self::from_bytes).
+    ///
+    /// ```
+    /// use tessera_sim::checkpoint::{Checkpoint, CheckpointError};
+    ///
+    /// let dir = std::env::temp_dir().join(format!("tessera-doc-load-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("c.safetensors");
+    /// let mut c = Checkpoint::new();
+    /// c.push("w", [2], vec![0.5f32, 1.5]);
+    /// c.save(&path)?;
+    /// assert_eq!(Checkpoint::load(&path)?, c);
+    /// let missing = dir.join("none.safetensors");
+    /// assert!(matches!(Checkpoint::load(&missing), Err(CheckpointError::Io { .. })));
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn load(path: &Path) -> Result<Self, CheckpointError> {
         let bytes = fs::read(path).map_err(|source| CheckpointError::Io {
             path: path.to_path_buf(),
@@ -445,6 +602,18 @@ fn json<T: serde::Serialize + ?Sized>(value: &T) -> String {
 /// # Errors
 /// [`CheckpointError::NonFinite`] naming the tensor and the first such
 /// element.
+///
+/// ```
+/// use half::f16;
+/// use tessera_sim::checkpoint::{CheckpointError, check_finite};
+///
+/// assert!(check_finite("w", &[1.0f32, -0.0, f32::MAX]).is_ok());
+/// let bad = [f16::ONE, f16::INFINITY, f16::NAN];
+/// assert!(matches!(
+///     check_finite("w", &bad),
+///     Err(CheckpointError::NonFinite { index: 1, value, .. }) if value == f32::INFINITY
+/// ));
+/// ```
 pub fn check_finite<T: Copy + Into<f32>>(name: &str, values: &[T]) -> Result<(), CheckpointError> {
     match values
         .iter()

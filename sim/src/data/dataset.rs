@@ -28,6 +28,18 @@ impl Dataset {
     /// [`DataError::InputLength`] unless `inputs.len() == labels.len() *
     /// features`, [`DataError::LabelOutOfRange`] for a label `>= classes`,
     /// [`DataError::NonFinite`] for a NaN or infinite input.
+    ///
+    /// ```
+    /// use tessera_sim::data::{DataError, Dataset};
+    ///
+    /// let d = Dataset::new("xor", 2, 2, vec![0.0, 0.0, 0.0, 1.0, 1.0, 0.0], vec![0, 1, 1])?;
+    /// assert_eq!((d.len(), d.features(), d.classes()), (3, 2, 2));
+    /// let short = Dataset::new("xor", 2, 2, vec![0.0; 5], vec![0, 1, 1]);
+    /// assert!(matches!(short, Err(DataError::InputLength { features: 2, samples: 3, found: 5 })));
+    /// let label = Dataset::new("xor", 2, 2, vec![0.0; 6], vec![0, 2, 1]);
+    /// assert!(matches!(label, Err(DataError::LabelOutOfRange { sample: 1, label: 2, classes: 2 })));
+    /// # Ok::<(), DataError>(())
+    /// ```
     pub fn new(
         name: impl Into<String>,
         features: usize,
@@ -75,42 +87,90 @@ impl Dataset {
     }
 
     /// The number of samples.
+    ///
+    /// ```
+    /// use tessera_sim::data::{DIGITS_SAMPLES, digits};
+    ///
+    /// assert_eq!(digits().len(), DIGITS_SAMPLES);
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         self.labels.len()
     }
 
     /// Whether there are no samples.
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    ///
+    /// assert!(!digits().is_empty());
+    /// assert!(digits().subset(&[]).is_empty());
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty()
     }
 
     /// Input values per sample.
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    ///
+    /// assert_eq!(digits().features(), 64); // 8 x 8 pixels
+    /// ```
     #[must_use]
     pub fn features(&self) -> usize {
         self.features
     }
 
     /// The class count: every label is below it.
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    ///
+    /// let d = digits();
+    /// assert_eq!(d.classes(), 10);
+    /// assert!(d.labels().iter().all(|&l| (l as usize) < d.classes()));
+    /// ```
     #[must_use]
     pub fn classes(&self) -> usize {
         self.classes
     }
 
     /// The data set's name (for logs and reports).
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    ///
+    /// assert_eq!(digits().name(), "digits");
+    /// ```
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// All inputs, row-major: sample `i` is `inputs()[i * features..][..features]`.
+    ///
+    /// ```
+    /// use tessera_sim::data::Dataset;
+    ///
+    /// let d = Dataset::new("two", 2, 2, vec![1.0, 2.0, 3.0, 4.0], vec![0, 1]).unwrap();
+    /// assert_eq!(d.inputs(), &[1.0, 2.0, 3.0, 4.0]);
+    /// assert_eq!(&d.inputs()[d.features()..], d.input(1));
+    /// ```
     #[must_use]
     pub fn inputs(&self) -> &[f32] {
         &self.inputs
     }
 
     /// All labels.
+    ///
+    /// ```
+    /// use tessera_sim::data::Dataset;
+    ///
+    /// let d = Dataset::new("two", 1, 3, vec![0.5, 0.25], vec![2, 0]).unwrap();
+    /// assert_eq!(d.labels(), &[2, 0]);
+    /// ```
     #[must_use]
     pub fn labels(&self) -> &[u32] {
         &self.labels
@@ -121,6 +181,13 @@ impl Dataset {
     /// # Panics
     ///
     /// If `i >= self.len()`.
+    ///
+    /// ```
+    /// use tessera_sim::data::Dataset;
+    ///
+    /// let d = Dataset::new("two", 2, 2, vec![1.0, 2.0, 3.0, 4.0], vec![0, 1]).unwrap();
+    /// assert_eq!(d.input(1), &[3.0, 4.0]);
+    /// ```
     #[must_use]
     pub fn input(&self, i: usize) -> &[f32] {
         &self.inputs[i * self.features..(i + 1) * self.features]
@@ -131,12 +198,27 @@ impl Dataset {
     /// # Panics
     ///
     /// If `i >= self.len()`.
+    ///
+    /// ```
+    /// use tessera_sim::data::Dataset;
+    ///
+    /// let d = Dataset::new("two", 1, 3, vec![0.5, 0.25], vec![2, 0]).unwrap();
+    /// assert_eq!((d.label(0), d.label(1)), (2, 0));
+    /// ```
     #[must_use]
     pub fn label(&self, i: usize) -> u32 {
         self.labels[i]
     }
 
     /// Samples per class, indexed by label.
+    ///
+    /// ```
+    /// use tessera_sim::data::{Dataset, digits};
+    ///
+    /// let d = Dataset::new("three", 1, 3, vec![0.0; 4], vec![2, 0, 2, 2]).unwrap();
+    /// assert_eq!(d.class_counts(), vec![1, 0, 3]);
+    /// assert_eq!(digits().class_counts().iter().sum::<usize>(), digits().len());
+    /// ```
     #[must_use]
     pub fn class_counts(&self) -> Vec<usize> {
         let mut counts = vec![0; self.classes];
@@ -152,6 +234,14 @@ impl Dataset {
     /// # Panics
     ///
     /// If an index is not below `self.len()`.
+    ///
+    /// ```
+    /// use tessera_sim::data::Dataset;
+    ///
+    /// let d = Dataset::new("abc", 1, 3, vec![0.0, 1.0, 2.0], vec![0, 1, 2]).unwrap();
+    /// let s = d.subset(&[2, 0]);
+    /// assert_eq!((s.name(), s.inputs(), s.labels()), ("abc", &[2.0, 0.0][..], &[2, 0][..]));
+    /// ```
     #[must_use]
     pub fn subset(&self, indices: &[usize]) -> Dataset {
         let mut inputs = Vec::new();
@@ -174,6 +264,15 @@ impl Dataset {
     /// # Panics
     ///
     /// If an index is not below `self.len()`.
+    ///
+    /// ```
+    /// use tessera_sim::data::Dataset;
+    ///
+    /// let d = Dataset::new("abc", 1, 3, vec![0.0, 1.0, 2.0], vec![0, 1, 2]).unwrap();
+    /// let (mut inputs, mut labels) = (vec![9.0; 8], vec![9; 8]);
+    /// d.gather(&[1, 1], &mut inputs, &mut labels);
+    /// assert_eq!((inputs, labels), (vec![1.0, 1.0], vec![1, 1]));
+    /// ```
     pub fn gather(&self, indices: &[usize], inputs: &mut Vec<f32>, labels: &mut Vec<u32>) {
         inputs.clear();
         labels.clear();
@@ -198,6 +297,18 @@ impl Dataset {
     ///
     /// [`DataError::TestFraction`] unless `0 <= test_fraction < 1`;
     /// [`DataError::EmptyTrainingSet`] if no sample is left for training.
+    ///
+    /// ```
+    /// use tessera_sim::data::{DataError, digits};
+    ///
+    /// let d = digits();
+    /// let (train, test) = d.split(0.2, 42)?;
+    /// assert_eq!(train.len() + test.len(), d.len());
+    /// assert_eq!(test.name(), "digits/test");
+    /// assert_eq!(d.split(0.2, 42)?.1, test); // the seed decides
+    /// assert!(matches!(d.split(1.0, 42), Err(DataError::TestFraction(_))));
+    /// # Ok::<(), DataError>(())
+    /// ```
     pub fn split(&self, test_fraction: f64, seed: u64) -> Result<(Dataset, Dataset), DataError> {
         if !(0.0..1.0).contains(&test_fraction) {
             return Err(DataError::TestFraction(test_fraction));

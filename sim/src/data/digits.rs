@@ -26,6 +26,14 @@ pub const DIGITS_CLASSES: usize = 10;
 ///
 /// Never for the file this crate embeds (the tests load it); only if that
 /// file were replaced by a malformed one.
+///
+/// ```
+/// use tessera_sim::data::{DIGITS_CLASSES, DIGITS_FEATURES, DIGITS_SAMPLES, digits};
+///
+/// let d = digits();
+/// assert_eq!((d.len(), d.features(), d.classes()), (DIGITS_SAMPLES, DIGITS_FEATURES, DIGITS_CLASSES));
+/// assert!(d.inputs().iter().all(|&p| (0.0..=1.0).contains(&p)));
+/// ```
 #[must_use]
 pub fn digits() -> Dataset {
     static DIGITS: OnceLock<Dataset> = OnceLock::new();

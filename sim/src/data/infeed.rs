@@ -65,6 +65,23 @@ impl Infeed {
     /// An invalid plan ([`BatchPlan::validate`] fails for `data.len()`) or
     /// an instance out of range yields no micro-batch: `next`
     /// returns `None` at once. Validate the plan first to report why.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tessera_sim::data::{BatchPlan, Dataset, EpochOrder, Infeed};
+    ///
+    /// let data = Arc::new(Dataset::new("ten", 1, 2, (0..10).map(|i| i as f32).collect(), vec![0, 1].repeat(5)).unwrap());
+    /// let plan = BatchPlan { instances: 1, replicas_per_instance: 2, micro_batch: 2, accumulation: 1, device_iterations: 1 };
+    /// let mut infeed = Infeed::start(Arc::clone(&data), plan, 0, 7, (0, 0), 4);
+    /// let first = infeed.next().unwrap();
+    /// assert_eq!((first.epoch, first.step, first.replica, first.k), (0, 0, 0, 0));
+    /// let order = EpochOrder::new(10, 7, 0);
+    /// let expected: Vec<f32> = order.indices()[..2].iter().map(|&i| i as f32).collect();
+    /// assert_eq!(first.inputs, expected);
+    /// assert_eq!(infeed.next().unwrap().replica, 1);
+    /// // An instance the plan does not have: nothing.
+    /// assert!(Infeed::start(data, plan, 1, 7, (0, 0), 4).next().is_none());
+    /// ```
     #[must_use]
     pub fn start(
         data: Arc<Dataset>,
@@ -99,6 +116,18 @@ impl Infeed {
     /// Hands a spent micro-batch back: the thread reuses its buffers for a
     /// later one instead of allocating. Optional; any micro-batch of any
     /// size may be returned.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tessera_sim::data::{BatchPlan, Infeed, digits};
+    ///
+    /// let plan = BatchPlan { instances: 1, replicas_per_instance: 1, micro_batch: 4, accumulation: 1, device_iterations: 1 };
+    /// let mut infeed = Infeed::start(Arc::new(digits()), plan, 0, 0, (0, 0), 2);
+    /// let first = infeed.next().unwrap();
+    /// infeed.recycle(first); // its buffers are refilled for a later micro-batch
+    /// let second = infeed.next().unwrap();
+    /// assert_eq!((second.step, second.labels.len()), (1, 4));
+    /// ```
     pub fn recycle(&self, batch: MicroBatch) {
         // A finished thread has no use for it: dropping it is right.
         let _ = self.spent.send(batch);

@@ -84,6 +84,12 @@ impl<T> Clone for Outfeed<T> {
 
 impl<T: AddAssign + Copy + Default> Outfeed<T> {
     /// An empty outfeed keeping values by `mode`.
+    ///
+    /// ```
+    /// use tessera_sim::data::{OutputMode, Outfeed};
+    ///
+    /// assert!(Outfeed::<f32>::new(OutputMode::All).snapshot().is_empty());
+    /// ```
     #[must_use]
     pub fn new(mode: OutputMode) -> Self {
         Self {
@@ -93,6 +99,12 @@ impl<T: AddAssign + Copy + Default> Outfeed<T> {
     }
 
     /// The output mode.
+    ///
+    /// ```
+    /// use tessera_sim::data::{OutputMode, Outfeed};
+    ///
+    /// assert_eq!(Outfeed::<f32>::new(OutputMode::EveryN(5)).mode(), OutputMode::EveryN(5));
+    /// ```
     #[must_use]
     pub fn mode(&self) -> OutputMode {
         self.mode
@@ -108,6 +120,19 @@ impl<T: AddAssign + Copy + Default> Outfeed<T> {
 
     /// Records `value` of step `step` according to the mode. Sums add in
     /// push order (pushes from one thread keep the sum deterministic).
+    ///
+    /// ```
+    /// use tessera_sim::data::{OutputMode, Outfeed};
+    ///
+    /// let every2 = Outfeed::new(OutputMode::EveryN(2));
+    /// let last = Outfeed::new(OutputMode::Final);
+    /// for step in 0..5 {
+    ///     every2.push(step, step as f32);
+    ///     last.push(step, step as f32);
+    /// }
+    /// assert_eq!(every2.snapshot(), vec![(1, 1.0), (3, 3.0)]);
+    /// assert_eq!(last.snapshot(), vec![(4, 4.0)]);
+    /// ```
     pub fn push(&self, step: usize, value: T) {
         let mut entries = self.entries();
         match self.mode {
@@ -131,6 +156,15 @@ impl<T: AddAssign + Copy + Default> Outfeed<T> {
     }
 
     /// A copy of what is kept now.
+    ///
+    /// ```
+    /// use tessera_sim::data::{OutputMode, Outfeed};
+    ///
+    /// let all = Outfeed::new(OutputMode::All);
+    /// all.push(0, 1u32);
+    /// assert_eq!(all.snapshot(), vec![(0, 1)]);
+    /// assert_eq!(all.snapshot(), vec![(0, 1)]); // still kept
+    /// ```
     #[must_use]
     pub fn snapshot(&self) -> Vec<(usize, T)> {
         self.entries().clone()
@@ -138,6 +172,16 @@ impl<T: AddAssign + Copy + Default> Outfeed<T> {
 
     /// What is kept now, leaving the outfeed empty (a host call's outputs,
     /// taken after the call).
+    ///
+    /// ```
+    /// use tessera_sim::data::{OutputMode, Outfeed};
+    ///
+    /// let all = Outfeed::new(OutputMode::All);
+    /// all.push(0, 1u32);
+    /// all.push(1, 2);
+    /// assert_eq!(all.take(), vec![(0, 1), (1, 2)]);
+    /// assert!(all.snapshot().is_empty());
+    /// ```
     #[must_use]
     pub fn take(&self) -> Vec<(usize, T)> {
         std::mem::take(&mut *self.entries())

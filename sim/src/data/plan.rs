@@ -24,6 +24,16 @@ impl EpochOrder {
     /// `train_len - 1` down to 1, position `i` is swapped with a position
     /// uniform in `0..=i` drawn from position `i` of the stream (two 32-bit
     /// words, scaled by multiplication).
+    ///
+    /// ```
+    /// use tessera_sim::data::EpochOrder;
+    ///
+    /// let order = EpochOrder::new(10, 42, 3);
+    /// let mut sorted = order.indices().to_vec();
+    /// sorted.sort_unstable();
+    /// assert_eq!(sorted, (0..10).collect::<Vec<_>>()); // a permutation
+    /// assert_eq!(order, EpochOrder::new(10, 42, 3)); // the same on every replica
+    /// ```
     #[must_use]
     pub fn new(train_len: usize, seed: u64, epoch: u64) -> Self {
         let mut indices: Vec<usize> = (0..train_len).collect();
@@ -32,12 +42,25 @@ impl EpochOrder {
     }
 
     /// The epoch this order is for.
+    ///
+    /// ```
+    /// use tessera_sim::data::EpochOrder;
+    ///
+    /// assert_eq!(EpochOrder::new(10, 42, 3).epoch(), 3);
+    /// ```
     #[must_use]
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
 
     /// The shuffled sample indices, a permutation of `0..train_len`.
+    ///
+    /// ```
+    /// use tessera_sim::data::EpochOrder;
+    ///
+    /// assert_eq!(EpochOrder::new(10, 42, 0).indices().len(), 10);
+    /// assert_ne!(EpochOrder::new(10, 42, 0), EpochOrder::new(10, 42, 1)); // reshuffled
+    /// ```
     #[must_use]
     pub fn indices(&self) -> &[usize] {
         &self.indices
@@ -67,6 +90,13 @@ impl BatchPlan {
     /// # Panics
     ///
     /// On overflow, which [`BatchPlan::validate`] rules out.
+    ///
+    /// ```
+    /// use tessera_sim::data::BatchPlan;
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// assert_eq!(p.replicas(), 4);
+    /// ```
     #[must_use]
     pub fn replicas(&self) -> usize {
         self.instances * self.replicas_per_instance
@@ -78,6 +108,13 @@ impl BatchPlan {
     /// # Panics
     ///
     /// On overflow, which [`BatchPlan::validate`] rules out.
+    ///
+    /// ```
+    /// use tessera_sim::data::BatchPlan;
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// assert_eq!(p.global_batch(), 4 * 2 * 4);
+    /// ```
     #[must_use]
     pub fn global_batch(&self) -> usize {
         self.micro_batch * self.accumulation * self.replicas()
@@ -88,6 +125,13 @@ impl BatchPlan {
     /// # Panics
     ///
     /// On overflow, which [`BatchPlan::validate`] rules out.
+    ///
+    /// ```
+    /// use tessera_sim::data::BatchPlan;
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// assert_eq!(p.host_batch(), 32 * 3);
+    /// ```
     #[must_use]
     pub fn host_batch(&self) -> usize {
         self.global_batch() * self.device_iterations
@@ -100,6 +144,16 @@ impl BatchPlan {
     ///
     /// [`DataError::Zero`] naming the zero field, [`DataError::Overflow`],
     /// or [`DataError::GlobalBatchTooLarge`] with all the factors.
+    ///
+    /// ```
+    /// use tessera_sim::data::{BatchPlan, DataError};
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// assert!(p.validate(32).is_ok());
+    /// assert!(matches!(p.validate(31), Err(DataError::GlobalBatchTooLarge { global_batch: 32, .. })));
+    /// let none = BatchPlan { accumulation: 0, ..p };
+    /// assert!(matches!(none.validate(32), Err(DataError::Zero { what: "accumulation" })));
+    /// ```
     pub fn validate(&self, train_len: usize) -> Result<(), DataError> {
         for (n, what) in [
             (self.instances, "instances"),
@@ -145,6 +199,13 @@ impl BatchPlan {
     /// # Panics
     ///
     /// If the plan has a zero count ([`BatchPlan::validate`] first).
+    ///
+    /// ```
+    /// use tessera_sim::data::BatchPlan;
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// assert_eq!(p.steps_per_epoch(100), 3); // 96 samples seen, 4 dropped
+    /// ```
     #[must_use]
     pub fn steps_per_epoch(&self, train_len: usize) -> usize {
         train_len / self.global_batch()
@@ -157,6 +218,14 @@ impl BatchPlan {
     /// # Panics
     ///
     /// If the plan has a zero count ([`BatchPlan::validate`] first).
+    ///
+    /// ```
+    /// use tessera_sim::data::BatchPlan;
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// assert_eq!(p.host_calls_per_epoch(192), 2); // 6 steps
+    /// assert_eq!(p.host_calls_per_epoch(224), 3); // 7 steps: the last call runs one
+    /// ```
     #[must_use]
     pub fn host_calls_per_epoch(&self, train_len: usize) -> usize {
         self.steps_per_epoch(train_len)
@@ -168,6 +237,14 @@ impl BatchPlan {
     /// # Panics
     ///
     /// If the plan has a zero count ([`BatchPlan::validate`] first).
+    ///
+    /// ```
+    /// use tessera_sim::data::BatchPlan;
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// assert_eq!(p.host_call_steps(224, 1), 3..6);
+    /// assert_eq!(p.host_call_steps(224, 2), 6..7);
+    /// ```
     #[must_use]
     pub fn host_call_steps(&self, train_len: usize, call: usize) -> Range<usize> {
         let steps = self.steps_per_epoch(train_len);
@@ -177,6 +254,13 @@ impl BatchPlan {
 
     /// The replicas that instance `instance` feeds:
     /// `instance * replicas_per_instance..(instance + 1) * replicas_per_instance`.
+    ///
+    /// ```
+    /// use tessera_sim::data::BatchPlan;
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// assert_eq!(p.instance_replicas(1), 2..4);
+    /// ```
     #[must_use]
     pub fn instance_replicas(&self, instance: usize) -> Range<usize> {
         instance * self.replicas_per_instance..(instance + 1) * self.replicas_per_instance
@@ -186,6 +270,14 @@ impl BatchPlan {
     /// at step `step`: global micro-batch `j = replica * accumulation + k`
     /// of global batch `step`, so positions
     /// `step * global_batch + j * micro_batch..` `+ micro_batch`.
+    ///
+    /// ```
+    /// use tessera_sim::data::BatchPlan;
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// // Global micro-batch 3 * 2 + 1 = 7 of step 1: after the 32 samples of step 0.
+    /// assert_eq!(p.micro_batch_range(1, 3, 1), 60..64);
+    /// ```
     #[must_use]
     pub fn micro_batch_range(&self, step: usize, replica: usize, k: usize) -> Range<usize> {
         let j = replica * self.accumulation + k;
@@ -201,6 +293,14 @@ impl BatchPlan {
     /// If `step >= steps_per_epoch(order.indices().len())`, `replica >=
     /// replicas()` or `k >= accumulation` (the range would leave the
     /// order, or overlap another micro-batch).
+    ///
+    /// ```
+    /// use tessera_sim::data::{BatchPlan, EpochOrder};
+    ///
+    /// let p = BatchPlan { instances: 2, replicas_per_instance: 2, micro_batch: 4, accumulation: 2, device_iterations: 3 };
+    /// let order = EpochOrder::new(64, 42, 0);
+    /// assert_eq!(p.micro_batch_indices(&order, 1, 3, 1), &order.indices()[60..64]);
+    /// ```
     #[must_use]
     pub fn micro_batch_indices<'o>(
         &self,

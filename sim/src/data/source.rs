@@ -108,6 +108,17 @@ impl Source {
     /// [`DataError::FileTooLarge`] or [`DataError::SourceTooLarge`] past
     /// [`MAX_SOURCE_BYTES`](super::MAX_SOURCE_BYTES), [`DataError::OneClass`]
     /// if the labels hold fewer than 2 distinct classes.
+    ///
+    /// ```
+    /// use tessera_sim::data::{DataError, Source};
+    ///
+    /// let d = Source::Synthetic { samples: 12, features: 3, classes: 4, seed: 1 }.load()?;
+    /// assert_eq!((d.len(), d.features(), d.classes()), (12, 3, 4));
+    /// assert_eq!(d.class_counts(), vec![3, 3, 3, 3]); // labels i % classes
+    /// let one = Source::Synthetic { samples: 12, features: 3, classes: 1, seed: 1 }.load();
+    /// assert!(matches!(one, Err(DataError::OneClass { found: 1, .. })));
+    /// # Ok::<(), DataError>(())
+    /// ```
     pub fn load(&self) -> Result<Dataset, DataError> {
         let data = self.load_any()?;
         let found = data.class_counts().iter().filter(|&&n| n > 0).count();

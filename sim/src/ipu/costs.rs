@@ -19,6 +19,14 @@ pub struct KernelCost {
 
 impl KernelCost {
     /// Thread cycles for `n` elements on one worker.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::KernelCost;
+    ///
+    /// let k = KernelCost { call_cycles: 10, vector_width: 4, cycles_per_vector: 3 };
+    /// assert_eq!(k.thread_cycles(9), 10 + 3 * 3); // 3 vectors, the last partial
+    /// assert_eq!(k.thread_cycles(0), 10);
+    /// ```
     #[must_use]
     pub const fn thread_cycles(&self, n: u64) -> u64 {
         let width = if self.vector_width == 0 {
@@ -32,6 +40,15 @@ impl KernelCost {
     /// Thread cycles of the busiest worker when `n` elements are shared
     /// by `workers` workers in contiguous runs of whole vectors (the first
     /// `vectors % workers` workers take one vector more).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::KernelCost;
+    ///
+    /// let k = KernelCost { call_cycles: 10, vector_width: 4, cycles_per_vector: 3 };
+    /// // 7 vectors over 6 workers: the busiest runs 2.
+    /// assert_eq!(k.multi_thread_cycles(28, 6), 10 + 2 * 3);
+    /// assert_eq!(k.multi_thread_cycles(28, 1), k.thread_cycles(28));
+    /// ```
     #[must_use]
     pub const fn multi_thread_cycles(&self, n: u64, workers: u32) -> u64 {
         let width = if self.vector_width == 0 {
@@ -109,6 +126,12 @@ impl Kernel {
     ];
 
     /// The field's name in [`KernelCosts`].
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Kernel;
+    ///
+    /// assert_eq!(Kernel::MatmulF16.name(), "matmul_f16");
+    /// ```
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -202,6 +225,17 @@ impl KernelCosts {
     }
 
     /// The cost of `kernel`.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Kernel;
+    ///
+    /// let costs = IpuSpec::MK2_GC200.costs();
+    /// assert_eq!(costs.get(Kernel::MatmulF32).vector_width, 32);
+    /// let mut mine = *costs;
+    /// mine.get_mut(Kernel::Scalar).call_cycles = 1;
+    /// assert_eq!(mine.get(Kernel::Scalar).call_cycles, 1);
+    /// ```
     #[must_use]
     pub const fn get(&self, kernel: Kernel) -> KernelCost {
         match kernel {

@@ -31,18 +31,38 @@ pub struct Interval {
 
 impl Interval {
     /// Elements `range` on `tile`.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Interval;
+    ///
+    /// let i = Interval::new(3, 8..12);
+    /// assert_eq!((i.tile, i.range), (3, 8..12));
+    /// ```
     #[must_use]
     pub const fn new(tile: Tile, range: Range<u64>) -> Self {
         Self { tile, range }
     }
 
     /// Elements in the interval.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Interval;
+    ///
+    /// assert_eq!(Interval::new(0, 8..12).len(), 4);
+    /// ```
     #[must_use]
     pub const fn len(&self) -> u64 {
         self.range.end - self.range.start
     }
 
     /// Whether the interval is empty.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Interval;
+    ///
+    /// assert!(Interval::new(1, 5..5).is_empty());
+    /// assert!(!Interval::new(1, 5..6).is_empty());
+    /// ```
     #[must_use]
     pub const fn is_empty(&self) -> bool {
         self.range.end == self.range.start
@@ -73,12 +93,26 @@ pub enum Mapping {
 
 impl Mapping {
     /// [`Mapping::Linear`] over every tile.
+    ///
+    /// ```
+    /// use core::num::NonZeroU64;
+    /// use tessera_sim::ipu::Mapping;
+    ///
+    /// let grain = NonZeroU64::new(8).unwrap();
+    /// assert_eq!(Mapping::linear(grain), Mapping::Linear { grain, tiles: None });
+    /// ```
     #[must_use]
     pub const fn linear(grain: NonZeroU64) -> Self {
         Self::Linear { grain, tiles: None }
     }
 
     /// Everything on one tile.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Interval, Mapping};
+    ///
+    /// assert_eq!(Mapping::one_tile(2, 6), Mapping::Explicit(vec![Interval::new(2, 0..6)]));
+    /// ```
     #[must_use]
     pub fn one_tile(tile: Tile, len: u64) -> Self {
         Self::Explicit(vec![Interval::new(tile, 0..len)])

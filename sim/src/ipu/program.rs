@@ -38,12 +38,26 @@ pub enum Program {
 
 impl Program {
     /// A sequence of `programs`.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Program;
+    ///
+    /// let p = Program::sequence([Program::empty(), Program::empty()]);
+    /// assert_eq!(p, Program::Sequence(vec![Program::empty(), Program::empty()]));
+    /// ```
     #[must_use]
     pub fn sequence(programs: impl IntoIterator<Item = Self>) -> Self {
         Self::Sequence(programs.into_iter().collect())
     }
 
     /// `body` repeated `count` times.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Program;
+    ///
+    /// let p = Program::repeat(3, Program::empty());
+    /// assert!(matches!(p, Program::Repeat { count: 3, .. }));
+    /// ```
     #[must_use]
     pub fn repeat(count: u64, body: Self) -> Self {
         Self::Repeat {
@@ -53,6 +67,12 @@ impl Program {
     }
 
     /// The empty program.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Program;
+    ///
+    /// assert_eq!(Program::empty(), Program::sequence([]));
+    /// ```
     #[must_use]
     pub const fn empty() -> Self {
         Self::Sequence(Vec::new())

@@ -60,12 +60,27 @@ pub struct Seeds {
 
 impl Seeds {
     /// Replica `replica` of a run seeded with `seed`.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Seeds;
+    ///
+    /// assert_eq!(Seeds::new(42, 3), Seeds { seed: 42, replica: 3 });
+    /// ```
     #[must_use]
     pub const fn new(seed: u64, replica: u32) -> Self {
         Self { seed, replica }
     }
 
     /// The root stream of `kind`.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Seeds, StreamKind};
+    ///
+    /// let (a, b) = (Seeds::new(42, 0), Seeds::new(42, 1));
+    /// // Identical streams are the same on every replica, differing ones are not.
+    /// assert_eq!(a.root(StreamKind::Identical), b.root(StreamKind::Identical));
+    /// assert_ne!(a.root(StreamKind::Differing), b.root(StreamKind::Differing));
+    /// ```
     #[must_use]
     pub const fn root(&self, kind: StreamKind) -> RandomStream {
         match kind {
@@ -78,6 +93,15 @@ impl Seeds {
 
     /// The stream of `worker` on `tile`, with `workers_per_tile` workers a
     /// tile.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Seeds, StreamKind};
+    ///
+    /// let s = Seeds::new(42, 0);
+    /// let root = s.root(StreamKind::Identical);
+    /// // Worker 2 of tile 1, 6 workers a tile: substream 8 of the root.
+    /// assert_eq!(s.worker(StreamKind::Identical, 1, 2, 6), root.substream(8));
+    /// ```
     #[must_use]
     pub const fn worker(
         &self,

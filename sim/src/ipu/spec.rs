@@ -171,6 +171,14 @@ pub enum SpecField {
 
 impl SpecField {
     /// The field's name in [`IpuParams`] (a path for kernel costs).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Kernel;
+    /// use tessera_sim::SpecField;
+    ///
+    /// assert_eq!(SpecField::ClockHz.name(), "clock_hz");
+    /// assert_eq!(SpecField::VectorWidth(Kernel::Scalar).name(), "costs.scalar.vector_width");
+    /// ```
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -311,6 +319,16 @@ impl IpuSpec {
     /// that must be at least 1 and is 0 (the cycle and byte overheads may
     /// be 0); [`SpecError::MemoryOverflow`] if the total memory does not fit
     /// in a `u64`; [`SpecError::EfficiencyAbove100`].
+    ///
+    /// ```
+    /// use tessera_sim::{IpuParams, IpuSpec, SpecError, SpecField};
+    ///
+    /// assert_eq!(IpuSpec::new(IpuParams::default()), Ok(IpuSpec::MK2_GC200));
+    /// let none = IpuParams { tiles: 0, ..IpuParams::default() };
+    /// assert_eq!(IpuSpec::new(none), Err(SpecError::Zero(SpecField::Tiles)));
+    /// let over = IpuParams { link_efficiency_percent: 101, ..IpuParams::default() };
+    /// assert_eq!(IpuSpec::new(over), Err(SpecError::EfficiencyAbove100(101)));
+    /// ```
     pub const fn new(params: IpuParams) -> Result<Self, SpecError> {
         nonzero!(params.tiles, SpecField::Tiles);
         nonzero!(params.workers_per_tile, SpecField::WorkersPerTile);
@@ -362,30 +380,61 @@ impl IpuSpec {
     }
 
     /// The parameters this spec was built from.
+    ///
+    /// ```
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let p = IpuParams { tiles: 8, ..IpuParams::default() };
+    /// assert_eq!(IpuSpec::new(p).unwrap().params(), p);
+    /// ```
     #[must_use]
     pub const fn params(&self) -> IpuParams {
         self.params
     }
 
     /// Tiles per IPU.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::BOW.tiles(), 1472);
+    /// ```
     #[must_use]
     pub const fn tiles(&self) -> u32 {
         self.params.tiles
     }
 
     /// Hardware worker threads per tile.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::MK2_GC200.workers_per_tile(), 6);
+    /// ```
     #[must_use]
     pub const fn workers_per_tile(&self) -> u32 {
         self.params.workers_per_tile
     }
 
     /// Worker threads in the whole IPU.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::MK2_GC200.workers(), 1472 * 6);
+    /// ```
     #[must_use]
     pub const fn workers(&self) -> u64 {
         self.params.tiles as u64 * self.params.workers_per_tile as u64
     }
 
     /// Bytes of memory per tile.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::MK2_GC200.memory_per_tile(), 624 * 1024);
+    /// ```
     #[must_use]
     pub const fn memory_per_tile(&self) -> u64 {
         self.params.memory_per_tile
@@ -393,24 +442,52 @@ impl IpuSpec {
 
     /// Bytes of memory in the whole IPU (checked not to overflow in
     /// [`IpuSpec::new`]).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// let ipu = IpuSpec::C600;
+    /// assert_eq!(ipu.total_memory(), ipu.memory_per_tile() * u64::from(ipu.tiles()));
+    /// ```
     #[must_use]
     pub const fn total_memory(&self) -> u64 {
         self.params.memory_per_tile * self.params.tiles as u64
     }
 
     /// Clock frequency in hertz.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::C600.clock_hz(), 1_486_000_000);
+    /// ```
     #[must_use]
     pub const fn clock_hz(&self) -> u64 {
         self.params.clock_hz
     }
 
     /// The per-kernel cycle costs.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Kernel;
+    ///
+    /// // The f16 product's vector width matches the 128 FP16 flops per tile cycle.
+    /// assert_eq!(IpuSpec::MK2_GC200.costs().get(Kernel::MatmulF16).vector_width, 128);
+    /// ```
     #[must_use]
     pub const fn costs(&self) -> &KernelCosts {
         &self.params.costs
     }
 
     /// Peak FP16 floating-point operations per second of the whole IPU.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// // 1472 tiles x 128 flops x 1.33 GHz: 250.6 TFLOPS.
+    /// assert_eq!(IpuSpec::MK2_GC200.peak_fp16_flops(), 250_593_280_000_000.0);
+    /// ```
     #[must_use]
     pub fn peak_fp16_flops(&self) -> f64 {
         f64::from(self.params.tiles)
@@ -447,12 +524,27 @@ impl IpuSpec {
     }
 
     /// The wall-clock seconds `cycles` clock cycles take.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::MK2_GC200.seconds(1_330_000_000), 1.0);
+    /// assert_eq!(IpuSpec::BOW.seconds(925_000_000), 0.5);
+    /// ```
     #[must_use]
     pub fn seconds(&self, cycles: u64) -> f64 {
         cycles as f64 / self.params.clock_hz as f64
     }
 
     /// Cycles (rounded up) that `picoseconds` take at this clock.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// let mk2 = IpuSpec::MK2_GC200;
+    /// assert_eq!(mk2.cycles_of_ps(1_000_000), 1330); // a microsecond
+    /// assert_eq!(mk2.cycles_of_ps(1000), 2); // 1.33 cycles, rounded up
+    /// ```
     #[must_use]
     pub const fn cycles_of_ps(&self, picoseconds: u64) -> u64 {
         let c = picoseconds as u128 * self.params.clock_hz as u128;
@@ -467,6 +559,14 @@ impl IpuSpec {
     /// Cycles of the on-chip exchange for a tile that sends `sent` and
     /// receives `received` bytes: `ceil(max(sent, received) /
     /// exchange_bytes_per_cycle)` (sending and receiving overlap).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// // 4 bytes a cycle each way; sending and receiving overlap.
+    /// assert_eq!(IpuSpec::MK2_GC200.exchange_cycles(10, 3), 3);
+    /// assert_eq!(IpuSpec::MK2_GC200.exchange_cycles(0, 8), 2);
+    /// ```
     #[must_use]
     pub const fn exchange_cycles(&self, sent: u64, received: u64) -> u64 {
         let bytes = if sent > received { sent } else { received };
@@ -474,6 +574,12 @@ impl IpuSpec {
     }
 
     /// Cycles of a copy of `bytes` within one tile.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(IpuSpec::MK2_GC200.local_copy_cycles(17), 3); // 8 bytes a cycle
+    /// ```
     #[must_use]
     pub const fn local_copy_cycles(&self, bytes: u64) -> u64 {
         bytes.div_ceil(self.params.local_copy_bytes_per_cycle as u64)
@@ -482,6 +588,16 @@ impl IpuSpec {
     /// Cycles to move `bytes` over `links` IPU-Links in parallel:
     /// `ceil(8 bytes / (links * link_bits_per_second * efficiency) *
     /// clock)`.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// let mk2 = IpuSpec::MK2_GC200;
+    /// // A second of one link's data (128 Gbit/s at 85%) is a second of cycles.
+    /// assert_eq!(mk2.link_cycles(13_600_000_000, 1), 1_330_000_000);
+    /// assert_eq!(mk2.link_cycles(13_600_000_000, 2), 665_000_000);
+    /// assert_eq!(mk2.link_cycles(0, 4), 0);
+    /// ```
     #[must_use]
     pub const fn link_cycles(&self, bytes: u64, links: u32) -> u64 {
         if bytes == 0 {
@@ -504,6 +620,15 @@ impl IpuSpec {
     /// one IPU; for more, PopLibs' test model `ceil(2 * hops *
     /// hop_latency * clock)` with `hops = 1 + ipus / 4`, and never less
     /// than one IPU's sync.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// let mk2 = IpuSpec::MK2_GC200;
+    /// assert_eq!(mk2.sync_cycles(1), 40);
+    /// // 8 IPUs: 3 hops of 15 ns, there and back, at 1.33 GHz.
+    /// assert_eq!(mk2.sync_cycles(8), 120);
+    /// ```
     #[must_use]
     pub const fn sync_cycles(&self, ipus: u32) -> u64 {
         let internal = self.params.sync_cycles as u64;
@@ -516,6 +641,13 @@ impl IpuSpec {
     }
 
     /// Cycles to move `bytes` between the host and one IPU.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// // 16 GB/s: a second's bytes take a second of cycles.
+    /// assert_eq!(IpuSpec::MK2_GC200.host_cycles(16_000_000_000), 1_330_000_000);
+    /// ```
     #[must_use]
     pub const fn host_cycles(&self, bytes: u64) -> u64 {
         let num = bytes as u128 * self.params.clock_hz as u128;

@@ -78,6 +78,12 @@ pub enum LinkGroup {
 
 impl LinkGroup {
     /// Links in the group (PopLibs' test model).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::LinkGroup;
+    ///
+    /// assert_eq!((LinkGroup::Card(0).links(), LinkGroup::Up(0).links()), (4, 2));
+    /// ```
     #[must_use]
     pub const fn links(self) -> u32 {
         match self {
@@ -89,6 +95,14 @@ impl LinkGroup {
 
 impl Target {
     /// One IPU.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Target;
+    ///
+    /// let t = Target::single(IpuSpec::BOW);
+    /// assert_eq!((t.ipus(), t.tiles()), (1, 1472));
+    /// ```
     #[must_use]
     pub const fn single(spec: IpuSpec) -> Self {
         Self {
@@ -102,6 +116,16 @@ impl Target {
     /// # Errors
     /// [`TargetError::NoIpus`], [`TargetError::OddIpuCount`] for 3, 5, ...
     /// IPUs, [`TargetError::TooManyTiles`].
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{Target, TargetError};
+    ///
+    /// assert_eq!(Target::new(IpuSpec::MK2_GC200, 4)?.ipus(), 4);
+    /// assert_eq!(Target::new(IpuSpec::MK2_GC200, 3), Err(TargetError::OddIpuCount(3)));
+    /// assert_eq!(Target::new(IpuSpec::MK2_GC200, 0), Err(TargetError::NoIpus));
+    /// # Ok::<(), TargetError>(())
+    /// ```
     pub const fn new(spec: IpuSpec, ipus: u32) -> Result<Self, TargetError> {
         let Some(n) = NonZeroU32::new(ipus) else {
             return Err(TargetError::NoIpus);
@@ -119,30 +143,68 @@ impl Target {
     }
 
     /// The IPU.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Target;
+    ///
+    /// assert_eq!(Target::single(IpuSpec::C600).spec(), &IpuSpec::C600);
+    /// ```
     #[must_use]
     pub const fn spec(&self) -> &IpuSpec {
         &self.spec
     }
 
     /// IPUs.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Target;
+    ///
+    /// assert_eq!(Target::new(IpuSpec::MK2_GC200, 2).unwrap().ipus(), 2);
+    /// ```
     #[must_use]
     pub const fn ipus(&self) -> u32 {
         self.ipus.get()
     }
 
     /// Tiles of all IPUs.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Target;
+    ///
+    /// assert_eq!(Target::new(IpuSpec::MK2_GC200, 2).unwrap().tiles(), 2 * 1472);
+    /// ```
     #[must_use]
     pub const fn tiles(&self) -> u32 {
         self.spec.tiles() * self.ipus.get()
     }
 
     /// The IPU of `tile`.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Target;
+    ///
+    /// let t = Target::new(IpuSpec::MK2_GC200, 2).unwrap();
+    /// assert_eq!((t.ipu_of(1471), t.ipu_of(1472)), (0, 1));
+    /// ```
     #[must_use]
     pub const fn ipu_of(&self, tile: Tile) -> u32 {
         tile / self.spec.tiles()
     }
 
     /// Cycles of one sync of the whole target.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Target;
+    ///
+    /// let ipu = IpuSpec::MK2_GC200;
+    /// assert_eq!(Target::single(ipu).sync_cycles(), ipu.sync_cycles(1));
+    /// assert_eq!(Target::new(ipu, 8).unwrap().sync_cycles(), ipu.sync_cycles(8));
+    /// ```
     #[must_use]
     pub const fn sync_cycles(&self) -> u64 {
         self.spec.sync_cycles(self.ipus.get())
@@ -153,6 +215,16 @@ impl Target {
     ///
     /// # Panics
     /// If either IPU is out of range.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{LinkGroup, Target};
+    ///
+    /// let t = Target::new(IpuSpec::MK2_GC200, 8).unwrap();
+    /// assert!(t.route(3, 3).is_empty());
+    /// assert_eq!(t.route(0, 1), [LinkGroup::Card(0)]);
+    /// assert_eq!(t.route(1, 4), [LinkGroup::Rung(1), LinkGroup::Up(0), LinkGroup::Up(2)]);
+    /// ```
     #[must_use]
     pub fn route(&self, from: u32, to: u32) -> Vec<LinkGroup> {
         let n = self.ipus();

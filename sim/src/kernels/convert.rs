@@ -57,6 +57,34 @@ impl<H: HalfFloat + Scalar> Codelet for ConvertSr<H> {
 /// [`GraphError::FieldType`] if `src` is not f32 or `dst` not f16/bf16,
 /// [`GraphError::CopyMismatch`] for different lengths, and the graph's
 /// errors.
+///
+/// ```
+/// use core::num::NonZeroU64;
+/// use tessera_core::fp::{self, Overflow, Stochastic, f16};
+/// use tessera_core::rng::RandomStream;
+/// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, GraphError, Mapping, Target};
+/// use tessera_sim::kernels::convert_sr;
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let spec = IpuSpec::new(IpuParams { tiles: 4, ..IpuParams::default() }).unwrap();
+/// let mut g = Graph::new(Target::single(spec));
+/// let src = g.add_tensor("x", DType::F32, &[300], Mapping::linear(NonZeroU64::new(64).unwrap())).unwrap();
+/// // Mapped differently: the program exchanges first.
+/// let dst = g.add_tensor("h", DType::F16, &[300], Mapping::linear(NonZeroU64::new(7).unwrap())).unwrap();
+/// let sr = Stochastic::new(RandomStream::new(11, 3), Overflow::Saturate);
+/// let short = g.add_tensor("s", DType::F16, &[299], Mapping::one_tile(0, 299)).unwrap();
+/// assert_eq!(convert_sr(&mut g, "bad", src, short, sr), Err(GraphError::CopyMismatch { copy: 0 }));
+/// let program = convert_sr(&mut g, "convert", src, dst, sr).unwrap();
+///
+/// let mut e = Engine::new(g, program, EngineOptions::default()).unwrap();
+/// let x: Vec<f32> = (0..300).map(|i| 1.0 + i as f32 * 1e-4).collect();
+/// e.write_tensor(src, &x).unwrap();
+/// e.run();
+/// // Bitwise one call of the core kernel.
+/// let mut want = vec![f16::ZERO; 300];
+/// fp::f32_to_half_sr_slice(&x, &mut want, sr, 0);
+/// assert_eq!(e.read_tensor::<f16>(dst).unwrap(), want);
+/// ```
 pub fn convert_sr(
     graph: &mut Graph,
     name: &str,

@@ -57,6 +57,16 @@ pub struct LambOptions {
 impl LambOptions {
     /// `lamb` with the default precision, id 0, unscaled gradients and a
     /// fan-in of 8.
+    ///
+    /// ```
+    /// use tessera_core::optim::{Lamb, LambConfig, Precision};
+    /// use tessera_sim::kernels::lamb::LambOptions;
+    ///
+    /// let lamb = Lamb::new(LambConfig::default()).unwrap();
+    /// let o = LambOptions::new(lamb);
+    /// assert_eq!((o.id, o.grad_scale, o.fan_in), (0, 1.0, 8));
+    /// assert_eq!(o.precision, Precision::default());
+    /// ```
     #[must_use]
     pub fn new(lamb: Lamb) -> Self {
         Self {
@@ -236,6 +246,48 @@ impl Codelet for Advance {
 ///
 /// # Panics
 /// If `options.fan_in < 2`.
+///
+/// ```
+/// use core::num::NonZeroU64;
+/// use tessera_core::optim::{Lamb, LambConfig, Param, Precision, Step};
+/// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, GraphError, Mapping, Program, Target};
+/// use tessera_sim::kernels::lamb::{LambOptions, lamb};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let opt = Lamb::new(LambConfig { weight_decay: 0.01, ..LambConfig::default() }).unwrap();
+/// let n = 600;
+/// let w0: Vec<f32> = (0..n).map(|i| (i as f32 * 0.1).sin()).collect();
+/// let g: Vec<f32> = (0..n).map(|i| (i as f32 * 0.3).cos() * 0.01).collect();
+///
+/// // Three tiles in grains of 100: blocks of 256 straddle tiles.
+/// let spec = IpuSpec::new(IpuParams { tiles: 3, ..IpuParams::default() }).unwrap();
+/// let mut graph = Graph::new(Target::single(spec));
+/// let wt = graph.add_tensor("w", DType::F32, &[n as u64], Mapping::linear(NonZeroU64::new(100).unwrap())).unwrap();
+/// let [gt, mt, vt] = ["g", "m", "v"].map(|name| {
+///     graph.add_tensor(name, DType::F32, &[n as u64], Mapping::Like(wt)).unwrap()
+/// });
+/// let options = LambOptions { id: 9, fan_in: 2, ..LambOptions::new(opt) };
+/// // The weights as f16 while the tensor is f32: refused.
+/// let err = lamb::<tessera_core::fp::f16, f32, f32>(&mut graph, "bad", wt, gt, [mt, vt], &options);
+/// assert!(matches!(err, Err(GraphError::FieldType { field: 0, .. })));
+/// let lp = lamb::<f32, f32, f32>(&mut graph, "lamb", wt, gt, [mt, vt], &options).unwrap();
+/// let mut e = Engine::new(graph, Program::repeat(2, lp.program.clone()), EngineOptions::default()).unwrap();
+/// e.write_tensor(wt, &w0).unwrap();
+/// e.write_tensor(gt, &g).unwrap();
+/// e.write_tensor(mt, &vec![0.0f32; n]).unwrap();
+/// e.write_tensor(vt, &vec![0.0f32; n]).unwrap();
+/// e.run();
+///
+/// // Bitwise two whole-tensor steps of the core optimizer.
+/// let (mut w, mut m, mut v) = (w0.clone(), vec![0.0f32; n], vec![0.0f32; n]);
+/// for t in 0..2 {
+///     let mut p = Param::new(9, &mut w, &g, [&mut m, &mut v]);
+///     opt.step(Step::after(t), &Precision::default(), &mut p);
+/// }
+/// assert_eq!(e.read_tensor::<f32>(wt).unwrap(), w);
+/// assert_ne!(w, w0);
+/// assert!(e.read_tensor::<i64>(lp.steps).unwrap().iter().all(|&s| s == 2));
+/// ```
 pub fn lamb<W, G, S>(
     graph: &mut Graph,
     name: &str,

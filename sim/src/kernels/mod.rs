@@ -62,6 +62,22 @@ pub struct BlockPlan {
 impl BlockPlan {
     /// The plan for a tensor of `len` elements mapped as `intervals`
     /// (sorted, covering `0..len`).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Interval;
+    /// use tessera_sim::kernels::BlockPlan;
+    ///
+    /// // 1000 elements: tile 0 holds 0..300, tile 1 300..520, tile 2 520..1000.
+    /// let m = [Interval::new(0, 0..300), Interval::new(1, 300..520), Interval::new(2, 520..1000)];
+    /// let plan = BlockPlan::new(1000, &m);
+    /// assert_eq!(plan.aligned, [(0, 0..256), (2, 768..1000)]);
+    /// // Blocks 256..512 (on tiles 0 and 1) and 512..768 (tiles 1 and 2) go to
+    /// // the tile of their first element.
+    /// assert_eq!(plan.straddling, [(0, 256..512), (1, 512..768)]);
+    /// // A mapping in multiples of 256 has no straddling block.
+    /// let m = [Interval::new(0, 0..512), Interval::new(1, 512..700)];
+    /// assert!(BlockPlan::new(700, &m).straddling.is_empty());
+    /// ```
     #[must_use]
     pub fn new(len: u64, intervals: &[Interval]) -> Self {
         let b = BLOCK as u64;
@@ -97,11 +113,34 @@ impl BlockPlan {
 
     /// Every run to reduce, aligned runs then straddling blocks, with its
     /// tile.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Interval;
+    /// use tessera_sim::kernels::BlockPlan;
+    ///
+    /// // 1000 elements: tile 0 holds 0..300, tile 1 300..520, tile 2 520..1000.
+    /// let m = [Interval::new(0, 0..300), Interval::new(1, 300..520), Interval::new(2, 520..1000)];
+    /// let plan = BlockPlan::new(1000, &m);
+    /// let runs: Vec<_> = plan.runs().collect();
+    /// assert_eq!(runs, [(0, 0..256), (2, 768..1000), (0, 256..512), (1, 512..768)]);
+    /// // Every element is in exactly one run.
+    /// assert_eq!(runs.iter().map(|(_, r)| r.end - r.start).sum::<u64>(), 1000);
+    /// ```
     pub fn runs(&self) -> impl Iterator<Item = (Tile, Range<u64>)> + '_ {
         self.aligned.iter().chain(&self.straddling).cloned()
     }
 
     /// Elements of all straddling blocks.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Interval;
+    /// use tessera_sim::kernels::BlockPlan;
+    ///
+    /// // 1000 elements: tile 0 holds 0..300, tile 1 300..520, tile 2 520..1000.
+    /// let m = [Interval::new(0, 0..300), Interval::new(1, 300..520), Interval::new(2, 520..1000)];
+    /// let plan = BlockPlan::new(1000, &m);
+    /// assert_eq!(plan.halo_len(), 512);
+    /// ```
     #[must_use]
     pub fn halo_len(&self) -> u64 {
         self.straddling.iter().map(|(_, r)| r.end - r.start).sum()
@@ -114,6 +153,33 @@ impl BlockPlan {
     ///
     /// # Errors
     /// As [`Graph::add_tensor`] and [`Graph::add_exchange`].
+    ///
+    /// ```
+    /// use core::num::NonZeroU64;
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Interval, Mapping, Target};
+    /// use tessera_sim::kernels::BlockPlan;
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let spec = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(spec));
+    /// // Block 0..256 straddles tiles 0 and 1.
+    /// let m = vec![Interval::new(0, 0..100), Interval::new(1, 100..300)];
+    /// let x = g.add_tensor("x", DType::F32, &[300], Mapping::Explicit(m.clone())).unwrap();
+    /// let plan = BlockPlan::new(300, &m);
+    /// let (halos, gather) = plan.gather_halos(&mut g, "x", &[x]).unwrap().unwrap();
+    /// assert_eq!(g.mapping(halos[0]), [Interval::new(0, 0..256)]);
+    /// let mut e = Engine::new(g, gather, EngineOptions::default()).unwrap();
+    /// let values: Vec<f32> = (0..300).map(|i| i as f32).collect();
+    /// e.write_tensor(x, &values).unwrap();
+    /// e.run();
+    /// assert_eq!(e.read_tensor::<f32>(halos[0]).unwrap(), values[..256]);
+    ///
+    /// // Nothing to gather when the mapping is block-aligned.
+    /// let mut g = Graph::new(Target::single(spec));
+    /// let x = g.add_tensor("x", DType::F32, &[300], Mapping::linear(NonZeroU64::new(256).unwrap())).unwrap();
+    /// let plan = BlockPlan::new(300, &g.mapping(x));
+    /// assert_eq!(plan.gather_halos(&mut g, "x", &[x]), Ok(None));
+    /// ```
     pub fn gather_halos(
         &self,
         graph: &mut Graph,

@@ -93,6 +93,28 @@ impl Reduction {
     ///
     /// # Errors
     /// None in practice (the rows are `i64`).
+    ///
+    /// ```
+    /// # use core::num::NonZeroU64;
+    /// # use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Target};
+    /// # use tessera_sim::kernels::{ReduceKind, reduce};
+    /// # use tessera_sim::{IpuParams, IpuSpec};
+    /// // 1000 f32 over 4 tiles in grains of 100: blocks straddle tiles.
+    /// let spec = IpuSpec::new(IpuParams { tiles: 4, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(spec));
+    /// let grain = Mapping::linear(NonZeroU64::new(100).unwrap());
+    /// let x = g.add_tensor("x", DType::F32, &[1000], grain).unwrap();
+    /// let r = reduce(&mut g, "ss", x, ReduceKind::SumOfSquares, 2, false).unwrap();
+    /// let mut e = Engine::new(g, r.program.clone(), EngineOptions::default()).unwrap();
+    /// let values: Vec<f32> = (0..1000).map(|i| (i % 7) as f32 * 0.5 - 1.5).collect();
+    /// e.write_tensor(x, &values).unwrap();
+    /// e.run();
+    /// // The squares are multiples of 1/4: their exact sum is an f64 sum.
+    /// let sum: f64 = values.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+    /// let exact = r.exact(&e).unwrap();
+    /// assert_eq!(f64::from(exact.to_f32()), sum);
+    /// assert_eq!(exact.to_f32(), r.value(&e).unwrap());
+    /// ```
     pub fn exact(&self, engine: &Engine) -> Result<ExactSum, AccessError> {
         let rows = engine.read_tensor::<i64>(self.rows)?;
         Ok(ExactSum::from_limbs(
@@ -104,6 +126,26 @@ impl Reduction {
     ///
     /// # Errors
     /// None in practice.
+    ///
+    /// ```
+    /// # use core::num::NonZeroU64;
+    /// # use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Target};
+    /// # use tessera_sim::kernels::{ReduceKind, reduce};
+    /// # use tessera_sim::{IpuParams, IpuSpec};
+    /// // 1000 f32 over 4 tiles in grains of 100: blocks straddle tiles.
+    /// let spec = IpuSpec::new(IpuParams { tiles: 4, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(spec));
+    /// let grain = Mapping::linear(NonZeroU64::new(100).unwrap());
+    /// let x = g.add_tensor("x", DType::F32, &[1000], grain).unwrap();
+    /// let r = reduce(&mut g, "ss", x, ReduceKind::SumOfSquares, 2, false).unwrap();
+    /// let mut e = Engine::new(g, r.program.clone(), EngineOptions::default()).unwrap();
+    /// let values: Vec<f32> = (0..1000).map(|i| (i % 7) as f32 * 0.5 - 1.5).collect();
+    /// e.write_tensor(x, &values).unwrap();
+    /// e.run();
+    /// // Bitwise one call of the core kernel.
+    /// let expected = tessera_core::kernels::sum_of_squares(&values);
+    /// assert_eq!(r.value(&e).unwrap().to_bits(), expected.to_bits());
+    /// ```
     pub fn value(&self, engine: &Engine) -> Result<f32, AccessError> {
         Ok(self.exact(engine)?.to_f32())
     }
@@ -120,6 +162,40 @@ impl Reduction {
 ///
 /// # Panics
 /// If `fan_in < 2`.
+///
+/// ```
+/// use core::num::NonZeroU64;
+/// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, GraphError, Mapping, Target};
+/// use tessera_sim::kernels::{ReduceKind, reduce};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let spec = IpuSpec::new(IpuParams { tiles: 3, ..IpuParams::default() }).unwrap();
+/// let mut g = Graph::new(Target::single(spec));
+/// let grain = Mapping::linear(NonZeroU64::new(128).unwrap());
+/// let x = g.add_tensor("x", DType::F32, &[600], grain.clone()).unwrap();
+/// let y = g.add_tensor("y", DType::F32, &[600], grain).unwrap();
+/// // x . y, the total broadcast to the 3 tiles that hold x.
+/// let r = reduce(&mut g, "dot", x, ReduceKind::Dot(y), 2, true).unwrap();
+/// assert_eq!(r.tiles, [0, 1, 2]);
+/// let totals = r.totals.unwrap();
+/// // A dot with a tensor of another type is refused.
+/// let h = g.add_tensor("h", DType::F16, &[600], Mapping::one_tile(0, 600)).unwrap();
+/// let err = reduce(&mut g, "bad", x, ReduceKind::Dot(h), 2, false).unwrap_err();
+/// assert!(matches!(err, GraphError::FieldType { got: DType::F16, .. }));
+///
+/// let mut e = Engine::new(g, r.program.clone(), EngineOptions::default()).unwrap();
+/// let xs: Vec<f32> = (0..600).map(|i| i as f32 / 7.0).collect();
+/// let ys: Vec<f32> = (0..600).map(|i| 1.0 - i as f32 / 300.0).collect();
+/// e.write_tensor(x, &xs).unwrap();
+/// e.write_tensor(y, &ys).unwrap();
+/// e.run();
+/// let dot = tessera_core::kernels::dot(&xs, &ys);
+/// assert_eq!(r.value(&e).unwrap().to_bits(), dot.to_bits());
+/// // Every tile's copy holds the same exact total as the root's row.
+/// let limbs = e.read_tensor::<i64>(totals).unwrap();
+/// assert_eq!(limbs.len(), 3 * tessera_core::kernels::ExactSum::LIMBS);
+/// assert!(limbs.chunks(limbs.len() / 3).all(|c| c == r.exact(&e).unwrap().limbs()));
+/// ```
 pub fn reduce(
     graph: &mut Graph,
     name: &str,

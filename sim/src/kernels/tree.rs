@@ -93,6 +93,34 @@ pub struct Tree {
 ///
 /// # Panics
 /// If `tiles` is empty or `fan_in < 2`.
+///
+/// ```
+/// use tessera_core::kernels::ExactSum;
+/// use tessera_sim::ipu::{Engine, EngineOptions, Graph, Program, Target};
+/// use tessera_sim::kernels::tree::{self, LIMBS};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let spec = IpuSpec::new(IpuParams { tiles: 3, ..IpuParams::default() }).unwrap();
+/// let mut g = Graph::new(Target::single(spec));
+/// // Three rows of one exact sum, on tiles 2, 0 and 1, fan-in 2.
+/// let t = tree::build(&mut g, "sum", &[2, 0, 1], 1, 2).unwrap();
+/// assert_eq!(t.root, 2);
+/// assert_eq!(g.shape(t.rows), [3, LIMBS]);
+/// let mut e = Engine::new(g, t.program.clone(), EngineOptions::default()).unwrap();
+/// let rows: Vec<i64> = [1e30f32, 1.0, -1e30]
+///     .iter()
+///     .flat_map(|&x| {
+///         let mut s = ExactSum::new();
+///         s.add(x);
+///         s.limbs()
+///     })
+///     .collect();
+/// e.write_tensor(t.rows, &rows).unwrap();
+/// e.run();
+/// // Row 0 holds the exact total: f32 addition in any order would give 0.
+/// let row0 = e.read_tensor::<i64>(t.rows).unwrap()[..LIMBS as usize].to_vec();
+/// assert_eq!(ExactSum::from_limbs(row0.try_into().unwrap()).to_f32(), 1.0);
+/// ```
 pub fn build(
     graph: &mut Graph,
     name: &str,
@@ -186,6 +214,35 @@ pub fn build(
 ///
 /// # Errors
 /// As [`Graph::add_tensor`] and [`Graph::add_exchange`].
+///
+/// ```
+/// use tessera_core::kernels::ExactSum;
+/// use tessera_sim::ipu::{Engine, EngineOptions, Graph, Program, Target};
+/// use tessera_sim::kernels::tree::{self, LIMBS};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let spec = IpuSpec::new(IpuParams { tiles: 3, ..IpuParams::default() }).unwrap();
+/// let mut g = Graph::new(Target::single(spec));
+/// // Three rows of one exact sum, on tiles 2, 0 and 1, fan-in 2.
+/// let t = tree::build(&mut g, "sum", &[2, 0, 1], 1, 2).unwrap();
+/// let (totals, send) = tree::broadcast(&mut g, "sum", &t, 1, &[0, 1]).unwrap();
+/// assert_eq!(g.shape(totals), [2, LIMBS]);
+/// let program = Program::sequence([t.program.clone(), send]);
+/// let mut e = Engine::new(g, program, EngineOptions::default()).unwrap();
+/// let mut rows = Vec::new();
+/// for x in [0.5f32, 0.25, 0.125] {
+///     let mut s = ExactSum::new();
+///     s.add(x);
+///     rows.extend(s.limbs());
+/// }
+/// e.write_tensor(t.rows, &rows).unwrap();
+/// e.run();
+/// // Tiles 0 and 1 each hold the total.
+/// let limbs = e.read_tensor::<i64>(totals).unwrap();
+/// for copy in limbs.chunks(LIMBS as usize) {
+///     assert_eq!(ExactSum::from_limbs(copy.try_into().unwrap()).to_f32(), 0.875);
+/// }
+/// ```
 pub fn broadcast(
     graph: &mut Graph,
     name: &str,

@@ -116,12 +116,26 @@ pub struct ParamSpec {
 
 impl ParamSpec {
     /// Its number of elements.
+    ///
+    /// ```
+    /// use tessera_sim::model::{ParamKind, ParamSpec};
+    ///
+    /// let w = ParamSpec { name: "layer0.weight".into(), shape: vec![4, 3], kind: ParamKind::Weight };
+    /// assert_eq!(w.len(), 12);
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         self.shape.iter().product()
     }
 
     /// Whether it has no elements.
+    ///
+    /// ```
+    /// use tessera_sim::model::{ParamKind, ParamSpec};
+    ///
+    /// let b = ParamSpec { name: "layer0.bias".into(), shape: vec![0], kind: ParamKind::Bias };
+    /// assert!(b.is_empty());
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0

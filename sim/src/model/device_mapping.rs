@@ -34,6 +34,13 @@ impl From<Vec<u32>> for DeviceMapping {
 
 impl MappingEntry {
     /// The IPUs it names, in order.
+    ///
+    /// ```
+    /// use tessera_sim::model::MappingEntry;
+    ///
+    /// assert_eq!(MappingEntry::Ipu(2).ipus(), &[2]);
+    /// assert_eq!(MappingEntry::Branches(vec![1, 2]).ipus(), &[1, 2]);
+    /// ```
     #[must_use]
     pub fn ipus(&self) -> &[u32] {
         match self {
@@ -45,6 +52,15 @@ impl MappingEntry {
 
 impl DeviceMapping {
     /// One IPU per entry, or `None` if an entry maps branches.
+    ///
+    /// ```
+    /// use tessera_sim::model::DeviceMapping;
+    ///
+    /// let flat: DeviceMapping = "0,1,1".parse().unwrap();
+    /// assert_eq!(flat.flat(), Some(vec![0, 1, 1]));
+    /// let branched: DeviceMapping = "0,[1,2],2".parse().unwrap();
+    /// assert_eq!(branched.flat(), None);
+    /// ```
     #[must_use]
     pub fn flat(&self) -> Option<Vec<u32>> {
         self.0
@@ -57,12 +73,25 @@ impl DeviceMapping {
     }
 
     /// Entries.
+    ///
+    /// ```
+    /// use tessera_sim::model::DeviceMapping;
+    ///
+    /// assert_eq!("0,[1,2],2".parse::<DeviceMapping>().unwrap().len(), 3);
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
     /// Whether it has no entry.
+    ///
+    /// ```
+    /// use tessera_sim::model::DeviceMapping;
+    ///
+    /// assert!(DeviceMapping::default().is_empty());
+    /// assert!(!DeviceMapping::from(vec![0]).is_empty());
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

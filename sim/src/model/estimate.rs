@@ -46,6 +46,20 @@ impl MemoryEstimate {
     /// ([`Placement::validate`]); [`ModelError::OutOfTileMemory`] naming
     /// the first tile over its memory in either graph (which the engine
     /// would refuse too).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Target;
+    /// use tessera_sim::model::{Activation, Compute, MemoryEstimate, MlpConfig, ModelError, Placement};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let target = || Target::single(IpuSpec::MK2_GC200);
+    /// let est = MemoryEstimate::of(&mlp.network(), target(), &Placement::Spread, 2, Compute::F32)?;
+    /// assert!(est.host_bytes > 0);
+    /// let none = MemoryEstimate::of(&mlp.network(), target(), &Placement::Spread, 0, Compute::F32);
+    /// assert_eq!(none, Err(ModelError::ZeroMicroBatch));
+    /// # Ok::<(), ModelError>(())
+    /// ```
     pub fn of(
         config: &NetworkConfig,
         target: Target,

@@ -90,6 +90,14 @@ impl MlpConfig {
     /// # Errors
     /// [`ModelError::ZeroWidth`] naming the first zero width;
     /// [`ModelError::TooLarge`] naming the first weight matrix too large.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelError};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![8, 0], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// assert!(matches!(mlp.validate(), Err(ModelError::ZeroWidth { what }) if what == "hidden[1]"));
+    /// assert!(MlpConfig { hidden: vec![8], ..mlp }.validate().is_ok());
+    /// ```
     pub fn validate(&self) -> Result<(), ModelError> {
         let zero = |what: String| Err(ModelError::ZeroWidth { what });
         if self.inputs == 0 {
@@ -123,6 +131,15 @@ pub enum ModelConfig {
 
 impl ModelConfig {
     /// Features per sample.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelConfig, NetworkConfig};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// assert_eq!(ModelConfig::Mlp(mlp).inputs(), 4);
+    /// let net = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4], &[1]);
+    /// assert_eq!(ModelConfig::Network(net).inputs(), 64);
+    /// ```
     #[must_use]
     pub fn inputs(&self) -> usize {
         match self {
@@ -160,6 +177,16 @@ impl ModelConfig {
     ///
     /// # Errors
     /// As [`ModelConfig::validate`].
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelConfig};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let params = ModelConfig::Mlp(mlp).params()?;
+    /// let shapes: Vec<Vec<usize>> = params.into_iter().map(|p| p.shape).collect();
+    /// assert_eq!(shapes, [vec![4, 3], vec![3], vec![3, 2], vec![2]]);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn params(&self) -> Result<Vec<ParamSpec>, ModelError> {
         self.validate()?;
         self.network().params()
@@ -169,6 +196,17 @@ impl ModelConfig {
     ///
     /// # Panics
     /// If the model does not validate (check it first).
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelConfig};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let model = ModelConfig::Mlp(mlp);
+    /// let w = model.init(7);
+    /// assert_eq!(w.iter().map(Vec::len).collect::<Vec<_>>(), [12, 3, 6, 2]);
+    /// assert!(w[1].iter().all(|&b| b == 0.0)); // biases start at 0
+    /// assert_eq!(w, model.init(7)); // the seed decides
+    /// ```
     #[must_use]
     pub fn init(&self, seed: u64) -> Vec<Vec<f32>> {
         self.network().init(seed).expect("a validated model")
@@ -178,6 +216,13 @@ impl ModelConfig {
     ///
     /// # Errors
     /// As [`MlpConfig::validate`] and [`NetworkConfig::validate`].
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelConfig, ModelError};
+    ///
+    /// let mlp = MlpConfig { inputs: 0, hidden: vec![], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// assert!(matches!(ModelConfig::Mlp(mlp).validate(), Err(ModelError::ZeroWidth { .. })));
+    /// ```
     pub fn validate(&self) -> Result<(), ModelError> {
         match self {
             Self::Mlp(c) => c.validate(),
@@ -186,6 +231,15 @@ impl ModelConfig {
     }
 
     /// The MLP, if it is one.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelConfig, NetworkConfig};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// assert_eq!(ModelConfig::Mlp(mlp.clone()).mlp(), Some(&mlp));
+    /// let net = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4], &[1]);
+    /// assert_eq!(ModelConfig::Network(net).mlp(), None);
+    /// ```
     #[must_use]
     pub const fn mlp(&self) -> Option<&MlpConfig> {
         match self {

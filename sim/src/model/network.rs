@@ -142,6 +142,14 @@ impl NetworkConfig {
     /// at `widths[s]` channels, a stage after the first entered by
     /// `bn_relu` and a 3x3 stride-2 convolution onto its width; then
     /// `bn_relu`, global average pooling and the dense head.
+    ///
+    /// ```
+    /// use tessera_sim::model::NetworkConfig;
+    ///
+    /// let net = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4, 8], &[1, 1]);
+    /// assert_eq!((net.input, net.classes, net.inputs()), ([1, 8, 8], 10, 64));
+    /// assert!(net.validate().is_ok());
+    /// ```
     #[must_use]
     pub fn resnet_mini(
         input: [usize; 3],
@@ -182,6 +190,15 @@ impl NetworkConfig {
     /// pool): `bn_relu` then a 3x3 convolution (padding 1), and `bn_relu`
     /// then a 1x1 convolution, each onto `channels` channels, their
     /// outputs concatenated (`2 channels` for the layers after).
+    ///
+    /// ```
+    /// use tessera_sim::model::NetworkConfig;
+    ///
+    /// let net = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4], &[1]);
+    /// let branched = net.clone().with_branches(2);
+    /// assert_eq!(branched.layers.len(), net.layers.len() + 1);
+    /// assert!(branched.validate().is_ok());
+    /// ```
     #[must_use]
     pub fn with_branches(mut self, channels: usize) -> Self {
         let conv = |kernel: usize| {
@@ -202,6 +219,12 @@ impl NetworkConfig {
     }
 
     /// Features per sample.
+    ///
+    /// ```
+    /// use tessera_sim::model::NetworkConfig;
+    ///
+    /// assert_eq!(NetworkConfig::resnet_mini([3, 4, 4], 2, &[4], &[1]).inputs(), 48);
+    /// ```
     #[must_use]
     pub fn inputs(&self) -> usize {
         self.input.iter().product()
@@ -250,6 +273,16 @@ impl NetworkConfig {
     ///
     /// # Errors
     /// As [`NetworkConfig::validate`].
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![8, 4], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let blocks = mlp.network().blocks()?;
+    /// assert_eq!(blocks.len(), 3); // two hidden layers and the head
+    /// assert!(blocks.windows(2).all(|w| w[0].end == w[1].start)); // contiguous
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn blocks(&self) -> Result<Vec<core::ops::Range<usize>>, ModelError> {
         let ops = self.ops(1)?;
         let [c, h, w] = self.input;
@@ -275,6 +308,16 @@ impl NetworkConfig {
     ///
     /// # Errors
     /// As [`NetworkConfig::validate`].
+    ///
+    /// ```
+    /// use tessera_sim::model::NetworkConfig;
+    ///
+    /// let net = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4], &[1]);
+    /// let params = net.params()?;
+    /// assert_eq!(params[0].shape, [3, 3, 1, 4]); // the stem: 3x3, 1 channel onto 4
+    /// assert_eq!(params.last().unwrap().shape, [10]); // the head's bias
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn params(&self) -> Result<Vec<ParamSpec>, ModelError> {
         Ok(self
             .walk_params()?
@@ -298,6 +341,16 @@ impl NetworkConfig {
     ///
     /// # Errors
     /// As [`NetworkConfig::validate`].
+    ///
+    /// ```
+    /// use tessera_sim::model::NetworkConfig;
+    ///
+    /// let net = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4], &[1]);
+    /// let (params, init) = (net.params()?, net.init(1)?);
+    /// assert!(params.iter().zip(&init).all(|(p, w)| p.shape.iter().product::<usize>() == w.len()));
+    /// assert_eq!(init, net.init(1)?);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn init(&self, seed: u64) -> Result<Vec<Vec<f32>>, ModelError> {
         let base = RandomStream::new(seed, 0);
         Ok(self
@@ -388,6 +441,15 @@ impl NetworkConfig {
     /// # Errors
     /// [`ModelError::ZeroWidth`], [`ModelError::InvalidNetwork`] naming
     /// the layer.
+    ///
+    /// ```
+    /// use tessera_sim::model::{ModelError, NetworkConfig};
+    ///
+    /// let net = NetworkConfig::resnet_mini([1, 8, 8], 10, &[4], &[1]);
+    /// assert!(net.validate().is_ok());
+    /// let none = NetworkConfig { input: [1, 0, 8], ..net };
+    /// assert!(matches!(none.validate(), Err(ModelError::ZeroWidth { .. } | ModelError::InvalidNetwork { .. })));
+    /// ```
     pub fn validate(&self) -> Result<(), ModelError> {
         self.ops(1).map(drop)
     }

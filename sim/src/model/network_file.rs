@@ -107,6 +107,39 @@ impl NetworkFile {
     /// # Errors
     /// [`NetworkFileError::Parse`], [`NetworkFileError::CostTable`],
     /// [`NetworkFileError::Field`], [`NetworkFileError::Network`].
+    ///
+    /// ```
+    /// use tessera_sim::model::{NetworkFile, NetworkFileError};
+    ///
+    /// let text = r#"
+    /// name = "tiny"
+    /// input = [1, 8, 8]
+    ///
+    /// [[layer]]
+    /// kind = "conv"
+    /// channels = 4
+    /// kernel = 3
+    /// padding = 1
+    ///
+    /// [[layer]]
+    /// kind = "bn_act"
+    ///
+    /// [[layer]]
+    /// kind = "global_avg_pool"
+    /// "#;
+    /// let file = NetworkFile::from_toml_str(text, "tiny.toml")?;
+    /// assert_eq!(file.name, "tiny");
+    /// assert_eq!((file.network.input, file.network.layers.len()), ([1, 8, 8], 3));
+    /// assert_eq!(file.network.classes, NetworkFile::DEFAULT_CLASSES);
+    /// assert!(!file.classes_given);
+    /// // An unknown key names its line.
+    /// let bad = text.replace("padding = 1", "pading = 1");
+    /// assert!(matches!(
+    ///     NetworkFile::from_toml_str(&bad, "tiny.toml"),
+    ///     Err(NetworkFileError::Parse { line: Some(9), .. })
+    /// ));
+    /// # Ok::<(), NetworkFileError>(())
+    /// ```
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, NetworkFileError> {
         let parse_error = |e: toml::de::Error| {
             let (line, top) = place(text, &e, "kind");
@@ -177,6 +210,24 @@ impl NetworkFile {
     /// # Errors
     /// [`NetworkFileError::Read`]; those of
     /// [`NetworkFile::from_toml_str`].
+    ///
+    /// ```
+    /// use tessera_sim::model::{NetworkFile, NetworkFileError};
+    ///
+    /// let dir = std::env::temp_dir().join(format!("tessera-doc-net-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("net.toml");
+    /// let text = "input = [1, 4, 4]\nclasses = 3\n[[layer]]\nkind = \"global_avg_pool\"\n";
+    /// std::fs::write(&path, text)?;
+    /// let file = NetworkFile::read(&path)?;
+    /// // No `name`: the path names it.
+    /// assert_eq!(file.name, path.display().to_string());
+    /// assert_eq!((file.network.classes, file.classes_given), (3, true));
+    /// let missing = dir.join("none.toml");
+    /// assert!(matches!(NetworkFile::read(&missing), Err(NetworkFileError::Read { .. })));
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn read(path: &Path) -> Result<Self, NetworkFileError> {
         use std::io::Read;
         let origin = path.display().to_string();

@@ -58,6 +58,19 @@ impl Placement {
     ///
     /// # Errors
     /// [`ModelError::Placement`] naming the layer or IPU that is wrong.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Target;
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelError, Placement};
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![8, 4], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let one_ipu = Target::single(IpuSpec::MK2_GC200);
+    /// assert!(Placement::Spread.validate(&net, &one_ipu).is_ok());
+    /// let two = Placement::Ipus(vec![0, 0, 1]);
+    /// assert!(matches!(two.validate(&net, &one_ipu), Err(ModelError::Placement { .. })));
+    /// ```
     pub fn validate(&self, config: &NetworkConfig, target: &Target) -> Result<(), ModelError> {
         let Some(per_op) = self.ipus() else {
             return Ok(());
@@ -105,6 +118,13 @@ impl Placement {
 
     /// Pipeline stages: the IPUs used in turn (1 when spread), a
     /// concurrent stage counting once.
+    ///
+    /// ```
+    /// use tessera_sim::model::Placement;
+    ///
+    /// assert_eq!(Placement::Spread.stages(), 1);
+    /// assert_eq!(Placement::Ipus(vec![0, 0, 1, 3]).stages(), 3);
+    /// ```
     #[must_use]
     pub fn stages(&self) -> usize {
         match self {
@@ -119,6 +139,13 @@ impl Placement {
     }
 
     /// Each layer's IPU, unless spread.
+    ///
+    /// ```
+    /// use tessera_sim::model::Placement;
+    ///
+    /// assert_eq!(Placement::Spread.ipus(), None);
+    /// assert_eq!(Placement::Ipus(vec![0, 1]).ipus(), Some(&[0, 1][..]));
+    /// ```
     #[must_use]
     pub fn ipus(&self) -> Option<&[u32]> {
         match self {
@@ -129,6 +156,14 @@ impl Placement {
 
     /// The parts of the stages, in the layers' order: one per stage, or
     /// one per IPU of a concurrent stage.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Part, Placement};
+    ///
+    /// assert_eq!(Placement::Spread.parts(), [Part::default()]);
+    /// let two = Placement::Ipus(vec![0, 0, 1]).parts();
+    /// assert_eq!(two, [Part { stage: 0, ipu: 0 }, Part { stage: 1, ipu: 1 }]);
+    /// ```
     #[must_use]
     pub fn parts(&self) -> Vec<Part> {
         self.parts_of_layers().0
@@ -137,6 +172,14 @@ impl Placement {
     /// [`Placement::parts`], and each layer's part (an index into them;
     /// none when spread: every layer is in the one part, so look a layer
     /// up as `of.get(l)`, part 0 when absent).
+    ///
+    /// ```
+    /// use tessera_sim::model::Placement;
+    ///
+    /// let (parts, of) = Placement::Ipus(vec![0, 0, 1]).parts_of_layers();
+    /// assert_eq!((parts.len(), of), (2, vec![0, 0, 1]));
+    /// assert!(Placement::Spread.parts_of_layers().1.is_empty());
+    /// ```
     #[must_use]
     pub fn parts_of_layers(&self) -> (Vec<Part>, Vec<usize>) {
         let Some(ipus) = self.ipus() else {
@@ -254,6 +297,18 @@ impl Placement {
     /// # Errors
     /// [`ModelError::DeviceMapping`] naming the block; the network's own
     /// errors.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, DeviceMapping, MlpConfig, ModelError, Placement};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![8, 4], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let mapping = DeviceMapping::from(vec![0, 1, 1]);
+    /// assert_eq!(Placement::network(&net, &mapping, 2, true)?, Placement::Ipus(vec![0, 1, 1]));
+    /// let short = DeviceMapping::from(vec![0, 1]);
+    /// assert!(matches!(Placement::network(&net, &short, 2, true), Err(ModelError::DeviceMapping(_))));
+    /// # Ok::<(), ModelError>(())
+    /// ```
     pub fn network(
         config: &NetworkConfig,
         mapping: &DeviceMapping,
@@ -298,6 +353,16 @@ impl Placement {
     /// # Errors
     /// [`ModelError::DeviceMapping`] if there are more IPUs than blocks;
     /// the network's own errors.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig, ModelError, Placement};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![8, 4], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// assert_eq!(Placement::network_balanced(&net, 3, 8)?, Placement::Ipus(vec![0, 1, 2]));
+    /// assert!(matches!(Placement::network_balanced(&net, 4, 8), Err(ModelError::DeviceMapping(_))));
+    /// # Ok::<(), ModelError>(())
+    /// ```
     pub fn network_balanced(
         config: &NetworkConfig,
         ipus: u32,
@@ -321,6 +386,17 @@ impl Placement {
 
     /// The device mapping of `config`'s blocks this placement of its
     /// flattened layers makes (`None` when spread).
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, DeviceMapping, MlpConfig, Placement};
+    ///
+    /// let mlp = MlpConfig { inputs: 4, hidden: vec![8, 4], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let mapping = DeviceMapping::from(vec![0, 0, 1]);
+    /// let placement = Placement::network(&net, &mapping, 2, true).unwrap();
+    /// assert_eq!(placement.network_mapping(&net), Some(mapping));
+    /// assert_eq!(Placement::Spread.network_mapping(&net), None);
+    /// ```
     #[must_use]
     pub fn network_mapping(&self, config: &NetworkConfig) -> Option<DeviceMapping> {
         let per_op = self.ipus()?;

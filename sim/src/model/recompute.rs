@@ -38,6 +38,14 @@ pub struct Recomputation {
 
 impl Recomputation {
     /// Bytes per tile recomputation saves (negative: it costs).
+    ///
+    /// ```
+    /// use tessera_sim::model::Recomputation;
+    ///
+    /// let r = Recomputation { segments: vec![0..2, 2..4], cycles: 100, activations_per_tile: 5000, kept_per_tile: 3000 };
+    /// assert_eq!(r.saved_per_tile(), 2000);
+    /// assert_eq!(Recomputation { kept_per_tile: 6000, ..r }.saved_per_tile(), -1000);
+    /// ```
     #[must_use]
     pub fn saved_per_tile(&self) -> i64 {
         self.activations_per_tile as i64 - self.kept_per_tile as i64
@@ -49,6 +57,14 @@ impl Recomputation {
 ///
 /// # Errors
 /// [`ModelError::Checkpoint`] naming the first wrong one.
+///
+/// ```
+/// use tessera_sim::model::{ModelError, check_checkpoints};
+///
+/// assert!(check_checkpoints(4, &[1, 3]).is_ok());
+/// assert!(matches!(check_checkpoints(4, &[0]), Err(ModelError::Checkpoint(_))));
+/// assert!(matches!(check_checkpoints(4, &[2, 2]), Err(ModelError::Checkpoint(_))));
+/// ```
 pub fn check_checkpoints(blocks: usize, checkpoints: &[usize]) -> Result<(), ModelError> {
     let mut previous = 0;
     for &c in checkpoints {

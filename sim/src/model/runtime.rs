@@ -18,6 +18,15 @@ pub trait GroupSum {
     ///
     /// # Errors
     /// Whatever the group's communication fails with.
+    ///
+    /// ```
+    /// use tessera_sim::model::{GroupSum, NoGroup};
+    ///
+    /// // One replica: the sum over the group is the values themselves.
+    /// let mut values = [1.0f32, 2.0];
+    /// NoGroup.sum(&mut values).unwrap();
+    /// assert_eq!(values, [1.0, 2.0]);
+    /// ```
     fn sum(&mut self, values: &mut [f32]) -> Result<(), ModelError>;
 }
 

@@ -33,6 +33,15 @@ pub struct ConvShape {
 impl Conv2d {
     /// The shape on `n` samples of `input` (height, width): `None` if the
     /// kernel does not fit the padded input or a size is zero.
+    ///
+    /// ```
+    /// use tessera_sim::model::Conv2d;
+    ///
+    /// let conv = Conv2d { in_channels: 3, out_channels: 8, kernel: (3, 3), stride: 2, padding: 1 };
+    /// assert_eq!(conv.on(2, (8, 8)).unwrap().output, (4, 4));
+    /// let big = Conv2d { kernel: (5, 5), padding: 0, ..conv };
+    /// assert_eq!(big.on(2, (4, 4)), None); // the kernel does not fit
+    /// ```
     #[must_use]
     pub fn on(&self, n: usize, input: (usize, usize)) -> Option<ConvShape> {
         let (kh, kw) = self.kernel;
@@ -53,18 +62,39 @@ impl Conv2d {
 
 impl ConvShape {
     /// Rows of the input matrix (pixels).
+    ///
+    /// ```
+    /// use tessera_sim::model::Conv2d;
+    ///
+    /// let conv = Conv2d { in_channels: 3, out_channels: 8, kernel: (3, 3), stride: 2, padding: 1 };
+    /// assert_eq!(conv.on(2, (8, 8)).unwrap().in_rows(), 2 * 8 * 8);
+    /// ```
     #[must_use]
     pub const fn in_rows(&self) -> usize {
         self.n * self.input.0 * self.input.1
     }
 
     /// Rows of the output matrix.
+    ///
+    /// ```
+    /// use tessera_sim::model::Conv2d;
+    ///
+    /// let conv = Conv2d { in_channels: 3, out_channels: 8, kernel: (3, 3), stride: 2, padding: 1 };
+    /// assert_eq!(conv.on(2, (8, 8)).unwrap().out_rows(), 2 * 4 * 4);
+    /// ```
     #[must_use]
     pub const fn out_rows(&self) -> usize {
         self.n * self.output.0 * self.output.1
     }
 
     /// Columns of `cols` (the reduction of the product).
+    ///
+    /// ```
+    /// use tessera_sim::model::Conv2d;
+    ///
+    /// let conv = Conv2d { in_channels: 3, out_channels: 8, kernel: (3, 3), stride: 1, padding: 1 };
+    /// assert_eq!(conv.on(1, (8, 8)).unwrap().patch(), 3 * 3 * 3);
+    /// ```
     #[must_use]
     pub const fn patch(&self) -> usize {
         self.conv.kernel.0 * self.conv.kernel.1 * self.conv.in_channels
@@ -134,6 +164,13 @@ pub struct Pool2d {
 impl Pool2d {
     /// Average pooling over the whole of an `h x w` map: one value per
     /// channel.
+    ///
+    /// ```
+    /// use tessera_sim::model::Pool2d;
+    ///
+    /// let pool = Pool2d::global((4, 6));
+    /// assert_eq!(pool.on(2, 5, (4, 6)).unwrap().output, (1, 1)); // one value per channel
+    /// ```
     #[must_use]
     pub const fn global(input: (usize, usize)) -> Self {
         Self {
@@ -146,6 +183,14 @@ impl Pool2d {
 
     /// The shape on `n` samples of `c` channels of `input`, if the window
     /// fits and the padding is at most half of it.
+    ///
+    /// ```
+    /// use tessera_sim::model::{Pool2d, PoolKind};
+    ///
+    /// let pool = Pool2d { kind: PoolKind::Max, kernel: (2, 2), stride: 2, padding: 0 };
+    /// assert_eq!(pool.on(1, 4, (8, 8)).unwrap().output, (4, 4));
+    /// assert_eq!(Pool2d { padding: 2, ..pool }.on(1, 4, (8, 8)), None); // more than half the window
+    /// ```
     #[must_use]
     pub fn on(&self, n: usize, c: usize, input: (usize, usize)) -> Option<ConvShape> {
         let half = self.kernel.0.min(self.kernel.1) / 2;

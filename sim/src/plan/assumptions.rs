@@ -109,6 +109,13 @@ pub enum MatmulPlan {
 
 impl MatmulPlan {
     /// Its name: `balanced` or `simulator`.
+    ///
+    /// ```
+    /// use tessera_sim::plan::MatmulPlan;
+    ///
+    /// assert_eq!(MatmulPlan::Balanced.name(), "balanced");
+    /// assert_eq!(MatmulPlan::Simulator.name(), "simulator");
+    /// ```
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -157,6 +164,15 @@ impl Default for PlanAssumptions {
 
 impl PlanAssumptions {
     /// The assumptions for a real IPU running Poplar (the default).
+    ///
+    /// ```
+    /// use tessera_sim::plan::{MatmulPlan, PlanAssumptions};
+    ///
+    /// let ipu = PlanAssumptions::ipu();
+    /// assert_eq!(ipu, PlanAssumptions::default());
+    /// assert_eq!(ipu.matmul_plan, MatmulPlan::Balanced);
+    /// assert!(ipu.validate().is_ok());
+    /// ```
     #[must_use]
     pub const fn ipu() -> Self {
         Self {
@@ -175,6 +191,16 @@ impl PlanAssumptions {
     /// The assumptions that reproduce the simulator's own MLP
     /// implementation (its matmul plan, f32 tensors, the cost table's
     /// exact rates), to compare the planner with `tessera train`.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{MatmulPlan, PlanAssumptions};
+    ///
+    /// let sim = PlanAssumptions::simulator();
+    /// assert_eq!(sim.matmul_plan, MatmulPlan::Simulator);
+    /// assert_eq!((sim.matmul_efficiency, sim.exchange_element_bytes), (1.0, Some(4)));
+    /// // The rest is the IPU's.
+    /// assert_eq!(sim.tile_imbalance, PlanAssumptions::ipu().tile_imbalance);
+    /// ```
     #[must_use]
     pub const fn simulator() -> Self {
         Self {
@@ -189,6 +215,16 @@ impl PlanAssumptions {
     ///
     /// # Errors
     /// [`PlanError::Assumption`] naming the first field out of range.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{PlanAssumptions, PlanError};
+    ///
+    /// let a = PlanAssumptions { matmul_efficiency: 1.5, ..PlanAssumptions::ipu() };
+    /// assert_eq!(
+    ///     a.validate(),
+    ///     Err(PlanError::Assumption { field: "matmul_efficiency", value: 1.5 })
+    /// );
+    /// ```
     pub fn validate(&self) -> Result<(), PlanError> {
         let bad = |field: &'static str, value: f64| Err(PlanError::Assumption { field, value });
         let unit = |x: f64| x.is_finite() && x > 0.0 && x <= 1.0;

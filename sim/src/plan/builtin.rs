@@ -35,6 +35,12 @@ impl Builtin {
     pub const ALL: [Self; 3] = [Self::Resnet50, Self::BertLarge128, Self::BertLarge384];
 
     /// The command-line name.
+    ///
+    /// ```
+    /// use tessera_sim::plan::Builtin;
+    ///
+    /// assert_eq!(Builtin::BertLarge128.name(), "bert-large-128");
+    /// ```
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -45,12 +51,31 @@ impl Builtin {
     }
 
     /// The model named `name`, if it is one of [`Builtin::ALL`].
+    ///
+    /// ```
+    /// use tessera_sim::plan::Builtin;
+    ///
+    /// assert_eq!(Builtin::named("resnet50"), Some(Builtin::Resnet50));
+    /// assert_eq!(Builtin::named("resnet"), None);
+    /// for b in Builtin::ALL {
+    ///     assert_eq!(Builtin::named(b.name()), Some(b));
+    /// }
+    /// ```
     #[must_use]
     pub fn named(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|b| b.name() == name)
     }
 
     /// Its table.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Builtin, bert_large};
+    ///
+    /// let t = Builtin::BertLarge384.table();
+    /// assert_eq!(t, bert_large(384, 56).unwrap());
+    /// // The sequence length changes the FLOPs, not the parameters.
+    /// assert_eq!(t.params(), Builtin::BertLarge128.table().params());
+    /// ```
     #[must_use]
     pub fn table(self) -> ModelTable {
         match self {
@@ -128,6 +153,15 @@ impl Conv {
 /// stride of each downsampling bottleneck on its 3 x 3 convolution) for
 /// 224 x 224 RGB images and 1,000 classes. The host sends 8-bit pixels
 /// (Graphcore's CNN examples' eight-bit IO) and a 4-byte label.
+///
+/// ```
+/// use tessera_sim::plan::resnet50;
+///
+/// let t = resnet50();
+/// // torchvision's count, exactly; 53 convolutions, 2 pools, the classifier.
+/// assert_eq!(t.params(), 25_557_032);
+/// assert_eq!(t.layers().len(), 56);
+/// ```
 #[must_use]
 pub fn resnet50() -> ModelTable {
     let mut layers = Vec::new();
@@ -309,6 +343,17 @@ pub struct BertShape {
 /// # Errors
 /// [`ModelTableError::Field`] for a sequence of 0 or more than 512
 /// tokens, or more masked tokens than tokens.
+///
+/// ```
+/// use tessera_sim::plan::bert_large;
+///
+/// let t = bert_large(128, 20).unwrap();
+/// // The embeddings, 5 rows per encoder layer, the heads.
+/// assert_eq!(t.layers().len(), 1 + 24 * 5 + 1);
+/// assert!(bert_large(0, 0).is_err());
+/// assert!(bert_large(513, 20).is_err());
+/// assert!(bert_large(16, 20).is_err()); // more masked tokens than tokens
+/// ```
 pub fn bert_large(seq_len: u64, masked: u64) -> Result<ModelTable, ModelTableError> {
     let problem = if seq_len == 0 || seq_len > BERT_LARGE.positions {
         Some(format!(

@@ -130,6 +130,21 @@ pub struct Calibration {
 
 impl Calibration {
     /// An empty cache for layers on one `ipu`.
+    ///
+    /// ```
+    /// use tessera_sim::plan::SimLayer;
+    /// use tessera_sim::plan::calibrate::Calibration;
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let ipu = IpuSpec::new(IpuParams { tiles: 16, ..IpuParams::default() }).unwrap();
+    /// let mut calibration = Calibration::new(ipu);
+    /// let dense = SimLayer::Dense { inputs: 32, outputs: 16, input_grad: true };
+    /// assert_eq!((calibration.compiled(), calibration.hits()), (0, 0));
+    /// // Priced on that IPU: its fullest tile fits a tile's memory.
+    /// let cost = calibration.price(&dense, 2, false)?;
+    /// assert!(cost.max_tile_bytes > 0 && cost.max_tile_bytes <= ipu.memory_per_tile());
+    /// # Ok::<(), tessera_sim::plan::calibrate::CalibrationError>(())
+    /// ```
     #[must_use]
     pub fn new(ipu: IpuSpec) -> Self {
         Self {
@@ -142,12 +157,42 @@ impl Calibration {
 
     /// Layers compiled so far (distinct layer, micro-batch and precision),
     /// a whole network counting as one.
+    ///
+    /// ```
+    /// use tessera_sim::plan::SimLayer;
+    /// use tessera_sim::plan::calibrate::Calibration;
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let ipu = IpuSpec::new(IpuParams { tiles: 16, ..IpuParams::default() }).unwrap();
+    /// let mut calibration = Calibration::new(ipu);
+    /// let dense = SimLayer::Dense { inputs: 32, outputs: 16, input_grad: true };
+    /// calibration.price(&dense, 2, false)?;
+    /// calibration.price(&dense, 2, false)?; // the same: from the cache
+    /// calibration.price(&dense, 4, false)?; // another micro-batch: compiled
+    /// assert_eq!(calibration.compiled(), 2);
+    /// # Ok::<(), tessera_sim::plan::calibrate::CalibrationError>(())
+    /// ```
     #[must_use]
     pub fn compiled(&self) -> usize {
         self.cache.len() + self.networks
     }
 
     /// Prices answered from the cache.
+    ///
+    /// ```
+    /// use tessera_sim::plan::SimLayer;
+    /// use tessera_sim::plan::calibrate::Calibration;
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let ipu = IpuSpec::new(IpuParams { tiles: 16, ..IpuParams::default() }).unwrap();
+    /// let mut calibration = Calibration::new(ipu);
+    /// let dense = SimLayer::Dense { inputs: 32, outputs: 16, input_grad: true };
+    /// let first = calibration.price(&dense, 2, true)?;
+    /// assert_eq!(calibration.hits(), 0);
+    /// assert_eq!(calibration.price(&dense, 2, true)?, first);
+    /// assert_eq!(calibration.hits(), 1);
+    /// # Ok::<(), tessera_sim::plan::calibrate::CalibrationError>(())
+    /// ```
     #[must_use]
     pub const fn hits(&self) -> usize {
         self.hits
@@ -160,6 +205,27 @@ impl Calibration {
     /// [`CalibrationError::Shape`] for sizes that make no layer (also a
     /// micro-batch of 0); [`CalibrationError::Simulator`] when the
     /// simulator cannot build it (a tile out of memory names the tile).
+    ///
+    /// ```
+    /// use tessera_sim::plan::SimLayer;
+    /// use tessera_sim::plan::calibrate::Calibration;
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let ipu = IpuSpec::new(IpuParams { tiles: 16, ..IpuParams::default() }).unwrap();
+    /// let mut calibration = Calibration::new(ipu);
+    /// let dense = SimLayer::Dense { inputs: 32, outputs: 16, input_grad: true };
+    /// let cost = calibration.price(&dense, 2, false)?;
+    /// // The backward pass computes two products (weights' and input's
+    /// // gradients) where the forward pass computes one.
+    /// assert!(cost.forward_cycles > 0 && cost.backward_cycles > cost.forward_cycles);
+    /// assert!(cost.max_tile_bytes > 0);
+    /// // A micro-batch of 0 makes no layer.
+    /// assert!(matches!(
+    ///     calibration.price(&dense, 0, false),
+    ///     Err(tessera_sim::plan::calibrate::CalibrationError::Shape { micro_batch: 0, .. })
+    /// ));
+    /// # Ok::<(), tessera_sim::plan::calibrate::CalibrationError>(())
+    /// ```
     pub fn price(
         &mut self,
         layer: &SimLayer,
@@ -175,6 +241,22 @@ impl Calibration {
     ///
     /// # Errors
     /// [`Calibration::price`]'s.
+    ///
+    /// ```
+    /// use tessera_sim::model::Compute;
+    /// use tessera_sim::plan::SimLayer;
+    /// use tessera_sim::plan::calibrate::Calibration;
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let ipu = IpuSpec::new(IpuParams { tiles: 16, ..IpuParams::default() }).unwrap();
+    /// let mut calibration = Calibration::new(ipu);
+    /// let dense = SimLayer::Dense { inputs: 32, outputs: 16, input_grad: true };
+    /// // The same cache as `price`: f32 compute is `price(.., false)`.
+    /// let cost = calibration.price_in(&dense, 2, Compute::F32)?;
+    /// assert_eq!(calibration.price(&dense, 2, false)?, cost);
+    /// assert_eq!((calibration.compiled(), calibration.hits()), (1, 1));
+    /// # Ok::<(), tessera_sim::plan::calibrate::CalibrationError>(())
+    /// ```
     pub fn price_in(
         &mut self,
         layer: &SimLayer,
@@ -254,6 +336,39 @@ impl Calibration {
     /// # Errors
     /// [`CalibrationError::NothingToCalibrate`] if no row has one;
     /// [`Calibration::price`]'s; [`CalibrationError::Network`].
+    ///
+    /// ```
+    /// use tessera_sim::plan::calibrate::{Calibration, CalibrationError};
+    /// use tessera_sim::plan::{Gemm, Layer, ModelTable, Precision, SimLayer};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let ipu = IpuSpec::new(IpuParams { tiles: 16, ..IpuParams::default() }).unwrap();
+    /// let mut calibration = Calibration::new(ipu);
+    /// let dense = SimLayer::Dense { inputs: 32, outputs: 16, input_grad: true };
+    /// let layer = |name: &str, sim| Layer {
+    ///     name: name.into(),
+    ///     params: 32 * 16,
+    ///     flops_forward: 2 * 32 * 16,
+    ///     flops_backward: 4 * 32 * 16,
+    ///     activation_bytes: 64,
+    ///     output_bytes: None,
+    ///     gemm: Some(Gemm { m: 1, k: 32, n: 16 }),
+    ///     tied: None,
+    ///     sim,
+    /// };
+    /// // Two rows, one described for the simulator.
+    /// let model = ModelTable::new("two", 128, vec![layer("a", Some(dense)), layer("b", None)]).unwrap();
+    /// let costs = calibration.price_model(&model, 2, Precision::Fp32)?;
+    /// assert_eq!(costs.layers[0], Some(calibration.price(&dense, 2, false)?));
+    /// assert_eq!(costs.layers[1], None);
+    /// // A table that describes no row for the simulator.
+    /// let plain = ModelTable::new("plain", 128, vec![layer("b", None)]).unwrap();
+    /// assert!(matches!(
+    ///     calibration.price_model(&plain, 2, Precision::Fp32),
+    ///     Err(CalibrationError::NothingToCalibrate { .. })
+    /// ));
+    /// # Ok::<(), CalibrationError>(())
+    /// ```
     pub fn price_model(
         &mut self,
         model: &ModelTable,

@@ -141,6 +141,14 @@ impl Precision {
     }
 
     /// Its bytes (see the [`assumptions`](super::assumptions) module).
+    ///
+    /// ```
+    /// use tessera_sim::plan::Precision;
+    ///
+    /// let b = Precision::Mixed.bytes(); // 16.32: f16 weights, an f32 master
+    /// assert_eq!((b.weights, b.gradients, b.master, b.optimizer_state), (2, 2, 4, 4));
+    /// assert_eq!(Precision::Half.bytes().master, 0);
+    /// ```
     #[must_use]
     pub const fn bytes(self) -> PrecisionBytes {
         let (weights, master, optimizer_state) = match self {
@@ -190,7 +198,7 @@ impl PrecisionBytes {
 
 // `16.16` also reads the trainer's `16.16-sr` and `16.16-rn`: the same bytes.
 unit_names!(
-    Precision,
+    Precision in "tessera_sim::plan",
     "precision",
     "32.32, 16.32, 16.16, 8.16, 8.32, mxfp8.16, mxfp6.16 or mxfp4.16",
     {
@@ -240,6 +248,13 @@ pub enum Optimizer {
 
 impl Optimizer {
     /// State tensors per parameter.
+    ///
+    /// ```
+    /// use tessera_sim::plan::Optimizer;
+    ///
+    /// assert_eq!(Optimizer::Sgd.state_tensors(), 1);
+    /// assert_eq!(Optimizer::Lamb.state_tensors(), 2);
+    /// ```
     #[must_use]
     pub const fn state_tensors(self) -> u64 {
         match self {
@@ -250,13 +265,19 @@ impl Optimizer {
 
     /// Whether it needs per-tensor norms (a second kernel, as the
     /// trainer's cost of LAMB and LARS).
+    ///
+    /// ```
+    /// use tessera_sim::plan::Optimizer;
+    ///
+    /// assert!(Optimizer::Lars.needs_norms() && !Optimizer::AdamW.needs_norms());
+    /// ```
     #[must_use]
     pub const fn needs_norms(self) -> bool {
         matches!(self, Self::Lamb | Self::Lars)
     }
 }
 
-unit_names!(Optimizer, "optimizer", "sgd, adamw, lamb or lars", {
+unit_names!(Optimizer in "tessera_sim::plan", "optimizer", "sgd, adamw, lamb or lars", {
     Sgd => "sgd",
     AdamW => "adamw",
     Lamb => "lamb",
@@ -334,6 +355,15 @@ impl PlanConfig {
     /// IPU), its own IPU, `16.16`, LAMB, micro-batch 8, no accumulation,
     /// no pipelining, recomputation, sharding or offloading, the
     /// [`PlanAssumptions::ipu`] assumptions.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Builtin, PlanConfig, Precision};
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// let c = PlanConfig::new(Builtin::Resnet50.table(), PodSpec::pod16());
+    /// assert_eq!((c.replicas, c.micro_batch, c.precision), (16, 8, Precision::Half));
+    /// assert!(c.validate().is_ok());
+    /// ```
     #[must_use]
     pub fn new(model: ModelTable, pod: PodSpec) -> Self {
         Self {
@@ -372,6 +402,16 @@ impl PlanConfig {
     /// # Errors
     /// [`PlanError::Model`] for a zero width or a network the trainer
     /// refuses.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Optimizer, PlanConfig, Precision};
+    /// use tessera_sim::train::TrainConfig;
+    ///
+    /// let train = TrainConfig::default();
+    /// let plan = PlanConfig::for_trainer(&train, 64, 10).unwrap();
+    /// assert_eq!((plan.replicas, plan.micro_batch), (train.replicas, train.micro_batch));
+    /// assert_eq!((plan.precision, plan.optimizer), (Precision::Half, Optimizer::Lamb));
+    /// ```
     pub fn for_trainer(
         config: &TrainConfig,
         inputs: usize,
@@ -405,6 +445,16 @@ impl PlanConfig {
     }
 
     /// The Pod built of [`PlanConfig::ipu`].
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::plan::{Builtin, PlanConfig};
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// let mut c = PlanConfig::new(Builtin::Resnet50.table(), PodSpec::pod16());
+    /// c.ipu = IpuSpec::BOW;
+    /// assert_eq!((c.machine().ipu(), c.machine().ipus()), (&IpuSpec::BOW, 16));
+    /// ```
     #[must_use]
     pub fn machine(&self) -> PodSpec {
         self.pod.clone().with_ipu(self.ipu)
@@ -420,6 +470,21 @@ impl PlanConfig {
     /// power of two, a replica larger than an IPU-Link domain);
     /// [`PlanError::MoreStagesThanLayers`];
     /// [`PlanError::AccumulationBelowStages`] (pipelined schedules only).
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Builtin, PlanConfig, PlanError};
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// let ok = PlanConfig::new(Builtin::Resnet50.table(), PodSpec::pod16());
+    /// assert_eq!(ok.validate().unwrap().replicas(), 16);
+    /// let none = PlanConfig { micro_batch: 0, ..ok.clone() };
+    /// assert_eq!(none.validate().unwrap_err(), PlanError::Zero("micro_batch"));
+    /// let piped = PlanConfig { replicas: 8, ipus_per_replica: 2, ..ok };
+    /// assert!(matches!(
+    ///     piped.validate(),
+    ///     Err(PlanError::AccumulationBelowStages { accumulation: 1, stages: 2 })
+    /// ));
+    /// ```
     pub fn validate(&self) -> Result<Layout, PlanError> {
         for (value, field) in [
             (self.micro_batch, "micro_batch"),
@@ -505,6 +570,15 @@ impl PlanConfig {
 
 /// A name for `ipu`: `Mk2 GC200`, `Bow`, `C600` ([`IpuSpec::PRESETS`]), or
 /// `custom IPU`.
+///
+/// ```
+/// use tessera_sim::{IpuParams, IpuSpec};
+/// use tessera_sim::plan::ipu_name;
+///
+/// assert_eq!(ipu_name(&IpuSpec::BOW), "Bow");
+/// let small = IpuSpec::new(IpuParams { tiles: 4, ..IpuParams::default() }).unwrap();
+/// assert_eq!(ipu_name(&small), "custom IPU");
+/// ```
 #[must_use]
 pub fn ipu_name(ipu: &IpuSpec) -> &'static str {
     IpuSpec::PRESETS

@@ -44,6 +44,13 @@ pub struct MemoryBreakdown {
 
 impl MemoryBreakdown {
     /// Bytes in all.
+    ///
+    /// ```
+    /// use tessera_sim::plan::MemoryBreakdown;
+    ///
+    /// let m = MemoryBreakdown { weights: 10, gradients: 10, activations: 30, ..Default::default() };
+    /// assert_eq!(m.total(), 50);
+    /// ```
     #[must_use]
     pub const fn total(&self) -> u64 {
         self.weights
@@ -55,6 +62,15 @@ impl MemoryBreakdown {
     }
 
     /// The parts with their names, for reports.
+    ///
+    /// ```
+    /// use tessera_sim::plan::MemoryBreakdown;
+    ///
+    /// let m = MemoryBreakdown { weights: 10, gradients: 10, activations: 30, ..Default::default() };
+    /// let parts = m.parts();
+    /// assert_eq!(parts[4], ("activations", 30));
+    /// assert_eq!(parts.iter().map(|p| p.1).sum::<u64>(), m.total());
+    /// ```
     #[must_use]
     pub const fn parts(&self) -> [(&'static str, u64); 6] {
         [
@@ -67,7 +83,15 @@ impl MemoryBreakdown {
         ]
     }
 
-    /// The largest part and its bytes.
+    /// The largest part and its bytes (the first of equals).
+    ///
+    /// ```
+    /// use tessera_sim::plan::MemoryBreakdown;
+    ///
+    /// let m = MemoryBreakdown { weights: 10, gradients: 10, activations: 30, ..Default::default() };
+    /// assert_eq!(m.largest(), ("activations", 30));
+    /// assert_eq!(MemoryBreakdown::default().largest(), ("weights", 0));
+    /// ```
     #[must_use]
     pub fn largest(&self) -> (&'static str, u64) {
         self.parts()

@@ -52,12 +52,33 @@ pub struct StepBreakdown {
 
 impl StepBreakdown {
     /// Seconds in all (the parts run one after the other).
+    ///
+    /// ```
+    /// use tessera_sim::plan::StepBreakdown;
+    /// use tessera_sim::pod::CollectiveTime;
+    ///
+    /// let all_reduce = CollectiveTime { ipu_link_s: 0.25, gw_link_s: 0.5 };
+    /// let step = StepBreakdown { compute_s: 1.0, all_reduce, ..Default::default() };
+    /// assert_eq!(step.total(), 1.75);
+    /// ```
     #[must_use]
     pub fn total(&self) -> f64 {
         self.parts().iter().fold(0.0, |a, (_, s)| a + s)
     }
 
-    /// The parts with their names, for reports.
+    /// The parts with their names, for reports; the all-reduce is two
+    /// parts, its IPU-Link and GW-Link seconds.
+    ///
+    /// ```
+    /// use tessera_sim::plan::StepBreakdown;
+    /// use tessera_sim::pod::CollectiveTime;
+    ///
+    /// let all_reduce = CollectiveTime { ipu_link_s: 0.25, gw_link_s: 0.5 };
+    /// let step = StepBreakdown { compute_s: 1.0, all_reduce, ..Default::default() };
+    /// let parts = step.parts();
+    /// assert_eq!(parts[0], ("compute", 1.0));
+    /// assert_eq!(parts[5], ("all-reduce (GW-Links)", 0.5));
+    /// ```
     #[must_use]
     pub fn parts(&self) -> [(&'static str, f64); 9] {
         [

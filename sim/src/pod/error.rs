@@ -19,6 +19,12 @@ pub enum DistributionField {
 
 impl DistributionField {
     /// The field's name.
+    ///
+    /// ```
+    /// use tessera_sim::pod::DistributionField;
+    ///
+    /// assert_eq!(DistributionField::IpusPerReplica.name(), "ipus_per_replica");
+    /// ```
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {

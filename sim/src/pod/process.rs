@@ -29,6 +29,13 @@ impl ProcessId {
     ///
     /// # Errors
     /// [`PodError::ProcessOutOfRange`] unless `index < count`.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{PodError, ProcessId};
+    ///
+    /// assert_eq!(ProcessId::new(1, 4), Ok(ProcessId { index: 1, count: 4 }));
+    /// assert_eq!(ProcessId::new(4, 4), Err(PodError::ProcessOutOfRange { index: 4, count: 4 }));
+    /// ```
     pub const fn new(index: usize, count: usize) -> Result<Self, PodError> {
         if index >= count {
             return Err(PodError::ProcessOutOfRange { index, count });
@@ -82,6 +89,15 @@ impl ProcessId {
     ///
     /// # Errors
     /// As [`ProcessId::from_vars`].
+    ///
+    /// ```
+    /// use tessera_sim::pod::{ProcessId, RANK_VARIABLE, SIZE_VARIABLE};
+    ///
+    /// // Outside mpirun neither variable is set: no identity.
+    /// if std::env::var_os(RANK_VARIABLE).is_none() && std::env::var_os(SIZE_VARIABLE).is_none() {
+    ///     assert_eq!(ProcessId::from_env(), Ok(None));
+    /// }
+    /// ```
     pub fn from_env() -> Result<Option<Self>, PodError> {
         let read = |variable: &'static str| match std::env::var(variable) {
             Ok(value) => Ok(Some(value)),
@@ -99,6 +115,14 @@ impl ProcessId {
     /// # Errors
     /// [`PodError::ProcessOutOfRange`] for an invalid `explicit`; as
     /// [`ProcessId::from_env`] otherwise.
+    ///
+    /// ```
+    /// use tessera_sim::pod::ProcessId;
+    ///
+    /// // An explicit identity wins over the environment.
+    /// assert_eq!(ProcessId::resolve(Some((2, 4))), Ok(ProcessId { index: 2, count: 4 }));
+    /// assert!(ProcessId::resolve(Some((4, 4))).is_err());
+    /// ```
     pub fn resolve(explicit: Option<(usize, usize)>) -> Result<Self, PodError> {
         Self::resolve_from(explicit, Self::from_env)
     }
@@ -108,6 +132,14 @@ impl ProcessId {
     ///
     /// # Errors
     /// As [`ProcessId::resolve`].
+    ///
+    /// ```
+    /// use tessera_sim::pod::ProcessId;
+    ///
+    /// assert_eq!(ProcessId::resolve_from(None, || Ok(None)), Ok(ProcessId::SINGLE));
+    /// let mpi = ProcessId::new(1, 2).unwrap();
+    /// assert_eq!(ProcessId::resolve_from(None, || Ok(Some(mpi))), Ok(mpi));
+    /// ```
     pub fn resolve_from(
         explicit: Option<(usize, usize)>,
         env: impl FnOnce() -> Result<Option<Self>, PodError>,

@@ -62,6 +62,16 @@ impl LinkSpec {
     /// The IPU-Links of `ipu`: its own link speed, efficiency and sync
     /// latency per hop ([`crate::IpuParams`]), with the message latency of
     /// [`Topology::IPU_LINK`].
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::pod::{LinkSpec, PodSpec};
+    ///
+    /// let link = LinkSpec::ipu_link(&IpuSpec::MK2_GC200);
+    /// assert_eq!(link.name, "IPU-Link");
+    /// assert!(link.efficiency > 0.0 && link.efficiency <= 1.0);
+    /// assert_eq!(PodSpec::pod16().ipu_link(), &link);
+    /// ```
     #[must_use]
     pub fn ipu_link(ipu: &IpuSpec) -> Self {
         let p = ipu.params();
@@ -78,6 +88,14 @@ impl LinkSpec {
     /// [`GW_LINKS_PER_M2000`]): the per-IPU share of
     /// [`Topology::GW_LINK_PER_IPU`] times [`IPUS_PER_M2000`], its latency
     /// also charged per hop of a sync across POD64s.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{LinkSpec, PodSpec};
+    ///
+    /// assert_eq!(LinkSpec::gw_link().name, "GW-Link");
+    /// assert_eq!(PodSpec::pods(2)?.gw_link(), &LinkSpec::gw_link());
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub fn gw_link() -> Self {
         let gw = Topology::GW_LINK_PER_IPU;
@@ -92,6 +110,14 @@ impl LinkSpec {
 
     /// The host's link to one IPU-M2000: 100 Gbit/s Ethernet with RDMA
     /// (RoCE) at line rate, latency not modelled.
+    ///
+    /// ```
+    /// use tessera_sim::pod::LinkSpec;
+    ///
+    /// let host = LinkSpec::host_link();
+    /// assert_eq!(host.bandwidth_bytes_per_s, 12.5e9); // 100 Gbit/s
+    /// assert_eq!((host.efficiency, host.latency_s), (1.0, 0.0));
+    /// ```
     #[must_use]
     pub fn host_link() -> Self {
         Self {
@@ -105,6 +131,16 @@ impl LinkSpec {
 
     /// A spec with the figures of a collectives [`Link`] (as
     /// [`LinkSpec::bandwidth_bytes_per_s`] the link's bandwidth as it is).
+    ///
+    /// ```
+    /// use tessera_collectives::{Link, Ports};
+    /// use tessera_sim::pod::LinkSpec;
+    ///
+    /// let link = Link::new(1e-6, 16e9, 0.5, Ports::PerPeer).unwrap();
+    /// let spec = LinkSpec::from_link("mine", &link, 2e-7);
+    /// assert_eq!((spec.bandwidth_bytes_per_s, spec.efficiency), (16e9, 0.5));
+    /// assert_eq!(spec.data_bytes_per_s(), 8e9);
+    /// ```
     #[must_use]
     pub fn from_link(name: &'static str, link: &Link, sync_per_hop_s: f64) -> Self {
         Self {
@@ -117,6 +153,14 @@ impl LinkSpec {
     }
 
     /// Bytes of data per second: bandwidth times efficiency.
+    ///
+    /// ```
+    /// use tessera_sim::pod::LinkSpec;
+    ///
+    /// let gw = LinkSpec::gw_link();
+    /// assert_eq!(gw.data_bytes_per_s(), gw.bandwidth_bytes_per_s * gw.efficiency);
+    /// assert_eq!(LinkSpec::host_link().data_bytes_per_s(), 12.5e9);
+    /// ```
     #[must_use]
     pub fn data_bytes_per_s(&self) -> f64 {
         self.bandwidth_bytes_per_s * self.efficiency
@@ -200,18 +244,39 @@ impl PodSpec {
     }
 
     /// One IPU-M2000: 4 Mk2 IPUs.
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// let m = PodSpec::m2000();
+    /// assert_eq!((m.name(), m.ipus(), m.m2000s()), ("IPU-M2000", 4, 1));
+    /// ```
     #[must_use]
     pub fn m2000() -> Self {
         Self::mk2("IPU-M2000".into(), IPUS_PER_M2000)
     }
 
     /// An IPU-POD16: 4 IPU-M2000s, 16 IPUs.
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// let p = PodSpec::pod16();
+    /// assert_eq!((p.ipus(), p.m2000s(), p.pod64s()), (16, 4, 1));
+    /// ```
     #[must_use]
     pub fn pod16() -> Self {
         Self::mk2("POD16".into(), IPUS_PER_M2000 * M2000S_PER_POD16)
     }
 
     /// An IPU-POD64: 16 IPU-M2000s, 64 IPUs, one IPU-Link domain.
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// let p = PodSpec::pod64();
+    /// assert_eq!((p.ipus(), p.m2000s(), p.domain_ipus()), (64, 16, 64));
+    /// ```
     #[must_use]
     pub fn pod64() -> Self {
         Self::mk2("POD64".into(), POD64_IPUS)
@@ -221,6 +286,15 @@ impl PodSpec {
     ///
     /// # Errors
     /// [`PodError::PodSize`] for 0 (or a count whose IPUs overflow).
+    ///
+    /// ```
+    /// use tessera_sim::pod::{PodError, PodSpec};
+    ///
+    /// let p = PodSpec::pods(2)?;
+    /// assert_eq!((p.name(), p.ipus(), p.pod64s()), ("POD128", 128, 2));
+    /// assert_eq!(PodSpec::pods(0), Err(PodError::PodSize { ipus: 0 }));
+    /// # Ok::<(), PodError>(())
+    /// ```
     pub fn pods(pod64s: usize) -> Result<Self, PodError> {
         let ipus = pod64s
             .checked_mul(POD64_IPUS)
@@ -238,6 +312,19 @@ impl PodSpec {
     /// [`PodError::PodSize`]; [`PodError::Link`] if a link's figures are
     /// not a link (a negative or non-finite latency or sync, a bandwidth
     /// that is not positive, an efficiency outside `(0, 1]`).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::pod::{LinkSpec, PodError, PodSpec};
+    ///
+    /// let ipu = IpuSpec::MK2_GC200;
+    /// let link = LinkSpec::ipu_link(&ipu);
+    /// let pod8 = PodSpec::custom("pod8", 8, ipu, link, LinkSpec::gw_link())?;
+    /// assert_eq!((pod8.ipus(), pod8.domain_ipus()), (8, 8));
+    /// let odd = PodSpec::custom("pod12", 12, ipu, link, LinkSpec::gw_link());
+    /// assert_eq!(odd, Err(PodError::PodSize { ipus: 12 }));
+    /// # Ok::<(), PodError>(())
+    /// ```
     pub fn custom(
         name: impl Into<String>,
         ipus: usize,
@@ -298,6 +385,16 @@ impl PodSpec {
     ///
     /// # Errors
     /// [`PodError::Link`] as [`PodSpec::custom`].
+    ///
+    /// ```
+    /// use tessera_sim::pod::{LinkSpec, PodError, PodSpec};
+    ///
+    /// let fast = LinkSpec { bandwidth_bytes_per_s: 25e9, ..LinkSpec::host_link() };
+    /// assert_eq!(PodSpec::pod16().with_host_link(fast)?.host_link(), &fast);
+    /// let broken = LinkSpec { efficiency: 0.0, ..LinkSpec::host_link() };
+    /// assert!(matches!(PodSpec::pod16().with_host_link(broken), Err(PodError::Link { .. })));
+    /// # Ok::<(), PodError>(())
+    /// ```
     pub fn with_host_link(mut self, host_link: LinkSpec) -> Result<Self, PodError> {
         host_link.link(1, Ports::Single)?;
         self.host_link = host_link;
@@ -326,24 +423,51 @@ impl PodSpec {
     }
 
     /// The Pod's name.
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// assert_eq!(PodSpec::pod16().name(), "POD16");
+    /// ```
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// IPUs.
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// assert_eq!(PodSpec::pod64().ipus(), 64);
+    /// ```
     #[must_use]
     pub const fn ipus(&self) -> usize {
         self.ipus
     }
 
     /// The IPU.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// assert_eq!(PodSpec::pod16().ipu(), &IpuSpec::MK2_GC200);
+    /// assert_eq!(PodSpec::pod16().ipu().clock_hz(), 1_330_000_000);
+    /// ```
     #[must_use]
     pub const fn ipu(&self) -> &IpuSpec {
         &self.ipu
     }
 
     /// The IPU-Links (within an IPU-Link domain).
+    ///
+    /// ```
+    /// use tessera_sim::pod::{LinkSpec, PodSpec};
+    ///
+    /// let pod = PodSpec::pod16();
+    /// assert_eq!(pod.ipu_link(), &LinkSpec::ipu_link(pod.ipu()));
+    /// ```
     #[must_use]
     pub const fn ipu_link(&self) -> &LinkSpec {
         &self.ipu_link
@@ -351,36 +475,81 @@ impl PodSpec {
 
     /// The IPU-Links of one IPU-Link domain: which IPUs they join, how
     /// many, at what rate and latency.
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// // A POD256's IPU-Link domain is one POD64.
+    /// assert_eq!(PodSpec::pods(4)?.fabric().nodes(), 64);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn fabric(&self) -> &Fabric {
         &self.fabric
     }
 
     /// One GW-Link of an IPU-M2000 (between POD64s).
+    ///
+    /// ```
+    /// use tessera_sim::pod::{LinkSpec, PodSpec};
+    ///
+    /// assert_eq!(PodSpec::pod64().gw_link().name, LinkSpec::gw_link().name);
+    /// ```
     #[must_use]
     pub const fn gw_link(&self) -> &LinkSpec {
         &self.gw_link
     }
 
     /// The host's link to one IPU-M2000.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{LinkSpec, PodSpec};
+    ///
+    /// assert_eq!(PodSpec::pod16().host_link(), &LinkSpec::host_link());
+    /// ```
     #[must_use]
     pub const fn host_link(&self) -> &LinkSpec {
         &self.host_link
     }
 
     /// IPUs per IPU-M2000: [`IPUS_PER_M2000`].
+    ///
+    /// ```
+    /// use tessera_sim::pod::{IPUS_PER_M2000, PodSpec};
+    ///
+    /// assert_eq!(PodSpec::pod64().ipus_per_m2000(), IPUS_PER_M2000);
+    /// ```
     #[must_use]
     pub const fn ipus_per_m2000(&self) -> usize {
         IPUS_PER_M2000
     }
 
     /// IPU-M2000s (a partition of fewer than 4 IPUs uses part of one).
+    ///
+    /// ```
+    /// use tessera_sim::pod::{LinkSpec, PodSpec};
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// assert_eq!(PodSpec::pod64().m2000s(), 16);
+    /// let ipu = IpuSpec::MK2_GC200;
+    /// let two = PodSpec::custom("two", 2, ipu, LinkSpec::ipu_link(&ipu), LinkSpec::gw_link())?;
+    /// assert_eq!(two.m2000s(), 1); // part of one
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn m2000s(&self) -> usize {
         self.ipus.div_ceil(IPUS_PER_M2000)
     }
 
     /// IPUs of one IPU-Link domain: the Pod's IPUs up to a POD64.
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// assert_eq!(PodSpec::pod16().domain_ipus(), 16);
+    /// assert_eq!(PodSpec::pods(2)?.domain_ipus(), 64);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn domain_ipus(&self) -> usize {
         if self.ipus < POD64_IPUS {
@@ -391,6 +560,13 @@ impl PodSpec {
     }
 
     /// IPU-Link domains (POD64s; 1 for a smaller Pod).
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// assert_eq!(PodSpec::pods(4)?.pod64s(), 4);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn pod64s(&self) -> usize {
         self.ipus / self.domain_ipus()

@@ -114,6 +114,13 @@ impl PrecisionMode {
     pub const HALF_RN: Self = Self::Half(Round::NEAREST_EVEN);
 
     /// Whether the model computes in f16.
+    ///
+    /// ```
+    /// use tessera_sim::train::PrecisionMode;
+    ///
+    /// assert!(PrecisionMode::HALF_SR.f16_compute());
+    /// assert!(!PrecisionMode::Fp32.f16_compute());
+    /// ```
     #[must_use]
     pub const fn f16_compute(self) -> bool {
         !matches!(self, Self::Fp32)
@@ -172,6 +179,13 @@ impl PrecisionMode {
     }
 
     /// Bytes of a gradient or activation element on the device.
+    ///
+    /// ```
+    /// use tessera_sim::train::PrecisionMode;
+    ///
+    /// assert_eq!(PrecisionMode::Mixed.compute_bytes(), 2);
+    /// assert_eq!(PrecisionMode::Fp32.compute_bytes(), 4);
+    /// ```
     #[must_use]
     pub const fn compute_bytes(self) -> u64 {
         if self.f16_compute() { 2 } else { 4 }
@@ -278,12 +292,27 @@ pub trait NamedOptimizer: Sized {
     ///
     /// # Errors
     /// A message naming the unknown optimizer.
+    ///
+    /// ```
+    /// use tessera_sim::train::{NamedOptimizer, OptimizerConfig};
+    ///
+    /// let sgd = OptimizerConfig::default_named("sgd").unwrap();
+    /// assert!(matches!(sgd, OptimizerConfig::Sgd(c) if c.lr == 0.1 && c.momentum == 0.9));
+    /// assert!(OptimizerConfig::default_named("adam").unwrap_err().contains("`adam`"));
+    /// ```
     fn default_named(name: &str) -> Result<Self, String>;
 
     /// [`NamedOptimizer::default_named`] with learning rate `lr`.
     ///
     /// # Errors
     /// A message naming the unknown optimizer.
+    ///
+    /// ```
+    /// use tessera_sim::train::{NamedOptimizer, OptimizerConfig};
+    ///
+    /// let lamb = OptimizerConfig::named("lamb", 0.02).unwrap();
+    /// assert!(matches!(lamb, OptimizerConfig::Lamb(c) if c.lr == 0.02));
+    /// ```
     fn named(name: &str, lr: f32) -> Result<Self, String>;
 }
 
@@ -343,6 +372,13 @@ pub enum LossScaling {
 impl LossScaling {
     /// How the command line writes it: `off`, `static:S`, `dynamic`,
     /// `automatic`.
+    ///
+    /// ```
+    /// use tessera_sim::train::LossScaling;
+    ///
+    /// assert_eq!(LossScaling::Static(128.0).describe(), "static:128");
+    /// assert_eq!(LossScaling::Off.describe(), "off");
+    /// ```
     #[must_use]
     pub fn describe(&self) -> String {
         match self {
@@ -352,6 +388,13 @@ impl LossScaling {
     }
 
     /// Its name, as on the command line.
+    ///
+    /// ```
+    /// use tessera_sim::train::{LossScaling, TrainConfig};
+    ///
+    /// assert_eq!(LossScaling::Static(8.0).name(), "static");
+    /// assert_eq!(TrainConfig::default().loss_scaling.name(), "dynamic");
+    /// ```
     #[must_use]
     pub const fn name(&self) -> &'static str {
         match self {
@@ -392,7 +435,7 @@ pub enum GradReduction {
     RunningMean,
 }
 
-unit_names!(GradReduction, "reduction", "sum, mean (post-mean) or running-mean", {
+unit_names!(GradReduction in "tessera_sim::train", "reduction", "sum, mean (post-mean) or running-mean", {
     Sum => "sum",
     PostMean => "mean" | "post-mean",
     RunningMean => "running-mean",
@@ -412,6 +455,14 @@ impl LrDecay {
     /// The learning-rate factor of step `step` (0-based) of `total`, after
     /// `warmup` steps of linear warm-up: computed in f64 with `libm`, so the
     /// same on every platform.
+    ///
+    /// ```
+    /// use tessera_sim::train::LrDecay;
+    ///
+    /// assert_eq!(LrDecay::Constant.factor(50, 100, 10), 1.0);
+    /// assert_eq!(LrDecay::Cosine.factor(0, 100, 0), 1.0);
+    /// assert_eq!(LrDecay::Cosine.factor(50, 100, 0), 0.5); // half-way
+    /// ```
     #[must_use]
     pub fn factor(self, step: u64, total: u64, warmup: u64) -> f32 {
         self.schedule(total, warmup).factor(step)
@@ -419,6 +470,14 @@ impl LrDecay {
 
     /// The core's [`LrSchedule`] of `total` steps with `warmup` steps of
     /// warm-up.
+    ///
+    /// ```
+    /// use tessera_sim::train::LrDecay;
+    ///
+    /// let s = LrDecay::Cosine.schedule(100, 10);
+    /// assert_eq!((s.total, s.warmup), (100, 10));
+    /// assert_eq!(s.factor(60), LrDecay::Cosine.factor(60, 100, 10));
+    /// ```
     #[must_use]
     pub const fn schedule(self, total: u64, warmup: u64) -> LrSchedule {
         let decay = match self {
@@ -433,7 +492,7 @@ impl LrDecay {
     }
 }
 
-unit_names!(LrDecay, "schedule", "constant or cosine", {
+unit_names!(LrDecay in "tessera_sim::train", "schedule", "constant or cosine", {
     Constant => "constant",
     Cosine => "cosine",
 });
@@ -576,6 +635,15 @@ impl TrainConfig {
     /// ([`NetworkConfig::resnet_mini`] of [`RESNET_MINI_WIDTHS`] and
     /// [`RESNET_MINI_BLOCKS`], batch norm per replica) and the
     /// hyperparameters that train it on the digits.
+    ///
+    /// ```
+    /// use tessera_sim::train::TrainConfig;
+    ///
+    /// let c = TrainConfig::resnet_mini([1, 8, 8]);
+    /// assert_eq!(c.network.as_ref().unwrap().input, [1, 8, 8]);
+    /// assert_eq!(c.micro_batch * c.gradient_accumulation, 8);
+    /// assert!(c.validate().is_ok());
+    /// ```
     #[must_use]
     pub fn resnet_mini(input: [usize; 3]) -> Self {
         let network =
@@ -597,6 +665,13 @@ impl TrainConfig {
     }
 
     /// The model for data of `inputs` features and `classes` classes.
+    ///
+    /// ```
+    /// use tessera_sim::train::TrainConfig;
+    ///
+    /// let m = TrainConfig::default().model(64, 10);
+    /// assert_eq!((m.inputs, m.hidden, m.classes), (64, vec![128, 64], 10));
+    /// ```
     #[must_use]
     pub fn model(&self, inputs: usize, classes: usize) -> MlpConfig {
         MlpConfig {
@@ -614,6 +689,16 @@ impl TrainConfig {
     /// # Errors
     /// [`TrainError::Invalid`] if the network's input is not `inputs`
     /// features.
+    ///
+    /// ```
+    /// use tessera_sim::model::ModelConfig;
+    /// use tessera_sim::train::{TrainConfig, TrainError};
+    ///
+    /// let net = TrainConfig::resnet_mini([1, 8, 8]);
+    /// assert!(matches!(net.model_config(64, 10), Ok(ModelConfig::Network(n)) if n.classes == 10));
+    /// assert!(matches!(net.model_config(63, 10), Err(TrainError::Invalid(_))));
+    /// assert!(matches!(TrainConfig::default().model_config(64, 10), Ok(ModelConfig::Mlp(_))));
+    /// ```
     pub fn model_config(&self, inputs: usize, classes: usize) -> Result<ModelConfig, TrainError> {
         let Some(net) = &self.network else {
             return Ok(ModelConfig::Mlp(self.model(inputs, classes)));
@@ -657,6 +742,13 @@ impl TrainConfig {
     }
 
     /// Replicas fed by each instance.
+    ///
+    /// ```
+    /// use tessera_sim::train::TrainConfig;
+    ///
+    /// // The default job: 16 replicas fed by 4 instances.
+    /// assert_eq!(TrainConfig::default().replicas_per_instance(), 4);
+    /// ```
     #[must_use]
     pub const fn replicas_per_instance(&self) -> usize {
         match self.replicas.checked_div(self.instances) {
@@ -667,6 +759,15 @@ impl TrainConfig {
 
     /// Replicas sharing the optimizer state: each instance's replicas with
     /// replicated tensor sharding, else 1.
+    ///
+    /// ```
+    /// use tessera_sim::train::TrainConfig;
+    ///
+    /// let mut c = TrainConfig::default();
+    /// assert_eq!(c.shards(), 1);
+    /// c.replicated_tensor_sharding = true;
+    /// assert_eq!(c.shards(), c.replicas_per_instance());
+    /// ```
     #[must_use]
     pub const fn shards(&self) -> usize {
         if self.replicated_tensor_sharding {
@@ -677,6 +778,13 @@ impl TrainConfig {
     }
 
     /// The batch arithmetic.
+    ///
+    /// ```
+    /// use tessera_sim::train::TrainConfig;
+    ///
+    /// let p = TrainConfig::default().batch_plan();
+    /// assert_eq!((p.instances, p.replicas_per_instance, p.micro_batch), (4, 4, 8));
+    /// ```
     #[must_use]
     pub const fn batch_plan(&self) -> BatchPlan {
         BatchPlan {
@@ -692,6 +800,16 @@ impl TrainConfig {
     ///
     /// # Errors
     /// [`TrainError::Pod`] saying which numbers disagree.
+    ///
+    /// ```
+    /// use tessera_sim::pod::PodError;
+    /// use tessera_sim::train::{TrainConfig, TrainError};
+    ///
+    /// assert!(TrainConfig::default().layout().is_ok());
+    /// let odd = TrainConfig { replicas: 6, ..TrainConfig::default() };
+    /// let want = PodError::InstancesDoNotDivideReplicas { instances: 4, replicas: 6 };
+    /// assert!(matches!(odd.layout(), Err(TrainError::Pod(e)) if e == want));
+    /// ```
     pub fn layout(&self) -> Result<Layout, TrainError> {
         Distribution {
             instances: self.instances,
@@ -707,6 +825,16 @@ impl TrainConfig {
     ///
     /// # Errors
     /// The first problem, as a [`TrainError`] carrying the numbers.
+    ///
+    /// ```
+    /// use tessera_sim::train::{TrainConfig, TrainError};
+    ///
+    /// assert!(TrainConfig::default().validate().is_ok());
+    /// let none = TrainConfig { micro_batch: 0, ..TrainConfig::default() };
+    /// assert!(matches!(none.validate(), Err(TrainError::Zero("micro_batch"))));
+    /// let held = TrainConfig { test_fraction: 1.0, ..TrainConfig::default() };
+    /// assert!(matches!(held.validate(), Err(TrainError::Invalid(_))));
+    /// ```
     pub fn validate(&self) -> Result<Layout, TrainError> {
         let layout = self.layout()?;
         for (value, name) in [

@@ -42,6 +42,13 @@ pub struct StepTime {
 
 impl StepTime {
     /// Seconds in all (the parts run one after the other).
+    ///
+    /// ```
+    /// use tessera_sim::train::StepTime;
+    ///
+    /// let t = StepTime { compute_s: 0.5, sync_s: 0.25, ..StepTime::default() };
+    /// assert_eq!(t.total(), 0.75);
+    /// ```
     #[must_use]
     pub fn total(&self) -> f64 {
         self.compute_s
@@ -56,6 +63,14 @@ impl StepTime {
     }
 
     /// The parts with their names, for reports.
+    ///
+    /// ```
+    /// use tessera_sim::train::StepTime;
+    ///
+    /// let t = StepTime { compute_s: 0.5, host_io_s: 0.125, ..StepTime::default() };
+    /// assert_eq!(t.parts()[0], ("compute", 0.5));
+    /// assert_eq!(t.parts().iter().map(|(_, s)| s).sum::<f64>(), t.total());
+    /// ```
     #[must_use]
     pub fn parts(&self) -> [(&'static str, f64); 9] {
         [

@@ -52,6 +52,27 @@ pub struct MemoryReport {
 impl MemoryReport {
     /// Bytes of the fullest tile: model, optimizer share and activation
     /// stashes together.
+    ///
+    /// ```
+    /// use tessera_sim::data::Source;
+    /// use tessera_sim::train::{RunOptions, TrainConfig, Trainer};
+    ///
+    /// let data = Source::Synthetic { samples: 32, features: 4, classes: 2, seed: 1 }.load().unwrap();
+    /// let config = TrainConfig {
+    ///     hidden: vec![4],
+    ///     instances: 1,
+    ///     replicas: 1,
+    ///     micro_batch: 4,
+    ///     device_iterations: 1,
+    ///     epochs: 1,
+    ///     test_fraction: 0.25,
+    ///     ..TrainConfig::default()
+    /// };
+    /// let summary = Trainer::new(config, data).unwrap().run(&RunOptions::default(), &|_| {}).unwrap();
+    /// let m = &summary.memory;
+    /// assert_eq!(m.max_tile_bytes(), m.model.max + m.optimizer.per_tile_bytes + m.stash_per_tile());
+    /// assert!(m.max_tile_bytes() <= m.model.capacity);
+    /// ```
     #[must_use]
     pub fn max_tile_bytes(&self) -> u64 {
         self.model.max + self.optimizer.per_tile_bytes + self.stash_per_tile()
@@ -59,6 +80,26 @@ impl MemoryReport {
 
     /// The largest activation stash per tile of an IPU: its stages'
     /// (parts of successive stages on one IPU add up).
+    ///
+    /// ```
+    /// use tessera_sim::data::Source;
+    /// use tessera_sim::train::{RunOptions, TrainConfig, Trainer};
+    ///
+    /// let data = Source::Synthetic { samples: 32, features: 4, classes: 2, seed: 1 }.load().unwrap();
+    /// let config = TrainConfig {
+    ///     hidden: vec![4],
+    ///     instances: 1,
+    ///     replicas: 1,
+    ///     micro_batch: 4,
+    ///     device_iterations: 1,
+    ///     epochs: 1,
+    ///     test_fraction: 0.25,
+    ///     ..TrainConfig::default()
+    /// };
+    /// let summary = Trainer::new(config, data).unwrap().run(&RunOptions::default(), &|_| {}).unwrap();
+    /// // Not pipelined: one stage, one micro-batch in flight, nothing stashed.
+    /// assert_eq!(summary.memory.stash_per_tile(), 0);
+    /// ```
     #[must_use]
     pub fn stash_per_tile(&self) -> u64 {
         busiest_ipu_stash(&self.activations)
@@ -314,6 +355,16 @@ fn host_bytes(
 ///
 /// # Errors
 /// A message if [`HOST_MEMORY_VARIABLE`] is set but not a whole number.
+///
+/// ```
+/// use tessera_sim::train::{HOST_MEMORY_VARIABLE, available_host_memory};
+///
+/// if std::env::var_os(HOST_MEMORY_VARIABLE).is_none()
+///     && let Ok(Some((bytes, source))) = available_host_memory()
+/// {
+///     assert!(bytes > 0 && source.contains("MemAvailable"));
+/// }
+/// ```
 pub fn available_host_memory() -> Result<Option<(u64, &'static str)>, String> {
     if let Some(cap) = std::env::var_os(HOST_MEMORY_VARIABLE) {
         return match cap.to_str().and_then(|c| c.trim().parse().ok()) {

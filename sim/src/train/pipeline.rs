@@ -54,7 +54,7 @@ pub enum Schedule {
     Sequential,
 }
 
-unit_names!(Schedule, "schedule", "grouped, interleaved or sequential", {
+unit_names!(Schedule in "tessera_sim::train", "schedule", "grouped, interleaved or sequential", {
     Grouped => "grouped",
     Interleaved => "interleaved",
     Sequential => "sequential" | "sharded",
@@ -84,6 +84,15 @@ impl Pipeline {
     ///
     /// # Errors
     /// [`ModelError::DeviceMapping`] naming the block that is wrong.
+    ///
+    /// ```
+    /// use tessera_sim::train::{Pipeline, TrainConfig};
+    ///
+    /// // The default MLP (two hidden layers and the head) balanced over 2 IPUs.
+    /// let network = TrainConfig::default().model(64, 10).network();
+    /// let placement = Pipeline::default().placement(&network, 2, 8).unwrap();
+    /// assert_eq!(placement.stages(), 2);
+    /// ```
     pub fn placement(
         &self,
         network: &NetworkConfig,
@@ -99,6 +108,14 @@ impl Pipeline {
 
 /// Pipeline cycles of `g` micro-batches over `p` stages: `2(p - 1) + (g -
 /// (p - 1))` (ramp-up, main, ramp-down), for `g >= p - 1`.
+///
+/// ```
+/// use tessera_sim::train::pipeline_cycles;
+///
+/// // 4 stages, 8 micro-batches: 3 cycles of ramp-up, 5 full, 3 of ramp-down.
+/// assert_eq!(pipeline_cycles(4, 8), 11);
+/// assert_eq!(pipeline_cycles(1, 8), 8); // one stage: no bubble
+/// ```
 #[must_use]
 pub const fn pipeline_cycles(p: usize, g: usize) -> usize {
     2 * (p - 1) + (g + 1 - p)
@@ -117,6 +134,13 @@ pub struct StepCycles {
 
 impl StepCycles {
     /// All of them.
+    ///
+    /// ```
+    /// use tessera_sim::train::StepCycles;
+    ///
+    /// let c = StepCycles { compute: 80, bubble: 30, recompute: 10 };
+    /// assert_eq!(c.total(), 120);
+    /// ```
     #[must_use]
     pub const fn total(&self) -> u64 {
         self.compute + self.bubble + self.recompute
@@ -128,6 +152,20 @@ impl StepCycles {
 /// no cycles): the overlapping schedules per pipeline cycle the busiest
 /// IPU's sum over its parts, the sequential one each stage's slowest part
 /// (the formulas are the `pipeline` module's).
+///
+/// ```
+/// use tessera_sim::model::{Part, StageCycles};
+/// use tessera_sim::train::{Schedule, step_cycles};
+///
+/// // Two stages on two IPUs, 10 forward and 20 backward cycles each, 4 micro-batches.
+/// let parts: Vec<StageCycles> = (0..2)
+///     .map(|s| StageCycles { part: Part { stage: s, ipu: s as u32 }, forward: 10, backward: 20 })
+///     .collect();
+/// let c = step_cycles(&parts, 4, Schedule::Interleaved, false);
+/// assert_eq!((c.compute, c.bubble, c.recompute), (4 * 30, 30, 0));
+/// let r = step_cycles(&parts, 4, Schedule::Interleaved, true);
+/// assert_eq!(r.recompute, 5 * 10); // each of the 5 pipeline cycles runs a forward again
+/// ```
 #[must_use]
 pub fn step_cycles(
     parts: &[StageCycles],
@@ -178,6 +216,15 @@ pub fn step_cycles(
 
 /// Micro-batches whose activations stage `s` of `p` keeps with `g`
 /// micro-batches in flight.
+///
+/// ```
+/// use tessera_sim::train::{Schedule, stashed};
+///
+/// // The first of 4 stages keeps 4 micro-batches interleaved (1F1B), 7 grouped.
+/// assert_eq!(stashed(Schedule::Interleaved, 0, 4, 8), 4);
+/// assert_eq!(stashed(Schedule::Grouped, 0, 4, 8), 7);
+/// assert_eq!(stashed(Schedule::Sequential, 0, 4, 8), 1);
+/// ```
 #[must_use]
 pub fn stashed(schedule: Schedule, s: usize, p: usize, g: usize) -> usize {
     match schedule {

@@ -96,12 +96,51 @@ pub struct Summary {
 
 impl Summary {
     /// Simulated samples per second on the Pod.
+    ///
+    /// ```
+    /// use tessera_sim::data::Source;
+    /// use tessera_sim::train::{RunOptions, TrainConfig, Trainer};
+    ///
+    /// let data = Source::Synthetic { samples: 32, features: 4, classes: 2, seed: 1 }.load().unwrap();
+    /// let config = TrainConfig {
+    ///     hidden: vec![4],
+    ///     instances: 1,
+    ///     replicas: 1,
+    ///     micro_batch: 4,
+    ///     device_iterations: 1,
+    ///     epochs: 1,
+    ///     test_fraction: 0.25,
+    ///     ..TrainConfig::default()
+    /// };
+    /// let summary = Trainer::new(config, data).unwrap().run(&RunOptions::default(), &|_| {}).unwrap();
+    /// let rate = summary.simulated_samples_per_second();
+    /// assert_eq!(rate, summary.global_batch as f64 / summary.step_time.total());
+    /// ```
     #[must_use]
     pub fn simulated_samples_per_second(&self) -> f64 {
         self.global_batch as f64 / self.step_time.total()
     }
 
     /// Samples per second of host time.
+    ///
+    /// ```
+    /// use tessera_sim::data::Source;
+    /// use tessera_sim::train::{RunOptions, TrainConfig, Trainer};
+    ///
+    /// let data = Source::Synthetic { samples: 32, features: 4, classes: 2, seed: 1 }.load().unwrap();
+    /// let config = TrainConfig {
+    ///     hidden: vec![4],
+    ///     instances: 1,
+    ///     replicas: 1,
+    ///     micro_batch: 4,
+    ///     device_iterations: 1,
+    ///     epochs: 1,
+    ///     test_fraction: 0.25,
+    ///     ..TrainConfig::default()
+    /// };
+    /// let summary = Trainer::new(config, data).unwrap().run(&RunOptions::default(), &|_| {}).unwrap();
+    /// assert!(summary.wall_samples_per_second() > 0.0);
+    /// ```
     #[must_use]
     pub fn wall_samples_per_second(&self) -> f64 {
         (self.steps.len() * self.global_batch) as f64 / self.wall_seconds.max(1e-9)

@@ -22,6 +22,27 @@ impl Trainer {
     /// # Errors
     /// A [`TrainError`]: the first failure of any replica (the others stop
     /// with it).
+    ///
+    /// ```
+    /// use tessera_sim::data::Source;
+    /// use tessera_sim::train::{RunOptions, TrainConfig, Trainer};
+    ///
+    /// let data = Source::Synthetic { samples: 32, features: 4, classes: 2, seed: 1 }.load().unwrap();
+    /// let config = TrainConfig {
+    ///     hidden: vec![4],
+    ///     instances: 1,
+    ///     replicas: 1,
+    ///     micro_batch: 4,
+    ///     device_iterations: 1,
+    ///     epochs: 1,
+    ///     test_fraction: 0.25,
+    ///     ..TrainConfig::default()
+    /// };
+    /// let summary = Trainer::new(config, data).unwrap().run(&RunOptions::default(), &|_| {}).unwrap();
+    /// // 24 training samples in global batches of 4: 6 steps.
+    /// assert_eq!(summary.steps.len(), 6);
+    /// assert!((0.0..=1.0).contains(&summary.test.test_accuracy));
+    /// ```
     pub fn run(&self, options: &RunOptions, observer: Observer<'_>) -> Result<Summary, TrainError> {
         let k = self.config.instances;
         if k == 1 {
@@ -78,6 +99,29 @@ impl Trainer {
     ///
     /// # Errors
     /// As [`Trainer::run`].
+    ///
+    /// ```
+    /// use tessera_collectives::ThreadCommunicator;
+    /// use tessera_sim::data::Source;
+    /// use tessera_sim::train::{RunOptions, TrainConfig, Trainer};
+    ///
+    /// let data = Source::Synthetic { samples: 32, features: 4, classes: 2, seed: 1 }.load().unwrap();
+    /// let config = TrainConfig {
+    ///     hidden: vec![4],
+    ///     instances: 1,
+    ///     replicas: 1,
+    ///     micro_batch: 4,
+    ///     device_iterations: 1,
+    ///     epochs: 1,
+    ///     test_fraction: 0.25,
+    ///     ..TrainConfig::default()
+    /// };
+    /// let trainer = Trainer::new(config, data).unwrap();
+    /// let one = trainer.run_instance::<ThreadCommunicator>(0, None, &RunOptions::default(), &|_| {});
+    /// // One instance: it is instance 0 and returns the summary, the same as `run`'s.
+    /// let all = trainer.run(&RunOptions::default(), &|_| {}).unwrap();
+    /// assert_eq!(one.unwrap().unwrap().fingerprint, all.fingerprint);
+    /// ```
     pub fn run_instance<C: Communicator>(
         &self,
         instance: usize,

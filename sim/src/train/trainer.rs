@@ -38,6 +38,15 @@ impl Trainer {
     /// The first problem found: the distribution, the batch arithmetic
     /// (a global batch larger than the training set, say), a
     /// hyperparameter.
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    /// use tessera_sim::train::{TrainConfig, TrainError, Trainer};
+    ///
+    /// assert!(Trainer::new(TrainConfig::default(), digits()).is_ok());
+    /// let held = TrainConfig { test_fraction: 0.0, ..TrainConfig::default() };
+    /// assert!(matches!(Trainer::new(held, digits()), Err(TrainError::Invalid(_))));
+    /// ```
     pub fn new(config: TrainConfig, data: Dataset) -> Result<Self, TrainError> {
         let layout = config.validate()?;
         if config.batch_invariant {
@@ -97,30 +106,77 @@ impl Trainer {
     }
 
     /// The configuration.
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    /// use tessera_sim::train::{TrainConfig, Trainer};
+    ///
+    /// let trainer = Trainer::new(TrainConfig::default(), digits()).unwrap();
+    /// assert_eq!(trainer.config(), &TrainConfig::default());
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &TrainConfig {
         &self.config
     }
 
     /// The model.
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    /// use tessera_sim::model::ModelConfig;
+    /// use tessera_sim::train::{TrainConfig, Trainer};
+    ///
+    /// let trainer = Trainer::new(TrainConfig::default(), digits()).unwrap();
+    /// // The MLP's inputs and classes come from the data set.
+    /// assert!(matches!(trainer.model(), ModelConfig::Mlp(m) if m.inputs == 64 && m.classes == 10));
+    /// ```
     #[must_use]
     pub const fn model(&self) -> &ModelConfig {
         &self.model
     }
 
     /// The training and test sets.
+    ///
+    /// ```
+    /// use tessera_sim::data::{DIGITS_SAMPLES, digits};
+    /// use tessera_sim::train::{TrainConfig, Trainer};
+    ///
+    /// let trainer = Trainer::new(TrainConfig::default(), digits()).unwrap();
+    /// let (train, test) = trainer.sets();
+    /// assert_eq!(train.len() + test.len(), DIGITS_SAMPLES);
+    /// assert!(test.len() < train.len()); // a test fraction of 0.2
+    /// ```
     #[must_use]
     pub fn sets(&self) -> (&Dataset, &Dataset) {
         (&self.train, &self.test)
     }
 
     /// Where each replica's layers run.
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    /// use tessera_sim::model::Placement;
+    /// use tessera_sim::train::{TrainConfig, Trainer};
+    ///
+    /// let trainer = Trainer::new(TrainConfig::default(), digits()).unwrap();
+    /// assert_eq!(trainer.placement(), &Placement::Spread); // not pipelined
+    /// ```
     #[must_use]
     pub const fn placement(&self) -> &Placement {
         &self.placement
     }
 
     /// Optimizer steps per epoch (drop-last).
+    ///
+    /// ```
+    /// use tessera_sim::data::digits;
+    /// use tessera_sim::train::{TrainConfig, Trainer};
+    ///
+    /// let config = TrainConfig::default();
+    /// let global = config.batch_plan().global_batch();
+    /// let trainer = Trainer::new(config, digits()).unwrap();
+    /// assert_eq!(trainer.steps_per_epoch(), (trainer.sets().0.len() / global) as u64);
+    /// ```
     #[must_use]
     pub const fn steps_per_epoch(&self) -> u64 {
         self.steps_per_epoch
@@ -133,6 +189,16 @@ impl Trainer {
     /// As resuming from it: [`TrainError::Checkpoint`] if it cannot be
     /// read, [`TrainError::CheckpointMismatch`] if it is another run's or
     /// beyond this run's end.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use tessera_sim::data::digits;
+    /// use tessera_sim::train::{TrainConfig, TrainError, Trainer};
+    ///
+    /// let trainer = Trainer::new(TrainConfig::default(), digits()).unwrap();
+    /// let missing = trainer.resume_point(Path::new("no/such/checkpoint.safetensors"));
+    /// assert!(matches!(missing, Err(TrainError::Checkpoint(_))));
+    /// ```
     pub fn resume_point(&self, path: &std::path::Path) -> Result<u64, TrainError> {
         let total = self.steps_per_epoch * self.config.epochs;
         checkpoint::resume_point(path, &self.config, &self.data, total)

@@ -43,6 +43,16 @@ pub(crate) use product::operand_field;
 /// `c = op(a) op(b)` by [`tessera_core::kernels::gemm`] (see [`GemmShape`]
 /// for the layouts): the same bits on every CPU.
 ///
+/// ```
+/// use tessera_sim::kernels::matmul::{GemmShape, gemm};
+///
+/// // [1 2; 3 4] times the transpose of [1 0; 1 1] (stored [n, k]).
+/// let shape = GemmShape { m: 2, k: 2, n: 2, a_transposed: false, b_transposed: true };
+/// let mut c = [0.0f32; 4];
+/// gemm(shape, &[1.0, 2.0, 3.0, 4.0], &[1.0, 0.0, 1.0, 1.0], &mut c);
+/// assert_eq!(c, [1.0, 3.0, 3.0, 7.0]);
+/// ```
+///
 /// # Panics
 /// If a slice's length is not its matrix's.
 pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
@@ -64,6 +74,20 @@ pub fn gemm(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
 /// `tessera bench` measures [`gemm`] against. Its bits depend on the CPU
 /// (`sgemm` uses FMA where the CPU has it), so the simulator does not use
 /// it.
+///
+/// ```
+/// use tessera_sim::kernels::matmul::{GemmShape, gemm, gemm_matrixmultiply};
+///
+/// // Small integers: every product and sum is exact, so both agree.
+/// let shape = GemmShape { m: 2, k: 3, n: 2, a_transposed: true, b_transposed: false };
+/// let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // stored [k, m]
+/// let b = [1.0, -1.0, 0.0, 2.0, 3.0, 1.0];
+/// let (mut c, mut reference) = ([0.0f32; 4], [0.0f32; 4]);
+/// gemm_matrixmultiply(shape, &a, &b, &mut reference);
+/// gemm(shape, &a, &b, &mut c);
+/// assert_eq!(reference, [16.0, 10.0, 20.0, 12.0]);
+/// assert_eq!(c, reference);
+/// ```
 ///
 /// # Panics
 /// If a slice's length is not its matrix's.
@@ -142,6 +166,16 @@ pub(crate) fn split(len: usize, parts: usize) -> Vec<usize> {
 impl BlockLayout {
     /// A dense row-major matrix: one block, on `tile` (only its offsets
     /// matter when it is the source of a gather).
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// let l = BlockLayout::dense(2, 3, 5);
+    /// assert_eq!((l.row_blocks(), l.col_blocks(), l.len()), (1, 1, 6));
+    /// assert_eq!(l.blocks()[0].tile, 5);
+    /// // Its offsets are row-major ones.
+    /// assert_eq!(l.offset(1, 2), 5);
+    /// ```
     #[must_use]
     pub fn dense(rows: usize, cols: usize, tile: Tile) -> Self {
         Self {
@@ -154,6 +188,19 @@ impl BlockLayout {
     /// `rows x cols` cut into `row_blocks x col_blocks` nearly equal blocks
     /// (fewer if a dimension is shorter), the blocks spread evenly over
     /// tiles `0..tiles` in grid order.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// let l = BlockLayout::grid(7, 10, 3, 4, 5);
+    /// assert_eq!((l.row_blocks(), l.col_blocks()), (3, 4));
+    /// // 12 blocks over 5 tiles in grid order; rows cut 3, 2, 2.
+    /// let tiles: Vec<u32> = l.blocks().iter().map(|b| b.tile).collect();
+    /// assert_eq!(tiles, [0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 4, 4]);
+    /// assert_eq!(l.blocks()[4].rows, 3..5);
+    /// // Never more blocks than rows or columns.
+    /// assert_eq!(BlockLayout::grid(2, 10, 5, 1, 8).row_blocks(), 2);
+    /// ```
     #[must_use]
     pub fn grid(
         rows: usize,
@@ -181,6 +228,18 @@ impl BlockLayout {
     /// are cut first (samples are few), rows then. `full_rows` keeps every
     /// row whole (one column block), `full_cols` every column (one row
     /// block).
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 4 x 128 with k = 64 on 1,472 tiles: 65,536 flops, so 4 blocks of
+    /// // 2^14 flops, the columns cut first.
+    /// let l = BlockLayout::plan(4, 128, 64, 1472, 1 << 14, false, false);
+    /// assert_eq!((l.row_blocks(), l.col_blocks()), (1, 4));
+    /// // Keeping the rows whole cuts rows instead.
+    /// let l = BlockLayout::plan(4, 128, 64, 1472, 1 << 14, true, false);
+    /// assert_eq!((l.row_blocks(), l.col_blocks()), (4, 1));
+    /// ```
     #[must_use]
     pub fn plan(
         rows: usize,
@@ -215,6 +274,14 @@ impl BlockLayout {
 
     /// The same layout with every block `first` tiles further on (a
     /// layout planned over `0..n` moved to the tiles `first..first + n`).
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// let l = BlockLayout::grid(4, 4, 2, 1, 2).shifted(10);
+    /// let tiles: Vec<u32> = l.blocks().iter().map(|b| b.tile).collect();
+    /// assert_eq!(tiles, [10, 11]);
+    /// ```
     #[must_use]
     pub fn shifted(mut self, first: Tile) -> Self {
         for t in &mut self.tiles {
@@ -228,7 +295,7 @@ impl BlockLayout {
     /// already there; else, for equal-sized IPUs, the same tile of
     /// another IPU.
     #[must_use]
-    pub fn moved_to(&self, tiles: &Range<Tile>) -> Self {
+    pub(crate) fn moved_to(&self, tiles: &Range<Tile>) -> Self {
         if self.tiles.iter().all(|t| tiles.contains(t)) {
             return self.clone();
         }
@@ -248,6 +315,17 @@ impl BlockLayout {
     /// column blocks, each on the tile of this layout's block in its first
     /// row block: a weight matrix laid out so that a product's output blocks
     /// find their columns of it on their own tiles.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// let w = l.columns_like(5);
+    /// assert_eq!((w.rows(), w.cols(), w.row_blocks()), (5, 4, 1));
+    /// let (wb, lb) = (w.blocks(), l.blocks());
+    /// assert_eq!((wb[1].cols.clone(), wb[1].tile), (lb[1].cols.clone(), lb[1].tile));
+    /// ```
     #[must_use]
     pub fn columns_like(&self, rows: usize) -> Self {
         Self {
@@ -260,7 +338,7 @@ impl BlockLayout {
     /// The elements of the block that is exactly rows `rows` and columns
     /// `cols`, if there is one and it is on `tile`.
     #[must_use]
-    pub fn block_on(
+    pub(crate) fn block_on(
         &self,
         rows: &Range<usize>,
         cols: &Range<usize>,
@@ -284,7 +362,7 @@ impl BlockLayout {
     /// columns `cols` of a matrix in this layout: per row, one per column
     /// block the columns touch.
     #[must_use]
-    pub fn runs(&self, rows: &Range<usize>, cols: &Range<usize>) -> u64 {
+    pub(crate) fn runs(&self, rows: &Range<usize>, cols: &Range<usize>) -> u64 {
         if cols.is_empty() {
             return 0;
         }
@@ -294,42 +372,102 @@ impl BlockLayout {
     }
 
     /// Rows of the matrix.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// assert_eq!(l.rows(), 3);
+    /// ```
     #[must_use]
     pub fn rows(&self) -> usize {
         *self.row_bounds.last().expect("at least one bound")
     }
 
     /// Columns of the matrix.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// assert_eq!(l.cols(), 4);
+    /// ```
     #[must_use]
     pub fn cols(&self) -> usize {
         *self.col_bounds.last().expect("at least one bound")
     }
 
     /// Elements of the matrix.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// assert_eq!(l.len(), 12);
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         self.rows() * self.cols()
     }
 
     /// Whether the matrix has no elements.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// assert!(BlockLayout::dense(0, 3, 0).is_empty());
+    /// assert!(!BlockLayout::grid(3, 4, 2, 2, 4).is_empty());
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Number of column blocks.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// assert_eq!(l.col_blocks(), 2);
+    /// ```
     #[must_use]
     pub fn col_blocks(&self) -> usize {
         self.col_bounds.len() - 1
     }
 
     /// Number of row blocks.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// assert_eq!(l.row_blocks(), 2);
+    /// ```
     #[must_use]
     pub fn row_blocks(&self) -> usize {
         self.row_bounds.len() - 1
     }
 
     /// Every block, in grid order (the order they are stored in).
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// let b = l.blocks();
+    /// assert_eq!(b.len(), 4);
+    /// // Block (1, 0): row 2, columns 0..2, stored after the 8 elements of row
+    /// // block 0, on the third tile.
+    /// assert_eq!((b[2].rows.clone(), b[2].cols.clone()), (2..3, 0..2));
+    /// assert_eq!((b[2].elements.clone(), b[2].tile), (8..10, 2));
+    /// ```
     #[must_use]
     pub fn blocks(&self) -> Vec<Block> {
         let mut out = Vec::new();
@@ -350,6 +488,15 @@ impl BlockLayout {
     }
 
     /// The tile mapping of a tensor in this layout (empty blocks omitted).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Interval, Mapping};
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// let l = BlockLayout::grid(2, 4, 1, 2, 2);
+    /// let want = vec![Interval::new(0, 0..4), Interval::new(1, 4..8)];
+    /// assert_eq!(l.mapping(), Mapping::Explicit(want));
+    /// ```
     #[must_use]
     pub fn mapping(&self) -> Mapping {
         Mapping::Explicit(
@@ -362,6 +509,17 @@ impl BlockLayout {
     }
 
     /// The position in the tensor of element `(r, c)`.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// // Block (0, 1) starts after block (0, 0)'s 4 elements.
+    /// assert_eq!(l.offset(0, 2), 4);
+    /// assert_eq!(l.offset(1, 3), 7);
+    /// assert_eq!(l.offset(2, 0), 8);
+    /// ```
     #[must_use]
     pub fn offset(&self, r: usize, c: usize) -> u64 {
         let i = self.row_bounds.partition_point(|&b| b <= r) - 1;
@@ -376,7 +534,7 @@ impl BlockLayout {
     /// Contiguous runs of the tensor holding row `r`, columns `cols`, in
     /// column order.
     #[must_use]
-    pub fn row_runs(&self, r: usize, cols: Range<usize>) -> Vec<Range<u64>> {
+    pub(crate) fn row_runs(&self, r: usize, cols: Range<usize>) -> Vec<Range<u64>> {
         let mut runs = Vec::new();
         let mut c = cols.start;
         while c < cols.end {
@@ -390,6 +548,18 @@ impl BlockLayout {
     }
 
     /// Reorders a row-major matrix into this layout.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// let x: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    /// let blocked = l.from_row_major(&x);
+    /// assert_eq!(blocked[..4], [0.0, 1.0, 4.0, 5.0]); // block (0, 0)
+    /// // Element (r, c) lands at `offset(r, c)`.
+    /// assert_eq!(blocked[l.offset(2, 3) as usize], x[2 * 4 + 3]);
+    /// ```
     #[must_use]
     pub fn from_row_major(&self, x: &[f32]) -> Vec<f32> {
         let mut out = vec![0.0; self.len()];
@@ -404,6 +574,15 @@ impl BlockLayout {
     }
 
     /// Reorders a matrix in this layout into row-major order.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::BlockLayout;
+    ///
+    /// // 3 x 4 in 2 x 2 blocks: rows 0..2 and 2..3, columns 0..2 and 2..4.
+    /// let l = BlockLayout::grid(3, 4, 2, 2, 4);
+    /// let x: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    /// assert_eq!(l.to_row_major(&l.from_row_major(&x)), x);
+    /// ```
     #[must_use]
     pub fn to_row_major(&self, x: &[f32]) -> Vec<f32> {
         let mut out = vec![0.0; self.len()];
@@ -433,7 +612,7 @@ pub struct Operand {
 /// Adds to `copies` the gather of rows `rows` and columns `cols` of the
 /// matrix in `src` (laid out as `layout`) into `dst` from element `at`,
 /// dense row-major.
-pub fn gather_copies(
+pub(crate) fn gather_copies(
     copies: &mut Vec<(TensorSlice, TensorSlice)>,
     src: TensorId,
     layout: &BlockLayout,

@@ -42,6 +42,12 @@ pub struct AmaxHistory {
 
 impl AmaxHistory {
     /// An empty history of `n` steps.
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::AmaxHistory;
+    ///
+    /// assert_eq!(AmaxHistory::new(3).entries(), [0.0; 3]);
+    /// ```
     #[must_use]
     pub fn new(n: u16) -> Self {
         Self {
@@ -50,6 +56,14 @@ impl AmaxHistory {
     }
 
     /// Its entries, oldest first.
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::AmaxHistory;
+    ///
+    /// let mut h = AmaxHistory::new(2);
+    /// h.push(3.0);
+    /// assert_eq!(h.entries(), [0.0, 3.0]); // oldest first
+    /// ```
     #[must_use]
     pub fn entries(&self) -> &[f32] {
         &self.entries
@@ -58,12 +72,36 @@ impl AmaxHistory {
     /// The largest entry (NaN if one is NaN): the amax the next step's
     /// scale is computed from ([`tensor_exponent`](super::tensor_exponent)
     /// of it).
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::AmaxHistory;
+    ///
+    /// let mut h = AmaxHistory::new(3);
+    /// h.push(2.0);
+    /// h.push(0.5);
+    /// assert_eq!(h.amax(), 2.0);
+    /// h.push(f32::NAN);
+    /// assert!(h.amax().is_nan());
+    /// ```
     #[must_use]
     pub fn amax(&self) -> f32 {
         self.entries.iter().copied().fold(0.0, max_or_nan)
     }
 
     /// Appends a step's amax; the oldest entry leaves.
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::AmaxHistory;
+    ///
+    /// let mut h = AmaxHistory::new(2);
+    /// for a in [1.0, 2.0, 3.0] {
+    ///     h.push(a);
+    /// }
+    /// assert_eq!(h.entries(), [2.0, 3.0]);
+    /// let mut none = AmaxHistory::new(0);
+    /// none.push(1.0); // a history of no steps keeps nothing
+    /// assert!(none.entries().is_empty());
+    /// ```
     pub fn push(&mut self, amax: f32) {
         if let Some(last) = self.entries.len().checked_sub(1) {
             self.entries.rotate_left(1);
@@ -75,6 +113,15 @@ impl AmaxHistory {
     ///
     /// # Errors
     /// The expected length if `entries` has another.
+    ///
+    /// ```
+    /// use tessera_sim::model::quant::AmaxHistory;
+    ///
+    /// let mut h = AmaxHistory::new(2);
+    /// h.restore(&[0.5, 1.5]).unwrap();
+    /// assert_eq!(h.amax(), 1.5);
+    /// assert_eq!(h.restore(&[1.0]), Err(2)); // the expected length
+    /// ```
     pub fn restore(&mut self, entries: &[f32]) -> Result<(), usize> {
         if entries.len() != self.entries.len() {
             return Err(self.entries.len());

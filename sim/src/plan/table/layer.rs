@@ -21,6 +21,13 @@ pub struct Gemm {
 
 impl Gemm {
     /// FLOPs of the product per sample, `2 m k n` (saturating).
+    ///
+    /// ```
+    /// use tessera_sim::plan::Gemm;
+    ///
+    /// assert_eq!(Gemm { m: 1, k: 64, n: 10 }.flops(), 2 * 64 * 10);
+    /// assert_eq!(Gemm { m: u64::MAX, k: 2, n: 2 }.flops(), u64::MAX); // saturates
+    /// ```
     #[must_use]
     pub const fn flops(&self) -> u64 {
         2u64.saturating_mul(self.m)
@@ -78,6 +85,25 @@ pub struct Layer {
 impl Layer {
     /// Bytes per sample handed to the next layer: `output_bytes`, else the
     /// product's `2 m n`, else `activation_bytes`.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Gemm, Layer};
+    ///
+    /// let dense = Layer {
+    ///     name: "fc".into(),
+    ///     params: 650,
+    ///     flops_forward: 1280,
+    ///     flops_backward: 2560,
+    ///     activation_bytes: 128,
+    ///     output_bytes: None,
+    ///     gemm: Some(Gemm { m: 1, k: 64, n: 10 }),
+    ///     tied: None,
+    ///     sim: None,
+    /// };
+    /// assert_eq!(dense.boundary_bytes(), 2 * 10); // the product's 2 m n
+    /// assert_eq!(Layer { gemm: None, ..dense.clone() }.boundary_bytes(), 128);
+    /// assert_eq!(Layer { output_bytes: Some(6), ..dense }.boundary_bytes(), 6);
+    /// ```
     #[must_use]
     pub fn boundary_bytes(&self) -> u64 {
         self.output_bytes
@@ -86,6 +112,23 @@ impl Layer {
     }
 
     /// 16-bit elements per sample of the layer's output.
+    ///
+    /// ```
+    /// use tessera_sim::plan::Layer;
+    ///
+    /// let pool = Layer {
+    ///     name: "pool".into(),
+    ///     params: 0,
+    ///     flops_forward: 100,
+    ///     flops_backward: 100,
+    ///     activation_bytes: 0,
+    ///     output_bytes: Some(7),
+    ///     gemm: None,
+    ///     tied: None,
+    ///     sim: None,
+    /// };
+    /// assert_eq!(pool.output_elements(), 4); // 7 bytes of 16-bit values, rounded up
+    /// ```
     #[must_use]
     pub fn output_elements(&self) -> u64 {
         match self.gemm {

@@ -124,6 +124,13 @@ impl SimLayer {
     }
 
     /// A short description for reports: `conv 3x3/2 128->128 @56x56 +bn`.
+    ///
+    /// ```
+    /// use tessera_sim::plan::SimLayer;
+    ///
+    /// let dense = SimLayer::Dense { inputs: 64, outputs: 10, input_grad: false };
+    /// assert_eq!(dense.describe(), "dense 64->10");
+    /// ```
     #[must_use]
     pub fn describe(&self) -> String {
         match *self {
