@@ -14,6 +14,48 @@ use super::encode_lanes::{Encoder, Fast, LaneBits};
 use super::round::Mode;
 use crate::arch::{F32s, Simd, U32s};
 
+impl Encoder {
+    /// The codes of `x`'s lanes (elements `index..`), and the mask of the
+    /// lanes the caller must encode with the scalar twin instead. `mode`
+    /// is [`Encoder::mode`] (a constant where the caller matched it). A
+    /// vector whose lanes are all finite takes the fast rule where the
+    /// format and mode have one.
+    #[inline(always)]
+    pub(crate) fn encode<S: Simd, L: LaneBits>(
+        &self,
+        mode: Mode,
+        x: S::F,
+        bits: &L,
+        index: u64,
+    ) -> (S::U, S::U) {
+        let x = x.to_bits();
+        let abs = x & S::U::splat(0x7fff_ffff);
+        if self.fast != Fast::Off && abs.all_le(0x7f7f_ffff) {
+            return FastLanes::<S>::new(self).encode(mode, x, bits, index);
+        }
+        self.general::<S, L>(mode, x, abs, bits, index)
+    }
+
+    /// `x`'s lanes rounded to the format's values as f32 bits (elements
+    /// `index..`; [`Format::chop`]), and the mask of the lanes the caller
+    /// must chop with the scalar twin instead: every lane of a vector the
+    /// fast rule does not take.
+    #[inline(always)]
+    pub(crate) fn chop<S: Simd, L: LaneBits>(
+        &self,
+        mode: Mode,
+        x: S::F,
+        bits: &L,
+        index: u64,
+    ) -> (S::U, S::U) {
+        let x = x.to_bits();
+        if self.fast == Fast::Off || !(x & S::U::splat(0x7fff_ffff)).all_le(0x7f7f_ffff) {
+            return (x, S::U::splat(u32::MAX));
+        }
+        FastLanes::<S>::new(self).chop(mode, x, bits, index)
+    }
+}
+
 /// An [`Encoder`]'s fast-rule constants in lanes (f32 bit patterns and
 /// codes, as the [`Encoder`] fields of the same names).
 #[derive(Clone, Copy)]

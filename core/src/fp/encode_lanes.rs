@@ -28,10 +28,9 @@
 
 use super::NanEncoding;
 use super::encode::{code_of, overflow, smallest_exponent, unsigned_nonpositive};
-use super::encode_fast::FastLanes;
 use super::format::{Format, pattern};
 use super::round::{Mode, Round};
-use crate::arch::{F32s, Simd, U32s};
+use crate::arch::{Simd, U32s};
 use crate::rng::{BlockKeys, RandomBits, RandomStream};
 
 /// Lanes of random bits for positions `index..index + S::LANES`.
@@ -372,46 +371,6 @@ impl Encoder {
         }
     }
 
-    /// The codes of `x`'s lanes (elements `index..`), and the mask of the
-    /// lanes the caller must encode with the scalar twin instead. `mode`
-    /// is [`Encoder::mode`] (a constant where the caller matched it). A
-    /// vector whose lanes are all finite takes the fast rule where the
-    /// format and mode have one.
-    #[inline(always)]
-    pub(crate) fn encode<S: Simd, L: LaneBits>(
-        &self,
-        mode: Mode,
-        x: S::F,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
-        let x = x.to_bits();
-        let abs = x & S::U::splat(0x7fff_ffff);
-        if self.fast != Fast::Off && abs.all_le(0x7f7f_ffff) {
-            return FastLanes::<S>::new(self).encode(mode, x, bits, index);
-        }
-        self.general::<S, L>(mode, x, abs, bits, index)
-    }
-
-    /// `x`'s lanes rounded to the format's values as f32 bits (elements
-    /// `index..`; [`Format::chop`]), and the mask of the lanes the caller
-    /// must chop with the scalar twin instead: every lane of a vector the
-    /// fast rule does not take.
-    #[inline(always)]
-    pub(crate) fn chop<S: Simd, L: LaneBits>(
-        &self,
-        mode: Mode,
-        x: S::F,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
-        let x = x.to_bits();
-        if self.fast == Fast::Off || !(x & S::U::splat(0x7fff_ffff)).all_le(0x7f7f_ffff) {
-            return (x, S::U::splat(u32::MAX));
-        }
-        FastLanes::<S>::new(self).chop(mode, x, bits, index)
-    }
-
     /// Whether this format and rounding have a fast rule.
     #[inline(always)]
     pub(crate) fn has_fast_rule(&self) -> bool {
@@ -420,7 +379,7 @@ impl Encoder {
 
     /// The general rule on a vector (bits `x`, magnitudes `abs`).
     #[inline(always)]
-    fn general<S: Simd, L: LaneBits>(
+    pub(super) fn general<S: Simd, L: LaneBits>(
         &self,
         mode: Mode,
         x: S::U,
