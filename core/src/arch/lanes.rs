@@ -47,6 +47,14 @@ pub(crate) trait U32s:
     fn simd_ge(self, rhs: Self) -> Self {
         !self.simd_lt(rhs)
     }
+    /// Signed less-than (lanes read as `i32`): the unsigned order for
+    /// lanes below 2^31, in one instruction where unsigned compares take
+    /// three (AVX2).
+    #[inline(always)]
+    fn simd_lt_i32(self, rhs: Self) -> Self {
+        let flip = Self::splat(0x8000_0000);
+        (self ^ flip).simd_lt(rhs ^ flip)
+    }
     /// `if_true` where the mask `self` is set, else `if_false`.
     fn select(self, if_true: Self, if_false: Self) -> Self;
     fn min(self, rhs: Self) -> Self;
@@ -152,6 +160,15 @@ pub(crate) trait Simd: Copy + 'static {
         u.write_to(&mut lanes);
         for (o, l) in out[..Self::LANES].iter_mut().zip(&lanes) {
             *o = *l as u8;
+        }
+    }
+
+    /// [`Simd::store_bytes`] of four vectors, in order, to the first
+    /// `4 * LANES` bytes of `out` (one store where the backend packs).
+    #[inline(always)]
+    fn store_bytes4(u: [Self::U; 4], out: &mut [u8]) {
+        for (v, u) in u.iter().enumerate() {
+            Self::store_bytes(*u, &mut out[v * Self::LANES..]);
         }
     }
 

@@ -9,6 +9,7 @@
 
 use super::code::Code;
 use super::code::sealed::Codes;
+use super::encode_fast::FastLanes;
 use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes_at};
 use super::format::Format;
 use super::round::{Mode, Round};
@@ -22,6 +23,24 @@ pub(super) fn store_codes<S: Simd, C: Code>(codes: S::U, out: &mut [C]) {
         Codes::U8(b) => S::store_bytes(codes, b),
         Codes::U16(h) => S::store_h(S::pack(codes), h),
         Codes::U32(w) => codes.write_to(w),
+    }
+}
+
+/// Stores the low bits of four vectors of codes into `out`.
+#[inline(always)]
+fn store_group<S: Simd, C: Code>(codes: [S::U; 4], out: &mut [C]) {
+    match C::codes(out) {
+        Codes::U8(b) => S::store_bytes4(codes, b),
+        Codes::U16(h) => {
+            for (v, c) in codes.iter().enumerate() {
+                S::store_h(S::pack(*c), &mut h[v * S::LANES..]);
+            }
+        }
+        Codes::U32(w) => {
+            for (v, c) in codes.iter().enumerate() {
+                c.write_to(&mut w[v * S::LANES..]);
+            }
+        }
     }
 }
 
@@ -88,31 +107,94 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
             first_index,
         } = self;
         let encoder = Encoder::new(format, round);
+        let one = OneVector {
+            encoder,
+            mode,
+            format,
+            round,
+            src,
+            bits,
+            lane_bits,
+            first_index,
+        };
         let mut nans = 0;
-        let body = each_vector::<S>(
-            src.len(),
-            #[inline(always)]
-            |at| {
-                let index = first_index.wrapping_add(at as u64);
-                let x = S::F::load(&src[at..]);
-                let (mut codes, fallback) = encoder.encode::<S, L>(mode, x, lane_bits, index);
-                if fallback.any() {
-                    codes = patch::<S>(
-                        codes,
-                        fallback,
-                        #[inline(always)]
-                        |i| {
-                            let v = src[at + i];
-                            nans += usize::from(v.is_nan() && !format.has_nan());
-                            format.encode_with(v, round, bits, index.wrapping_add(i as u64))
-                        },
-                    );
-                }
-                store_codes::<S, C>(codes, &mut dst[at..]);
-            },
-        );
+        let fast = encoder.has_fast_rule() && matches!(mode, Mode::NearestEven | Mode::Stochastic);
+        let group = 4 * S::LANES;
+        let grouped = if fast { src.len() / group * group } else { 0 };
+        if grouped > 0 {
+            FastLanes::<S>::new(&encoder).specialized(
+                #[inline(always)]
+                |rule| {
+                    for at in (0..grouped).step_by(group) {
+                        let index = first_index.wrapping_add(at as u64);
+                        match rule.group(mode, &src[at..], lane_bits, index) {
+                            Some(codes) => store_group::<S, C>(codes, &mut dst[at..]),
+                            None => {
+                                for v in 0..4 {
+                                    nans += one.encode::<S, C>(at + v * S::LANES, dst);
+                                }
+                            }
+                        }
+                    }
+                },
+            );
+        }
+        let body = grouped
+            + each_vector::<S>(
+                src.len() - grouped,
+                #[inline(always)]
+                |at| nans += one.encode::<S, C>(grouped + at, dst),
+            );
         let first = first_index.wrapping_add(body as u64);
         nans + encode_twin(format, &src[body..], &mut dst[body..], round, bits, first)
+    }
+}
+
+/// Encoding one vector the general way: the encoder, then the twin on the
+/// lanes it marks.
+struct OneVector<'a, B: ?Sized, L> {
+    encoder: Encoder,
+    mode: Mode,
+    format: Format,
+    round: Round,
+    src: &'a [f32],
+    bits: &'a B,
+    lane_bits: &'a L,
+    first_index: u64,
+}
+
+impl<B: RandomBits + ?Sized, L: LaneBits> OneVector<'_, B, L> {
+    /// Encodes the vector of `src` at `at` into `dst`; returns its NaN
+    /// count (see [`encode_twin`]).
+    #[inline(always)]
+    fn encode<S: Simd, C: Code>(&self, at: usize, dst: &mut [C]) -> usize {
+        let Self {
+            format,
+            round,
+            src,
+            bits,
+            ..
+        } = *self;
+        let index = self.first_index.wrapping_add(at as u64);
+        let x = S::F::load(&src[at..]);
+        let (mut codes, fallback) =
+            self.encoder
+                .encode::<S, L>(self.mode, x, self.lane_bits, index);
+        let mut nans = 0;
+        if fallback.any() {
+            codes = patch::<S>(
+                codes,
+                fallback,
+                #[inline(always)]
+                |i| {
+                    let v = src[at + i];
+                    nans += usize::from(v.is_nan() && !format.has_nan());
+                    format.encode_with(v, round, bits, index.wrapping_add(i as u64))
+                },
+            );
+        }
+        store_codes::<S, C>(codes, &mut dst[at..]);
+        nans
     }
 }
 

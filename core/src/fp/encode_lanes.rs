@@ -30,7 +30,7 @@ use super::NanEncoding;
 use super::encode::{code_of, overflow, smallest_exponent, unsigned_nonpositive};
 use super::format::{Format, pattern};
 use super::round::{Mode, Round};
-use crate::arch::{F32s, Simd, U32s};
+use crate::arch::{Simd, U32s};
 use crate::rng::{BlockKeys, RandomBits, RandomStream};
 
 /// Lanes of random bits for positions `index..index + S::LANES`.
@@ -39,6 +39,10 @@ pub(crate) trait LaneBits {
     fn halves<S: Simd>(&self, index: u64) -> S::U;
     /// Each lane's word 1.
     fn word1<S: Simd>(&self, index: u64) -> S::U;
+    /// The eight words whose halves are the [`RandomBits::half_bits`] of
+    /// elements `index..index + 16` (`index` a multiple of 16): low halves
+    /// for the first eight, high halves for the next eight.
+    fn half_words<S: Simd>(&self, index: u64) -> S::U8;
 }
 
 /// The counter-based stream: eight or sixteen lanes per draw, with the
@@ -70,7 +74,7 @@ impl LaneBits for StreamBits {
         if index.is_multiple_of(8) {
             S::keyed_halves(&self.word0, index)
         } else {
-            gather::<S>(
+            gather::<S::U>(
                 #[inline(always)]
                 |i| u32::from(self.stream.half_bits(index.wrapping_add(i))),
             )
@@ -81,6 +85,11 @@ impl LaneBits for StreamBits {
     fn word1<S: Simd>(&self, index: u64) -> S::U {
         S::keyed_words(&self.word1, index)
     }
+
+    #[inline(always)]
+    fn half_words<S: Simd>(&self, index: u64) -> S::U8 {
+        self.word0.words_lanes(index >> 1)
+    }
 }
 
 /// Any other source, read one element at a time.
@@ -89,7 +98,7 @@ pub(crate) struct SourceBits<'a, B: ?Sized>(pub(crate) &'a B);
 impl<B: RandomBits + ?Sized> LaneBits for SourceBits<'_, B> {
     #[inline(always)]
     fn halves<S: Simd>(&self, index: u64) -> S::U {
-        gather::<S>(
+        gather::<S::U>(
             #[inline(always)]
             |i| u32::from(self.0.half_bits(index.wrapping_add(i))),
         )
@@ -97,9 +106,18 @@ impl<B: RandomBits + ?Sized> LaneBits for SourceBits<'_, B> {
 
     #[inline(always)]
     fn word1<S: Simd>(&self, index: u64) -> S::U {
-        gather::<S>(
+        gather::<S::U>(
             #[inline(always)]
             |i| self.0.word(index.wrapping_add(i), 1),
+        )
+    }
+
+    #[inline(always)]
+    fn half_words<S: Simd>(&self, index: u64) -> S::U8 {
+        let half = |i: u64| u32::from(self.0.half_bits(index.wrapping_add(i)));
+        gather::<S::U8>(
+            #[inline(always)]
+            |i| half(i) | half(i + 8) << 16,
         )
     }
 }
@@ -167,19 +185,6 @@ fn random<S: Simd, L: LaneBits>(half: S::U, d: S::U, low: S::U, bits: &L, index:
     r & low
 }
 
-/// The mask of zero and negative lanes of the f32 bits `x`.
-#[inline(always)]
-fn nonpositive<S: Simd>(x: S::U) -> S::U {
-    (x - S::U::splat(1)).simd_gt(S::U::splat(0x7fff_fffe))
-}
-
-/// The lanes of the f32 bits `x` the unsigned fast rule leaves to the twin:
-/// positive f32 subnormals.
-#[inline(always)]
-fn unsigned_fallback<S: Simd>(x: S::U) -> S::U {
-    (x - S::U::splat(1)).simd_lt(S::U::splat(0x007f_ffff))
-}
-
 /// The first `k <= 16` bits of the tiny rule's uniform (the lanes' 16
 /// random bits) against those of the significand `m` (fraction `m /
 /// 2^shift`): the masks of "below" and "tied".
@@ -191,18 +196,18 @@ fn compare<S: Simd>(half: S::U, m: S::U, shift: S::U, k: u32) -> (S::U, S::U) {
 }
 
 #[inline(always)]
-fn gather<S: Simd>(f: impl Fn(u64) -> u32) -> S::U {
+fn gather<U: U32s>(f: impl Fn(u64) -> u32) -> U {
     let mut lanes = [0u32; 16];
-    for (i, l) in lanes.iter_mut().enumerate().take(S::LANES) {
+    for (i, l) in lanes.iter_mut().enumerate().take(U::LANES) {
         *l = f(i as u64);
     }
-    S::U::from_slice(&lanes)
+    U::from_slice(&lanes)
 }
 
 /// Which fast rule the vectors whose lanes are all finite take (see the
 /// module docs); the general rule takes every other vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fast {
+pub(super) enum Fast {
     /// None: every vector takes the general rule.
     Off,
     /// A signed format with subnormals kept, rounded to nearest even or
@@ -248,57 +253,57 @@ impl Fast {
 #[derive(Clone, Copy)]
 pub(crate) struct Encoder {
     /// The fast rule of this format and rounding.
-    fast: Fast,
+    pub(super) fast: Fast,
     /// Field of the smallest result exponent `t` (0 if below f32's normals).
-    t_field: u32,
+    pub(super) t_field: u32,
     /// Field of the smallest normal exponent (0 if below f32's normals).
-    emin_field: u32,
+    pub(super) emin_field: u32,
     /// Discarded bits in the normal range: `23 - mantissa_bits`.
-    base_d: u32,
+    pub(super) base_d: u32,
     /// f32's implicit bit where the format has a mantissa (the parity of
     /// a value without one is its exponent's).
-    implicit: u32,
-    max_bits: u32,
+    pub(super) implicit: u32,
+    pub(super) max_bits: u32,
     /// The codes of overflow for each sign.
-    overflow_pos: u32,
-    overflow_neg: u32,
+    pub(super) overflow_pos: u32,
+    pub(super) overflow_neg: u32,
     /// f32 bits of `2^t`, the tiny rule's upper neighbour.
-    smallest_bits: u32,
+    pub(super) smallest_bits: u32,
     /// What a zero result is (E8M0 has no zero: its smallest value).
-    zero_bits: u32,
+    pub(super) zero_bits: u32,
     /// Whether a zero result keeps the input's sign (not in `fnuz`).
-    zero_signed: bool,
+    pub(super) zero_signed: bool,
     /// The sign bits of the input and of the code (0 if unsigned).
-    sign_code: u32,
-    signed: bool,
+    pub(super) sign_code: u32,
+    pub(super) signed: bool,
     /// `(127 - bias) << mantissa_bits`: a normal value's code is its f32
     /// pattern shifted right by `base_d`, less this.
-    normal_offset: u32,
+    pub(super) normal_offset: u32,
     /// A subnormal value's code is its significand shifted right by this
     /// less its field.
-    subnormal_shift: u32,
+    pub(super) subnormal_shift: u32,
     /// The fast rules' constants. f32 bits of `2^emin`.
-    emin_bits: u32,
+    pub(super) emin_bits: u32,
     /// Nearest-even: `2^(base_d - 1) - 1` less `normal_offset << base_d`,
     /// added with the parity bit before the shift that gives a normal code.
-    rn_bias: u32,
+    pub(super) rn_bias: u32,
     /// f32 bits of `2^(emin - m + 23)`, whose last bit is the subnormal
     /// spacing: adding it to a magnitude below `2^emin` rounds that to
     /// nearest even on the subnormal grid and leaves the code in the low
     /// bits.
-    magic: u32,
+    pub(super) magic: u32,
     /// f32 bits of `2^(16 - t)`: a magnitude below `2^t` times this is its
     /// fraction of `2^t` in units of `2^-16`, exactly.
-    tiny_scale: u32,
+    pub(super) tiny_scale: u32,
     /// f32 bits of the positive overflow result (chop's).
-    over_bits: u32,
+    pub(super) over_bits: u32,
     /// `31 - exponent_bits - mantissa_bits`: moves f32's sign bit to the
     /// code's.
-    sign_shift: u32,
+    pub(super) sign_shift: u32,
     /// f32 bits of the result of a zero or negative input to an unsigned
     /// format, and its code.
-    nonpositive_bits: u32,
-    nonpositive_code: u32,
+    pub(super) nonpositive_bits: u32,
+    pub(super) nonpositive_code: u32,
 }
 
 impl Encoder {
@@ -366,81 +371,6 @@ impl Encoder {
         }
     }
 
-    /// The codes of `x`'s lanes (elements `index..`), and the mask of the
-    /// lanes the caller must encode with the scalar twin instead. `mode`
-    /// is [`Encoder::mode`] (a constant where the caller matched it). A
-    /// vector whose lanes are all finite takes the fast rule where the
-    /// format and mode have one.
-    #[inline(always)]
-    pub(crate) fn encode<S: Simd, L: LaneBits>(
-        &self,
-        mode: Mode,
-        x: S::F,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
-        let x = x.to_bits();
-        let abs = x & S::U::splat(0x7fff_ffff);
-        if self.fast != Fast::Off && abs.all_le(0x7f7f_ffff) {
-            let (magnitudes, fallback) = match mode {
-                Mode::Stochastic => self.stochastic_codes::<S, L>(abs, bits, index),
-                _ => (self.nearest_codes::<S>(abs), S::U::splat(0)),
-            };
-            let (codes, fallback) = match self.fast {
-                Fast::Unsigned => (
-                    self.unsigned_codes::<S>(x, magnitudes),
-                    fallback | unsigned_fallback::<S>(x),
-                ),
-                _ => (self.signed_codes::<S>(x, magnitudes), fallback),
-            };
-            return (codes, fallback);
-        }
-        self.general::<S, L>(mode, x, abs, bits, index)
-    }
-
-    /// `x`'s lanes rounded to the format's values as f32 bits (elements
-    /// `index..`; [`Format::chop`]), and the mask of the lanes the caller
-    /// must chop with the scalar twin instead: every lane of a vector the
-    /// fast rule does not take.
-    #[inline(always)]
-    pub(crate) fn chop<S: Simd, L: LaneBits>(
-        &self,
-        mode: Mode,
-        x: S::F,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
-        let s = <S::U as U32s>::splat;
-        let x = x.to_bits();
-        let abs = x & s(0x7fff_ffff);
-        if self.fast == Fast::Off || !abs.all_le(0x7f7f_ffff) {
-            return (x, s(u32::MAX));
-        }
-        let (rounded, fallback) = match mode {
-            Mode::Stochastic => self.stochastic::<S, L>(abs, bits, index),
-            _ => (self.nearest::<S>(abs), s(0)),
-        };
-        let y = rounded
-            .simd_gt(s(self.max_bits))
-            .select(s(self.over_bits), rounded);
-        let y = match self.fast {
-            Fast::Unsigned => {
-                let y = nonpositive::<S>(x).select(s(self.nonpositive_bits), y);
-                return (y, fallback | unsigned_fallback::<S>(x));
-            }
-            _ => {
-                let sign = x & s(0x8000_0000);
-                let sign = if self.zero_signed {
-                    sign
-                } else {
-                    sign & !y.simd_eq(s(0))
-                };
-                y | sign
-            }
-        };
-        (y, fallback)
-    }
-
     /// Whether this format and rounding have a fast rule.
     #[inline(always)]
     pub(crate) fn has_fast_rule(&self) -> bool {
@@ -449,7 +379,7 @@ impl Encoder {
 
     /// The general rule on a vector (bits `x`, magnitudes `abs`).
     #[inline(always)]
-    fn general<S: Simd, L: LaneBits>(
+    pub(super) fn general<S: Simd, L: LaneBits>(
         &self,
         mode: Mode,
         x: S::U,
@@ -478,158 +408,6 @@ impl Encoder {
         let rounded = grid.select(rounded, (nonzero & !grid).select(tiny, zero));
         let (codes, subnormal) = self.code::<S>(rounded, negative);
         (codes, fallback | subnormal)
-    }
-
-    /// Nearest-even magnitudes (f32 patterns) of finite `abs`, for the fast
-    /// rules.
-    #[inline(always)]
-    fn nearest<S: Simd>(&self, abs: S::U) -> S::U {
-        let s = <S::U as U32s>::splat;
-        let low = s((1 << self.base_d) - 1);
-        let odd = (abs >> self.base_d) & s(1);
-        let normal = (abs + (low >> 1) + odd) & !low;
-        if self.fast == Fast::Unsigned {
-            return normal;
-        }
-        let magic = S::F::from_bits(s(self.magic));
-        let subnormal = ((S::F::from_bits(abs) + magic) - magic).to_bits();
-        abs.simd_lt(s(self.emin_bits)).select(subnormal, normal)
-    }
-
-    /// [`Encoder::nearest`] as codes of magnitudes (before the overflow
-    /// clamp), in fewer steps.
-    #[inline(always)]
-    fn nearest_codes<S: Simd>(&self, abs: S::U) -> S::U {
-        let s = <S::U as U32s>::splat;
-        let odd = (abs >> self.base_d) & s(1);
-        let normal = (abs + s(self.rn_bias) + odd) >> self.base_d;
-        if self.fast == Fast::Unsigned {
-            return normal;
-        }
-        let magic = s(self.magic);
-        let subnormal = (S::F::from_bits(abs) + S::F::from_bits(magic)).to_bits() - magic;
-        abs.simd_lt(s(self.emin_bits)).select(subnormal, normal)
-    }
-
-    /// Exactly stochastic magnitudes (f32 patterns) of finite `abs`, for
-    /// the fast rules, and the mask of tiny lanes whose 16 random bits
-    /// tie.
-    #[inline(always)]
-    fn stochastic<S: Simd, L: LaneBits>(&self, abs: S::U, bits: &L, index: u64) -> (S::U, S::U) {
-        let s = <S::U as U32s>::splat;
-        if self.all_normal::<S>(abs) {
-            let low = s((1 << self.base_d) - 1);
-            let random = self.normal_random::<S, L>(bits, index);
-            return ((abs + (random & low)) & !low, s(0));
-        }
-        self.stochastic_mixed::<S, L>(abs, bits, index)
-    }
-
-    /// [`Encoder::stochastic`] as codes of magnitudes (before the overflow
-    /// clamp): where every result is normal, in fewer steps.
-    #[inline(always)]
-    fn stochastic_codes<S: Simd, L: LaneBits>(
-        &self,
-        abs: S::U,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
-        let s = <S::U as U32s>::splat;
-        if self.all_normal::<S>(abs) {
-            // The discarded bits are shifted out: no need to clear them.
-            let random = self.normal_random::<S, L>(bits, index) & s((1 << self.base_d) - 1);
-            let codes = ((abs + random) >> self.base_d) - s(self.normal_offset);
-            return (codes, s(0));
-        }
-        let (rounded, undecided) = self.stochastic_mixed::<S, L>(abs, bits, index);
-        (self.magnitude_codes::<S>(rounded), undecided)
-    }
-
-    /// Whether every lane of `abs` rounds stochastically to a normal value
-    /// (every f32 normal does in the unsigned fast rule).
-    #[inline(always)]
-    fn all_normal<S: Simd>(&self, abs: S::U) -> bool {
-        self.fast == Fast::Unsigned || abs.simd_ge(S::U::splat(self.emin_bits)).all()
-    }
-
-    /// The random bits of lanes that discard `base_d` bits: 16, and word 1
-    /// above them where `base_d` exceeds 16.
-    #[inline(always)]
-    fn normal_random<S: Simd, L: LaneBits>(&self, bits: &L, index: u64) -> S::U {
-        let half = bits.halves::<S>(index) & S::U::splat(0xffff);
-        if self.base_d > 16 {
-            half | bits.word1::<S>(index) << 16
-        } else {
-            half
-        }
-    }
-
-    /// [`Encoder::stochastic`] where some result may be below the normal
-    /// range.
-    #[inline(always)]
-    fn stochastic_mixed<S: Simd, L: LaneBits>(
-        &self,
-        abs: S::U,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
-        let s = <S::U as U32s>::splat;
-        let one = s(1);
-        let half = bits.halves::<S>(index) & s(0xffff);
-        let field = abs >> 23;
-        // Lanes below `t` get garbage here (and `d` past 31): replaced below.
-        let d = (field.max(s(self.emin_field)) + s(self.base_d)) - field;
-        let low = one.unbounded_shl(d) - one;
-        let random = if self.base_d > 16 || d.simd_gt(s(16)).any() {
-            half | bits.word1::<S>(index) << 16
-        } else {
-            half
-        };
-        let grid = (abs + (random & low)) & !low;
-        // The tiny rule: the first 16 bits of `|x| / 2^t` against the
-        // lane's 16 random bits.
-        let fraction = (S::F::from_bits(abs) * S::F::from_bits(s(self.tiny_scale))).trunc_small();
-        let tiny = abs.simd_lt(s(self.smallest_bits));
-        let up = half.simd_lt(fraction) & s(self.smallest_bits);
-        (tiny.select(up, grid), tiny & half.simd_eq(fraction))
-    }
-
-    /// Rounded magnitudes (f32 patterns: values of the format, or past its
-    /// largest) as codes, before the overflow clamp.
-    #[inline(always)]
-    fn magnitude_codes<S: Simd>(&self, rounded: S::U) -> S::U {
-        let s = <S::U as U32s>::splat;
-        let normal = (rounded >> self.base_d) - s(self.normal_offset);
-        if self.fast == Fast::Unsigned {
-            return normal;
-        }
-        // Exact: `rounded` is on the subnormal grid.
-        let magic = s(self.magic);
-        let subnormal = (S::F::from_bits(rounded) + S::F::from_bits(magic)).to_bits() - magic;
-        rounded.simd_lt(s(self.emin_bits)).select(subnormal, normal)
-    }
-
-    /// The codes of a signed format from the inputs' bits `x` and the
-    /// codes of their rounded magnitudes.
-    #[inline(always)]
-    fn signed_codes<S: Simd>(&self, x: S::U, magnitudes: S::U) -> S::U {
-        let s = <S::U as U32s>::splat;
-        let sign = (x >> self.sign_shift) & s(self.sign_code);
-        let sign = if self.zero_signed {
-            sign
-        } else {
-            sign & !magnitudes.simd_eq(s(0))
-        };
-        magnitudes.min(s(self.overflow_pos)) | sign
-    }
-
-    /// The codes of an unsigned format from the inputs' bits `x` and the
-    /// codes of their rounded magnitudes.
-    #[inline(always)]
-    fn unsigned_codes<S: Simd>(&self, x: S::U, magnitudes: S::U) -> S::U {
-        let s = <S::U as U32s>::splat;
-        let codes = magnitudes.min(s(self.overflow_pos));
-        nonpositive::<S>(x).select(s(self.nonpositive_code), codes)
     }
 
     /// Rounds the lanes on the grid of `2^d` pattern units (every lane;

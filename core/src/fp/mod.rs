@@ -172,6 +172,7 @@ mod code_kernels;
 mod convert;
 mod decode_kernels;
 mod encode;
+mod encode_fast;
 mod encode_lanes;
 mod format;
 pub(crate) mod lanes;

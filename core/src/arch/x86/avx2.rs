@@ -9,7 +9,7 @@ use core::arch::x86_64::{
     _mm256_castsi256_si128, _mm256_cmp_ps, _mm256_cmpeq_epi32, _mm256_cmpgt_epi32,
     _mm256_cvtepu16_epi32, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm256_cvttps_epi32, _mm256_div_ps,
     _mm256_loadu_ps, _mm256_loadu_si256, _mm256_max_epu32, _mm256_min_epu32, _mm256_movemask_ps,
-    _mm256_mul_ps, _mm256_mullo_epi32, _mm256_or_si256, _mm256_packus_epi32,
+    _mm256_mul_ps, _mm256_mullo_epi32, _mm256_or_si256, _mm256_packus_epi16, _mm256_packus_epi32,
     _mm256_permute4x64_epi64, _mm256_permutevar8x32_epi32, _mm256_set1_epi32, _mm256_set1_ps,
     _mm256_setr_epi8, _mm256_setr_epi32, _mm256_shuffle_epi8, _mm256_sll_epi32, _mm256_sllv_epi32,
     _mm256_sqrt_ps, _mm256_srl_epi32, _mm256_srlv_epi32, _mm256_storeu_ps, _mm256_storeu_si256,
@@ -84,6 +84,12 @@ impl U32s for U {
         let (a, b) = (self ^ flip, rhs ^ flip);
         // SAFETY: the module invariant.
         Self(unsafe { _mm256_cmpgt_epi32(a.0, b.0) })
+    }
+
+    #[inline(always)]
+    fn simd_lt_i32(self, rhs: Self) -> Self {
+        // SAFETY: the module invariant.
+        Self(unsafe { _mm256_cmpgt_epi32(rhs.0, self.0) })
     }
 
     #[inline(always)]
@@ -193,6 +199,23 @@ impl Simd for Avx2 {
             let joined =
                 _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
             _mm_storel_epi64(out.as_mut_ptr().cast(), _mm256_castsi256_si128(joined));
+        }
+    }
+
+    #[inline(always)]
+    fn store_bytes4(u: [U; 4], out: &mut [u8]) {
+        let out = &mut out[..32];
+        // Every lane is below 2^8, so no saturating pack acts; the packs
+        // work in 128-bit halves, leaving each vector's four-byte pieces
+        // at dwords (v, v + 4): the permute puts them in order.
+        // SAFETY: the module invariant; `out` holds the 32 bytes written.
+        unsafe {
+            let words01 = _mm256_packus_epi32(u[0].0, u[1].0);
+            let words23 = _mm256_packus_epi32(u[2].0, u[3].0);
+            let bytes = _mm256_packus_epi16(words01, words23);
+            let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+            let ordered = _mm256_permutevar8x32_epi32(bytes, order);
+            _mm256_storeu_si256(out.as_mut_ptr().cast(), ordered);
         }
     }
 

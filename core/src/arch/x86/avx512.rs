@@ -17,10 +17,11 @@ use core::arch::x86_64::{
     _mm512_cvtneps_pbh, _mm512_cvtph_ps, _mm512_cvtps_ph, _mm512_cvttps_epi32, _mm512_div_ps,
     _mm512_extractf64x4_pd, _mm512_inserti64x4, _mm512_loadu_ps, _mm512_loadu_si512,
     _mm512_mask_blend_epi32, _mm512_maskz_set1_epi32, _mm512_max_epu32, _mm512_min_epu32,
-    _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512, _mm512_permutex2var_epi32,
-    _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32,
-    _mm512_sqrt_ps, _mm512_srl_epi32, _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512,
-    _mm512_sub_epi32, _mm512_sub_ps, _mm512_test_epi32_mask, _mm512_xor_si512,
+    _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512, _mm512_packus_epi16, _mm512_packus_epi32,
+    _mm512_permutex2var_epi32, _mm512_permutexvar_epi32, _mm512_set1_epi32, _mm512_set1_ps,
+    _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32,
+    _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps,
+    _mm512_test_epi32_mask, _mm512_xor_si512,
 };
 
 use super::super::lanes::{F32s, Real, Simd, U32s};
@@ -274,6 +275,24 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
         // SAFETY: the module invariant; `out` holds the 16 bytes written.
         // (`vpmovdb` truncates each lane.)
         unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(u.0)) }
+    }
+
+    #[inline(always)]
+    fn store_bytes4(u: [U; 4], out: &mut [u8]) {
+        let out = &mut out[..64];
+        // Every lane is below 2^8, so no saturating pack acts; the packs
+        // work in 128-bit quarters, leaving vector `v`'s four-byte pieces
+        // at dwords `v, v + 4, v + 8, v + 12`: the permute puts them in
+        // order.
+        // SAFETY: the module invariant; `out` holds the 64 bytes written.
+        unsafe {
+            let words01 = _mm512_packus_epi32(u[0].0, u[1].0);
+            let words23 = _mm512_packus_epi32(u[2].0, u[3].0);
+            let bytes = _mm512_packus_epi16(words01, words23);
+            let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+            let ordered = _mm512_permutexvar_epi32(order, bytes);
+            _mm512_storeu_si512(out.as_mut_ptr().cast(), ordered);
+        }
     }
 
     #[inline(always)]
