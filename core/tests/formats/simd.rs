@@ -104,12 +104,15 @@ fn encode_kernels_equal_the_twin_on_every_backend() {
 /// Stochastic rounding across the stream's blocks of 2^32 positions (the
 /// kernels derive a block's keys once per call): word 1 crosses one at
 /// element 2^32, word 0 (two elements per position) at 2^33, and element
-/// indices wrap at 2^64.
+/// indices wrap at 2^64; from starts that are multiples of 16 too, where
+/// the encode loop draws whole groups of four vectors.
 #[test]
 fn stochastic_kernels_cross_the_streams_blocks() {
     let x: Vec<f32> = sample().into_iter().step_by(7).take(160).collect();
+    let unaligned = [(1 << 32) - 72, (1 << 33) - 88, u64::MAX - 70];
+    let aligned = [(1 << 32) - 64, (1 << 33) - 96, u64::MAX - 63];
     for (name, f) in formats().into_iter().filter(|(_, f)| f.bits() <= 8) {
-        for first in [(1 << 32) - 72, (1 << 33) - 88, u64::MAX - 70] {
+        for first in unaligned.into_iter().chain(aligned) {
             on_every_backend(&format!("{name} at {first}"), || {
                 (
                     encode(f, &x, Round::STOCHASTIC, first),
