@@ -118,7 +118,16 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
             first_index,
         };
         let mut nans = 0;
-        let fast = encoder.has_fast_rule() && matches!(mode, Mode::NearestEven | Mode::Stochastic);
+        // Groups of four vectors pay off in stochastic rounding (one draw
+        // of word 0 for 16 elements) and on 8-lane backends; nearest-even
+        // on 16 lanes measured faster vector by vector (0.97x `half`
+        // against 0.85x grouped, `tessera bench formats`, docs/benchmarks.md).
+        let fast = encoder.has_fast_rule()
+            && match mode {
+                Mode::Stochastic => true,
+                Mode::NearestEven => S::LANES < 16,
+                _ => false,
+            };
         let group = 4 * S::LANES;
         let grouped = if fast { src.len() / group * group } else { 0 };
         if grouped > 0 {
