@@ -174,8 +174,10 @@ struct OneVector<'a, B: ?Sized, L> {
 
 impl<B: RandomBits + ?Sized, L: LaneBits> OneVector<'_, B, L> {
     /// Encodes the vector of `src` at `at` into `dst`; returns its NaN
-    /// count (see [`encode_twin`]).
-    #[inline(always)]
+    /// count (see [`encode_twin`]). Not inlined without optimisation, as
+    /// [`FastLanes::group`].
+    #[cfg_attr(debug_assertions, inline(never))]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn encode<S: Simd, C: Code>(&self, at: usize, dst: &mut [C]) -> usize {
         let Self {
             format,

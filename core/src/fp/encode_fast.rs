@@ -177,7 +177,12 @@ impl<S: Simd> FastLanes<S> {
     /// `mode` (nearest-even or exact stochastic), or `None` where a lane
     /// needs the general rule or the twin (the caller then encodes the
     /// four vectors one by one).
-    #[inline(always)]
+    ///
+    /// Inlined where optimised; without optimisation a function of its
+    /// own, so that the three kinds' copies do not all take stack slots
+    /// in the backend's kernel (a debug build's frame passed 8 MiB).
+    #[cfg_attr(debug_assertions, inline(never))]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub(super) fn group<L: LaneBits>(
         &self,
         mode: Mode,

@@ -129,9 +129,9 @@ pub(super) use assign_ops;
 #[inline]
 pub(crate) fn dispatch<K: Kernel>(backend: Backend, kernel: K) -> K::Output {
     match backend {
-        Backend::Scalar => kernel.scalar(),
-        Backend::Portable => kernel.run::<super::portable::Portable>(),
-        Backend::Sse2 => kernel.run::<sse2::Sse2>(),
+        Backend::Scalar => run_scalar(kernel),
+        Backend::Portable => run_portable(kernel),
+        Backend::Sse2 => run_sse2(kernel),
         // SAFETY: `backend` is active, so it was found available (see
         // `arch::active`): this CPU has AVX2 and F16C.
         Backend::Avx2 => unsafe { run_avx2(kernel) },
@@ -140,6 +140,27 @@ pub(crate) fn dispatch<K: Kernel>(backend: Backend, kernel: K) -> K::Output {
         // SAFETY: as above, with AVX512-BF16 too.
         Backend::Avx512Bf16 => unsafe { run_avx512bf16(kernel) },
     }
+}
+
+// Each backend's kernel is a function of its own, never inlined into
+// `dispatch`: without optimisation (a downstream debug build, the doc
+// tests) every inlined copy keeps its own stack slots, and the three
+// backends below inlined together made `dispatch`'s frame about 9.9 MB,
+// past the main thread's 8 MiB.
+
+#[inline(never)]
+fn run_scalar<K: Kernel>(kernel: K) -> K::Output {
+    kernel.scalar()
+}
+
+#[inline(never)]
+fn run_portable<K: Kernel>(kernel: K) -> K::Output {
+    kernel.run::<super::portable::Portable>()
+}
+
+#[inline(never)]
+fn run_sse2<K: Kernel>(kernel: K) -> K::Output {
+    kernel.run::<sse2::Sse2>()
 }
 
 /// # Safety
