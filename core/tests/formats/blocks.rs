@@ -233,15 +233,18 @@ fn scales_in_lanes_equal_the_twin_at_every_edge() {
     }
     let x = edge_amax_input(16);
     for t in [Nvfp4::tensor_scale(&x), 1.0, pow2(-149), 1e-30, 1e30] {
-        let nv = Nvfp4::new(Round::NEAREST_EVEN);
-        on_every_backend(&format!("nvfp4 t = {t}"), || {
-            let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
-            let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
-            nv.quantize(&x, t, &mut codes, &mut scales, &STREAM, 0)
-                .unwrap();
-            (codes, scales)
-        });
+        on_every_backend(&format!("nvfp4 t = {t}"), || nvfp4_nearest(&x, t));
     }
+}
+
+/// `x`'s NVFP4 codes and block scales under tensor scale `t`, nearest-even.
+fn nvfp4_nearest(x: &[f32], t: f32) -> (Vec<u8>, Vec<u8>) {
+    let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+    let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+    Nvfp4::new(Round::NEAREST_EVEN)
+        .quantize(x, t, &mut codes, &mut scales, &STREAM, 0)
+        .unwrap();
+    (codes, scales)
 }
 
 #[test]
@@ -273,13 +276,6 @@ fn nvfp4_quotients_at_e2m1_boundaries_equal_the_twin() {
             x.extend((0..64).map(|_| g.in_range(-4, 2) * d));
         }
         x.truncate(x.len() / 16 * 16);
-        let nv = Nvfp4::new(Round::NEAREST_EVEN);
-        on_every_backend(&format!("nvfp4 t = {t}"), || {
-            let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
-            let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
-            nv.quantize(&x, t, &mut codes, &mut scales, &STREAM, 0)
-                .unwrap();
-            (codes, scales)
-        });
+        on_every_backend(&format!("nvfp4 t = {t}"), || nvfp4_nearest(&x, t));
     }
 }
