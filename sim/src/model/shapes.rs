@@ -118,22 +118,28 @@ impl ConvShape {
         let (h, w) = self.input;
         let (n, ih, iw) = (r / (h * w), r / w % h, r % w);
         let (kh, kw) = self.conv.kernel;
-        let (s, p) = (self.conv.stride, self.conv.padding);
         let mut out = Vec::new();
-        for i in 0..kh {
-            for j in 0..kw {
-                let (Some(y), Some(x)) = ((ih + p).checked_sub(i), (iw + p).checked_sub(j)) else {
-                    continue;
-                };
-                if y % s == 0 && x % s == 0 && y / s < self.output.0 && x / s < self.output.1 {
-                    out.push((
-                        (n * self.output.0 + y / s) * self.output.1 + x / s,
-                        i * kw + j,
-                    ));
-                }
+        // Only the taps that reach an output: a window of 200,000 taps fed
+        // by each of 200,000 inputs took a minute when every tap was tried.
+        for (i, y) in self.feeding(ih, kh, self.output.0) {
+            for (j, x) in self.feeding(iw, kw, self.output.1) {
+                out.push(((n * self.output.0 + y) * self.output.1 + x, i * kw + j));
             }
         }
         out
+    }
+
+    /// The taps `i < k` (increasing) through which input coordinate `pos`
+    /// reaches an output coordinate `o < out`, with `o`: those with
+    /// `pos + padding = o stride + i`.
+    fn feeding(&self, pos: usize, k: usize, out: usize) -> impl Iterator<Item = (usize, usize)> {
+        let (s, at) = (self.conv.stride, pos + self.conv.padding);
+        // `o < out` needs `i > at - s out`; `i` and `at` agree modulo `s`.
+        let low = (at + 1).saturating_sub(s * out);
+        let first = low + (s - low % s + at % s) % s;
+        (first..k.min(at + 1))
+            .step_by(s)
+            .map(move |i| (i, (at - i) / s))
     }
 }
 
@@ -205,5 +211,65 @@ impl Pool2d {
             padding: self.padding,
         }
         .on(n, input)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Conv2d;
+
+    /// Every tap tried, as the definition reads.
+    fn taps_by_definition(shape: &super::ConvShape, r: usize) -> Vec<(usize, usize)> {
+        let (h, w) = shape.input;
+        let (n, ih, iw) = (r / (h * w), r / w % h, r % w);
+        let (kh, kw) = shape.conv.kernel;
+        let (s, p) = (shape.conv.stride, shape.conv.padding);
+        let mut out = Vec::new();
+        for i in 0..kh {
+            for j in 0..kw {
+                let (Some(y), Some(x)) = ((ih + p).checked_sub(i), (iw + p).checked_sub(j)) else {
+                    continue;
+                };
+                if y % s == 0 && x % s == 0 && y / s < shape.output.0 && x / s < shape.output.1 {
+                    out.push((
+                        (n * shape.output.0 + y / s) * shape.output.1 + x / s,
+                        i * kw + j,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn taps_of_are_the_definitions_taps() {
+        let mut shapes = 0;
+        for (kh, kw) in [(1, 1), (1, 3), (2, 2), (3, 3), (5, 2), (7, 7)] {
+            for stride in 1..=4 {
+                for padding in 0..=3 {
+                    for input in [(1, 1), (3, 5), (8, 8), (9, 4)] {
+                        let conv = Conv2d {
+                            in_channels: 1,
+                            out_channels: 1,
+                            kernel: (kh, kw),
+                            stride,
+                            padding,
+                        };
+                        let Some(shape) = conv.on(2, input) else {
+                            continue;
+                        };
+                        shapes += 1;
+                        for r in 0..shape.in_rows() {
+                            assert_eq!(
+                                shape.taps_of(r),
+                                taps_by_definition(&shape, r),
+                                "{conv:?} {input:?} row {r}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(shapes > 200, "{shapes} shapes");
     }
 }
