@@ -787,7 +787,8 @@ std::thread_local! {
 /// use tessera_sim::ipu::{Engine, EngineOptions, Graph, Program, Target, run_seconds_on_this_thread};
 /// use tessera_sim::IpuSpec;
 ///
-/// let mut engine = Engine::new(Graph::new(Target::single(IpuSpec::MK2_GC200)), Program::empty(), EngineOptions::default())?;
+/// let graph = Graph::new(Target::single(IpuSpec::MK2_GC200));
+/// let mut engine = Engine::new(graph, Program::empty(), EngineOptions::default())?;
 /// let before = run_seconds_on_this_thread();
 /// engine.run();
 /// assert!(run_seconds_on_this_thread() >= before);

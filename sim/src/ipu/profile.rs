@@ -349,7 +349,8 @@ impl Profile {
     /// use tessera_sim::ipu::{Engine, EngineOptions, Graph, Program, Target};
     /// use tessera_sim::IpuSpec;
     ///
-    /// let mut engine = Engine::new(Graph::new(Target::single(IpuSpec::MK2_GC200)), Program::empty(), EngineOptions::default())?;
+    /// let graph = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let mut engine = Engine::new(graph, Program::empty(), EngineOptions::default())?;
     /// let profile = engine.run();
     /// let json: serde_json::Value = serde_json::from_str(&profile.to_json())?;
     /// assert_eq!(json["total_cycles"], profile.total_cycles);
@@ -370,7 +371,8 @@ impl Profile {
     /// use tessera_sim::ipu::{Engine, EngineOptions, Graph, Program, Target};
     /// use tessera_sim::IpuSpec;
     ///
-    /// let mut engine = Engine::new(Graph::new(Target::single(IpuSpec::MK2_GC200)), Program::empty(), EngineOptions::default())?;
+    /// let graph = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let mut engine = Engine::new(graph, Program::empty(), EngineOptions::default())?;
     /// let profile = engine.run();
     /// let trace = profile.chrome_trace();
     /// assert!(trace["traceEvents"].as_array().is_some_and(|events| !events.is_empty()));

@@ -191,7 +191,8 @@ impl ProductPlan {
     ///
     /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
     /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
-    /// let problem = Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
     /// let whole_rows = Cut { full_rows: true, full_cols: false };
     /// let plan = ProductPlan::choose(&problem, &IpuSpec::MK2_GC200, 100, whole_rows);
     /// assert_eq!(plan.output().col_blocks(), 1);
@@ -228,7 +229,8 @@ impl ProductPlan {
     ///
     /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
     /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
-    /// let problem = Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
     /// let plan = ProductPlan::with_split(&problem, (2, 3, 2), Cut::default());
     /// assert_eq!((plan.blocks().len(), plan.k_parts()), (6, 2));
     /// assert!(plan.blocks().iter().all(|b| b.tiles.len() == 2));
@@ -322,7 +324,8 @@ impl ProductPlan {
     ///
     /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
     /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
-    /// let problem = Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
     /// let out = BlockLayout::grid(4, 6, 2, 1, 8);
     /// let plan = ProductPlan::onto(&out, &problem, &IpuSpec::MK2_GC200, 100);
     /// assert_eq!((plan.output(), plan.blocks().len()), (&out, 2));
@@ -437,7 +440,8 @@ impl ProductPlan {
     ///
     /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
     /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
-    /// let problem = Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
     /// let plan = ProductPlan::with_split(&problem, (2, 1, 1), Cut::default());
     /// assert_eq!((plan.output().rows(), plan.output().cols(), plan.output().row_blocks()), (4, 6, 2));
     /// ```
@@ -454,7 +458,8 @@ impl ProductPlan {
     ///
     /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
     /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
-    /// let problem = Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
     /// let plan = ProductPlan::with_split(&problem, (2, 1, 1), Cut::default());
     /// let cut: Vec<_> = plan.blocks().iter().map(|b| (b.rows.clone(), b.cols.clone())).collect();
     /// assert_eq!(cut, [(0..2, 0..6), (2..4, 0..6)]);
@@ -472,7 +477,8 @@ impl ProductPlan {
     ///
     /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
     /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
-    /// let problem = Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
     /// assert_eq!(ProductPlan::with_split(&problem, (1, 1, 2), Cut::default()).k_parts(), 2);
     /// ```
     #[must_use]
@@ -517,7 +523,8 @@ impl ProductPlan {
     ///
     /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
     /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
-    /// let problem = Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
     /// let plan = ProductPlan::with_split(&problem, (1, 2, 2), Cut::default());
     /// let b = plan.b_layout(); // k cut at the parts' leaves, n at the blocks
     /// assert_eq!((b.rows(), b.cols(), b.row_blocks(), b.col_blocks()), (256, 6, 2, 2));

@@ -94,7 +94,8 @@ fn input_layout(rows: usize, cols: usize, target: &ipu::Target) -> BlockLayout {
 /// let shape = conv.on(1, (4, 4)).unwrap();
 /// let ipu = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
 /// let plain = conv2d_cycles(&shape, ConvExtras::default(), Target::single(ipu))?;
-/// let with_bn = conv2d_cycles(&shape, ConvExtras { batch_norm: true, ..ConvExtras::default() }, Target::single(ipu))?;
+/// let bn = ConvExtras { batch_norm: true, ..ConvExtras::default() };
+/// let with_bn = conv2d_cycles(&shape, bn, Target::single(ipu))?;
 /// assert!(plain.forward > 0 && with_bn.forward > plain.forward);
 /// # Ok::<(), tessera_sim::model::ModelError>(())
 /// ```
