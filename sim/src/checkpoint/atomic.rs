@@ -24,6 +24,18 @@ use super::CheckpointError;
 /// # Errors
 ///
 /// [`CheckpointError::Io`], naming the path that failed.
+///
+/// ```
+/// use tessera_sim::checkpoint::write_atomic;
+///
+/// let path = std::env::temp_dir().join(format!("tessera-write-atomic-{}.txt", std::process::id()));
+/// write_atomic(&path, b"old")?;
+/// write_atomic(&path, b"new")?; // replaces it whole
+/// assert_eq!(std::fs::read(&path).unwrap(), b"new");
+/// std::fs::remove_file(&path).unwrap();
+/// assert!(write_atomic(std::path::Path::new("/"), b"x").is_err()); // no file name
+/// # Ok::<(), tessera_sim::checkpoint::CheckpointError>(())
+/// ```
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
     static NEXT_TEMPORARY: AtomicU64 = AtomicU64::new(0);
 

@@ -175,6 +175,21 @@ impl Engine {
     /// # Errors
     /// [`BuildError::OutOfTileMemory`] naming the first tile over its
     /// memory; [`BuildError::Graph`] for a compute set with a race.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{BuildError, DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let fits = g.clone();
+    /// assert!(Engine::new(fits, Program::empty(), EngineOptions::default()).is_ok());
+    /// g.add_tensor("big", DType::F32, &[1 << 20], Mapping::one_tile(1, 1 << 20))?; // 4 MiB on a tile
+    /// let over = Engine::new(g, Program::empty(), EngineOptions::default());
+    /// assert!(matches!(over, Err(BuildError::OutOfTileMemory(e)) if e.tile == 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(
         mut graph: Graph,
         program: Program,
@@ -240,12 +255,36 @@ impl Engine {
 
     /// The graph (its vertices and copies moved into the engine: its
     /// compute sets and exchanges keep only their names).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let engine = Engine::new(g, Program::empty(), EngineOptions::default())?;
+    /// assert_eq!(engine.graph().name(x), "x");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn graph(&self) -> &Graph {
         &self.graph
     }
 
     /// Every tile's memory.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let engine = Engine::new(g, Program::empty(), EngineOptions::default())?;
+    /// assert_eq!(engine.memory().tiles[0].tensors, 16);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub const fn memory(&self) -> &MemoryUsage {
         &self.memory
@@ -253,6 +292,19 @@ impl Engine {
 
     /// The host memory the engine's data takes, by kind (see
     /// [`HostBytes`]).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let engine = Engine::new(g, Program::empty(), EngineOptions::default())?;
+    /// let host = engine.host_bytes();
+    /// assert!(host.tensors >= 16 && host.total() > host.tensors);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn host_bytes(&self) -> HostBytes {
         let size = |n: usize, each: usize| (n * each) as u64;
@@ -297,6 +349,42 @@ impl Engine {
 
     /// The estimated cycles of one execution of a compute set (its
     /// slowest tile) and that tile.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tessera_sim::ipu::*;
+    /// # use tessera_sim::{IpuParams, IpuSpec};
+    /// # /// `y = 2 x` over f32 fields `[x, y]`, a thread cycle per element.
+    /// # #[derive(Debug)]
+    /// # struct Double;
+    /// # impl Codelet for Double {
+    /// #     fn name(&self) -> &str {
+    /// #         "double"
+    /// #     }
+    /// #     fn fields(&self) -> &[FieldSpec] {
+    /// #         const FIELDS: [FieldSpec; 2] =
+    /// #             [FieldSpec::new(DType::F32, Access::Read), FieldSpec::new(DType::F32, Access::Write)];
+    /// #         &FIELDS
+    /// #     }
+    /// #     fn cycles(&self, lens: &[u64], _: &IpuSpec) -> VertexCycles {
+    /// #         VertexCycles::Worker(lens[0])
+    /// #     }
+    /// #     fn run(&self, io: &mut VertexIo<'_>) {
+    /// #         let [x, y] = io.many([0, 1]).map(FieldMut::into_slice::<f32>);
+    /// #         y.iter_mut().zip(x.iter()).for_each(|(y, x)| *y = 2.0 * *x);
+    /// #     }
+    /// # }
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[8], Mapping::one_tile(1, 8))?;
+    /// let y = g.add_tensor("y", DType::F32, &[8], Mapping::one_tile(1, 8))?;
+    /// let cs = g.add_compute_set("double");
+    /// g.add_vertex(cs, 1, Arc::new(Double), &[g.all(x), g.all(y)])?;
+    /// let engine = Engine::new(g, Program::Execute(cs), EngineOptions::default())?;
+    /// // The compute set's start, and 8 thread cycles on one of 6 round-robin workers.
+    /// assert_eq!(engine.compute_set_cycles(cs), (50 + 6 * 8, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn compute_set_cycles(&self, cs: super::ComputeSetId) -> (u64, Tile) {
         let c = &self.compute_sets[cs.0 as usize];
@@ -304,6 +392,20 @@ impl Engine {
     }
 
     /// The estimated cycles of one execution of an exchange.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let y = g.add_tensor("y", DType::F32, &[4], Mapping::one_tile(1, 4))?;
+    /// let ex = g.add_exchange("x to y", &[(g.all(x), g.all(y))])?;
+    /// let engine = Engine::new(g, Program::Exchange(ex), EngineOptions::default())?;
+    /// assert_eq!(engine.exchange_cycles(ex), 16 / 4); // 16 bytes, 4 a cycle
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn exchange_cycles(&self, ex: super::ExchangeId) -> u64 {
         self.exchanges[ex.0 as usize].cycles
@@ -314,6 +416,21 @@ impl Engine {
     ///
     /// # Errors
     /// [`AccessError::WrongType`], [`AccessError::WrongLength`].
+    ///
+    /// ```
+    /// use tessera_sim::ipu::AccessError;
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let mut engine = Engine::new(g, Program::empty(), EngineOptions::default())?;
+    /// engine.write_tensor(x, &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// let short = engine.write_tensor(x, &[1.0f32]);
+    /// assert_eq!(short, Err(AccessError::WrongLength { expected: 4, got: 1 }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn write_tensor<T: Scalar>(&mut self, t: TensorId, data: &[T]) -> Result<(), AccessError> {
         self.check_access::<T>(t, data.len())?;
         for p in &self.graph.tensors[t.index()].intervals {
@@ -328,6 +445,22 @@ impl Engine {
     ///
     /// # Errors
     /// [`AccessError::WrongType`].
+    ///
+    /// ```
+    /// use tessera_sim::ipu::AccessError;
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let mut engine = Engine::new(g, Program::empty(), EngineOptions::default())?;
+    /// engine.write_tensor(x, &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// assert_eq!(engine.read_tensor::<f32>(x)?, [1.0, 2.0, 3.0, 4.0]);
+    /// let wrong = engine.read_tensor::<i64>(x);
+    /// assert_eq!(wrong, Err(AccessError::WrongType { dtype: DType::F32, asked: DType::I64 }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn read_tensor<T: Scalar>(&self, t: TensorId) -> Result<Vec<T>, AccessError> {
         let len = self.graph.len(t) as usize;
         self.check_access::<T>(t, len)?;
@@ -363,6 +496,24 @@ impl Engine {
     ///
     /// # Errors
     /// [`AccessError`] for the wrong type, length or direction.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{AccessError, Direction};
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let input = g.add_stream("x in", x, Direction::ToDevice);
+    /// let output = g.add_stream("x out", x, Direction::ToHost);
+    /// let mut engine = Engine::new(g, Program::HostWrite(input), EngineOptions::default())?;
+    /// engine.stream_write(input, &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// engine.run();
+    /// assert_eq!(engine.read_tensor::<f32>(x)?, [1.0, 2.0, 3.0, 4.0]);
+    /// assert_eq!(engine.stream_write(output, &[0.0f32; 4]), Err(AccessError::WrongDirection));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stream_write<T: Scalar>(&mut self, s: StreamId, data: &[T]) -> Result<(), AccessError> {
         let st = &mut self.streams[s.0 as usize];
         if st.direction != Direction::ToDevice {
@@ -388,6 +539,22 @@ impl Engine {
     ///
     /// # Errors
     /// [`AccessError`] for the wrong type or direction.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Direction;
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let output = g.add_stream("x out", x, Direction::ToHost);
+    /// let mut engine = Engine::new(g, Program::HostRead(output), EngineOptions::default())?;
+    /// engine.write_tensor(x, &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// engine.run();
+    /// assert_eq!(engine.stream_read::<f32>(output)?, [1.0, 2.0, 3.0, 4.0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stream_read<T: Scalar>(&self, s: StreamId) -> Result<&[T], AccessError> {
         let st = &self.streams[s.0 as usize];
         if st.direction != Direction::ToHost {
@@ -400,6 +567,23 @@ impl Engine {
     }
 
     /// Runs the program once and returns its profile.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Mapping, Program, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let y = g.add_tensor("y", DType::F32, &[4], Mapping::one_tile(1, 4))?;
+    /// let ex = g.add_exchange("x to y", &[(g.all(x), g.all(y))])?;
+    /// let mut engine = Engine::new(g, Program::repeat(2, Program::Exchange(ex)), EngineOptions::default())?;
+    /// engine.write_tensor(x, &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// let profile = engine.run();
+    /// assert_eq!(engine.read_tensor::<f32>(y)?, [1.0, 2.0, 3.0, 4.0]);
+    /// assert_eq!(profile.cycles.exchange, 2 * engine.exchange_cycles(ex));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn run(&mut self) -> Profile {
         let started = Instant::now();
         let program = Arc::clone(&self.program);
@@ -598,6 +782,18 @@ std::thread_local! {
 /// how a benchmark separates running a program from building its engine
 /// when both happen inside a function it calls (the layer runners of
 /// [`model`](crate::model)).
+///
+/// ```
+/// use tessera_sim::ipu::{Engine, EngineOptions, Graph, Program, Target, run_seconds_on_this_thread};
+/// use tessera_sim::IpuSpec;
+///
+/// let graph = Graph::new(Target::single(IpuSpec::MK2_GC200));
+/// let mut engine = Engine::new(graph, Program::empty(), EngineOptions::default())?;
+/// let before = run_seconds_on_this_thread();
+/// engine.run();
+/// assert!(run_seconds_on_this_thread() >= before);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[must_use]
 pub fn run_seconds_on_this_thread() -> f64 {
     RUN_SECONDS.get()

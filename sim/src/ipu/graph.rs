@@ -344,6 +344,14 @@ pub(crate) const fn piece_bytes(dtype: DType, held: Option<Encoding>, len: u64) 
 
 impl Graph {
     /// An empty graph on `target`.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{Graph, Target};
+    ///
+    /// let g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// assert_eq!(g.tensor_bytes(), [0; 1472]);
+    /// ```
     #[must_use]
     pub fn new(target: Target) -> Self {
         let tiles = target.tiles() as usize;
@@ -370,6 +378,19 @@ impl Graph {
     /// runs only (a lower bound). Building it needs no more host memory
     /// than the tiles' tensors have blocks, so the memory of a model far
     /// beyond the tiles is known before anything is allocated for it.
+    ///
+    /// ```
+    /// use core::num::NonZeroU64;
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, MemoryUsage, Target};
+    ///
+    /// let target = Target::single(IpuSpec::MK2_GC200);
+    /// let (mut run, mut sized) = (Graph::new(target), Graph::sizing(target));
+    /// for g in [&mut run, &mut sized] {
+    ///     g.add_tensor("x", DType::F32, &[5000], Mapping::linear(NonZeroU64::MIN)).unwrap();
+    /// }
+    /// assert_eq!(MemoryUsage::of(&run), MemoryUsage::of(&sized));
+    /// ```
     #[must_use]
     pub fn sizing(target: Target) -> Self {
         Self {
@@ -379,6 +400,14 @@ impl Graph {
     }
 
     /// Whether this is a [`Graph::sizing`] graph.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{Graph, Target};
+    ///
+    /// let target = Target::single(IpuSpec::MK2_GC200);
+    /// assert!(Graph::sizing(target).is_sizing() && !Graph::new(target).is_sizing());
+    /// ```
     #[must_use]
     pub const fn is_sizing(&self) -> bool {
         self.sizing
@@ -389,6 +418,19 @@ impl Graph {
     /// the exchanges' segments (kept by the graph and, compiled, by the
     /// engine; in a [`Graph::sizing`] graph, the counted runs as
     /// segments). Saturating.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Direction;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[2, 2], Mapping::one_tile(0, 4)).unwrap();
+    /// assert_eq!(g.host_bytes(), 16); // 4 f32 values
+    /// g.add_stream("x in", x, Direction::ToDevice);
+    /// assert_eq!(g.host_bytes(), 32); // and the stream's buffer
+    /// ```
     #[must_use]
     pub fn host_bytes(&self) -> u64 {
         let values = |dtype: DType, len: u64| len.saturating_mul(dtype.size());
@@ -415,6 +457,16 @@ impl Graph {
 
     /// Charges `tile` the exchange code of receiving `runs` contiguous
     /// runs, in a [`Graph::sizing`] graph instead of adding their copies.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{Graph, MemoryUsage, Target};
+    ///
+    /// let mut g = Graph::sizing(Target::single(IpuSpec::MK2_GC200));
+    /// g.count_received_runs(3, 10);
+    /// let code = IpuSpec::MK2_GC200.params().exchange_code_bytes;
+    /// assert_eq!(MemoryUsage::of(&g).tiles[3].exchange, 10 * u64::from(code));
+    /// ```
     pub fn count_received_runs(&mut self, tile: Tile, runs: u64) {
         if let Some(n) = self.counted_runs.get_mut(tile as usize) {
             *n = n.saturating_add(runs);
@@ -422,6 +474,15 @@ impl Graph {
     }
 
     /// The target.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// assert_eq!(g.target().tiles(), 2);
+    /// ```
     #[must_use]
     pub const fn target(&self) -> &Target {
         &self.target
@@ -437,6 +498,21 @@ impl Graph {
     ///
     /// # Panics
     /// If [`Mapping::Like`] names a tensor of another graph.
+    ///
+    /// ```
+    /// use core::num::NonZeroU64;
+    /// use tessera_sim::ipu::{DType, Graph, GraphError, Interval, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F16, &[2, 3], Mapping::linear(NonZeroU64::MIN))?;
+    /// assert_eq!(g.mapping(x), [Interval::new(0, 0..3), Interval::new(1, 3..6)]);
+    /// let gap = Mapping::Explicit(vec![Interval::new(0, 0..2)]);
+    /// let unmapped = g.add_tensor("y", DType::F32, &[4], gap);
+    /// assert!(matches!(unmapped, Err(GraphError::Unmapped { at: 2, .. })));
+    /// # Ok::<(), GraphError>(())
+    /// ```
     pub fn add_tensor(
         &mut self,
         name: &str,
@@ -539,30 +615,81 @@ impl Graph {
     }
 
     /// The tensor's name.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[2, 2], Mapping::one_tile(0, 4)).unwrap();
+    /// assert_eq!(g.name(x), "x");
+    /// ```
     #[must_use]
     pub fn name(&self, t: TensorId) -> &str {
         &self.tensors[t.index()].name
     }
 
     /// The tensor's element type.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[2, 2], Mapping::one_tile(0, 4)).unwrap();
+    /// assert_eq!(g.dtype(x), DType::F32);
+    /// ```
     #[must_use]
     pub fn dtype(&self, t: TensorId) -> DType {
         self.tensors[t.index()].dtype
     }
 
     /// The tensor's shape.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[2, 2], Mapping::one_tile(0, 4)).unwrap();
+    /// assert_eq!(g.shape(x), [2, 2]);
+    /// ```
     #[must_use]
     pub fn shape(&self, t: TensorId) -> &[u64] {
         &self.tensors[t.index()].shape
     }
 
     /// The tensor's number of elements.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[2, 2], Mapping::one_tile(0, 4)).unwrap();
+    /// assert_eq!(g.len(x), 4);
+    /// ```
     #[must_use]
     pub fn len(&self, t: TensorId) -> u64 {
         self.tensors[t.index()].len
     }
 
     /// The tensor's mapping, sorted by first element.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Interval;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[2, 2], Mapping::one_tile(0, 4)).unwrap();
+    /// assert_eq!(g.mapping(x), [Interval::new(0, 0..4)]);
+    /// ```
     #[must_use]
     pub fn mapping(&self, t: TensorId) -> Vec<Interval> {
         self.tensors[t.index()]
@@ -573,18 +700,49 @@ impl Graph {
     }
 
     /// The whole tensor as a slice.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::TensorSlice;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[2, 2], Mapping::one_tile(0, 4)).unwrap();
+    /// assert_eq!(g.all(x), TensorSlice::new(x, 0..4));
+    /// ```
     #[must_use]
     pub fn all(&self, t: TensorId) -> TensorSlice {
         TensorSlice::new(t, 0..self.len(t))
     }
 
     /// Bytes of tensors on each tile so far.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// g.add_tensor("x", DType::F32, &[5], Mapping::one_tile(1, 5)).unwrap();
+    /// assert_eq!(g.tensor_bytes(), [0, 24]); // 20 bytes, rounded up to 8
+    /// ```
     #[must_use]
     pub fn tensor_bytes(&self) -> &[u64] {
         &self.tensor_bytes
     }
 
     /// Adds an empty compute set.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let cs = g.add_compute_set("step");
+    /// assert_eq!(g.compute_set_name(cs), "step");
+    /// ```
     pub fn add_compute_set(&mut self, name: &str) -> ComputeSetId {
         self.compute_sets.push(ComputeSetInfo {
             name: Arc::from(name),
@@ -594,6 +752,16 @@ impl Graph {
     }
 
     /// The compute set's name.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let cs = g.add_compute_set("forward");
+    /// assert_eq!(g.compute_set_name(cs), "forward");
+    /// ```
     #[must_use]
     pub fn compute_set_name(&self, cs: ComputeSetId) -> &str {
         &self.compute_sets[cs.0 as usize].name
@@ -626,6 +794,43 @@ impl Graph {
     /// [`GraphError::SliceOutOfRange`], [`GraphError::FieldType`],
     /// [`GraphError::NotOnTile`], [`GraphError::Aliased`]; races with the
     /// compute set's other vertices are reported when an engine is built.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tessera_sim::ipu::*;
+    /// # use tessera_sim::{IpuParams, IpuSpec};
+    /// # /// `y = 2 x` over f32 fields `[x, y]`, a thread cycle per element.
+    /// # #[derive(Debug)]
+    /// # struct Double;
+    /// # impl Codelet for Double {
+    /// #     fn name(&self) -> &str {
+    /// #         "double"
+    /// #     }
+    /// #     fn fields(&self) -> &[FieldSpec] {
+    /// #         const FIELDS: [FieldSpec; 2] =
+    /// #             [FieldSpec::new(DType::F32, Access::Read), FieldSpec::new(DType::F32, Access::Write)];
+    /// #         &FIELDS
+    /// #     }
+    /// #     fn cycles(&self, lens: &[u64], _: &IpuSpec) -> VertexCycles {
+    /// #         VertexCycles::Worker(lens[0])
+    /// #     }
+    /// #     fn run(&self, io: &mut VertexIo<'_>) {
+    /// #         let [x, y] = io.many([0, 1]).map(FieldMut::into_slice::<f32>);
+    /// #         y.iter_mut().zip(x.iter()).for_each(|(y, x)| *y = 2.0 * *x);
+    /// #     }
+    /// # }
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let y = g.add_tensor("y", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let cs = g.add_compute_set("double");
+    /// g.add_vertex(cs, 0, Arc::new(Double), &[g.all(x), g.all(y)])?;
+    /// let elsewhere = g.add_vertex(cs, 1, Arc::new(Double), &[g.all(x), g.all(y)]);
+    /// assert!(matches!(elsewhere, Err(GraphError::NotOnTile { field: 0, tile: 1, .. })));
+    /// let one_field = g.add_vertex(cs, 0, Arc::new(Double), &[g.all(x)]);
+    /// assert_eq!(one_field, Err(GraphError::FieldCount { expected: 2, got: 1 }));
+    /// # Ok::<(), GraphError>(())
+    /// ```
     pub fn add_vertex(
         &mut self,
         cs: ComputeSetId,
@@ -717,6 +922,20 @@ impl Graph {
     /// [`GraphError::SliceOutOfRange`], [`GraphError::CopyMismatch`],
     /// [`GraphError::ExchangeOverlap`] if a destination overlaps another
     /// destination or a source.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{DType, Graph, GraphError, Mapping, Target, TensorSlice};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(0, 4))?;
+    /// let y = g.add_tensor("y", DType::F32, &[4], Mapping::one_tile(1, 4))?;
+    /// g.add_exchange("x to y", &[(g.all(x), g.all(y))])?;
+    /// let short = (TensorSlice::new(x, 0..2), g.all(y));
+    /// assert_eq!(g.add_exchange("bad", &[short]), Err(GraphError::CopyMismatch { copy: 0 }));
+    /// # Ok::<(), GraphError>(())
+    /// ```
     pub fn add_exchange(
         &mut self,
         name: &str,
@@ -783,6 +1002,18 @@ impl Graph {
 
     /// Adds a host stream that writes (`ToDevice`) or reads (`ToHost`)
     /// the whole of `tensor`.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Direction;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    /// use tessera_sim::{IpuParams, IpuSpec};
+    ///
+    /// let two_tiles = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+    /// let mut g = Graph::new(Target::single(two_tiles));
+    /// let x = g.add_tensor("x", DType::F32, &[2, 2], Mapping::one_tile(0, 4)).unwrap();
+    /// g.add_stream("x in", x, Direction::ToDevice);
+    /// assert_eq!(g.host_bytes(), 2 * 16); // the tensor and the stream's buffer
+    /// ```
     pub fn add_stream(&mut self, name: &str, tensor: TensorId, direction: Direction) -> StreamId {
         self.streams.push(StreamInfo {
             name: Arc::from(name),

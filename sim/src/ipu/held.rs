@@ -37,6 +37,18 @@ impl Graph {
     }
 
     /// How `t` is held, if not as its type ([`Graph::hold`]).
+    ///
+    /// ```
+    /// use tessera_core::fp::Format;
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Encoding, Graph, Mapping, Target};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let t = g.add_tensor("x", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// assert_eq!(g.held(t), None); // as its type
+    /// g.hold(t, Encoding::Scalar(Format::E5M2));
+    /// assert_eq!(g.held(t), Some(Encoding::Scalar(Format::E5M2)));
+    /// ```
     #[must_use]
     pub fn held(&self, t: TensorId) -> Option<Encoding> {
         self.tensors[t.index()].held

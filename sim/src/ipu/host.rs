@@ -23,6 +23,13 @@ pub struct HostBytes {
 
 impl HostBytes {
     /// All of it.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::HostBytes;
+    ///
+    /// let h = HostBytes { tensors: 100, vertices: 20, exchanges: 3, per_tile: 64 };
+    /// assert_eq!(h.total(), 187);
+    /// ```
     #[must_use]
     pub const fn total(&self) -> u64 {
         self.tensors + self.vertices + self.exchanges + self.per_tile

@@ -49,6 +49,13 @@ pub struct TileMemory {
 
 impl TileMemory {
     /// All categories.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::TileMemory;
+    ///
+    /// let m = TileMemory { tensors: 64, vertex_state: 16, code: 512, exchange: 32 };
+    /// assert_eq!(m.total(), 624);
+    /// ```
     #[must_use]
     pub const fn total(&self) -> u64 {
         self.tensors
@@ -121,6 +128,17 @@ pub struct MemoryUsage {
 
 impl MemoryUsage {
     /// Accounts `graph`'s memory.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, MemoryUsage, Target};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// g.add_tensor("x", DType::F16, &[3], Mapping::one_tile(5, 3)).unwrap();
+    /// let usage = MemoryUsage::of(&g);
+    /// assert_eq!((usage.tiles[5].tensors, usage.tiles[4].tensors), (8, 0)); // 6 bytes, aligned to 8
+    /// assert_eq!(usage.capacity, IpuSpec::MK2_GC200.memory_per_tile());
+    /// ```
     #[must_use]
     pub fn of(graph: &Graph) -> Self {
         let p = graph.target.spec().params();
@@ -168,6 +186,18 @@ impl MemoryUsage {
     ///
     /// # Errors
     /// [`OutOfMemory`] for the lowest-numbered tile over its capacity.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, MemoryUsage, Target};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// g.add_tensor("small", DType::F32, &[4], Mapping::one_tile(0, 4)).unwrap();
+    /// assert!(MemoryUsage::of(&g).check(&g).is_ok());
+    /// g.add_tensor("big", DType::F32, &[1 << 20], Mapping::one_tile(7, 1 << 20)).unwrap();
+    /// let over = MemoryUsage::of(&g).check(&g).unwrap_err();
+    /// assert_eq!((over.tile, &*over.largest[0].0), (7, "big"));
+    /// ```
     pub fn check(&self, graph: &Graph) -> Result<(), Box<OutOfMemory>> {
         let over = |m: &TileMemory| m.total() > self.capacity;
         let Some(tile) = self.tiles.iter().position(over) else {
@@ -198,6 +228,16 @@ impl MemoryUsage {
     }
 
     /// A summary for reports: max, mean, a histogram.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, MemoryUsage, Target};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// g.add_tensor("x", DType::F32, &[4], Mapping::one_tile(3, 4)).unwrap();
+    /// let s = MemoryUsage::of(&g).summary(4);
+    /// assert_eq!((s.max, s.max_tile, s.total, s.tiles_over), (16, 3, 16, 0));
+    /// ```
     #[must_use]
     pub fn summary(&self, buckets: usize) -> MemorySummary {
         let totals: Vec<u64> = self.tiles.iter().map(TileMemory::total).collect();

@@ -71,6 +71,13 @@ pub struct PhaseCycles {
 
 impl PhaseCycles {
     /// All phases.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::PhaseCycles;
+    ///
+    /// let c = PhaseCycles { compute: 100, sync: 40, exchange: 8, host: 0 };
+    /// assert_eq!(c.total(), 148);
+    /// ```
     #[must_use]
     pub const fn total(&self) -> u64 {
         self.compute + self.sync + self.exchange + self.host
@@ -337,6 +344,18 @@ impl Profile {
     }
 
     /// The profile as pretty-printed JSON (everything but the trace).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Engine, EngineOptions, Graph, Program, Target};
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// let graph = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let mut engine = Engine::new(graph, Program::empty(), EngineOptions::default())?;
+    /// let profile = engine.run();
+    /// let json: serde_json::Value = serde_json::from_str(&profile.to_json())?;
+    /// assert_eq!(json["total_cycles"], profile.total_cycles);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a profile serialises")
@@ -347,6 +366,18 @@ impl Profile {
     /// sync, exchange, host) of process 0, times in microseconds of
     /// estimated device time; `args` carry the cycles and the busiest
     /// tile. Open it in Perfetto (ui.perfetto.dev) or `chrome://tracing`.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Engine, EngineOptions, Graph, Program, Target};
+    /// use tessera_sim::IpuSpec;
+    ///
+    /// let graph = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let mut engine = Engine::new(graph, Program::empty(), EngineOptions::default())?;
+    /// let profile = engine.run();
+    /// let trace = profile.chrome_trace();
+    /// assert!(trace["traceEvents"].as_array().is_some_and(|events| !events.is_empty()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn chrome_trace(&self) -> Value {
         let us = |cycles: u64| cycles as f64 * 1e6 / self.target.clock_hz as f64;

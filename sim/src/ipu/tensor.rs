@@ -22,6 +22,12 @@ pub enum DType {
 
 impl DType {
     /// Bytes per element.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::DType;
+    ///
+    /// assert_eq!((DType::F32.size(), DType::Bf16.size(), DType::I64.size()), (4, 2, 8));
+    /// ```
     #[must_use]
     pub const fn size(self) -> u64 {
         match self {
@@ -32,6 +38,13 @@ impl DType {
     }
 
     /// `"f32"`, `"f16"`, `"bf16"` or `"i64"`.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::DType;
+    ///
+    /// assert_eq!(DType::F16.name(), "f16");
+    /// assert_eq!(DType::Bf16.to_string(), "bf16");
+    /// ```
     #[must_use]
     pub const fn name(self) -> &'static str {
         match self {
@@ -55,6 +68,16 @@ pub struct TensorId(pub(crate) u32);
 
 impl TensorId {
     /// The tensor's index in its graph (in order of creation).
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let a = g.add_tensor("a", DType::F32, &[1], Mapping::one_tile(0, 1)).unwrap();
+    /// let b = g.add_tensor("b", DType::F32, &[1], Mapping::one_tile(0, 1)).unwrap();
+    /// assert_eq!((a.index(), b.index()), (0, 1));
+    /// ```
     #[must_use]
     pub const fn index(self) -> usize {
         self.0 as usize
@@ -72,18 +95,47 @@ pub struct TensorSlice {
 
 impl TensorSlice {
     /// Elements `range` of `tensor`.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target, TensorSlice};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let t = g.add_tensor("t", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// let s = TensorSlice::new(t, 2..6);
+    /// assert_eq!((s.tensor, s.len()), (t, 4));
+    /// ```
     #[must_use]
     pub const fn new(tensor: TensorId, range: Range<u64>) -> Self {
         Self { tensor, range }
     }
 
     /// Elements in the slice.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target, TensorSlice};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let t = g.add_tensor("t", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// assert_eq!(TensorSlice::new(t, 2..6).len(), 4);
+    /// assert_eq!(TensorSlice::new(t, 6..2).len(), 0); // reversed: empty
+    /// ```
     #[must_use]
     pub const fn len(&self) -> u64 {
         self.range.end.saturating_sub(self.range.start)
     }
 
     /// Whether the slice is empty.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::{DType, Graph, Mapping, Target, TensorSlice};
+    ///
+    /// let mut g = Graph::new(Target::single(IpuSpec::MK2_GC200));
+    /// let t = g.add_tensor("t", DType::F32, &[8], Mapping::one_tile(0, 8)).unwrap();
+    /// assert!(TensorSlice::new(t, 3..3).is_empty() && !g.all(t).is_empty());
+    /// ```
     #[must_use]
     pub const fn is_empty(&self) -> bool {
         self.len() == 0
@@ -95,8 +147,24 @@ pub trait Scalar: Copy + Default + Send + Sync + fmt::Debug + 'static + sealed::
     /// Its [`DType`].
     const DTYPE: DType;
     /// The slice of a piece of this type.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Piece, Scalar};
+    ///
+    /// let p = Piece::F32(vec![1.0, 2.0]);
+    /// assert_eq!(f32::slice(&p), Some(&[1.0, 2.0][..]));
+    /// assert_eq!(i64::slice(&p), None); // another type
+    /// ```
     fn slice(piece: &Piece) -> Option<&[Self]>;
     /// The mutable slice of a piece of this type.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{Piece, Scalar};
+    ///
+    /// let mut p = Piece::I64(vec![0; 2]);
+    /// i64::slice_mut(&mut p).unwrap()[1] = 7;
+    /// assert_eq!(p, Piece::I64(vec![0, 7]));
+    /// ```
     fn slice_mut(piece: &mut Piece) -> Option<&mut [Self]>;
 }
 
@@ -151,7 +219,7 @@ pub enum Piece {
 impl Piece {
     /// `len` zero elements of `dtype`.
     #[must_use]
-    pub fn zeroed(dtype: DType, len: usize) -> Self {
+    pub(crate) fn zeroed(dtype: DType, len: usize) -> Self {
         match dtype {
             DType::F32 => Self::F32(vec![0.0; len]),
             DType::F16 => Self::F16(vec![f16::ZERO; len]),
@@ -168,7 +236,7 @@ impl Piece {
 
     /// The element type.
     #[must_use]
-    pub const fn dtype(&self) -> DType {
+    pub(crate) const fn dtype(&self) -> DType {
         match self {
             Self::F32(_) => DType::F32,
             Self::F16(_) => DType::F16,
@@ -179,7 +247,7 @@ impl Piece {
 
     /// Elements.
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Self::F32(v) => v.len(),
             Self::F16(v) => v.len(),
@@ -188,18 +256,12 @@ impl Piece {
         }
     }
 
-    /// Whether the piece is empty.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Copies `src[from]` into `self[to]` (same type and length, checked
     /// when the graph was built).
     ///
     /// # Panics
     /// If the types or lengths differ.
-    pub fn copy_from(&mut self, to: Range<usize>, src: &Self, from: Range<usize>) {
+    pub(crate) fn copy_from(&mut self, to: Range<usize>, src: &Self, from: Range<usize>) {
         match (self, src) {
             (Self::F32(d), Self::F32(s)) => d[to].copy_from_slice(&s[from]),
             (Self::F16(d), Self::F16(s)) => d[to].copy_from_slice(&s[from]),
@@ -210,7 +272,7 @@ impl Piece {
     }
 
     /// Copies `self[from]` to `self[to]` (within one piece).
-    pub fn copy_within(&mut self, from: Range<usize>, to: usize) {
+    pub(crate) fn copy_within(&mut self, from: Range<usize>, to: usize) {
         match self {
             Self::F32(v) => v.copy_within(from, to),
             Self::F16(v) => v.copy_within(from, to),

@@ -106,8 +106,8 @@
 //! Running statistics (momentum [`BN_MOMENTUM`], unbiased variance) are
 //! updated on the host after each training micro-batch and used by
 //! [`Model::evaluate`]; [`Model::buffers`] and [`Model::set_buffers`] save and
-//! restore them (and delayed scaling's amax histories, which
-//! [`Model::push_amaxes`] advances). Without batch norm the [`GroupSum`] is
+//! restore them (and delayed scaling's amax histories, which the trainer
+//! advances after each applied step). Without batch norm the [`GroupSum`] is
 //! never called.
 
 mod activations;

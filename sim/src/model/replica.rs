@@ -188,6 +188,18 @@ impl Model {
     /// [`ModelError::ZeroMicroBatch`], [`ModelError::ZeroWidth`],
     /// [`ModelError::InvalidNetwork`], and the graph's and engine's errors
     /// (a tile out of memory).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, ModelError};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let target = Target::single(IpuSpec::MK2_GC200);
+    /// assert_eq!(Model::new(&net, target, 2, Compute::F32)?.micro_batch(), 2);
+    /// assert_eq!(Model::new(&net, target, 0, Compute::F32).err(), Some(ModelError::ZeroMicroBatch));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn new(
         config: &NetworkConfig,
         target: ipu::Target,
@@ -205,6 +217,21 @@ impl Model {
     /// # Errors
     /// As [`Model::new`], and [`ModelError::Placement`] if `placement`
     /// does not place every layer on one of `target`'s IPUs.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, ModelError, Placement};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let two = Target::new(IpuSpec::MK2_GC200, 2).unwrap();
+    /// let staged = Model::placed(&net, two, &Placement::Ipus(vec![0, 1]), 2, Compute::F32)?;
+    /// assert_eq!(staged.placement().stages(), 2);
+    /// let no_ipu_2 = Placement::Ipus(vec![0, 2]);
+    /// let wrong = Model::placed(&net, two, &no_ipu_2, 2, Compute::F32);
+    /// assert!(matches!(wrong, Err(ModelError::Placement { .. })));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn placed(
         config: &NetworkConfig,
         target: ipu::Target,
@@ -260,24 +287,67 @@ impl Model {
     }
 
     /// The configuration.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// assert_eq!(model.config(), &net);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub const fn config(&self) -> &NetworkConfig {
         &self.config
     }
 
     /// The arithmetic.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F16)?;
+    /// assert_eq!(model.compute(), Compute::F16);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub const fn compute(&self) -> Compute {
         self.compute
     }
 
     /// Samples per micro-batch.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// assert_eq!(model.micro_batch(), 2);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub const fn micro_batch(&self) -> usize {
         self.batch
     }
 
     /// Where its flattened layers run.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, Placement};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let model = Model::new(&mlp.network(), Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// assert_eq!(model.placement(), &Placement::Spread);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub const fn placement(&self) -> &Placement {
         &self.placement
@@ -286,7 +356,7 @@ impl Model {
     /// Each quantised operand's scale exponent and lost values in the last
     /// training micro-batch (empty unless the products are quantised).
     #[must_use]
-    pub fn quant_stats(&self) -> Vec<TensorQuant> {
+    pub(crate) fn quant_stats(&self) -> Vec<TensorQuant> {
         let e = &self.train.engine;
         let read = |q: &super::layers::quant::QuantTensors| {
             let s = e.read_tensor::<f32>(q.stats).expect("f32 stats");
@@ -310,7 +380,7 @@ impl Model {
     /// (NaN if it held a NaN), in the order of [`Model::push_amaxes`]
     /// (empty without delayed scaling).
     #[must_use]
-    pub fn quant_amaxes(&self) -> Vec<f32> {
+    pub(crate) fn quant_amaxes(&self) -> Vec<f32> {
         let e = &self.train.engine;
         let delayed = self.train.ids.quant.iter().filter(|q| q.delayed.is_some());
         delayed
@@ -328,7 +398,7 @@ impl Model {
     ///
     /// # Errors
     /// [`ModelError::ParamCount`] if `amaxes` is not one per operand.
-    pub fn push_amaxes(&mut self, amaxes: &[f32]) -> Result<(), ModelError> {
+    pub(crate) fn push_amaxes(&mut self, amaxes: &[f32]) -> Result<(), ModelError> {
         if amaxes.len() != self.histories.len() {
             return Err(ModelError::ParamCount {
                 expected: self.histories.len(),
@@ -360,6 +430,21 @@ impl Model {
 
     /// The cycles of each stage of the placement in the last training
     /// micro-batch, forward and backward.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, NoGroup};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let mut model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// assert!(model.stage_cycles().is_none()); // nothing trained yet
+    /// let mut grads = vec![Vec::new(); 4];
+    /// let out = model.train_micro_batch(&[1.0, 2.0, 3.0, 4.0], &[0, 1], 1.0, &mut NoGroup, &mut grads)?;
+    /// let stages = model.stage_cycles().unwrap(); // one stage: the placement is spread
+    /// assert!(stages.len() == 1 && stages[0].forward + stages[0].backward <= out.cycles);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn stage_cycles(&self) -> Option<&[StageCycles]> {
         self.stages.as_deref()
@@ -368,6 +453,19 @@ impl Model {
     /// Per stage of the placement, the activations of one training
     /// micro-batch its backward pass reads, and its input, from the
     /// training graph's tensors.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// let a = model.stage_activations();
+    /// assert_eq!(a.len(), 1);
+    /// assert!(0 < a[0].max_tile_bytes && a[0].max_tile_bytes <= a[0].bytes);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn stage_activations(&self) -> &[StageActivations] {
         &self.train.activations
@@ -381,6 +479,18 @@ impl Model {
     ///
     /// # Errors
     /// [`ModelError::Checkpoint`] naming the checkpoint.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, ModelError};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// assert_eq!(model.recomputation(&[1])?.segments, vec![0..1, 1..2]);
+    /// assert!(matches!(model.recomputation(&[9]), Err(ModelError::Checkpoint(_))));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn recomputation(&self, checkpoints: &[usize]) -> Result<Recomputation, ModelError> {
         let cycles = self.layer_cycles.as_deref().unwrap_or_default();
         let blocks = self.config.blocks()?;
@@ -392,6 +502,21 @@ impl Model {
     /// # Errors
     /// [`ModelError::ParamCount`], [`ModelError::ParamLength`]; nothing is
     /// written then.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, ModelError};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let mut model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// let params = net.init(1)?;
+    /// let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+    /// model.set_params(&refs)?;
+    /// let short = model.set_params(&refs[..1]);
+    /// assert_eq!(short, Err(ModelError::ParamCount { expected: 4, got: 1 }));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn set_params(&mut self, params: &[&[f32]]) -> Result<(), ModelError> {
         if params.len() != self.specs.len() {
             return Err(ModelError::ParamCount {
@@ -432,6 +557,26 @@ impl Model {
     /// [`ModelError::InputLength`], [`ModelError::LabelCount`],
     /// [`ModelError::LabelOutOfRange`], [`ModelError::InvalidScale`],
     /// [`ModelError::ParamCount`] (for `grads`), and the group's error.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, ModelError, NoGroup};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let mut model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// let params = net.init(1)?;
+    /// let refs: Vec<&[f32]> = params.iter().map(Vec::as_slice).collect();
+    /// model.set_params(&refs)?;
+    /// let mut grads = vec![Vec::new(); 4];
+    /// let inputs = [1.0, 2.0, 3.0, 4.0];
+    /// let out = model.train_micro_batch(&inputs, &[0, 1], 1.0, &mut NoGroup, &mut grads)?;
+    /// assert!(out.loss_sum > 0.0 && out.cycles > 0);
+    /// assert_eq!(grads.iter().map(Vec::len).collect::<Vec<_>>(), [6, 3, 6, 2]);
+    /// let bad = model.train_micro_batch(&inputs, &[0, 2], 1.0, &mut NoGroup, &mut grads);
+    /// assert!(matches!(bad, Err(ModelError::LabelOutOfRange { .. })));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn train_micro_batch(
         &mut self,
         inputs: &[f32],
@@ -584,6 +729,20 @@ impl Model {
     /// # Errors
     /// [`ModelError::InputLength`], [`ModelError::LabelCount`],
     /// [`ModelError::LabelOutOfRange`].
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let mut model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// // Parameters at zero: equal logits, a loss of ln 2 per sample, class 0 guessed.
+    /// let out = model.evaluate(&[1.0, 2.0, 3.0, 4.0], &[0, 1])?;
+    /// assert!((out.loss_sum - 2.0 * 2f32.ln()).abs() < 1e-6);
+    /// assert_eq!(out.correct, 1);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn evaluate(
         &mut self,
         inputs: &[f32],
@@ -617,6 +776,19 @@ impl Model {
     /// `layer{l}.bn.running_var` per batch-norm layer, then each
     /// delayed-scaled operand's amax history, `{operand}.amax_history`
     /// (oldest entry first); empty without either.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: true };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// let buffers = model.buffers();
+    /// assert_eq!(buffers[0], ("layer0.bn.running_mean".to_string(), vec![0.0; 3]));
+    /// assert_eq!(buffers[1], ("layer0.bn.running_var".to_string(), vec![1.0; 3]));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn buffers(&self) -> Vec<(String, Vec<f32>)> {
         let values = self.running.iter().flat_map(|(m, v)| [m, v]);
@@ -635,6 +807,20 @@ impl Model {
     /// # Errors
     /// [`ModelError::UnknownBuffer`], [`ModelError::ParamLength`]; nothing
     /// is written then.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model, ModelError};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: true };
+    /// let net = mlp.network();
+    /// let mut model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// model.set_buffers(&[("layer0.bn.running_var".into(), vec![2.0; 3])])?;
+    /// assert_eq!(model.buffers()[1].1, [2.0; 3]);
+    /// let unknown = model.set_buffers(&[("layer9.bn.running_var".into(), vec![2.0; 3])]);
+    /// assert!(matches!(unknown, Err(ModelError::UnknownBuffer { .. })));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     pub fn set_buffers(&mut self, buffers: &[(String, Vec<f32>)]) -> Result<(), ModelError> {
         let mut updates = Vec::new();
         for (name, values) in buffers {
@@ -683,24 +869,74 @@ impl Model {
     }
 
     /// The profile of the last run (training or evaluation).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let mut model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// assert!(model.last_profile().is_none());
+    /// let out = model.evaluate(&[1.0, 2.0, 3.0, 4.0], &[0, 1])?;
+    /// assert_eq!(model.last_profile().unwrap().total_cycles, out.cycles);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub const fn last_profile(&self) -> Option<&ipu::Profile> {
         self.profile.as_ref()
     }
 
     /// Every tile's memory in the training program.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// let memory = model.memory();
+    /// assert_eq!(memory.tiles.len(), 1472);
+    /// assert!(memory.tiles.iter().all(|t| t.total() <= memory.capacity));
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn memory(&self) -> ipu::MemoryUsage {
         self.train.engine.memory().clone()
     }
 
     /// Every tile's memory in the inference program.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// // Inference keeps no gradients.
+    /// assert!(model.inference_memory().summary(1).total < model.memory().summary(1).total);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn inference_memory(&self) -> ipu::MemoryUsage {
         self.eval.engine.memory().clone()
     }
 
     /// The host memory of the training and inference engines together.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::{IpuSpec, Target};
+    /// use tessera_sim::model::{Activation, Compute, MlpConfig, Model};
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let net = mlp.network();
+    /// let model = Model::new(&net, Target::single(IpuSpec::MK2_GC200), 2, Compute::F32)?;
+    /// let host = model.host_bytes();
+    /// assert!(host.tensors > 0 && host.total() >= host.tensors + host.per_tile);
+    /// # Ok::<(), tessera_sim::model::ModelError>(())
+    /// ```
     #[must_use]
     pub fn host_bytes(&self) -> ipu::HostBytes {
         let (t, e) = (

@@ -59,6 +59,16 @@ impl ModelTable {
     /// trainer refuses (its [`NetworkConfig::validate`]);
     /// [`ModelTableError::TooLarge`] for sizes beyond
     /// [`ModelTable::LIMIT`].
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig};
+    /// use tessera_sim::plan::ModelTable;
+    ///
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// let table = ModelTable::from_network(&mlp.network())?;
+    /// assert_eq!((table.name(), table.params()), ("mlp 2-3-2", (2 * 3 + 3) + (3 * 2 + 2)));
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     pub fn from_network(config: &NetworkConfig) -> Result<Self, ModelTableError> {
         let mlp = config
             .layers

@@ -42,6 +42,19 @@ impl PlanConfig {
     /// when [`PlanConfig::layer_costs`] were priced for another model,
     /// micro-batch, precision or IPU. A model that does not fit is not an
     /// error: see [`Plan::fits`] and [`Plan::overflows`].
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Builtin, PlanConfig, PlanError};
+    /// use tessera_sim::pod::PodSpec;
+    ///
+    /// let config = PlanConfig::new(Builtin::Resnet50.table(), PodSpec::pod16());
+    /// let plan = config.plan()?;
+    /// assert_eq!(plan.global_batch, 16 * 8); // 16 replicas of micro-batch 8
+    /// assert!(plan.step_s > 0.0 && plan.samples_per_second > 0.0);
+    /// let none = PlanConfig { micro_batch: 0, ..config };
+    /// assert_eq!(none.plan().unwrap_err(), PlanError::Zero("micro_batch"));
+    /// # Ok::<(), PlanError>(())
+    /// ```
     pub fn plan(&self) -> Result<Plan, PlanError> {
         let layout = self.validate()?;
         let simulated = self.simulated_costs()?;

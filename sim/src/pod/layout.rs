@@ -28,6 +28,16 @@ pub enum Algorithms {
 
 impl Algorithms {
     /// The candidates.
+    ///
+    /// ```
+    /// use tessera_collectives::Algorithm;
+    /// use tessera_sim::pod::Algorithms;
+    ///
+    /// let gcl = [Algorithm::Ring, Algorithm::BidirectionalRing];
+    /// assert_eq!(Algorithms::Gcl.candidates(), &gcl);
+    /// assert_eq!(Algorithms::Only(Algorithm::Ring).candidates(), &[Algorithm::Ring]);
+    /// assert_eq!(Algorithms::Auto.candidates(), &Algorithm::ALL);
+    /// ```
     #[must_use]
     pub fn candidates(self) -> &'static [Algorithm] {
         match self {
@@ -69,6 +79,19 @@ impl Distribution {
     /// [`PodError::TooManyIpus`]; [`PodError::PartialDomain`] if the
     /// replicas spill over one POD64 without filling whole POD64s;
     /// [`PodError::Link`] if the Pod's links are invalid.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, DistributionField, PodError, PodSpec};
+    ///
+    /// let pod = PodSpec::pod16();
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&pod)?.ipus(), 16);
+    /// let none = Distribution { replicas: 0, ..d };
+    /// assert_eq!(none.layout(&pod), Err(PodError::Zero(DistributionField::Replicas)));
+    /// let odd = Distribution { instances: 3, ..d };
+    /// assert!(matches!(odd.layout(&pod), Err(PodError::InstancesDoNotDivideReplicas { .. })));
+    /// # Ok::<(), PodError>(())
+    /// ```
     pub fn layout(&self, pod: &PodSpec) -> Result<Layout, PodError> {
         let Self {
             instances,
@@ -127,6 +150,13 @@ pub struct CollectiveTime {
 
 impl CollectiveTime {
     /// Seconds in all (the parts run one after the other).
+    ///
+    /// ```
+    /// use tessera_sim::pod::CollectiveTime;
+    ///
+    /// let t = CollectiveTime { ipu_link_s: 0.5, gw_link_s: 0.25 };
+    /// assert_eq!(t.total(), 0.75);
+    /// ```
     #[must_use]
     pub fn total(&self) -> f64 {
         self.ipu_link_s + self.gw_link_s
@@ -220,6 +250,13 @@ impl Layout {
 
     /// One replica per IPU of `pod`, one instance: plain data parallelism
     /// over the whole Pod.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec};
+    ///
+    /// let l = Layout::data_parallel(&PodSpec::pod16());
+    /// assert_eq!((l.replicas(), l.instances(), l.ipus_per_replica()), (16, 1, 1));
+    /// ```
     #[must_use]
     pub fn data_parallel(pod: &PodSpec) -> Self {
         let d = Distribution {
@@ -234,6 +271,15 @@ impl Layout {
     }
 
     /// The same layout with its collectives priced over `algorithms`.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Algorithms, Layout, PodSpec};
+    ///
+    /// let gcl = Layout::data_parallel(&PodSpec::m2000());
+    /// let auto = gcl.clone().with_algorithms(Algorithms::Auto);
+    /// // Auto's candidates include GCL's rings: never dearer.
+    /// assert!(auto.all_reduce_time(1 << 20).total() <= gcl.all_reduce_time(1 << 20).total());
+    /// ```
     #[must_use]
     pub const fn with_algorithms(mut self, algorithms: Algorithms) -> Self {
         self.algorithms = algorithms;
@@ -241,54 +287,127 @@ impl Layout {
     }
 
     /// The algorithms its collectives are priced with.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Algorithms, Layout, PodSpec};
+    ///
+    /// let l = Layout::data_parallel(&PodSpec::m2000());
+    /// assert_eq!(l.algorithms(), Algorithms::Gcl);
+    /// assert_eq!(l.with_algorithms(Algorithms::Auto).algorithms(), Algorithms::Auto);
+    /// ```
     #[must_use]
     pub const fn algorithms(&self) -> Algorithms {
         self.algorithms
     }
 
     /// The Pod.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec};
+    ///
+    /// assert_eq!(Layout::data_parallel(&PodSpec::pod16()).pod(), &PodSpec::pod16());
+    /// ```
     #[must_use]
     pub const fn pod(&self) -> &PodSpec {
         &self.pod
     }
 
     /// Replicas in all.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pod16())?.replicas(), 8);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn replicas(&self) -> usize {
         self.replicas
     }
 
     /// Instances (processes).
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pod16())?.instances(), 2);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn instances(&self) -> usize {
         self.instances
     }
 
     /// Replicas per instance.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pod16())?.replicas_per_instance(), 4);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn replicas_per_instance(&self) -> usize {
         self.replicas / self.instances
     }
 
     /// IPUs per replica.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pod16())?.ipus_per_replica(), 2);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn ipus_per_replica(&self) -> usize {
         self.ipus_per_replica
     }
 
     /// IPUs used by all replicas.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 1, replicas: 4, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pod16())?.ipus(), 8); // of the Pod's 16
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn ipus(&self) -> usize {
         self.replicas * self.ipus_per_replica
     }
 
     /// Replicas in one IPU-Link domain (all replicas if they fit in one).
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// // POD128: two POD64 domains of 32 two-IPU replicas each.
+    /// let d = Distribution { instances: 1, replicas: 64, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pods(2)?)?.replicas_per_domain(), 32);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn replicas_per_domain(&self) -> usize {
         self.group
     }
 
     /// IPU-Link domains (POD64s) the replicas use.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 1, replicas: 64, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pods(2)?)?.domains(), 2);
+    /// let half = Distribution { replicas: 32, ..d };
+    /// assert_eq!(half.layout(&PodSpec::pods(2)?)?.domains(), 1);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn domains(&self) -> usize {
         self.domains
@@ -298,6 +417,15 @@ impl Layout {
     /// (ranks are replicas, [`Topology::domain`] the replicas per IPU-Link
     /// domain). Its collectives are priced by routing over the Pod's
     /// [`Fabric`] and the GW-Links' ring, not by this model's closed forms.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 1, replicas: 64, ipus_per_replica: 2 };
+    /// let l = d.layout(&PodSpec::pods(2)?)?;
+    /// assert_eq!(l.cost_model().topology().domain(), l.replicas_per_domain());
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub const fn cost_model(&self) -> &CostModel {
         &self.model
@@ -307,6 +435,15 @@ impl Layout {
     ///
     /// # Panics
     /// If `replica >= replicas()`.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// let l = d.layout(&PodSpec::pod16())?;
+    /// assert_eq!((l.instance_of(3), l.instance_of(4)), (0, 1));
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub fn instance_of(&self, replica: usize) -> usize {
         assert!(
@@ -321,6 +458,14 @@ impl Layout {
     ///
     /// # Panics
     /// If `instance >= instances()`.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pod16())?.replicas_of(1), 4..8);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub fn replicas_of(&self, instance: usize) -> Range<usize> {
         assert!(
@@ -337,6 +482,18 @@ impl Layout {
     /// # Errors
     /// [`PodError::ProcessCountMismatch`] unless the process count is the
     /// number of instances.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodError, PodSpec, ProcessId};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// let l = d.layout(&PodSpec::pod16())?;
+    /// assert_eq!(l.replicas_of_process(ProcessId::new(1, 2)?)?, 4..8);
+    /// let four = ProcessId::new(0, 4)?;
+    /// let mismatch = PodError::ProcessCountMismatch { count: 4, instances: 2 };
+    /// assert_eq!(l.replicas_of_process(four), Err(mismatch));
+    /// # Ok::<(), PodError>(())
+    /// ```
     pub fn replicas_of_process(&self, process: ProcessId) -> Result<Range<usize>, PodError> {
         if process.count != self.instances {
             return Err(PodError::ProcessCountMismatch {
@@ -351,6 +508,14 @@ impl Layout {
     ///
     /// # Panics
     /// If `replica >= replicas()`.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// assert_eq!(d.layout(&PodSpec::pod16())?.ipus_of(3), 6..8);
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub fn ipus_of(&self, replica: usize) -> Range<usize> {
         assert!(
@@ -366,6 +531,15 @@ impl Layout {
     ///
     /// # Panics
     /// If `replica >= replicas()`.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 1, replicas: 64, ipus_per_replica: 2 };
+    /// let l = d.layout(&PodSpec::pods(2)?)?;
+    /// assert_eq!((l.domain_of(31), l.domain_of(32)), (0, 1));
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     #[must_use]
     pub fn domain_of(&self, replica: usize) -> usize {
         self.ipus_of(replica).start / self.pod.domain_ipus()
@@ -376,6 +550,15 @@ impl Layout {
     ///
     /// # Errors
     /// [`PodError::Target`] if the IPUs' tiles overflow a tile index.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Distribution, PodSpec};
+    ///
+    /// let d = Distribution { instances: 2, replicas: 8, ipus_per_replica: 2 };
+    /// let target = d.layout(&PodSpec::pod16())?.replica_target()?;
+    /// assert_eq!((target.ipus(), target.tiles()), (2, 2 * 1472));
+    /// # Ok::<(), tessera_sim::pod::PodError>(())
+    /// ```
     pub fn replica_target(&self) -> Result<Target, PodError> {
         let ipus = u32::try_from(self.ipus_per_replica).unwrap_or(u32::MAX);
         Ok(Target::new(*self.pod.ipu(), ipus)?)
@@ -440,6 +623,15 @@ impl Layout {
     /// each priced by routing its schedule over the Pod's links
     /// ([`tessera_collectives::route`]). No bytes take no time (no
     /// collective runs).
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec};
+    ///
+    /// let l = Layout::data_parallel(&PodSpec::m2000());
+    /// let t = l.all_reduce_time(1 << 20);
+    /// assert!(t.ipu_link_s > 0.0 && t.gw_link_s == 0.0); // one IPU-Link domain
+    /// assert_eq!(l.all_reduce_time(0).total(), 0.0);
+    /// ```
     #[must_use]
     pub fn all_reduce_time(&self, bytes: u64) -> CollectiveTime {
         let len = self.share(bytes);
@@ -463,6 +655,14 @@ impl Layout {
     /// all replicas, each left with `1 / replicas` of the sum (replicated
     /// tensor sharding): in each domain over IPU-Links, then across POD64s
     /// over GW-Links on the domain's fragments.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec};
+    ///
+    /// let l = Layout::data_parallel(&PodSpec::m2000());
+    /// let rs = l.reduce_scatter_time(1 << 20);
+    /// assert!(rs.ipu_link_s > 0.0 && rs.total() < l.all_reduce_time(1 << 20).total());
+    /// ```
     #[must_use]
     pub fn reduce_scatter_time(&self, bytes: u64) -> CollectiveTime {
         let len = self.share(bytes);
@@ -482,6 +682,15 @@ impl Layout {
     /// Simulated seconds of an all-gather into `bytes` (per replica, the
     /// gathered size) over all replicas: the reverse of
     /// [`Layout::reduce_scatter_time`], across POD64s first.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec};
+    ///
+    /// let l = Layout::data_parallel(&PodSpec::m2000());
+    /// let ag = l.all_gather_time(1 << 20);
+    /// // The same messages as the reduce-scatter's, without the reductions.
+    /// assert!(ag.ipu_link_s > 0.0 && ag.total() <= l.reduce_scatter_time(1 << 20).total());
+    /// ```
     #[must_use]
     pub fn all_gather_time(&self, bytes: u64) -> CollectiveTime {
         let len = self.share(bytes);
@@ -501,6 +710,14 @@ impl Layout {
     /// Simulated seconds of a broadcast of `bytes` (per replica) from
     /// replica 0 to all (the initial weights): across POD64s over GW-Links,
     /// then within each domain over IPU-Links.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec};
+    ///
+    /// let l = Layout::data_parallel(&PodSpec::m2000());
+    /// assert!(l.broadcast_time(1 << 20).ipu_link_s > 0.0);
+    /// assert_eq!(l.broadcast_time(0).total(), 0.0);
+    /// ```
     #[must_use]
     pub fn broadcast_time(&self, bytes: u64) -> CollectiveTime {
         let len = self.share(bytes);
@@ -522,6 +739,14 @@ impl Layout {
     /// IPU-Links (the same figure as [`crate::IpuSpec::sync_cycles`], in
     /// seconds); across POD64s, the sync of one POD64 and a round trip of
     /// one GW-Link hop.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec};
+    ///
+    /// // 4 IPUs: 2 hops, there and back.
+    /// let l = Layout::data_parallel(&PodSpec::m2000());
+    /// assert_eq!(l.sync_time(), 2.0 * 2.0 * l.pod().ipu_link().sync_per_hop_s);
+    /// ```
     #[must_use]
     pub fn sync_time(&self) -> f64 {
         let ipus = self.ipus().min(self.pod.domain_ipus());
@@ -539,6 +764,13 @@ impl Layout {
     /// IPU, over the host link of that IPU's IPU-M2000, which the replicas
     /// starting there share; the IPU's own host rate
     /// ([`crate::IpuParams::host_bytes_per_second`]) also bounds it.
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec};
+    ///
+    /// let l = Layout::data_parallel(&PodSpec::m2000());
+    /// assert!(l.host_io_time(2 << 20) > l.host_io_time(1 << 20));
+    /// ```
     #[must_use]
     pub fn host_io_time(&self, bytes_per_replica: u64) -> f64 {
         let per_m2000 =
@@ -559,6 +791,18 @@ impl Layout {
     /// before computes: only the first micro-batch of each run waits for
     /// all of its input, and the rest waits only where the link is slower
     /// than compute. Without prefetch, all of it ([`Layout::host_io_time`]).
+    ///
+    /// ```
+    /// use tessera_sim::pod::{Layout, PodSpec, Prefetch};
+    ///
+    /// let l = Layout::data_parallel(&PodSpec::m2000());
+    /// let io = l.host_io_time(1 << 20);
+    /// let none = Prefetch { micro_batches_per_step: 4, steps_per_run: 2, depth: 0 };
+    /// assert_eq!(l.host_input_wait(1 << 20, 10.0 * io, none), io);
+    /// // Compute hides all but the first of the run's 8 micro-batches.
+    /// let ahead = Prefetch { depth: 1, ..none };
+    /// assert_eq!(l.host_input_wait(1 << 20, 10.0 * io, ahead), io / 8.0);
+    /// ```
     #[must_use]
     pub fn host_input_wait(&self, bytes_per_replica: u64, busy_s: f64, prefetch: Prefetch) -> f64 {
         let io = self.host_io_time(bytes_per_replica);

@@ -41,8 +41,7 @@
 //!    leaves weights and optimizer state untouched. With delayed scaling
 //!    the replicas also all-reduce (`Max`) each delayed operand's amax
 //!    over their micro-batches; an applied step pushes it into the model's
-//!    amax histories, a skipped one does not
-//!    ([`Model::push_amaxes`](crate::model::Model::push_amaxes)).
+//!    amax histories, a skipped one does not.
 //! 4. The optimizer (biases and batch-norm parameters in a group with no
 //!    decay and no adaptation by default) updates the weights, with the
 //!    stochastic-rounding bits of element `i` of parameter `p` at applied

@@ -22,6 +22,13 @@ pub const LEAF_K: usize = 128;
 
 /// The leaf boundaries of a reduction of length `k`: `0 = b_0 < b_1 <
 /// ... = k`, a power of two of leaves (one for `k <= LEAF_K`).
+///
+/// ```
+/// use tessera_sim::kernels::matmul::leaves;
+///
+/// assert_eq!(leaves(100), [0, 100]); // one leaf up to LEAF_K
+/// assert_eq!(leaves(300), [0, 75, 150, 225, 300]); // a power of two of leaves
+/// ```
 #[must_use]
 pub fn leaves(k: usize) -> Vec<usize> {
     let count = leaf_count(k);
@@ -34,6 +41,13 @@ pub fn leaves(k: usize) -> Vec<usize> {
 }
 
 /// How many leaves [`leaves`]`(k)` has, without listing them.
+///
+/// ```
+/// use tessera_sim::kernels::matmul::{leaf_count, leaves};
+///
+/// assert_eq!((leaf_count(128), leaf_count(129), leaf_count(1024)), (1, 2, 8));
+/// assert_eq!(leaf_count(300), leaves(300).len() - 1);
+/// ```
 #[must_use]
 pub const fn leaf_count(k: usize) -> usize {
     if k <= LEAF_K {
@@ -65,6 +79,14 @@ fn k_slice(x: &[f32], k_rows: bool, k: usize, range: &Range<usize>, out: &mut Ve
 ///
 /// # Panics
 /// If there are no parts or their number is not a power of two.
+///
+/// ```
+/// use tessera_sim::kernels::matmul::{Accumulator, tree_sum};
+///
+/// // (1e8 + 1) + (-1e8 + 1) in f32: each pair rounds its 1 away.
+/// let parts = vec![vec![1e8], vec![1.0], vec![-1e8], vec![1.0]];
+/// assert_eq!(tree_sum(parts, Accumulator::F32), [0.0]);
+/// ```
 #[must_use]
 pub fn tree_sum(mut parts: Vec<Vec<f32>>, acc: Accumulator) -> Vec<f32> {
     assert!(parts.len().is_power_of_two(), "{} partials", parts.len());
@@ -90,6 +112,15 @@ pub fn tree_sum(mut parts: Vec<Vec<f32>>, acc: Accumulator) -> Vec<f32> {
 ///
 /// # Panics
 /// If a slice's length is not its matrix's.
+///
+/// ```
+/// use tessera_sim::kernels::matmul::{Accumulator, GemmShape, gemm_leaves};
+///
+/// let shape = GemmShape { m: 1, k: 4, n: 1, a_transposed: false, b_transposed: false };
+/// let mut c = [0.0];
+/// gemm_leaves(shape, &[0, 2, 4], (&[1.0, 2.0, 3.0, 4.0], &[1.0; 4]), &mut c, Accumulator::F32);
+/// assert_eq!(c, [(1.0 + 2.0) + (3.0 + 4.0)]);
+/// ```
 pub fn gemm_leaves(
     shape: GemmShape,
     bounds: &[usize],
@@ -126,6 +157,16 @@ pub fn gemm_leaves(
 ///
 /// # Panics
 /// If a slice's length is not its matrix's.
+///
+/// ```
+/// use tessera_sim::kernels::matmul::{GemmShape, gemm_tree};
+///
+/// // k = 256: two leaves of 128, added once at the end.
+/// let shape = GemmShape { m: 1, k: 256, n: 1, a_transposed: false, b_transposed: false };
+/// let mut c = [0.0];
+/// gemm_tree(shape, &[1.0; 256], &[0.5; 256], &mut c);
+/// assert_eq!(c, [128.0]);
+/// ```
 pub fn gemm_tree(shape: GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
     gemm_leaves(shape, &leaves(shape.k), (a, b), c, Accumulator::F32);
 }

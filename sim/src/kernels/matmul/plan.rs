@@ -183,6 +183,21 @@ impl ProductPlan {
     /// among those whose staging fits [`PRODUCT_MEMORY_FRACTION`] of a
     /// tile (the fewest bytes if none does); ties go to fewer bytes, then
     /// fewer parts.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Kernel;
+    /// use tessera_sim::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
+    ///
+    /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
+    /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let whole_rows = Cut { full_rows: true, full_cols: false };
+    /// let plan = ProductPlan::choose(&problem, &IpuSpec::MK2_GC200, 100, whole_rows);
+    /// assert_eq!(plan.output().col_blocks(), 1);
+    /// assert!(plan.blocks().iter().flat_map(|b| &b.tiles).all(|t| tiles.contains(t)));
+    /// ```
     #[must_use]
     pub fn choose(problem: &Problem<'_>, spec: &IpuSpec, sync: u64, cut: Cut) -> Self {
         let budget = spec.memory_per_tile() / PRODUCT_MEMORY_FRACTION;
@@ -207,6 +222,19 @@ impl ProductPlan {
     ///
     /// # Panics
     /// If `pk` is not a power of two of at most `leaves(k)` leaves.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Kernel;
+    /// use tessera_sim::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
+    ///
+    /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
+    /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let plan = ProductPlan::with_split(&problem, (2, 3, 2), Cut::default());
+    /// assert_eq!((plan.blocks().len(), plan.k_parts()), (6, 2));
+    /// assert!(plan.blocks().iter().all(|b| b.tiles.len() == 2));
+    /// ```
     #[must_use]
     pub fn with_split(problem: &Problem<'_>, split: (usize, usize, usize), cut: Cut) -> Self {
         let l = leaf_count(problem.k);
@@ -288,6 +316,20 @@ impl ProductPlan {
     /// `out` is a compute block, reduced onto its own tile; `k_parts`
     /// chosen as in [`ProductPlan::choose`], part `q > 0` on the tile `q /
     /// k_parts` of the way round the problem's tiles.
+    ///
+    /// ```
+    /// use tessera_sim::IpuSpec;
+    /// use tessera_sim::ipu::Kernel;
+    /// use tessera_sim::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
+    ///
+    /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
+    /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let out = BlockLayout::grid(4, 6, 2, 1, 8);
+    /// let plan = ProductPlan::onto(&out, &problem, &IpuSpec::MK2_GC200, 100);
+    /// assert_eq!((plan.output(), plan.blocks().len()), (&out, 2));
+    /// ```
     #[must_use]
     pub fn onto(out: &BlockLayout, problem: &Problem<'_>, spec: &IpuSpec, sync: u64) -> Self {
         let blocks = out.blocks();
@@ -326,6 +368,14 @@ impl ProductPlan {
 
     /// Every block of `out` one compute block of one part on its own
     /// tile: the reduction not split (for layouts chosen by hand).
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::{BlockLayout, ProductPlan};
+    ///
+    /// let out = BlockLayout::grid(4, 6, 2, 2, 4);
+    /// let plan = ProductPlan::unsplit(&out, 256);
+    /// assert_eq!((plan.output(), plan.blocks().len(), plan.k_parts()), (&out, 4, 1));
+    /// ```
     #[must_use]
     pub fn unsplit(out: &BlockLayout, k: usize) -> Self {
         Self::onto_parts(out, k, &(0..1), 1)
@@ -336,6 +386,16 @@ impl ProductPlan {
     ///
     /// # Panics
     /// If `pk` is not such a power of two.
+    ///
+    /// ```
+    /// use tessera_sim::kernels::matmul::{BlockLayout, ProductPlan};
+    ///
+    /// let out = BlockLayout::grid(4, 6, 2, 1, 8);
+    /// let plan = ProductPlan::onto_parts(&out, 256, &(0..8), 2);
+    /// let block = &plan.blocks()[1];
+    /// assert_eq!(block.tiles[0], out.blocks()[1].tile); // part 0 on the block's tile
+    /// assert_eq!(block.tiles.len(), 2);
+    /// ```
     #[must_use]
     pub fn onto_parts(out: &BlockLayout, k: usize, tiles: &Range<Tile>, pk: usize) -> Self {
         let l = leaf_count(k);
@@ -373,18 +433,54 @@ impl ProductPlan {
     }
 
     /// The output's layout.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Kernel;
+    /// use tessera_sim::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
+    ///
+    /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
+    /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let plan = ProductPlan::with_split(&problem, (2, 1, 1), Cut::default());
+    /// assert_eq!((plan.output().rows(), plan.output().cols(), plan.output().row_blocks()), (4, 6, 2));
+    /// ```
     #[must_use]
     pub const fn output(&self) -> &BlockLayout {
         &self.out
     }
 
     /// The compute blocks.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Kernel;
+    /// use tessera_sim::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
+    ///
+    /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
+    /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let plan = ProductPlan::with_split(&problem, (2, 1, 1), Cut::default());
+    /// let cut: Vec<_> = plan.blocks().iter().map(|b| (b.rows.clone(), b.cols.clone())).collect();
+    /// assert_eq!(cut, [(0..2, 0..6), (2..4, 0..6)]);
+    /// ```
     #[must_use]
     pub fn blocks(&self) -> &[ComputeBlock] {
         &self.blocks
     }
 
     /// Parts per block (a power of two).
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Kernel;
+    /// use tessera_sim::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
+    ///
+    /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
+    /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// assert_eq!(ProductPlan::with_split(&problem, (1, 1, 2), Cut::default()).k_parts(), 2);
+    /// ```
     #[must_use]
     pub const fn k_parts(&self) -> usize {
         self.k_parts
@@ -392,20 +488,20 @@ impl ProductPlan {
 
     /// `(m, k, n)`.
     #[must_use]
-    pub const fn dims(&self) -> (usize, usize, usize) {
+    pub(crate) const fn dims(&self) -> (usize, usize, usize) {
         (self.m, self.k, self.n)
     }
 
     /// Whether pieces are cut along rows.
     #[must_use]
-    pub const fn by_rows(&self) -> bool {
+    pub(crate) const fn by_rows(&self) -> bool {
         self.by_rows
     }
 
     /// The reduction range of part `q`: its aligned run of leaves, and
     /// the leaves' bounds relative to its start.
     #[must_use]
-    pub fn part_k(&self, q: usize) -> (Range<usize>, Vec<usize>) {
+    pub(crate) fn part_k(&self, q: usize) -> (Range<usize>, Vec<usize>) {
         // Leaf `i` starts at `i q + min(i, r)`, as `leaves` cuts them.
         let count = leaf_count(self.k);
         let (size, extra) = (self.k / count, self.k % count);
@@ -420,6 +516,19 @@ impl ProductPlan {
     /// part of the first row of blocks reads in place: row blocks at the
     /// parts' reduction ranges, column blocks at the compute blocks',
     /// block `(q, j)` on the tile of part `q` of block `(0, j)`.
+    ///
+    /// ```
+    /// use tessera_sim::ipu::Kernel;
+    /// use tessera_sim::kernels::matmul::{BlockLayout, Cut, Problem, ProductPlan, Source};
+    ///
+    /// let (a, b, tiles) = (BlockLayout::dense(4, 256, 0), BlockLayout::dense(256, 6, 0), 0..8);
+    /// let (a, b) = (Source::Layout(&a, false), Source::Layout(&b, false));
+    /// let problem =
+    ///     Problem { m: 4, k: 256, n: 6, a, b, tiles: &tiles, min_flops: 1, kernel: Kernel::MatmulF32 };
+    /// let plan = ProductPlan::with_split(&problem, (1, 2, 2), Cut::default());
+    /// let b = plan.b_layout(); // k cut at the parts' leaves, n at the blocks
+    /// assert_eq!((b.rows(), b.cols(), b.row_blocks(), b.col_blocks()), (256, 6, 2, 2));
+    /// ```
     #[must_use]
     pub fn b_layout(&self) -> BlockLayout {
         let rows: Vec<usize> = (0..self.k_parts)

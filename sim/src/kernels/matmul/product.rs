@@ -251,6 +251,30 @@ fn check(plan: &ProductPlan, a: &Operand, b: &Operand) -> Result<(), GraphError>
 /// # Errors
 /// [`GraphError::CopyMismatch`] if the shapes do not agree, and the
 /// graph's errors.
+///
+/// ```
+/// use tessera_sim::ipu::{DType, Engine, EngineOptions, Graph, Kernel, Target};
+/// use tessera_sim::kernels::matmul::{Accumulator, BlockLayout, Operand, Output, ProductPlan, matmul};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let ipu = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+/// let mut g = Graph::new(Target::single(ipu));
+/// let (al, bl) = (BlockLayout::dense(2, 3, 0), BlockLayout::dense(3, 2, 1));
+/// let a = g.add_tensor("a", DType::F32, &[6], al.mapping())?;
+/// let b = g.add_tensor("b", DType::F32, &[6], bl.mapping())?;
+/// let plan = ProductPlan::unsplit(&BlockLayout::dense(2, 2, 0), 3);
+/// let c = g.add_tensor("c", DType::F32, &[4], plan.output().mapping())?;
+/// let a_op = Operand { tensor: a, layout: al, transposed: false };
+/// let b_op = Operand { tensor: b, layout: bl, transposed: false };
+/// let price = (Kernel::MatmulF32, Accumulator::F32);
+/// let program = matmul(&mut g, "ab", &a_op, &b_op, c, &plan, price, Output::F32)?;
+/// let mut engine = Engine::new(g, program, EngineOptions::default())?;
+/// engine.write_tensor(a, &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+/// engine.write_tensor(b, &[1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0])?;
+/// engine.run();
+/// assert_eq!(engine.read_tensor::<f32>(c)?, [4.0, 5.0, 10.0, 11.0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 // The operands, the output and the arithmetic are each one argument.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul(

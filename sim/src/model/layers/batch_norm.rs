@@ -492,6 +492,21 @@ pub struct BatchNormRun {
 /// # Errors
 /// [`ModelError::InputLength`] for a slice of the wrong length, and the
 /// engine's errors.
+///
+/// ```
+/// use tessera_sim::ipu::Target;
+/// use tessera_sim::model::batch_norm2d_on_tiles;
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let ipu = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+/// // One channel of [1, 3]: mean 2, variance 1, normalised to about [-1, 1].
+/// let (x, affine, dy) = ([1.0, 3.0], (&[1.0][..], &[0.0][..]), [1.0, 1.0]);
+/// let run = batch_norm2d_on_tiles((1, 1, 2), Target::single(ipu), &x, affine, &dy)?;
+/// assert!(run.y[0] == 0.0 && (run.y[1] - 1.0).abs() < 1e-4); // after ReLU
+/// assert_eq!(run.dbeta, [1.0]); // the one positive output's gradient
+/// assert!((run.running.0[0] - 0.2).abs() < 1e-6); // momentum 0.1 from 0
+/// # Ok::<(), tessera_sim::model::ModelError>(())
+/// ```
 pub fn batch_norm2d_on_tiles(
     (n, c, hw): (usize, usize, usize),
     target: crate::ipu::Target,

@@ -289,12 +289,26 @@ pub struct ConvRun {
 }
 
 /// NCHW `[n, c, h w]` as the tiles' matrix `[n h w, c]`.
+///
+/// ```
+/// use tessera_sim::model::nchw_to_rows;
+///
+/// // One sample, channels [1, 2] and [3, 4]: a row per pixel.
+/// assert_eq!(nchw_to_rows(&[1.0, 2.0, 3.0, 4.0], 1, 2, 2), [1.0, 3.0, 2.0, 4.0]);
+/// ```
 #[must_use]
 pub fn nchw_to_rows(x: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
     reorder(x, (n, c, hw), true)
 }
 
 /// The tiles' matrix `[n h w, c]` as NCHW.
+///
+/// ```
+/// use tessera_sim::model::{nchw_to_rows, rows_to_nchw};
+///
+/// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// assert_eq!(rows_to_nchw(&nchw_to_rows(&x, 1, 2, 3), 1, 2, 3), x);
+/// ```
 #[must_use]
 pub fn rows_to_nchw(m: &[f32], n: usize, c: usize, hw: usize) -> Vec<f32> {
     reorder(m, (n, c, hw), false)
@@ -346,6 +360,22 @@ fn weight_order(conv: &Conv2d, w: &[f32], back: bool) -> Vec<f32> {
 /// # Errors
 /// [`ModelError::InputLength`] for `x` or `dy` of the wrong length,
 /// [`ModelError::ParamLength`] for `weight`, and the engine's errors.
+///
+/// ```
+/// use tessera_sim::ipu::Target;
+/// use tessera_sim::model::{Conv2d, ModelError, conv2d_on_tiles};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// // A 1x1 convolution of weight 2 over a 1x2 map.
+/// let conv = Conv2d { in_channels: 1, out_channels: 1, kernel: (1, 1), stride: 1, padding: 0 };
+/// let shape = conv.on(1, (1, 2)).unwrap();
+/// let ipu = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+/// let run = conv2d_on_tiles(&shape, Target::single(ipu), &[1.0, 2.0], &[2.0], &[1.0, 1.0])?;
+/// assert_eq!((run.y, run.dx, run.dw), (vec![2.0, 4.0], vec![2.0, 2.0], vec![3.0]));
+/// let short = conv2d_on_tiles(&shape, Target::single(ipu), &[1.0], &[2.0], &[1.0, 1.0]);
+/// assert!(matches!(short, Err(ModelError::InputLength { .. })));
+/// # Ok::<(), tessera_sim::model::ModelError>(())
+/// ```
 pub fn conv2d_on_tiles(
     shape: &ConvShape,
     target: crate::ipu::Target,

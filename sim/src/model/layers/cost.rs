@@ -84,6 +84,21 @@ fn input_layout(rows: usize, cols: usize, target: &ipu::Target) -> BlockLayout {
 ///
 /// # Errors
 /// The graph's and the engine's errors (a tile out of memory names it).
+///
+/// ```
+/// use tessera_sim::ipu::Target;
+/// use tessera_sim::model::{Conv2d, ConvExtras, conv2d_cycles};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let conv = Conv2d { in_channels: 2, out_channels: 2, kernel: (3, 3), stride: 1, padding: 1 };
+/// let shape = conv.on(1, (4, 4)).unwrap();
+/// let ipu = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+/// let plain = conv2d_cycles(&shape, ConvExtras::default(), Target::single(ipu))?;
+/// let bn = ConvExtras { batch_norm: true, ..ConvExtras::default() };
+/// let with_bn = conv2d_cycles(&shape, bn, Target::single(ipu))?;
+/// assert!(plain.forward > 0 && with_bn.forward > plain.forward);
+/// # Ok::<(), tessera_sim::model::ModelError>(())
+/// ```
 pub fn conv2d_cycles(
     shape: &ConvShape,
     extras: ConvExtras,
@@ -156,6 +171,19 @@ fn relaid(b: &mut Builder<'_>, x: &Act, layout: &BlockLayout) -> Result<Act, Mod
 ///
 /// # Errors
 /// The graph's and the engine's errors.
+///
+/// ```
+/// use tessera_sim::ipu::Target;
+/// use tessera_sim::model::{Pool2d, PoolKind, pool2d_cycles};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let pool = Pool2d { kind: PoolKind::Max, kernel: (2, 2), stride: 2, padding: 0 };
+/// let shape = pool.on(1, 2, (4, 4)).unwrap();
+/// let ipu = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+/// let cycles = pool2d_cycles(&pool, &shape, false, Target::single(ipu))?;
+/// assert!(cycles.forward > 0 && cycles.backward > 0 && cycles.max_tile_bytes > 0);
+/// # Ok::<(), tessera_sim::model::ModelError>(())
+/// ```
 pub fn pool2d_cycles(
     pool: &Pool2d,
     shape: &ConvShape,

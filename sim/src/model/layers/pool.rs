@@ -335,6 +335,20 @@ pub struct PoolRun {
 /// # Errors
 /// [`ModelError::InputLength`] for `x` or `dy` of the wrong length, and
 /// the engine's errors.
+///
+/// ```
+/// use tessera_sim::ipu::Target;
+/// use tessera_sim::model::{Pool2d, PoolKind, pool2d_on_tiles};
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// // A 1x2 max over one 1x2 map: the gradient goes to the larger input.
+/// let pool = Pool2d { kind: PoolKind::Max, kernel: (1, 2), stride: 2, padding: 0 };
+/// let shape = pool.on(1, 1, (1, 2)).unwrap();
+/// let ipu = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+/// let run = pool2d_on_tiles(&pool, &shape, Target::single(ipu), &[1.0, 5.0], &[3.0])?;
+/// assert_eq!((run.y, run.dx), (vec![5.0], vec![0.0, 3.0]));
+/// # Ok::<(), tessera_sim::model::ModelError>(())
+/// ```
 pub fn pool2d_on_tiles(
     pool: &Pool2d,
     shape: &ConvShape,

@@ -91,6 +91,20 @@ pub(in crate::model) fn add(
 /// # Errors
 /// [`ModelError::InputLength`] for a slice or layout of the wrong size,
 /// and the engine's errors.
+///
+/// ```
+/// use tessera_sim::ipu::Target;
+/// use tessera_sim::kernels::BlockLayout;
+/// use tessera_sim::model::residual_add_on_tiles;
+/// use tessera_sim::{IpuParams, IpuSpec};
+///
+/// let ipu = IpuSpec::new(IpuParams { tiles: 2, ..IpuParams::default() }).unwrap();
+/// let (by_rows, one_tile) = (BlockLayout::grid(2, 2, 2, 1, 2), BlockLayout::dense(2, 2, 1));
+/// let layouts = (&by_rows, &one_tile);
+/// let sum = residual_add_on_tiles(Target::single(ipu), layouts, (&[1.0, 2.0, 3.0, 4.0], &[0.5; 4]), false)?;
+/// assert_eq!(sum, [1.5, 2.5, 3.5, 4.5]);
+/// # Ok::<(), tessera_sim::model::ModelError>(())
+/// ```
 pub fn residual_add_on_tiles(
     target: crate::ipu::Target,
     (x_layout, y_layout): (&BlockLayout, &BlockLayout),

@@ -47,6 +47,18 @@ impl ModelTable {
     /// earlier layer or more parameters than it owns;
     /// [`ModelTableError::DuplicateName`]; [`ModelTableError::TooLarge`]
     /// for a number or a total above [`ModelTable::LIMIT`].
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Layer, ModelTable, ModelTableError};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// assert_eq!(ModelTable::new("tiny", 260, vec![fc.clone()])?.params(), 650);
+    /// assert!(matches!(ModelTable::new("none", 260, vec![]), Err(ModelTableError::NoLayers { .. })));
+    /// let twice = ModelTable::new("twice", 260, vec![fc.clone(), fc]);
+    /// assert!(matches!(twice, Err(ModelTableError::DuplicateName { .. })));
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     pub fn new(
         name: impl Into<String>,
         input_bytes: u64,
@@ -139,12 +151,32 @@ impl ModelTable {
     }
 
     /// The model's name.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Layer, ModelTable};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// let table = ModelTable::new("tiny", 260, vec![fc])?;
+    /// assert_eq!(table.name(), "tiny");
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// This table named `name`.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Layer, ModelTable};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// let table = ModelTable::new("tiny", 260, vec![fc])?;
+    /// assert_eq!(table.named("small").name(), "small");
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     #[must_use]
     pub fn named(self, name: impl Into<String>) -> Self {
         Self {
@@ -154,24 +186,64 @@ impl ModelTable {
     }
 
     /// Bytes per sample the host sends (inputs and labels).
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Layer, ModelTable};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// let table = ModelTable::new("tiny", 260, vec![fc])?;
+    /// assert_eq!(table.input_bytes(), 260);
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     #[must_use]
     pub const fn input_bytes(&self) -> u64 {
         self.input_bytes
     }
 
     /// The layers, in order.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Layer, ModelTable};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// let table = ModelTable::new("tiny", 260, vec![fc])?;
+    /// assert_eq!(table.layers()[0].name, "fc");
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     #[must_use]
     pub fn layers(&self) -> &[Layer] {
         &self.layers
     }
 
     /// Trainable parameters (tied weights once).
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Layer, ModelTable};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// let table = ModelTable::new("tiny", 260, vec![fc])?;
+    /// assert_eq!(table.params(), 650);
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     #[must_use]
     pub const fn params(&self) -> u64 {
         self.params
     }
 
     /// FLOPs per sample: `(forward, backward)`.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Layer, ModelTable};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// let table = ModelTable::new("tiny", 260, vec![fc])?;
+    /// assert_eq!(table.flops_per_sample(), (1280, 2560));
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     #[must_use]
     pub const fn flops_per_sample(&self) -> (u64, u64) {
         self.flops
@@ -179,6 +251,19 @@ impl ModelTable {
 
     /// The network this table describes, if it was made of one
     /// ([`ModelTable::from_network`]).
+    ///
+    /// ```
+    /// use tessera_sim::model::{Activation, MlpConfig};
+    /// use tessera_sim::plan::{Layer, ModelTable};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// let table = ModelTable::new("tiny", 260, vec![fc])?;
+    /// assert!(table.network().is_none()); // made of its layers
+    /// let mlp = MlpConfig { inputs: 2, hidden: vec![3], classes: 2, activation: Activation::Relu, batch_norm: false };
+    /// assert_eq!(ModelTable::from_network(&mlp.network())?.network(), Some(&mlp.network()));
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     #[must_use]
     pub const fn network(&self) -> Option<&NetworkConfig> {
         self.network.as_ref()
@@ -193,6 +278,16 @@ impl ModelTable {
     }
 
     /// Bytes per sample every layer stashes, summed.
+    ///
+    /// ```
+    /// use tessera_sim::plan::{Layer, ModelTable};
+    ///
+    /// let fc = Layer { name: "fc".into(), params: 650, flops_forward: 1280, flops_backward: 2560,
+    ///                  activation_bytes: 128, output_bytes: None, gemm: None, tied: None, sim: None };
+    /// let table = ModelTable::new("tiny", 260, vec![fc])?;
+    /// assert_eq!(table.activation_bytes(), 128);
+    /// # Ok::<(), tessera_sim::plan::ModelTableError>(())
+    /// ```
     #[must_use]
     pub fn activation_bytes(&self) -> u64 {
         self.layers
