@@ -15,6 +15,7 @@
 
 mod avx2;
 mod avx512;
+mod block_pack;
 mod sse2;
 
 use super::Backend;
