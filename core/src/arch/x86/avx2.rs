@@ -109,6 +109,11 @@ impl U32s for U {
         // SAFETY: the module invariant.
         unsafe { _mm256_movemask_ps(_mm256_castsi256_ps(self.0)) == 0xff }
     }
+
+    #[inline(always)]
+    fn max_rows(rows: &[Self]) -> Self {
+        super::block_pack::max_rows(rows)
+    }
 }
 
 impl Real for F {
