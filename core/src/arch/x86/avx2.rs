@@ -112,7 +112,9 @@ impl U32s for U {
 
     #[inline(always)]
     fn max_rows(rows: &[Self]) -> Self {
-        super::block_pack::max_rows(rows)
+        Self(super::max_rows::max_rows(&core::array::from_fn(|r| {
+            rows[r].0
+        })))
     }
 }
 

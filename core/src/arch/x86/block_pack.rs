@@ -1,18 +1,16 @@
-//! The block kernels' lane steps on x86-64: [`BlockPack`] on AVX2 and
-//! AVX-512 (which include SSSE3 and SSE4.1) packs code bytes by
-//! multiply-adds of byte and word pairs and one byte shuffle (SSE2 keeps
-//! the portable form), and AVX2's transposing `U32s::max_rows`. Every
-//! `unsafe` block here relies on the module invariant of [`super`].
+//! [`BlockPack`] on x86-64: AVX2 and AVX-512 (which include SSSE3 and
+//! SSE4.1) pack code bytes by multiply-adds of byte and word pairs and one
+//! byte shuffle; SSE2 keeps the portable form. Every `unsafe` block here
+//! relies on the module invariant of [`super`].
 
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm_cvtsi128_si64, _mm_extract_epi32, _mm_loadu_si128, _mm_madd_epi16,
+    __m128i, _mm_cvtsi128_si64, _mm_extract_epi32, _mm_loadu_si128, _mm_madd_epi16,
     _mm_maddubs_epi16, _mm_packus_epi16, _mm_set1_epi16, _mm_set1_epi32, _mm_setr_epi8,
-    _mm_shuffle_epi8, _mm256_max_epu32, _mm256_permute2x128_si256, _mm256_unpackhi_epi32,
-    _mm256_unpackhi_epi64, _mm256_unpacklo_epi32, _mm256_unpacklo_epi64,
+    _mm_shuffle_epi8,
 };
 
 use super::super::block_pack::BlockPack;
-use super::avx2::{self, Avx2};
+use super::avx2::Avx2;
 use super::avx512::Avx512;
 use super::sse2::Sse2;
 
@@ -89,34 +87,4 @@ fn pack_fp6(codes: &[u8; 16], n: usize, out: &mut [u8]) {
         _mm_shuffle_epi8(quads, order)
     };
     store_low(packed, n * 3 / 4, out);
-}
-
-/// AVX2's `U32s::max_rows` (eight rows): the rows' lanes interleaved by
-/// pairs of rows, then of pairs, then 128-bit halves, the max taken at
-/// each level (lane `r` of the result: the max of row `r`).
-#[inline(always)]
-pub(super) fn max_rows(rows: &[avx2::U]) -> avx2::U {
-    /// Lanes `4 h + j` (`h` the 128-bit half): the max of rows `a` (`j`
-    /// even) or `b` (`j` odd) over lanes `4 h + j / 2` and `4 h + j / 2 + 2`.
-    #[inline(always)]
-    fn pairs(a: __m256i, b: __m256i) -> __m256i {
-        // SAFETY: the module invariant.
-        unsafe { _mm256_max_epu32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b)) }
-    }
-    /// Lanes `4 h + j`: row `j` of four over half `h`, from two `pairs`.
-    #[inline(always)]
-    fn quads(a: __m256i, b: __m256i) -> __m256i {
-        // SAFETY: the module invariant.
-        unsafe { _mm256_max_epu32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b)) }
-    }
-    let r = &rows[..8];
-    let low = quads(pairs(r[0].0, r[1].0), pairs(r[2].0, r[3].0));
-    let high = quads(pairs(r[4].0, r[5].0), pairs(r[6].0, r[7].0));
-    // SAFETY: the module invariant.
-    avx2::U(unsafe {
-        _mm256_max_epu32(
-            _mm256_permute2x128_si256::<0x20>(low, high),
-            _mm256_permute2x128_si256::<0x31>(low, high),
-        )
-    })
 }
