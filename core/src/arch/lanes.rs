@@ -3,6 +3,7 @@
 
 use core::ops::{Add, AddAssign, BitAnd, BitOr, BitOrAssign, BitXor, Div, Mul, Not, Shl, Shr, Sub};
 
+use super::block_pack::BlockPack;
 use crate::fp::lanes as formulas;
 use crate::rng::{BlockKeys, RandomStream};
 
@@ -132,7 +133,7 @@ pub(crate) trait F32s: Real + AddAssign {
 /// between instruction sets. The provided methods are the portable
 /// formulas, bitwise equal to the scalar twins; backends override them
 /// with instructions that give the same bits.
-pub(crate) trait Simd: Copy + 'static {
+pub(crate) trait Simd: Copy + 'static + BlockPack {
     /// Lanes per vector: 8 or 16.
     const LANES: usize;
     type F: F32s<Bits = Self::U>;

@@ -29,6 +29,7 @@
 //! All `unsafe` in the crate lives in this module.
 
 mod backend;
+mod block_pack;
 mod cast;
 #[cfg(target_arch = "x86_64")]
 mod cpuid;

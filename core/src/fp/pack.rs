@@ -179,17 +179,7 @@ pub(crate) fn unpack_fp6_lanes<S: Simd>(packed: &[u8]) -> S::U {
 pub(crate) fn pack_fp4_lanes<S: Simd>(codes: S::U, packed: &mut [u8]) {
     let mut bytes = [0u8; 16];
     S::store_bytes(codes, &mut bytes);
-    for (eight, out) in bytes
-        .chunks_exact(8)
-        .zip(packed[..S::LANES / 2].chunks_exact_mut(4))
-    {
-        let x = u64::from_le_bytes(eight.try_into().unwrap_or_default());
-        // Nibble pairs into bytes, then the bytes together.
-        let x = (x | x >> 4) & 0x00ff_00ff_00ff_00ff;
-        let x = (x | x >> 8) & 0x0000_ffff_0000_ffff;
-        let x = (x | x >> 16) as u32;
-        out.copy_from_slice(&x.to_le_bytes());
-    }
+    S::pack_fp4_bytes(&bytes, S::LANES, packed);
 }
 
 /// Packs the `S::LANES` codes of `codes` (each below 64) into the first
@@ -198,13 +188,5 @@ pub(crate) fn pack_fp4_lanes<S: Simd>(codes: S::U, packed: &mut [u8]) {
 pub(crate) fn pack_fp6_lanes<S: Simd>(codes: S::U, packed: &mut [u8]) {
     let mut bytes = [0u8; 16];
     S::store_bytes(codes, &mut bytes);
-    let packed = &mut packed[..S::LANES * 3 / 4];
-    for (eight, out) in bytes.chunks_exact(8).zip(packed.chunks_exact_mut(6)) {
-        let x = u64::from_le_bytes(eight.try_into().unwrap_or_default());
-        // Pairs of 6 bits into 12, then 24, then 48.
-        let x = (x & 0x003f_003f_003f_003f) | (x & 0x3f00_3f00_3f00_3f00) >> 2;
-        let x = (x & 0x0000_0fff_0000_0fff) | (x & 0x0fff_0000_0fff_0000) >> 4;
-        let x = (x & 0x00ff_ffff) | (x & 0x00ff_ffff_0000_0000) >> 8;
-        out.copy_from_slice(&x.to_le_bytes()[..6]);
-    }
+    S::pack_fp6_bytes(&bytes, S::LANES, packed);
 }

@@ -109,6 +109,13 @@ impl U32s for U {
         // SAFETY: the module invariant.
         unsafe { _mm256_movemask_ps(_mm256_castsi256_ps(self.0)) == 0xff }
     }
+
+    #[inline(always)]
+    fn max_rows(rows: &[Self]) -> Self {
+        Self(super::max_rows::max_rows(&core::array::from_fn(|r| {
+            rows[r].0
+        })))
+    }
 }
 
 impl Real for F {

@@ -15,6 +15,8 @@
 
 mod avx2;
 mod avx512;
+mod block_pack;
+mod max_rows;
 mod sse2;
 
 use super::Backend;
