@@ -173,6 +173,16 @@ pub(crate) trait Simd: Copy + 'static + BlockPack {
         }
     }
 
+    /// [`Simd::store_bytes4`] with non-temporal (streaming) stores where
+    /// the backend has them and `out` is 16-byte aligned (AVX-512):
+    /// for outputs too large to stay in cache (`arch::wants_streaming`),
+    /// whose lines then need no read for ownership. A kernel that streams
+    /// calls `arch::store_fence` before it returns.
+    #[inline(always)]
+    fn stream_bytes4(u: [Self::U; 4], out: &mut [u8]) {
+        Self::store_bytes4(u, out);
+    }
+
     /// Eight lane sums of `+0.0`.
     fn acc_zero() -> Self::Acc;
     /// Adds `LANES` terms to the eight lane sums in index order: lane `j`

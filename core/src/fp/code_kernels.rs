@@ -26,10 +26,12 @@ pub(super) fn store_codes<S: Simd, C: Code>(codes: S::U, out: &mut [C]) {
     }
 }
 
-/// Stores the low bits of four vectors of codes into `out`.
+/// Stores the low bits of four vectors of codes into `out`, bytes with
+/// streaming stores if `streaming`.
 #[inline(always)]
-fn store_group<S: Simd, C: Code>(codes: [S::U; 4], out: &mut [C]) {
+fn store_group<S: Simd, C: Code>(codes: [S::U; 4], out: &mut [C], streaming: bool) {
     match C::codes(out) {
+        Codes::U8(b) if streaming => S::stream_bytes4(codes, b),
         Codes::U8(b) => S::store_bytes4(codes, b),
         Codes::U16(h) => {
             for (v, c) in codes.iter().enumerate() {
@@ -118,16 +120,12 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
             first_index,
         };
         let mut nans = 0;
-        // Groups of four vectors pay off in stochastic rounding (one draw
-        // of word 0 for 16 elements) and on 8-lane backends; nearest-even
-        // on 16 lanes measured faster vector by vector (0.97x `half`
-        // against 0.85x grouped, `tessera bench formats`, docs/benchmarks.md).
-        let fast = encoder.has_fast_rule()
-            && match mode {
-                Mode::Stochastic => true,
-                Mode::NearestEven => S::LANES < 16,
-                _ => false,
-            };
+        // Groups of four vectors: one check of finiteness for 64 elements
+        // on 16 lanes, one draw of word 0 for 16 elements in stochastic
+        // rounding; large byte outputs are streamed (`tessera bench
+        // formats`, docs/benchmarks.md).
+        let fast = encoder.has_fast_rule() && matches!(mode, Mode::Stochastic | Mode::NearestEven);
+        let streaming = crate::arch::wants_streaming(dst);
         let group = 4 * S::LANES;
         let grouped = if fast { src.len() / group * group } else { 0 };
         if grouped > 0 {
@@ -137,13 +135,16 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
                     for at in (0..grouped).step_by(group) {
                         let index = first_index.wrapping_add(at as u64);
                         match rule.group(mode, &src[at..], lane_bits, index) {
-                            Some(codes) => store_group::<S, C>(codes, &mut dst[at..]),
+                            Some(codes) => store_group::<S, C>(codes, &mut dst[at..], streaming),
                             None => {
                                 for v in 0..4 {
                                     nans += one.encode::<S, C>(at + v * S::LANES, dst);
                                 }
                             }
                         }
+                    }
+                    if streaming {
+                        crate::arch::store_fence();
                     }
                 },
             );

@@ -8,20 +8,20 @@
 //! order.
 
 use core::arch::x86_64::{
-    __m256, __m256i, __m512, __m512i, __mmask16, _CMP_UNORD_Q, _MM_FROUND_NO_EXC,
-    _MM_FROUND_TO_NEAREST_INT, _MM_FROUND_TO_ZERO, _mm_storeu_si128, _mm256_castpd_ps,
-    _mm256_loadu_si256, _mm256_storeu_si256, _mm512_add_epi32, _mm512_add_ps, _mm512_and_si512,
-    _mm512_castps_pd, _mm512_castps_si512, _mm512_castps512_ps256, _mm512_castsi256_si512,
-    _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpeq_epu32_mask, _mm512_cmpgt_epu32_mask,
-    _mm512_cmplt_epu32_mask, _mm512_cvtepi32_epi8, _mm512_cvtepi32_epi16, _mm512_cvtepu16_epi32,
-    _mm512_cvtneps_pbh, _mm512_cvtph_ps, _mm512_cvtps_ph, _mm512_cvttps_epi32, _mm512_div_ps,
-    _mm512_extractf64x4_pd, _mm512_inserti64x4, _mm512_loadu_ps, _mm512_loadu_si512,
-    _mm512_mask_blend_epi32, _mm512_maskz_set1_epi32, _mm512_max_epu32, _mm512_min_epu32,
-    _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512, _mm512_packus_epi16, _mm512_packus_epi32,
-    _mm512_permutex2var_epi32, _mm512_permutexvar_epi32, _mm512_set1_epi32, _mm512_set1_ps,
-    _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32,
-    _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps,
-    _mm512_test_epi32_mask, _mm512_xor_si512,
+    __m128i, __m256, __m256i, __m512, __m512i, __mmask16, _CMP_UNORD_Q, _MM_FROUND_NO_EXC,
+    _MM_FROUND_TO_NEAREST_INT, _MM_FROUND_TO_ZERO, _mm_storeu_si128, _mm_stream_si128,
+    _mm256_castpd_ps, _mm256_loadu_si256, _mm256_storeu_si256, _mm512_add_epi32, _mm512_add_ps,
+    _mm512_and_si512, _mm512_castps_pd, _mm512_castps_si512, _mm512_castps512_ps256,
+    _mm512_castsi256_si512, _mm512_castsi512_ps, _mm512_cmp_ps_mask, _mm512_cmpeq_epu32_mask,
+    _mm512_cmpgt_epu32_mask, _mm512_cmplt_epu32_mask, _mm512_cvtepi32_epi8, _mm512_cvtepi32_epi16,
+    _mm512_cvtepu16_epi32, _mm512_cvtneps_pbh, _mm512_cvtph_ps, _mm512_cvtps_ph,
+    _mm512_cvttps_epi32, _mm512_div_ps, _mm512_extractf64x4_pd, _mm512_inserti64x4,
+    _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_blend_epi32, _mm512_maskz_set1_epi32,
+    _mm512_max_epu32, _mm512_min_epu32, _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512,
+    _mm512_permutex2var_epi32, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32,
+    _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32, _mm512_srlv_epi32,
+    _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps, _mm512_test_epi32_mask,
+    _mm512_xor_si512,
 };
 
 use super::super::lanes::{F32s, Real, Simd, U32s};
@@ -279,19 +279,27 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
 
     #[inline(always)]
     fn store_bytes4(u: [U; 4], out: &mut [u8]) {
+        // Four `vpmovdb` stores: measured faster than packing into one
+        // 64-byte store, which splits a cache line wherever `out` is not
+        // 64-byte aligned.
         let out = &mut out[..64];
-        // Every lane is below 2^8, so no saturating pack acts; the packs
-        // work in 128-bit quarters, leaving vector `v`'s four-byte pieces
-        // at dwords `v, v + 4, v + 8, v + 12`: the permute puts them in
-        // order.
-        // SAFETY: the module invariant; `out` holds the 64 bytes written.
-        unsafe {
-            let words01 = _mm512_packus_epi32(u[0].0, u[1].0);
-            let words23 = _mm512_packus_epi32(u[2].0, u[3].0);
-            let bytes = _mm512_packus_epi16(words01, words23);
-            let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-            let ordered = _mm512_permutexvar_epi32(order, bytes);
-            _mm512_storeu_si512(out.as_mut_ptr().cast(), ordered);
+        for (v, c) in u.iter().enumerate() {
+            Self::store_bytes(*c, &mut out[16 * v..]);
+        }
+    }
+
+    #[inline(always)]
+    fn stream_bytes4(u: [U; 4], out: &mut [u8]) {
+        let out = &mut out[..64];
+        if !out.as_ptr().cast::<__m128i>().is_aligned() {
+            return Self::store_bytes4(u, out);
+        }
+        for (v, c) in u.iter().enumerate() {
+            // SAFETY: the module invariant; `out` holds the 64 bytes
+            // written and is 16-byte aligned (checked above).
+            unsafe {
+                _mm_stream_si128(out[16 * v..].as_mut_ptr().cast(), _mm512_cvtepi32_epi8(c.0))
+            }
         }
     }
 
