@@ -156,17 +156,69 @@ pub fn pair_exponents<A: Element, B: Element>(
     exponents: &mut [f32],
 ) {
     assert_eq!(a.len(), b.len(), "pair_exponents: lengths differ");
+    exponents_by_block(
+        start,
+        a.len(),
+        exponents,
+        #[inline(always)]
+        |run| biased_max(&a[run.clone()]).max(biased_max(&b[run])),
+    );
+}
+
+/// [`pair_exponents`] of any number of contributions: for every block
+/// that the positions `start..start + len` touch (`len` the length of
+/// every part), [`block_exponent`] over all `parts`' values at those
+/// positions, into `exponents[block]` (the Max all-reduce of their
+/// exponents, for a block wholly in the run).
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let (a, b, c) = ([1.0f32; 300], [0.5f32; 300], [-9.0f32; 300]);
+/// let mut e = [0.0f32; 2];
+/// grid::joint_exponents(&[&a[..], &b[..], &c[..]], 0, &mut e);
+/// assert_eq!(e, [4.0 - 32.0; 2]); // |-9| < 2^4
+/// ```
+///
+/// # Panics
+/// If the parts differ in length, or `exponents` has no block for a
+/// position.
+pub fn joint_exponents<T: Element>(parts: &[&[T]], start: usize, exponents: &mut [f32]) {
+    let len = parts.first().map_or(0, |a| a.len());
+    assert!(
+        parts.iter().all(|x| x.len() == len),
+        "joint_exponents: lengths differ"
+    );
+    exponents_by_block(
+        start,
+        len,
+        exponents,
+        #[inline(always)]
+        |run| {
+            let each = parts.iter().map(|x| biased_max(&x[run.clone()]));
+            each.max().unwrap_or(0)
+        },
+    );
+}
+
+/// `exponents[block] = exponent_of(biased(run))` for the runs of
+/// `start..start + len` that share a block (`run` relative to `start`).
+#[inline(always)]
+fn exponents_by_block(
+    start: usize,
+    len: usize,
+    exponents: &mut [f32],
+    biased: impl Fn(core::ops::Range<usize>) -> u32,
+) {
     // Plain loops compiled for the detected backend's lanes (integer max:
     // any width gives the scalar loop's bits).
     arch::with_backend_features(
         #[inline(always)]
         || {
-            let (mut at, end) = (start, start + a.len());
+            let (mut at, end) = (start, start + len);
             while at < end {
                 let stop = ((at / GRID_BLOCK + 1) * GRID_BLOCK).min(end);
-                let run = at - start..stop - start;
-                let biased = biased_max(&a[run.clone()]).max(biased_max(&b[run]));
-                exponents[at / GRID_BLOCK] = exponent_of(biased);
+                exponents[at / GRID_BLOCK] = exponent_of(biased(at - start..stop - start));
                 at = stop;
             }
         },
@@ -364,49 +416,11 @@ pub fn from_grid_into(sums: &[f64], exponents: &[f32], start: usize, out: &mut [
     );
 }
 
-/// `out[k] = from_grid(round_to_grid(a[k]) + round_to_grid(b[k]))` for
-/// the positions `start..start + a.len()`: two single contributions summed
-/// on the grid and rounded once, in one pass (what a reduction of two
-/// ranks' own values that finishes at once computes).
-///
-/// ```
-/// use tessera_core::collective::grid;
-///
-/// let mut out = [0.0f32; 2];
-/// grid::pair_sum(&[1.0f32, 1e30], &[0.5f32, 1.0], &[-30.0, -30.0], 0, &mut out);
-/// assert_eq!(out, [1.5, 1e30]);
-/// ```
-///
-/// # Panics
-/// As [`to_grid`].
-pub fn pair_sum<A: Element, B: Element>(
-    a: &[A],
-    b: &[B],
-    exponents: &[f32],
-    start: usize,
-    out: &mut [f32],
-) {
-    assert!(
-        a.len() == b.len() && b.len() == out.len(),
-        "pair_sum: lengths differ"
-    );
-    by_block(
-        exponents,
-        start,
-        a.len(),
-        #[inline(always)]
-        |g, run| {
-            let unit = grid_unit(g);
-            let (a, b) = (&a[run.clone()], &b[run.clone()]);
-            for ((x, a), b) in out[run].iter_mut().zip(a).zip(b) {
-                *x = pair(a.load(), b.load(), unit);
-            }
-        },
-    );
-}
-
-/// [`pair_sum`] in place: `a[k] = from_grid(round_to_grid(a[k]) +
-/// round_to_grid(b[k]))` for the positions `start..start + a.len()`.
+/// Two single contributions summed on the grid and rounded once, in place
+/// and in one pass (what a reduction of two ranks' own values that
+/// finishes at once computes): `a[k] = from_grid(round_to_grid(a[k]) +
+/// round_to_grid(b[k]))` for the positions `start..start + a.len()`, in
+/// f32 alone ([`pair`]).
 ///
 /// ```
 /// use tessera_core::collective::grid;
@@ -417,7 +431,7 @@ pub fn pair_sum<A: Element, B: Element>(
 /// ```
 ///
 /// # Panics
-/// As [`pair_sum`].
+/// If `a` and `b` differ in length, or a position has no exponent.
 pub fn pair_sum_in_place<B: Element>(a: &mut [f32], b: &[B], exponents: &[f32], start: usize) {
     assert_eq!(a.len(), b.len(), "pair_sum_in_place: lengths differ");
     by_block(
@@ -429,6 +443,54 @@ pub fn pair_sum_in_place<B: Element>(a: &mut [f32], b: &[B], exponents: &[f32], 
             let unit = grid_unit(g);
             for (x, b) in a[run.clone()].iter_mut().zip(&b[run]) {
                 *x = pair(*x, b.load(), unit);
+            }
+        },
+    );
+}
+
+/// [`pair_sum_in_place`] of any number of contributions: `a[k] =
+/// from_grid(round_to_grid(a[k]) + sum_j round_to_grid(others[j][k]))` for
+/// the positions `start..start + a.len()`, the integers summed exactly in
+/// f64 block by block in cache (one pass over every contribution, no grid
+/// sums in memory). The same bits as [`to_grid`], [`add_to_grid`] and
+/// [`from_grid_into`] in any order.
+///
+/// ```
+/// use tessera_core::collective::grid;
+///
+/// let mut a = [1.0f32, 3.0];
+/// grid::sum_in_place(&mut a, &[&[0.5f32, -1.0][..], &[0.25, 2.0][..]], &[-30.0], 0);
+/// assert_eq!(a, [1.75, 4.0]); // one block, |x| < 2^2
+/// ```
+///
+/// # Panics
+/// If a contribution differs from `a` in length, there are
+/// [`MAX_CONTRIBUTIONS`] or more, or a position has no exponent.
+pub fn sum_in_place<B: Element>(a: &mut [f32], others: &[&[B]], exponents: &[f32], start: usize) {
+    assert!(
+        others.iter().all(|b| b.len() == a.len()),
+        "sum_in_place: lengths differ"
+    );
+    assert!(others.len() < MAX_CONTRIBUTIONS, "sum_in_place: too many");
+    by_block(
+        exponents,
+        start,
+        a.len(),
+        #[inline(always)]
+        |g, run| {
+            let (scale, unscale) = (pow2(-g), pow2(g));
+            let mut sums = [0.0f64; GRID_BLOCK];
+            let sums = &mut sums[..run.len()];
+            for (q, x) in sums.iter_mut().zip(&a[run.clone()]) {
+                *q = scaled(*x, scale);
+            }
+            for b in others {
+                for (q, x) in sums.iter_mut().zip(&b[run.clone()]) {
+                    *q += scaled(x.load(), scale);
+                }
+            }
+            for (x, &q) in a[run].iter_mut().zip(sums.iter()) {
+                *x = unscaled(q, unscale);
             }
         },
     );
@@ -718,15 +780,29 @@ mod tests {
                     super::from_grid(q, g).to_bits()
                 })
                 .collect();
+            let three: Vec<u32> = a
+                .iter()
+                .zip(&b)
+                .map(|(&x, &y)| {
+                    let (x, y) = (super::round_to_grid(x, g), super::round_to_grid(y, g));
+                    super::from_grid(y + x - x, g).to_bits()
+                })
+                .collect();
             for backend in Backend::ALL {
                 // A backend this CPU lacks is an error: nothing to check.
                 let _ = arch::with_backend(backend, || {
-                    let mut out = vec![0.0f32; n * n];
-                    super::pair_sum(&a, &b, &exps, 0, &mut out);
-                    assert_eq!(bits(&out), twin, "pair_sum g {g} {backend}");
                     let mut x = a.clone();
                     super::pair_sum_in_place(&mut x, &b, &exps, 0);
                     assert_eq!(bits(&x), twin, "pair_sum_in_place g {g} {backend}");
+                    // The f64 sums of any count: the same pair, then a
+                    // third contribution that cancels the first.
+                    let mut x = a.clone();
+                    super::sum_in_place(&mut x, &[&b[..]], &exps, 0);
+                    assert_eq!(bits(&x), twin, "sum_in_place g {g} {backend}");
+                    let neg: Vec<f32> = a.iter().map(|x| -x).collect();
+                    let mut x = b.clone();
+                    super::sum_in_place(&mut x, &[&a[..], &neg[..]], &exps, 0);
+                    assert_eq!(bits(&x), three, "sum_in_place of 3, g {g} {backend}");
                 });
             }
         }
