@@ -14,12 +14,14 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use tessera_core::collective::{Algorithm, Collective, CollectiveSchedule, Kind, Op, Ranks, Span};
+use tessera_core::collective::{
+    Algorithm, Collective, CollectiveSchedule, Kind, Op, Ranks, ReduceOp, Span,
+};
 use tessera_core::fp::{Element, Rounding};
 
 use super::combine::{BlockExponents, grid_finish, grid_start, grid_sum_chunk, pair_chunks};
 use super::fold::{EXPONENT_BYTES, folded_head, take_exponents};
-use super::wire::{Message, split_exponents, values};
+use super::wire::{HEADER, Message, split_exponents, values};
 use super::{Body, Runner, State};
 use crate::comm::{Communicator, Outgoing};
 use crate::error::{CommError, Mismatch};
@@ -108,6 +110,45 @@ pub(super) fn gather_run(ops: &[Op], bodies: &[Body], n: usize) -> Option<Range<
     (count >= 2 && bodies.iter().all(apart)).then_some(run)
 }
 
+/// The folded direct reduce-scatter's sum of the run `start..` that this
+/// rank's `into` holds: with the contributions `held` aside (one run's
+/// length each) and the `last`, pass by pass in cache, each pass's block
+/// exponents taken from all of them (`grid_sum_chunk`).
+fn sum_held<T: Element>(
+    into: &mut [T],
+    (held, last): (&[T], &[T]),
+    (mut exps, start, sums): (BlockExponents<'_>, usize, &mut Vec<f32>),
+    finish: (ReduceOp, usize, Rounding),
+) {
+    let len = into.len();
+    for pass in pair_chunks(start, len) {
+        let mut others: Vec<&[T]> = held.chunks(len).map(|h| &h[pass.clone()]).collect();
+        others.push(&last[pass.clone()]);
+        let sums = (&mut exps, start + pass.start, &mut *sums);
+        grid_sum_chunk(&mut into[pass], &others, sums, finish);
+    }
+}
+
+/// The receives of a step: (from, span, kind), in order.
+fn receives(ops: &[Op]) -> Vec<(usize, Span, Kind)> {
+    let each = |o: &Op| match *o {
+        Op::Recv { from, span, kind } => Some((from, span, kind)),
+        _ => None,
+    };
+    ops.iter().filter_map(each).collect()
+}
+
+/// Room for `count` contributions of `len` held aside by a folded run, in
+/// the grid sums' scratch (which a folded run does not otherwise use).
+fn held_aside<T: Element>(grid: &mut Vec<f64>, count: usize, len: usize) -> &mut [T] {
+    let words = (count * len * size_of::<T>()).div_ceil(size_of::<f64>());
+    if grid.len() < words {
+        grid.resize(words, 0.0);
+    }
+    let held: &mut [T] = bytemuck::cast_slice_mut(&mut grid[..words]);
+    &mut held[..count * len]
+}
+
 impl<C: Communicator + ?Sized> Runner<'_, C> {
     /// A step of the direct reduce-scatter ([`gather_run`]) through
     /// [`Communicator::exchange_apply`]: this rank's contributions lent to
@@ -132,18 +173,9 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
         rounding: Rounding,
     ) -> Result<Option<Span>, CommError> {
         let m = self.expect_receives(ops, st.incoming);
-        let recvs: Vec<(usize, Span, Kind)> = ops
-            .iter()
-            .filter_map(|o| match *o {
-                Op::Recv { from, span, kind } => Some((from, span, kind)),
-                _ => None,
-            })
-            .collect();
+        let recvs = receives(ops);
         let finalize = ops.contains(&Op::Finalize { span: recvs[0].1 });
-        assert!(
-            finalize || !self.folding,
-            "a folded reduce-scatter finishes its run"
-        );
+        assert!(finalize || !self.folding, "a folded run finishes");
         let runs: Vec<&Range<usize>> = bodies
             .iter()
             .map(|body| match body {
@@ -151,14 +183,11 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
                 _ => unreachable!("gather_run checked every body"),
             })
             .collect();
-        let heads: Vec<Vec<u8>> = runs
-            .iter()
-            .zip(st.headers.iter())
-            .map(|(b, header)| match self.folding {
-                true => folded_head(header, &st.folded, b),
-                false => header.to_vec(),
-            })
-            .collect();
+        let head = |(b, header): (&&Range<usize>, &[u8; HEADER])| match self.folding {
+            true => folded_head(header, &st.folded, b),
+            false => header.to_vec(),
+        };
+        let heads: Vec<Vec<u8>> = runs.iter().zip(st.headers.iter()).map(head).collect();
         let (low, rest) = buf.split_at_mut(run.start);
         let (into, high) = rest.split_at_mut(run.len());
         let out: Vec<Outgoing<'_>> = runs
@@ -181,16 +210,9 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
             .collect();
         st.traffic.messages += out.len();
         st.traffic.bytes += out.iter().map(Outgoing::len).sum::<usize>();
-        // Folded: the first m - 1 contributions held aside (in the grid
-        // sums' scratch, which a folded run does not otherwise use).
         let len = run.len();
         let (acc, held): (&mut [f64], &mut [T]) = if self.folding {
-            let words = ((m - 1) * len * size_of::<T>()).div_ceil(size_of::<f64>());
-            if st.grid.len() < words {
-                st.grid.resize(words, 0.0);
-            }
-            let held = bytemuck::cast_slice_mut(&mut st.grid[..words]);
-            (&mut [], &mut held[..(m - 1) * len])
+            (&mut [], held_aside(st.grid, m - 1, len))
         } else {
             (&mut st.grid[run.clone()], &mut [])
         };
@@ -219,14 +241,8 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
                     held[k * len..(k + 1) * len].copy_from_slice(vals);
                     return Ok(());
                 }
-                let mut exps = BlockExponents::Folded(&mut *folded, edges);
-                for pass in pair_chunks(run.start, len) {
-                    let mut others: Vec<&[T]> =
-                        held.chunks(len).map(|h| &h[pass.clone()]).collect();
-                    others.push(&vals[pass.clone()]);
-                    let sums = (&mut exps, run.start + pass.start, &mut *tmp_f32);
-                    grid_sum_chunk(&mut into[pass], &others, sums, finish);
-                }
+                let exps = BlockExponents::Folded(&mut *folded, edges);
+                sum_held(into, (held, vals), (exps, run.start, tmp_f32), finish);
             } else if onto.len == 1 {
                 grid_start(acc, Some(&*into), vals, at);
             } else if k + 1 == m && finalize {
