@@ -29,12 +29,11 @@ pub(super) fn choose<T: Element, D: Communicator + ?Sized>(
         .link_for((0..p).map(|r| comm.world_rank(r)));
     let summed = collective.reduces() && op.depends_on_order();
     let deterministic = options.order == OrderChoice::Use(Order::Deterministic);
-    // Order::Free gives the same bits whatever the algorithm; over two
-    // ranks only these fold the exponent phase into the reduction
-    // (`run::folds_exponents`): the others pay an exponent call and f64
-    // grid sums (the MPI model picks the double binary tree from 4 MiB).
-    let free_pair = options.order == OrderChoice::Use(Order::Free)
-        && p == 2
+    // Order::Free gives the same bits whatever the algorithm; only these
+    // fold the exponent phase into the reduction (`run::folds_exponents`):
+    // the others pay an exponent call and f64 grid sums (the MPI model
+    // picks the double binary tree from 4 MiB).
+    let free_folding = options.order == OrderChoice::Use(Order::Free)
         && matches!(
             collective,
             Collective::AllReduce | Collective::ReduceScatter
@@ -43,11 +42,15 @@ pub(super) fn choose<T: Element, D: Communicator + ?Sized>(
         AlgorithmChoice::Use(a) => model.estimate(a, collective, p, len, size_of::<T>(), &link)?,
         AlgorithmChoice::Auto => {
             let only_hd = [Algorithm::HalvingDoubling];
-            let folding = [Algorithm::Ring, Algorithm::HalvingDoubling];
+            let folding: &[Algorithm] = if p == 2 {
+                &[Algorithm::Ring, Algorithm::HalvingDoubling]
+            } else {
+                &[Algorithm::Ring]
+            };
             let candidates: &[Algorithm] = if deterministic && summed && p > 2 {
                 &only_hd
-            } else if free_pair && summed {
-                &folding
+            } else if free_folding && summed {
+                folding
             } else {
                 &Algorithm::ALL
             };

@@ -126,22 +126,28 @@ pub(super) fn grid_into<T: Element>(
     }
 }
 
-/// The two single contributions of a span that is finalized at once: this
-/// rank's `into` and the sender's `vals`, positions `start..` of the buffer
-/// with the blocks' `exps`, each rounded to the grid, added exactly,
-/// rounded once ([`grid::pair_sum`]), finished and stored in `into`
-/// (bitwise the executor's grid sum and finalization). f32 is summed in
-/// place; 16-bit values through `sums`, then stored.
-pub(super) fn grid_pair_finish<T: Element>(
+/// The single contributions of a span that is finalized at once: this
+/// rank's `into` and the senders' `others`, positions `start..` of the
+/// buffer with the blocks' `exps`, each rounded to the grid, added exactly,
+/// rounded once, finished and stored in `into` (bitwise the executor's
+/// grid sum and finalization): a pair in f32 alone
+/// ([`grid::pair_sum_in_place`]), more in f64 block by block
+/// ([`grid::sum_in_place`]). f32 is summed in place; 16-bit values through
+/// `sums`, then stored.
+pub(super) fn grid_sum_finish<T: Element>(
     into: &mut [T],
-    vals: &[T],
+    others: &[&[T]],
     (exps, start, sums): (&[f32], usize, &mut Vec<f32>),
     (op, p, rounding): (ReduceOp, usize, Rounding),
 ) {
+    let sum = |x: &mut [f32]| match others {
+        [b] => grid::pair_sum_in_place(x, b, exps, start),
+        _ => grid::sum_in_place(x, others, exps, start),
+    };
     if size_of::<T>() == size_of::<f32>() {
         // f32, the only four-byte element type: stored as computed.
         let x: &mut [f32] = bytemuck::cast_slice_mut(into);
-        grid::pair_sum_in_place(x, vals, exps, start);
+        sum(x);
         if op != ReduceOp::Sum {
             for x in x {
                 *x = f32::store(op.finish(*x, p), rounding, 0);
@@ -150,16 +156,17 @@ pub(super) fn grid_pair_finish<T: Element>(
         return;
     }
     sums.clear();
-    sums.resize(into.len(), 0.0);
-    grid::pair_sum(into, vals, exps, start, sums);
+    sums.extend(into.iter().map(|x| x.load()));
+    sum(sums);
     for (k, (x, &s)) in into.iter_mut().zip(sums.iter()).enumerate() {
         *x = T::store(op.finish(s, p), rounding, start + k);
     }
 }
 
-/// Positions per pass of a two-rank reduction ([`pair_chunks`]): a pass
-/// of both contributions is in the L1 cache while its exponents are
-/// taken, it is reduced and finished, and copied to the peer.
+/// Positions per pass of a reduction of single contributions
+/// ([`pair_chunks`]): a pass of every contribution is in the L1 cache
+/// while its exponents are taken, it is reduced and finished (and, over
+/// two ranks, copied to the peer).
 const PAIR_CHUNK: usize = 4096;
 
 /// The passes over the run of positions `start..start + len`, relative to
@@ -177,36 +184,44 @@ pub(super) fn pair_chunks(start: usize, len: usize) -> impl Iterator<Item = Rang
     })
 }
 
-/// Where a two-rank grid reduction takes its blocks' exponents.
-pub(super) enum PairExponents<'a> {
+/// Where a reduction of single contributions takes its blocks' exponents.
+pub(super) enum BlockExponents<'a> {
     /// All-reduced before the run.
     Given(&'a [f32]),
     /// Folded ([`folds_exponents`](super::folds_exponents)): taken from
-    /// both contributions pass by pass, into these, except for the blocks
-    /// the run holds in part, whose exponents came with the message.
+    /// all contributions pass by pass, into these, except for the blocks
+    /// the run holds in part, whose exponents came with the messages.
     Folded(&'a mut [f32], [Option<usize>; 2]),
 }
 
-/// [`grid_pair_finish`] of one pass ([`pair_chunks`]) of a run, its
+/// [`grid_sum_finish`] of one pass ([`pair_chunks`]) of a run, its
 /// blocks' exponents taken from `exps`.
-pub(super) fn grid_pair_chunk<T: Element>(
+pub(super) fn grid_sum_chunk<T: Element>(
     into: &mut [T],
-    vals: &[T],
-    (exps, start, sums): (&mut PairExponents<'_>, usize, &mut Vec<f32>),
+    others: &[&[T]],
+    (exps, start, sums): (&mut BlockExponents<'_>, usize, &mut Vec<f32>),
     finish: (ReduceOp, usize, Rounding),
 ) {
     let exps: &[f32] = match exps {
-        PairExponents::Given(e) => e,
-        PairExponents::Folded(e, held) => {
+        BlockExponents::Given(e) => e,
+        BlockExponents::Folded(e, held) => {
             let kept = held.map(|b| b.map(|b| (b, e[b])));
-            grid::pair_exponents(into, vals, start, e);
+            match others {
+                [b] => grid::pair_exponents(into, b, start, e),
+                _ => {
+                    let mut parts = Vec::with_capacity(others.len() + 1);
+                    parts.push(&*into);
+                    parts.extend_from_slice(others);
+                    grid::joint_exponents(&parts, start, e);
+                }
+            }
             for (b, g) in kept.into_iter().flatten() {
                 e[b] = g;
             }
             e
         }
     };
-    grid_pair_finish(into, vals, (exps, start, sums), finish);
+    grid_sum_finish(into, others, (exps, start, sums), finish);
 }
 
 /// Positions per pass of [`grid_start`] and [`grid_finish`]: their grid

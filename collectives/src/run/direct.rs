@@ -8,7 +8,7 @@ use std::time::Instant;
 use tessera_core::collective::{Kind, Op, Span};
 use tessera_core::fp::{Element, Rounding};
 
-use super::combine::{PairExponents, grid_pair_chunk, native_wire, pair_chunks, reduce_finish};
+use super::combine::{BlockExponents, grid_sum_chunk, native_wire, pair_chunks, reduce_finish};
 use super::fold::{EXPONENT_BYTES, folded_head, take_exponents};
 use super::wire::{Message, split_exponents, values};
 use super::{Runner, State, finalized};
@@ -53,7 +53,14 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
             let (low, high) = buf.split_at_mut(send_run.start);
             (&high[..send_run.len()], &mut low[recv_run.clone()])
         };
-        let head = if self.folding {
+        // Folded exponents ride on reductions only (both ends see the
+        // message's kind).
+        let reduces = |k: Kind| self.folding && matches!(k, Kind::Reduce { .. });
+        let sent = ops.iter().find_map(|o| match *o {
+            Op::Send { kind, .. } => Some(kind),
+            _ => None,
+        });
+        let head = if sent.is_some_and(reduces) {
             folded_head(&st.headers[0], &st.folded, &send_run)
         } else {
             st.headers[0].to_vec()
@@ -76,7 +83,7 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         self.comm
             .exchange_apply(&out, &mut st.incoming[..1], left, &mut |_, head, tail| {
-                let extra = if self.folding { EXPONENT_BYTES } else { 0 };
+                let extra = if reduces(kind) { EXPONENT_BYTES } else { 0 };
                 let (header, exps, body) = split_exponents(head, tail, extra)
                     .ok_or(self.mismatch(peer, Mismatch::Format))?;
                 let m = self.header(peer, header, body.len())?;
@@ -91,13 +98,13 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
                         let vals = values::<T>(body, tmp_t);
                         let mut exps = if self.folding {
                             let held = take_exponents(folded, exps, &recv_run, n);
-                            PairExponents::Folded(folded, held)
+                            BlockExponents::Folded(folded, held)
                         } else {
-                            PairExponents::Given(self.exponents)
+                            BlockExponents::Given(self.exponents)
                         };
                         for pass in pair_chunks(at, into.len()) {
                             let sums = (&mut exps, at + pass.start, &mut *tmp_f32);
-                            grid_pair_chunk(&mut into[pass.clone()], &vals[pass], sums, finish);
+                            grid_sum_chunk(&mut into[pass.clone()], &[&vals[pass]], sums, finish);
                         }
                     }
                     Kind::Reduce { covers, .. } if native_wire(op, covers) => {

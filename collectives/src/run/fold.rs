@@ -1,15 +1,15 @@
-//! The exponent phase of an order-free run over two ranks, folded into
-//! its data messages.
+//! The exponent phase of an order-free run, folded into its data
+//! messages ([`folds_exponents`]).
 //!
-//! Each position is reduced once, by one rank, from both ranks' own
-//! contributions, which that rank then holds both of: the exponent of a
-//! block wholly in the run it reduces is taken from the two contributions
+//! Each position is reduced once, by one rank, from every rank's own
+//! contribution, which that rank then holds all of: the exponent of a
+//! block wholly in the run it reduces is taken from the contributions
 //! themselves, pass by pass while they are in cache
-//! (`combine::grid_pair_chunk`), so no separate pass reads the buffer for
+//! (`combine::grid_sum_chunk`), so no separate pass reads the buffer for
 //! its exponents. Only a block that a run holds in part (a fragment or a
 //! piece starts or ends inside it) needs values the receiver does not
 //! hold: each rank takes its own exponents of those blocks before the
-//! first exchange ([`cut_exponents`]), and every message carries its
+//! first exchange ([`cut_exponents`]), and every reduction message carries its
 //! sender's exponents of the first and last blocks of the run it moves
 //! ([`EXPONENT_BYTES`]); the receiver takes the maximum with its own.
 
@@ -23,24 +23,34 @@ use super::Runner;
 
 /// Whether an [`Order::Free`](tessera_core::collective::Order::Free) run
 /// of `s` folds the exponent phase into its data messages instead of a
-/// Max all-reduce of its own (see the module's docs): over two ranks the
-/// ring (and halving-doubling, the same two steps there) reduces each
-/// position once, from both contributions
-/// ([`fused_grid_step`](super::fused_grid_step), in place:
-/// [`Runner::direct`] and [`Runner::pair`]), so the receiver can take the
-/// maximum over both ranks itself: exactly the all-reduced exponents, one
-/// exchange and one pass over the buffer fewer per call. (Max is
-/// idempotent, so a block the two fragments share gets the same maximum
-/// on both ranks.) Decided by the schedule alone, as every rank must;
-/// an odd length (a step of the last piece only receives) keeps the
-/// exponent phase.
+/// Max all-reduce of its own (see the module's docs): each position is
+/// then reduced once, by one rank, from every rank's own contribution, so
+/// that rank can take the maximum over all ranks itself: exactly the
+/// all-reduced exponents, one call and one pass over the buffer fewer.
+/// (Max is idempotent, so a block that two fragments share gets the same
+/// maximum on both ranks.)
+///
+/// - Over two ranks, the ring (and halving-doubling, the same two steps
+///   there) reduces each position from both contributions
+///   ([`fused_grid_step`](super::fused_grid_step), in place:
+///   [`Runner::direct`] and [`Runner::pair`]); an odd length (a step of
+///   the last piece only receives) keeps the exponent phase.
+/// - Over more than two ranks, the ring's direct reduce-scatter
+///   (`scatter.rs`, [`Runner::gather`]) gives each rank every
+///   contribution to its fragment in one step; a length that the ranks
+///   do not divide (fragments of unequal pieces) keeps the exponent phase.
+///
+/// Decided by the schedule alone, as every rank must.
 pub(crate) fn folds_exponents(s: &CollectiveSchedule, op: ReduceOp) -> bool {
+    let (p, n) = (s.size(), s.len());
+    // Equal fragments: every piece of the reduce-scatter both sends and
+    // receives on every rank.
+    let equal = n >= p && n.is_multiple_of(p);
+    let pair = p == 2 && matches!(s.algorithm(), Algorithm::Ring | Algorithm::HalvingDoubling);
+    let direct = p > 2 && s.algorithm() == Algorithm::Ring;
     s.on_grid(op)
-        && s.size() == 2
-        && s.len() >= 2
-        // Equal fragments: every piece of a step both sends and receives.
-        && s.len().is_multiple_of(2)
-        && matches!(s.algorithm(), Algorithm::Ring | Algorithm::HalvingDoubling)
+        && equal
+        && (pair || direct)
         && matches!(
             s.collective(),
             Collective::AllReduce | Collective::ReduceScatter

@@ -20,8 +20,8 @@
 //!   receiver adds the tree's nodes that it can now complete (the core's
 //!   [`Frontier`]);
 //! - in [`Order::Free`] for Sum and Mean, every rank keeps f64 grid sums
-//!   (the block exponents all-reduced by the caller first, or over two
-//!   ranks taken by the run itself: [`folds_exponents`]), a message
+//!   (the block exponents all-reduced by the caller first, or taken by
+//!   the run itself from the contributions: [`folds_exponents`]), a message
 //!   carries its sender's own contribution in the buffer's format or its
 //!   grid sum in f64, and finalizing rounds once from the grid; the ring
 //!   over more than two ranks reduce-scatters in one exchange of own

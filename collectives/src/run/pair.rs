@@ -15,7 +15,7 @@ use std::time::Instant;
 use tessera_core::collective::{Kind, Op, Span};
 use tessera_core::fp::{Element, Rounding};
 
-use super::combine::{PairExponents, grid_pair_chunk, pair_chunks, reduce_finish};
+use super::combine::{BlockExponents, grid_sum_chunk, pair_chunks, reduce_finish};
 use super::fold::{EXPONENT_BYTES, folded_head, take_exponents};
 use super::wire::{HEADER, Message, split_exponents};
 use super::{Runner, State, same_positions};
@@ -113,16 +113,16 @@ impl<C: Communicator + ?Sized> Runner<'_, C> {
                 bytemuck::try_cast_slice_mut(tail).map_err(|_| bad(Mismatch::Format))?;
             let mut exps = if self.folding {
                 let held = take_exponents(folded, exps, &recv, n);
-                PairExponents::Folded(folded, held)
+                BlockExponents::Folded(folded, held)
             } else {
-                PairExponents::Given(self.exponents)
+                BlockExponents::Given(self.exponents)
             };
             for pass in pair_chunks(start, into.len()) {
                 let at = start + pass.start;
                 let (mine, theirs) = (&mut into[pass.clone()], &mut theirs[pass]);
                 if self.on_grid {
                     let exps = (&mut exps, at, &mut *tmp_f32);
-                    grid_pair_chunk(mine, theirs, exps, (op, p, rounding));
+                    grid_sum_chunk(mine, &[&*theirs], exps, (op, p, rounding));
                 } else {
                     reduce_finish(op, mine, &*theirs, at, Some((p, rounding)));
                 }

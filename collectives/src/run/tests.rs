@@ -3,6 +3,7 @@ use std::time::Duration;
 use tessera_core::collective::{self, Algorithm, Collective, Order, ReduceOp, Reducer, grid};
 use tessera_core::fp::{Element, Rounding, f16};
 
+use super::fold::EXPONENT_BYTES;
 use super::{CollectiveSchedule, Scratch, folds_exponents, run};
 use crate::comm::Communicator;
 use crate::thread::ThreadWorld;
@@ -142,20 +143,38 @@ fn folded_exponents_give_the_all_reduced_ones_bits() {
             check::<f16>(&s, op, 300);
         }
     }
+    // More ranks: the ring's direct reduce-scatter, fragments of 333 and
+    // 250 cutting blocks, pieces cutting them again.
+    for (p, len) in [(3, 999), (4, 1000)] {
+        for collective in [Collective::AllReduce, Collective::ReduceScatter] {
+            let s = CollectiveSchedule::new(Algorithm::Ring, collective, p, len)
+                .unwrap()
+                .with_order(Order::Free);
+            assert!(folds_exponents(&s, ReduceOp::Sum));
+            for piece in [len, 100, 7] {
+                check::<f32>(&s, ReduceOp::Sum, piece);
+            }
+            check::<f32>(&s, ReduceOp::Mean, 64);
+            check::<f16>(&s, ReduceOp::Sum, 300);
+        }
+    }
 }
 
 #[test]
 fn the_order_free_ring_sends_the_plain_rings_bytes_and_messages() {
     // The direct reduce-scatter (`scatter.rs`): only contributions travel,
-    // so over more than two ranks the grid's f64 partial sums never do.
-    for p in 3..=5 {
-        let len = 1000;
+    // so over more than two ranks the grid's f64 partial sums never do;
+    // folded, each of its p (p - 1) messages carries 8 bytes of exponents.
+    for (p, len) in [(3, 1000), (4, 1000), (5, 1000), (3, 999)] {
+        let free = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, p, len)
+            .unwrap()
+            .with_order(Order::Free);
+        let folded = folds_exponents(&free, ReduceOp::Sum);
+        assert_eq!(folded, len % p == 0);
         let traffic = |order: Order| {
-            let s = CollectiveSchedule::new(Algorithm::Ring, Collective::AllReduce, p, len)
-                .unwrap()
-                .with_order(order);
+            let s = free.with_order(order);
             let exponents = vec![0.0f32; grid::blocks(len)];
-            let exponents = if order == Order::Free {
+            let exponents = if order == Order::Free && !folded {
                 &exponents[..]
             } else {
                 &[]
@@ -184,6 +203,12 @@ fn the_order_free_ring_sends_the_plain_rings_bytes_and_messages() {
                 sent.iter().map(|t| t.messages).sum::<usize>(),
             )
         };
-        assert_eq!(traffic(Order::Free), traffic(Order::Schedule), "p {p}");
+        let (bytes, messages) = traffic(Order::Schedule);
+        let extra = if folded {
+            EXPONENT_BYTES * p * (p - 1)
+        } else {
+            0
+        };
+        assert_eq!(traffic(Order::Free), (bytes + extra, messages), "p {p}");
     }
 }
