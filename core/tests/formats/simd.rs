@@ -123,6 +123,29 @@ fn stochastic_kernels_cross_the_streams_blocks() {
     }
 }
 
+/// Byte outputs of 16 MiB and more are written with streaming stores on
+/// AVX-512 (where the output is 16-byte aligned): the codes must be those
+/// of small pieces, aligned or not. On the detected backend only (the
+/// others store normally; the twin tests above cover them).
+#[test]
+fn large_outputs_encode_to_the_same_codes() {
+    let n = (16 << 20) + 1001;
+    let x: Vec<f32> = (0..n as u32)
+        .map(|i| f32::from_bits(i.wrapping_mul(0x9e37_79b9) >> 3 | 0x3800_0000))
+        .collect();
+    let (mut big, mut small) = (vec![0u8; n], vec![0u8; n]);
+    for round in [Round::NEAREST_EVEN, Round::new(Mode::Stochastic)] {
+        for skip in [0, 3] {
+            let (x, big, small) = (&x[skip..], &mut big[skip..], &mut small[skip..]);
+            let _ = fp::encode_slice(Format::E4M3FN, x, big, round, &STREAM, 5);
+            for (k, (a, b)) in x.chunks(4096).zip(small.chunks_mut(4096)).enumerate() {
+                let _ = fp::encode_slice(Format::E4M3FN, a, b, round, &STREAM, 5 + 4096 * k as u64);
+            }
+            assert!(big == small, "{round:?}, skip {skip}");
+        }
+    }
+}
+
 /// `x` chopped in place by `chop_slice`, as bits.
 fn chop(f: Format, x: &[f32], round: Round, first: u64) -> Vec<u32> {
     let mut y = x.to_vec();
