@@ -16,28 +16,26 @@ use super::sse2::Sse2;
 
 impl BlockPack for Sse2 {}
 
-impl BlockPack for Avx2 {
-    #[inline(always)]
-    fn pack_fp4_bytes(codes: &[u8; 16], n: usize, out: &mut [u8]) {
-        pack_fp4(codes, n, out);
-    }
+/// `BlockPack` by [`pack_fp4`] and [`pack_fp6`] for each backend listed.
+macro_rules! packs_by_shuffles {
+    ($(impl$([$($g:tt)*])? for $backend:ty;)*) => {$(
+        impl$(<$($g)*>)? BlockPack for $backend {
+            #[inline(always)]
+            fn pack_fp4_bytes(codes: &[u8; 16], n: usize, out: &mut [u8]) {
+                pack_fp4(codes, n, out);
+            }
 
-    #[inline(always)]
-    fn pack_fp6_bytes(codes: &[u8; 16], n: usize, out: &mut [u8]) {
-        pack_fp6(codes, n, out);
-    }
+            #[inline(always)]
+            fn pack_fp6_bytes(codes: &[u8; 16], n: usize, out: &mut [u8]) {
+                pack_fp6(codes, n, out);
+            }
+        }
+    )*};
 }
 
-impl<const BF16: bool> BlockPack for Avx512<BF16> {
-    #[inline(always)]
-    fn pack_fp4_bytes(codes: &[u8; 16], n: usize, out: &mut [u8]) {
-        pack_fp4(codes, n, out);
-    }
-
-    #[inline(always)]
-    fn pack_fp6_bytes(codes: &[u8; 16], n: usize, out: &mut [u8]) {
-        pack_fp6(codes, n, out);
-    }
+packs_by_shuffles! {
+    impl for Avx2;
+    impl[const BF16: bool] for Avx512<BF16>;
 }
 
 /// Byte pairs `(a, b)` of `codes` as 16-bit `a + m b` (`m` at most 64, so
