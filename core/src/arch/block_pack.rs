@@ -42,6 +42,16 @@ pub(crate) trait BlockPack {
             out.copy_from_slice(&x.to_le_bytes()[..6]);
         }
     }
+
+    /// Writes `codes` (a multiple of 16 bytes) to `out` (as long), an
+    /// output too large to stay in cache (`arch::wants_streaming`): with
+    /// non-temporal stores where the backend has them (AVX-512, as
+    /// `Simd::stream_bytes4`) and `out` is 16-byte aligned, else plainly.
+    /// A kernel that streams calls `arch::store_fence` before it returns.
+    #[inline(always)]
+    fn stream_codes(codes: &[u8], out: &mut [u8]) {
+        out.copy_from_slice(codes);
+    }
 }
 
 impl BlockPack for Portable {}

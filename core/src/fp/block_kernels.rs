@@ -19,7 +19,8 @@
 
 use super::code_kernels::patch;
 use super::decode_kernels::load_codes;
-use super::encode_lanes::{Encoder, LaneBits, LaneKernel, run_lanes};
+use super::encode_fast::FastLanes;
+use super::encode_lanes::{Encoder, Fast, LaneBits, LaneKernel, run_lanes};
 use super::format::Format;
 use super::pack::{
     pack_fp4, pack_fp4_lanes, pack_fp6, pack_fp6_lanes, unpack_fp4_lanes, unpack_fp6_lanes,
@@ -58,6 +59,15 @@ pub(super) trait BlockRule: Copy {
     fn scale_codes<S: Simd>(self, amax: S::U) -> Option<S::U>;
     /// What a finite block's elements need of its scale code `code`.
     fn block_scale(self, code: u8) -> Self::Scale;
+    /// Two f32 lanes per block of scale codes `codes` (lane `b`: block
+    /// `b`, all finite), from which [`BlockRule::fast_scale`] builds the
+    /// blocks' scales.
+    fn scale_lanes<S: Simd>(self, codes: S::U) -> [S::F; 2];
+    /// [`BlockRule::block_scale`] of `code` from its lanes of
+    /// [`BlockRule::scale_lanes`], for elements the encoder's fast rule
+    /// rounds (nearest-even or exactly stochastic, subnormals kept): the
+    /// codes [`BlockRule::scaled`] then leads to are the twin's.
+    fn fast_scale(self, code: u8, lanes: [f32; 2]) -> Self::Scale;
     /// The lanes to round: `x` divided by the block's scale, bitwise as
     /// the twin divides.
     fn scaled<S: Simd>(self, scale: &Self::Scale, x: S::F) -> S::F;
@@ -137,7 +147,9 @@ impl<R: BlockRule, B: RandomBits + ?Sized> LaneKernel for BlockQuantize<'_, R, B
 
     /// Groups of `S::LANES` full blocks (amaxes and scales in lanes), then
     /// the full blocks left one at a time, then a partial last block by
-    /// the twin.
+    /// the twin. Where the elements round by the encoder's fast rule (MX's
+    /// and NVFP4's formats are signed with signed zeros), the loop is
+    /// compiled with that rule's constants.
     #[inline(always)]
     fn lanes<S: Simd, L: LaneBits>(self, mode: Mode, lane_bits: &L) {
         let Self {
@@ -157,31 +169,19 @@ impl<R: BlockRule, B: RandomBits + ?Sized> LaneKernel for BlockQuantize<'_, R, B
             lane_bits,
             bits,
         };
+        let e = &blocks.encoder;
+        let fast = e.fast == Fast::Signed
+            && e.zero_signed
+            && matches!(mode, Mode::NearestEven | Mode::Stochastic);
+        let full = if fast {
+            FastLanes::<S>::new(e).specialized(
+                #[inline(always)]
+                |fast| blocks.full_blocks::<S>(Some(fast), src, codes, scales, first_index),
+            )
+        } else {
+            blocks.full_blocks::<S>(None, src, codes, scales, first_index)
+        };
         let per_block = packed_len(blocks.code_bits, R::BLOCK);
-        let group = S::LANES * R::BLOCK;
-        // Each group's lane maxima are read while the group before it is
-        // encoded, so its loads overlap that work.
-        let mut rows = [S::U::splat(0); 16];
-        if let Some(x) = src.get(..group) {
-            lane_maxima::<S>(x, R::BLOCK, &mut rows);
-        }
-        for (g, ((x, out), scales)) in src
-            .chunks_exact(group)
-            .zip(codes.chunks_exact_mut(S::LANES * per_block))
-            .zip(scales.chunks_exact_mut(S::LANES))
-            .enumerate()
-        {
-            let next = src.get((g + 1) * group..(g + 2) * group);
-            let at = first_index.wrapping_add((g * group) as u64);
-            blocks.group::<S>(x, next, &mut rows, out, scales, at);
-        }
-        let (grouped, full) = (src.len() / group * S::LANES, src.len() / R::BLOCK);
-        for b in grouped..full {
-            let block = &src[b * R::BLOCK..][..R::BLOCK];
-            let out = &mut codes[b * per_block..][..per_block];
-            let at = first_index.wrapping_add((b * R::BLOCK) as u64);
-            scales[b] = blocks.block::<S>(block, amax_bits::<S>(block), None, out, at);
-        }
         BlockQuantize {
             rule,
             src: &src[full * R::BLOCK..],
@@ -207,31 +207,88 @@ struct Blocks<'a, R, L, B: ?Sized> {
 }
 
 impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
+    /// Quantizes the full blocks of `src` (element 0 at position `index`)
+    /// in groups of `S::LANES`, then one at a time; returns their number.
+    /// `fast`: the encoder's fast rule, where every finite block's
+    /// elements take it.
+    #[inline(always)]
+    fn full_blocks<S: Simd>(
+        &self,
+        fast: Option<&FastLanes<S>>,
+        src: &[f32],
+        codes: &mut [u8],
+        scales: &mut [u8],
+        index: u64,
+    ) -> usize {
+        let per_block = packed_len(self.code_bits, R::BLOCK);
+        let group = S::LANES * R::BLOCK;
+        // Large outputs of byte codes skip the cache (as `encode_slice`'s).
+        let streaming =
+            fast.is_some() && self.code_bits == 8 && crate::arch::wants_streaming(codes);
+        // Each group's lane maxima are read while the group before it is
+        // encoded, so its loads overlap that work.
+        let mut rows = [S::U::splat(0); 16];
+        if let Some(x) = src.get(..group) {
+            lane_maxima::<S>(x, R::BLOCK, &mut rows);
+        }
+        for (g, ((x, out), scales)) in src
+            .chunks_exact(group)
+            .zip(codes.chunks_exact_mut(S::LANES * per_block))
+            .zip(scales.chunks_exact_mut(S::LANES))
+            .enumerate()
+        {
+            let next = src.get((g + 1) * group..(g + 2) * group);
+            let at = index.wrapping_add((g * group) as u64);
+            self.group::<S>(fast, x, next, &mut rows, out, scales, at, streaming);
+        }
+        if streaming {
+            crate::arch::store_fence();
+        }
+        let (grouped, full) = (src.len() / group * S::LANES, src.len() / R::BLOCK);
+        for b in grouped..full {
+            let block = &src[b * R::BLOCK..][..R::BLOCK];
+            let out = &mut codes[b * per_block..][..per_block];
+            let at = index.wrapping_add((b * R::BLOCK) as u64);
+            scales[b] = self.block::<S>(block, amax_bits::<S>(block), None, out, at);
+        }
+        full
+    }
+
     /// `S::LANES` full blocks `x` (element 0 at position `index`) whose
     /// lane maxima are `rows`: their amaxes as one vector (lane `b`: block
     /// `b`), their scale codes in lanes, then each block's elements; `rows`
-    /// becomes the lane maxima of the `next` group's blocks.
+    /// becomes the lane maxima of the `next` group's blocks. With `fast`,
+    /// a group of finite blocks whose scales the lanes give takes
+    /// [`Blocks::fast_group`].
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn group<S: Simd>(
         &self,
+        fast: Option<&FastLanes<S>>,
         x: &[f32],
         next: Option<&[f32]>,
         rows: &mut [S::U; 16],
         out: &mut [u8],
         scales: &mut [u8],
         index: u64,
+        streaming: bool,
     ) {
         let amax = S::U::max_rows(&rows[..S::LANES]);
+        let codes = if amax.all_le(0x7f7f_ffff) {
+            self.rule.scale_codes::<S>(amax)
+        } else {
+            None
+        };
+        if let (Some(fast), Some(codes)) = (fast, codes) {
+            let group = (x, next, rows);
+            return self.fast_group(fast, codes, group, out, scales, index, streaming);
+        }
         let mut amaxes = [0u32; 16];
         amax.write_to(&mut amaxes);
-        let mut codes = [0u8; 16];
-        let lanes = amax.all_le(0x7f7f_ffff) && {
-            let c = self.rule.scale_codes::<S>(amax);
-            if let Some(c) = c {
-                S::store_bytes(c, &mut codes);
-            }
-            c.is_some()
-        };
+        let mut code_bytes = [0u8; 16];
+        if let Some(c) = codes {
+            S::store_bytes(c, &mut code_bytes);
+        }
         let per_block = out.len() / S::LANES;
         for (b, ((block, out), scale)) in x
             .chunks_exact(R::BLOCK)
@@ -243,8 +300,86 @@ impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
                 rows[b] = lane_max::<S>(&next[b * R::BLOCK..][..R::BLOCK]);
             }
             let at = index.wrapping_add((b * R::BLOCK) as u64);
-            let code = lanes.then_some(codes[b]);
+            let code = codes.is_some().then_some(code_bytes[b]);
             *scale = self.block::<S>(block, amaxes[b], code, out, at);
+        }
+    }
+
+    /// [`Blocks::group`] of finite blocks with scale codes `codes` (lane
+    /// `b`: block `b`), each block's scale from lanes
+    /// ([`BlockRule::scale_lanes`]), the elements by the fast rule `fast`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn fast_group<S: Simd>(
+        &self,
+        fast: &FastLanes<S>,
+        codes: S::U,
+        (x, next, rows): (&[f32], Option<&[f32]>, &mut [S::U; 16]),
+        out: &mut [u8],
+        scales: &mut [u8],
+        index: u64,
+        streaming: bool,
+    ) {
+        let rule = self.rule;
+        S::store_bytes(codes, scales);
+        let (mut first, mut second) = ([0f32; 16], [0f32; 16]);
+        let [f, g] = rule.scale_lanes::<S>(codes);
+        f.store(&mut first);
+        g.store(&mut second);
+        let per_block = out.len() / S::LANES;
+        for (b, (block, out)) in x
+            .chunks_exact(R::BLOCK)
+            .zip(out.chunks_exact_mut(per_block))
+            .enumerate()
+        {
+            if let Some(next) = next {
+                rows[b] = lane_max::<S>(&next[b * R::BLOCK..][..R::BLOCK]);
+            }
+            let at = index.wrapping_add((b * R::BLOCK) as u64);
+            let s = rule.fast_scale(scales[b], [first[b], second[b]]);
+            self.fast_block::<S>(fast, block, &s, out, at, streaming);
+        }
+    }
+
+    /// A finite block's elements (element 0 at position `index`) scaled by
+    /// `s`, rounded by the fast rule `fast` when every quotient is finite
+    /// (else by [`Blocks::elements`]), and packed into `out`; 8-bit codes
+    /// with streaming stores if `streaming`.
+    #[inline(always)]
+    fn fast_block<S: Simd>(
+        &self,
+        fast: &FastLanes<S>,
+        block: &[f32],
+        s: &R::Scale,
+        out: &mut [u8],
+        index: u64,
+        streaming: bool,
+    ) {
+        let rule = self.rule;
+        let mut q = [S::U::splat(0); MAX_BLOCK / 8];
+        let mut top = S::U::splat(0);
+        for (q, v) in q.iter_mut().zip(block.chunks_exact(S::LANES)) {
+            *q = rule.scaled::<S>(s, S::F::load(v)).to_bits();
+            top = top.max(*q & S::U::splat(0x7fff_ffff));
+        }
+        if !top.all_le(0x7f7f_ffff) {
+            // A quotient past f32's range (NVFP4 under a small tensor
+            // scale): the encoder's general rule.
+            return self.elements::<S>(block, s, out, index);
+        }
+        let mut bytes = [0u8; MAX_BLOCK];
+        for (k, (v, q)) in block.chunks_exact(S::LANES).zip(q).enumerate() {
+            let at = index.wrapping_add((k * S::LANES) as u64);
+            let (c, fallback) = fast.encode(self.mode, q, self.lane_bits, at);
+            let c = self.codes::<S>(c, fallback, s, v, at);
+            if streaming {
+                S::store_bytes(c, &mut bytes[k * S::LANES..]);
+            } else {
+                store_elements::<S>(c, self.code_bits, out, k);
+            }
+        }
+        if streaming {
+            S::stream_codes(&bytes[..R::BLOCK], out);
         }
     }
 
@@ -269,28 +404,44 @@ impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
             return code;
         }
         let code = code.unwrap_or_else(|| rule.scale_code(f32::from_bits(amax)));
-        let s = rule.block_scale(code);
+        self.elements::<S>(block, &rule.block_scale(code), out, index);
+        code
+    }
+
+    /// A finite block's elements (element 0 at position `index`) scaled by
+    /// `s`, rounded by the encoder, and packed into `out`.
+    #[inline(always)]
+    fn elements<S: Simd>(&self, block: &[f32], s: &R::Scale, out: &mut [u8], index: u64) {
         for (k, v) in block.chunks_exact(S::LANES).enumerate() {
             let at = index.wrapping_add((k * S::LANES) as u64);
-            let x = rule.scaled::<S>(&s, S::F::load(v));
+            let x = self.rule.scaled::<S>(s, S::F::load(v));
             let (c, fallback) = self
                 .encoder
                 .encode::<S, L>(self.mode, x, self.lane_bits, at);
-            let mut c = rule.adjust::<S>(c);
-            if fallback.any() {
-                c = patch::<S>(
-                    c,
-                    fallback,
-                    #[inline(always)]
-                    |i| {
-                        let at = at.wrapping_add(i as u64);
-                        u32::from(rule.twin_element(&s, v[i], self.bits, at))
-                    },
-                );
-            }
+            let c = self.codes::<S>(c, fallback, s, v, at);
             store_elements::<S>(c, self.code_bits, out, k);
         }
-        code
+    }
+
+    /// The block's codes from the encoder's codes `c` of the vector `v`
+    /// (element 0 at position `at`, scaled by `s`), with the lanes marked
+    /// in `fallback` by the twin.
+    #[inline(always)]
+    fn codes<S: Simd>(&self, c: S::U, fallback: S::U, s: &R::Scale, v: &[f32], at: u64) -> S::U {
+        let rule = self.rule;
+        let c = rule.adjust::<S>(c);
+        if !fallback.any() {
+            return c;
+        }
+        patch::<S>(
+            c,
+            fallback,
+            #[inline(always)]
+            |i| {
+                let at = at.wrapping_add(i as u64);
+                u32::from(rule.twin_element(s, v[i], self.bits, at))
+            },
+        )
     }
 }
 

@@ -556,6 +556,32 @@ impl BlockRule for Mx {
         }
     }
 
+    /// `2^-e` (the first lanes; the second are not used): f32 bits
+    /// `(254 - c) << 23` for codes `c` up to 253, and `2^-127` for 254.
+    #[inline(always)]
+    fn scale_lanes<S: Simd>(self, codes: S::U) -> [S::F; 2] {
+        let s = <S::U as U32s>::splat;
+        let normal = (s(254) - codes) << 23;
+        let factor = codes.simd_lt(s(254)).select(normal, s(1 << 22));
+        [S::F::from_bits(factor), S::F::from_bits(s(0))]
+    }
+
+    /// Without the stand-in (`tiny` 0): a quotient below 2^-126 (or 0, where
+    /// the product underflows) rounds as the stand-in does. Every MX
+    /// element's smallest value is at least 2^-16 (E5M2's), so both lie
+    /// below half of it: nearest-even gives zero with the input's sign;
+    /// the exactly stochastic rule's tiny rule sees a 16-bit fraction of 0
+    /// for both, rounding down unless the lane's 16 random bits are 0 too,
+    /// and such a tie goes to the twin (the input and `e`).
+    #[inline(always)]
+    fn fast_scale(self, code: u8, lanes: [f32; 2]) -> MxScale {
+        MxScale {
+            e: i32::from(code) - 127,
+            tiny: 0,
+            factor: lanes[0],
+        }
+    }
+
     /// `x * 2^-e`, or [`scale_down`]'s stand-in below f32's normals.
     #[inline(always)]
     fn scaled<S: Simd>(self, scale: &MxScale, x: S::F) -> S::F {

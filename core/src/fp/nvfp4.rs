@@ -374,6 +374,43 @@ impl BlockRule for Nvfp4Blocks {
         }
     }
 
+    /// The divisors `fl(S_b * t)` (the E4M3 scale decoded in lanes) and,
+    /// for nearest-even, their reciprocals where both are f32 normals (else
+    /// 0), as [`BlockRule::block_scale`] computes them.
+    #[inline(always)]
+    fn scale_lanes<S: Simd>(self, codes: S::U) -> [S::F; 2] {
+        let (s, f) = (<S::U as U32s>::splat, <S::F as Real>::splat);
+        // Codes 0..=0x7e: subnormal `c 2^-9` (`c` exactly, by the 2^23
+        // magic number), normal `2^(c >> 3 - 7) (1 + (c & 7) / 8)`.
+        let small = (S::F::from_bits(codes | s(0x4b00_0000)) - f(8_388_608.0)) * f(1.0 / 512.0);
+        let normal = S::F::from_bits((codes << 20) + s(120 << 23));
+        let value = S::F::from_bits(
+            codes
+                .simd_lt(s(8))
+                .select(small.to_bits(), normal.to_bits()),
+        );
+        let d = value * f(self.t);
+        let r = f(1.0) / d;
+        let is_normal = |v: S::F| (v.to_bits() - s(0x0080_0000)).simd_lt(s(0x7f00_0000));
+        let usable = is_normal(d) & is_normal(r);
+        let nearest =
+            self.nv.round.mode == Mode::NearestEven && self.nv.round.subnormals == Subnormals::Keep;
+        let r = if nearest {
+            usable.select(r.to_bits(), s(0))
+        } else {
+            s(0)
+        };
+        [d, S::F::from_bits(r)]
+    }
+
+    #[inline(always)]
+    fn fast_scale(self, _code: u8, lanes: [f32; 2]) -> Divisor {
+        Divisor {
+            d: lanes[0],
+            reciprocal: lanes[1],
+        }
+    }
+
     /// `fl(x / d)`; for nearest-even, `fl(x * fl(1 / d))` where that is
     /// normal and not within 8 units of a multiple of 2^21: it is then
     /// within 6 units of `fl(x / d)` (relative errors below 2^-24 each,

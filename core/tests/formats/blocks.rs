@@ -279,3 +279,87 @@ fn nvfp4_quotients_at_e2m1_boundaries_equal_the_twin() {
         on_every_backend(&format!("nvfp4 t = {t}"), || nvfp4_nearest(&x, t));
     }
 }
+
+/// Whole groups of blocks (16, the widest backend's) of ordinary data, in
+/// the loop compiled with the encoder's fast rule: per block, magnitudes
+/// spread below the amax by 0 to 40 binades (elements below every
+/// format's smallest value, f32 subnormals beside normal amaxes), zeros,
+/// and elements of the amax's binade above the element max (Floor
+/// saturates them); then a partial group.
+fn fast_group_input(block: usize) -> Vec<f32> {
+    let mut g = crate::support::Gen(47);
+    let mut x = Vec::new();
+    for b in 0..3 * 16 + 5 {
+        let top = g.in_range(-30, 30).abs().log2().floor() as i32;
+        let spread = (b % 5 * 10) as i32;
+        x.extend((0..block).map(|i| match (i + b) % 11 {
+            0 => 0.0,
+            1 => -0.0,
+            2 => f32::from_bits(g.next() as u32 & 0x807f_ffff),
+            3 => g.in_range(top, top) * if b % 2 == 0 { 1.0 } else { -1.0 },
+            _ => g.in_range((top - spread).max(-126), top),
+        }));
+    }
+    x
+}
+
+#[test]
+fn fast_groups_equal_the_twin_on_every_backend() {
+    let x = fast_group_input(32);
+    for format in MxFormat::ALL {
+        for rule in [ScaleRule::Floor, ScaleRule::Even] {
+            for round in [Round::NEAREST_EVEN, Round::STOCHASTIC] {
+                let mx = Mx::new(format).with_rule(rule).with_round(round);
+                on_every_backend(&format!("{mx:?}"), || {
+                    (
+                        mx_round_trip(mx, &x, 3, false),
+                        mx_round_trip(mx, &x, 0, true),
+                    )
+                });
+            }
+        }
+    }
+    let x = fast_group_input(16);
+    // 2^-149: the quotients of large blocks pass f32's range.
+    for t in [Nvfp4::tensor_scale(&x), 0.3, pow2(-149)] {
+        for round in [Round::NEAREST_EVEN, Round::STOCHASTIC] {
+            let nv = Nvfp4::new(round);
+            on_every_backend(&format!("{nv:?} t = {t}"), || {
+                let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+                let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+                nv.quantize(&x, t, &mut codes, &mut scales, &STREAM, 5)
+                    .unwrap();
+                (codes, scales)
+            });
+        }
+    }
+}
+
+/// MXFP8 codes of 16 MiB and more (written with streaming stores where
+/// the backend has them) equal those of small pieces, aligned or not. On
+/// the detected backend only (the others store normally; the twin tests
+/// above cover them).
+#[test]
+fn large_block_outputs_quantize_to_the_same_codes() {
+    let n = (16 << 20) + 1001;
+    let x: Vec<f32> = (0..n as u32)
+        .map(|i| f32::from_bits(i.wrapping_mul(0x9e37_79b9) >> 3 | 0x3800_0000))
+        .collect();
+    let mut scales = (vec![0u8; Mx::scales_len(n)], vec![0u8; Mx::scales_len(n)]);
+    let (mut big, mut small) = (vec![0u8; n + 1], vec![0u8; n + 1]);
+    for round in [Round::NEAREST_EVEN, Round::STOCHASTIC] {
+        let mx = Mx::new(MxFormat::E4M3).with_round(round);
+        for skip in [0, 1] {
+            let (big, small) = (&mut big[skip..skip + n], &mut small[skip..skip + n]);
+            mx.quantize(&x, big, &mut scales.0, &STREAM, 5).unwrap();
+            let pieces = x.chunks(4096).zip(small.chunks_mut(4096));
+            for (k, ((a, b), s)) in pieces.zip(scales.1.chunks_mut(128)).enumerate() {
+                mx.quantize(a, b, s, &STREAM, 5 + 4096 * k as u64).unwrap();
+            }
+            assert!(
+                big == small && scales.0 == scales.1,
+                "{round:?}, skip {skip}"
+            );
+        }
+    }
+}

@@ -6,7 +6,7 @@
 use core::arch::x86_64::{
     __m128i, _mm_cvtsi128_si64, _mm_extract_epi32, _mm_loadu_si128, _mm_madd_epi16,
     _mm_maddubs_epi16, _mm_packus_epi16, _mm_set1_epi16, _mm_set1_epi32, _mm_setr_epi8,
-    _mm_shuffle_epi8,
+    _mm_shuffle_epi8, _mm_stream_si128,
 };
 
 use super::super::block_pack::BlockPack;
@@ -16,9 +16,10 @@ use super::sse2::Sse2;
 
 impl BlockPack for Sse2 {}
 
-/// `BlockPack` by [`pack_fp4`] and [`pack_fp6`] for each backend listed.
+/// `BlockPack` by [`pack_fp4`] and [`pack_fp6`] for each backend listed,
+/// streaming codes ([`stream_codes`]) where marked.
 macro_rules! packs_by_shuffles {
-    ($(impl$([$($g:tt)*])? for $backend:ty;)*) => {$(
+    ($(impl$([$($g:tt)*])? for $backend:ty, streaming: $streams:literal;)*) => {$(
         impl$(<$($g)*>)? BlockPack for $backend {
             #[inline(always)]
             fn pack_fp4_bytes(codes: &[u8; 16], n: usize, out: &mut [u8]) {
@@ -29,13 +30,35 @@ macro_rules! packs_by_shuffles {
             fn pack_fp6_bytes(codes: &[u8; 16], n: usize, out: &mut [u8]) {
                 pack_fp6(codes, n, out);
             }
+
+            #[inline(always)]
+            fn stream_codes(codes: &[u8], out: &mut [u8]) {
+                stream_codes(codes, out, $streams);
+            }
         }
     )*};
 }
 
 packs_by_shuffles! {
-    impl for Avx2;
-    impl[const BF16: bool] for Avx512<BF16>;
+    impl for Avx2, streaming: false;
+    impl[const BF16: bool] for Avx512<BF16>, streaming: true;
+}
+
+/// [`BlockPack::stream_codes`]: non-temporal 16-byte stores if `streams`
+/// and `out` is 16-byte aligned.
+#[inline(always)]
+fn stream_codes(codes: &[u8], out: &mut [u8], streams: bool) {
+    assert!(codes.len() == out.len() && codes.len().is_multiple_of(16));
+    let to = out.as_mut_ptr().cast::<__m128i>();
+    if !streams || !to.is_aligned() {
+        return out.copy_from_slice(codes);
+    }
+    for (k, c) in codes.chunks_exact(16).enumerate() {
+        // SAFETY: the module invariant (SSE2); `c` holds the 16 bytes
+        // read, `to.add(k)` the 16 written (within `out`, as long as
+        // `codes`), 16-byte aligned (checked above).
+        unsafe { _mm_stream_si128(to.add(k), _mm_loadu_si128(c.as_ptr().cast())) };
+    }
 }
 
 /// Byte pairs `(a, b)` of `codes` as 16-bit `a + m b` (`m` at most 64, so
