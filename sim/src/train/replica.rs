@@ -17,10 +17,11 @@ use tessera_core::scale::{
 use super::TrainError;
 use super::checkpoint::{ResumeState, ScalerState};
 use super::comm::{LIMBS_PER_WORD, ReplicaComm, from_limb_sums, to_limbs, write_limbs};
-use super::config::{GradReduction, LossScaling, PrecisionMode, TrainConfig};
+use super::config::{GradReduction, LossScaling, TrainConfig};
 use super::invariant::ExactGrads;
 use super::optimizer::{Groups, Piece, pieces};
 use super::params::FlatParams;
+use super::precision::PrecisionMode;
 use crate::data::MicroBatch;
 use crate::model::quant::{TensorQuant, max_or_nan};
 use crate::model::{BnGroup as BnStatistics, GroupSum, Model, ModelError, NoGroup, StageCycles};
