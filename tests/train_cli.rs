@@ -1,5 +1,6 @@
 //! Tests: `tessera train`'s run directory: a resumed run's files equal the
-//! uninterrupted run's, a run never silently replaces another, a diverged
+//! uninterrupted run's, a run never silently replaces another, a run
+//! directory that cannot be created is refused, a diverged
 //! run stops with status 3, and an MPI launch of a binary without MPI is
 //! refused.
 
@@ -130,6 +131,45 @@ fn a_second_run_never_silently_replaces_the_first() {
             assert!(stderr(&out).contains(expected), "{}", stderr(&out));
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run directory that cannot be created is an error with or without
+/// `--name` (an unnamed run once looked for a free `default-k` for ever),
+/// and neither `train` nor `scale` takes it for an earlier run.
+#[test]
+fn an_uncreatable_run_directory_is_refused_with_status_2() {
+    let dir = scratch("uncreatable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let runs = file.to_str().unwrap();
+    for args in [
+        &["train", "--epochs", "1", "--runs-dir", runs][..],
+        &["train", "--epochs", "1", "--runs-dir", runs, "--name", "x"],
+        &[
+            "scale",
+            "--epochs",
+            "1",
+            "--replicas",
+            "1",
+            "--runs-dir",
+            runs,
+        ],
+    ] {
+        let out = crate::command::tessera(args);
+        assert_usage_error(&out, &args.join(" "), "cannot create the run directory");
+    }
+    // A plain file where the default run would go is not an earlier run.
+    let runs = dir.join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    std::fs::write(runs.join("default"), b"x").unwrap();
+    let out = train(&runs, &["--epochs", "1"]);
+    assert_usage_error(
+        &out,
+        "a file named default",
+        "cannot create the run directory",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -247,13 +247,23 @@ fn to_csv(d: &Dataset, header: bool) -> String {
 }
 
 #[test]
-fn csv_round_trips_with_and_without_header_and_gzip() {
+fn csv_round_trips_with_and_without_header_gzip_and_byte_order_mark() {
     let dir = TempDir::new("csv_round_trip");
     let d = small();
     for (name, bytes) in [
         ("plain.csv", to_csv(&d, false).into_bytes()),
         ("header.csv", to_csv(&d, true).into_bytes()),
         ("packed.csv.gz", gzip(to_csv(&d, true).as_bytes())),
+        // Excel's "CSV UTF-8": a byte-order mark, which once made the first
+        // sample a header.
+        (
+            "bom.csv",
+            format!("\u{feff}{}", to_csv(&d, false)).into_bytes(),
+        ),
+        (
+            "bom_header.csv",
+            format!("\u{feff}{}", to_csv(&d, true)).into_bytes(),
+        ),
     ] {
         let path = dir.write(name, &bytes);
         let loaded = load_csv(&path).unwrap();
