@@ -13,6 +13,9 @@ use tessera_sim::data::{
 
 use crate::support::bits;
 
+mod feeds;
+mod files;
+
 /// A directory under the system's temporary directory, removed on drop.
 struct TempDir(PathBuf);
 
@@ -61,9 +64,6 @@ fn malformed(e: DataError) -> (Position, FileProblem) {
 fn load_csv(path: &Path) -> Result<Dataset, DataError> {
     Source::Csv(path.to_path_buf()).load()
 }
-
-mod feeds;
-mod files;
 
 // ---------------------------------------------------------------- digits
 
