@@ -254,26 +254,7 @@ pub(super) fn check_ctc(params: &CtcParams, case: &CtcCase) {
                 );
             }
         }
-        // Central differences of the brute-force loss in the logits.
-        let h = 1e-6;
-        for t in 0..time {
-            for k in 0..c {
-                let at = (t * n + b) * c + k;
-                let mut zp = case.logits.clone();
-                let mut zm = case.logits.clone();
-                zp[at] += h;
-                zm[at] -= h;
-                let fd = (case.nll(&case.log_probs_f64(&zp), b)
-                    - case.nll(&case.log_probs_f64(&zm), b))
-                    / (2.0 * h);
-                let got = f64::from(grad_at(t, k));
-                assert!(
-                    (got - w * fd).abs() <= 1e-6 * w,
-                    "item {b}, t {t}, k {k}: grad {got}, central difference {}",
-                    w * fd
-                );
-            }
-        }
+        assert_central_differences(case, b, w, &out.grad);
     }
     let want_total = match params.reduction() {
         Reduction::Mean => total / n as f64,
@@ -288,6 +269,31 @@ pub(super) fn check_ctc(params: &CtcParams, case: &CtcCase) {
             "total {}, want {want_total}",
             out.total
         );
+    }
+}
+
+/// Item `b`'s gradient `grad` (weighted by `w`) against central differences
+/// of the brute-force loss in the logits.
+fn assert_central_differences(case: &CtcCase, b: usize, w: f64, grad: &[f32]) {
+    let (n, c) = (case.batch(), case.classes);
+    let h = 1e-6;
+    for t in 0..case.input_lengths[b] {
+        for k in 0..c {
+            let at = (t * n + b) * c + k;
+            let mut zp = case.logits.clone();
+            let mut zm = case.logits.clone();
+            zp[at] += h;
+            zm[at] -= h;
+            let fd = (case.nll(&case.log_probs_f64(&zp), b)
+                - case.nll(&case.log_probs_f64(&zm), b))
+                / (2.0 * h);
+            let got = f64::from(grad[at]);
+            assert!(
+                (got - w * fd).abs() <= 1e-6 * w,
+                "item {b}, t {t}, k {k}: grad {got}, central difference {}",
+                w * fd
+            );
+        }
     }
 }
 

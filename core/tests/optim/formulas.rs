@@ -75,14 +75,17 @@ fn lamb_matches_the_paper_formula() {
     }
 }
 
-#[test]
-fn adamw_sgd_lars_match_their_formulas() {
+/// The weights and four steps' gradients the formula tests run on.
+fn formula_inputs() -> (usize, Vec<f32>, Vec<Vec<f32>>) {
     let n = 19;
-    let w0 = values(n, 1, 1.0);
-    let gs: Vec<Vec<f32>> = (0..4).map(|t| values(n, 60 + t, 0.1)).collect();
-    let precision = Precision::default();
+    let gs = (0..4).map(|t| values(n, 60 + t, 0.1)).collect();
+    (n, values(n, 1, 1.0), gs)
+}
 
-    // AdamW.
+#[test]
+fn adamw_matches_its_formula() {
+    let (n, w0, gs) = formula_inputs();
+    let precision = Precision::default();
     let c = AdamWConfig {
         weight_decay: 0.1,
         lr: 0.01,
@@ -114,8 +117,13 @@ fn adamw_sgd_lars_match_their_formulas() {
     for i in 0..n {
         close(w[i], rw[i], "adamw");
     }
+}
 
-    // SGD with momentum, dampening, weight decay; and Nesterov.
+/// SGD with momentum, dampening, weight decay; and Nesterov.
+#[test]
+fn sgd_matches_its_formula() {
+    let (n, w0, gs) = formula_inputs();
+    let precision = Precision::default();
     for nesterov in [false, true] {
         let c = SgdConfig {
             lr: 0.1,
@@ -150,8 +158,13 @@ fn adamw_sgd_lars_match_their_formulas() {
             close(w[i], rw[i], "sgd");
         }
     }
+}
 
-    // LARS with momentum.
+/// LARS with momentum.
+#[test]
+fn lars_matches_its_formula() {
+    let (n, w0, gs) = formula_inputs();
+    let precision = Precision::default();
     let c = LarsConfig {
         lr: 0.5,
         momentum: 0.9,
