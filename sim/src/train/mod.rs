@@ -141,7 +141,7 @@ pub use exclude::is_bias_or_norm;
 pub use fit::{
     HOST_MEMORY_VARIABLE, MemoryReport, OptimizerMemory, StageMemory, available_host_memory,
 };
-pub use options::{Continuation, RunOptions};
+pub use options::{Continuation, Interrupt, RunOptions};
 pub use pipeline::{Pipeline, Schedule, StepCycles, pipeline_cycles, stashed, step_cycles};
 pub use precision::{LowFamily, LowPrecision, PrecisionMode};
 pub use records::{EpochRecord, Event, Observer, StepRecord, Summary};

@@ -561,6 +561,13 @@ impl<'a> Replica<'a> {
         self.comm.all_equal(&[fp])
     }
 
+    /// Whether `flag` holds on any replica of the run.
+    pub(crate) fn any_replica(&mut self, flag: bool) -> Result<bool, CommError> {
+        let mut any = [f32::from(u8::from(flag))];
+        self.comm.all_reduce(&mut any, ReduceOp::Max)?;
+        Ok(any[0] > 0.0)
+    }
+
     /// The whole optimizer state and master weights (gathered from the
     /// shards of this instance's replicas), for a checkpoint.
     pub(crate) fn gather_state(&mut self) -> Result<GatheredState, CommError> {
