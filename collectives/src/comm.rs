@@ -93,6 +93,23 @@ impl<'a> Outgoing<'a> {
     }
 }
 
+/// A body that [`Communicator::exchange_mut_many`] lends mutably to `to`,
+/// after `header`.
+#[derive(Debug)]
+pub struct OutgoingMut<'a> {
+    /// The receiver.
+    pub to: usize,
+    /// The first bytes (may be empty).
+    pub header: &'a [u8],
+    /// The rest, which the receiver may read and write.
+    pub body: &'a mut [u8],
+}
+
+/// What [`Communicator::exchange_mut_many`] calls once with every peer's
+/// message, in the order of its `from`: each message's header, then its
+/// body, which this rank may read and write in place.
+pub type ApplyMany<'f> = dyn FnMut(&mut [(&[u8], &mut [u8])]) -> Result<(), CommError> + 'f;
+
 /// What [`Communicator::exchange_mut`] calls once with the peer's message:
 /// its header, then its body, which this rank may read and write in place.
 pub type ApplyMut<'f> = dyn FnMut(&[u8], &mut [u8]) -> Result<(), CommError> + 'f;
@@ -318,6 +335,59 @@ pub trait Communicator {
         apply: &mut ApplyMut<'_>,
     ) -> Option<Result<(), CommError>> {
         let _ = (peer, tag, header, body, timeout, apply);
+        None
+    }
+
+    /// [`exchange_mut`](Self::exchange_mut) with several peers at once:
+    /// each of `sends` lends its body mutably to its receiver (with `tag`),
+    /// and `apply` is called once with the messages of every rank in
+    /// `from`, all lent at once, to read and write; returns once every
+    /// receiver has applied this rank's bodies. The peers must make the
+    /// matching calls. Ranks can then finish a span from all their buffers
+    /// in one meeting: each reduces the part it owns from every buffer and
+    /// writes the result into all of them. `None`, having sent nothing,
+    /// where the transport cannot (the default); every rank of a world must
+    /// answer alike. The thread transport can.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, OutgoingMut, ThreadWorld};
+    ///
+    /// let got = ThreadWorld::run(3, |comm| {
+    ///     let (r, p) = (comm.rank(), comm.size());
+    ///     // Part q of every buffer belongs to rank q, which sums it into all.
+    ///     let mut x = [r as u8 + 1; 3];
+    ///     let (before, rest) = x.split_at_mut(r);
+    ///     let (mine, after) = rest.split_at_mut(1);
+    ///     let peers: Vec<usize> = (0..p).filter(|&q| q != r).collect();
+    ///     let sends = before
+    ///         .chunks_mut(1)
+    ///         .chain(after.chunks_mut(1))
+    ///         .zip(&peers)
+    ///         .map(|(body, &to)| OutgoingMut { to, header: &[], body })
+    ///         .collect();
+    ///     let t = Duration::from_secs(10);
+    ///     let r = comm.exchange_mut_many(5, sends, &peers, t, &mut |got| {
+    ///         let total = mine[0] + got.iter().map(|(_, b)| b[0]).sum::<u8>();
+    ///         mine[0] = total;
+    ///         got.iter_mut().for_each(|(_, b)| b[0] = total);
+    ///         Ok(())
+    ///     });
+    ///     r.unwrap().unwrap();
+    ///     x
+    /// })
+    /// .unwrap();
+    /// assert!(got.into_iter().all(|x| x.unwrap() == [6, 6, 6]));
+    /// ```
+    fn exchange_mut_many(
+        &self,
+        tag: Tag,
+        sends: Vec<OutgoingMut<'_>>,
+        from: &[usize],
+        timeout: Duration,
+        apply: &mut ApplyMany<'_>,
+    ) -> Option<Result<(), CommError>> {
+        let _ = (tag, sends, from, timeout, apply);
         None
     }
 
@@ -727,6 +797,16 @@ macro_rules! forward_communicator {
                 apply: &mut ApplyMut<'_>,
             ) -> Option<Result<(), CommError>> {
                 (**self).exchange_mut(peer, tag, header, body, timeout, apply)
+            }
+            fn exchange_mut_many(
+                &self,
+                tag: Tag,
+                sends: Vec<OutgoingMut<'_>>,
+                from: &[usize],
+                timeout: Duration,
+                apply: &mut ApplyMany<'_>,
+            ) -> Option<Result<(), CommError>> {
+                (**self).exchange_mut_many(tag, sends, from, timeout, apply)
             }
             fn fail(&self, failure: Failure) {
                 (**self).fail(failure);

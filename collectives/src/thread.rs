@@ -52,11 +52,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::comm::{
-    Apply, ApplyMut, Communicator, Incoming, Outgoing, Tag, failure_error, peers_in_range,
+    Apply, ApplyMany, ApplyMut, Communicator, Incoming, Outgoing, OutgoingMut, Tag, failure_error,
+    peers_in_range,
 };
 use crate::error::{Cause, CommError, Failure};
 use crate::group::GroupError;
-use crate::loan::{Lent, Loan, with_loans};
+use crate::loan::{Lent, Loan, with_loans, write_all};
 use crate::run::PIECE_ELEMENTS;
 
 /// A world of ranks that are threads of this process: its
@@ -550,6 +551,62 @@ impl ThreadCommunicator {
     }
 }
 
+impl ThreadCommunicator {
+    /// `apply` on the messages `got`, their mutable loans all taken at
+    /// once ([`write_all`]). A failure of `apply` (or its panic) is recorded
+    /// before the loans go back; a revoked loan (its lender failed) is
+    /// answered by waiting for that failure, as a next wait would.
+    fn apply_lent(
+        &self,
+        got: &[Envelope],
+        apply: &mut ApplyMany<'_>,
+        deadline: Instant,
+        start: Instant,
+    ) -> Result<(), CommError> {
+        let s = &*self.shared;
+        let loans: Vec<Option<&Loan>> = got
+            .iter()
+            .map(|e| e.loan.as_deref().filter(|l| l.mutable()))
+            .collect();
+        let mut applied = |bodies: &mut [&mut [u8]]| {
+            let _panic = FailOnPanic(self, std::thread::panicking());
+            let mut messages: Vec<(&[u8], &mut [u8])> = got
+                .iter()
+                .map(|e| &e.data[..])
+                .zip(bodies.iter_mut().map(|b| &mut **b))
+                .collect();
+            let result = apply(&mut messages);
+            if let Err(e) = &result {
+                let f = e.failure(self.rank);
+                s.fail(f.unwrap_or(Failure::of(self.rank, Cause::Mismatch)));
+            }
+            result
+        };
+        let mut revoked = |k: usize| -> Result<(), CommError> {
+            loop {
+                let e = &got[k];
+                let next = self.wait(e.from, e.tag, deadline, start, Duration::ZERO)?;
+                s.give_vec(next.data);
+            }
+        };
+        write_all(&loans, &|l| self.returned(l), &mut applied, &mut revoked)
+    }
+}
+
+/// Records this rank's panic while it holds lent bodies, before they go
+/// back unapplied ([`ThreadCommunicator::apply_lent`]).
+/// (The flag: already unwinding before, not this rank's new panic.)
+struct FailOnPanic<'a>(&'a ThreadCommunicator, bool);
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() && !self.1 {
+            let r = self.0.rank;
+            self.0.shared.fail(Failure::of(r, Cause::Panicked));
+        }
+    }
+}
+
 impl Communicator for ThreadCommunicator {
     fn rank(&self) -> usize {
         self.rank
@@ -641,10 +698,7 @@ impl Communicator for ThreadCommunicator {
         })
     }
 
-    /// Lends `body` mutably to `peer` and applies the peer's body where the
-    /// peer holds it: one meeting, no copy. A message from `peer` that is
-    /// not lent mutably is handed to `apply` with an empty body (its header
-    /// then says what the peer called instead).
+    /// [`exchange_mut_many`](Communicator::exchange_mut_many) with one peer.
     fn exchange_mut(
         &self,
         peer: usize,
@@ -654,35 +708,61 @@ impl Communicator for ThreadCommunicator {
         timeout: Duration,
         apply: &mut ApplyMut<'_>,
     ) -> Option<Result<(), CommError>> {
-        let out = [Outgoing::new(peer, tag, header)];
-        let into = [Incoming::new(peer, tag)];
+        let send = vec![OutgoingMut {
+            to: peer,
+            header,
+            body,
+        }];
+        self.exchange_mut_many(tag, send, &[peer], timeout, &mut |got| {
+            let (header, body) = &mut got[0];
+            apply(header, body)
+        })
+    }
+
+    /// Lends every body mutably to its receiver and applies the peers'
+    /// bodies where the peers hold them, all at once: one meeting, no copy.
+    /// A message that is not lent mutably is handed to `apply` with an
+    /// empty body (its header then says what its sender called instead).
+    /// If `apply` fails or panics, the failure is recorded before the loans
+    /// go back unapplied, and a rank whose loans came back returns the
+    /// world's failure if there is one: no rank returns `Ok` with a body
+    /// its peer left unwritten.
+    fn exchange_mut_many(
+        &self,
+        tag: Tag,
+        sends: Vec<OutgoingMut<'_>>,
+        from: &[usize],
+        timeout: Duration,
+        apply: &mut ApplyMany<'_>,
+    ) -> Option<Result<(), CommError>> {
+        let out: Vec<Outgoing<'_>> = sends
+            .iter()
+            .map(|o| Outgoing::new(o.to, tag, o.header))
+            .collect();
+        let into: Vec<Incoming> = from.iter().map(|&f| Incoming::new(f, tag)).collect();
         let begun = self.begin(&out, &into, timeout);
         let Ok((start, deadline, _)) = begun else {
             return begun.err().map(Err);
         };
         let s = &*self.shared;
         Some(with_loans(|lent| {
-            let mut data = s.take_vec(header.len());
-            data.extend_from_slice(header);
-            let loan = lent.lend_mut(body, self.rank, peer);
-            self.post(peer, tag, data, Some(loan));
-            loop {
-                let e = self.wait(peer, tag, deadline, start, Duration::ZERO)?;
-                let applied = match &e.loan {
-                    Some(loan) if loan.mutable() => {
-                        loan.write(|body| apply(&e.data, body), || self.returned(loan))
-                    }
-                    // Not this call on the peer: its header says so.
-                    _ => Some(apply(&e.data, &mut [])),
-                };
-                s.give_vec(e.data);
-                // None: revoked, its sender failed (the next wait says).
-                if let Some(result) = applied {
-                    result?;
-                    break;
-                }
+            for o in sends {
+                let mut data = s.take_vec(o.header.len());
+                data.extend_from_slice(o.header);
+                let loan = lent.lend_mut(o.body, self.rank, o.to);
+                self.post(o.to, tag, data, Some(loan));
             }
-            self.await_loans(lent, deadline, start)
+            let mut got = Vec::with_capacity(from.len());
+            for &f in from {
+                got.push(self.wait(f, tag, deadline, start, Duration::ZERO)?);
+            }
+            let applied = self.apply_lent(&got, apply, deadline, start);
+            for e in got {
+                s.give_vec(e.data);
+            }
+            applied?;
+            self.await_loans(lent, deadline, start)?;
+            s.failure().map_or(Ok(()), |f| Err(self.error(f)))
         }))
     }
 

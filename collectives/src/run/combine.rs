@@ -271,3 +271,11 @@ pub(super) fn grid_finish<T: Element>(
         }
     }
 }
+
+/// `v` emptied, its allocation kept for slices of another lifetime (a
+/// pass's slices of contributions, without a new vector per pass).
+pub(super) fn reuse<'b, T: ?Sized>(mut v: Vec<&T>) -> Vec<&'b T> {
+    v.clear();
+    // Collected in place: the same allocation (same size and alignment).
+    v.into_iter().map(|_| unreachable!("emptied")).collect()
+}

@@ -130,7 +130,7 @@ fn sum_held<T: Element>(
 }
 
 /// The receives of a step: (from, span, kind), in order.
-fn receives(ops: &[Op]) -> Vec<(usize, Span, Kind)> {
+pub(super) fn receives(ops: &[Op]) -> Vec<(usize, Span, Kind)> {
     let each = |o: &Op| match *o {
         Op::Recv { from, span, kind } => Some((from, span, kind)),
         _ => None,
