@@ -208,12 +208,7 @@ pub(super) fn grid_sum_chunk<T: Element>(
             let kept = held.map(|b| b.map(|b| (b, e[b])));
             match others {
                 [b] => grid::pair_exponents(into, b, start, e),
-                _ => {
-                    let mut parts = Vec::with_capacity(others.len() + 1);
-                    parts.push(&*into);
-                    parts.extend_from_slice(others);
-                    grid::joint_exponents(&parts, start, e);
-                }
+                _ => grid::joint_exponents(into, others, start, e),
             }
             for (b, g) in kept.into_iter().flatten() {
                 e[b] = g;
