@@ -240,11 +240,11 @@ impl<S: Simd> FastLanes<S> {
         let abs = x & self.abs_mask;
         let (magnitudes, fallback) = match mode {
             Mode::Stochastic => {
-                let half = bits.halves::<S>(index) & self.halves;
+                let random = self.random(bits, index);
                 if self.all_normal(abs) {
-                    (self.normal_codes(abs, half, bits, index), S::U::splat(0))
+                    (self.normal_codes(abs, random), S::U::splat(0))
                 } else {
-                    let (rounded, tied) = self.stochastic_mixed(abs, half, bits, index);
+                    let (rounded, tied) = self.stochastic_mixed(abs, random, bits, index);
                     (self.magnitude_codes(rounded), tied)
                 }
             }
@@ -269,12 +269,11 @@ impl<S: Simd> FastLanes<S> {
         let abs = x & self.abs_mask;
         let (rounded, fallback) = match mode {
             Mode::Stochastic => {
-                let half = bits.halves::<S>(index) & self.halves;
+                let random = self.random(bits, index);
                 if self.all_normal(abs) {
-                    let random = self.normal_random(half, bits, index) & self.low;
-                    ((abs + random) & !self.low, S::U::splat(0))
+                    ((abs + (random & self.low)) & !self.low, S::U::splat(0))
                 } else {
-                    self.stochastic_mixed(abs, half, bits, index)
+                    self.stochastic_mixed(abs, random, bits, index)
                 }
             }
             _ => (self.nearest(abs), S::U::splat(0)),
@@ -300,18 +299,18 @@ impl<S: Simd> FastLanes<S> {
         bits: &L,
         index: u64,
     ) -> Option<[S::U; 4]> {
-        let halves = self.group_halves(bits, index);
+        let random = bits.group_random::<S>(index, self.wide);
         let at = |v: usize| index.wrapping_add((v * S::LANES) as u64);
         let normal = self.fast == Fast::Unsigned || !bottom.simd_lt_i32(self.emin_bits).any();
         if normal {
             return Some(four(
                 #[inline(always)]
-                |v| self.normal_codes(abs[v], halves[v], bits, at(v)),
+                |v| self.normal_codes(abs[v], random[v]),
             ));
         }
         let mixed = four(
             #[inline(always)]
-            |v| self.stochastic_mixed(abs[v], halves[v], bits, at(v)),
+            |v| self.stochastic_mixed(abs[v], random[v], bits, at(v)),
         );
         let tied = (mixed[0].1 | mixed[1].1) | (mixed[2].1 | mixed[3].1);
         if tied.any() {
@@ -323,28 +322,6 @@ impl<S: Simd> FastLanes<S> {
         ))
     }
 
-    /// The random halves (low 16 bits) of four vectors' elements
-    /// `index..`: one draw of eight words per 16 elements where `index` is
-    /// a multiple of 16.
-    #[inline(always)]
-    fn group_halves<L: LaneBits>(&self, bits: &L, index: u64) -> [S::U; 4] {
-        let mut halves = [self.halves; 4];
-        if index.is_multiple_of(16) {
-            let per_draw = 16 / S::LANES;
-            for first in (0..4).step_by(per_draw) {
-                let words = bits.half_words::<S>(index.wrapping_add((first * S::LANES) as u64));
-                for k in 0..per_draw {
-                    halves[first + k] = S::group_halves(words, k) & self.halves;
-                }
-            }
-        } else {
-            for (v, h) in halves.iter_mut().enumerate() {
-                *h = bits.halves::<S>(index.wrapping_add((v * S::LANES) as u64)) & self.halves;
-            }
-        }
-        halves
-    }
-
     /// Whether every lane of `abs` rounds stochastically to a normal value
     /// (every f32 normal does in the unsigned fast rule).
     #[inline(always)]
@@ -352,10 +329,13 @@ impl<S: Simd> FastLanes<S> {
         self.fast == Fast::Unsigned || !abs.simd_lt_i32(self.emin_bits).any()
     }
 
-    /// The random bits of lanes that discard `base_d` bits: the lanes' 16
-    /// (`half`), and word 1 above them where `base_d` exceeds 16.
+    /// The random bits of one vector's elements `index..`, as
+    /// [`LaneBits::group_random`] gives them: the lanes' 16 in the low
+    /// bits, and word 1's above them where `base_d` exceeds 16 (every
+    /// normal result then needs them).
     #[inline(always)]
-    fn normal_random<L: LaneBits>(&self, half: S::U, bits: &L, index: u64) -> S::U {
+    fn random<L: LaneBits>(&self, bits: &L, index: u64) -> S::U {
+        let half = bits.halves::<S>(index) & self.halves;
         if self.wide {
             half | bits.word1::<S>(index) << 16
         } else {
@@ -364,33 +344,35 @@ impl<S: Simd> FastLanes<S> {
     }
 
     /// Stochastic magnitude codes (before the overflow clamp) of `abs`,
-    /// whose results are all normal: the discarded bits are shifted out.
+    /// whose results are all normal, from the lanes' [`FastLanes::random`]
+    /// bits: the discarded bits are shifted out.
     #[inline(always)]
-    fn normal_codes<L: LaneBits>(&self, abs: S::U, half: S::U, bits: &L, index: u64) -> S::U {
-        let random = self.normal_random(half, bits, index) & self.low;
-        ((abs + random) >> self.base_d) - self.normal_offset
+    fn normal_codes(&self, abs: S::U, random: S::U) -> S::U {
+        ((abs + (random & self.low)) >> self.base_d) - self.normal_offset
     }
 
     /// Exactly stochastic magnitudes (f32 patterns) of finite `abs` where
-    /// some result may be below the normal range, and the mask of tiny
-    /// lanes whose 16 random bits (`half`) tie.
+    /// some result may be below the normal range (`random` as
+    /// [`FastLanes::random`]), and the mask of tiny lanes whose 16 random
+    /// bits tie.
     #[inline(always)]
     fn stochastic_mixed<L: LaneBits>(
         &self,
         abs: S::U,
-        half: S::U,
+        random: S::U,
         bits: &L,
         index: u64,
     ) -> (S::U, S::U) {
         let one = self.one;
+        let half = random & self.halves;
         let field = abs >> 23;
         // Lanes below `t` get garbage here (and `d` past 31): replaced below.
         let d = (field.max(self.emin_field) + self.base_d_lanes) - field;
         let low = one.unbounded_shl(d) - one;
-        let random = if self.wide || d.simd_gt(S::U::splat(16)).any() {
+        let random = if !self.wide && d.simd_gt(S::U::splat(16)).any() {
             half | bits.word1::<S>(index) << 16
         } else {
-            half
+            random
         };
         let grid = (abs + (random & low)) & !low;
         // The tiny rule: the first 16 bits of `|x| / 2^t` against the
