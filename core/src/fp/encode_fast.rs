@@ -78,6 +78,11 @@ pub(super) struct FastLanes<S: Simd> {
     emin_bits: S::U,
     emin_field: S::U,
     base_d_lanes: S::U,
+    /// `base_d + emin_field`: a lane's discarded bits are this less its
+    /// exponent field, or less `emin_field` if that is smaller.
+    emin_d: S::U,
+    /// f32's implicit bit.
+    implicit: S::U,
     smallest_bits: S::U,
     tiny_scale: S::U,
     overflow_pos: S::U,
@@ -139,6 +144,8 @@ impl<S: Simd> FastLanes<S> {
             emin_bits: s(e.emin_bits),
             emin_field: s(e.emin_field),
             base_d_lanes: s(e.base_d),
+            emin_d: s(e.base_d + e.emin_field),
+            implicit: s(1 << 23),
             smallest_bits: s(e.smallest_bits),
             tiny_scale: s(e.tiny_scale),
             overflow_pos: s(e.overflow_pos),
@@ -244,8 +251,7 @@ impl<S: Simd> FastLanes<S> {
                 if self.all_normal(abs) {
                     (self.normal_codes(abs, random), S::U::splat(0))
                 } else {
-                    let (rounded, tied) = self.stochastic_mixed(abs, random, bits, index);
-                    (self.magnitude_codes(rounded), tied)
+                    self.stochastic_mixed_codes(abs, random, bits, index)
                 }
             }
             _ => (self.nearest_codes(abs), S::U::splat(0)),
@@ -310,7 +316,7 @@ impl<S: Simd> FastLanes<S> {
         }
         let mixed = four(
             #[inline(always)]
-            |v| self.stochastic_mixed(abs[v], random[v], bits, at(v)),
+            |v| self.stochastic_mixed_codes(abs[v], random[v], bits, at(v)),
         );
         let tied = (mixed[0].1 | mixed[1].1) | (mixed[2].1 | mixed[3].1);
         if tied.any() {
@@ -318,7 +324,7 @@ impl<S: Simd> FastLanes<S> {
         }
         Some(four(
             #[inline(always)]
-            |v| self.magnitude_codes(mixed[v].0),
+            |v| mixed[v].0,
         ))
     }
 
@@ -383,6 +389,41 @@ impl<S: Simd> FastLanes<S> {
         (tiny.select(up, grid), tiny & half.simd_eq(fraction))
     }
 
+    /// [`FastLanes::stochastic_mixed`] as magnitude codes (before the
+    /// overflow clamp), in fewer steps: a grid lane's code is its
+    /// significand, counted from its binade's or `emin`'s start, plus its
+    /// random bits, shifted right by its discarded bits `d` (the carry of a
+    /// subnormal into `2^emin` gives that value's code, `2^m`); a tiny
+    /// lane's is 0 or 1 (`2^t`, the smallest subnormal).
+    #[inline(always)]
+    fn stochastic_mixed_codes<L: LaneBits>(
+        &self,
+        abs: S::U,
+        random: S::U,
+        bits: &L,
+        index: u64,
+    ) -> (S::U, S::U) {
+        let one = self.one;
+        let half = random & self.halves;
+        // The binade at or above `emin`'s whose units the code counts.
+        let top = (abs >> 23).min(self.emin_field);
+        // Lanes below `t` get garbage here (and `d` past 31): replaced below.
+        let d = self.emin_d - top;
+        let random = if !self.wide && d.simd_gt(S::U::splat(16)).any() {
+            half | bits.word1::<S>(index) << 16
+        } else {
+            random
+        };
+        let low = one.unbounded_shl(d) - one;
+        let significand = (abs + self.implicit) - (top << 23);
+        let grid = (significand + (random & low)).unbounded_shr(d);
+        // The tiny rule, as in `stochastic_mixed`.
+        let fraction = (S::F::from_bits(abs) * S::F::from_bits(self.tiny_scale)).trunc_small();
+        let tiny = abs.simd_lt_i32(self.smallest_bits);
+        let up = half.simd_lt_i32(fraction) & one;
+        (tiny.select(up, grid), tiny & half.simd_eq(fraction))
+    }
+
     /// Nearest-even magnitudes (f32 patterns) of finite `abs`.
     #[inline(always)]
     fn nearest(&self, abs: S::U) -> S::U {
@@ -408,22 +449,6 @@ impl<S: Simd> FastLanes<S> {
         let magic = self.magic;
         let subnormal = (S::F::from_bits(abs) + S::F::from_bits(magic)).to_bits() - magic;
         abs.simd_lt_i32(self.emin_bits).select(subnormal, normal)
-    }
-
-    /// Rounded magnitudes (f32 patterns: values of the format, or past its
-    /// largest) as codes, before the overflow clamp.
-    #[inline(always)]
-    fn magnitude_codes(&self, rounded: S::U) -> S::U {
-        let normal = (rounded >> self.base_d) - self.normal_offset;
-        if self.fast == Fast::Unsigned {
-            return normal;
-        }
-        // Exact: `rounded` is on the subnormal grid.
-        let magic = self.magic;
-        let subnormal = (S::F::from_bits(rounded) + S::F::from_bits(magic)).to_bits() - magic;
-        rounded
-            .simd_lt_i32(self.emin_bits)
-            .select(subnormal, normal)
     }
 
     /// The sign to give the result `magnitude` (code or f32 pattern) of
