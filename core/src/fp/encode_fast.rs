@@ -77,12 +77,9 @@ pub(super) struct FastLanes<S: Simd> {
     magic: S::U,
     emin_bits: S::U,
     emin_field: S::U,
-    base_d_lanes: S::U,
     /// `base_d + emin_field`: a lane's discarded bits are this less its
     /// exponent field, or less `emin_field` if that is smaller.
     emin_d: S::U,
-    /// f32's implicit bit.
-    implicit: S::U,
     smallest_bits: S::U,
     tiny_scale: S::U,
     overflow_pos: S::U,
@@ -91,6 +88,44 @@ pub(super) struct FastLanes<S: Simd> {
     over_bits: S::U,
     nonpositive_bits: S::U,
     nonpositive_code: S::U,
+}
+
+/// [`FastLanes::mixed`]'s steps: each lane's binade (at or above
+/// `emin`'s), discarded bits `d` and their mask `low`, its random bits
+/// masked by `low`, and the masks of tiny lanes, of lanes whose 16 random
+/// bits fall below the tiny rule's fraction, and of tiny lanes that tie.
+struct Mixed<U> {
+    top: U,
+    d: U,
+    low: U,
+    random: U,
+    tiny: U,
+    up: U,
+    tied: U,
+}
+
+impl<U: U32s> Mixed<U> {
+    /// The rounded magnitudes (f32 patterns; `2^t` is `smallest_bits`), and
+    /// the mask of tiny lanes whose 16 random bits tie.
+    #[inline(always)]
+    fn patterns(&self, abs: U, smallest_bits: U) -> (U, U) {
+        let grid = (abs + self.random) & !self.low;
+        (self.tiny.select(self.up & smallest_bits, grid), self.tied)
+    }
+
+    /// [`Mixed::patterns`] as magnitude codes (before the overflow clamp;
+    /// `one` holds 1), in fewer steps: a grid lane's code is its
+    /// significand, counted from the start of its binade (or of `emin`'s,
+    /// if that is higher), plus its random bits, shifted right by its
+    /// discarded bits (the carry of a subnormal into `2^emin` gives that
+    /// value's code, `2^m`); a tiny lane's is 0 or 1 (`2^t`, the smallest
+    /// subnormal).
+    #[inline(always)]
+    fn codes(&self, abs: U, one: U) -> (U, U) {
+        let significand = (abs + (one << 23)) - (self.top << 23);
+        let grid = (significand + self.random).unbounded_shr(self.d);
+        (self.tiny.select(self.up & one, grid), self.tied)
+    }
 }
 
 /// The mask of zero and negative lanes of the f32 bits `x`.
@@ -143,9 +178,7 @@ impl<S: Simd> FastLanes<S> {
             magic: s(e.magic),
             emin_bits: s(e.emin_bits),
             emin_field: s(e.emin_field),
-            base_d_lanes: s(e.base_d),
             emin_d: s(e.base_d + e.emin_field),
-            implicit: s(1 << 23),
             smallest_bits: s(e.smallest_bits),
             tiny_scale: s(e.tiny_scale),
             overflow_pos: s(e.overflow_pos),
@@ -251,7 +284,7 @@ impl<S: Simd> FastLanes<S> {
                 if self.all_normal(abs) {
                     (self.normal_codes(abs, random), S::U::splat(0))
                 } else {
-                    self.stochastic_mixed_codes(abs, random, bits, index)
+                    self.mixed(abs, random, bits, index).codes(abs, self.one)
                 }
             }
             _ => (self.nearest_codes(abs), S::U::splat(0)),
@@ -279,7 +312,8 @@ impl<S: Simd> FastLanes<S> {
                 if self.all_normal(abs) {
                     ((abs + (random & self.low)) & !self.low, S::U::splat(0))
                 } else {
-                    self.stochastic_mixed(abs, random, bits, index)
+                    self.mixed(abs, random, bits, index)
+                        .patterns(abs, self.smallest_bits)
                 }
             }
             _ => (self.nearest(abs), S::U::splat(0)),
@@ -316,7 +350,10 @@ impl<S: Simd> FastLanes<S> {
         }
         let mixed = four(
             #[inline(always)]
-            |v| self.stochastic_mixed_codes(abs[v], random[v], bits, at(v)),
+            |v| {
+                self.mixed(abs[v], random[v], bits, at(v))
+                    .codes(abs[v], self.one)
+            },
         );
         let tied = (mixed[0].1 | mixed[1].1) | (mixed[2].1 | mixed[3].1);
         if tied.any() {
@@ -357,57 +394,17 @@ impl<S: Simd> FastLanes<S> {
         ((abs + (random & self.low)) >> self.base_d) - self.normal_offset
     }
 
-    /// Exactly stochastic magnitudes (f32 patterns) of finite `abs` where
-    /// some result may be below the normal range (`random` as
-    /// [`FastLanes::random`]), and the mask of tiny lanes whose 16 random
-    /// bits tie.
+    /// Exact stochastic rounding of finite `abs` where some result may be
+    /// below the normal range (`random` as [`FastLanes::random`]): the
+    /// steps of [`Mixed::patterns`] and [`Mixed::codes`].
     #[inline(always)]
-    fn stochastic_mixed<L: LaneBits>(
-        &self,
-        abs: S::U,
-        random: S::U,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
+    fn mixed<L: LaneBits>(&self, abs: S::U, random: S::U, bits: &L, index: u64) -> Mixed<S::U> {
         let one = self.one;
         let half = random & self.halves;
-        let field = abs >> 23;
-        // Lanes below `t` get garbage here (and `d` past 31): replaced below.
-        let d = (field.max(self.emin_field) + self.base_d_lanes) - field;
-        let low = one.unbounded_shl(d) - one;
-        let random = if !self.wide && d.simd_gt(S::U::splat(16)).any() {
-            half | bits.word1::<S>(index) << 16
-        } else {
-            random
-        };
-        let grid = (abs + (random & low)) & !low;
-        // The tiny rule: the first 16 bits of `|x| / 2^t` against the
-        // lane's 16 random bits (both below 2^31 in tiny lanes).
-        let fraction = (S::F::from_bits(abs) * S::F::from_bits(self.tiny_scale)).trunc_small();
-        let tiny = abs.simd_lt_i32(self.smallest_bits);
-        let up = half.simd_lt_i32(fraction) & self.smallest_bits;
-        (tiny.select(up, grid), tiny & half.simd_eq(fraction))
-    }
-
-    /// [`FastLanes::stochastic_mixed`] as magnitude codes (before the
-    /// overflow clamp), in fewer steps: a grid lane's code is its
-    /// significand, counted from its binade's or `emin`'s start, plus its
-    /// random bits, shifted right by its discarded bits `d` (the carry of a
-    /// subnormal into `2^emin` gives that value's code, `2^m`); a tiny
-    /// lane's is 0 or 1 (`2^t`, the smallest subnormal).
-    #[inline(always)]
-    fn stochastic_mixed_codes<L: LaneBits>(
-        &self,
-        abs: S::U,
-        random: S::U,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
-        let one = self.one;
-        let half = random & self.halves;
-        // The binade at or above `emin`'s whose units the code counts.
+        // The binade at or above `emin`'s whose units a grid lane rounds in.
         let top = (abs >> 23).min(self.emin_field);
-        // Lanes below `t` get garbage here (and `d` past 31): replaced below.
+        // Lanes below `t` get garbage here (and `d` past 31): replaced by
+        // the tiny rule.
         let d = self.emin_d - top;
         let random = if !self.wide && d.simd_gt(S::U::splat(16)).any() {
             half | bits.word1::<S>(index) << 16
@@ -415,13 +412,19 @@ impl<S: Simd> FastLanes<S> {
             random
         };
         let low = one.unbounded_shl(d) - one;
-        let significand = (abs + self.implicit) - (top << 23);
-        let grid = (significand + (random & low)).unbounded_shr(d);
-        // The tiny rule, as in `stochastic_mixed`.
+        // The tiny rule: the first 16 bits of `|x| / 2^t` against the
+        // lane's 16 random bits (both below 2^31 in tiny lanes).
         let fraction = (S::F::from_bits(abs) * S::F::from_bits(self.tiny_scale)).trunc_small();
         let tiny = abs.simd_lt_i32(self.smallest_bits);
-        let up = half.simd_lt_i32(fraction) & one;
-        (tiny.select(up, grid), tiny & half.simd_eq(fraction))
+        Mixed {
+            top,
+            d,
+            low,
+            random: random & low,
+            tiny,
+            up: half.simd_lt_i32(fraction),
+            tied: tiny & half.simd_eq(fraction),
+        }
     }
 
     /// Nearest-even magnitudes (f32 patterns) of finite `abs`.
