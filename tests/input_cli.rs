@@ -1,8 +1,9 @@
 //! Tests: the inputs of `tessera` (issue 24): endless and oversized data
 //! and config files, generated data past its limit, one-class data and
-//! labels past the class limit, each refused with one line and status 2.
+//! labels past the class limit, each refused with one line and status 2;
+//! a run's config.toml runs it again from another directory.
 
-use crate::command::{assert_usage_error, scratch, tessera};
+use crate::command::{assert_usage_error, scratch, stderr, tessera};
 
 #[cfg(target_os = "linux")]
 #[test]
@@ -466,5 +467,46 @@ fn a_scale_run_ending_with_a_loss_that_is_not_finite_exits_3() {
         err.contains("ended with a loss that is not finite (1 replica: NaN"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run's config.toml records its data files' paths made absolute, so
+/// that the command its first line gives runs it again from anywhere (it
+/// kept a relative `--data` path, which only worked from the first run's
+/// directory).
+#[test]
+fn config_toml_runs_again_from_another_directory() {
+    let dir = scratch("relative-data");
+    let text: String = (0..600).map(|i| format!("{},{}\n", i % 7, i % 2)).collect();
+    std::fs::write(dir.join("two.csv"), text).unwrap();
+    let run = |cwd: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .current_dir(cwd)
+            .args(["train", "--epochs", "1", "--json", "--no-progress"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["fingerprint"].as_str().unwrap().to_owned()
+    };
+    let first = run(
+        &dir,
+        &["--data", "csv:two.csv", "--runs-dir", "runs", "--name", "a"],
+    );
+    let config = dir.join("runs").join("a").join("config.toml");
+    let toml = std::fs::read_to_string(&config).unwrap();
+    let recorded = dir.join("two.csv");
+    assert!(
+        toml.contains(&format!("csv:{}", recorded.display())),
+        "{toml}"
+    );
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let again = run(
+        &elsewhere,
+        &["--config", config.to_str().unwrap(), "--name", "b"],
+    );
+    assert_eq!(again, first);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -429,34 +429,12 @@ fn network_file_errors_are_one_line_with_status_2() {
 fn resnet_mini_with_branches_trains_pipelined_bitwise_as_data_parallel() {
     let dir = scratch("branches-resnet");
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            "--runs-dir",
-            dir.to_str().expect("UTF-8 path"),
-            "--model",
-            "resnet-mini",
-            "--widths",
-            "4",
-            "--blocks",
-            "1",
-            "--branches",
-            "2",
-            "--data",
-            "images:48:1x6x6:3:1",
-            "--instances",
-            "1",
-            "--replication-factor",
-            "2",
-            "--micro-batch",
-            "2",
-            "--gradient-accumulation",
-            "4",
-            "--epochs",
-            "1",
-            "--no-progress",
-            "--json",
-            "--overwrite",
-        ];
+        let job = "--model resnet-mini --widths 4 --blocks 1 --branches 2 \
+                   --data images:48:1x6x6:3:1 --instances 1 --replication-factor 2 \
+                   --micro-batch 2 --gradient-accumulation 4 --epochs 1 --no-progress \
+                   --json --overwrite";
+        let mut args = vec!["train", "--runs-dir", dir.to_str().expect("UTF-8 path")];
+        args.extend(job.split_whitespace());
         args.extend(extra);
         tessera(&args)
     };

@@ -1,5 +1,7 @@
 //! Tests: `tessera train`'s run directory: a resumed run's files equal the
-//! uninterrupted run's, a run never silently replaces another, a diverged
+//! uninterrupted run's, a run never silently replaces another, a run
+//! directory that cannot be created is refused, an interrupted run keeps
+//! its work, a diverged
 //! run stops with status 3, and an MPI launch of a binary without MPI is
 //! refused.
 
@@ -130,6 +132,121 @@ fn a_second_run_never_silently_replaces_the_first() {
             assert!(stderr(&out).contains(expected), "{}", stderr(&out));
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run directory that cannot be created is an error with or without
+/// `--name` (an unnamed run once looked for a free `default-k` for ever),
+/// and neither `train` nor `scale` takes it for an earlier run.
+#[test]
+fn an_uncreatable_run_directory_is_refused_with_status_2() {
+    let dir = scratch("uncreatable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let runs = file.to_str().unwrap();
+    for args in [
+        &["train", "--epochs", "1", "--runs-dir", runs][..],
+        &["train", "--epochs", "1", "--runs-dir", runs, "--name", "x"],
+        &[
+            "scale",
+            "--epochs",
+            "1",
+            "--replicas",
+            "1",
+            "--runs-dir",
+            runs,
+        ],
+    ] {
+        let out = crate::command::tessera(args);
+        assert_usage_error(&out, &args.join(" "), "cannot create the run directory");
+    }
+    // A plain file where the default run would go is not an earlier run.
+    let runs = dir.join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    std::fs::write(runs.join("default"), b"x").unwrap();
+    let out = train(&runs, &["--epochs", "1"]);
+    assert_usage_error(
+        &out,
+        "a file named default",
+        "cannot create the run directory",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-C stops a run at the end of its epoch with the checkpoint a run
+/// stopped there by `--stop-after-epochs` writes, byte for byte (which
+/// resumes bitwise: `a_resumed_run_writes_the_files_of_the_uninterrupted_run`),
+/// prints its report and the command that continues it, and exits 130.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_stops_at_its_epochs_end_with_a_checkpoint() {
+    use std::process::{Command, Stdio};
+    let dir = scratch("interrupt");
+    let runs = dir.to_str().unwrap();
+    // Long enough (about 100 s) that the signal comes first.
+    let job = |name: &'static str| {
+        let mut args = vec![
+            "train",
+            "--runs-dir",
+            runs,
+            "--epochs",
+            "10000",
+            "--name",
+            name,
+        ];
+        args.extend(crate::cli::SMALL);
+        args.push("--json");
+        args
+    };
+    let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(job("cut"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // config.toml comes with the first record: the handlers are in place.
+    let config = dir.join("cut").join("config.toml");
+    let waited = std::time::Instant::now();
+    while !config.is_file() {
+        assert!(waited.elapsed().as_secs() < 60, "no record after 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("tessera: interrupted: stopped after step "),
+        "{err}"
+    );
+    assert!(
+        err.contains("--resume") && err.contains("config.toml"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(report["interrupted"], true);
+    let steps = report["steps_run"].as_u64().unwrap();
+    let per_epoch = report["steps_per_epoch"].as_u64().unwrap();
+    assert_eq!(steps % per_epoch, 0, "stopped at an epoch's end");
+    let epochs = steps / per_epoch;
+    assert!((1..10000).contains(&epochs), "{epochs} epochs");
+    let epochs_arg = epochs.to_string();
+    let stop = ["--stop-after-epochs", epochs_arg.as_str()];
+    let stopped = crate::command::tessera(&[&job("stopped")[..], &stop[..]].concat());
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert_eq!(
+        read(dir.join("cut").join("checkpoint.safetensors")),
+        read(dir.join("stopped").join("checkpoint.safetensors")),
+        "the checkpoint of a run stopped after {epochs} epochs"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

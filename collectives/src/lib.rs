@@ -145,7 +145,9 @@ pub use collectives::{
     AlgorithmChoice, Collectives, DEFAULT_TIMEOUT, HierarchicalReport, Options, OrderChoice,
     Report, fragment,
 };
-pub use comm::{Apply, ApplyMut, Communicator, Incoming, MAX_USER_TAG, Outgoing, Tag};
+pub use comm::{
+    Apply, ApplyMany, ApplyMut, Communicator, Incoming, MAX_USER_TAG, Outgoing, OutgoingMut, Tag,
+};
 pub use cost::{CostModel, Link, Ports};
 pub use error::{Cause, CommError, ConfigError, Failure, Mismatch};
 pub use group::{GroupError, Members, ReplicaGroup};

@@ -210,7 +210,8 @@ impl Drop for Settle<'_> {
     fn drop(&mut self) {
         for loan in &self.0.loans {
             // A taken loan is being read by a receiver that holds no lock
-            // and waits for nothing: it is returned promptly.
+            // and waits for nothing but a failure already under way
+            // ([`write_all`]): it is returned promptly.
             while !loan.settle() {
                 std::thread::yield_now();
             }
@@ -226,4 +227,48 @@ pub(crate) fn with_loans<'a, R>(f: impl FnOnce(&mut Lent<'a>) -> R) -> R {
         _bodies: PhantomData,
     });
     f(&mut settle.0)
+}
+
+/// Runs `f` on the bodies of `loans` (lent mutably; `None`: an empty
+/// body), all taken at once, and returns them (calling `returned` for
+/// each) once `f` is done. If loan `k` was revoked (its lender failed),
+/// runs `revoked(k)` instead, still holding loans `0..k`: it waits for the
+/// failure to be recorded, so that no lender sees its loan come back
+/// unapplied before the world has failed. Safe code: each body is written
+/// inside [`Loan::write`], whose calls nest.
+pub(crate) fn write_all<R>(
+    loans: &[Option<&Loan>],
+    returned: &dyn Fn(&Loan),
+    f: &mut dyn FnMut(&mut [&mut [u8]]) -> R,
+    revoked: &mut dyn FnMut(usize) -> R,
+) -> R {
+    write_from(loans, Vec::with_capacity(loans.len()), returned, f, revoked)
+}
+
+/// [`write_all`] of `loans[taken.len()..]`, the bodies before held in
+/// `taken`.
+fn write_from<R>(
+    loans: &[Option<&Loan>],
+    mut taken: Vec<&mut [u8]>,
+    returned: &dyn Fn(&Loan),
+    f: &mut dyn FnMut(&mut [&mut [u8]]) -> R,
+    revoked: &mut dyn FnMut(usize) -> R,
+) -> R {
+    let k = taken.len();
+    let Some(&next) = loans.get(k) else {
+        return f(&mut taken);
+    };
+    let Some(loan) = next else {
+        taken.push(&mut []);
+        return write_from(loans, taken, returned, f, revoked);
+    };
+    loan.write(
+        |body| {
+            let mut taken: Vec<&mut [u8]> = taken;
+            taken.push(body);
+            write_from(loans, taken, returned, f, revoked)
+        },
+        || returned(loan),
+    )
+    .unwrap_or_else(|| revoked(k))
 }

@@ -1108,8 +1108,10 @@ fn a_short_stall_within_the_deadline_is_harmless() {
 #[test]
 fn mismatched_calls_fail_on_every_rank() {
     // Rank 1 differs in length, element type, operation, algorithm or
-    // collective; every rank returns an error, none waits for the deadline.
-    for what in 0..6 {
+    // collective, or (6) in operation inside the order-free ring's meeting
+    // of bodies lent mutably to many; every rank returns an error, none
+    // waits for the deadline.
+    for what in 0..7 {
         let start = Instant::now();
         let results = ThreadWorld::run(4, |comm| {
             let odd = comm.rank() == 1;
@@ -1119,12 +1121,20 @@ fn mismatched_calls_fail_on_every_rank() {
             if odd && what == 3 {
                 opts = opts.with_algorithm(Algorithm::HalvingDoubling);
             }
+            if what == 6 {
+                opts = opts.with_order(Order::Free);
+            }
             let mut c = Collectives::new(comm).with_options(opts);
-            let len = if odd && what == 0 { 11 } else { 10 };
-            let op = if odd && what == 2 {
-                ReduceOp::Max
-            } else {
-                ReduceOp::Sum
+            // 8: a length the 4 ranks divide, so the order-free ring meets.
+            let len = match what {
+                0 if odd => 11,
+                6 => 8,
+                _ => 10,
+            };
+            let op = match what {
+                2 if odd => ReduceOp::Max,
+                6 if odd => ReduceOp::Mean,
+                _ => ReduceOp::Sum,
             };
             match what {
                 1 if odd => c.all_reduce(&mut vec![f16::ONE; len], Reducer::new(op)),

@@ -25,8 +25,9 @@
 //! (`auto/best`): how well the cost model chose. Two more rows compare the
 //! reproducible modes, each with the cost model's algorithm:
 //! `deterministic` ([`Order::Deterministic`]) and `order_free`
-//! ([`Order::Free`]: the block exponents' Max all-reduce, then integer
-//! sums on their grid).
+//! ([`Order::Free`]: integer sums on a grid per block of positions, the
+//! blocks' exponents taken from the contributions as they are reduced
+//! where the algorithm allows, else all-reduced first).
 //!
 //! Timing: one warm-up call per variant (whose result is checked: rank `r`
 //! contributes `r + 1`, every element must be `p (p + 1) / 2`), then

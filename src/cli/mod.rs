@@ -81,6 +81,9 @@ pub(crate) enum Failure {
     Job(String),
     /// A training run diverged and was stopped (exit status 3).
     Diverged(String),
+    /// Ctrl-C or SIGTERM stopped a run at an epoch's end, with a
+    /// checkpoint (exit status 130, as a shell reports SIGINT).
+    Interrupted(String),
     /// Stdout was closed by the reader (`tessera ... | head`): stop quietly.
     Closed,
 }
@@ -91,6 +94,7 @@ impl Failure {
             Self::Usage(_) => ExitCode::from(2),
             Self::Job(_) => ExitCode::FAILURE,
             Self::Diverged(_) => ExitCode::from(3),
+            Self::Interrupted(_) => ExitCode::from(130),
             Self::Closed => ExitCode::SUCCESS,
         }
     }
@@ -99,7 +103,9 @@ impl Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Usage(m) | Self::Job(m) | Self::Diverged(m) => f.write_str(m),
+            Self::Usage(m) | Self::Job(m) | Self::Diverged(m) | Self::Interrupted(m) => {
+                f.write_str(m)
+            }
             Self::Closed => f.write_str("output closed"),
         }
     }
@@ -137,6 +143,10 @@ pub(crate) fn main() -> ExitCode {
     match command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Closed) => Failure::Closed.exit_code(),
+        Err(failure @ Failure::Interrupted(_)) => {
+            eprintln!("tessera: {}", one_line(&failure.to_string()));
+            failure.exit_code()
+        }
         Err(failure) => {
             eprintln!("tessera: error: {}", one_line(&failure.to_string()));
             failure.exit_code()

@@ -264,6 +264,7 @@ fn prefixed(what: &str, failure: Failure) -> Failure {
         Failure::Usage(m) => Failure::Usage(format!("{what}: {m}")),
         Failure::Job(m) => Failure::Job(format!("{what}: {m}")),
         Failure::Diverged(m) => Failure::Diverged(format!("{what}: {m}")),
+        Failure::Interrupted(m) => Failure::Interrupted(format!("{what}: {m}")),
         Failure::Closed => Failure::Closed,
     }
 }

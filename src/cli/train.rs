@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Args;
 use serde_json::{Value, json};
@@ -11,7 +12,8 @@ use tessera_sim::ipu::Kernel;
 use tessera_sim::model::Placement;
 use tessera_sim::plan::ipu_name;
 use tessera_sim::train::{
-    Divergence, Event, MemoryReport, RunOptions, Summary, TrainConfig, TrainError, Trainer,
+    Divergence, Event, Interrupt, MemoryReport, RunOptions, Summary, TrainConfig, TrainError,
+    Trainer,
 };
 
 use super::history::{History, Metrics};
@@ -141,6 +143,7 @@ impl TrainArgs {
             },
             // Every MPI rank continues alike (they stop together).
             continuation: history.continuation(),
+            interrupt: Some(on_signals()?),
         };
         if !launcher::reports(launcher::Launch::from_env()) {
             // Another MPI rank than 0: the run without its files. Rank 0
@@ -198,7 +201,18 @@ impl TrainArgs {
         } else {
             self.text(&job, &data, &trainer, &summary, &files)
         };
-        output::print(&report)
+        output::print(&report)?;
+        if summary.interrupted {
+            let steps = summary.steps.last().map_or(0, |r| r.step + 1);
+            return Err(Failure::Interrupted(format!(
+                "interrupted: stopped after step {steps} of {} with a checkpoint; `tessera \
+                 train --config {} --resume {}` continues it",
+                trainer.steps_per_epoch() * job.config.epochs,
+                files.config.display(),
+                files.checkpoint.display()
+            )));
+        }
+        Ok(())
     }
 
     /// What is wrong with this run's own options, said before the data
@@ -330,6 +344,7 @@ impl TrainArgs {
             "global_batch": s.global_batch,
             "steps_per_epoch": trainer.steps_per_epoch(),
             "steps_run": s.steps.len(),
+            "interrupted": s.interrupted,
             "test_accuracy": s.test.test_accuracy,
             "test_loss": s.test.test_loss,
             "final_loss": s.steps.last().map(|r| r.loss),
@@ -505,6 +520,23 @@ fn diverged(e: TrainError, trainer: &Trainer, files: &Files) -> Failure {
         "{message}; the records are in {}, and {kept}",
         files.metrics.display()
     ))
+}
+
+/// An interrupt that Ctrl-C and SIGTERM raise: the run then stops at the
+/// end of the epoch with a checkpoint. A second one ends the process at
+/// once (status 130, as a shell reports SIGINT).
+fn on_signals() -> Result<Interrupt, Failure> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let interrupt = Interrupt::default();
+    for signal in [SIGINT, SIGTERM] {
+        let flag = interrupt.flag();
+        // The shutdown first: it looks at the flag before the second
+        // handler raises it, so only a signal after the first ends the run.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(flag))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(flag)))
+            .map_err(|e| Failure::Job(format!("cannot handle signal {signal}: {e}")))?;
+    }
+    Ok(interrupt)
 }
 
 /// The failure (exit status 3, as a diverged run's) of a run that ended

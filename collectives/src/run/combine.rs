@@ -208,12 +208,7 @@ pub(super) fn grid_sum_chunk<T: Element>(
             let kept = held.map(|b| b.map(|b| (b, e[b])));
             match others {
                 [b] => grid::pair_exponents(into, b, start, e),
-                _ => {
-                    let mut parts = Vec::with_capacity(others.len() + 1);
-                    parts.push(&*into);
-                    parts.extend_from_slice(others);
-                    grid::joint_exponents(&parts, start, e);
-                }
+                _ => grid::joint_exponents(into, others, start, e),
             }
             for (b, g) in kept.into_iter().flatten() {
                 e[b] = g;
@@ -270,4 +265,12 @@ pub(super) fn grid_finish<T: Element>(
             *x = T::store(op.finish(s, p), rounding, start + at + k);
         }
     }
+}
+
+/// `v` emptied, its allocation kept for slices of another lifetime (a
+/// pass's slices of contributions, without a new vector per pass).
+pub(super) fn reuse<'b, T: ?Sized>(mut v: Vec<&T>) -> Vec<&'b T> {
+    v.clear();
+    // Collected in place: the same allocation (same size and alignment).
+    v.into_iter().map(|_| unreachable!("emptied")).collect()
 }

@@ -57,6 +57,7 @@ mod check;
 mod combine;
 mod direct;
 mod fold;
+mod meet;
 mod pair;
 mod pieces;
 mod scatter;
@@ -319,6 +320,22 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         while let Some((step, ops)) = plan.next() {
             let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
             if let Some(run) = gather_run(&ops, &bodies, self.n).filter(|_| self.on_grid) {
+                let step_ops = (step, &ops[..]);
+                if self.meet(
+                    step_ops,
+                    &bodies,
+                    &sends,
+                    run.clone(),
+                    buf,
+                    &mut st,
+                    rounding,
+                )? {
+                    // The all-gather steps of these positions are done too.
+                    while plan.as_slice().first().is_some_and(|(t, _)| *t != step) {
+                        plan.next();
+                    }
+                    continue;
+                }
                 let done = self.gather(step, &ops, &bodies, &sends, run, buf, &mut st, rounding)?;
                 let done = done.map(|span| Op::Finalize { span });
                 let rest: Vec<Op> = ops.iter().filter(|&&o| Some(o) != done).copied().collect();

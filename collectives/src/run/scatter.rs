@@ -121,8 +121,10 @@ fn sum_held<T: Element>(
     finish: (ReduceOp, usize, Rounding),
 ) {
     let len = into.len();
+    let mut others: Vec<&[T]> = Vec::with_capacity(held.len() / len.max(1) + 1);
     for pass in pair_chunks(start, len) {
-        let mut others: Vec<&[T]> = held.chunks(len).map(|h| &h[pass.clone()]).collect();
+        others.clear();
+        others.extend(held.chunks(len).map(|h| &h[pass.clone()]));
         others.push(&last[pass.clone()]);
         let sums = (&mut exps, start + pass.start, &mut *sums);
         grid_sum_chunk(&mut into[pass], &others, sums, finish);
@@ -130,7 +132,7 @@ fn sum_held<T: Element>(
 }
 
 /// The receives of a step: (from, span, kind), in order.
-fn receives(ops: &[Op]) -> Vec<(usize, Span, Kind)> {
+pub(super) fn receives(ops: &[Op]) -> Vec<(usize, Span, Kind)> {
     let each = |o: &Op| match *o {
         Op::Recv { from, span, kind } => Some((from, span, kind)),
         _ => None,

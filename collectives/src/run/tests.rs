@@ -6,6 +6,7 @@ use tessera_core::fp::{Element, Rounding, f16};
 use super::fold::EXPONENT_BYTES;
 use super::{CollectiveSchedule, Scratch, folds_exponents, run};
 use crate::comm::Communicator;
+use crate::fault::Faulty;
 use crate::thread::ThreadWorld;
 
 fn input<T: Element>(r: usize, len: usize) -> Vec<T> {
@@ -47,12 +48,15 @@ fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: 
         }
     }
     let exponents = if s.on_grid(op) { &exponents[..] } else { &[] };
+    // Over more than two ranks, folded runs meet where the transport lends
+    // mutably to many (`meet.rs`); `Faulty` lends only to read, so through
+    // it they hold contributions aside (`scatter.rs`): both are checked.
+    let also_lent_to_read = folds_exponents(s, op) && p > 2;
     let got = ThreadWorld::run(p, |comm| {
         let mut scratch = Scratch {
             piece,
             ..Scratch::default()
         };
-        let mut x = input::<T>(comm.rank(), len);
         // Folded: the run takes them itself.
         let exponents = if folds_exponents(s, op) {
             &[]
@@ -60,7 +64,15 @@ fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: 
             exponents
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut x = input::<T>(comm.rank(), len);
         let traffic = run(&comm, s, &red, &mut x, 0, deadline, &mut scratch, exponents).unwrap();
+        if also_lent_to_read {
+            let mut y = input::<T>(comm.rank(), len);
+            let read_only = Faulty::new(&comm, None);
+            let t = run(&read_only, s, &red, &mut y, 1, deadline, &mut scratch, &[]).unwrap();
+            assert_eq!(bits(&y), bits(&x), "{s:?} {op:?} piece {piece}");
+            assert_eq!(t, traffic, "{s:?} {op:?} piece {piece}");
+        }
         (x, traffic.messages)
     })
     .unwrap();

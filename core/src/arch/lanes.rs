@@ -5,7 +5,7 @@ use core::ops::{Add, AddAssign, BitAnd, BitOr, BitOrAssign, BitXor, Div, Mul, No
 
 use super::block_pack::BlockPack;
 use crate::fp::lanes as formulas;
-use crate::rng::{BlockKeys, RandomStream};
+use crate::rng::{BlockKeys, GroupDraws, RandomStream};
 
 /// u32 lanes. Comparisons are unsigned and give masks (all ones or all
 /// zeros per lane); `select`, `any` and `all` take masks.
@@ -214,6 +214,12 @@ pub(crate) trait Simd: Copy + 'static + BlockPack {
     }
     /// [`Simd::halves`] with word 0's block keys derived beforehand.
     fn keyed_halves(keys: &BlockKeys, index: u64) -> Self::U;
+    /// The random bits of the four vectors at element `index` (a multiple
+    /// of 32, in `draws`' range): each lane's [`RandomStream::half_bits`]
+    /// in the low 16 bits, and the low 16 bits of its word 1 above them if
+    /// `wide` (zeros if not). One draw of word 0 serves 16 elements (32 on
+    /// sixteen lanes).
+    fn group_random(draws: &GroupDraws, index: u64, wide: bool) -> [Self::U; 4];
 
     /// f16 -> f32, exact (NaN quieted).
     #[inline(always)]
@@ -281,6 +287,24 @@ macro_rules! eight_lane_items {
         fn keyed_halves(keys: &$crate::rng::BlockKeys, index: u64) -> Self::U {
             let words = keys.words_lanes::<Self::U>((index & !15) >> 1);
             if index & 8 == 0 { words } else { words >> 16 }
+        }
+
+        #[inline(always)]
+        fn group_random(draws: &$crate::rng::GroupDraws, index: u64, wide: bool) -> [Self::U; 4] {
+            let splat = <$U as $crate::arch::U32s>::splat;
+            let mut out = [splat(0); 4];
+            for g in 0..2 {
+                let at = index.wrapping_add(16 * g as u64);
+                let words: $U = draws.word0(at);
+                let (low, high) = (words & splat(0xffff), words >> 16);
+                out[2 * g] = low;
+                out[2 * g + 1] = high;
+                if wide {
+                    out[2 * g] |= draws.word1::<$U>(at) << 16;
+                    out[2 * g + 1] |= draws.word1::<$U>(at.wrapping_add(8)) << 16;
+                }
+            }
+            out
         }
     };
 }

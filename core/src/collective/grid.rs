@@ -166,37 +166,41 @@ pub fn pair_exponents<A: Element, B: Element>(
 }
 
 /// [`pair_exponents`] of any number of contributions: for every block
-/// that the positions `start..start + len` touch (`len` the length of
-/// every part), [`block_exponent`] over all `parts`' values at those
-/// positions, into `exponents[block]` (the Max all-reduce of their
-/// exponents, for a block wholly in the run).
+/// that the positions `start..start + a.len()` touch, [`block_exponent`]
+/// over `a`'s and all `others`' values at those positions, into
+/// `exponents[block]` (the Max all-reduce of their exponents, for a block
+/// wholly in the run).
 ///
 /// ```
 /// use tessera_core::collective::grid;
 ///
 /// let (a, b, c) = ([1.0f32; 300], [0.5f32; 300], [-9.0f32; 300]);
 /// let mut e = [0.0f32; 2];
-/// grid::joint_exponents(&[&a[..], &b[..], &c[..]], 0, &mut e);
+/// grid::joint_exponents(&a, &[&b[..], &c[..]], 0, &mut e);
 /// assert_eq!(e, [4.0 - 32.0; 2]); // |-9| < 2^4
 /// ```
 ///
 /// # Panics
-/// If the parts differ in length, or `exponents` has no block for a
-/// position.
-pub fn joint_exponents<T: Element>(parts: &[&[T]], start: usize, exponents: &mut [f32]) {
-    let len = parts.first().map_or(0, |a| a.len());
+/// If a contribution differs from `a` in length, or `exponents` has no
+/// block for a position.
+pub fn joint_exponents<A: Element, B: Element>(
+    a: &[A],
+    others: &[&[B]],
+    start: usize,
+    exponents: &mut [f32],
+) {
     assert!(
-        parts.iter().all(|x| x.len() == len),
+        others.iter().all(|x| x.len() == a.len()),
         "joint_exponents: lengths differ"
     );
     exponents_by_block(
         start,
-        len,
+        a.len(),
         exponents,
         #[inline(always)]
         |run| {
-            let each = parts.iter().map(|x| biased_max(&x[run.clone()]));
-            each.max().unwrap_or(0)
+            let each = others.iter().map(|x| biased_max(&x[run.clone()]));
+            each.fold(biased_max(&a[run.clone()]), u32::max)
         },
     );
 }

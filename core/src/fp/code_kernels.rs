@@ -129,23 +129,23 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
         let group = 4 * S::LANES;
         let grouped = if fast { src.len() / group * group } else { 0 };
         if grouped > 0 {
-            FastLanes::<S>::new(&encoder).specialized(
+            // Stochastic rounding draws with no checks where it can.
+            let drawn = match mode {
+                Mode::Stochastic => lane_bits.grouped(first_index, grouped),
+                _ => None,
+            };
+            let groups = Groups {
+                mode,
+                src: &src[..grouped],
+                first_index,
+                streaming,
+                one: &one,
+            };
+            nans += FastLanes::<S>::new(&encoder).specialized(
                 #[inline(always)]
-                |rule| {
-                    for at in (0..grouped).step_by(group) {
-                        let index = first_index.wrapping_add(at as u64);
-                        match rule.group(mode, &src[at..], lane_bits, index) {
-                            Some(codes) => store_group::<S, C>(codes, &mut dst[at..], streaming),
-                            None => {
-                                for v in 0..4 {
-                                    nans += one.encode::<S, C>(at + v * S::LANES, dst);
-                                }
-                            }
-                        }
-                    }
-                    if streaming {
-                        crate::arch::store_fence();
-                    }
+                |rule| match &drawn {
+                    Some(bits) => groups.encode::<S, C, _>(rule, bits, dst),
+                    None => groups.encode::<S, C, _>(rule, lane_bits, dst),
                 },
             );
         }
@@ -157,6 +157,47 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
             );
         let first = first_index.wrapping_add(body as u64);
         nans + encode_twin(format, &src[body..], &mut dst[body..], round, bits, first)
+    }
+}
+
+/// [`EncodeCodes`]' loop over whole groups of four vectors by the fast
+/// rule.
+struct Groups<'a, B: ?Sized, L> {
+    mode: Mode,
+    src: &'a [f32],
+    first_index: u64,
+    streaming: bool,
+    /// The vectors the fast rule leaves go this way.
+    one: &'a OneVector<'a, B, L>,
+}
+
+impl<B: RandomBits + ?Sized, L: LaneBits> Groups<'_, B, L> {
+    /// Encodes the groups into `dst` with `rule`, the random bits `bits`;
+    /// returns the NaN count.
+    #[inline(always)]
+    fn encode<S: Simd, C: Code, G: LaneBits>(
+        &self,
+        rule: &FastLanes<S>,
+        bits: &G,
+        dst: &mut [C],
+    ) -> usize {
+        let mut nans = 0;
+        let group = 4 * S::LANES;
+        for at in (0..self.src.len()).step_by(group) {
+            let index = self.first_index.wrapping_add(at as u64);
+            match rule.group(self.mode, &self.src[at..], bits, index) {
+                Some(codes) => store_group::<S, C>(codes, &mut dst[at..], self.streaming),
+                None => {
+                    for v in 0..4 {
+                        nans += self.one.encode::<S, C>(at + v * S::LANES, dst);
+                    }
+                }
+            }
+        }
+        if self.streaming {
+            crate::arch::store_fence();
+        }
+        nans
     }
 }
 

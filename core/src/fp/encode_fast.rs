@@ -77,7 +77,9 @@ pub(super) struct FastLanes<S: Simd> {
     magic: S::U,
     emin_bits: S::U,
     emin_field: S::U,
-    base_d_lanes: S::U,
+    /// `base_d + emin_field`: a lane's discarded bits are this less its
+    /// exponent field, or less `emin_field` if that is smaller.
+    emin_d: S::U,
     smallest_bits: S::U,
     tiny_scale: S::U,
     overflow_pos: S::U,
@@ -86,6 +88,44 @@ pub(super) struct FastLanes<S: Simd> {
     over_bits: S::U,
     nonpositive_bits: S::U,
     nonpositive_code: S::U,
+}
+
+/// [`FastLanes::mixed`]'s steps: each lane's binade (at or above
+/// `emin`'s), discarded bits `d` and their mask `low`, its random bits
+/// masked by `low`, and the masks of tiny lanes, of lanes whose 16 random
+/// bits fall below the tiny rule's fraction, and of tiny lanes that tie.
+struct Mixed<U> {
+    top: U,
+    d: U,
+    low: U,
+    random: U,
+    tiny: U,
+    up: U,
+    tied: U,
+}
+
+impl<U: U32s> Mixed<U> {
+    /// The rounded magnitudes (f32 patterns; `2^t` is `smallest_bits`), and
+    /// the mask of tiny lanes whose 16 random bits tie.
+    #[inline(always)]
+    fn patterns(&self, abs: U, smallest_bits: U) -> (U, U) {
+        let grid = (abs + self.random) & !self.low;
+        (self.tiny.select(self.up & smallest_bits, grid), self.tied)
+    }
+
+    /// [`Mixed::patterns`] as magnitude codes (before the overflow clamp;
+    /// `one` holds 1), in fewer steps: a grid lane's code is its
+    /// significand, counted from the start of its binade (or of `emin`'s,
+    /// if that is higher), plus its random bits, shifted right by its
+    /// discarded bits (the carry of a subnormal into `2^emin` gives that
+    /// value's code, `2^m`); a tiny lane's is 0 or 1 (`2^t`, the smallest
+    /// subnormal).
+    #[inline(always)]
+    fn codes(&self, abs: U, one: U) -> (U, U) {
+        let significand = (abs + (one << 23)) - (self.top << 23);
+        let grid = (significand + self.random).unbounded_shr(self.d);
+        (self.tiny.select(self.up & one, grid), self.tied)
+    }
 }
 
 /// The mask of zero and negative lanes of the f32 bits `x`.
@@ -138,7 +178,7 @@ impl<S: Simd> FastLanes<S> {
             magic: s(e.magic),
             emin_bits: s(e.emin_bits),
             emin_field: s(e.emin_field),
-            base_d_lanes: s(e.base_d),
+            emin_d: s(e.base_d + e.emin_field),
             smallest_bits: s(e.smallest_bits),
             tiny_scale: s(e.tiny_scale),
             overflow_pos: s(e.overflow_pos),
@@ -240,12 +280,11 @@ impl<S: Simd> FastLanes<S> {
         let abs = x & self.abs_mask;
         let (magnitudes, fallback) = match mode {
             Mode::Stochastic => {
-                let half = bits.halves::<S>(index) & self.halves;
+                let random = self.random(bits, index);
                 if self.all_normal(abs) {
-                    (self.normal_codes(abs, half, bits, index), S::U::splat(0))
+                    (self.normal_codes(abs, random), S::U::splat(0))
                 } else {
-                    let (rounded, tied) = self.stochastic_mixed(abs, half, bits, index);
-                    (self.magnitude_codes(rounded), tied)
+                    self.mixed(abs, random, bits, index).codes(abs, self.one)
                 }
             }
             _ => (self.nearest_codes(abs), S::U::splat(0)),
@@ -269,12 +308,12 @@ impl<S: Simd> FastLanes<S> {
         let abs = x & self.abs_mask;
         let (rounded, fallback) = match mode {
             Mode::Stochastic => {
-                let half = bits.halves::<S>(index) & self.halves;
+                let random = self.random(bits, index);
                 if self.all_normal(abs) {
-                    let random = self.normal_random(half, bits, index) & self.low;
-                    ((abs + random) & !self.low, S::U::splat(0))
+                    ((abs + (random & self.low)) & !self.low, S::U::splat(0))
                 } else {
-                    self.stochastic_mixed(abs, half, bits, index)
+                    self.mixed(abs, random, bits, index)
+                        .patterns(abs, self.smallest_bits)
                 }
             }
             _ => (self.nearest(abs), S::U::splat(0)),
@@ -300,18 +339,21 @@ impl<S: Simd> FastLanes<S> {
         bits: &L,
         index: u64,
     ) -> Option<[S::U; 4]> {
-        let halves = self.group_halves(bits, index);
+        let random = bits.group_random::<S>(index, self.wide);
         let at = |v: usize| index.wrapping_add((v * S::LANES) as u64);
         let normal = self.fast == Fast::Unsigned || !bottom.simd_lt_i32(self.emin_bits).any();
         if normal {
             return Some(four(
                 #[inline(always)]
-                |v| self.normal_codes(abs[v], halves[v], bits, at(v)),
+                |v| self.normal_codes(abs[v], random[v]),
             ));
         }
         let mixed = four(
             #[inline(always)]
-            |v| self.stochastic_mixed(abs[v], halves[v], bits, at(v)),
+            |v| {
+                self.mixed(abs[v], random[v], bits, at(v))
+                    .codes(abs[v], self.one)
+            },
         );
         let tied = (mixed[0].1 | mixed[1].1) | (mixed[2].1 | mixed[3].1);
         if tied.any() {
@@ -319,30 +361,8 @@ impl<S: Simd> FastLanes<S> {
         }
         Some(four(
             #[inline(always)]
-            |v| self.magnitude_codes(mixed[v].0),
+            |v| mixed[v].0,
         ))
-    }
-
-    /// The random halves (low 16 bits) of four vectors' elements
-    /// `index..`: one draw of eight words per 16 elements where `index` is
-    /// a multiple of 16.
-    #[inline(always)]
-    fn group_halves<L: LaneBits>(&self, bits: &L, index: u64) -> [S::U; 4] {
-        let mut halves = [self.halves; 4];
-        if index.is_multiple_of(16) {
-            let per_draw = 16 / S::LANES;
-            for first in (0..4).step_by(per_draw) {
-                let words = bits.half_words::<S>(index.wrapping_add((first * S::LANES) as u64));
-                for k in 0..per_draw {
-                    halves[first + k] = S::group_halves(words, k) & self.halves;
-                }
-            }
-        } else {
-            for (v, h) in halves.iter_mut().enumerate() {
-                *h = bits.halves::<S>(index.wrapping_add((v * S::LANES) as u64)) & self.halves;
-            }
-        }
-        halves
     }
 
     /// Whether every lane of `abs` rounds stochastically to a normal value
@@ -352,10 +372,13 @@ impl<S: Simd> FastLanes<S> {
         self.fast == Fast::Unsigned || !abs.simd_lt_i32(self.emin_bits).any()
     }
 
-    /// The random bits of lanes that discard `base_d` bits: the lanes' 16
-    /// (`half`), and word 1 above them where `base_d` exceeds 16.
+    /// The random bits of one vector's elements `index..`, as
+    /// [`LaneBits::group_random`] gives them: the lanes' 16 in the low
+    /// bits, and word 1's above them where `base_d` exceeds 16 (every
+    /// normal result then needs them).
     #[inline(always)]
-    fn normal_random<L: LaneBits>(&self, half: S::U, bits: &L, index: u64) -> S::U {
+    fn random<L: LaneBits>(&self, bits: &L, index: u64) -> S::U {
+        let half = bits.halves::<S>(index) & self.halves;
         if self.wide {
             half | bits.word1::<S>(index) << 16
         } else {
@@ -364,41 +387,44 @@ impl<S: Simd> FastLanes<S> {
     }
 
     /// Stochastic magnitude codes (before the overflow clamp) of `abs`,
-    /// whose results are all normal: the discarded bits are shifted out.
+    /// whose results are all normal, from the lanes' [`FastLanes::random`]
+    /// bits: the discarded bits are shifted out.
     #[inline(always)]
-    fn normal_codes<L: LaneBits>(&self, abs: S::U, half: S::U, bits: &L, index: u64) -> S::U {
-        let random = self.normal_random(half, bits, index) & self.low;
-        ((abs + random) >> self.base_d) - self.normal_offset
+    fn normal_codes(&self, abs: S::U, random: S::U) -> S::U {
+        ((abs + (random & self.low)) >> self.base_d) - self.normal_offset
     }
 
-    /// Exactly stochastic magnitudes (f32 patterns) of finite `abs` where
-    /// some result may be below the normal range, and the mask of tiny
-    /// lanes whose 16 random bits (`half`) tie.
+    /// Exact stochastic rounding of finite `abs` where some result may be
+    /// below the normal range (`random` as [`FastLanes::random`]): the
+    /// steps of [`Mixed::patterns`] and [`Mixed::codes`].
     #[inline(always)]
-    fn stochastic_mixed<L: LaneBits>(
-        &self,
-        abs: S::U,
-        half: S::U,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
+    fn mixed<L: LaneBits>(&self, abs: S::U, random: S::U, bits: &L, index: u64) -> Mixed<S::U> {
         let one = self.one;
-        let field = abs >> 23;
-        // Lanes below `t` get garbage here (and `d` past 31): replaced below.
-        let d = (field.max(self.emin_field) + self.base_d_lanes) - field;
-        let low = one.unbounded_shl(d) - one;
-        let random = if self.wide || d.simd_gt(S::U::splat(16)).any() {
+        let half = random & self.halves;
+        // The binade at or above `emin`'s whose units a grid lane rounds in.
+        let top = (abs >> 23).min(self.emin_field);
+        // Lanes below `t` get garbage here (and `d` past 31): replaced by
+        // the tiny rule.
+        let d = self.emin_d - top;
+        let random = if !self.wide && d.simd_gt(S::U::splat(16)).any() {
             half | bits.word1::<S>(index) << 16
         } else {
-            half
+            random
         };
-        let grid = (abs + (random & low)) & !low;
+        let low = one.unbounded_shl(d) - one;
         // The tiny rule: the first 16 bits of `|x| / 2^t` against the
         // lane's 16 random bits (both below 2^31 in tiny lanes).
         let fraction = (S::F::from_bits(abs) * S::F::from_bits(self.tiny_scale)).trunc_small();
         let tiny = abs.simd_lt_i32(self.smallest_bits);
-        let up = half.simd_lt_i32(fraction) & self.smallest_bits;
-        (tiny.select(up, grid), tiny & half.simd_eq(fraction))
+        Mixed {
+            top,
+            d,
+            low,
+            random: random & low,
+            tiny,
+            up: half.simd_lt_i32(fraction),
+            tied: tiny & half.simd_eq(fraction),
+        }
     }
 
     /// Nearest-even magnitudes (f32 patterns) of finite `abs`.
@@ -426,22 +452,6 @@ impl<S: Simd> FastLanes<S> {
         let magic = self.magic;
         let subnormal = (S::F::from_bits(abs) + S::F::from_bits(magic)).to_bits() - magic;
         abs.simd_lt_i32(self.emin_bits).select(subnormal, normal)
-    }
-
-    /// Rounded magnitudes (f32 patterns: values of the format, or past its
-    /// largest) as codes, before the overflow clamp.
-    #[inline(always)]
-    fn magnitude_codes(&self, rounded: S::U) -> S::U {
-        let normal = (rounded >> self.base_d) - self.normal_offset;
-        if self.fast == Fast::Unsigned {
-            return normal;
-        }
-        // Exact: `rounded` is on the subnormal grid.
-        let magic = self.magic;
-        let subnormal = (S::F::from_bits(rounded) + S::F::from_bits(magic)).to_bits() - magic;
-        rounded
-            .simd_lt_i32(self.emin_bits)
-            .select(subnormal, normal)
     }
 
     /// The sign to give the result `magnitude` (code or f32 pattern) of

@@ -31,7 +31,7 @@ use super::encode::{code_of, overflow, smallest_exponent, unsigned_nonpositive};
 use super::format::{Format, pattern};
 use super::round::{Mode, Round};
 use crate::arch::{Simd, U32s};
-use crate::rng::{BlockKeys, RandomBits, RandomStream};
+use crate::rng::{BlockKeys, GroupDraws, RandomBits, RandomStream};
 
 /// Lanes of random bits for positions `index..index + S::LANES`.
 pub(crate) trait LaneBits {
@@ -43,6 +43,42 @@ pub(crate) trait LaneBits {
     /// elements `index..index + 16` (`index` a multiple of 16): low halves
     /// for the first eight, high halves for the next eight.
     fn half_words<S: Simd>(&self, index: u64) -> S::U8;
+
+    /// The same bits in the form that a group loop over the elements
+    /// from `first` on, `len` of them, draws in fewer steps, if any.
+    type Grouped: LaneBits;
+    /// See [`LaneBits::Grouped`]: `None` where there is no such form.
+    fn grouped(&self, first: u64, len: usize) -> Option<Self::Grouped>;
+
+    /// The random bits of the four vectors of elements `index..`, as
+    /// [`Simd::group_random`] lays them out: each lane's half bits, and the
+    /// low 16 bits of its word 1 above them if `wide`. One draw of word 0
+    /// per 16 elements where `index` is a multiple of 16.
+    #[inline(always)]
+    fn group_random<S: Simd>(&self, index: u64, wide: bool) -> [S::U; 4] {
+        let halves = S::U::splat(0xffff);
+        let at = |v: usize| index.wrapping_add((v * S::LANES) as u64);
+        let mut random = [halves; 4];
+        if index.is_multiple_of(16) {
+            let per_draw = 16 / S::LANES;
+            for first in (0..4).step_by(per_draw) {
+                let words = self.half_words::<S>(at(first));
+                for k in 0..per_draw {
+                    random[first + k] = S::group_halves(words, k) & halves;
+                }
+            }
+        } else {
+            for (v, r) in random.iter_mut().enumerate() {
+                *r = self.halves::<S>(at(v)) & halves;
+            }
+        }
+        if wide {
+            for (v, r) in random.iter_mut().enumerate() {
+                *r |= self.word1::<S>(at(v)) << 16;
+            }
+        }
+        random
+    }
 }
 
 /// The counter-based stream: eight or sixteen lanes per draw, with the
@@ -90,6 +126,82 @@ impl LaneBits for StreamBits {
     fn half_words<S: Simd>(&self, index: u64) -> S::U8 {
         self.word0.words_lanes(index >> 1)
     }
+
+    type Grouped = GroupBits;
+
+    #[inline(always)]
+    fn grouped(&self, first: u64, len: usize) -> Option<GroupBits> {
+        let draws = GroupDraws::new(self.stream, first, len as u64)?;
+        Some(GroupBits {
+            draws,
+            stream: *self,
+        })
+    }
+}
+
+/// The counter-based stream in a group loop whose elements start at a
+/// multiple of 32 and lie in one 2^32 block: [`GroupDraws`] draws its
+/// groups' bits with no check per draw.
+#[derive(Clone, Copy)]
+pub(crate) struct GroupBits {
+    draws: GroupDraws,
+    /// The same bits with checks, for the reads outside whole groups.
+    stream: StreamBits,
+}
+
+impl LaneBits for GroupBits {
+    #[inline(always)]
+    fn halves<S: Simd>(&self, index: u64) -> S::U {
+        self.stream.halves::<S>(index)
+    }
+
+    /// (The group loop reads word 1 at multiples of `S::LANES` in range.)
+    #[inline(always)]
+    fn word1<S: Simd>(&self, index: u64) -> S::U {
+        self.draws.word1(index)
+    }
+
+    #[inline(always)]
+    fn half_words<S: Simd>(&self, index: u64) -> S::U8 {
+        self.stream.half_words::<S>(index)
+    }
+
+    type Grouped = NoBits;
+
+    #[inline(always)]
+    fn grouped(&self, _: u64, _: usize) -> Option<NoBits> {
+        None
+    }
+
+    #[inline(always)]
+    fn group_random<S: Simd>(&self, index: u64, wide: bool) -> [S::U; 4] {
+        S::group_random(&self.draws, index, wide)
+    }
+}
+
+/// No bits: the [`LaneBits::Grouped`] of sources without a grouped form
+/// (never built, so the loops that would read it are never compiled).
+#[derive(Clone, Copy)]
+pub(crate) enum NoBits {}
+
+impl LaneBits for NoBits {
+    fn halves<S: Simd>(&self, _: u64) -> S::U {
+        match *self {}
+    }
+
+    fn word1<S: Simd>(&self, _: u64) -> S::U {
+        match *self {}
+    }
+
+    fn half_words<S: Simd>(&self, _: u64) -> S::U8 {
+        match *self {}
+    }
+
+    type Grouped = Self;
+
+    fn grouped(&self, _: u64, _: usize) -> Option<Self> {
+        match *self {}
+    }
 }
 
 /// Any other source, read one element at a time.
@@ -119,6 +231,13 @@ impl<B: RandomBits + ?Sized> LaneBits for SourceBits<'_, B> {
             #[inline(always)]
             |i| half(i) | half(i + 8) << 16,
         )
+    }
+
+    type Grouped = NoBits;
+
+    #[inline(always)]
+    fn grouped(&self, _: u64, _: usize) -> Option<NoBits> {
+        None
     }
 }
 

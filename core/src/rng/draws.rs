@@ -2,7 +2,7 @@
 //! or fewer, drawn as its kernels draw them and summed: the draws alone,
 //! which bound the speed of every stochastic kernel that reads them.
 
-use super::{BlockKeys, RandomStream};
+use super::{BlockKeys, GroupDraws, RandomStream};
 use crate::arch::{self, Kernel, Simd, U32s};
 
 impl RandomStream {
@@ -12,8 +12,9 @@ impl RandomStream {
     /// the low 16 bits and the low 16 bits of its word 1 above them.
     ///
     /// Drawn as the SIMD kernels draw them (eight or sixteen lanes at once,
-    /// on the active backend), so its speed is what the random bits alone
-    /// cost such an encode: `tessera bench formats` times it against the
+    /// on the active backend, one draw of word 0 per 16 elements, per 32 on
+    /// sixteen lanes), so its speed is what the random bits alone cost such
+    /// an encode: `tessera bench formats` times it against the
     /// `half` crate. The sum is the same on every backend and for every
     /// split of the range.
     ///
@@ -69,22 +70,38 @@ impl Kernel for EncodeBitsSum {
     #[inline(always)]
     fn run<S: Simd>(self) -> u32 {
         let (stream, first, len) = (self.stream, self.first_index, self.len);
-        // Up to the first index that is a multiple of 16, as the kernels'
-        // draws of word 0 are laid out.
-        let head = ((16 - first % 16) % 16).min(len as u64) as usize;
+        // Up to the first index that is a multiple of 32, as the kernels'
+        // group loops draw.
+        let head = ((32 - first % 32) % 32).min(len as u64) as usize;
         let start = first.wrapping_add(head as u64);
-        let word0 = BlockKeys::new(stream, start >> 1, 0);
-        let word1 = BlockKeys::new(stream, start, 1);
+        let group = 4 * S::LANES;
+        let whole = (len - head) / group * group;
         let mut sums = S::U::splat(0);
-        let body = arch::each_vector::<S>(
-            len - head,
-            #[inline(always)]
-            |at| {
-                let index = start.wrapping_add(at as u64);
-                let half = S::keyed_halves(&word0, index) & S::U::splat(0xffff);
-                sums += half | S::keyed_words(&word1, index) << 16;
-            },
-        );
+        // The kernels' group loop, where its draws need no checks.
+        let grouped = match GroupDraws::new(stream, start, whole as u64) {
+            Some(draws) => {
+                for at in (0..whole).step_by(group) {
+                    let index = start.wrapping_add(at as u64);
+                    let r = S::group_random(&draws, index, true);
+                    sums += (r[0] + r[1]) + (r[2] + r[3]);
+                }
+                whole
+            }
+            None => 0,
+        };
+        let from = start.wrapping_add(grouped as u64);
+        let word0 = BlockKeys::new(stream, from >> 1, 0);
+        let word1 = BlockKeys::new(stream, from, 1);
+        let body = grouped
+            + arch::each_vector::<S>(
+                len - head - grouped,
+                #[inline(always)]
+                |at| {
+                    let index = from.wrapping_add(at as u64);
+                    let half = S::keyed_halves(&word0, index) & S::U::splat(0xffff);
+                    sums += half | S::keyed_words(&word1, index) << 16;
+                },
+            );
         let mut lanes = [0u32; 16];
         sums.write_to(&mut lanes);
         let vectors = lanes.iter().fold(0u32, |sum, l| sum.wrapping_add(*l));

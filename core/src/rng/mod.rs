@@ -57,9 +57,11 @@
 //! value-stability tests pin them.
 
 mod draws;
+mod groups;
 mod sequential;
 mod source;
 
+pub(crate) use groups::GroupDraws;
 pub use sequential::StreamRng;
 pub use source::{RandomBits, Replay};
 

@@ -1,8 +1,8 @@
 //! CSV data sets: one sample per line, the features then the label.
 //!
 //! Fields are separated by commas (no quoting) and may be padded with
-//! spaces; blank
-//! lines are skipped; `\r\n` line ends are accepted. The first line is a
+//! spaces; blank lines are skipped; `\r\n` line ends and a leading UTF-8
+//! byte-order mark (Excel's "CSV UTF-8") are accepted. The first line is a
 //! header, and skipped, if any of its fields is not a number; it must
 //! then have as many fields as the data rows. Feature values are parsed
 //! as `f32` (round to nearest) and must be finite; the label must be a
@@ -28,6 +28,9 @@ pub(crate) fn parse(path: &Path, name: &str, bytes: &[u8]) -> Result<Dataset, Da
             FileProblem::NotUtf8,
         )
     })?;
+    // Excel's "CSV UTF-8" starts with a byte-order mark: it would make the
+    // first field of a data row a non-number, and the row a header.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut header: Option<(usize, usize)> = None; // (line, fields)
     let mut width = 0; // fields per data row, 0 until the first row
     let mut inputs = Vec::new();

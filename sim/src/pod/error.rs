@@ -4,6 +4,7 @@ use core::fmt;
 
 use tessera_collectives::{ConfigError, FabricError};
 
+use super::spec::MAX_POD_IPUS;
 use crate::ipu::TargetError;
 
 /// A count of [`Distribution`](super::Distribution) that must be at least 1.
@@ -42,7 +43,8 @@ pub enum PodError {
     /// A Pod name that is none of `m2000`, `pod16`, `pod64`, `podN`.
     UnknownPodName,
     /// A Pod of `ipus` IPUs: Pods (and their partitions) have a power of
-    /// two of at most 64 IPUs, or whole POD64s.
+    /// two of at most 64 IPUs, or whole POD64s up to
+    /// [`MAX_POD_IPUS`](super::MAX_POD_IPUS).
     PodSize {
         /// IPUs asked for.
         ipus: usize,
@@ -142,7 +144,8 @@ impl fmt::Display for PodError {
             ),
             Self::PodSize { ipus } => write!(
                 f,
-                "a Pod of {ipus} IPUs: a Pod has a power of two of at most 64 IPUs or whole POD64s"
+                "a Pod of {ipus} IPUs: a Pod has a power of two of at most 64 IPUs or whole \
+                 POD64s, up to {MAX_POD_IPUS} IPUs (1024 POD64s)"
             ),
             Self::Link { link, error } => write!(f, "{link}: {error}"),
             Self::Fabric(e) => write!(f, "IPU-Link topology: {e}"),

@@ -91,5 +91,5 @@ pub use process::{ProcessId, RANK_VARIABLE, SIZE_VARIABLE};
 pub use scaling::{ScalingRow, scaling_table, scaling_table_with};
 pub use spec::{
     CLOSED_LADDER_IPUS, GW_LINKS_PER_M2000, IPUS_PER_M2000, LinkSpec, M2000S_PER_POD16,
-    M2000S_PER_POD64, POD64_IPUS, PodSpec,
+    M2000S_PER_POD64, MAX_POD_IPUS, POD64_IPUS, PodSpec,
 };

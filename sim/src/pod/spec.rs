@@ -28,6 +28,12 @@ pub const M2000S_PER_POD64: usize = 16;
 /// GW-Links.
 pub const POD64_IPUS: usize = IPUS_PER_M2000 * M2000S_PER_POD64;
 
+/// The most IPUs a Pod has: 1024 POD64s, 65,536 IPUs, the largest system
+/// Graphcore's IPU-POD64 datasheet says the reference design scales to
+/// ("scalable to 1,024 IPU-POD64 racks supporting 65,536 GC200 IPU
+/// processors").
+pub const MAX_POD_IPUS: usize = 1024 * POD64_IPUS;
+
 /// GW-Links per IPU-M2000: 2 x 100 Gbit/s (IPU-M2000 and Bow-2000
 /// datasheets).
 pub const GW_LINKS_PER_M2000: u32 = 2;
@@ -285,7 +291,7 @@ impl PodSpec {
     /// `pod64s` POD64s joined by GW-Links: 2 is a POD128, 4 a POD256.
     ///
     /// # Errors
-    /// [`PodError::PodSize`] for 0 (or a count whose IPUs overflow).
+    /// [`PodError::PodSize`] for 0, or more IPUs than [`MAX_POD_IPUS`].
     ///
     /// ```
     /// use tessera_sim::pod::{PodError, PodSpec};
@@ -293,20 +299,22 @@ impl PodSpec {
     /// let p = PodSpec::pods(2)?;
     /// assert_eq!((p.name(), p.ipus(), p.pod64s()), ("POD128", 128, 2));
     /// assert_eq!(PodSpec::pods(0), Err(PodError::PodSize { ipus: 0 }));
+    /// assert_eq!(PodSpec::pods(1025), Err(PodError::PodSize { ipus: 65_600 }));
     /// # Ok::<(), PodError>(())
     /// ```
     pub fn pods(pod64s: usize) -> Result<Self, PodError> {
         let ipus = pod64s
             .checked_mul(POD64_IPUS)
             .ok_or(PodError::PodSize { ipus: usize::MAX })?;
-        if ipus == 0 {
+        if ipus == 0 || ipus > MAX_POD_IPUS {
             return Err(PodError::PodSize { ipus });
         }
         Ok(Self::mk2(format!("POD{ipus}"), ipus))
     }
 
     /// Any Pod: `ipus` IPUs of `ipu` (a power of two up to 64, as the
-    /// partitions of a POD64, or whole POD64s), with the links given.
+    /// partitions of a POD64, or whole POD64s up to [`MAX_POD_IPUS`]), with
+    /// the links given.
     ///
     /// # Errors
     /// [`PodError::PodSize`]; [`PodError::Link`] if a link's figures are
@@ -333,7 +341,7 @@ impl PodSpec {
         gw_link: LinkSpec,
     ) -> Result<Self, PodError> {
         let valid = (ipus.is_power_of_two() && ipus <= POD64_IPUS)
-            || (ipus > 0 && ipus.is_multiple_of(POD64_IPUS));
+            || (ipus > 0 && ipus <= MAX_POD_IPUS && ipus.is_multiple_of(POD64_IPUS));
         if !valid {
             return Err(PodError::PodSize { ipus });
         }
@@ -590,8 +598,8 @@ impl FromStr for PodSpec {
     type Err = PodError;
 
     /// `m2000` (or `ipu-m2000`), `pod16`, `pod64`, `pod128`, `pod256`, and
-    /// `podN` for any multiple `N` of 64, in any case (an `ipu-` prefix
-    /// allowed).
+    /// `podN` for any multiple `N` of 64 up to [`MAX_POD_IPUS`], in any
+    /// case (an `ipu-` prefix allowed).
     fn from_str(s: &str) -> Result<Self, PodError> {
         let lower = s.trim().to_ascii_lowercase();
         let name = lower.strip_prefix("ipu-").unwrap_or(&lower);

@@ -11,9 +11,10 @@
 
 use serde::Serialize;
 
-use super::config::{OptimizerConfig, PrecisionMode, TrainConfig};
+use super::config::{OptimizerConfig, TrainConfig};
 use super::fit::state_bytes_per_element;
 use super::pipeline::StepCycles;
+use super::precision::PrecisionMode;
 use crate::IpuSpec;
 use crate::pod::{Layout, Prefetch};
 

@@ -55,6 +55,7 @@ impl RunContext<'_> {
         let mut batches = Vec::with_capacity(config.gradient_accumulation);
         // Until a step has run (a resumed run with nothing left): no compute.
         let mut time = time_of(&[], 0);
+        let mut stop = self.stop;
         for step in self.first_step..self.stop {
             batches.clear();
             for _ in 0..config.gradient_accumulation {
@@ -92,6 +93,10 @@ impl RunContext<'_> {
                     report.epochs.push(record);
                     (self.observer)(Event::Epoch(&record));
                 }
+                if step + 1 < self.stop && self.interrupted(&mut replica)? {
+                    stop = step + 1;
+                    break;
+                }
                 let every = self.options.checkpoint_every;
                 if every > 0 && (epoch + 1).is_multiple_of(every) && step + 1 < self.stop {
                     self.checkpoint(&mut replica, step + 1, reporter)?;
@@ -100,15 +105,15 @@ impl RunContext<'_> {
         }
         if !replica.replicas_agree()? {
             return Err(TrainError::ReplicaDrift {
-                step: self.stop.saturating_sub(1),
+                step: stop.saturating_sub(1),
             });
         }
-        self.checkpoint(&mut replica, self.stop.max(self.first_step), reporter)?;
+        self.checkpoint(&mut replica, stop.max(self.first_step), reporter)?;
         if !reporter {
             return Ok(None);
         }
         report.flush(self.observer);
-        let test = evaluation.run(&mut replica, self.stop / t.steps_per_epoch.max(1))?;
+        let test = evaluation.run(&mut replica, stop / t.steps_per_epoch.max(1))?;
         let memory = t.memory_report(&replica.model, &target);
         Ok(Some(Summary {
             steps: report.steps,
@@ -122,7 +127,19 @@ impl RunContext<'_> {
             wall_seconds: started.elapsed().as_secs_f64(),
             trace: report.trace,
             outfeed: report.outfeed,
+            interrupted: stop < self.stop,
         }))
+    }
+
+    /// Whether any replica's [`RunOptions::interrupt`] is raised: the
+    /// largest of their flags, so that every replica (over threads and MPI
+    /// processes) stops at the same epoch's end. No collective without an
+    /// interrupt.
+    fn interrupted(&self, replica: &mut Replica<'_>) -> Result<bool, TrainError> {
+        let Some(flag) = &self.options.interrupt else {
+            return Ok(false);
+        };
+        Ok(replica.any_replica(flag.is_raised())?)
     }
 
     /// Writes a checkpoint after `steps` steps if asked to and the state is

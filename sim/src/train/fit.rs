@@ -21,8 +21,9 @@ use serde::Serialize;
 use tessera_core::kernels::BLOCK;
 
 use super::TrainError;
-use super::config::{OptimizerConfig, PrecisionMode, TrainConfig};
+use super::config::{OptimizerConfig, TrainConfig};
 use super::pipeline::{Schedule, stashed};
+use super::precision::PrecisionMode;
 use crate::ipu::{IpuSpec, MemorySummary};
 use crate::model::{
     MemoryEstimate, NetworkConfig, ParamSpec, Placement, Recomputation, StageActivations,

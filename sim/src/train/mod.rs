@@ -124,14 +124,15 @@ mod optimizer;
 mod options;
 mod params;
 mod pipeline;
+mod precision;
 mod records;
 mod replica;
 mod run;
 mod trainer;
 
 pub use config::{
-    GradReduction, LossScaling, LowFamily, LowPrecision, LrDecay, NamedOptimizer, OptimizerConfig,
-    PrecisionMode, RESNET_MINI_BLOCKS, RESNET_MINI_WIDTHS, TrainConfig,
+    GradReduction, LossScaling, LrDecay, NamedOptimizer, OptimizerConfig, RESNET_MINI_BLOCKS,
+    RESNET_MINI_WIDTHS, TrainConfig,
 };
 pub use cost::StepTime;
 pub use divergence::Divergence;
@@ -140,7 +141,8 @@ pub use exclude::is_bias_or_norm;
 pub use fit::{
     HOST_MEMORY_VARIABLE, MemoryReport, OptimizerMemory, StageMemory, available_host_memory,
 };
-pub use options::{Continuation, RunOptions};
+pub use options::{Continuation, Interrupt, RunOptions};
 pub use pipeline::{Pipeline, Schedule, StepCycles, pipeline_cycles, stashed, step_cycles};
+pub use precision::{LowFamily, LowPrecision, PrecisionMode};
 pub use records::{EpochRecord, Event, Observer, StepRecord, Summary};
 pub use trainer::Trainer;

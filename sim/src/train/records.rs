@@ -92,6 +92,10 @@ pub struct Summary {
     pub trace: Option<serde_json::Value>,
     /// The per-step losses, kept by the configured output mode.
     pub outfeed: Outfeed<f32>,
+    /// Whether [`RunOptions::interrupt`](super::RunOptions::interrupt)
+    /// stopped the run before its last step (its checkpoint is where the
+    /// run stopped).
+    pub interrupted: bool,
 }
 
 impl Summary {

@@ -17,10 +17,11 @@ use tessera_core::scale::{
 use super::TrainError;
 use super::checkpoint::{ResumeState, ScalerState};
 use super::comm::{LIMBS_PER_WORD, ReplicaComm, from_limb_sums, to_limbs, write_limbs};
-use super::config::{GradReduction, LossScaling, PrecisionMode, TrainConfig};
+use super::config::{GradReduction, LossScaling, TrainConfig};
 use super::invariant::ExactGrads;
 use super::optimizer::{Groups, Piece, pieces};
 use super::params::FlatParams;
+use super::precision::PrecisionMode;
 use crate::data::MicroBatch;
 use crate::model::quant::{TensorQuant, max_or_nan};
 use crate::model::{BnGroup as BnStatistics, GroupSum, Model, ModelError, NoGroup, StageCycles};
@@ -558,6 +559,13 @@ impl<'a> Replica<'a> {
     pub(crate) fn replicas_agree(&mut self) -> Result<bool, CommError> {
         let fp = self.weights.fingerprint(self.flat);
         self.comm.all_equal(&[fp])
+    }
+
+    /// Whether `flag` holds on any replica of the run.
+    pub(crate) fn any_replica(&mut self, flag: bool) -> Result<bool, CommError> {
+        let mut any = [f32::from(u8::from(flag))];
+        self.comm.all_reduce(&mut any, ReduceOp::Max)?;
+        Ok(any[0] > 0.0)
     }
 
     /// The whole optimizer state and master weights (gathered from the

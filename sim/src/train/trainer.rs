@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use super::TrainError;
 use super::checkpoint;
-use super::config::{PrecisionMode, TrainConfig};
+use super::config::TrainConfig;
 use super::cost::{StepTime, step_time};
 use super::fit::MemoryReport;
 use super::invariant;
 use super::params::FlatParams;
 use super::pipeline::{Schedule, step_cycles};
+use super::precision::PrecisionMode;
 use crate::data::Dataset;
 use crate::model::{Model, ModelConfig, NetworkConfig, Placement, StageCycles};
 use crate::pod::Layout;

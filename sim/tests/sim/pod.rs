@@ -8,7 +8,7 @@ use tessera_sim::IpuSpec;
 use tessera_sim::ipu::TargetError;
 use tessera_sim::pod::{
     Algorithms, CollectiveTime, Distribution, DistributionField, GW_LINKS_PER_M2000, LinkSpec,
-    POD64_IPUS, PodError, PodSpec, Prefetch, ProcessId, RANK_VARIABLE, SIZE_VARIABLE,
+    MAX_POD_IPUS, POD64_IPUS, PodError, PodSpec, Prefetch, ProcessId, RANK_VARIABLE, SIZE_VARIABLE,
     scaling_table,
 };
 
@@ -124,7 +124,20 @@ fn parsing_names_and_errors() {
             "{bad:?}"
         );
     }
-    for (bad, ipus) in [("pod0", 0), ("pod8", 8), ("pod100", 100), ("pod96", 96)] {
+    // The largest Pod Graphcore specifies parses; one POD64 more does not
+    // (`plan` once aborted on a Pod of 2^60 IPUs, allocating its rings).
+    assert_eq!(
+        "pod65536".parse::<PodSpec>().map(|p| p.ipus()),
+        Ok(MAX_POD_IPUS)
+    );
+    for (bad, ipus) in [
+        ("pod0", 0),
+        ("pod8", 8),
+        ("pod100", 100),
+        ("pod96", 96),
+        ("pod65600", 65_600),
+        ("pod999999999999999936", 999_999_999_999_999_936),
+    ] {
         let err = bad.parse::<PodSpec>().unwrap_err();
         assert_eq!(err, PodError::PodSize { ipus }, "{bad}");
         assert!(err.to_string().contains(&ipus.to_string()), "{err}");
@@ -148,7 +161,7 @@ fn custom_pods_are_validated() {
         let pod = PodSpec::custom("p", ipus, ipu, il, gw).unwrap();
         assert_eq!(pod.ipus(), ipus);
     }
-    for ipus in [0, 3, 12, 96, 100] {
+    for ipus in [0, 3, 12, 96, 100, MAX_POD_IPUS + 64] {
         assert_eq!(
             PodSpec::custom("p", ipus, ipu, il, gw),
             Err(PodError::PodSize { ipus })

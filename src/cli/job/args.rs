@@ -26,7 +26,7 @@ pub(in crate::cli) struct JobArgs {
     /// images:SAMPLES:CxHxW:CLASSES[:SEED], csv:PATH (label in the last
     /// column), idx:IMAGES:LABELS or
     /// npy:INPUTS:LABELS [default: digits]. At least 2 classes; labels
-    /// below 65536; at most 256 MiB per file (before and after gunzip)
+    /// below 1024; at most 256 MiB per file (before and after gunzip)
     /// and per generated data set
     #[arg(long, value_name = "SOURCE", value_parser = checked::<Source>, help_heading = "Data")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,7 +129,7 @@ pub(in crate::cli) struct JobArgs {
     pub(in crate::cli) batch_norm: Option<bool>,
 
     /// The Pod: m2000, pod16, pod64, pod128, pod256 or podN (N a multiple
-    /// of 64) [default: pod16]
+    /// of 64, at most 65536) [default: pod16]
     #[arg(long, value_parser = checked::<PodSpec>, help_heading = "Pod")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) pod: Option<String>,

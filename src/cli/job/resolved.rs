@@ -20,6 +20,24 @@ pub(in crate::cli) struct Job {
     pub(in crate::cli) network: Option<NetworkSource>,
 }
 
+/// `source` with its files' paths made absolute, as config.toml records
+/// them: its "runs it again" line then works from any directory.
+fn absolute(source: &Source) -> Source {
+    let abs = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+    match source {
+        Source::Csv(path) => Source::Csv(abs(path)),
+        Source::Idx { images, labels } => Source::Idx {
+            images: abs(images),
+            labels: abs(labels),
+        },
+        Source::Npy { inputs, labels } => Source::Npy {
+            inputs: abs(inputs),
+            labels: abs(labels),
+        },
+        other => other.clone(),
+    }
+}
+
 /// Where a job's network came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(in crate::cli) enum NetworkSource {
@@ -41,7 +59,7 @@ impl Job {
             _ => None,
         };
         JobArgs {
-            data: Some(self.source.to_string()),
+            data: Some(absolute(&self.source).to_string()),
             test_fraction: Some(c.test_fraction),
             model: Some(match &self.network {
                 None => ModelArg::Mlp,

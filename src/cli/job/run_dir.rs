@@ -39,8 +39,10 @@ impl OutputArgs {
     /// ([`RunDir`]). One holding an earlier run's files (any run's:
     /// [`RUN_FILES`]) is never silently reused: `overwrite` deletes them
     /// first; without `--name` the run moves on to `NAME-2`, `NAME-3`, ...
-    /// and says so on stderr; with `--name` it is refused, the message
-    /// ending with `hint`. So is one another run is writing.
+    /// (up to [`MAX_SUFFIX`]) and says why on stderr; with `--name` it is
+    /// refused, the message ending with `hint`. So is one another run is
+    /// writing. A directory that cannot be created or locked is an error
+    /// whatever the name.
     pub(in crate::cli) fn new_run_dir(
         &self,
         default_name: &str,
@@ -48,52 +50,42 @@ impl OutputArgs {
         hint: &str,
     ) -> Result<RunDir, Failure> {
         let dir = self.run_dir_path(default_name)?;
-        let claimed = RunDir::claim(dir.clone());
-        let refused = |found: &[String]| self.holds_a_run(default_name, &dir, found, hint);
-        match claimed {
-            Ok(run) if overwrite => {
-                for name in RUN_FILES {
-                    let path = run.path.join(name);
-                    if let Err(e) = std::fs::remove_file(&path)
-                        && e.kind() != io::ErrorKind::NotFound
-                    {
-                        return Err(Failure::Job(format!(
-                            "--overwrite: cannot delete {}: {e}",
-                            path.display()
-                        )));
-                    }
-                }
-                return Ok(run);
-            }
-            Ok(run) => {
+        let named = self.name.is_some();
+        let taken = match RunDir::try_claim(dir.clone())? {
+            Some(run) if overwrite => return delete_run_files(run),
+            Some(run) => {
                 let found = existing(&run.path);
                 if found.is_empty() {
                     return Ok(run);
                 }
-                if self.name.is_some() {
-                    return Err(refused(&found));
+                if named {
+                    return Err(self.holds_a_run(default_name, &dir, &found, hint));
                 }
+                "holds an earlier run"
             }
-            Err(e) if self.name.is_some() || overwrite => return Err(e),
-            Err(_) => {}
-        }
+            None if named || overwrite => return Err(in_use(&dir)),
+            None => "is in use by another run",
+        };
         // The default name, taken: the first free `NAME-k`.
-        let next = (2u32..)
-            .map(|k| dir.with_file_name(format!("{default_name}-{k}")))
-            .find_map(|d| {
-                RunDir::claim(d)
-                    .ok()
-                    .filter(|run| existing(&run.path).is_empty())
-            })
-            .expect("a free name");
-        eprintln!(
-            "tessera: {} holds an earlier run; this one goes to {} (--name NAME to \
-             choose, --overwrite to replace {})",
-            dir.display(),
-            next.path.display(),
+        for k in 2..=MAX_SUFFIX {
+            let next = dir.with_file_name(format!("{default_name}-{k}"));
+            if let Some(run) = RunDir::try_claim(next)?
+                && existing(&run.path).is_empty()
+            {
+                eprintln!(
+                    "tessera: {} {taken}; this one goes to {} (--name NAME to choose, \
+                     --overwrite to replace {})",
+                    dir.display(),
+                    run.path.display(),
+                    dir.display()
+                );
+                return Ok(run);
+            }
+        }
+        Err(Failure::Usage(format!(
+            "{} {taken}, and so do {default_name}-2 to {default_name}-{MAX_SUFFIX}: give --name",
             dir.display()
-        );
-        Ok(next)
+        )))
     }
 
     /// [`OutputArgs::new_run_dir`]'s refusal of a directory named by
@@ -166,6 +158,9 @@ pub(in crate::cli) const RUN_FILES: [&str; 9] = [
     "scaling.svg",
 ];
 
+/// How far an unnamed run looks for a free `NAME-k`.
+const MAX_SUFFIX: u32 = 9999;
+
 /// The file whose lock claims a run directory ([`RunDir`]).
 const LOCK_FILE: &str = ".lock";
 
@@ -200,6 +195,15 @@ impl RunDir {
     /// # Errors
     /// A usage error when it cannot be created, or another run holds it.
     pub(in crate::cli) fn claim(dir: PathBuf) -> Result<Self, Failure> {
+        Self::try_claim(dir.clone())?.ok_or_else(|| in_use(&dir))
+    }
+
+    /// Creates `dir` (and its parents) and claims it: `None` if another
+    /// run holds it.
+    ///
+    /// # Errors
+    /// A usage error when it cannot be created or locked.
+    fn try_claim(dir: PathBuf) -> Result<Option<Self>, Failure> {
         std::fs::create_dir_all(&dir).map_err(|e| {
             Failure::Usage(format!(
                 "cannot create the run directory {}: {e}",
@@ -222,27 +226,46 @@ impl RunDir {
                 .map_err(|e| cannot(&e))?;
             match file.try_lock() {
                 Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(Failure::Usage(format!(
-                        "{} is in use: another run is writing to it (it holds {}); wait for it, \
-                         or give another --name",
-                        dir.display(),
-                        lock.display()
-                    )));
-                }
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
                 Err(std::fs::TryLockError::Error(e)) => return Err(cannot(&e)),
             }
             // The run that held it may have removed it between our open and
             // our lock: then the lock is on a file no one else will open.
             if same_file(&file, &lock) {
-                return Ok(Self {
+                return Ok(Some(Self {
                     path: dir,
                     lock,
                     _file: file,
-                });
+                }));
             }
         }
     }
+}
+
+/// The refusal of `dir`, which another run holds.
+fn in_use(dir: &Path) -> Failure {
+    Failure::Usage(format!(
+        "{} is in use: another run is writing to it (it holds {}); wait for it, or give \
+         another --name",
+        dir.display(),
+        dir.join(LOCK_FILE).display()
+    ))
+}
+
+/// `run` emptied of an earlier run's files (`--overwrite`).
+fn delete_run_files(run: RunDir) -> Result<RunDir, Failure> {
+    for name in RUN_FILES {
+        let path = run.path.join(name);
+        if let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            return Err(Failure::Job(format!(
+                "--overwrite: cannot delete {}: {e}",
+                path.display()
+            )));
+        }
+    }
+    Ok(run)
 }
 
 /// Whether `file` is the file at `path` now.

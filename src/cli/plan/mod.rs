@@ -126,7 +126,7 @@ pub(super) struct PlanArgs {
     branches: Option<usize>,
 
     /// The Pod: m2000, pod16, pod64, pod128, pod256 or podN (N a multiple
-    /// of 64)
+    /// of 64, at most 65536)
     #[arg(long, default_value = "pod16", help_heading = "Machine")]
     pod: PodSpec,
 

@@ -18,17 +18,17 @@ use core::arch::x86_64::{
     _mm512_cvttps_epi32, _mm512_div_ps, _mm512_extractf64x4_pd, _mm512_inserti64x4,
     _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_blend_epi32, _mm512_maskz_set1_epi32,
     _mm512_max_epu32, _mm512_min_epu32, _mm512_mul_ps, _mm512_mullo_epi32, _mm512_or_si512,
-    _mm512_permutex2var_epi32, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setr_epi32,
-    _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32, _mm512_srlv_epi32,
-    _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps, _mm512_test_epi32_mask,
-    _mm512_xor_si512,
+    _mm512_permutex2var_epi16, _mm512_permutex2var_epi32, _mm512_set1_epi32, _mm512_set1_ps,
+    _mm512_setr_epi32, _mm512_sll_epi32, _mm512_sllv_epi32, _mm512_sqrt_ps, _mm512_srl_epi32,
+    _mm512_srlv_epi32, _mm512_storeu_ps, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_sub_ps,
+    _mm512_test_epi32_mask, _mm512_xor_si512,
 };
 
 use super::super::lanes::{F32s, Real, Simd, U32s};
 use super::avx2;
 use super::{assign_ops, binary_ops, lane_fns, not_and_shifts, packed_io};
 use crate::fp::lanes as formulas;
-use crate::rng::BlockKeys;
+use crate::rng::{BlockKeys, GroupDraws};
 
 /// The backend; `BF16` selects the bf16 conversion instruction.
 #[derive(Clone, Copy, Debug)]
@@ -348,6 +348,43 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
             let first: avx2::U = keys.words_lanes((index & !15) >> 1);
             U::concat(first >> 16, keys.words_lanes(index.wrapping_add(8) >> 1))
         }
+    }
+
+    /// Per 32 elements: one sixteen-lane draw of word 0, whose 16-bit
+    /// halves one `vpermt2w` per vector puts in place, together with word
+    /// 1's low halves above them.
+    #[inline(always)]
+    fn group_random(draws: &GroupDraws, index: u64, wide: bool) -> [U; 4] {
+        /// Vector `h` of a word 0 draw's two: dword `d` takes the draw's
+        /// 16-bit word `16 h + 2 (d % 8) + d / 8` (half `d / 8` of lane
+        /// `8 h + d % 8`), then the low word of word 1's lane `d`.
+        const fn order(h: usize) -> [u16; 32] {
+            let mut idx = [0; 32];
+            let mut d = 0;
+            while d < 16 {
+                idx[2 * d] = (16 * h + 2 * (d % 8) + d / 8) as u16;
+                idx[2 * d + 1] = (32 + 2 * d) as u16;
+                d += 1;
+            }
+            idx
+        }
+        const ORDER: [[u16; 32]; 2] = [order(0), order(1)];
+        let mut out = [U::splat(0); 4];
+        for g in 0..2 {
+            let at = index.wrapping_add(32 * g as u64);
+            let words: U = draws.word0(at);
+            for h in 0..2 {
+                let at = at.wrapping_add(16 * h as u64);
+                let high = if wide { draws.word1(at) } else { U::splat(0) };
+                // SAFETY: the module invariant; the index array holds 64
+                // bytes.
+                out[2 * g + h] = U(unsafe {
+                    let idx = _mm512_loadu_si512(ORDER[h].as_ptr().cast());
+                    _mm512_permutex2var_epi16(words.0, idx, high.0)
+                });
+            }
+        }
+        out
     }
 
     #[inline(always)]

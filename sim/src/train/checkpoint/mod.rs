@@ -27,11 +27,12 @@ use std::path::Path;
 
 use tessera_core::fp::f16;
 
-use super::config::{PrecisionMode, TrainConfig};
+use super::config::TrainConfig;
 use super::error::{Difference, TrainError};
 use super::params::FlatParams;
 use crate::checkpoint::{Checkpoint, CheckpointError, check_finite};
 use crate::data::Dataset;
+use crate::train::precision::PrecisionMode;
 
 /// A loss scaler's saved state: its scale and up to three counters.
 #[derive(Clone, Copy, Debug, PartialEq)]

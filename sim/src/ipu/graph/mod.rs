@@ -1,15 +1,22 @@
 //! The graph: tensors with tile mappings, compute sets of vertices,
 //! exchanges (copies) and host streams, as Poplar's `Graph`.
 
-use core::fmt;
-use core::ops::Range;
 use std::sync::Arc;
 
-use super::codelet::{Codelet, FieldRef, VertexCycles};
-use super::encoding::Encoding;
+use super::codelet::{Codelet, FieldRef};
 use super::mapping::{self, Interval, Mapping};
 use super::target::{Target, Tile};
 use super::tensor::{DType, TensorId, TensorSlice};
+
+mod error;
+mod parts;
+
+pub use error::GraphError;
+pub use parts::Direction;
+pub(crate) use parts::{
+    ComputeSetInfo, ExchangeInfo, PieceInfo, Placed, Segment, StreamInfo, TensorInfo, VertexInfo,
+    held_bytes, piece_bytes,
+};
 
 /// A compute set of a [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,284 +29,6 @@ pub struct ExchangeId(pub(crate) u32);
 /// A host stream of a [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StreamId(pub(crate) u32);
-
-/// Why a graph operation was refused. Nothing is added then.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GraphError {
-    /// A tile index beyond the target's tiles.
-    TileOutOfRange {
-        /// The tile.
-        tile: Tile,
-        /// Tiles in the target.
-        tiles: u32,
-    },
-    /// A tensor's shape has more elements than a `u64` holds, or more than
-    /// a host `usize`.
-    TooLarge,
-    /// A mapping leaves element `at` unmapped.
-    Unmapped {
-        /// The tensor's name.
-        tensor: Arc<str>,
-        /// The first unmapped element.
-        at: u64,
-    },
-    /// A mapping maps element `at` twice, or beyond the tensor's end.
-    Overmapped {
-        /// The tensor's name.
-        tensor: Arc<str>,
-        /// The first element mapped twice (or the tensor's length).
-        at: u64,
-    },
-    /// [`Mapping::Like`] a tensor of another length.
-    LikeLength {
-        /// The length of the new tensor.
-        len: u64,
-        /// The length of the tensor whose mapping was asked for.
-        like: u64,
-    },
-    /// A slice beyond its tensor's end.
-    SliceOutOfRange {
-        /// The tensor.
-        tensor: TensorId,
-        /// The slice.
-        range: Range<u64>,
-        /// The tensor's length.
-        len: u64,
-    },
-    /// A vertex got a different number of fields than its codelet has.
-    FieldCount {
-        /// The codelet's fields.
-        expected: usize,
-        /// The fields given.
-        got: usize,
-    },
-    /// A field's tensor has another element type than the codelet's.
-    FieldType {
-        /// The field.
-        field: usize,
-        /// The codelet's type.
-        expected: DType,
-        /// The tensor's type.
-        got: DType,
-    },
-    /// A field is not within one interval held by the vertex's tile.
-    NotOnTile {
-        /// The field.
-        field: usize,
-        /// The vertex's tile.
-        tile: Tile,
-        /// The field's tensor.
-        tensor: TensorId,
-        /// The field's elements.
-        range: Range<u64>,
-    },
-    /// Two fields of one vertex overlap and one is written.
-    Aliased {
-        /// The first field.
-        first: usize,
-        /// The second field.
-        second: usize,
-    },
-    /// Two vertices of one compute set touch the same elements of a tile
-    /// and one writes them (a race under BSP).
-    Race {
-        /// The compute set's name.
-        compute_set: Arc<str>,
-        /// The tile.
-        tile: Tile,
-        /// The tensor.
-        tensor: TensorId,
-    },
-    /// A copy between slices of different lengths or element types.
-    CopyMismatch {
-        /// The copy's index in its exchange.
-        copy: usize,
-    },
-    /// A kernel needs tensors mapped alike and this one is not.
-    MappingMismatch {
-        /// The tensor mapped differently.
-        tensor: TensorId,
-    },
-    /// An exchange writes elements it also reads or writes elsewhere.
-    ExchangeOverlap {
-        /// The tensor.
-        tensor: TensorId,
-        /// The first element involved.
-        at: u64,
-    },
-}
-
-impl fmt::Display for GraphError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TileOutOfRange { tile, tiles } => {
-                write!(
-                    f,
-                    "tile {tile} is out of range (the target has {tiles} tiles)"
-                )
-            }
-            Self::TooLarge => f.write_str("the tensor has too many elements"),
-            Self::Unmapped { tensor, at } => {
-                write!(f, "tensor {tensor}: element {at} is not mapped to a tile")
-            }
-            Self::Overmapped { tensor, at } => {
-                write!(
-                    f,
-                    "tensor {tensor}: element {at} is mapped twice or out of range"
-                )
-            }
-            Self::LikeLength { len, like } => {
-                write!(f, "cannot map {len} elements like a tensor of {like}")
-            }
-            Self::SliceOutOfRange { tensor, range, len } => write!(
-                f,
-                "slice {range:?} of tensor {} is beyond its {len} elements",
-                tensor.0
-            ),
-            Self::FieldCount { expected, got } => {
-                write!(f, "the codelet has {expected} fields, {got} given")
-            }
-            Self::FieldType {
-                field,
-                expected,
-                got,
-            } => write!(f, "field {field} must be {expected}, the tensor is {got}"),
-            Self::NotOnTile {
-                field,
-                tile,
-                tensor,
-                range,
-            } => write!(
-                f,
-                "field {field} (elements {range:?} of tensor {}) is not within one interval on tile {tile}",
-                tensor.0
-            ),
-            Self::Aliased { first, second } => {
-                write!(f, "fields {first} and {second} overlap and one is written")
-            }
-            Self::Race {
-                compute_set,
-                tile,
-                tensor,
-            } => write!(
-                f,
-                "compute set {compute_set}: two vertices on tile {tile} touch the same elements of tensor {} and one writes them",
-                tensor.0
-            ),
-            Self::CopyMismatch { copy } => {
-                write!(
-                    f,
-                    "copy {copy} is between slices of different lengths or types"
-                )
-            }
-            Self::MappingMismatch { tensor } => write!(
-                f,
-                "tensor {} must be mapped like the kernel's other tensors",
-                tensor.0
-            ),
-            Self::ExchangeOverlap { tensor, at } => write!(
-                f,
-                "an exchange writes element {at} of tensor {} that it also reads or writes elsewhere",
-                tensor.0
-            ),
-        }
-    }
-}
-
-impl std::error::Error for GraphError {}
-
-/// An interval of a tensor as stored: its tile and its piece there.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Placed {
-    pub(crate) tile: Tile,
-    pub(crate) range: Range<u64>,
-    pub(crate) piece: u32,
-}
-
-/// A tensor's description.
-#[derive(Clone, Debug)]
-pub(crate) struct TensorInfo {
-    pub(crate) name: Arc<str>,
-    pub(crate) dtype: DType,
-    pub(crate) shape: Vec<u64>,
-    pub(crate) len: u64,
-    /// Sorted by start; they cover `0..len` exactly once.
-    pub(crate) intervals: Vec<Placed>,
-    /// How tile memory and the exchange hold its elements, if not as
-    /// `dtype` ([`Graph::hold`]).
-    pub(crate) held: Option<Encoding>,
-}
-
-/// What a tile stores: one entry per piece.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PieceInfo {
-    pub(crate) tensor: TensorId,
-    pub(crate) dtype: DType,
-    pub(crate) len: u64,
-    /// Its tensor's [`TensorInfo::held`].
-    pub(crate) held: Option<Encoding>,
-}
-
-impl PieceInfo {
-    /// Bytes the piece takes in tile memory ([`piece_bytes`]).
-    pub(crate) const fn bytes(&self) -> u64 {
-        piece_bytes(self.dtype, self.held, self.len)
-    }
-}
-
-/// A vertex: a codelet on a tile, with its resolved fields.
-#[derive(Clone, Debug)]
-pub(crate) struct VertexInfo {
-    pub(crate) tile: Tile,
-    pub(crate) codelet: Arc<dyn Codelet>,
-    pub(crate) fields: Vec<FieldRef>,
-    pub(crate) tensors: Vec<TensorId>,
-    pub(crate) cycles: VertexCycles,
-}
-
-/// A compute set.
-#[derive(Clone, Debug)]
-pub(crate) struct ComputeSetInfo {
-    pub(crate) name: Arc<str>,
-    pub(crate) vertices: Vec<VertexInfo>,
-}
-
-/// One contiguous run of a copy, from a piece on one tile to a piece on
-/// another (or the same) tile.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Segment {
-    pub(crate) src_tile: Tile,
-    pub(crate) src_piece: u32,
-    pub(crate) src: Range<usize>,
-    pub(crate) dst_tile: Tile,
-    pub(crate) dst_piece: u32,
-    pub(crate) dst: Range<usize>,
-    pub(crate) bytes: u64,
-}
-
-/// An exchange: copies done in one exchange phase.
-#[derive(Clone, Debug)]
-pub(crate) struct ExchangeInfo {
-    pub(crate) name: Arc<str>,
-    pub(crate) segments: Vec<Segment>,
-}
-
-/// Which way a host stream goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// Host to device.
-    ToDevice,
-    /// Device to host.
-    ToHost,
-}
-
-/// A host stream.
-#[derive(Clone, Debug)]
-pub(crate) struct StreamInfo {
-    pub(crate) name: Arc<str>,
-    pub(crate) tensor: TensorId,
-    pub(crate) direction: Direction,
-}
 
 /// Tensors, compute sets, exchanges and host streams over a [`Target`].
 ///
@@ -321,25 +50,6 @@ pub struct Graph {
     /// Per tile, the exchange runs it receives that were counted instead
     /// of added ([`Graph::count_received_runs`]).
     pub(crate) counted_runs: Vec<u64>,
-}
-
-/// Bytes of `len` elements of `dtype`, or of `held` if the tensor is held
-/// in another encoding ([`Graph::hold`]): what tile memory stores and the
-/// exchange moves. Saturating.
-#[must_use]
-pub(crate) const fn held_bytes(dtype: DType, held: Option<Encoding>, len: u64) -> u64 {
-    match held {
-        Some(e) => e.bytes(len),
-        None => len.saturating_mul(dtype.size()),
-    }
-}
-
-/// Bytes a piece of `len` elements takes ([`held_bytes`]): rounded up to
-/// 8 (the alignment of 64-bit loads); saturating (a sizing graph may hold
-/// pieces no machine has the bytes for).
-#[must_use]
-pub(crate) const fn piece_bytes(dtype: DType, held: Option<Encoding>, len: u64) -> u64 {
-    held_bytes(dtype, held, len).div_ceil(8).saturating_mul(8)
 }
 
 impl Graph {

@@ -6,6 +6,10 @@ use std::time::Duration;
 use crate::error::{Cause, CommError, Failure};
 use crate::topology::Topology;
 
+mod exchange;
+
+pub use exchange::{Apply, ApplyMany, ApplyMut, Incoming, Outgoing, OutgoingMut};
+
 /// A message tag. Messages from one rank to another with the same tag
 /// arrive in the order they were sent; tags keep independent streams
 /// apart.
@@ -31,108 +35,6 @@ pub(crate) const fn collective_tag(context: u16) -> Tag {
 /// The tag of the barriers run in `context`.
 pub(crate) const fn barrier_tag(context: u16) -> Tag {
     collective_tag(context) + 1
-}
-
-/// A message to send: `header` then `body`, delivered as one message (the
-/// receiver sees their concatenation). Two parts let a sender put a small
-/// header before a large body that stays where it is, with no copy.
-#[derive(Clone, Copy, Debug)]
-pub struct Outgoing<'a> {
-    /// The receiver.
-    pub to: usize,
-    /// The tag.
-    pub tag: Tag,
-    /// The first bytes (may be empty).
-    pub header: &'a [u8],
-    /// The rest.
-    pub body: &'a [u8],
-}
-
-impl<'a> Outgoing<'a> {
-    /// A message of `data` alone.
-    ///
-    /// ```
-    /// use tessera_collectives::Outgoing;
-    ///
-    /// let m = Outgoing::new(1, 7, b"hello");
-    /// assert_eq!((m.to, m.tag, m.header.len(), m.body), (1, 7, 0, &b"hello"[..]));
-    /// ```
-    #[must_use]
-    pub const fn new(to: usize, tag: Tag, data: &'a [u8]) -> Self {
-        Self {
-            to,
-            tag,
-            header: &[],
-            body: data,
-        }
-    }
-
-    /// The message's length in bytes.
-    ///
-    /// ```
-    /// use tessera_collectives::Outgoing;
-    ///
-    /// let m = Outgoing { to: 0, tag: 1, header: b"head", body: b"body!" };
-    /// assert_eq!(m.len(), 9);
-    /// ```
-    #[must_use]
-    pub const fn len(&self) -> usize {
-        self.header.len() + self.body.len()
-    }
-
-    /// Whether the message has no bytes.
-    ///
-    /// ```
-    /// use tessera_collectives::Outgoing;
-    ///
-    /// assert!(Outgoing::new(0, 1, &[]).is_empty());
-    /// ```
-    #[must_use]
-    pub const fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// What [`Communicator::exchange_mut`] calls once with the peer's message:
-/// its header, then its body, which this rank may read and write in place.
-pub type ApplyMut<'f> = dyn FnMut(&[u8], &mut [u8]) -> Result<(), CommError> + 'f;
-
-/// What [`Communicator::exchange_apply`] calls for each received message:
-/// with its index in `recvs`, then the message as two parts to be read one
-/// after the other.
-pub type Apply<'f> = dyn FnMut(usize, &[u8], &[u8]) -> Result<(), CommError> + 'f;
-
-/// A message to receive: the next one from `from` with `tag`.
-/// [`Communicator::exchange`] puts it in `message` (replacing what was
-/// there; the old vector's capacity may be reused by the transport, and
-/// `message`'s capacity is reused when it is large enough).
-#[derive(Clone, Debug, Default)]
-pub struct Incoming {
-    /// The sender.
-    pub from: usize,
-    /// The tag.
-    pub tag: Tag,
-    /// The message, once received.
-    pub message: Vec<u8>,
-}
-
-impl Incoming {
-    /// The next message from `from` with `tag`, with an empty buffer.
-    ///
-    /// ```
-    /// use tessera_collectives::Incoming;
-    ///
-    /// let m = Incoming::new(2, 5);
-    /// assert_eq!((m.from, m.tag, m.message.len()), (2, 5, 0));
-    /// ```
-    #[must_use]
-    pub const fn new(from: usize, tag: Tag) -> Self {
-        Self {
-            from,
-            tag,
-            message: Vec::new(),
-        }
-    }
 }
 
 /// One rank's end of a group of `size` ranks that exchange messages.
@@ -318,6 +220,59 @@ pub trait Communicator {
         apply: &mut ApplyMut<'_>,
     ) -> Option<Result<(), CommError>> {
         let _ = (peer, tag, header, body, timeout, apply);
+        None
+    }
+
+    /// [`exchange_mut`](Self::exchange_mut) with several peers at once:
+    /// each of `sends` lends its body mutably to its receiver (with `tag`),
+    /// and `apply` is called once with the messages of every rank in
+    /// `from`, all lent at once, to read and write; returns once every
+    /// receiver has applied this rank's bodies. The peers must make the
+    /// matching calls. Ranks can then finish a span from all their buffers
+    /// in one meeting: each reduces the part it owns from every buffer and
+    /// writes the result into all of them. `None`, having sent nothing,
+    /// where the transport cannot (the default); every rank of a world must
+    /// answer alike. The thread transport can.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera_collectives::{Communicator, OutgoingMut, ThreadWorld};
+    ///
+    /// let got = ThreadWorld::run(3, |comm| {
+    ///     let (r, p) = (comm.rank(), comm.size());
+    ///     // Part q of every buffer belongs to rank q, which sums it into all.
+    ///     let mut x = [r as u8 + 1; 3];
+    ///     let (before, rest) = x.split_at_mut(r);
+    ///     let (mine, after) = rest.split_at_mut(1);
+    ///     let peers: Vec<usize> = (0..p).filter(|&q| q != r).collect();
+    ///     let sends = before
+    ///         .chunks_mut(1)
+    ///         .chain(after.chunks_mut(1))
+    ///         .zip(&peers)
+    ///         .map(|(body, &to)| OutgoingMut { to, header: &[], body })
+    ///         .collect();
+    ///     let t = Duration::from_secs(10);
+    ///     let r = comm.exchange_mut_many(5, sends, &peers, t, &mut |got| {
+    ///         let total = mine[0] + got.iter().map(|(_, b)| b[0]).sum::<u8>();
+    ///         mine[0] = total;
+    ///         got.iter_mut().for_each(|(_, b)| b[0] = total);
+    ///         Ok(())
+    ///     });
+    ///     r.unwrap().unwrap();
+    ///     x
+    /// })
+    /// .unwrap();
+    /// assert!(got.into_iter().all(|x| x.unwrap() == [6, 6, 6]));
+    /// ```
+    fn exchange_mut_many(
+        &self,
+        tag: Tag,
+        sends: Vec<OutgoingMut<'_>>,
+        from: &[usize],
+        timeout: Duration,
+        apply: &mut ApplyMany<'_>,
+    ) -> Option<Result<(), CommError>> {
+        let _ = (tag, sends, from, timeout, apply);
         None
     }
 
@@ -727,6 +682,16 @@ macro_rules! forward_communicator {
                 apply: &mut ApplyMut<'_>,
             ) -> Option<Result<(), CommError>> {
                 (**self).exchange_mut(peer, tag, header, body, timeout, apply)
+            }
+            fn exchange_mut_many(
+                &self,
+                tag: Tag,
+                sends: Vec<OutgoingMut<'_>>,
+                from: &[usize],
+                timeout: Duration,
+                apply: &mut ApplyMany<'_>,
+            ) -> Option<Result<(), CommError>> {
+                (**self).exchange_mut_many(tag, sends, from, timeout, apply)
             }
             fn fail(&self, failure: Failure) {
                 (**self).fail(failure);

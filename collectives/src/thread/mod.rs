@@ -17,7 +17,9 @@
 //! the receiver reduces or copies straight from the sender's buffer, and
 //! the sender returns once the body has been applied.
 //! [`Communicator::exchange_mut`] lends both bodies mutably, so that two
-//! ranks finish a shared span in one meeting (the two-rank ring's pieces).
+//! ranks finish a shared span in one meeting (the two-rank ring's pieces),
+//! and [`Communicator::exchange_mut_many`] lends to several peers at once
+//! (the order-free ring's pieces over more ranks): `lend.rs`.
 //! Messages of more than
 //! [`Communicator::piece_elements`] elements travel as pieces, so the ranks
 //! move through a large buffer together, piece by piece.
@@ -52,11 +54,14 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::comm::{
-    Apply, ApplyMut, Communicator, Incoming, Outgoing, Tag, failure_error, peers_in_range,
+    Apply, ApplyMany, ApplyMut, Communicator, Incoming, Outgoing, OutgoingMut, Tag, failure_error,
+    peers_in_range,
 };
 use crate::error::{Cause, CommError, Failure};
 use crate::group::GroupError;
-use crate::loan::{Lent, Loan, with_loans};
+use crate::loan::Loan;
+
+mod lend;
 use crate::run::PIECE_ELEMENTS;
 
 /// A world of ranks that are threads of this process: its
@@ -462,46 +467,6 @@ impl ThreadCommunicator {
         b.ready.notify_all();
     }
 
-    /// Wakes the rank that lent `loan`, now returned. Taking its queue's
-    /// lock orders the return before its next check.
-    fn returned(&self, loan: &Loan) {
-        let b = &self.shared.boxes[loan.lender()];
-        let _guard = lock(&b.queue);
-        b.ready.notify_all();
-    }
-
-    /// Waits until the receivers have returned every loan of `lent`.
-    fn await_loans(
-        &self,
-        lent: &Lent<'_>,
-        deadline: Instant,
-        start: Instant,
-    ) -> Result<(), CommError> {
-        let s = &*self.shared;
-        let b = &s.boxes[self.rank];
-        let mut queue = lock(&b.queue);
-        loop {
-            let Some(borrower) = lent.outstanding() else {
-                return Ok(());
-            };
-            if let Some(f) = s.failure() {
-                return Err(self.error(f));
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                drop(queue);
-                let _waiting = s.waiting(self.rank, borrower);
-                return Err(self.timed_out(borrower, now - start));
-            }
-            let _waiting = s.waiting(self.rank, borrower);
-            queue = b
-                .ready
-                .wait_timeout(queue, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-    }
-
     /// Waits for the next message from `from` with `tag`.
     fn wait(
         &self,
@@ -604,47 +569,10 @@ impl Communicator for ThreadCommunicator {
         timeout: Duration,
         apply: &mut Apply<'_>,
     ) -> Result<(), CommError> {
-        let (start, deadline, spin) = self.begin(sends, recvs, timeout)?;
-        let s = &*self.shared;
-        with_loans(|lent| {
-            for o in sends {
-                if o.body.len() >= LEND_MIN {
-                    let mut data = s.take_vec(o.header.len());
-                    data.extend_from_slice(o.header);
-                    let loan = lent.lend(o.body, self.rank, o.to);
-                    self.post(o.to, o.tag, data, Some(loan));
-                } else {
-                    let mut data = s.take_vec(o.len());
-                    data.extend_from_slice(o.header);
-                    data.extend_from_slice(o.body);
-                    self.post(o.to, o.tag, data, None);
-                }
-            }
-            for (k, i) in recvs.iter().enumerate() {
-                loop {
-                    let e = self.wait(i.from, i.tag, deadline, start, spin)?;
-                    let applied = match &e.loan {
-                        None => Some(apply(k, &e.data, &[])),
-                        Some(loan) => {
-                            loan.read(|body| apply(k, &e.data, body), || self.returned(loan))
-                        }
-                    };
-                    s.give_vec(e.data);
-                    // None: revoked, its sender failed (the next wait says).
-                    if let Some(result) = applied {
-                        result?;
-                        break;
-                    }
-                }
-            }
-            self.await_loans(lent, deadline, start)
-        })
+        self.lend_apply(sends, recvs, timeout, apply)
     }
 
-    /// Lends `body` mutably to `peer` and applies the peer's body where the
-    /// peer holds it: one meeting, no copy. A message from `peer` that is
-    /// not lent mutably is handed to `apply` with an empty body (its header
-    /// then says what the peer called instead).
+    /// [`exchange_mut_many`](Communicator::exchange_mut_many) with one peer.
     fn exchange_mut(
         &self,
         peer: usize,
@@ -654,36 +582,34 @@ impl Communicator for ThreadCommunicator {
         timeout: Duration,
         apply: &mut ApplyMut<'_>,
     ) -> Option<Result<(), CommError>> {
-        let out = [Outgoing::new(peer, tag, header)];
-        let into = [Incoming::new(peer, tag)];
-        let begun = self.begin(&out, &into, timeout);
-        let Ok((start, deadline, _)) = begun else {
-            return begun.err().map(Err);
-        };
-        let s = &*self.shared;
-        Some(with_loans(|lent| {
-            let mut data = s.take_vec(header.len());
-            data.extend_from_slice(header);
-            let loan = lent.lend_mut(body, self.rank, peer);
-            self.post(peer, tag, data, Some(loan));
-            loop {
-                let e = self.wait(peer, tag, deadline, start, Duration::ZERO)?;
-                let applied = match &e.loan {
-                    Some(loan) if loan.mutable() => {
-                        loan.write(|body| apply(&e.data, body), || self.returned(loan))
-                    }
-                    // Not this call on the peer: its header says so.
-                    _ => Some(apply(&e.data, &mut [])),
-                };
-                s.give_vec(e.data);
-                // None: revoked, its sender failed (the next wait says).
-                if let Some(result) = applied {
-                    result?;
-                    break;
-                }
-            }
-            self.await_loans(lent, deadline, start)
-        }))
+        let send = vec![OutgoingMut {
+            to: peer,
+            header,
+            body,
+        }];
+        self.exchange_mut_many(tag, send, &[peer], timeout, &mut |got| {
+            let (header, body) = &mut got[0];
+            apply(header, body)
+        })
+    }
+
+    /// Lends every body mutably to its receiver and applies the peers'
+    /// bodies where the peers hold them, all at once: one meeting, no copy.
+    /// A message that is not lent mutably is handed to `apply` with an
+    /// empty body (its header then says what its sender called instead).
+    /// If `apply` fails or panics, the failure is recorded before the loans
+    /// go back unapplied, and a rank whose loans came back returns the
+    /// world's failure if there is one: no rank returns `Ok` with a body
+    /// its peer left unwritten.
+    fn exchange_mut_many(
+        &self,
+        tag: Tag,
+        sends: Vec<OutgoingMut<'_>>,
+        from: &[usize],
+        timeout: Duration,
+        apply: &mut ApplyMany<'_>,
+    ) -> Option<Result<(), CommError>> {
+        Some(self.lend_mut_many(tag, sends, from, timeout, apply))
     }
 
     fn fail(&self, failure: Failure) {
