@@ -4,7 +4,6 @@ use core::fmt;
 
 use tessera_collectives::{ConfigError, FabricError};
 
-use super::spec::MAX_POD_IPUS;
 use crate::ipu::TargetError;
 
 /// A count of [`Distribution`](super::Distribution) that must be at least 1.
@@ -145,7 +144,7 @@ impl fmt::Display for PodError {
             Self::PodSize { ipus } => write!(
                 f,
                 "a Pod of {ipus} IPUs: a Pod has a power of two of at most 64 IPUs or whole \
-                 POD64s, up to {MAX_POD_IPUS} IPUs (1024 POD64s)"
+                 POD64s, up to 65536 IPUs (1024 POD64s)"
             ),
             Self::Link { link, error } => write!(f, "{link}: {error}"),
             Self::Fabric(e) => write!(f, "IPU-Link topology: {e}"),

@@ -33,6 +33,8 @@ pub const POD64_IPUS: usize = IPUS_PER_M2000 * M2000S_PER_POD64;
 /// ("scalable to 1,024 IPU-POD64 racks supporting 65,536 GC200 IPU
 /// processors").
 pub const MAX_POD_IPUS: usize = 1024 * POD64_IPUS;
+// `PodError::PodSize`'s message states it (error.rs cannot import it: spec.rs imports the error).
+const _: () = assert!(MAX_POD_IPUS == 65_536);
 
 /// GW-Links per IPU-M2000: 2 x 100 Gbit/s (IPU-M2000 and Bow-2000
 /// datasheets).
