@@ -317,6 +317,7 @@ pub(crate) use eight_lane_items;
 /// The unrolling is explicit because a `#[target_feature]` entry function
 /// keeps the build's generic tuning: a `target-cpu=native` build unrolled
 /// these loops itself and ran 10-20% faster in cache.
+#[cfg(not(debug_assertions))]
 #[inline(always)]
 pub(crate) fn each_vector<S: Simd>(len: usize, mut f: impl FnMut(usize)) -> usize {
     let body = len / S::LANES * S::LANES;
@@ -333,6 +334,19 @@ pub(crate) fn each_vector<S: Simd>(len: usize, mut f: impl FnMut(usize)) -> usiz
     while at < body {
         f(at);
         at += S::LANES;
+    }
+    body
+}
+
+/// [`each_vector`] without unrolling, where debug assertions are on (an
+/// unoptimised build): there the unrolled copies of `f` would only add
+/// stack slots to the backend's frame (`core/tests/stack.rs`).
+#[cfg(debug_assertions)]
+#[inline(always)]
+pub(crate) fn each_vector<S: Simd>(len: usize, mut f: impl FnMut(usize)) -> usize {
+    let body = len / S::LANES * S::LANES;
+    for at in (0..body).step_by(S::LANES) {
+        f(at);
     }
     body
 }

@@ -260,7 +260,8 @@ impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
     /// becomes the lane maxima of the `next` group's blocks. With `fast`,
     /// a group of finite blocks whose scales the lanes give takes
     /// [`Blocks::fast_group`].
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline(never))]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     #[allow(clippy::too_many_arguments)]
     fn group<S: Simd>(
         &self,
@@ -345,7 +346,8 @@ impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
     /// `s`, rounded by the fast rule `fast` when every quotient is finite
     /// (else by [`Blocks::elements`]), and packed into `out`; 8-bit codes
     /// with streaming stores if `streaming`.
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline(never))]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn fast_block<S: Simd>(
         &self,
         fast: &FastLanes<S>,
@@ -386,7 +388,8 @@ impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
     /// One full block of largest magnitude pattern `amax` (NaN or
     /// infinity: by the twin), its scale code `code` if known; returns the
     /// scale code.
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline(never))]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn block<S: Simd>(
         &self,
         block: &[f32],
@@ -410,7 +413,8 @@ impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
 
     /// A finite block's elements (element 0 at position `index`) scaled by
     /// `s`, rounded by the encoder, and packed into `out`.
-    #[inline(always)]
+    #[cfg_attr(debug_assertions, inline(never))]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn elements<S: Simd>(&self, block: &[f32], s: &R::Scale, out: &mut [u8], index: u64) {
         for (k, v) in block.chunks_exact(S::LANES).enumerate() {
             let at = index.wrapping_add((k * S::LANES) as u64);

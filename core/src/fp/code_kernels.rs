@@ -293,7 +293,9 @@ impl<B: RandomBits + ?Sized> LaneKernel for ChopValues<'_, B> {
         let encoder = Encoder::new(format, round);
         let body = each_vector::<S>(
             x.len(),
-            #[inline(always)]
+            // As `OneVector::encode`: not inlined without optimisation.
+            #[cfg_attr(debug_assertions, inline(never))]
+            #[cfg_attr(not(debug_assertions), inline(always))]
             |at| {
                 let index = first_index.wrapping_add(at as u64);
                 let (mut y, fallback) =
