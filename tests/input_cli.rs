@@ -510,3 +510,37 @@ fn config_toml_runs_again_from_another_directory() {
     assert_eq!(again, first);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn no_hidden_layer_is_the_same_linear_model_as_a_flag_and_in_a_config() {
+    let dir = scratch("no-hidden");
+    let runs = dir.to_str().unwrap();
+    let config = dir.join("linear.toml");
+    std::fs::write(&config, "hidden = []\n").unwrap();
+    let common = [
+        "train",
+        "--runs-dir",
+        runs,
+        "--epochs",
+        "1",
+        "--no-progress",
+        "--json",
+    ];
+    let fingerprint = |extra: &[&str]| {
+        let out = tessera(&[&common[..], extra].concat());
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            report["config"]["hidden"],
+            serde_json::json!([]),
+            "{report}"
+        );
+        report["fingerprint"].as_str().unwrap().to_owned()
+    };
+    let flag = fingerprint(&["--name", "flag", "--hidden", ""]);
+    let file = fingerprint(&["--name", "file", "--config", config.to_str().unwrap()]);
+    assert_eq!(flag, file);
+    let out = tessera(&["train", "--hidden", "8,x"]);
+    let allowed = "'x': expected a whole number >= 1 (widths separated by commas, or '' for none)";
+    assert_usage_error(&out, "--hidden 8,x", allowed);
+}

@@ -5,6 +5,7 @@
 
 mod backends;
 mod battery;
+mod bench_cli;
 mod cli;
 mod command;
 mod fit_cli;

@@ -203,10 +203,14 @@ fn plan_cli_bad_input_exits_with_status_2_and_one_line() {
     std::fs::write(path("broken.toml"), "input_bytes = [4,\n").unwrap();
     let (typo, broken, absent) = (path("typo.toml"), path("broken.toml"), path("absent.toml"));
     // Arguments split at spaces (the scratch paths have none).
-    let cases: [(String, &str); 19] = [
+    let cases: [(String, &str); 20] = [
         (String::new(), "--model"),
         ("--model resnet".into(), "unknown model"),
         ("--model mlp:1:2".into(), "mlp:INPUTS"),
+        (
+            "--model mlp:64:8:1".into(),
+            "1 classes; a classifier needs at least 2",
+        ),
         (format!("--model {typo}"), "layer 0 (`fc`)"),
         (format!("--model {typo}"), "flops_backwards"),
         (format!("--model {broken}"), "broken.toml"),

@@ -41,3 +41,27 @@ pub(super) fn whole<T: Whole, const MIN: u64>(s: &str) -> Result<T, String> {
         Err(_) => Err(format!("expected a whole number from {MIN} to {}", T::MAX)),
     }
 }
+
+/// Layer widths as `--hidden` takes them: whole numbers >= 1 separated by
+/// commas, or nothing (`--hidden ''`) for no hidden layer, as `hidden = []`
+/// in a config file.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub(super) struct Widths(pub(super) Vec<usize>);
+
+/// The value parser of [`Widths`]: `invalid value '8,-3' for '--hidden
+/// <W,W>': '-3': expected a whole number >= 1 (widths separated by commas,
+/// or '' for none)`.
+pub(super) fn widths(s: &str) -> Result<Widths, String> {
+    if s.trim().is_empty() {
+        return Ok(Widths(Vec::new()));
+    }
+    let width = |w: &str| {
+        whole::<usize, 1>(w)
+            .map_err(|e| format!("'{w}': {e} (widths separated by commas, or '' for none)"))
+    };
+    s.split(',')
+        .map(width)
+        .collect::<Result<_, _>>()
+        .map(Widths)
+}

@@ -3,8 +3,10 @@
 //! Fields are separated by commas (no quoting) and may be padded with
 //! spaces; blank lines are skipped; `\r\n` line ends and a leading UTF-8
 //! byte-order mark (Excel's "CSV UTF-8") are accepted. The first line is a
-//! header, and skipped, if any of its fields is not a number; it must
-//! then have as many fields as the data rows. Feature values are parsed
+//! header, and skipped, if none of its fields is a number; it must then
+//! have as many fields as the data rows. A first line with both numbers
+//! and other fields is refused (a data row with a typo would otherwise be
+//! dropped as a header). Feature values are parsed
 //! as `f32` (round to nearest) and must be finite; the label must be a
 //! whole number (`3` or `3.0`) below [`MAX_CLASSES`]. The class count is
 //! the largest label plus one.
@@ -49,9 +51,19 @@ pub(crate) fn parse(path: &Path, name: &str, bytes: &[u8]) -> Result<Dataset, Da
             line: line_no,
             column,
         };
-        if std::mem::take(&mut first_line) && fields.iter().any(|f| f.parse::<f64>().is_err()) {
-            header = Some((line_no, fields.len()));
-            continue;
+        if std::mem::take(&mut first_line) {
+            let is_number = |f: &&str| f.parse::<f64>().is_ok();
+            match fields.iter().position(|f| !is_number(f)) {
+                Some(_) if !fields.iter().any(is_number) => {
+                    header = Some((line_no, fields.len()));
+                    continue;
+                }
+                Some(c) => {
+                    let found = shown(fields[c]);
+                    return Err(malformed(at(c + 1), FileProblem::MixedFirstLine { found }));
+                }
+                None => {}
+            }
         }
         if width == 0 {
             if fields.len() < 2 {

@@ -59,6 +59,13 @@ pub enum FileProblem {
         /// Fields in the first data row.
         data: usize,
     },
+    /// The first CSV line has both numbers and other fields: neither a
+    /// header (all names) nor a data row (all numbers), most likely a
+    /// data row with a typo, which is not skipped silently.
+    MixedFirstLine {
+        /// The first field that is not a number (cut to 40 characters).
+        found: String,
+    },
     /// A CSV row needs at least one feature and a label.
     TooFewColumns {
         /// Fields found.
@@ -140,6 +147,11 @@ impl fmt::Display for FileProblem {
             Self::BadHeader { header, data } => write!(
                 f,
                 "the header has {header} fields but the data rows have {data}"
+            ),
+            Self::MixedFirstLine { found } => write!(
+                f,
+                "{found:?} is not a number but other fields of the first line are: \
+                 a header's fields must all be names, a data row's all numbers"
             ),
             Self::TooFewColumns { found } => write!(
                 f,
@@ -310,8 +322,10 @@ pub enum DataError {
     },
     /// A size computation overflows `usize`.
     Overflow {
-        /// What was being computed.
+        /// What was being computed: the factors' names joined by ` x `.
         what: &'static str,
+        /// The factors, in the order `what` names them.
+        factors: Vec<usize>,
     },
     /// The global batch is larger than the training set.
     GlobalBatchTooLarge {
@@ -401,7 +415,10 @@ impl fmt::Display for DataError {
                 f,
                 "{name}: the labels hold {found} distinct class(es); classification needs at least 2"
             ),
-            Self::Overflow { what } => write!(f, "{what} overflows"),
+            Self::Overflow { what, factors } => {
+                let values: Vec<String> = factors.iter().map(ToString::to_string).collect();
+                write!(f, "{what} = {} overflows usize", values.join(" x "))
+            }
             Self::GlobalBatchTooLarge {
                 global_batch,
                 micro_batch,

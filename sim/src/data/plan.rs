@@ -166,19 +166,32 @@ impl BatchPlan {
                 return Err(DataError::Zero { what });
             }
         }
-        let overflow = |what| DataError::Overflow { what };
-        let replicas = self
-            .instances
-            .checked_mul(self.replicas_per_instance)
-            .ok_or(overflow("instances x replicas_per_instance"))?;
-        let global_batch = self
-            .micro_batch
-            .checked_mul(self.accumulation)
+        let overflow = |what, factors: &[usize]| DataError::Overflow {
+            what,
+            factors: factors.to_vec(),
+        };
+        let (instances, per_instance) = (self.instances, self.replicas_per_instance);
+        let replicas = instances.checked_mul(per_instance).ok_or_else(|| {
+            overflow(
+                "instances x replicas_per_instance",
+                &[instances, per_instance],
+            )
+        })?;
+        let (micro, accumulation) = (self.micro_batch, self.accumulation);
+        let global_batch = micro
+            .checked_mul(accumulation)
             .and_then(|b| b.checked_mul(replicas))
-            .ok_or(overflow("micro_batch x accumulation x replicas"))?;
-        global_batch
-            .checked_mul(self.device_iterations)
-            .ok_or(overflow("global batch x device_iterations"))?;
+            .ok_or_else(|| {
+                let what = "micro_batch x accumulation x replicas";
+                overflow(what, &[micro, accumulation, replicas])
+            })?;
+        let iterations = self.device_iterations;
+        global_batch.checked_mul(iterations).ok_or_else(|| {
+            overflow(
+                "global batch x device_iterations",
+                &[global_batch, iterations],
+            )
+        })?;
         if global_batch > train_len {
             return Err(DataError::GlobalBatchTooLarge {
                 global_batch,

@@ -34,7 +34,7 @@ pub enum Source {
     Digits,
     /// A CSV file, the label in the last column, optionally gzip
     /// compressed, optionally with a header line (module `csv` rules: the
-    /// first line is a header if any field is not a number).
+    /// first line is a header if no field is a number; one with both is refused).
     Csv(PathBuf),
     /// MNIST-style IDX files: `idx3-ubyte` images (u8 pixels scaled by
     /// `1/255`) and `idx1-ubyte` labels, each optionally gzip compressed.

@@ -20,6 +20,7 @@ mod netpipe;
 mod network;
 mod network_file;
 mod plan;
+mod plan_calibration;
 mod pod;
 mod scaling;
 mod support;

@@ -11,7 +11,7 @@ use tessera_sim::pod::PodSpec;
 use tessera_sim::train::{GradReduction, LrDecay, PrecisionMode, Schedule};
 
 use super::values::{ActivationArg, BnGroupArg, LossScalingArg, ModelArg, checked};
-use crate::cli::parse::whole;
+use crate::cli::parse::{Widths, whole, widths};
 
 /// The options of a training job. Each is a flag (`--device-iterations`,
 /// or `--device_iterations`) and a key of a `--config` TOML file
@@ -98,17 +98,17 @@ pub(in crate::cli) struct JobArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) bn_group: Option<BnGroupArg>,
 
-    /// Hidden layer widths, comma separated; at most 4095 layers (with the
-    /// head, 4096) [default: 128,64]
+    /// Hidden layer widths, comma separated ('' for none: a linear model);
+    /// at most 4095 layers (with the head, 4096) [default: 128,64]
     #[arg(
         long,
         value_name = "W,W",
-        value_delimiter = ',',
-        value_parser = whole::<usize, 1>,
+        value_parser = widths,
+        overrides_with = "hidden",
         help_heading = "Model"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(in crate::cli) hidden: Option<Vec<usize>>,
+    pub(in crate::cli) hidden: Option<Widths>,
 
     /// The hidden layers' activation [default: relu]
     #[arg(long, value_enum, help_heading = "Model")]
@@ -344,7 +344,7 @@ pub(in crate::cli) struct JobArgs {
         allow_negative_numbers = true,
         help_heading = "Optimizer"
     )]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "shortest")]
     pub(in crate::cli) lr: Option<f32>,
 
     /// Weight decay [default: the optimizer's: sgd 0, adamw 0.01, lamb
@@ -356,7 +356,7 @@ pub(in crate::cli) struct JobArgs {
         allow_negative_numbers = true,
         help_heading = "Optimizer"
     )]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "shortest")]
     pub(in crate::cli) weight_decay: Option<f32>,
 
     /// Clip the global gradient norm to this [default: no clipping]
@@ -367,7 +367,7 @@ pub(in crate::cli) struct JobArgs {
         allow_negative_numbers = true,
         help_heading = "Optimizer"
     )]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "shortest")]
     pub(in crate::cli) max_grad_norm: Option<f32>,
 
     /// Steps of linear learning-rate warm-up [default: 20]
@@ -467,4 +467,16 @@ pub(in crate::cli) struct JobArgs {
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(in crate::cli) check_replicas_every: Option<u64>,
+}
+
+/// An `f32` option as the f64 of its shortest decimal (`0.005`, not the
+/// widened `0.004999999888241291` a JSON number would show); read back
+/// into an `f32` it is the same value.
+fn shortest<S: serde::Serializer>(x: &Option<f32>, s: S) -> Result<S::Ok, S::Error> {
+    let shown = x.map(|x| {
+        x.to_string()
+            .parse::<f64>()
+            .expect("an f32's Display parses")
+    });
+    shown.serialize(s)
 }

@@ -152,7 +152,7 @@ impl JobArgs {
         set(&mut c.gradient_accumulation, self.gradient_accumulation);
         set(&mut c.device_iterations, self.device_iterations);
         if let Some(h) = &self.hidden {
-            c.hidden.clone_from(h);
+            c.hidden.clone_from(&h.0);
         }
         if let Some(a) = self.activation {
             c.activation = a.into();
@@ -398,6 +398,7 @@ fn read_config(path: &Path) -> Result<JobArgs, Failure> {
 mod tests {
     use super::super::values::ActivationArg;
     use super::*;
+    use crate::cli::parse::Widths;
 
     fn job(args: &JobArgs) -> Job {
         args.resolve(&TrainConfig::default()).unwrap()
@@ -414,7 +415,7 @@ mod tests {
     fn the_effective_options_resolve_to_the_same_job_through_toml() {
         let args = JobArgs {
             data: Some("synthetic:300:8:3:1".into()),
-            hidden: Some(vec![16]),
+            hidden: Some(Widths(vec![16])),
             activation: Some(ActivationArg::Gelu),
             precision: Some("16.32".into()),
             loss_scaling: Some("static:1024.5".into()),

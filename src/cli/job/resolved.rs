@@ -10,6 +10,7 @@ use super::args::JobArgs;
 use super::values::ModelArg;
 use crate::cli::Failure;
 use crate::cli::output::plural;
+use crate::cli::parse::Widths;
 
 /// A job: the configuration and the data it trains on.
 #[derive(Clone, Debug)]
@@ -71,7 +72,7 @@ impl Job {
             branches: self.resnet().and_then(|r| r.2),
             bn_group: c.network.as_ref().map(|n| n.bn_group.into()),
             // The MLP's options only for the MLP: a network refuses them.
-            hidden: self.network.is_none().then(|| c.hidden.clone()),
+            hidden: self.network.is_none().then(|| Widths(c.hidden.clone())),
             activation: self.network.is_none().then(|| c.activation.into()),
             batch_norm: self.network.is_none().then_some(c.batch_norm),
             pod: Some(c.pod.name().to_ascii_lowercase()),

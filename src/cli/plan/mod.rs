@@ -397,10 +397,17 @@ fn model(name: &str) -> Result<ModelTable, Failure> {
         } else {
             hidden.split(',').map(number).collect::<Result<_, _>>()?
         };
+        let classes = number(classes)?;
+        if classes < 2 {
+            return Err(usage(format!(
+                "--model {name}: {classes} classes; a classifier needs at least 2 (as \
+                 `tessera train` refuses data of one class)"
+            )));
+        }
         let config = MlpConfig {
             inputs: number(inputs)?,
             hidden,
-            classes: number(classes)?,
+            classes,
             ..TrainConfig::default().model(1, 1)
         };
         return ModelTable::from_network(&config.network())

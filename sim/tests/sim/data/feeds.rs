@@ -72,14 +72,21 @@ fn plan_arithmetic_and_validation_name_the_numbers() {
     ] {
         assert_eq!(zeroed.validate(1000), Err(DataError::Zero { what: field }));
     }
-    assert!(matches!(
-        BatchPlan {
-            micro_batch: usize::MAX,
-            ..p
-        }
-        .validate(1000),
-        Err(DataError::Overflow { .. })
-    ));
+    let huge = BatchPlan {
+        micro_batch: usize::MAX,
+        ..p
+    };
+    let err = huge.validate(1000).unwrap_err();
+    let replicas = p.instances * p.replicas_per_instance;
+    let factors = vec![usize::MAX, p.accumulation, replicas];
+    let what = "micro_batch x accumulation x replicas";
+    assert_eq!(err, DataError::Overflow { what, factors });
+    let message = format!(
+        "{what} = {} x {} x {replicas} overflows usize",
+        usize::MAX,
+        p.accumulation
+    );
+    assert_eq!(err.to_string(), message);
 }
 
 #[test]

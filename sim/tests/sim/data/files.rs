@@ -61,6 +61,16 @@ fn csv_errors_name_the_line_column_and_problem() {
             FileProblem::BadHeader { header: 3, data: 4 }
         )
     );
+    // A typo in the first row is not taken for a header.
+    assert_eq!(
+        case("typo.csv", "1.5,2.x,0\n3,4,1\n"),
+        (
+            Position::Line { line: 1, column: 2 },
+            FileProblem::MixedFirstLine {
+                found: "2.x".into()
+            }
+        )
+    );
     assert_eq!(
         case("ragged.csv", "1,2,0\n3,4,1\n5,1\n"),
         (
