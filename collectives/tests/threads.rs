@@ -790,9 +790,8 @@ fn a_rank_that_aborts_or_panics_mid_all_reduce_fails_every_rank_cleanly() {
 /// bodies of 64 KiB and more).
 const LENT: usize = 300_007;
 
-/// Elements enough for 2 ranks' ring messages to travel as pieces (four
-/// of 139264 elements: a quarter of the 550002-element message, rounded
-/// up to 4096), lent in place.
+/// Elements enough for 2 ranks' ring messages to travel as pieces (of
+/// 512Ki elements), lent in place.
 const PIECES: usize = 1_100_003;
 
 #[test]

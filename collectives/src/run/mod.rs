@@ -29,9 +29,7 @@
 //!
 //! Messages of more than the communicator's
 //! [`Communicator::piece_elements`] travel as pieces, one exchange each
-//! (rings piece by piece through all their steps: [`exchanges`]; a ring's
-//! message in at least four pieces where they are large enough:
-//! [`pieces::piece_elements`]); a step
+//! (rings piece by piece through all their steps: [`exchanges`]); a step
 //! with one send from the buffer and one receive into another part of it
 //! goes through [`Communicator::exchange_apply`], so that the thread
 //! transport can let the peer apply the body in place; over two ranks a
@@ -285,9 +283,7 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         scratch: &mut Scratch,
     ) -> Result<Traffic, CommError> {
         let piece = match scratch.piece {
-            0 => self.comm.piece_elements().map_or(usize::MAX, |most| {
-                pieces::piece_elements(self.s, most.max(1))
-            }),
+            0 => self.comm.piece_elements().map_or(usize::MAX, |k| k.max(1)),
             k => k,
         };
         let mut st = State {

@@ -10,8 +10,7 @@ use tessera_core::collective::{Algorithm, CollectiveSchedule, Op, Span};
 use crate::comm::Communicator;
 
 /// The most elements a message of the thread transport carries
-/// ([`Communicator::piece_elements`]; a ring's smaller messages are cut
-/// smaller: [`piece_elements`]): a step's larger messages travel as
+/// ([`Communicator::piece_elements`]): a step's larger messages travel as
 /// pieces of this many (2 MiB of f32), one exchange per piece, so that a
 /// ring's fragment is still in cache (the shared L3) between its reduction
 /// and its all-gather. On the 2-core machine of the README's figures
@@ -22,40 +21,6 @@ use crate::comm::Communicator;
 /// pieces made large all-reduces about twice as slow (its transports
 /// pipeline large messages themselves), so MPI sends them whole.
 pub(crate) const PIECE_ELEMENTS: usize = 512 << 10;
-
-/// The fewest pieces a ring's message is cut into, where that leaves
-/// pieces of at least [`MIN_PIECE`] elements: so that at every size the
-/// ring moves through its steps piece by piece, a piece still in cache
-/// when the peer reduces or copies it (a message of one piece would move
-/// whole, out of cache, as at 4 MiB over 2 ranks with 2 MiB pieces).
-const RING_PIECES: usize = 4;
-
-/// The smallest piece a ring's message is cut into for [`RING_PIECES`]:
-/// 128Ki elements (512 KiB of f32), the message size that the caller's
-/// slices of `tessera bench allreduce`'s `ring_chunked` found best (smaller
-/// ones cost more in exchanges than they save in cache misses).
-const MIN_PIECE: usize = 128 << 10;
-
-/// The elements per piece of `s`'s messages where the transport allows at
-/// most `most` ([`Communicator::piece_elements`]): for rings, the ring's
-/// message (its fragment, or half-fragment) in [`RING_PIECES`] pieces,
-/// rounded up to a multiple of 4096 elements, no smaller than [`MIN_PIECE`]
-/// and no larger than `most`; `most` for other schedules. It depends on
-/// the schedule alone, so every rank cuts its messages alike, and pieces
-/// change no operand ([`exchanges`]).
-pub(super) fn piece_elements(s: &CollectiveSchedule, most: usize) -> usize {
-    let ways = match s.algorithm() {
-        Algorithm::Ring => 1,
-        Algorithm::BidirectionalRing => 2,
-        _ => return most,
-    };
-    let message = s.len().div_ceil(s.size() * ways);
-    message
-        .div_ceil(RING_PIECES)
-        .next_multiple_of(4096)
-        .max(MIN_PIECE)
-        .min(most)
-}
 
 /// The contiguous pieces of at most `piece` payload elements
 /// that `span` travels as (the whole span if it is strided or no larger).

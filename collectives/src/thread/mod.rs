@@ -620,10 +620,9 @@ impl Communicator for ThreadCommunicator {
         self.shared.failure()
     }
 
-    /// 512Ki (2 MiB of f32), the largest piece (a ring cuts its smaller
-    /// messages into smaller pieces, `run/pieces.rs`): the ranks then move
-    /// through a large buffer together, and a piece one rank has just
-    /// reduced is still in the shared cache when its peer copies it.
+    /// 512Ki (2 MiB of f32): the ranks then move through a large buffer
+    /// together, and a piece one rank has just reduced is still in the
+    /// shared cache when its peer copies it.
     fn piece_elements(&self) -> Option<usize> {
         Some(PIECE_ELEMENTS)
     }
