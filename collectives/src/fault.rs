@@ -30,7 +30,7 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use crate::comm::{Apply, Communicator, Incoming, Outgoing};
+use crate::comm::{Apply, ApplyMany, Communicator, Incoming, Outgoing, OutgoingMut, Tag};
 use crate::error::{CommError, Failure};
 use crate::topology::Topology;
 
@@ -48,8 +48,11 @@ pub enum Fault {
     Stall(Duration),
 }
 
-/// `inner`, except that its `at`-th call of
-/// [`exchange`](Communicator::exchange) (counting from 0) suffers `fault`.
+/// `inner`, except that its `at`-th exchange (counting from 0) suffers
+/// `fault`: calls of [`exchange`](Communicator::exchange) and
+/// [`exchange_apply`](Communicator::exchange_apply), and of
+/// [`exchange_mut_many`](Communicator::exchange_mut_many) where `inner`
+/// lends (one exchange however many peers).
 #[derive(Debug)]
 pub struct Faulty<C> {
     inner: C,
@@ -170,6 +173,38 @@ impl<C: Communicator> Communicator for Faulty<C> {
             Some(result) => result,
             None => self.inner.exchange_apply(sends, recvs, timeout, apply),
         }
+    }
+
+    /// The inner loans, counted as one exchange however many peers, and
+    /// only where the inner transport lends (where it answers `None`, the
+    /// caller's exchanges that follow are counted instead). A fault due at
+    /// this exchange strikes before anything is lent: an abort lends
+    /// nothing, so the peers, waiting for this rank's loans, fail with the
+    /// world; a stall delays every loan; a panic unwinds from here.
+    fn exchange_mut_many(
+        &self,
+        tag: Tag,
+        sends: Vec<OutgoingMut<'_>>,
+        from: &[usize],
+        timeout: Duration,
+        apply: &mut ApplyMany<'_>,
+    ) -> Option<Result<(), CommError>> {
+        let k = self.calls.get();
+        if self.fault.is_some_and(|(at, _)| at == k) {
+            if let Some(result) = self.inject() {
+                return Some(result);
+            }
+            return self
+                .inner
+                .exchange_mut_many(tag, sends, from, timeout, apply);
+        }
+        let lent = self
+            .inner
+            .exchange_mut_many(tag, sends, from, timeout, apply);
+        if lent.is_some() {
+            self.calls.set(k + 1);
+        }
+        lent
     }
 
     fn fail(&self, failure: Failure) {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::comm::{Communicator, Incoming, Outgoing};
+use crate::comm::{ApplyMany, Communicator, Incoming, Outgoing, OutgoingMut, Tag};
 use crate::error::{CommError, Failure};
 use crate::group::ReplicaGroup;
 use crate::topology::Topology;
@@ -148,6 +148,37 @@ impl<C: Communicator> Communicator for GroupComm<C> {
                 .expect("translated above");
         }
         result
+    }
+
+    /// The parent's loans, the peers named as the parent's ranks: the same
+    /// members meet with the same bodies, in the order of `from`, so the
+    /// bits and the traffic are the parent's (the order-free ring's pieces
+    /// over more than two members stay one meeting each).
+    fn exchange_mut_many(
+        &self,
+        tag: Tag,
+        sends: Vec<OutgoingMut<'_>>,
+        from: &[usize],
+        timeout: Duration,
+        apply: &mut ApplyMany<'_>,
+    ) -> Option<Result<(), CommError>> {
+        let from: Result<Vec<usize>, CommError> = from.iter().map(|&q| self.member(q)).collect();
+        let sends: Result<Vec<OutgoingMut<'_>>, CommError> = sends
+            .into_iter()
+            .map(|o| {
+                Ok(OutgoingMut {
+                    to: self.member(o.to)?,
+                    ..o
+                })
+            })
+            .collect();
+        match (sends, from) {
+            (Ok(sends), Ok(from)) => self
+                .inner
+                .exchange_mut_many(tag, sends, &from, timeout, apply),
+            // Nothing lent.
+            (Err(e), _) | (_, Err(e)) => Some(Err(e)),
+        }
     }
 
     fn fail(&self, failure: Failure) {

@@ -1388,3 +1388,67 @@ fn errors_display_their_data() {
     assert_eq!(boxed.to_string(), "rank 0's communicator is aborted");
     assert!(ThreadWorld::new(0).is_err());
 }
+
+/// The order-free ring over 3 and 4 ranks meets once per piece, lending
+/// to every peer at once (`exchange_mut_many`), also through `Faulty`:
+/// with no fault the bits and the traffic are the bare transport's, in one
+/// exchange; a fault there strikes the meeting itself (an abort fails
+/// every rank, naming the faulty one; a stall changes no bit).
+#[test]
+fn faults_strike_the_order_free_rings_meetings() {
+    let opts = Options::new()
+        .with_algorithm(Algorithm::Ring)
+        .with_order(Order::Free)
+        .with_timeout(LONG);
+    let sum = Reducer::new(ReduceOp::Sum);
+    for p in [3, 4] {
+        // A length the ranks divide (else the ring holds contributions aside).
+        let len = 3000;
+        let inputs: Vec<Vec<f32>> = (0..p).map(|r| input(Values::Fuzzy, r, len)).collect();
+        let bare = ThreadWorld::run(p, |comm| {
+            let mut c = Collectives::new(comm).with_options(opts);
+            let mut x = inputs[c.rank()].clone();
+            let report = c.all_reduce(&mut x, sum).unwrap();
+            (x, report.messages, report.bytes)
+        })
+        .unwrap();
+        let run = |fault: Option<(usize, Fault)>| {
+            ThreadWorld::run(p, |comm| {
+                let fault = (comm.rank() == 1).then_some(fault).flatten();
+                let mut c = Collectives::new(Faulty::new(comm, fault)).with_options(opts);
+                let mut x = inputs[c.rank()].clone();
+                let report = c.all_reduce(&mut x, sum);
+                (x, report, c.comm().calls())
+            })
+            .unwrap()
+        };
+        for (r, (got, want)) in run(None).into_iter().zip(&bare).enumerate() {
+            let (x, report, calls) = got.unwrap();
+            let (y, messages, bytes) = want.as_ref().unwrap();
+            let report = report.unwrap();
+            assert_eq!(bits(&x), bits(y), "p={p} rank {r}");
+            assert_eq!((report.messages, report.bytes), (*messages, *bytes));
+            assert_eq!(calls, 1, "p={p} rank {r}: one meeting");
+        }
+        for (r, got) in run(Some((0, Fault::Stall(Duration::from_millis(20)))))
+            .into_iter()
+            .enumerate()
+        {
+            let (x, report, _) = got.unwrap();
+            report.unwrap();
+            assert_eq!(
+                bits(&x),
+                bits(&bare[r].as_ref().unwrap().0),
+                "p={p} rank {r}"
+            );
+        }
+        for (r, got) in run(Some((0, Fault::Abort))).into_iter().enumerate() {
+            let e = got.unwrap().1.expect_err("aborted");
+            match e {
+                CommError::Aborted { rank: 1 } => assert_eq!(r, 1),
+                CommError::PeerFailed { rank: 1, .. } => assert_ne!(r, 1),
+                other => panic!("p={p} rank {r}: {other:?}"),
+            }
+        }
+    }
+}

@@ -318,75 +318,130 @@ impl<'a, C: Communicator + ?Sized> Runner<'a, C> {
         }
         let mut plan = plan.into_iter();
         while let Some((step, ops)) = plan.next() {
-            let (bodies, sends) = self.stage(step, &ops, buf, &mut st);
-            if let Some(run) = gather_run(&ops, &bodies, self.n).filter(|_| self.on_grid) {
-                let step_ops = (step, &ops[..]);
-                if self.meet(
-                    step_ops,
-                    &bodies,
-                    &sends,
-                    run.clone(),
-                    buf,
-                    &mut st,
-                    rounding,
-                )? {
-                    // The all-gather steps of these positions are done too.
-                    while plan.as_slice().first().is_some_and(|(t, _)| *t != step) {
-                        plan.next();
-                    }
-                    continue;
-                }
-                let done = self.gather(step, &ops, &bodies, &sends, run, buf, &mut st, rounding)?;
-                let done = done.map(|span| Op::Finalize { span });
-                let rest: Vec<Op> = ops.iter().filter(|&&o| Some(o) != done).copied().collect();
-                self.finalize(&rest, rounding, buf, &mut st);
-                continue;
-            }
-            let grid_reduces = self.on_grid
-                && fused_grid_step(&ops).is_none()
-                && ops.iter().any(|o| {
-                    matches!(
-                        o,
-                        Op::Recv {
-                            kind: Kind::Reduce { .. },
-                            ..
-                        }
-                    )
-                });
-            let excluded = self.frontiers || self.use_acc || grid_reduces;
-            let send = match &bodies[..] {
-                [Body::Buf(run)] => Some(run),
-                _ => None,
-            };
-            if let Some((send, recv)) = direct_runs(&ops, send, self.n, excluded) {
-                if let Some((_, next)) = plan.as_slice().first()
-                    && self.pair(
-                        (step, &ops),
-                        next,
-                        send.clone(),
-                        recv.clone(),
-                        buf,
-                        &mut st,
-                        rounding,
-                    )?
-                {
-                    // Both steps' moves done; the reduced span finished.
-                    plan.next();
-                    continue;
-                }
-                let done = self.direct(step, &ops, sends[0], send, recv, buf, &mut st, rounding)?;
-                // The reduction stored its span's finished values itself.
-                let done = done.map(|span| Op::Finalize { span });
-                let rest: Vec<Op> = ops.iter().filter(|&&o| Some(o) != done).copied().collect();
-                self.finalize(&rest, rounding, buf, &mut st);
-                continue;
-            } else {
-                let got = self.exchange(&ops, &bodies, &sends, buf, &mut st)?;
-                self.apply(step, &ops, got, buf, &mut st)?;
-            }
-            self.finalize(&ops, rounding, buf, &mut st);
+            self.step((step, &ops), &mut plan, buf, &mut st, rounding)?;
         }
         Ok(st.traffic)
+    }
+
+    /// One exchange of the plan, `(step, ops)`, by the path it allows: the
+    /// grid's meeting or gather of own contributions ([`Self::grid_step`]),
+    /// a body lent in place ([`Self::lent_step`]), else messages exchanged
+    /// and applied. A path that also does the next exchanges of the same
+    /// positions takes them from `plan`.
+    fn step<T: Element>(
+        &self,
+        (step, ops): (usize, &[Op]),
+        plan: &mut std::vec::IntoIter<(usize, Vec<Op>)>,
+        buf: &mut [T],
+        st: &mut State<'_, T>,
+        rounding: Rounding,
+    ) -> Result<(), CommError> {
+        let (bodies, sends) = self.stage(step, ops, buf, st);
+        if let Some(run) = gather_run(ops, &bodies, self.n).filter(|_| self.on_grid) {
+            return self.grid_step((step, ops), &bodies, &sends, run, plan, buf, st, rounding);
+        }
+        let grid_reduces = self.on_grid
+            && fused_grid_step(ops).is_none()
+            && ops.iter().any(|o| {
+                matches!(
+                    o,
+                    Op::Recv {
+                        kind: Kind::Reduce { .. },
+                        ..
+                    }
+                )
+            });
+        let excluded = self.frontiers || self.use_acc || grid_reduces;
+        let send = match &bodies[..] {
+            [Body::Buf(run)] => Some(run),
+            _ => None,
+        };
+        if let Some((send, recv)) = direct_runs(ops, send, self.n, excluded) {
+            return self.lent_step((step, ops), sends[0], (send, recv), plan, buf, st, rounding);
+        }
+        let got = self.exchange(ops, &bodies, &sends, buf, st)?;
+        self.apply(step, ops, got, buf, st)?;
+        self.finalize(ops, rounding, buf, st);
+        Ok(())
+    }
+
+    /// A grid step whose receives reduce own contributions over `run`: all
+    /// of its piece's steps in one meeting where the transport lends to
+    /// several peers ([`Self::meet`]; the all-gather steps are then taken
+    /// from `plan`), else gathered ([`Self::gather`]).
+    #[allow(clippy::too_many_arguments)]
+    fn grid_step<T: Element>(
+        &self,
+        (step, ops): (usize, &[Op]),
+        bodies: &[Body],
+        sends: &[usize],
+        run: Range<usize>,
+        plan: &mut std::vec::IntoIter<(usize, Vec<Op>)>,
+        buf: &mut [T],
+        st: &mut State<'_, T>,
+        rounding: Rounding,
+    ) -> Result<(), CommError> {
+        if self.meet((step, ops), bodies, sends, run.clone(), buf, st, rounding)? {
+            // The all-gather steps of these positions are done too.
+            while plan.as_slice().first().is_some_and(|(t, _)| *t != step) {
+                plan.next();
+            }
+            return Ok(());
+        }
+        let done = self.gather(step, ops, bodies, sends, run, buf, st, rounding)?;
+        self.finalize_rest(ops, done, rounding, buf, st);
+        Ok(())
+    }
+
+    /// A step of one send `send` from the buffer and one receive into
+    /// `recv`, another run of it: over two ranks, this piece's reduction
+    /// and the next exchange's copy in one meeting where the transport
+    /// lends mutably ([`Self::pair`]; the next exchange is then taken from
+    /// `plan`), else the body lent in place ([`Self::direct`]).
+    #[allow(clippy::too_many_arguments)]
+    fn lent_step<T: Element>(
+        &self,
+        (step, ops): (usize, &[Op]),
+        to: usize,
+        (send, recv): (Range<usize>, Range<usize>),
+        plan: &mut std::vec::IntoIter<(usize, Vec<Op>)>,
+        buf: &mut [T],
+        st: &mut State<'_, T>,
+        rounding: Rounding,
+    ) -> Result<(), CommError> {
+        if let Some((_, next)) = plan.as_slice().first()
+            && self.pair(
+                (step, ops),
+                next,
+                send.clone(),
+                recv.clone(),
+                buf,
+                st,
+                rounding,
+            )?
+        {
+            // Both steps' moves done; the reduced span finished.
+            plan.next();
+            return Ok(());
+        }
+        let done = self.direct(step, ops, to, send, recv, buf, st, rounding)?;
+        self.finalize_rest(ops, done, rounding, buf, st);
+        Ok(())
+    }
+
+    /// Finalizes `ops`' spans but `done`, which the step's reduction
+    /// stored finished itself.
+    fn finalize_rest<T: Element>(
+        &self,
+        ops: &[Op],
+        done: Option<Span>,
+        rounding: Rounding,
+        buf: &mut [T],
+        st: &mut State<'_, T>,
+    ) {
+        let done = done.map(|span| Op::Finalize { span });
+        let rest: Vec<Op> = ops.iter().filter(|&&o| Some(o) != done).copied().collect();
+        self.finalize(&rest, rounding, buf, st);
     }
 
     /// Sets `incoming` up for the step's receives, in the order listed;

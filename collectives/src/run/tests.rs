@@ -5,9 +5,76 @@ use tessera_core::fp::{Element, Rounding, f16};
 
 use super::fold::EXPONENT_BYTES;
 use super::{CollectiveSchedule, Scratch, folds_exponents, run};
-use crate::comm::Communicator;
+use crate::comm::{Apply, Communicator, Incoming, Outgoing};
+use crate::error::{CommError, Failure};
 use crate::fault::Faulty;
+use crate::subgroup::GroupComm;
 use crate::thread::ThreadWorld;
+use crate::{ReplicaGroup, Topology};
+
+/// `inner` lending bodies only to read ([`Communicator::exchange_apply`],
+/// not `exchange_mut` or `exchange_mut_many`), as MPI: folded runs over
+/// more than two ranks then hold contributions aside (`scatter.rs`).
+/// Counts its exchanges.
+struct ReadOnly<C> {
+    inner: C,
+    calls: std::cell::Cell<usize>,
+}
+
+impl<C: Communicator> Communicator for ReadOnly<C> {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    fn exchange(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+    ) -> Result<(), CommError> {
+        self.calls.set(self.calls.get() + 1);
+        self.inner.exchange(sends, recvs, timeout)
+    }
+
+    fn exchange_apply(
+        &self,
+        sends: &[Outgoing<'_>],
+        recvs: &mut [Incoming],
+        timeout: Duration,
+        apply: &mut Apply<'_>,
+    ) -> Result<(), CommError> {
+        self.calls.set(self.calls.get() + 1);
+        self.inner.exchange_apply(sends, recvs, timeout, apply)
+    }
+
+    fn fail(&self, failure: Failure) {
+        self.inner.fail(failure);
+    }
+
+    fn failure(&self) -> Option<Failure> {
+        self.inner.failure()
+    }
+
+    fn world_rank(&self, rank: usize) -> usize {
+        self.inner.world_rank(rank)
+    }
+
+    fn context(&self) -> u16 {
+        self.inner.context()
+    }
+
+    fn piece_elements(&self) -> Option<usize> {
+        self.inner.piece_elements()
+    }
+
+    fn topology(&self) -> Topology {
+        self.inner.topology()
+    }
+}
 
 fn input<T: Element>(r: usize, len: usize) -> Vec<T> {
     (0..len)
@@ -49,8 +116,9 @@ fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: 
     }
     let exponents = if s.on_grid(op) { &exponents[..] } else { &[] };
     // Over more than two ranks, folded runs meet where the transport lends
-    // mutably to many (`meet.rs`); `Faulty` lends only to read, so through
-    // it they hold contributions aside (`scatter.rs`): both are checked.
+    // mutably to many (`meet.rs`), also through `Faulty` and a `GroupComm`
+    // of all ranks; through `ReadOnly` they hold contributions aside
+    // (`scatter.rs`): all are checked.
     let also_lent_to_read = folds_exponents(s, op) && p > 2;
     let got = ThreadWorld::run(p, |comm| {
         let mut scratch = Scratch {
@@ -67,11 +135,30 @@ fn check<T: Element + Send + Sync>(s: &CollectiveSchedule, op: ReduceOp, piece: 
         let mut x = input::<T>(comm.rank(), len);
         let traffic = run(&comm, s, &red, &mut x, 0, deadline, &mut scratch, exponents).unwrap();
         if also_lent_to_read {
+            let ctx = format!("{s:?} {op:?} piece {piece}");
             let mut y = input::<T>(comm.rank(), len);
-            let read_only = Faulty::new(&comm, None);
+            let read_only = ReadOnly {
+                inner: &comm,
+                calls: 0.into(),
+            };
             let t = run(&read_only, s, &red, &mut y, 1, deadline, &mut scratch, &[]).unwrap();
-            assert_eq!(bits(&y), bits(&x), "{s:?} {op:?} piece {piece}");
-            assert_eq!(t, traffic, "{s:?} {op:?} piece {piece}");
+            assert_eq!(bits(&y), bits(&x), "{ctx}");
+            assert_eq!(t, traffic, "{ctx}");
+            // Through `Faulty` (no fault) in a `GroupComm` of all ranks: the
+            // loans pass through, so the same bits and traffic, in fewer
+            // exchanges than held aside where the ranks meet.
+            let mut z = input::<T>(comm.rank(), len);
+            let faulty = Faulty::new(&comm, None);
+            let group = GroupComm::new(&faulty, ReplicaGroup::All).unwrap();
+            let t = run(&group, s, &red, &mut z, 2, deadline, &mut scratch, &[]).unwrap();
+            assert_eq!(bits(&z), bits(&x), "{ctx}");
+            assert_eq!(t, traffic, "{ctx}");
+            // (All-reduces meet: `meet.rs`.)
+            if s.collective() == Collective::AllReduce {
+                assert!(faulty.calls() < read_only.calls.get(), "{ctx}");
+            } else {
+                assert_eq!(faulty.calls(), read_only.calls.get(), "{ctx}");
+            }
         }
         (x, traffic.messages)
     })
