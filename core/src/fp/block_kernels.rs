@@ -241,8 +241,10 @@ impl<'a, R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'a, R, L, B> 
     /// Quantizes the full blocks of `src` (element 0 at position `index`)
     /// in groups of `S::LANES`, then one at a time; returns their number.
     /// `fast`: the encoder's fast rule, where every finite block's
-    /// elements take it.
-    #[inline(always)]
+    /// elements take it. Out of line without optimisation: the stochastic
+    /// loop has two copies (grouped draws or not) per kind of fast rule.
+    #[cfg_attr(debug_assertions, inline(never))]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     fn full_blocks<S: Simd>(
         &self,
         fast: Option<&FastLanes<S>>,
