@@ -7,8 +7,7 @@ use tessera_sim::IpuSpec;
 use tessera_sim::ipu::Target;
 use tessera_sim::model::{Conv2d, conv2d_on_tiles};
 use tessera_sim::plan::{
-    Builtin, Calibration, CalibrationError, ModelTable, PlanConfig, PlanError, Precision,
-    SimLayer,
+    Builtin, Calibration, CalibrationError, ModelTable, PlanConfig, PlanError, Precision, SimLayer,
 };
 use tessera_sim::pod::PodSpec;
 
