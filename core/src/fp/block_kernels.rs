@@ -174,24 +174,9 @@ impl<R: BlockRule, B: RandomBits + ?Sized> LaneKernel for BlockQuantize<'_, R, B
             && e.zero_signed
             && matches!(mode, Mode::NearestEven | Mode::Stochastic);
         let full = if fast {
-            // Stochastic rounding draws with no checks where it can.
-            let whole = src.len() / R::BLOCK * R::BLOCK;
-            let drawn = match mode {
-                Mode::Stochastic => lane_bits.grouped(first_index, whole),
-                _ => None,
-            };
             FastLanes::<S>::new(e).specialized(
                 #[inline(always)]
-                |fast| match &drawn {
-                    Some(g) => blocks.with_lane_bits(g).full_blocks::<S>(
-                        Some(fast),
-                        src,
-                        codes,
-                        scales,
-                        first_index,
-                    ),
-                    None => blocks.full_blocks::<S>(Some(fast), src, codes, scales, first_index),
-                },
+                |fast| blocks.full_blocks::<S>(Some(fast), src, codes, scales, first_index),
             )
         } else {
             blocks.full_blocks::<S>(None, src, codes, scales, first_index)
@@ -221,30 +206,12 @@ struct Blocks<'a, R, L, B: ?Sized> {
     bits: &'a B,
 }
 
-impl<'a, R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'a, R, L, B> {
-    /// The same loop with the random bits `lane_bits` in lanes.
-    #[inline(always)]
-    fn with_lane_bits<'b, G: LaneBits>(&self, lane_bits: &'b G) -> Blocks<'b, R, G, B>
-    where
-        'a: 'b,
-    {
-        Blocks {
-            rule: self.rule,
-            encoder: self.encoder,
-            code_bits: self.code_bits,
-            mode: self.mode,
-            lane_bits,
-            bits: self.bits,
-        }
-    }
-
+impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
     /// Quantizes the full blocks of `src` (element 0 at position `index`)
     /// in groups of `S::LANES`, then one at a time; returns their number.
     /// `fast`: the encoder's fast rule, where every finite block's
-    /// elements take it. Out of line without optimisation: the stochastic
-    /// loop has two copies (grouped draws or not) per kind of fast rule.
-    #[cfg_attr(debug_assertions, inline(never))]
-    #[cfg_attr(not(debug_assertions), inline(always))]
+    /// elements take it.
+    #[inline(always)]
     fn full_blocks<S: Simd>(
         &self,
         fast: Option<&FastLanes<S>>,
@@ -341,9 +308,7 @@ impl<'a, R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'a, R, L, B> 
 
     /// [`Blocks::group`] of finite blocks with scale codes `codes` (lane
     /// `b`: block `b`), each block's scale from lanes
-    /// ([`BlockRule::scale_lanes`]), the elements by the fast rule `fast`;
-    /// in stochastic rounding, the random bits of four vectors at a time
-    /// ([`FastLanes::group_random`]).
+    /// ([`BlockRule::scale_lanes`]), the elements by the fast rule `fast`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn fast_group<S: Simd>(
@@ -363,10 +328,6 @@ impl<'a, R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'a, R, L, B> 
         f.store(&mut first);
         g.store(&mut second);
         let per_block = out.len() / S::LANES;
-        // A block's vectors: 1, 2 or 4, so four vectors' draws serve one
-        // or more whole blocks.
-        let vectors = R::BLOCK / S::LANES;
-        let mut random = [S::U::splat(0); 4];
         for (b, (block, out)) in x
             .chunks_exact(R::BLOCK)
             .zip(out.chunks_exact_mut(per_block))
@@ -376,27 +337,21 @@ impl<'a, R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'a, R, L, B> 
                 rows[b] = lane_max::<S>(&next[b * R::BLOCK..][..R::BLOCK]);
             }
             let at = index.wrapping_add((b * R::BLOCK) as u64);
-            let v = b * vectors % 4;
-            if matches!(self.mode, Mode::Stochastic) && v == 0 {
-                random = fast.group_random(self.lane_bits, at);
-            }
             let s = rule.fast_scale(scales[b], [first[b], second[b]]);
-            let random = &random[v..v + vectors];
-            self.fast_block::<S>(fast, (block, random), &s, out, at, streaming);
+            self.fast_block::<S>(fast, block, &s, out, at, streaming);
         }
     }
 
-    /// A finite block's elements (element 0 at position `index`, each
-    /// vector's random bits in `random`) scaled by `s`, rounded by the fast
-    /// rule `fast` when every quotient is finite (else by
-    /// [`Blocks::elements`]), and packed into `out`; 8-bit codes with
-    /// streaming stores if `streaming`.
+    /// A finite block's elements (element 0 at position `index`) scaled by
+    /// `s`, rounded by the fast rule `fast` when every quotient is finite
+    /// (else by [`Blocks::elements`]), and packed into `out`; 8-bit codes
+    /// with streaming stores if `streaming`.
     #[cfg_attr(debug_assertions, inline(never))]
     #[cfg_attr(not(debug_assertions), inline(always))]
     fn fast_block<S: Simd>(
         &self,
         fast: &FastLanes<S>,
-        (block, random): (&[f32], &[S::U]),
+        block: &[f32],
         s: &R::Scale,
         out: &mut [u8],
         index: u64,
@@ -417,7 +372,7 @@ impl<'a, R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'a, R, L, B> 
         let mut bytes = [0u8; MAX_BLOCK];
         for (k, (v, q)) in block.chunks_exact(S::LANES).zip(q).enumerate() {
             let at = index.wrapping_add((k * S::LANES) as u64);
-            let (c, fallback) = fast.encode_drawn(self.mode, q, random[k], self.lane_bits, at);
+            let (c, fallback) = fast.encode(self.mode, q, self.lane_bits, at);
             let c = self.codes::<S>(c, fallback, s, v, at);
             if streaming {
                 S::store_bytes(c, &mut bytes[k * S::LANES..]);

@@ -277,27 +277,10 @@ impl<S: Simd> FastLanes<S> {
         bits: &L,
         index: u64,
     ) -> (S::U, S::U) {
-        let random = match mode {
-            Mode::Stochastic => self.random(bits, index),
-            _ => S::U::splat(0),
-        };
-        self.encode_drawn(mode, x, random, bits, index)
-    }
-
-    /// [`FastLanes::encode`] with the vector's random bits `random` drawn
-    /// (as [`FastLanes::group_random`] gives them; unread in nearest-even).
-    #[inline(always)]
-    pub(super) fn encode_drawn<L: LaneBits>(
-        &self,
-        mode: Mode,
-        x: S::U,
-        random: S::U,
-        bits: &L,
-        index: u64,
-    ) -> (S::U, S::U) {
         let abs = x & self.abs_mask;
         let (magnitudes, fallback) = match mode {
             Mode::Stochastic => {
+                let random = self.random(bits, index);
                 if self.all_normal(abs) {
                     (self.normal_codes(abs, random), S::U::splat(0))
                 } else {
@@ -380,14 +363,6 @@ impl<S: Simd> FastLanes<S> {
             #[inline(always)]
             |v| mixed[v].0,
         ))
-    }
-
-    /// The random bits of the four vectors of elements `index..`, each as
-    /// [`FastLanes::random`] gives a vector's, in as few draws as `bits`
-    /// allows ([`LaneBits::group_random`]).
-    #[inline(always)]
-    pub(super) fn group_random<L: LaneBits>(&self, bits: &L, index: u64) -> [S::U; 4] {
-        bits.group_random::<S>(index, self.wide)
     }
 
     /// Whether every lane of `abs` rounds stochastically to a normal value

@@ -303,12 +303,6 @@ fn fast_group_input(block: usize) -> Vec<f32> {
     x
 }
 
-/// First positions of stochastic calls, one per way the block loop draws
-/// its random bits: the grouped draws (a multiple of 32), four vectors'
-/// halves in one draw (16 mod 32), a vector at a time (3), and a call
-/// across a 2^32 block of positions (no grouped draws).
-const FIRSTS: [u64; 4] = [64, 16, 3, (1 << 32) - 96];
-
 #[test]
 fn fast_groups_equal_the_twin_on_every_backend() {
     let x = fast_group_input(32);
@@ -317,11 +311,10 @@ fn fast_groups_equal_the_twin_on_every_backend() {
             for round in [Round::NEAREST_EVEN, Round::STOCHASTIC] {
                 let mx = Mx::new(format).with_rule(rule).with_round(round);
                 on_every_backend(&format!("{mx:?}"), || {
-                    let mut out = vec![mx_round_trip(mx, &x, 0, true)];
-                    for first in FIRSTS {
-                        out.push(mx_round_trip(mx, &x, first, false));
-                    }
-                    out
+                    (
+                        mx_round_trip(mx, &x, 3, false),
+                        mx_round_trip(mx, &x, 0, true),
+                    )
                 });
             }
         }
@@ -332,15 +325,11 @@ fn fast_groups_equal_the_twin_on_every_backend() {
         for round in [Round::NEAREST_EVEN, Round::STOCHASTIC] {
             let nv = Nvfp4::new(round);
             on_every_backend(&format!("{nv:?} t = {t}"), || {
-                let mut out = Vec::new();
-                for first in FIRSTS {
-                    let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
-                    let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
-                    nv.quantize(&x, t, &mut codes, &mut scales, &STREAM, first)
-                        .unwrap();
-                    out.push((codes, scales));
-                }
-                out
+                let mut codes = vec![0u8; Nvfp4::codes_len(x.len())];
+                let mut scales = vec![0u8; Nvfp4::scales_len(x.len())];
+                nv.quantize(&x, t, &mut codes, &mut scales, &STREAM, 5)
+                    .unwrap();
+                (codes, scales)
             });
         }
     }
