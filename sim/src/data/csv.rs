@@ -51,19 +51,11 @@ pub(crate) fn parse(path: &Path, name: &str, bytes: &[u8]) -> Result<Dataset, Da
             line: line_no,
             column,
         };
-        if std::mem::take(&mut first_line) {
-            let is_number = |f: &&str| f.parse::<f64>().is_ok();
-            match fields.iter().position(|f| !is_number(f)) {
-                Some(_) if !fields.iter().any(is_number) => {
-                    header = Some((line_no, fields.len()));
-                    continue;
-                }
-                Some(c) => {
-                    let found = shown(fields[c]);
-                    return Err(malformed(at(c + 1), FileProblem::MixedFirstLine { found }));
-                }
-                None => {}
-            }
+        if std::mem::take(&mut first_line)
+            && is_header(&fields).map_err(|(c, p)| malformed(at(c), p))?
+        {
+            header = Some((line_no, fields.len()));
+            continue;
         }
         if width == 0 {
             if fields.len() < 2 {
@@ -123,6 +115,22 @@ pub(crate) fn parse(path: &Path, name: &str, bytes: &[u8]) -> Result<Dataset, Da
     }
     let classes = labels.iter().max().map_or(1, |&m| m as usize + 1);
     Dataset::new(name, width - 1, classes, inputs, labels)
+}
+
+/// Whether the first line's `fields` are a header (no field a number) or
+/// a data row (every field one); `Err((column, problem))` for a mix.
+fn is_header(fields: &[&str]) -> Result<bool, (usize, FileProblem)> {
+    let is_number = |f: &&str| f.parse::<f64>().is_ok();
+    match fields.iter().position(|f| !is_number(f)) {
+        None => Ok(false),
+        Some(_) if !fields.iter().any(is_number) => Ok(true),
+        Some(c) => Err((
+            c + 1,
+            FileProblem::MixedFirstLine {
+                found: shown(fields[c]),
+            },
+        )),
+    }
 }
 
 /// A label field: a whole number (integer or float notation) in
