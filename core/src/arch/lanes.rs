@@ -183,6 +183,17 @@ pub(crate) trait Simd: Copy + 'static + BlockPack {
         Self::store_bytes4(u, out);
     }
 
+    /// Runs `f` in a function of its own compiled with this backend's
+    /// target features. Kernels put each specialised copy of their loop
+    /// in one: the optimiser's time grows faster than a function's size
+    /// (SROA's promotion of every inlined copy's stack slots, over the
+    /// whole function, took a release build of this crate past 15
+    /// minutes), and a copy costs one call per kernel call.
+    #[inline(never)]
+    fn outline<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
     /// Eight lane sums of `+0.0`.
     fn acc_zero() -> Self::Acc;
     /// Adds `LANES` terms to the eight lane sums in index order: lane `j`

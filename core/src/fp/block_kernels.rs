@@ -170,7 +170,8 @@ impl<R: BlockRule, B: RandomBits + ?Sized> LaneKernel for BlockQuantize<'_, R, B
             bits,
         };
         let e = &blocks.encoder;
-        let fast = e.fast == Fast::Signed
+        let fast = L::GROUPS
+            && e.fast == Fast::Signed
             && e.zero_signed
             && matches!(mode, Mode::NearestEven | Mode::Stochastic);
         let full = if fast {
@@ -437,7 +438,7 @@ impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
         if !fallback.any() {
             return c;
         }
-        patch::<S>(
+        patch::<S, _>(
             c,
             fallback,
             #[inline(always)]

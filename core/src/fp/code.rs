@@ -42,22 +42,39 @@ pub(super) mod sealed {
         U32(&'a mut [u32]),
     }
 
+    /// The slice as what it is, for the kernels' loads.
+    pub enum CodesRef<'a> {
+        U8(&'a [u8]),
+        U16(&'a [u16]),
+        U32(&'a [u32]),
+    }
+
     pub trait Sealed: Sized {
         fn codes(x: &mut [Self]) -> Codes<'_>;
+        fn codes_ref(x: &[Self]) -> CodesRef<'_>;
     }
     impl Sealed for u8 {
         fn codes(x: &mut [Self]) -> Codes<'_> {
             Codes::U8(x)
+        }
+        fn codes_ref(x: &[Self]) -> CodesRef<'_> {
+            CodesRef::U8(x)
         }
     }
     impl Sealed for u16 {
         fn codes(x: &mut [Self]) -> Codes<'_> {
             Codes::U16(x)
         }
+        fn codes_ref(x: &[Self]) -> CodesRef<'_> {
+            CodesRef::U16(x)
+        }
     }
     impl Sealed for u32 {
         fn codes(x: &mut [Self]) -> Codes<'_> {
             Codes::U32(x)
+        }
+        fn codes_ref(x: &[Self]) -> CodesRef<'_> {
+            CodesRef::U32(x)
         }
     }
 }

@@ -48,20 +48,29 @@ fn store_group<S: Simd, C: Code>(codes: [S::U; 4], out: &mut [C], streaming: boo
 
 /// Replaces the lanes of `codes` marked in `fallback` by `twin(lane)`.
 #[inline(always)]
-pub(super) fn patch<S: Simd>(
+pub(super) fn patch<S: Simd, F: FnMut(usize) -> u32>(
     codes: S::U,
     fallback: S::U,
-    mut twin: impl FnMut(usize) -> u32,
+    mut twin: F,
 ) -> S::U {
     let (mut lanes, mut marks) = ([0u32; 16], [0u32; 16]);
     codes.write_to(&mut lanes);
     fallback.write_to(&mut marks);
     for (i, (l, m)) in lanes.iter_mut().zip(&marks).enumerate().take(S::LANES) {
         if *m != 0 {
-            *l = twin(i);
+            *l = out_of_line(&mut twin, i);
         }
     }
     S::U::from_slice(&lanes)
+}
+
+/// `twin(lane)` in a function of its own: the scalar twins are inlined
+/// where they are called, and inlined in each of a vector's unrolled
+/// lanes they made the kernels many times larger (and the release build
+/// many times slower) for lanes that rarely take them.
+#[inline(never)]
+fn out_of_line<F: FnMut(usize) -> u32>(twin: &mut F, lane: usize) -> u32 {
+    twin(lane)
 }
 
 /// [`encode_slice`](super::encode_slice)'s arguments.
@@ -124,7 +133,9 @@ impl<C: Code, B: RandomBits + ?Sized> LaneKernel for EncodeCodes<'_, C, B> {
         // on 16 lanes, one draw of word 0 for 16 elements in stochastic
         // rounding; large byte outputs are streamed (`tessera bench
         // formats`, docs/benchmarks.md).
-        let fast = encoder.has_fast_rule() && matches!(mode, Mode::Stochastic | Mode::NearestEven);
+        let fast = L::GROUPS
+            && encoder.has_fast_rule()
+            && matches!(mode, Mode::Stochastic | Mode::NearestEven);
         let streaming = crate::arch::wants_streaming(dst);
         let group = 4 * S::LANES;
         let grouped = if fast { src.len() / group * group } else { 0 };
@@ -235,7 +246,7 @@ impl<B: RandomBits + ?Sized, L: LaneBits> OneVector<'_, B, L> {
                 .encode::<S, L>(self.mode, x, self.lane_bits, index);
         let mut nans = 0;
         if fallback.any() {
-            codes = patch::<S>(
+            codes = patch::<S, _>(
                 codes,
                 fallback,
                 #[inline(always)]
@@ -301,7 +312,7 @@ impl<B: RandomBits + ?Sized> LaneKernel for ChopValues<'_, B> {
                 let (mut y, fallback) =
                     encoder.chop::<S, L>(mode, S::F::load(&x[at..]), lane_bits, index);
                 if fallback.any() {
-                    y = patch::<S>(
+                    y = patch::<S, _>(
                         y,
                         fallback,
                         #[inline(always)]

@@ -192,24 +192,40 @@ impl<S: Simd> FastLanes<S> {
 
     /// Runs `f` with `self`'s kind of rule (and zero's sign) a constant,
     /// so that the loop inside `f` is compiled once per kind, without
-    /// branches on it.
+    /// branches on it, each copy a function of its own (see
+    /// `Simd::outline`).
     #[inline(always)]
     pub(super) fn specialized<R>(self, mut f: impl FnMut(&Self) -> R) -> R {
         match (self.fast, self.zero_signed) {
-            (Fast::Unsigned, _) => f(&Self {
-                fast: Fast::Unsigned,
-                ..self
-            }),
-            (_, true) => f(&Self {
-                fast: Fast::Signed,
-                zero_signed: true,
-                ..self
-            }),
-            (_, false) => f(&Self {
-                fast: Fast::Signed,
-                zero_signed: false,
-                ..self
-            }),
+            (Fast::Unsigned, _) => S::outline(
+                #[inline(always)]
+                || {
+                    f(&Self {
+                        fast: Fast::Unsigned,
+                        ..self
+                    })
+                },
+            ),
+            (_, true) => S::outline(
+                #[inline(always)]
+                || {
+                    f(&Self {
+                        fast: Fast::Signed,
+                        zero_signed: true,
+                        ..self
+                    })
+                },
+            ),
+            (_, false) => S::outline(
+                #[inline(always)]
+                || {
+                    f(&Self {
+                        fast: Fast::Signed,
+                        zero_signed: false,
+                        ..self
+                    })
+                },
+            ),
         }
     }
 

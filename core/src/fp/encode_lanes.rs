@@ -50,6 +50,10 @@ pub(crate) trait LaneBits {
     /// See [`LaneBits::Grouped`]: `None` where there is no such form.
     fn grouped(&self, first: u64, len: usize) -> Option<Self::Grouped>;
 
+    /// Whether loops over these bits may take the fast rule's groups of
+    /// four vectors; where not ([`General`]), those loops are not compiled.
+    const GROUPS: bool = true;
+
     /// The random bits of the four vectors of elements `index..`, as
     /// [`Simd::group_random`] lays them out: each lane's half bits, and the
     /// low 16 bits of its word 1 above them if `wide`. One draw of word 0
@@ -179,6 +183,38 @@ impl LaneBits for GroupBits {
     }
 }
 
+/// `L` in a loop whose mode never takes the fast groups (neither
+/// nearest-even nor exact stochastic rounding), or whose bits come from a
+/// source read one element at a time: the group loops, the largest part
+/// of a kernel, are compiled only for the stream's two fast modes.
+pub(crate) struct General<L>(pub(crate) L);
+
+impl<L: LaneBits> LaneBits for General<L> {
+    #[inline(always)]
+    fn halves<S: Simd>(&self, index: u64) -> S::U {
+        self.0.halves::<S>(index)
+    }
+
+    #[inline(always)]
+    fn word1<S: Simd>(&self, index: u64) -> S::U {
+        self.0.word1::<S>(index)
+    }
+
+    #[inline(always)]
+    fn half_words<S: Simd>(&self, index: u64) -> S::U8 {
+        self.0.half_words::<S>(index)
+    }
+
+    type Grouped = NoBits;
+
+    #[inline(always)]
+    fn grouped(&self, _: u64, _: usize) -> Option<NoBits> {
+        None
+    }
+
+    const GROUPS: bool = false;
+}
+
 /// No bits: the [`LaneBits::Grouped`] of sources without a grouped form
 /// (never built, so the loops that would read it are never compiled).
 #[derive(Clone, Copy)]
@@ -276,15 +312,24 @@ pub(crate) fn run_lanes_at<S: Simd, K: LaneKernel, B: RandomBits + ?Sized>(
     mode: Mode,
     first_index: u64,
 ) -> K::Output {
+    // Each loop a function of its own (see `Simd::outline`).
     match (bits.as_stream(), mode) {
-        (Some(s), Mode::NearestEven) => {
-            kernel.lanes::<S, _>(Mode::NearestEven, &StreamBits::new(s, first_index))
-        }
-        (Some(s), Mode::Stochastic) => {
-            kernel.lanes::<S, _>(Mode::Stochastic, &StreamBits::new(s, first_index))
-        }
-        (Some(s), mode) => kernel.lanes::<S, _>(mode, &StreamBits::new(s, first_index)),
-        (None, mode) => kernel.lanes::<S, _>(mode, &SourceBits(bits)),
+        (Some(s), Mode::NearestEven) => S::outline(
+            #[inline(always)]
+            || kernel.lanes::<S, _>(Mode::NearestEven, &StreamBits::new(s, first_index)),
+        ),
+        (Some(s), Mode::Stochastic) => S::outline(
+            #[inline(always)]
+            || kernel.lanes::<S, _>(Mode::Stochastic, &StreamBits::new(s, first_index)),
+        ),
+        (Some(s), mode) => S::outline(
+            #[inline(always)]
+            || kernel.lanes::<S, _>(mode, &General(StreamBits::new(s, first_index))),
+        ),
+        (None, mode) => S::outline(
+            #[inline(always)]
+            || kernel.lanes::<S, _>(mode, &General(SourceBits(bits))),
+        ),
     }
 }
 

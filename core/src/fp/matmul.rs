@@ -12,7 +12,7 @@ use super::encode_lanes::{Encoder, StreamBits};
 use super::format::Format;
 use super::round::{Mode, Round};
 use crate::arch::{self, F32s, Kernel, Real, Simd, U32s};
-use crate::rng::{RandomBits, RandomStream};
+use crate::rng::{Erased, RandomBits, RandomStream};
 
 /// Whether the f32 product of any two values of `input` is exact: at most
 /// 12 significant bits (two make at most 24), the smallest positive value
@@ -330,6 +330,7 @@ impl RoundedMatmul {
         check_len("b", a.len(), b.len())?;
         self.check("a", a)?;
         self.check("b", b)?;
+        let bits: &dyn RandomBits = &Erased(bits);
         Ok(self.dot_unchecked(a.iter().copied(), b.iter().copied(), bits, index))
     }
 
@@ -394,16 +395,30 @@ impl RoundedMatmul {
         check_len("c", m * n, c.len())?;
         self.check("a", a)?;
         self.check("b", b)?;
+        self.gemm_checked((m, n, k), a, b, c, &Erased(bits), first_index);
+        Ok(())
+    }
+
+    /// [`RoundedMatmul::gemm`]'s kernels, instantiated once, in this
+    /// crate, for every caller's source of bits (as `fp::encode_slice`'s).
+    fn gemm_checked(
+        self,
+        shape: (usize, usize, usize),
+        a: &[f32],
+        b: &[f32],
+        c: &mut [f32],
+        bits: &dyn RandomBits,
+        first_index: u64,
+    ) {
         arch::dispatch(GemmValues {
             mm: self,
-            shape: (m, n, k),
+            shape,
             a,
             b,
             c,
             bits,
             first_index,
         });
-        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@ use super::format::Format;
 use super::pack::{fp4_packed_len, fp6_packed_len, unpack_fp4, unpack_fp6};
 use super::round::{Round, Subnormals};
 use crate::arch::{self, F32s, Kernel, Real, Simd, U32s};
-use crate::rng::RandomBits;
+use crate::rng::{Erased, RandomBits};
 
 /// Elements per MX block.
 pub const MX_BLOCK: usize = 32;
@@ -435,6 +435,20 @@ impl Mx {
     ) -> Result<(), BlockError> {
         check_len("codes", self.format.codes_len(src.len()), codes.len())?;
         check_len("scales", Self::scales_len(src.len()), scales.len())?;
+        self.quantize_checked(src, codes, scales, &Erased(bits), first_index);
+        Ok(())
+    }
+
+    /// [`Mx::quantize`]'s kernels, instantiated once, in this crate, for
+    /// every caller's source of bits (as `fp::encode_slice`'s).
+    fn quantize_checked(
+        self,
+        src: &[f32],
+        codes: &mut [u8],
+        scales: &mut [u8],
+        bits: &dyn RandomBits,
+        first_index: u64,
+    ) {
         arch::dispatch(BlockQuantize {
             rule: self,
             src,
@@ -444,7 +458,6 @@ impl Mx {
             first_index,
             mode: self.round.mode,
         });
-        Ok(())
     }
 }
 

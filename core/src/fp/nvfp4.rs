@@ -12,7 +12,7 @@ use super::format::Format;
 use super::pack::fp4_packed_len;
 use super::round::{Mode, Round, Subnormals};
 use crate::arch::{self, F32s, Kernel, Real, Simd, U32s};
-use crate::rng::RandomBits;
+use crate::rng::{Erased, RandomBits};
 
 /// Elements per NVFP4 block.
 pub const NVFP4_BLOCK: usize = 16;
@@ -183,6 +183,21 @@ impl Nvfp4 {
         first_index: u64,
     ) -> Result<(), BlockError> {
         check_args(src.len(), t, codes.len(), scales.len())?;
+        self.quantize_checked(src, t, codes, scales, &Erased(bits), first_index);
+        Ok(())
+    }
+
+    /// [`Nvfp4::quantize`]'s kernels, instantiated once, in this crate,
+    /// for every caller's source of bits (as `fp::encode_slice`'s).
+    fn quantize_checked(
+        self,
+        src: &[f32],
+        t: f32,
+        codes: &mut [u8],
+        scales: &mut [u8],
+        bits: &dyn RandomBits,
+        first_index: u64,
+    ) {
         arch::dispatch(BlockQuantize {
             rule: Nvfp4Blocks { nv: self, t },
             src,
@@ -192,7 +207,6 @@ impl Nvfp4 {
             first_index,
             mode: self.round.mode,
         });
-        Ok(())
     }
 
     /// Decodes `dst.len()` elements from packed E2M1 codes, E4M3 block

@@ -3,12 +3,13 @@
 //! scalar twins on every backend.
 
 pub use super::code::Code;
+use super::code::sealed::{Codes, CodesRef};
 use super::code_kernels::{ChopValues, EncodeCodes};
 use super::decode_kernels::DecodeCodes;
 use super::format::Format;
 use super::round::Round;
 use crate::arch;
-use crate::rng::RandomBits;
+use crate::rng::{Erased, RandomBits};
 
 /// # Panics
 /// If the lengths differ or `C` is narrower than the format.
@@ -56,14 +57,50 @@ pub fn encode_slice<C: Code, B: RandomBits + ?Sized>(
     first_index: u64,
 ) -> usize {
     check::<C>(format, src.len(), dst.len(), "encode_slice");
-    arch::dispatch(EncodeCodes {
+    encode_codes(
         format,
         src,
-        dst,
+        C::codes(dst),
         round,
-        bits,
+        &Erased(bits),
         first_index,
-    })
+    )
+}
+
+/// [`encode_slice`]'s kernels, instantiated once, in this crate, for every
+/// caller: a caller's crate compiles only the generic lines above (the
+/// kernels are large, and compiling them again for each caller's types
+/// multiplied every downstream build's time).
+fn encode_codes(
+    format: Format,
+    src: &[f32],
+    dst: Codes<'_>,
+    round: Round,
+    bits: &dyn RandomBits,
+    first_index: u64,
+) -> usize {
+    fn run<C: Code>(
+        format: Format,
+        src: &[f32],
+        dst: &mut [C],
+        round: Round,
+        bits: &dyn RandomBits,
+        first_index: u64,
+    ) -> usize {
+        arch::dispatch(EncodeCodes {
+            format,
+            src,
+            dst,
+            round,
+            bits,
+            first_index,
+        })
+    }
+    match dst {
+        Codes::U8(dst) => run(format, src, dst, round, bits, first_index),
+        Codes::U16(dst) => run(format, src, dst, round, bits, first_index),
+        Codes::U32(dst) => run(format, src, dst, round, bits, first_index),
+    }
 }
 
 /// Decodes every code of `src` (in `format`) into `dst`, exactly; bitwise
@@ -81,7 +118,17 @@ pub fn encode_slice<C: Code, B: RandomBits + ?Sized>(
 /// If `src` and `dst` differ in length, or `C` is narrower than the format.
 pub fn decode_slice<C: Code>(format: Format, src: &[C], dst: &mut [f32]) {
     check::<C>(format, src.len(), dst.len(), "decode_slice");
-    arch::dispatch(DecodeCodes { format, src, dst });
+    decode_codes(format, C::codes_ref(src), dst);
+}
+
+/// [`decode_slice`]'s kernels, instantiated once, in this crate (as
+/// [`encode_codes`]).
+fn decode_codes(format: Format, src: CodesRef<'_>, dst: &mut [f32]) {
+    match src {
+        CodesRef::U8(src) => arch::dispatch(DecodeCodes { format, src, dst }),
+        CodesRef::U16(src) => arch::dispatch(DecodeCodes { format, src, dst }),
+        CodesRef::U32(src) => arch::dispatch(DecodeCodes { format, src, dst }),
+    }
 }
 
 /// Rounds every f32 of `x` in place to `format`'s values by `round`,
@@ -102,6 +149,18 @@ pub fn chop_slice<B: RandomBits + ?Sized>(
     x: &mut [f32],
     round: Round,
     bits: &B,
+    first_index: u64,
+) {
+    chop_values(format, x, round, &Erased(bits), first_index);
+}
+
+/// [`chop_slice`]'s kernels, instantiated once, in this crate (as
+/// [`encode_codes`]).
+fn chop_values(
+    format: Format,
+    x: &mut [f32],
+    round: Round,
+    bits: &dyn RandomBits,
     first_index: u64,
 ) {
     arch::dispatch(ChopValues {

@@ -63,6 +63,7 @@ mod source;
 
 pub(crate) use groups::GroupDraws;
 pub use sequential::StreamRng;
+pub(crate) use source::Erased;
 pub use source::{RandomBits, Replay};
 
 use core::marker::PhantomData;

@@ -68,6 +68,30 @@ impl RandomBits for RandomStream {
     }
 }
 
+/// Any source behind one type, so that the kernels taking random bits are
+/// compiled once, here, for every source (as `&dyn RandomBits`), instead
+/// of once more in each caller's crate for each caller's type: the
+/// stream's fast paths are found through [`RandomBits::as_stream`], and
+/// other sources are read one element at a time either way.
+pub(crate) struct Erased<'a, B: ?Sized>(pub(crate) &'a B);
+
+impl<B: RandomBits + ?Sized> RandomBits for Erased<'_, B> {
+    #[inline(always)]
+    fn half_bits(&self, index: u64) -> u16 {
+        self.0.half_bits(index)
+    }
+
+    #[inline(always)]
+    fn word(&self, index: u64, word: u32) -> u32 {
+        self.0.word(index, word)
+    }
+
+    #[inline(always)]
+    fn as_stream(&self) -> Option<RandomStream> {
+        self.0.as_stream()
+    }
+}
+
 /// Caller-supplied random bits: `per_element` words per element, element
 /// `index` owning `words[index * per_element..][..per_element]`. Its
 /// [`RandomBits::half_bits`] is the low half of its first word, and its

@@ -178,6 +178,12 @@ impl Simd for Avx2 {
     type H = __m128i;
     eight_lane_items!(F, U);
 
+    #[inline(always)]
+    fn outline<R>(f: impl FnOnce() -> R) -> R {
+        // SAFETY: the module invariant.
+        unsafe { outline(f) }
+    }
+
     packed_io!(__m128i, 8, _mm_loadu_si128, _mm_storeu_si128);
 
     #[inline(always)]
@@ -251,4 +257,11 @@ impl Simd for Avx2 {
         // SAFETY: the module invariant (F16C).
         unsafe { _mm256_cvtps_ph::<_MM_FROUND_TO_ZERO>(x.0) }
     }
+}
+
+/// [`Simd::outline`]'s function: AVX2's features, never inlined.
+#[target_feature(enable = "avx2,f16c")]
+#[inline(never)]
+unsafe fn outline<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }

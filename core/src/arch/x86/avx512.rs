@@ -264,6 +264,12 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
     packed_io!(__m256i, 16, _mm256_loadu_si256, _mm256_storeu_si256);
 
     #[inline(always)]
+    fn outline<R>(f: impl FnOnce() -> R) -> R {
+        // SAFETY: the module invariant (with `BF16`, AVX512-BF16 too).
+        unsafe { if BF16 { outline_bf16(f) } else { outline(f) } }
+    }
+
+    #[inline(always)]
     fn pack(u: U) -> __m256i {
         // SAFETY: the module invariant. (`vpmovdw` truncates each lane.)
         unsafe { _mm512_cvtepi32_epi16(u.0) }
@@ -421,4 +427,18 @@ impl<const BF16: bool> Simd for Avx512<BF16> {
         // whose entry function enables AVX512-BF16).
         unsafe { core::mem::transmute::<_, __m256i>(_mm512_cvtneps_pbh(x.0)) }
     }
+}
+
+/// [`Simd::outline`]'s function: AVX-512's features, never inlined.
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl")]
+#[inline(never)]
+unsafe fn outline<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// [`Simd::outline`]'s function with AVX512-BF16 too.
+#[target_feature(enable = "avx2,f16c,avx512f,avx512bw,avx512vl,avx512bf16")]
+#[inline(never)]
+unsafe fn outline_bf16<R>(f: impl FnOnce() -> R) -> R {
+    f()
 }
