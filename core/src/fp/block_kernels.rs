@@ -438,7 +438,7 @@ impl<R: BlockRule, L: LaneBits, B: RandomBits + ?Sized> Blocks<'_, R, L, B> {
         if !fallback.any() {
             return c;
         }
-        patch::<S, _>(
+        patch::<S>(
             c,
             fallback,
             #[inline(always)]

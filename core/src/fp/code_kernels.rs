@@ -48,10 +48,10 @@ fn store_group<S: Simd, C: Code>(codes: [S::U; 4], out: &mut [C], streaming: boo
 
 /// Replaces the lanes of `codes` marked in `fallback` by `twin(lane)`.
 #[inline(always)]
-pub(super) fn patch<S: Simd, F: FnMut(usize) -> u32>(
+pub(super) fn patch<S: Simd>(
     codes: S::U,
     fallback: S::U,
-    mut twin: F,
+    mut twin: impl FnMut(usize) -> u32,
 ) -> S::U {
     let (mut lanes, mut marks) = ([0u32; 16], [0u32; 16]);
     codes.write_to(&mut lanes);
@@ -246,7 +246,7 @@ impl<B: RandomBits + ?Sized, L: LaneBits> OneVector<'_, B, L> {
                 .encode::<S, L>(self.mode, x, self.lane_bits, index);
         let mut nans = 0;
         if fallback.any() {
-            codes = patch::<S, _>(
+            codes = patch::<S>(
                 codes,
                 fallback,
                 #[inline(always)]
@@ -312,7 +312,7 @@ impl<B: RandomBits + ?Sized> LaneKernel for ChopValues<'_, B> {
                 let (mut y, fallback) =
                     encoder.chop::<S, L>(mode, S::F::load(&x[at..]), lane_bits, index);
                 if fallback.any() {
-                    y = patch::<S, _>(
+                    y = patch::<S>(
                         y,
                         fallback,
                         #[inline(always)]

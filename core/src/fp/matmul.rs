@@ -330,7 +330,6 @@ impl RoundedMatmul {
         check_len("b", a.len(), b.len())?;
         self.check("a", a)?;
         self.check("b", b)?;
-        let bits: &dyn RandomBits = &Erased(bits);
         Ok(self.dot_unchecked(a.iter().copied(), b.iter().copied(), bits, index))
     }
 
